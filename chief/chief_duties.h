@@ -1,0 +1,75 @@
+// What the task with chief duties does for a job (the chief, or worker 0 when
+// the cluster has no chief):
+//   Start():  serve the Coordinator service on its own address, wait for every
+//             PS (naming any that never answers), create and initialise the
+//             variables (keeping them if the PS already hold some);
+//   Finish(): wait for every worker to report done, score the final
+//             parameters on the test set, write output_dir/final_metrics.json,
+//             and tell every PS to exit.
+// Thread-compatible: call Start, then Finish, from one thread.
+#ifndef PSTRAIN_CHIEF_CHIEF_DUTIES_H_
+#define PSTRAIN_CHIEF_CHIEF_DUTIES_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chief/coordinator.h"
+#include "common/grpc_server.h"
+#include "common/json.h"
+#include "common/tf_config.h"
+#include "model/job_spec.h"
+#include "model/mlp.h"
+#include "worker/ps_client.h"
+
+namespace pstrain::chief {
+
+struct ChiefOptions {
+  model::JobSpec job;
+  std::string output_dir = "./output";
+  std::string bind_address;  // where the Coordinator service listens
+  // 2 minutes: PS processes start in well under a second; containers being
+  // scheduled may take longer.
+  absl::Duration ps_wait = absl::Minutes(2);
+  // 24 hours: the longest a job may train before the chief gives up.
+  absl::Duration job_timeout = absl::Hours(24);
+};
+
+class ChiefDuties {
+ public:
+  // Errors: Unavailable when the coordinator address cannot be bound;
+  // DeadlineExceeded naming each PS that never answered; errors of the
+  // CreateVariables RPC naming the PS.
+  static absl::StatusOr<std::unique_ptr<ChiefDuties>> Start(
+      const TfConfig& cfg, const ChiefOptions& options);
+  ~ChiefDuties();
+
+  // For worker 0 with chief duties: record its own result without an RPC.
+  absl::Status ReportLocal(const v1::ReportDoneRequest& report) {
+    return tracker_.MarkDone(report);
+  }
+
+  // Returns the metrics it wrote: {"test_accuracy", "test_loss",
+  // "test_examples", "global_step", "workers": [...]}. The PS are told to
+  // exit whether or not the scoring succeeded.
+  absl::StatusOr<Json> Finish();
+
+  // Tells every PS to exit (used when the job fails).
+  void StopParameterServers(const std::string& reason);
+
+ private:
+  ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
+
+  const TfConfig cfg_;
+  const ChiefOptions options_;
+  JobTracker tracker_;
+  CoordinatorServiceImpl service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<model::Mlp> mlp_;
+  std::unique_ptr<worker::PsClient> client_;
+};
+
+}  // namespace pstrain::chief
+
+#endif  // PSTRAIN_CHIEF_CHIEF_DUTIES_H_

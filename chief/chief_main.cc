@@ -1,0 +1,50 @@
+#include "chief/chief_main.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "chief/chief_duties.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "pstrain/job_flags.h"
+
+namespace pstrain::chief {
+namespace {
+
+absl::Status Run(const TfConfig& cfg, CliArgs& args) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
+  ChiefOptions options;
+  PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
+  PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
+  PSTRAIN_ASSIGN_OR_RETURN(options.bind_address,
+                           args.GetString("bind", cfg.task_address()->ToString()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
+  PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+  options.ps_wait = absl::Seconds(ps_wait_s);
+  options.job_timeout = absl::Seconds(job_timeout_s);
+
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ChiefDuties> duties,
+                           ChiefDuties::Start(cfg, options));
+  PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
+  const std::string line = absl::StrFormat(
+      "test accuracy: %.4f (loss %.4f on %d examples, global step %d)",
+      metrics.Find("test_accuracy")->number_value(),
+      metrics.Find("test_loss")->number_value(),
+      static_cast<int64_t>(metrics.Find("test_examples")->number_value()),
+      static_cast<int64_t>(metrics.Find("global_step")->number_value()));
+  Log(line);
+  Log("metrics written to ", options.output_dir, "/final_metrics.json");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int ChiefMain(const TfConfig& cfg, CliArgs& args) {
+  absl::Status s = Run(cfg, args);
+  if (!s.ok()) Log("job failed: ", s.message());
+  return ExitCodeFor(s);
+}
+
+}  // namespace pstrain::chief

@@ -1,0 +1,17 @@
+// The chief role's main (also "master"): coordinates the job and scores it.
+#ifndef PSTRAIN_CHIEF_CHIEF_MAIN_H_
+#define PSTRAIN_CHIEF_CHIEF_MAIN_H_
+
+#include "common/cli_args.h"
+#include "common/tf_config.h"
+
+namespace pstrain::chief {
+
+// Flags: the job flags (pstrain/job_flags.h), --output_dir, --bind,
+// --ps_wait_s, --job_timeout_s. Prints "test accuracy: X" at the end.
+// Returns the process exit code. REQUIRES: cfg.task.role == Role::kChief.
+int ChiefMain(const TfConfig& cfg, CliArgs& args);
+
+}  // namespace pstrain::chief
+
+#endif  // PSTRAIN_CHIEF_CHIEF_MAIN_H_

@@ -1,0 +1,70 @@
+// The chief's coordination state and its gRPC face.
+//
+// JobTracker records which training replicas have finished; the Coordinator
+// service (CoordinatorServiceImpl) lets workers report it; CoordinatorClient
+// is how a worker does. Thread-safe.
+#ifndef PSTRAIN_CHIEF_COORDINATOR_H_
+#define PSTRAIN_CHIEF_COORDINATOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/tf_config.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace pstrain::chief {
+
+class JobTracker {
+ public:
+  // `workers`: the training replicas' addresses, to name missing ones.
+  explicit JobTracker(std::vector<HostPort> workers);
+
+  // Records that worker `report.task_index()` finished. InvalidArgument for an
+  // index outside the cluster or a task type other than "worker"; a repeated
+  // report replaces the earlier one (a retried RPC).
+  absl::Status MarkDone(const v1::ReportDoneRequest& report)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until every worker has reported or `timeout` passes, logging
+  // every 30 s who is still training. DeadlineExceeded naming each missing
+  // worker by index and address.
+  absl::Status WaitForAll(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The reports so far, by worker index.
+  std::map<int, v1::ReportDoneRequest> reports() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const std::vector<HostPort> workers_;
+  mutable absl::Mutex mu_;
+  std::map<int, v1::ReportDoneRequest> reports_ ABSL_GUARDED_BY(mu_);
+};
+
+class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
+ public:
+  // `tracker` must outlive the service.
+  explicit CoordinatorServiceImpl(JobTracker* tracker) : tracker_(tracker) {}
+
+  grpc::ServerUnaryReactor* ReportDone(grpc::CallbackServerContext* ctx,
+                                       const v1::ReportDoneRequest* req,
+                                       v1::ReportDoneResponse* resp) override;
+
+ private:
+  JobTracker* const tracker_;
+};
+
+// Sends ReportDone to the task with chief duties at `address`, retrying
+// Unavailable (the chief may still be starting) with backoff for up to
+// `timeout`. Errors name the chief: "chief (host:port): ReportDone: ...".
+absl::Status ReportDoneToChief(const HostPort& address,
+                               const v1::ReportDoneRequest& report,
+                               absl::Duration timeout);
+
+}  // namespace pstrain::chief
+
+#endif  // PSTRAIN_CHIEF_COORDINATOR_H_

@@ -1,0 +1,107 @@
+#include "common/cli_args.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv,
+                                       int first) {
+  CliArgs out;
+  bool flags_done = false;
+  for (int i = first; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (flags_done || arg.size() < 2 || arg.substr(0, 2) != "--") {
+      out.positional_.emplace_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      flags_done = true;
+      continue;
+    }
+    absl::string_view body = arg.substr(2);
+    std::string name, value;
+    size_t eq = body.find('=');
+    if (eq != absl::string_view::npos) {
+      name = std::string(body.substr(0, eq));
+      value = std::string(body.substr(eq + 1));
+    } else {
+      name = std::string(body);
+      // "--name value" when the next argument is not a flag; else boolean.
+      if (i + 1 < argc && absl::string_view(argv[i + 1]).substr(0, 2) != "--") {
+        value = argv[++i];
+      } else if (name.size() > 2 && name.substr(0, 2) == "no") {
+        name = name.substr(2);
+        value = "false";
+      } else {
+        value = "true";
+      }
+    }
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("argument \"", arg, "\" has no flag name"));
+    }
+    out.values_[name] = value;
+    out.raw_flags_.push_back(absl::StrCat("--", name, "=", value));
+  }
+  return out;
+}
+
+bool CliArgs::Has(absl::string_view name) const {
+  return values_.count(std::string(name)) > 0;
+}
+
+absl::StatusOr<std::string> CliArgs::GetString(absl::string_view name,
+                                               absl::string_view def) {
+  used_.insert(std::string(name));
+  auto it = values_.find(std::string(name));
+  return it == values_.end() ? std::string(def) : it->second;
+}
+
+absl::StatusOr<int64_t> CliArgs::GetInt(absl::string_view name, int64_t def) {
+  used_.insert(std::string(name));
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return def;
+  int64_t v;
+  if (!absl::SimpleAtoi(it->second, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, "=", it->second, ": expected an integer"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> CliArgs::GetDouble(absl::string_view name, double def) {
+  used_.insert(std::string(name));
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return def;
+  double v;
+  if (!absl::SimpleAtod(it->second, &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", it->second, ": expected a number"));
+  }
+  return v;
+}
+
+absl::StatusOr<bool> CliArgs::GetBool(absl::string_view name, bool def) {
+  used_.insert(std::string(name));
+  auto it = values_.find(std::string(name));
+  if (it == values_.end()) return def;
+  std::string v = absl::AsciiStrToLower(it->second);
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--", name, "=", it->second, ": expected true or false"));
+}
+
+absl::Status CliArgs::CheckAllUsed() const {
+  for (const auto& [name, value] : values_) {
+    if (used_.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain

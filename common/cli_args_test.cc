@@ -1,0 +1,33 @@
+#include "common/cli_args.h"
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+TEST(CliArgsTest, ParsesEveryFlagForm) {
+  const char* argv[] = {"prog", "launch", "--ps", "2", "--workers=3",
+                        "--json", "--noverbose", "--lr=0.5", "extra"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(9, argv));
+  EXPECT_EQ(*a.GetInt("ps", 0), 2);
+  EXPECT_EQ(*a.GetInt("workers", 0), 3);
+  EXPECT_TRUE(*a.GetBool("json", false));
+  EXPECT_FALSE(*a.GetBool("verbose", true));
+  EXPECT_DOUBLE_EQ(*a.GetDouble("lr", 0), 0.5);
+  EXPECT_EQ(*a.GetString("absent", "dflt"), "dflt");
+  ASSERT_EQ(a.positional().size(), 2u);
+  EXPECT_EQ(a.positional()[0], "launch");
+  EXPECT_EQ(a.positional()[1], "extra");
+  EXPECT_OK(a.CheckAllUsed());
+}
+
+TEST(CliArgsTest, BadValuesAndUnknownFlagsAreNamed) {
+  const char* argv[] = {"prog", "--ps=two", "--epoch=3"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(3, argv));
+  EXPECT_EQ(a.GetInt("ps", 1).status().message(), "--ps=two: expected an integer");
+  EXPECT_EQ(a.CheckAllUsed().message(), "unknown flag --epoch");
+}
+
+}  // namespace
+}  // namespace pstrain

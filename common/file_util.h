@@ -1,0 +1,27 @@
+// Small file helpers with Status errors that name the path. Stateless;
+// thread-safe.
+#ifndef PSTRAIN_COMMON_FILE_UTIL_H_
+#define PSTRAIN_COMMON_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pstrain {
+
+// Creates `dir` and its parents (like mkdir -p). Internal naming the path on
+// failure.
+absl::Status MakeDirs(const std::string& dir);
+
+// Writes `contents` to path.tmp, fsyncs it, renames it over `path` and fsyncs
+// the directory, so readers see the old file or the new one, never a part.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents);
+
+// Whole file. NotFound when it does not exist; Internal on other errors.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_FILE_UTIL_H_

@@ -1,0 +1,139 @@
+#include "common/subprocess.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("Spawn: empty argv");
+  int log_fd = -1;
+  if (!options.log_path.empty()) {
+    log_fd = ::open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return absl::InternalError(absl::StrCat("cannot open log ", options.log_path,
+                                              ": ", std::strerror(errno)));
+    }
+  }
+  // Build everything before fork: the child may only call async-signal-safe
+  // functions.
+  std::vector<char*> argv;
+  for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) {
+    absl::string_view entry(*e);
+    bool replaced = false;
+    for (const auto& [k, v] : options.env) {
+      if (entry.size() > k.size() && entry.substr(0, k.size()) == k && entry[k.size()] == '=') {
+        replaced = true;
+      }
+    }
+    if (!replaced) env_storage.emplace_back(entry);
+  }
+  for (const auto& [k, v] : options.env) env_storage.push_back(absl::StrCat(k, "=", v));
+  std::vector<char*> envp;
+  for (std::string& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    if (log_fd >= 0) ::close(log_fd);
+    return absl::InternalError(absl::StrCat("fork for ", options.argv[0], ": ",
+                                            std::strerror(errno)));
+  }
+  if (pid == 0) {
+    if (options.die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+    }
+    // Children start with default signal handling and nothing blocked.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
+    }
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  return pid;
+}
+
+namespace {
+
+std::optional<ChildExit> WaitFor(pid_t which, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(which, &status, WNOHANG);
+    if (pid > 0) {
+      ChildExit e;
+      e.pid = pid;
+      e.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return e;
+    }
+    if (pid < 0 && errno == ECHILD) return std::nullopt;
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+}  // namespace
+
+std::optional<ChildExit> WaitAnyChild(absl::Duration timeout) {
+  return WaitFor(-1, timeout);
+}
+
+std::optional<ChildExit> WaitChild(pid_t pid, absl::Duration timeout) {
+  if (pid <= 0) return std::nullopt;
+  return WaitFor(pid, timeout);
+}
+
+void SignalChild(pid_t pid, int signo) {
+  if (pid > 0) ::kill(pid, signo);
+}
+
+absl::StatusOr<std::vector<int>> PickFreePorts(int n) {
+  std::vector<int> fds, ports;
+  absl::Status status;
+  for (int i = 0; i < n && status.ok(); ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      status = absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+      break;
+    }
+    fds.push_back(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      status = absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", std::strerror(errno)));
+      break;
+    }
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds) ::close(fd);
+  if (!status.ok()) return status;
+  return ports;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,89 @@
+#include "data/idx_reader.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain::data {
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+
+// Reads exactly n bytes; returns the count read (less at end of file) or -1.
+int64_t ReadFully(gzFile f, void* buf, int64_t n) {
+  int64_t done = 0;
+  while (done < n) {
+    const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
+    int got = gzread(f, static_cast<char*>(buf) + done, chunk);
+    if (got < 0) return -1;
+    if (got == 0) break;
+    done += got;
+  }
+  return done;
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+  // gzopen reads plain files transparently.
+  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
+  if (f == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot open IDX file ", path, ": ", std::strerror(errno)));
+  }
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("IDX file ", path, ": ", why));
+  };
+  uint8_t magic[4];
+  int64_t got = ReadFully(f.get(), magic, 4);
+  if (got < 0) return bad("gzip stream is corrupt");
+  if (got < 4) return bad("shorter than the 4-byte magic number");
+  if (magic[0] != 0 || magic[1] != 0) {
+    return bad(absl::StrCat("bad magic number 0x", absl::Hex(magic[0], absl::kZeroPad2),
+                            absl::Hex(magic[1], absl::kZeroPad2),
+                            absl::Hex(magic[2], absl::kZeroPad2),
+                            absl::Hex(magic[3], absl::kZeroPad2),
+                            " (expected 0x0000TTRR)"));
+  }
+  if (magic[2] != 0x08) {
+    return bad(absl::StrCat("data type 0x", absl::Hex(magic[2], absl::kZeroPad2),
+                            " is not unsigned byte (0x08)"));
+  }
+  const int rank = magic[3];
+  if (rank < 1 || rank > 4) return bad(absl::StrCat("rank ", rank, " is outside 1..4"));
+  IdxArray out;
+  int64_t total = 1;
+  for (int i = 0; i < rank; ++i) {
+    uint8_t d[4];
+    got = ReadFully(f.get(), d, 4);
+    if (got < 0) return bad("gzip stream is corrupt");
+    if (got < 4) return bad(absl::StrCat("truncated in dimension ", i, " of the header"));
+    int64_t dim = (int64_t{d[0]} << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
+    if (dim == 0) return bad(absl::StrCat("dimension ", i, " is zero"));
+    out.dims.push_back(dim);
+    total *= dim;
+    if (total > (int64_t{1} << 34)) return bad("larger than 16 GiB");
+  }
+  out.values.resize(total);
+  got = ReadFully(f.get(), out.values.data(), total);
+  if (got < 0) return bad("gzip stream is corrupt");
+  if (got < total) {
+    return bad(absl::StrCat("truncated: header promises ", total,
+                            " data bytes, file has ", got));
+  }
+  uint8_t extra;
+  got = ReadFully(f.get(), &extra, 1);
+  if (got != 0) {
+    return bad(got < 0 ? "gzip stream is corrupt"
+                       : "has bytes after the data its header describes");
+  }
+  return out;
+}
+
+}  // namespace pstrain::data

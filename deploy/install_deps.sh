@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages pstrain needs, only those that are missing.
+# Safe to run any number of times. Needs root (or sudo) only when something
+# is missing.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap          # Bazel 4.2.3, the build
+  g++                      # the C++ compiler
+  clang                    # thread-safety analysis (bazel build --config=clang)
+  protobuf-compiler        # protoc
+  libprotobuf-dev          # Protocol Buffers runtime
+  protobuf-compiler-grpc   # grpc_cpp_plugin
+  libgrpc++-dev            # gRPC C++
+  libabsl-dev              # Abseil (20220623)
+  libgtest-dev             # GoogleTest
+  libgmock-dev             # GoogleMock
+  libbenchmark-dev         # Google Benchmark
+  libopenblas-dev          # CPU BLAS
+  zlib1g-dev               # gzip'd IDX files
+  dataset-fashion-mnist    # the training data, in /usr/share/datasets
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install_deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO=(sudo)
+  else
+    echo "install_deps: missing packages: ${missing[*]}" >&2
+    echo "install_deps: run this script as root (or with passwordless sudo) to install them" >&2
+    exit 1
+  fi
+fi
+
+echo "install_deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install_deps: done"

@@ -1,0 +1,32 @@
+// What a training job is: the model, the data, the optimizer and the
+// schedule. Every task of a job must be given the same JobSpec (pstrain
+// launch passes the same flags to each); the chief and workers derive the
+// placement and the parameter layout from it.
+#ifndef PSTRAIN_MODEL_JOB_SPEC_H_
+#define PSTRAIN_MODEL_JOB_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "model/mlp.h"
+
+namespace pstrain::model {
+
+struct JobSpec {
+  MlpSpec model;
+  // Debian's dataset-fashion-mnist package installs the files here.
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int batch_size = 32;           // per replica, as in TensorFlow's guides
+  int epochs = 2;                // over each replica's shard
+  // 0 means "epochs decide"; otherwise stop each replica after this many.
+  int64_t max_steps = 0;
+  std::string optimizer = "sgd";
+  // 0.05 with batch 32: SGD on this MLP converges in about one epoch
+  // without diverging under async updates from a few workers.
+  float learning_rate = 0.05f;
+  uint64_t seed = 1;             // initial values and shuffling
+};
+
+}  // namespace pstrain::model
+
+#endif  // PSTRAIN_MODEL_JOB_SPEC_H_

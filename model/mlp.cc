@@ -1,0 +1,184 @@
+#include "model/mlp.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain::model {
+
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const MlpSpec& spec,
+                                                 int max_batch) {
+  if (spec.input_dim < 1 || spec.num_classes < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model needs input_dim >= 1 and num_classes >= 2, got ", spec.input_dim,
+        " and ", spec.num_classes));
+  }
+  for (size_t i = 0; i < spec.hidden.size(); ++i) {
+    if (spec.hidden[i] < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model hidden layer ", i, " has ", spec.hidden[i], " units"));
+    }
+  }
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch size ", max_batch, " must be at least 1"));
+  }
+  return std::unique_ptr<Mlp>(new Mlp(spec, max_batch));
+}
+
+Mlp::Mlp(const MlpSpec& spec, int max_batch)
+    : spec_(spec), max_batch_(max_batch) {
+  dims_.push_back(spec.input_dim);
+  for (int h : spec.hidden) dims_.push_back(h);
+  dims_.push_back(spec.num_classes);
+  const int layers = static_cast<int>(dims_.size()) - 1;
+  for (int i = 0; i < layers; ++i) {
+    variables_.push_back({absl::StrCat("dense_", i, "/kernel"), {dims_[i], dims_[i + 1]}});
+    variables_.push_back({absl::StrCat("dense_", i, "/bias"), {dims_[i + 1]}});
+  }
+  for (const VariableDef& v : variables_) {
+    offsets_.push_back(num_parameters_);
+    num_parameters_ += v.elements();
+  }
+  activations_.resize(dims_.size());
+  deltas_.resize(dims_.size());
+  for (size_t i = 1; i < dims_.size(); ++i) {
+    activations_[i].resize(static_cast<size_t>(max_batch) * dims_[i]);
+    deltas_[i].resize(static_cast<size_t>(max_batch) * dims_[i]);
+  }
+}
+
+std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
+  std::vector<float> params(num_parameters_, 0.0f);
+  std::mt19937_64 rng(seed);
+  for (size_t l = 0; l + 1 < dims_.size(); ++l) {
+    const float limit = std::sqrt(6.0f / (dims_[l] + dims_[l + 1]));
+    std::uniform_real_distribution<float> dist(-limit, limit);
+    float* w = params.data() + offsets_[2 * l];
+    for (int64_t i = 0; i < static_cast<int64_t>(dims_[l]) * dims_[l + 1]; ++i) {
+      w[i] = dist(rng);
+    }
+  }
+  return params;
+}
+
+absl::Status Mlp::CheckLabels(const int32_t* labels, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= spec_.num_classes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label ", labels[i], " of example ", i, " is outside [0, ",
+          spec_.num_classes, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Mlp::Forward(const float* params, const float* x, const int32_t* labels,
+                  int batch, BatchResult* result) {
+  const int layers = static_cast<int>(dims_.size()) - 1;
+  const float* in = x;
+  for (int l = 0; l < layers; ++l) {
+    const int k = dims_[l], n = dims_[l + 1];
+    const float* w = params + offsets_[2 * l];
+    const float* b = params + offsets_[2 * l + 1];
+    float* out = activations_[l + 1].data();
+    for (int r = 0; r < batch; ++r) std::memcpy(out + r * n, b, n * sizeof(float));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f,
+                in, k, w, n, 1.0f, out, n);
+    if (l + 1 < layers) {
+      for (int64_t i = 0; i < static_cast<int64_t>(batch) * n; ++i) {
+        out[i] = std::max(out[i], 0.0f);
+      }
+    }
+    in = out;
+  }
+  // Softmax in place, with loss and accuracy.
+  const int c = dims_.back();
+  float* probs = activations_.back().data();
+  for (int r = 0; r < batch; ++r) {
+    float* row = probs + r * c;
+    const int argmax = static_cast<int>(std::max_element(row, row + c) - row);
+    const float m = row[argmax];
+    float sum = 0;
+    for (int j = 0; j < c; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < c; ++j) row[j] *= inv;
+    result->loss_sum += -std::log(std::max(row[labels[r]], 1e-30f));
+    result->correct += (argmax == labels[r]);
+  }
+  result->count += batch;
+}
+
+absl::StatusOr<BatchResult> Mlp::ComputeGradients(const float* params,
+                                                  const float* x,
+                                                  const int32_t* labels,
+                                                  int batch, float* grads) {
+  if (batch < 1 || batch > max_batch_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch of ", batch, " is outside 1..", max_batch_));
+  }
+  absl::Status s = CheckLabels(labels, batch);
+  if (!s.ok()) return s;
+  BatchResult result;
+  Forward(params, x, labels, batch, &result);
+
+  const int layers = static_cast<int>(dims_.size()) - 1;
+  // dLoss/dlogits for the mean loss: (p - onehot) / batch.
+  const int c = dims_.back();
+  float* delta = deltas_.back().data();
+  const float* probs = activations_.back().data();
+  const float inv_batch = 1.0f / batch;
+  for (int r = 0; r < batch; ++r) {
+    for (int j = 0; j < c; ++j) {
+      delta[r * c + j] = (probs[r * c + j] - (j == labels[r] ? 1.0f : 0.0f)) * inv_batch;
+    }
+  }
+  for (int l = layers - 1; l >= 0; --l) {
+    const int k = dims_[l], n = dims_[l + 1];
+    const float* in = l == 0 ? x : activations_[l].data();
+    const float* d = deltas_[l + 1].data();
+    float* gw = grads + offsets_[2 * l];
+    float* gb = grads + offsets_[2 * l + 1];
+    // dW = in^T * delta  (k x n)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in,
+                k, d, n, 0.0f, gw, n);
+    std::fill(gb, gb + n, 0.0f);
+    for (int r = 0; r < batch; ++r) {
+      for (int j = 0; j < n; ++j) gb[j] += d[r * n + j];
+    }
+    if (l > 0) {
+      // delta_in = (delta * W^T) masked by ReLU'(in).
+      const float* w = params + offsets_[2 * l];
+      float* din = deltas_[l].data();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d,
+                  n, w, n, 0.0f, din, k);
+      const float* a = activations_[l].data();
+      for (int64_t i = 0; i < static_cast<int64_t>(batch) * k; ++i) {
+        if (a[i] <= 0.0f) din[i] = 0.0f;
+      }
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<BatchResult> Mlp::Evaluate(const float* params, const float* x,
+                                          const int32_t* labels, int64_t n) {
+  absl::Status s = CheckLabels(labels, n);
+  if (!s.ok()) return s;
+  BatchResult result;
+  for (int64_t start = 0; start < n; start += max_batch_) {
+    const int b = static_cast<int>(std::min<int64_t>(max_batch_, n - start));
+    Forward(params, x + start * spec_.input_dim, labels + start, b, &result);
+  }
+  return result;
+}
+
+}  // namespace pstrain::model

@@ -1,0 +1,88 @@
+// A multi-layer perceptron classifier on the CPU: dense layers with bias and
+// ReLU between them, softmax cross-entropy over the last layer's logits.
+// Matrix products go through OpenBLAS's cblas_sgemm; the rest are plain loops
+// the compiler vectorises.
+//
+// Parameters live in one flat float array, variable after variable in the
+// order of variables() ("dense_0/kernel" [in, out], "dense_0/bias" [out],
+// "dense_1/kernel", ...), so a worker can pull straight into it.
+//
+// Thread-compatible: an Mlp owns scratch buffers, so use one per thread.
+#ifndef PSTRAIN_MODEL_MLP_H_
+#define PSTRAIN_MODEL_MLP_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/placement.h"
+
+namespace pstrain::model {
+
+struct MlpSpec {
+  int input_dim = 784;             // Fashion-MNIST: 28 x 28 pixels
+  std::vector<int> hidden = {128}; // one hidden layer: fast, ~0.86 accuracy
+  int num_classes = 10;
+};
+
+struct BatchResult {
+  double loss_sum = 0;  // summed over the examples (divide by count)
+  int64_t correct = 0;  // argmax(logits) == label
+  int64_t count = 0;
+};
+
+class Mlp {
+ public:
+  // InvalidArgument when a dimension is < 1 or max_batch < 1.
+  static absl::StatusOr<std::unique_ptr<Mlp>> Create(const MlpSpec& spec,
+                                                     int max_batch);
+
+  const MlpSpec& spec() const { return spec_; }
+  const std::vector<VariableDef>& variables() const { return variables_; }
+  // Offset of each variable (same order) in the flat parameter array.
+  const std::vector<int64_t>& offsets() const { return offsets_; }
+  int64_t num_parameters() const { return num_parameters_; }
+
+  // Glorot-uniform kernels and zero biases, reproducible from `seed`.
+  std::vector<float> InitialParameters(uint64_t seed) const;
+
+  // Forward and backward over one batch. `x` is batch x input_dim row-major,
+  // `labels` in [0, num_classes). Writes the mean-loss gradient into `grads`
+  // (num_parameters() floats, same layout as `params`).
+  // InvalidArgument when batch is outside 1..max_batch or a label is out of
+  // range; `grads` is then untouched.
+  absl::StatusOr<BatchResult> ComputeGradients(const float* params,
+                                               const float* x,
+                                               const int32_t* labels, int batch,
+                                               float* grads);
+
+  // Forward only over `n` examples (any n >= 0, processed in chunks of
+  // max_batch). Same errors as ComputeGradients for labels.
+  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
+                                       const int32_t* labels, int64_t n);
+
+ private:
+  Mlp(const MlpSpec& spec, int max_batch);
+  // Runs the forward pass for `batch` rows; fills activations_ and probs_ and
+  // accumulates loss/accuracy into `result`.
+  void Forward(const float* params, const float* x, const int32_t* labels,
+               int batch, BatchResult* result);
+  absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
+
+  const MlpSpec spec_;
+  const int max_batch_;
+  std::vector<int> dims_;  // input, hidden..., classes
+  std::vector<VariableDef> variables_;
+  std::vector<int64_t> offsets_;
+  int64_t num_parameters_ = 0;
+  // Scratch, sized for max_batch_: activations_[0] is unused (the input);
+  // activations_[i] is layer i's output (post-ReLU for hidden layers,
+  // softmax probabilities for the last).
+  std::vector<std::vector<float>> activations_;
+  std::vector<std::vector<float>> deltas_;
+};
+
+}  // namespace pstrain::model
+
+#endif  // PSTRAIN_MODEL_MLP_H_

@@ -1,0 +1,88 @@
+#include "model/mlp.h"
+
+#include <cmath>
+#include <random>
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::model {
+namespace {
+
+double MeanLoss(Mlp& mlp, const std::vector<float>& p, const std::vector<float>& x,
+                const std::vector<int32_t>& y) {
+  auto r = mlp.Evaluate(p.data(), x.data(), y.data(), y.size());
+  EXPECT_OK(r);
+  return r->loss_sum / r->count;
+}
+
+TEST(MlpTest, GradientsMatchNumericalDerivatives) {
+  MlpSpec spec{5, {4, 3}, 3};
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(spec, 4));
+  std::vector<float> params = mlp->InitialParameters(3);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n01;
+  for (float& p : params) p += 0.1f * n01(rng);  // non-zero biases too
+  std::vector<float> x(4 * 5);
+  for (float& v : x) v = n01(rng);
+  std::vector<int32_t> y = {0, 2, 1, 2};
+  std::vector<float> grads(mlp->num_parameters());
+  ASSERT_OK(mlp->ComputeGradients(params.data(), x.data(), y.data(), 4, grads.data()));
+  const float eps = 1e-2f;
+  for (int64_t i = 0; i < mlp->num_parameters(); ++i) {
+    std::vector<float> plus = params, minus = params;
+    plus[i] += eps;
+    minus[i] -= eps;
+    double numeric = (MeanLoss(*mlp, plus, x, y) - MeanLoss(*mlp, minus, x, y)) / (2 * eps);
+    EXPECT_NEAR(grads[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "parameter " << i;
+  }
+}
+
+TEST(MlpTest, VariablesAndLayout) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{784, {128}, 10}, 32));
+  ASSERT_EQ(mlp->variables().size(), 4u);
+  EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
+  EXPECT_EQ(mlp->variables()[0].shape, (std::vector<int64_t>{784, 128}));
+  EXPECT_EQ(mlp->variables()[3].name, "dense_1/bias");
+  EXPECT_EQ(mlp->offsets()[2], 784 * 128 + 128);
+  EXPECT_EQ(mlp->num_parameters(), 784 * 128 + 128 + 128 * 10 + 10);
+  EXPECT_EQ(mlp->InitialParameters(5), mlp->InitialParameters(5));
+  EXPECT_NE(mlp->InitialParameters(5), mlp->InitialParameters(6));
+}
+
+TEST(MlpTest, SgdOnASeparableProblemReachesFullAccuracy) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{2, {8}, 2}, 16));
+  std::vector<float> params = mlp->InitialParameters(1), grads(mlp->num_parameters());
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(16 * 2);
+  std::vector<int32_t> y(16);
+  for (int step = 0; step < 400; ++step) {
+    for (int i = 0; i < 16; ++i) {
+      x[2 * i] = u(rng);
+      x[2 * i + 1] = u(rng);
+      y[i] = x[2 * i] + x[2 * i + 1] > 0 ? 1 : 0;
+    }
+    ASSERT_OK(mlp->ComputeGradients(params.data(), x.data(), y.data(), 16, grads.data()));
+    for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.5f * grads[i];
+  }
+  ASSERT_OK_AND_ASSIGN(BatchResult r, mlp->Evaluate(params.data(), x.data(), y.data(), 16));
+  EXPECT_GE(r.correct, 15);
+}
+
+TEST(MlpTest, RejectsBadBatchAndLabels) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{2, {}, 3}, 2));
+  std::vector<float> p = mlp->InitialParameters(1), g(mlp->num_parameters(), 7.0f);
+  std::vector<float> x(6, 0.5f);
+  std::vector<int32_t> y = {0, 3, 1};
+  EXPECT_EQ(mlp->ComputeGradients(p.data(), x.data(), y.data(), 3, g.data()).status().message(),
+            "batch of 3 is outside 1..2");
+  EXPECT_EQ(mlp->ComputeGradients(p.data(), x.data(), y.data(), 2, g.data()).status().message(),
+            "label 3 of example 1 is outside [0, 3)");
+  EXPECT_EQ(g[0], 7.0f);
+  EXPECT_EQ(Mlp::Create(MlpSpec{2, {0}, 3}, 2).status().message(),
+            "model hidden layer 0 has 0 units");
+}
+
+}  // namespace
+}  // namespace pstrain::model

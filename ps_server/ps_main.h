@@ -1,0 +1,18 @@
+// The ps role's main: serves this task's shards until the chief says the job
+// is over (Shutdown RPC) or SIGINT/SIGTERM arrives.
+#ifndef PSTRAIN_PS_SERVER_PS_MAIN_H_
+#define PSTRAIN_PS_SERVER_PS_MAIN_H_
+
+#include "common/cli_args.h"
+#include "common/tf_config.h"
+
+namespace pstrain::ps {
+
+// Flags: --bind=HOST:PORT (default: this task's address in TF_CONFIG).
+// Returns the process exit code (common/exit_codes.h).
+// REQUIRES: cfg.task.role == Role::kPs.
+int PsMain(const TfConfig& cfg, CliArgs& args);
+
+}  // namespace pstrain::ps
+
+#endif  // PSTRAIN_PS_SERVER_PS_MAIN_H_

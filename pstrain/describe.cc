@@ -1,0 +1,66 @@
+#include "pstrain/describe.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/json.h"
+
+namespace pstrain {
+namespace {
+
+std::string RoleLabel(const TfConfig& cfg, Role role) {
+  if (role == Role::kChief && cfg.cluster.chief_named_master) return "master";
+  return RoleName(role);
+}
+
+std::string ChiefDuties(const TfConfig& cfg) {
+  if (cfg.cluster.chief.has_value()) return absl::StrCat(RoleLabel(cfg, Role::kChief), ":0");
+  if (!cfg.cluster.worker.empty()) return "worker:0 (the cluster has no chief)";
+  return "nobody (the cluster has no chief and no worker)";
+}
+
+constexpr Role kOrder[] = {Role::kChief, Role::kPs, Role::kWorker, Role::kEvaluator};
+
+}  // namespace
+
+std::string DescribeText(const TfConfig& cfg) {
+  auto addr = cfg.task_address();
+  std::string out = absl::StrCat(
+      "task: ", RoleLabel(cfg, cfg.task.role), ":", cfg.task.index, " ",
+      addr.has_value() ? addr->ToString() : "(no address: evaluator not listed in cluster)",
+      "\n");
+  absl::StrAppend(&out, "environment: ", cfg.environment.empty() ? "(none)" : cfg.environment, "\n");
+  absl::StrAppend(&out, "chief duties: ", ChiefDuties(cfg), "\n");
+  absl::StrAppend(&out, "cluster:\n");
+  for (Role role : kOrder) {
+    for (int i = 0; i < cfg.cluster.Count(role); ++i) {
+      absl::StrAppend(&out, RoleLabel(cfg, role), ":", i, " ",
+                      cfg.cluster.Address(role, i).ToString(), "\n");
+    }
+  }
+  return out;
+}
+
+std::string DescribeJson(const TfConfig& cfg) {
+  Json task = Json::Object();
+  task.Set("type", Json::String(RoleLabel(cfg, cfg.task.role)));
+  task.Set("index", Json::Number(cfg.task.index));
+  auto addr = cfg.task_address();
+  task.Set("address", addr.has_value() ? Json::String(addr->ToString()) : Json());
+  Json cluster = Json::Array();
+  for (Role role : kOrder) {
+    for (int i = 0; i < cfg.cluster.Count(role); ++i) {
+      Json t = Json::Object();
+      t.Set("type", Json::String(RoleLabel(cfg, role)));
+      t.Set("index", Json::Number(i));
+      t.Set("address", Json::String(cfg.cluster.Address(role, i).ToString()));
+      cluster.Append(std::move(t));
+    }
+  }
+  Json root = Json::Object();
+  root.Set("task", std::move(task));
+  root.Set("environment", Json::String(cfg.environment));
+  root.Set("chief_duties", Json::String(ChiefDuties(cfg)));
+  root.Set("cluster", std::move(cluster));
+  return root.Dump() + "\n";
+}
+
+}  // namespace pstrain

@@ -1,0 +1,36 @@
+// The flags that describe a training job, shared by the chief, the workers
+// and `pstrain launch` (which passes them on to each). Main-layer code only.
+#ifndef PSTRAIN_PSTRAIN_JOB_FLAGS_H_
+#define PSTRAIN_PSTRAIN_JOB_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cli_args.h"
+#include "common/tf_config.h"
+#include "model/job_spec.h"
+
+namespace pstrain {
+
+// Names of the job flags: data_dir, batch_size, epochs, max_steps,
+// learning_rate, optimizer, seed, hidden, output_dir.
+const std::vector<std::string>& JobFlagNames();
+
+// Reads the job flags into a JobSpec (defaults from model/job_spec.h).
+// --hidden is a comma-separated list of layer widths ("256,256"; "" for
+// softmax regression). InvalidArgument naming the flag for a value that does
+// not parse or is out of range.
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
+
+// --output_dir, defaulting to /data/output when TF_CONFIG's environment is
+// "cloud", else ./output.
+absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args,
+                                               const std::string& environment);
+
+// One-line usage text for the job flags.
+const char* JobFlagsUsage();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PSTRAIN_JOB_FLAGS_H_

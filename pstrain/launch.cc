@@ -1,0 +1,220 @@
+#include "pstrain/launch.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/exit_codes.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/signals.h"
+#include "common/subprocess.h"
+#include "common/tf_config.h"
+#include "pstrain/job_flags.h"
+
+namespace pstrain {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+struct Task {
+  TaskId id;
+  HostPort address;
+  pid_t pid = 0;
+  std::string log;
+  absl::Time started;
+  bool running = false;
+};
+
+void Say(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// SIGTERM every running task, then SIGKILL whatever is left after `grace`.
+void StopAll(std::vector<Task>& tasks, absl::Duration grace) {
+  for (Task& t : tasks) {
+    if (t.running) SignalChild(t.pid, SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + grace;
+  for (Task& t : tasks) {
+    if (!t.running) continue;
+    auto e = WaitChild(t.pid, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    if (!e.has_value()) {
+      SignalChild(t.pid, SIGKILL);
+      e = WaitChild(t.pid, absl::Seconds(5));
+    }
+    t.running = false;
+    Say(absl::StrFormat("%-10s stopped%s", t.id.ToString(),
+                        e.has_value() ? absl::StrCat(" (exit ", e->code, ")") : ""));
+  }
+}
+
+}  // namespace
+
+int RunLaunch(const LaunchOptions& options) {
+  const std::string logs = options.output_dir + "/logs";
+  absl::Status s = MakeDirs(logs);
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+    return ExitCodeFor(s);
+  }
+  const int n = options.num_ps + options.num_workers + (options.with_chief ? 1 : 0);
+  auto ports = PickFreePorts(n);
+  if (!ports.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ports.status().message()).c_str());
+    return kExitRetryable;
+  }
+  TfConfig base;
+  int next = 0;
+  auto local = [&]() { return HostPort{"127.0.0.1", (*ports)[next++]}; };
+  if (options.with_chief) base.cluster.chief = local();
+  for (int i = 0; i < options.num_ps; ++i) base.cluster.ps.push_back(local());
+  for (int i = 0; i < options.num_workers; ++i) base.cluster.worker.push_back(local());
+
+  std::vector<Task> tasks;
+  for (int i = 0; i < options.num_ps; ++i) tasks.push_back({{Role::kPs, i}, base.cluster.ps[i]});
+  if (options.with_chief) tasks.push_back({{Role::kChief, 0}, *base.cluster.chief});
+  for (int i = 0; i < options.num_workers; ++i) {
+    tasks.push_back({{Role::kWorker, i}, base.cluster.worker[i]});
+  }
+
+  WatchStopSignals([](int signo) { g_stop_signal.store(signo); });
+  Say(absl::StrFormat("launching %d ps, %d workers%s; logs in %s/", options.num_ps,
+                      options.num_workers, options.with_chief ? ", 1 chief" : "", logs));
+  std::map<pid_t, Task*> by_pid;
+  for (Task& t : tasks) {
+    TfConfig cfg = base;
+    cfg.task = t.id;
+    SpawnOptions spawn;
+    spawn.argv = {options.self_path};
+    if (t.id.role != Role::kPs) {
+      spawn.argv.insert(spawn.argv.end(), options.job_flags.begin(), options.job_flags.end());
+      spawn.argv.push_back("--output_dir=" + options.output_dir);
+    }
+    spawn.env = {{"TF_CONFIG", cfg.ToJson()}};
+    t.log = absl::StrCat(logs, "/", RoleName(t.id.role), "-", t.id.index, ".log");
+    spawn.log_path = t.log;
+    auto pid = Spawn(spawn);
+    if (!pid.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(pid.status().message()).c_str());
+      StopAll(tasks, absl::Seconds(5));
+      return kExitRetryable;
+    }
+    t.pid = *pid;
+    t.running = true;
+    t.started = absl::Now();
+    by_pid[t.pid] = &t;
+    Say(absl::StrFormat("%-10s started   %-16s pid %-7d log %s", t.id.ToString(),
+                        t.address.ToString(), t.pid, t.log));
+  }
+
+  const absl::Time deadline = absl::Now() + options.timeout;
+  int result = kExitOk;
+  int running = static_cast<int>(tasks.size());
+  while (running > 0) {
+    if (int signo = g_stop_signal.load(); signo != 0) {
+      Say(absl::StrCat("signal ", signo, ": stopping every task"));
+      StopAll(tasks, absl::Seconds(5));
+      return 128 + signo;
+    }
+    if (absl::Now() >= deadline) {
+      Say(absl::StrCat("the job ran past --timeout_s (", absl::FormatDuration(options.timeout),
+                       "): stopping every task"));
+      StopAll(tasks, absl::Seconds(5));
+      return kExitRetryable;
+    }
+    auto e = WaitAnyChild(absl::Milliseconds(200));
+    if (!e.has_value()) continue;
+    auto it = by_pid.find(e->pid);
+    if (it == by_pid.end()) continue;
+    Task& t = *it->second;
+    t.running = false;
+    --running;
+    Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
+                        absl::ToDoubleSeconds(absl::Now() - t.started)));
+    if (e->code != 0) {
+      Say(absl::StrCat(t.id.ToString(), " failed; see ", t.log, "; stopping the others"));
+      StopAll(tasks, absl::Seconds(5));
+      result = e->code;
+      break;
+    }
+  }
+  if (result != kExitOk) return result;
+  auto metrics_text = ReadFile(options.output_dir + "/final_metrics.json");
+  if (!metrics_text.ok()) {
+    Say(absl::StrCat("every task ended, but the chief wrote no metrics: ",
+                     metrics_text.status().message()));
+    return kExitPermanent;
+  }
+  auto metrics = ParseJson(*metrics_text);
+  const Json* acc = metrics.ok() ? metrics->Find("test_accuracy") : nullptr;
+  const Json* rate = metrics.ok() ? metrics->Find("examples_per_sec") : nullptr;
+  if (acc == nullptr || !acc->is_number()) {
+    Say("final_metrics.json has no test_accuracy");
+    return kExitPermanent;
+  }
+  Say(absl::StrFormat("test accuracy: %.4f", acc->number_value()));
+  if (rate != nullptr && rate->is_number()) {
+    Say(absl::StrFormat("training throughput: %.0f examples/s (all workers)",
+                        rate->number_value()));
+  }
+  Say(absl::StrCat("metrics: ", options.output_dir, "/final_metrics.json; logs: ", logs, "/"));
+  return kExitOk;
+}
+
+int LaunchMain(const std::string& self_path, CliArgs& args) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "pstrain launch: %s\n", std::string(s.message()).c_str());
+    return ExitCodeFor(s);
+  };
+  LaunchOptions options;
+  options.self_path = self_path;
+  auto ps = args.GetInt("ps", options.num_ps);
+  auto workers = args.GetInt("workers", options.num_workers);
+  auto chief = args.GetBool("chief", options.with_chief);
+  auto timeout = args.GetInt("timeout_s", 7200);
+  for (const absl::Status& s : {ps.status(), workers.status(), chief.status(), timeout.status()}) {
+    if (!s.ok()) return fail(s);
+  }
+  if (*ps < 1 || *ps > 64) {
+    return fail(absl::InvalidArgumentError(absl::StrCat("--ps=", *ps, ": must be in 1..64")));
+  }
+  if (*workers < 1 || *workers > 64) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--workers=", *workers, ": must be in 1..64")));
+  }
+  // Validate the job flags now, in this process, so a typo fails before any
+  // task starts; then hand the same flags to the tasks.
+  auto job = JobSpecFromFlags(args);
+  if (!job.ok()) return fail(job.status());
+  auto output_dir = OutputDirFromFlags(args, "");
+  if (!output_dir.ok()) return fail(output_dir.status());
+  absl::Status used = args.CheckAllUsed();
+  if (!used.ok()) return fail(used);
+  if (!args.positional().empty() && args.positional().size() > 1) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args.positional()[1], "\"")));
+  }
+  options.num_ps = static_cast<int>(*ps);
+  options.num_workers = static_cast<int>(*workers);
+  options.with_chief = *chief;
+  options.timeout = absl::Seconds(*timeout);
+  options.output_dir = *output_dir;
+  const auto& names = JobFlagNames();
+  for (const std::string& flag : args.raw_flags()) {
+    std::string name = flag.substr(2, flag.find('=') - 2);
+    if (name != "output_dir" &&
+        std::find(names.begin(), names.end(), name) != names.end()) {
+      options.job_flags.push_back(flag);
+    }
+  }
+  return RunLaunch(options);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,102 @@
+// pstrain: the single entry point.
+//   pstrain [flags]            run the task TF_CONFIG names (ps, worker, chief)
+//   pstrain describe [--json]  show what TF_CONFIG says
+//   pstrain launch ...         a whole cluster on this machine
+//   pstrain help
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "common/cli_args.h"
+#include "common/exit_codes.h"
+#include "common/tf_config.h"
+#include "model/cuda_device.h"
+#include "pstrain/describe.h"
+#include "pstrain/job_flags.h"
+#include "pstrain/launch.h"
+#include "pstrain/role_main.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  pstrain [flags]              run the task named by $TF_CONFIG\n"
+    "  pstrain describe [--json]    print this task and the cluster from $TF_CONFIG\n"
+    "  pstrain launch [--ps N] [--workers M] [--nochief] [--output_dir DIR]\n"
+    "                 [--timeout_s S] [job flags]\n"
+    "                               start a whole cluster on 127.0.0.1 and train\n"
+    "  pstrain help\n"
+    "\n"
+    "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
+    "            \"task\": {\"type\": \"ps\", \"index\": 0}}\n";
+
+std::string SelfPath(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) return std::string(buf, n);
+  return argv0;
+}
+
+int Describe(int argc, char** argv) {
+  auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  auto json = args->GetBool("json", false);
+  absl::Status used = json.ok() ? args->CheckAllUsed() : json.status();
+  if (!used.ok()) {
+    std::fprintf(stderr, "pstrain describe: %s\n", std::string(used.message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  const char* env = std::getenv("TF_CONFIG");
+  if (env == nullptr) {
+    std::fprintf(stderr, "TF_CONFIG is not set\n");
+    return pstrain::kExitBadConfig;
+  }
+  auto cfg = pstrain::ParseTfConfig(env);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(cfg.status().message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  if (*json) {
+    std::fputs(pstrain::DescribeJson(*cfg).c_str(), stdout);
+  } else {
+    std::fputs(pstrain::DescribeText(*cfg).c_str(), stdout);
+    std::printf("%s\n", pstrain::model::DescribeCuda().c_str());
+  }
+  return pstrain::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string cmd = argv[1];
+    if (cmd == "describe") return Describe(argc, argv);
+    if (cmd == "launch") {
+      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+      if (!args.ok()) {
+        std::fprintf(stderr, "pstrain launch: %s\n",
+                     std::string(args.status().message()).c_str());
+        return pstrain::kExitBadConfig;
+      }
+      return pstrain::LaunchMain(SelfPath(argv[0]), *args);
+    }
+    if (cmd == "help") {
+      std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+      return pstrain::kExitOk;
+    }
+    std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+    return pstrain::kExitBadConfig;
+  }
+  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+    return pstrain::kExitOk;
+  }
+  return pstrain::RunRoleFromEnvironment(argc, argv, std::nullopt);
+}

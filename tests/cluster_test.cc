@@ -1,0 +1,244 @@
+// Cluster tests: real pstrain processes on loopback, generated TF_CONFIGs,
+// free ports, bounded waits, kill by PID.
+#include <signal.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/subprocess.h"
+#include "common/testing/status_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Pstrain() {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain/pstrain");
+}
+
+std::string TmpDir(const std::string& name) {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  EXPECT_OK(MakeDirs(dir));
+  return dir;
+}
+
+struct RunResult {
+  int code = -1;
+  std::string output;
+};
+
+// Runs pstrain with `args` and TF_CONFIG (unless empty) to completion, or
+// kills it after `timeout`.
+RunResult RunPstrain(const std::vector<std::string>& args, const std::string& tf_config,
+               const std::string& log, absl::Duration timeout = absl::Seconds(120)) {
+  SpawnOptions o;
+  o.argv = {Pstrain()};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  if (!tf_config.empty()) o.env = {{"TF_CONFIG", tf_config}};
+  o.log_path = log;
+  RunResult r;
+  auto pid = Spawn(o);
+  EXPECT_OK(pid);
+  if (!pid.ok()) return r;
+  auto exit = WaitChild(*pid, timeout);
+  if (!exit.has_value()) {
+    SignalChild(*pid, SIGKILL);
+    exit = WaitChild(*pid, absl::Seconds(10));
+    ADD_FAILURE() << "pstrain " << absl::StrJoin(args, " ") << " ran past " << timeout;
+  }
+  r.code = exit.has_value() ? exit->code : -1;
+  r.output = ReadFile(log).value_or("");
+  return r;
+}
+
+TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
+  const std::string out = TmpDir("launch");
+  RunResult r = RunPstrain({"launch", "--ps", "2", "--workers", "2", "--epochs=2",
+                      "--output_dir=" + out},
+                     "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("launching 2 ps, 2 workers, 1 chief"));
+  for (const char* task : {"ps:0", "ps:1", "chief:0", "worker:0", "worker:1"}) {
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat(task, " ")));
+  }
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n') > 10, true);
+  EXPECT_THAT(r.output, HasSubstr("exited    code 0"));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  const double acc = metrics.Find("test_accuracy")->number_value();
+  EXPECT_GE(acc, 0.80) << text;
+  EXPECT_EQ(metrics.Find("test_examples")->number_value(), 10000);
+  // Two replicas of 1874 steps each, all applied by every PS.
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 1874);
+  EXPECT_THAT(r.output, HasSubstr(absl::StrFormat("test accuracy: %.4f", acc)));
+  for (const char* log : {"ps-0", "ps-1", "chief-0", "worker-0", "worker-1"}) {
+    ASSERT_OK_AND_ASSIGN(std::string task_log, ReadFile(absl::StrCat(out, "/logs/", log, ".log")));
+    EXPECT_FALSE(task_log.empty()) << log;
+  }
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
+  EXPECT_THAT(w0, HasSubstr("step 1874/1874 - loss "));
+  EXPECT_THAT(w0, HasSubstr("examples/s - "));
+}
+
+// Hand-written TF_CONFIGs, no chief: worker 0 takes the chief's duties.
+TEST(ClusterTest, WorkerZeroTakesChiefDutiesWithoutChief) {
+  const std::string out = TmpDir("nochief");
+  ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(3));
+  const std::string cluster = absl::StrCat(
+      R"({"cluster": {"ps": ["127.0.0.1:)", ports[0], R"("], "worker": ["127.0.0.1:)",
+      ports[1], R"(", "localhost:)", ports[2], R"("]}, "rpc_layer": "grpc", )");
+  auto tf = [&](const char* type, int index) {
+    return absl::StrCat(cluster, R"("task": {"type": ")", type, R"(", "index": )", index, "}}");
+  };
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  int i = 0;
+  for (auto [type, index] : std::vector<std::pair<const char*, int>>{
+           {"worker", 1}, {"worker", 0}, {"ps", 0}}) {
+    SpawnOptions o;
+    o.argv = {Pstrain(), "--max_steps=300", "--output_dir=" + out};
+    if (std::string(type) == "ps") o.argv.resize(1);
+    o.env = {{"TF_CONFIG", tf(type, index)}};
+    o.log_path = absl::StrCat(out, "/task", i++, ".log");
+    logs.push_back(o.log_path);
+    ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+    pids.push_back(pid);
+  }
+  for (size_t k = 0; k < pids.size(); ++k) {
+    auto exit = WaitChild(pids[k], absl::Seconds(120));
+    if (!exit.has_value()) SignalChild(pids[k], SIGKILL);
+    ASSERT_TRUE(exit.has_value()) << logs[k];
+    EXPECT_EQ(exit->code, 0) << ReadFile(logs[k]).value_or("");
+  }
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(logs[1]));
+  EXPECT_THAT(w0, HasSubstr("the cluster has no chief: worker:0 takes the chief's duties"));
+  EXPECT_THAT(w0, HasSubstr("test accuracy: "));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 600);
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.70) << text;
+  ASSERT_OK_AND_ASSIGN(std::string ps_log, ReadFile(logs[2]));
+  EXPECT_THAT(ps_log, HasSubstr("stopping: job finished; 600 pushes applied"));
+}
+
+TEST(ClusterTest, WorkerNamesAPsThatNeverAnswersAndExitsRetryable) {
+  const std::string out = TmpDir("noanswer");
+  ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
+  const std::string tf = absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0],
+                                      R"("], "worker": ["127.0.0.1:)", ports[1],
+                                      R"("]}, "task": {"type": "worker", "index": 0}})");
+  RunResult r = RunPstrain({"--ps_wait_s=2", "--output_dir=" + out}, tf, out + "/w.log");
+  EXPECT_EQ(r.code, 138) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): not answering")));
+}
+
+TEST(ClusterTest, SigtermStopsAPsCleanly) {
+  const std::string out = TmpDir("sigterm");
+  ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
+  SpawnOptions o;
+  o.argv = {Pstrain()};
+  o.env = {{"TF_CONFIG", absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0],
+                                      R"("], "worker": ["127.0.0.1:)", ports[1],
+                                      R"("]}, "task": {"type": "ps", "index": 0}})")}};
+  o.log_path = out + "/ps.log";
+  ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+  // Wait until it serves, then stop it.
+  for (int i = 0; i < 100; ++i) {
+    if (ReadFile(o.log_path).value_or("").find("serving on") != std::string::npos) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  SignalChild(pid, SIGTERM);
+  auto exit = WaitChild(pid, absl::Seconds(20));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->code, 0);
+  EXPECT_THAT(ReadFile(o.log_path).value_or(""), HasSubstr("stopping: signal 15"));
+}
+
+TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
+  const std::string out = TmpDir("badflags");
+  RunResult r = RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "pstrain launch: unknown flag --epoch\n");
+  r = RunPstrain({"launch", "--workers=0", "--output_dir=" + out}, "", out + "/l.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "pstrain launch: --workers=0: must be in 1..64\n");
+}
+
+struct BadConfig {
+  std::string tf_config;
+  std::string message;
+};
+
+TEST(ClusterTest, DescribeAndRolesRejectBadTfConfigWithOneLineAndExit2) {
+  const std::string out = TmpDir("describe");
+  const std::vector<BadConfig> cases = {
+      {R"({"cluster":)",
+       "TF_CONFIG is not valid JSON: expected a value at offset 11, found end of input"},
+      {R"({"task": {"type": "ps", "index": 0}})", "TF_CONFIG has no \"cluster\" object"},
+      {R"({"cluster": {"ps": ["a:1"]}})", "TF_CONFIG has no \"task\" object"},
+      {R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "boss", "index": 0}})",
+       "TF_CONFIG task.type \"boss\" is not one of chief, master, ps, worker, evaluator"},
+      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker", "index": 2}})",
+       "TF_CONFIG task.index 2 out of range: cluster.worker has 1 entry"},
+      {R"({"cluster": {"ps": ["a:1", ""]}, "task": {"type": "ps", "index": 0}})",
+       "TF_CONFIG cluster.ps[1] is empty"},
+      {R"({"cluster": {"ps": ["a:1", "a:1"]}, "task": {"type": "ps", "index": 0}})",
+       "TF_CONFIG cluster.ps[1] \"a:1\" duplicates cluster.ps[0]"},
+      {R"({"cluster": {"ps": ["a:http"]}, "task": {"type": "ps", "index": 0}})",
+       "TF_CONFIG cluster.ps[0] \"a:http\": port \"http\" is not a number"},
+  };
+  for (const BadConfig& c : cases) {
+    RunResult describe = RunPstrain({"describe"}, c.tf_config, out + "/d.txt");
+    EXPECT_EQ(describe.code, 2) << c.tf_config;
+    EXPECT_EQ(describe.output, c.message + "\n") << c.tf_config;
+    RunResult role = RunPstrain({}, c.tf_config, out + "/r.txt");
+    EXPECT_EQ(role.code, 2) << c.tf_config;
+    EXPECT_EQ(role.output, c.message + "\n") << c.tf_config;
+  }
+}
+
+TEST(ClusterTest, DescribePrintsTaskAndCluster) {
+  const std::string out = TmpDir("describe_ok");
+  const std::string tf =
+      R"({"cluster": {"chief": ["127.0.0.1:2222"], "ps": ["127.0.0.1:2223"],
+                      "worker": ["127.0.0.1:2224", "[::1]:2225"]},
+          "task": {"type": "worker", "index": 1}, "environment": "cloud"})";
+  RunResult r = RunPstrain({"describe"}, tf, out + "/d.txt");
+  EXPECT_EQ(r.code, 0);
+  std::vector<std::string> lines = absl::StrSplit(r.output, '\n');
+  ASSERT_GE(lines.size(), 8u) << r.output;
+  EXPECT_EQ(lines[0], "task: worker:1 [::1]:2225");
+  EXPECT_EQ(lines[1], "environment: cloud");
+  EXPECT_EQ(lines[2], "chief duties: chief:0");
+  EXPECT_EQ(lines[3], "cluster:");
+  EXPECT_EQ(lines[4], "chief:0 127.0.0.1:2222");
+  EXPECT_EQ(lines[5], "ps:0 127.0.0.1:2223");
+  EXPECT_EQ(lines[6], "worker:0 127.0.0.1:2224");
+  EXPECT_EQ(lines[7], "worker:1 [::1]:2225");
+  EXPECT_THAT(lines[8], HasSubstr("cuda: "));
+  RunResult j = RunPstrain({"describe", "--json"}, tf, out + "/j.txt");
+  EXPECT_EQ(j.code, 0);
+  ASSERT_OK_AND_ASSIGN(Json parsed, ParseJson(j.output));
+  EXPECT_EQ(parsed.Find("task")->Find("address")->string_value(), "[::1]:2225");
+  EXPECT_EQ(parsed.Find("cluster")->array_items().size(), 4u);
+}
+
+TEST(ClusterTest, MissingTfConfigIsAClearError) {
+  const std::string out = TmpDir("noenv");
+  RunResult r = RunPstrain({}, "", out + "/n.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("TF_CONFIG is not set"));
+}
+
+}  // namespace
+}  // namespace pstrain

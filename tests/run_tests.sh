@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything, and runs every test: the Bazel
+# unit and cluster tests (counted per test case from their XML reports) and
+# the build checks below. The last line is "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+deploy/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+skipped=0
+check() {  # check NAME COMMAND...: one counted test run outside Bazel
+  local name=$1
+  shift
+  if "$@" >"/tmp/pstrain-check-$$.log" 2>&1; then
+    echo "PASS: $name"
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name"
+    sed 's/^/    /' "/tmp/pstrain-check-$$.log" | tail -40
+    failed=$((failed + 1))
+  fi
+  rm -f "/tmp/pstrain-check-$$.log"
+}
+
+echo "== bazel build //..."
+if ! bazel build //... ; then
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+echo "== bazel test //..."
+bazel test --keep_going //...
+bazel_rc=$?
+
+# Count test cases from every test's XML report.
+while IFS= read -r xml; do
+  cases=$(grep -c '<testcase ' "$xml" || true)
+  skips=$(grep -c 'result="skipped"' "$xml" || true)
+  fails=$(grep -c '<failure' "$xml" || true)
+  if [[ $cases -eq 0 && $fails -eq 0 ]]; then continue; fi
+  if [[ $fails -gt $cases ]]; then fails=$cases; fi
+  failed=$((failed + fails))
+  skipped=$((skipped + skips))
+  passed=$((passed + cases - fails - skips))
+done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
+if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
+  # A test that failed to build or crashed before writing a report.
+  failed=$((failed + 1))
+fi
+
+echo "== build checks"
+check "CUDA detection and CPU-only build" tests/build_variants.sh
+
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,43 @@
+"""cuda_library: compiles .cu sources with nvcc when the toolkit was found.
+
+cuda_library(name, srcs, hdrs, deps) yields a cc_library named `name`. With
+CUDA detected (see cuda_configure.bzl) each .cu file becomes a position
+independent object compiled by nvcc for sm_80 and sm_90 (A100, H100) plus PTX,
+linked against cudart and cuBLAS. Without CUDA the macro yields the
+`cpu_fallback` sources instead, so callers always link.
+"""
+
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_PATH")
+
+def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
+    if not CUDA_ENABLED:
+        native.cc_library(
+            name = name,
+            srcs = cpu_fallback,
+            hdrs = hdrs,
+            deps = deps,
+            **kwargs
+        )
+        return
+    objs = []
+    for src in srcs:
+        obj = name + "_" + src.replace("/", "_").replace(".cu", ".pic.o")
+        native.genrule(
+            name = obj + "_nvcc",
+            srcs = [src] + hdrs,
+            outs = [obj],
+            cmd = ("{nvcc} -c -std=c++17 -O2 -Xcompiler -fPIC -I. " +
+                   "-gencode arch=compute_80,code=sm_80 " +
+                   "-gencode arch=compute_90,code=[sm_90,compute_90] " +
+                   "$(location {src}) -o $@").format(nvcc = CUDA_PATH + "/bin/nvcc", src = src),
+            tags = ["local"],
+        )
+        objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = objs,
+        hdrs = hdrs,
+        deps = deps + ["@local_cuda//:cuda"],
+        defines = ["PSTRAIN_HAVE_CUDA=1"],
+        **kwargs
+    )

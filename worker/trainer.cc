@@ -1,0 +1,80 @@
+#include "worker/trainer.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "model/mlp.h"
+
+namespace pstrain::worker {
+
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
+                                         const data::Dataset& train,
+                                         PsClient* client) {
+  const model::JobSpec& job = options.job;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
+                           model::Mlp::Create(job.model, job.batch_size));
+  if (train.example_dim != job.model.input_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data examples have %d features but the model's input_dim is %d",
+        train.example_dim, job.model.input_dim));
+  }
+  data::ShardIterator shard(&train, options.replica, options.num_replicas,
+                            job.batch_size, job.seed);
+  if (shard.batches_per_epoch() == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "replica %d's shard has %d examples, fewer than one batch of %d",
+        options.replica, shard.shard_size(), job.batch_size));
+  }
+  const int64_t total_steps =
+      job.max_steps > 0 ? job.max_steps : job.epochs * shard.batches_per_epoch();
+  std::vector<float> params(mlp->num_parameters());
+  std::vector<float> grads(mlp->num_parameters());
+  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
+  std::vector<int32_t> y(job.batch_size);
+  const std::vector<int64_t>& offsets = mlp->offsets();
+
+  Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
+      total_steps, " steps of batch ", job.batch_size, " (", shard.shard_size(),
+      " examples in this shard)");
+  TrainerResult result;
+  model::BatchResult window;
+  const absl::Time start = absl::Now();
+  absl::Time window_start = start;
+  for (int64_t step = 1; step <= total_steps; ++step) {
+    shard.Next(x.data(), y.data());
+    PSTRAIN_RETURN_IF_ERROR(client->PullAll(params.data(), offsets).status());
+    PSTRAIN_ASSIGN_OR_RETURN(
+        model::BatchResult br,
+        mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
+                              grads.data()));
+    PSTRAIN_RETURN_IF_ERROR(
+        client->PushAll(grads.data(), offsets, options.replica, step));
+    window.loss_sum += br.loss_sum;
+    window.correct += br.correct;
+    window.count += br.count;
+    if (step % options.log_every_steps == 0 || step == total_steps) {
+      const absl::Time now = absl::Now();
+      const double elapsed = absl::ToDoubleSeconds(now - start);
+      const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      const double eta = (total_steps - step) * job.batch_size / std::max(rate, 1e-9);
+      result.final_loss = window.loss_sum / window.count;
+      result.final_accuracy = static_cast<double>(window.correct) / window.count;
+      Log(absl::StrFormat("step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+                          step, total_steps, result.final_loss,
+                          result.final_accuracy, rate, elapsed, eta));
+      window = model::BatchResult();
+      window_start = now;
+    }
+  }
+  result.steps = total_steps;
+  result.examples = total_steps * job.batch_size;
+  result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.examples_per_sec = result.examples / std::max(result.seconds, 1e-9);
+  return result;
+}
+
+}  // namespace pstrain::worker

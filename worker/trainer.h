@@ -1,0 +1,43 @@
+// The training loop of one replica: pull the parameters, compute gradients on
+// the next local batch, push them, repeat, with Keras-like progress lines.
+// Asynchronous SGD: each replica pulls and pushes on its own schedule.
+// Thread-compatible; one Trainer per thread.
+#ifndef PSTRAIN_WORKER_TRAINER_H_
+#define PSTRAIN_WORKER_TRAINER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "data/dataset.h"
+#include "model/job_spec.h"
+#include "worker/ps_client.h"
+
+namespace pstrain::worker {
+
+struct TrainerOptions {
+  model::JobSpec job;
+  int replica = 0;
+  int num_replicas = 1;
+  // Progress line every 200 steps: a few lines per epoch on Fashion-MNIST.
+  int log_every_steps = 200;
+};
+
+struct TrainerResult {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double final_loss = 0;       // mean over the last logging window
+  double final_accuracy = 0;   // training accuracy over the same window
+  double seconds = 0;
+  double examples_per_sec = 0;
+};
+
+// Runs the whole schedule (job.epochs over this replica's shard, or
+// job.max_steps). `client` must be ready (variables initialised). Errors from
+// the PS client (naming the PS) or the model.
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
+                                         const data::Dataset& train,
+                                         PsClient* client);
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_TRAINER_H_

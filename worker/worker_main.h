@@ -1,0 +1,19 @@
+// The worker role's main: trains this replica's shard against the PS and
+// reports to the chief; worker 0 of a cluster without a chief also takes the
+// chief's duties (TensorFlow's rule).
+#ifndef PSTRAIN_WORKER_WORKER_MAIN_H_
+#define PSTRAIN_WORKER_WORKER_MAIN_H_
+
+#include "common/cli_args.h"
+#include "common/tf_config.h"
+
+namespace pstrain::worker {
+
+// Flags: the job flags (pstrain/job_flags.h), --ps_wait_s, --blas_threads,
+// and, with chief duties, --bind and --job_timeout_s.
+// Returns the process exit code. REQUIRES: cfg.task.role == Role::kWorker.
+int WorkerMain(const TfConfig& cfg, CliArgs& args);
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_WORKER_MAIN_H_
