@@ -37,8 +37,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   const std::vector<float> initial = chief->mlp_->InitialParameters(options.job.seed);
   PSTRAIN_ASSIGN_OR_RETURN(
       int kept, chief->client_->CreateVariables(initial, chief->mlp_->offsets(),
-                                                options.job.optimizer,
-                                                options.job.learning_rate));
+                                                options.job.optimizer));
   if (kept > 0) {
     Log(kept, " of ", cfg.cluster.ps.size(),
         " ps already held initialised variables; they were kept");

@@ -10,9 +10,11 @@ namespace {
 
 class Sgd final : public Optimizer {
  public:
-  explicit Sgd(float lr) : lr_(lr) {}
-  void Apply(absl::Span<float> values,
-             absl::Span<const float> grad) const override {
+  explicit Sgd(const OptimizerSpec& s) : lr_(s.learning_rate) {}
+  int num_slots() const override { return 0; }
+  std::vector<std::string> slot_names() const override { return {}; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>>, int64_t) const override {
     float* v = values.data();
     const float* g = grad.data();
     const size_t n = values.size();
@@ -23,18 +25,123 @@ class Sgd final : public Optimizer {
   const float lr_;
 };
 
+class Momentum final : public Optimizer {
+ public:
+  explicit Momentum(const OptimizerSpec& s)
+      : lr_(s.learning_rate), momentum_(s.momentum), nesterov_(s.nesterov) {}
+  int num_slots() const override { return 1; }
+  std::vector<std::string> slot_names() const override { return {"momentum"}; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>> slots, int64_t) const override {
+    float* v = values.data();
+    float* a = slots[0].data();
+    const float* g = grad.data();
+    const size_t n = values.size();
+    if (nesterov_) {
+      for (size_t i = 0; i < n; ++i) {
+        a[i] = momentum_ * a[i] + g[i];
+        v[i] -= lr_ * (g[i] + momentum_ * a[i]);
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        a[i] = momentum_ * a[i] + g[i];
+        v[i] -= lr_ * a[i];
+      }
+    }
+  }
+
+ private:
+  const float lr_, momentum_;
+  const bool nesterov_;
+};
+
+class Adagrad final : public Optimizer {
+ public:
+  explicit Adagrad(const OptimizerSpec& s)
+      : lr_(s.learning_rate), init_(s.initial_accumulator), eps_(s.epsilon) {}
+  int num_slots() const override { return 1; }
+  std::vector<std::string> slot_names() const override { return {"accumulator"}; }
+  float initial_slot_value(int) const override { return init_; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>> slots, int64_t) const override {
+    float* v = values.data();
+    float* a = slots[0].data();
+    const float* g = grad.data();
+    const size_t n = values.size();
+    for (size_t i = 0; i < n; ++i) {
+      a[i] += g[i] * g[i];
+      v[i] -= lr_ * g[i] / (std::sqrt(a[i]) + eps_);
+    }
+  }
+
+ private:
+  const float lr_, init_, eps_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const OptimizerSpec& s)
+      : lr_(s.learning_rate), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
+  int num_slots() const override { return 2; }
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
+    const double lr_t = lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
+                        (1.0 - std::pow(double{b1_}, t));
+    const float step = static_cast<float>(lr_t);
+    float* v = values.data();
+    float* m = slots[0].data();
+    float* s = slots[1].data();
+    const float* g = grad.data();
+    const size_t n = values.size();
+    for (size_t i = 0; i < n; ++i) {
+      m[i] = b1_ * m[i] + (1 - b1_) * g[i];
+      s[i] = b2_ * s[i] + (1 - b2_) * g[i] * g[i];
+      v[i] -= step * m[i] / (std::sqrt(s[i]) + eps_);
+    }
+  }
+
+ private:
+  const float lr_, b1_, b2_, eps_;
+};
+
+absl::Status Bad(absl::string_view field, float value, absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer ", field, " ", value, " must be ", want));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerSpec& spec) {
   if (!(spec.learning_rate > 0) || !std::isfinite(spec.learning_rate)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer learning_rate ", spec.learning_rate,
-        " must be a positive finite number"));
+    return Bad("learning_rate", spec.learning_rate, "a positive finite number");
   }
-  if (spec.name == "sgd") return std::make_unique<Sgd>(spec.learning_rate);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown optimizer \"", spec.name, "\" (known: sgd)"));
+  if (spec.name == "sgd") return std::make_unique<Sgd>(spec);
+  if (spec.name == "momentum") {
+    if (!(spec.momentum >= 0 && spec.momentum < 1)) {
+      return Bad("momentum", spec.momentum, "in [0, 1)");
+    }
+    return std::make_unique<Momentum>(spec);
+  }
+  if (!(spec.epsilon > 0) || !std::isfinite(spec.epsilon)) {
+    return Bad("epsilon", spec.epsilon, "a positive finite number");
+  }
+  if (spec.name == "adagrad") {
+    if (!(spec.initial_accumulator > 0) || !std::isfinite(spec.initial_accumulator)) {
+      return Bad("initial_accumulator", spec.initial_accumulator,
+                 "a positive finite number");
+    }
+    return std::make_unique<Adagrad>(spec);
+  }
+  if (spec.name == "adam") {
+    if (!(spec.beta1 >= 0 && spec.beta1 < 1)) return Bad("beta1", spec.beta1, "in [0, 1)");
+    if (!(spec.beta2 >= 0 && spec.beta2 < 1)) return Bad("beta2", spec.beta2, "in [0, 1)");
+    return std::make_unique<Adam>(spec);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown optimizer \"", spec.name, "\" (known: sgd, momentum, adagrad, adam)"));
 }
 
 }  // namespace pstrain::ps

@@ -1,33 +1,49 @@
-// Optimizers applied by the PS to a slice when a gradient arrives. An
-// Optimizer is stateless apart from its hyper-parameters; per-element state
-// (slots) lives beside the slice in ShardStore. Thread-compatible: callers
-// hold the slice's lock.
+// Optimizers applied by the PS to a slice when a gradient arrives, with the
+// formulas TensorFlow's training ops use (ApplyGradientDescent,
+// ApplyMomentum, ApplyAdagrad, ApplyAdam). Per-element state (the "slots")
+// lives beside the slice in ShardStore; an Optimizer holds only its
+// hyper-parameters. Thread-compatible: callers hold the slice's lock.
 #ifndef PSTRAIN_PS_SERVER_OPTIMIZER_H_
 #define PSTRAIN_PS_SERVER_OPTIMIZER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/optimizer_spec.h"
 
 namespace pstrain::ps {
 
-struct OptimizerSpec {
-  std::string name = "sgd";
-  float learning_rate = 0.01f;
-};
+using ::pstrain::OptimizerSpec;
 
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // Applies `grad` to `values`. REQUIRES: values.size() == grad.size().
-  virtual void Apply(absl::Span<float> values,
-                     absl::Span<const float> grad) const = 0;
+
+  // No optimizer keeps more than this many slots per element.
+  static constexpr int kMaxSlots = 2;
+
+  // Slots per variable element (0 for SGD, 1 for momentum and Adagrad, 2 for
+  // Adam; at most kMaxSlots), and their names for stats and checkpoints.
+  virtual int num_slots() const = 0;
+  virtual std::vector<std::string> slot_names() const = 0;
+  // The value every slot element starts at.
+  virtual float initial_slot_value(int slot) const { return 0.0f; }
+
+  // Applies `grad` to `values`, updating `slots` (num_slots() spans, each of
+  // values.size()). `t` is the 1-based count of updates applied to this slice
+  // including this one (Adam's bias correction). REQUIRES: sizes match.
+  virtual void Apply(absl::Span<float> values, absl::Span<const float> grad,
+                     absl::Span<const absl::Span<float>> slots,
+                     int64_t t) const = 0;
 };
 
-// InvalidArgument for an unknown name or a learning rate that is not a
-// positive finite number. Known: "sgd".
+// InvalidArgument naming the field for an unknown name, a learning rate that
+// is not positive and finite, momentum outside [0, 1), betas outside [0, 1),
+// epsilon or initial_accumulator not positive.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
     const OptimizerSpec& spec);
 

@@ -73,7 +73,16 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
     slices.push_back(*std::move(def));
   }
   for (const std::string& v : req->initial_values()) values.push_back(v);
-  OptimizerSpec opt{req->optimizer().name(), req->optimizer().learning_rate()};
+  const v1::OptimizerConfig& o = req->optimizer();
+  OptimizerSpec opt;
+  opt.name = o.name();
+  opt.learning_rate = o.learning_rate();
+  opt.momentum = o.momentum();
+  opt.nesterov = o.nesterov();
+  opt.initial_accumulator = o.initial_accumulator();
+  opt.beta1 = o.beta1();
+  opt.beta2 = o.beta2();
+  opt.epsilon = o.epsilon();
   auto created = store_->Initialize(slices, values, opt);
   if (created.ok()) resp->set_already_initialized(!*created);
   return FinishWith(ctx, created.status());

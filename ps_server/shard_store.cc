@@ -1,6 +1,7 @@
 #include "ps_server/shard_store.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -60,11 +61,14 @@ absl::StatusOr<bool> ShardStore::Initialize(
     slice->def = def;
     {
       absl::MutexLock slice_lock(&slice->mu);
-      slice->values.resize(def.elements());
-      std::memcpy(slice->values.data(), values[i].data(), values[i].size());
-      PSTRAIN_RETURN_IF_ERROR(CheckFinite(key, slice->values.data(),
-                                          slice->values.size(),
-                                          "initial value"));
+      const int64_t n = def.elements();
+      slice->data.resize(n * (1 + opt->num_slots()));
+      std::memcpy(slice->data.data(), values[i].data(), values[i].size());
+      PSTRAIN_RETURN_IF_ERROR(CheckFinite(key, slice->data.data(), n, "initial value"));
+      for (int k = 0; k < opt->num_slots(); ++k) {
+        std::fill(slice->data.begin() + (k + 1) * n, slice->data.begin() + (k + 2) * n,
+                  opt->initial_slot_value(k));
+      }
     }
     if (!built.emplace(key, std::move(slice)).second) {
       return absl::InvalidArgumentError(
@@ -99,8 +103,8 @@ absl::Status ShardStore::Pull(absl::string_view key, std::string* out) const {
   if (slice == nullptr) return status;
   {
     absl::MutexLock lock(&slice->mu);
-    out->assign(reinterpret_cast<const char*>(slice->values.data()),
-                slice->values.size() * sizeof(float));
+    out->assign(reinterpret_cast<const char*>(slice->data.data()),
+                slice->def.bytes());
   }
   slice->pulls.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
@@ -155,8 +159,14 @@ absl::StatusOr<int64_t> ShardStore::Push(absl::Span<const Update> updates) {
     Slice* slice = targets[i];
     {
       absl::MutexLock lock(&slice->mu);
-      optimizer_->Apply(absl::MakeSpan(slice->values),
-                        absl::MakeConstSpan(grad, n));
+      absl::Span<float> slots[Optimizer::kMaxSlots];
+      for (int k = 0; k < optimizer_->num_slots(); ++k) {
+        slots[k] = absl::MakeSpan(slice->data.data() + (k + 1) * n, n);
+      }
+      optimizer_->Apply(absl::MakeSpan(slice->data.data(), n),
+                        absl::MakeConstSpan(grad, n),
+                        absl::MakeConstSpan(slots, optimizer_->num_slots()),
+                        ++slice->updates);
     }
     slice->pushes.fetch_add(1, std::memory_order_relaxed);
   }

@@ -1,6 +1,6 @@
-// Holds this PS's slices of the variables, each contiguous in memory, and
-// applies pushed gradients to them asynchronously (on arrival, under the
-// slice's lock).
+// Holds this PS's slices of the variables, each contiguous in memory with its
+// optimizer slots beside it, and applies pushed gradients to them
+// asynchronously (on arrival, under the slice's lock).
 //
 // Lifecycle: created empty; Initialize() fills it once (the chief's
 // CreateVariables); afterwards the set of slices never changes, so lookups
@@ -84,7 +84,11 @@ class ShardStore {
   struct Slice {
     SliceDef def;
     mutable absl::Mutex mu;
-    std::vector<float> values ABSL_GUARDED_BY(mu);
+    // The values, then each optimizer slot, in one contiguous block:
+    // values at [0, n), slot k at [(k+1) n, (k+2) n).
+    std::vector<float> data ABSL_GUARDED_BY(mu);
+    // Updates applied to this slice (Adam's t).
+    int64_t updates ABSL_GUARDED_BY(mu) = 0;
     std::atomic<int64_t> pushes{0};
     mutable std::atomic<int64_t> pulls{0};
   };

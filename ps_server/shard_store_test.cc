@@ -113,7 +113,7 @@ TEST(ShardStoreInitTest, RejectsWrongPsAndWrongLengthsAndStoresNothing) {
   r = store.Initialize({Slice("w", 2, 1, 1)}, {Bytes({1})}, {"sgd", 1});
   EXPECT_EQ(r.status().message(), "initial value for w/part_0 has 4 bytes, expected 8");
   r = store.Initialize({Slice("w", 1, 1, 1)}, {Bytes({1})}, {"adamw", 1});
-  EXPECT_EQ(r.status().message(), "unknown optimizer \"adamw\" (known: sgd)");
+  EXPECT_EQ(r.status().message(), "unknown optimizer \"adamw\" (known: sgd, momentum, adagrad, adam)");
   EXPECT_FALSE(store.initialized());
   std::string out;
   EXPECT_EQ(store.Pull("w/part_0", &out).code(), absl::StatusCode::kFailedPrecondition);
@@ -136,6 +136,34 @@ TEST(ShardStoreConcurrencyTest, AsyncPushesLoseNoUpdate) {
   ASSERT_OK(store.Pull("v/part_0", &out));
   EXPECT_EQ(Floats(out), std::vector<float>(4, -kThreads * kPushes));
   EXPECT_EQ(store.global_step(), kThreads * kPushes);
+}
+
+}  // namespace
+}  // namespace pstrain::ps
+
+namespace pstrain::ps {
+namespace {
+
+TEST(ShardStoreSlotsTest, AdamSlotsPersistAcrossPushesPerSlice) {
+  ShardStore store(0);
+  OptimizerSpec adam;
+  adam.name = "adam";
+  adam.learning_rate = 0.1f;
+  adam.beta1 = 0.5f;
+  adam.beta2 = 0.75f;
+  ASSERT_OK(store.Initialize({Slice("a", 1, 1), Slice("b", 1, 1)}, {Bytes({0}), Bytes({0})}, adam)
+                .status());
+  std::string one = Bytes({1}), minus_two = Bytes({-2});
+  ASSERT_OK(store.Push({{"a/part_0", one}, {"b/part_0", one}}).status());
+  ASSERT_OK(store.Push({{"a/part_0", minus_two}}).status());
+  std::string out;
+  ASSERT_OK(store.Pull("a/part_0", &out));
+  // The same two steps as OptimizerTest.AdamFirstStepsByHand.
+  const double lr2 = 0.1 * std::sqrt(0.4375) / 0.75;
+  EXPECT_NEAR(Floats(out)[0], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
+  // b had one update only: its own t is 1.
+  ASSERT_OK(store.Pull("b/part_0", &out));
+  EXPECT_NEAR(Floats(out)[0], -0.1, 1e-6);
 }
 
 }  // namespace

@@ -9,14 +9,18 @@ namespace pstrain {
 
 const std::vector<std::string>& JobFlagNames() {
   static const auto* names = new std::vector<std::string>{
-      "data_dir", "batch_size", "epochs",  "max_steps", "learning_rate",
-      "optimizer", "seed",      "hidden", "output_dir"};
+      "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
+      "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
+      "epsilon",   "initial_accumulator",   "seed",     "hidden",
+      "output_dir"};
   return *names;
 }
 
 const char* JobFlagsUsage() {
   return "job flags: --data_dir=DIR --batch_size=N --epochs=N --max_steps=N "
-         "--learning_rate=X --optimizer=sgd --seed=N --hidden=W1,W2,... "
+         "--optimizer=sgd|momentum|adagrad|adam --learning_rate=X --momentum=X "
+         "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
+         "--seed=N --hidden=W1,W2,... "
          "--output_dir=DIR";
 }
 
@@ -26,8 +30,16 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(int64_t batch, args.GetInt("batch_size", job.batch_size));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetInt("epochs", job.epochs));
   PSTRAIN_ASSIGN_OR_RETURN(job.max_steps, args.GetInt("max_steps", job.max_steps));
-  PSTRAIN_ASSIGN_OR_RETURN(double lr, args.GetDouble("learning_rate", job.learning_rate));
-  PSTRAIN_ASSIGN_OR_RETURN(job.optimizer, args.GetString("optimizer", job.optimizer));
+  OptimizerSpec& opt = job.optimizer;
+  PSTRAIN_ASSIGN_OR_RETURN(opt.name, args.GetString("optimizer", opt.name));
+  PSTRAIN_ASSIGN_OR_RETURN(double lr, args.GetDouble("learning_rate", opt.learning_rate));
+  PSTRAIN_ASSIGN_OR_RETURN(double momentum, args.GetDouble("momentum", opt.momentum));
+  PSTRAIN_ASSIGN_OR_RETURN(opt.nesterov, args.GetBool("nesterov", opt.nesterov));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta1, args.GetDouble("beta1", opt.beta1));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta2, args.GetDouble("beta2", opt.beta2));
+  PSTRAIN_ASSIGN_OR_RETURN(double epsilon, args.GetDouble("epsilon", opt.epsilon));
+  PSTRAIN_ASSIGN_OR_RETURN(double init_acc,
+                           args.GetDouble("initial_accumulator", opt.initial_accumulator));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
   std::string default_hidden;
   for (size_t i = 0; i < job.model.hidden.size(); ++i) {
@@ -55,7 +67,28 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.batch_size = static_cast<int>(batch);
   job.epochs = static_cast<int>(epochs);
-  job.learning_rate = static_cast<float>(lr);
+  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" &&
+      opt.name != "adam") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer=", opt.name, ": must be sgd, momentum, adagrad or adam"));
+  }
+  if (!(momentum >= 0 && momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
+  }
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--beta1=", beta1, " --beta2=", beta2, ": each must be in [0, 1)"));
+  }
+  if (!(epsilon > 0) || !(init_acc > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--epsilon=", epsilon, " --initial_accumulator=", init_acc, ": each must be positive"));
+  }
+  opt.learning_rate = static_cast<float>(lr);
+  opt.momentum = static_cast<float>(momentum);
+  opt.beta1 = static_cast<float>(beta1);
+  opt.beta2 = static_cast<float>(beta2);
+  opt.epsilon = static_cast<float>(epsilon);
+  opt.initial_accumulator = static_cast<float>(init_acc);
   job.seed = static_cast<uint64_t>(seed);
   job.model.hidden.clear();
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {

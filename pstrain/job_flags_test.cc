@@ -22,7 +22,15 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(some));
   EXPECT_EQ(j.model.hidden, (std::vector<int>{256, 64}));
   EXPECT_EQ(j.epochs, 3);
-  EXPECT_FLOAT_EQ(j.learning_rate, 0.1f);
+  EXPECT_FLOAT_EQ(j.optimizer.learning_rate, 0.1f);
+  EXPECT_EQ(j.optimizer.name, "sgd");
+  CliArgs adam = Args({"--optimizer=adam", "--learning_rate=0.001", "--beta2=0.99"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec a, JobSpecFromFlags(adam));
+  EXPECT_EQ(a.optimizer.name, "adam");
+  EXPECT_FLOAT_EQ(a.optimizer.beta2, 0.99f);
+  CliArgs bad = Args({"--optimizer=rmsprop"});
+  EXPECT_EQ(JobSpecFromFlags(bad).status().message(),
+            "--optimizer=rmsprop: must be sgd, momentum, adagrad or adam");
   EXPECT_EQ(j.seed, 9u);
   CliArgs softmax = Args({"--hidden="});
   ASSERT_OK_AND_ASSIGN(model::JobSpec s, JobSpecFromFlags(softmax));

@@ -153,7 +153,7 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout,
 
 absl::StatusOr<int> PsClient::CreateVariables(
     const std::vector<float>& params, const std::vector<int64_t>& offsets,
-    const std::string& optimizer, float learning_rate) {
+    const OptimizerSpec& optimizer) {
   std::vector<v1::CreateVariablesRequest> reqs(num_ps());
   std::vector<v1::CreateVariablesResponse> resps(num_ps());
   std::vector<int> all;
@@ -162,8 +162,15 @@ absl::StatusOr<int> PsClient::CreateVariables(
     v1::CreateVariablesRequest& req = reqs[ps];
     req.set_ps_index(ps);
     req.set_num_ps(num_ps());
-    req.mutable_optimizer()->set_name(optimizer);
-    req.mutable_optimizer()->set_learning_rate(learning_rate);
+    v1::OptimizerConfig* o = req.mutable_optimizer();
+    o->set_name(optimizer.name);
+    o->set_learning_rate(optimizer.learning_rate);
+    o->set_momentum(optimizer.momentum);
+    o->set_nesterov(optimizer.nesterov);
+    o->set_initial_accumulator(optimizer.initial_accumulator);
+    o->set_beta1(optimizer.beta1);
+    o->set_beta2(optimizer.beta2);
+    o->set_epsilon(optimizer.epsilon);
     for (const SliceDef& s : slices_on_[ps]) {
       const VariableDef& var = placement_.variables[variable_index_.at(s.variable)];
       v1::SliceSpec* spec = req.add_slices();

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/optimizer_spec.h"
 #include "common/placement.h"
 #include "common/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -58,8 +59,7 @@ class PsClient {
   // Returns how many PS were already initialised (and kept their values).
   absl::StatusOr<int> CreateVariables(const std::vector<float>& params,
                                       const std::vector<int64_t>& offsets,
-                                      const std::string& optimizer,
-                                      float learning_rate);
+                                      const OptimizerSpec& optimizer);
 
   // Pulls every slice into `params` (flat layout as above). On error the
   // contents of `params` are unspecified. Returns the largest global step

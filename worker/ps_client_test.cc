@@ -64,7 +64,7 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total_);
   for (int64_t i = 0; i < total_; ++i) init[i] = 0.001f * i;
-  ASSERT_OK_AND_ASSIGN(int kept, client_->CreateVariables(init, offsets_, "sgd", 0.5f));
+  ASSERT_OK_AND_ASSIGN(int kept, client_->CreateVariables(init, offsets_, {"sgd", 0.5f}));
   EXPECT_EQ(kept, 0);
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), true));
 
@@ -81,7 +81,7 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   for (int64_t i = 0; i < total_; ++i) ASSERT_FLOAT_EQ(pulled[i], init[i] - 1.0f) << i;
 
   // A second CreateVariables keeps the trained values.
-  ASSERT_OK_AND_ASSIGN(kept, client_->CreateVariables(init, offsets_, "sgd", 0.5f));
+  ASSERT_OK_AND_ASSIGN(kept, client_->CreateVariables(init, offsets_, {"sgd", 0.5f}));
   EXPECT_EQ(kept, 2);
   ASSERT_OK(client_->PullAll(pulled.data(), offsets_).status());
   EXPECT_FLOAT_EQ(pulled[5], init[5] - 1.0f);
@@ -111,7 +111,7 @@ TEST_F(PsClientTest, PullBeforeInitialisationNamesThePs) {
 
 TEST_F(PsClientTest, NonFiniteGradientIsRejectedOverTheWireAndChangesNothing) {
   std::vector<float> init(total_, 1.0f);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, "sgd", 1.0f).status());
+  ASSERT_OK(client_->CreateVariables(init, offsets_, {"sgd", 1.0f}).status());
   std::vector<float> grads(total_, 0.5f);
   grads[offsets_[1] + 3] = std::nanf("");
   absl::Status s = client_->PushAll(grads.data(), offsets_, 0, 1);
