@@ -1,4 +1,5 @@
 // pstrain: the single entry point.
+//   pstrain placement / status   inspect a job
 //   pstrain [flags]            run the task TF_CONFIG names (ps, worker, chief)
 //   pstrain describe [--json]  show what TF_CONFIG says
 //   pstrain launch ...         a whole cluster on this machine
@@ -19,6 +20,7 @@
 #include "pstrain/job_flags.h"
 #include "pstrain/launch.h"
 #include "pstrain/role_main.h"
+#include "pstrain/tools.h"
 
 namespace {
 
@@ -29,6 +31,10 @@ constexpr char kUsage[] =
     "  pstrain launch [--ps N] [--workers M] [--nochief] [--output_dir DIR]\n"
     "                 [--timeout_s S] [job flags]\n"
     "                               start a whole cluster on 127.0.0.1 and train\n"
+    "  pstrain placement --ps N [job flags] [--min_slice_bytes B] [--json]\n"
+    "                               which slice of which variable goes to which PS\n"
+    "  pstrain status [--ps HOST:PORT,...] [--json]\n"
+    "                               per-PS, per-slice bytes, pushes, pulls, global step\n"
     "  pstrain help\n"
     "\n"
     "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
@@ -86,6 +92,17 @@ int main(int argc, char** argv) {
         return pstrain::kExitBadConfig;
       }
       return pstrain::LaunchMain(SelfPath(argv[0]), *args);
+    }
+    if (cmd == "placement" || cmd == "status") {
+      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+      if (!args.ok()) {
+        std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
+                     std::string(args.status().message()).c_str());
+        return pstrain::kExitBadConfig;
+      }
+      if (cmd == "placement") return pstrain::PlacementMain(*args);
+      const char* env = std::getenv("TF_CONFIG");
+      return pstrain::StatusMain(*args, env == nullptr ? "" : env);
     }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

@@ -142,7 +142,7 @@ TEST(ClusterTest, WorkerNamesAPsThatNeverAnswersAndExitsRetryable) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): not answering")));
 }
 
-TEST(ClusterTest, SigtermStopsAPsCleanly) {
+TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   const std::string out = TmpDir("sigterm");
   ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
   SpawnOptions o;
@@ -157,11 +157,25 @@ TEST(ClusterTest, SigtermStopsAPsCleanly) {
     if (ReadFile(o.log_path).value_or("").find("serving on") != std::string::npos) break;
     absl::SleepFor(absl::Milliseconds(50));
   }
+  // `pstrain status` asks the live PS.
+  RunResult status = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
+                                out + "/status.txt");
+  EXPECT_EQ(status.code, 0) << status.output;
+  EXPECT_EQ(status.output, absl::StrCat("ps:0 127.0.0.1:", ports[0],
+                                        "  global step 0\n  (no variables yet)\n"));
+  RunResult json = RunPstrain({"status", "--json"}, o.env[0].second, out + "/status.json");
+  EXPECT_EQ(json.code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr(R"("global_step":0)"));
   SignalChild(pid, SIGTERM);
   auto exit = WaitChild(pid, absl::Seconds(20));
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->code, 0);
   EXPECT_THAT(ReadFile(o.log_path).value_or(""), HasSubstr("stopping: signal 15"));
+  // Once it is gone, status names it.
+  RunResult gone = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
+                              out + "/gone.txt");
+  EXPECT_EQ(gone.code, 138) << gone.output;
+  EXPECT_THAT(gone.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {

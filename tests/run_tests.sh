@@ -52,6 +52,12 @@ fi
 
 echo "== build checks"
 check "CUDA detection and CPU-only build" tests/build_variants.sh
+# clang with -Wthread-safety -Werror checks the lock annotations g++ ignores.
+# Its own output base keeps both compilers' caches warm between runs.
+clang_base="${HOME:-/tmp}/.cache/pstrain-clang-$(pwd | md5sum | cut -c1-8)"
+check "clang -Wthread-safety -Werror build" \
+  bazel --output_base="$clang_base" build --config=clang //...
+bazel --output_base="$clang_base" shutdown >/dev/null 2>&1 || true
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]

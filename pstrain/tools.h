@@ -1,0 +1,32 @@
+// Operator commands of the pstrain entry point that inspect a job:
+//   pstrain placement --ps N [job flags] [--min_slice_bytes B] [--json]
+//   pstrain status [--ps HOST:PORT,...] [--json]
+// Each returns the process exit code and prints its own errors.
+#ifndef PSTRAIN_PSTRAIN_TOOLS_H_
+#define PSTRAIN_PSTRAIN_TOOLS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/cli_args.h"
+#include "common/placement.h"
+
+namespace pstrain {
+
+// The plan as a table: one line per slice (variable, slice, rows, bytes, PS),
+// then bytes per PS and the largest PS's excess over the ideal
+// (total / num_ps), in percent.
+std::string PlacementTable(const Placement& p);
+std::string PlacementJson(const Placement& p);
+
+// `pstrain placement`: the model comes from the job flags (--hidden, ...).
+int PlacementMain(CliArgs& args);
+
+// `pstrain status`: asks every PS for its Stats. The PS addresses come from
+// --ps, else from $TF_CONFIG (read by the caller and passed as `tf_config`,
+// empty when unset).
+int StatusMain(CliArgs& args, const std::string& tf_config);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PSTRAIN_TOOLS_H_
