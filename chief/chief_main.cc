@@ -7,7 +7,7 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 
 namespace pstrain::chief {
 namespace {

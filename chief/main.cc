@@ -1,5 +1,5 @@
 // chief: runs the chief (or master) task named by TF_CONFIG.
-#include "pstrain/role_main.h"
+#include "cli/role_main.h"
 
 int main(int argc, char** argv) {
   return pstrain::RunRoleFromEnvironment(argc, argv, pstrain::Role::kChief);

@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 
 deploy/install_deps.sh
 echo "quickstart: building (the first build takes a few minutes)"
-bazel build //pstrain >/dev/null 2>bazel-build.log || { cat bazel-build.log; exit 1; }
+bazel build //:pstrain >/dev/null 2>bazel-build.log || { cat bazel-build.log; exit 1; }
 rm -f bazel-build.log
-exec bazel-bin/pstrain/pstrain launch --ps 2 --workers 2 --epochs 2 --output_dir ./output "$@"
+exec bazel-bin/pstrain launch --ps 2 --workers 2 --epochs 2 --output_dir ./output "$@"

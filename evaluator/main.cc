@@ -1,5 +1,5 @@
 // evaluator: runs the evaluator task named by TF_CONFIG.
-#include "pstrain/role_main.h"
+#include "cli/role_main.h"
 
 int main(int argc, char** argv) {
   return pstrain::RunRoleFromEnvironment(argc, argv, pstrain::Role::kEvaluator);

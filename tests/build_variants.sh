@@ -9,21 +9,21 @@ cd "$(dirname "$0")/.."
 config() { cat "$(bazel info output_base 2>/dev/null)/external/local_cuda/config.txt"; }
 describe() {
   TF_CONFIG='{"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "ps", "index": 0}}' \
-    bazel-bin/pstrain/pstrain describe | grep '^cuda:'
+    bazel-bin/pstrain describe | grep '^cuda:'
 }
 
 echo "-- CPU-only: CUDA_PATH=/nonexistent/cuda"
-bazel build --repo_env=CUDA_PATH=/nonexistent/cuda //pstrain //model:cuda_device_test
+bazel build --repo_env=CUDA_PATH=/nonexistent/cuda //:pstrain //model:cuda_device_test
 config | tee /dev/stderr | grep -q '^CUDA disabled: /nonexistent/cuda lacks bin/nvcc'
 describe | tee /dev/stderr | grep -qx 'cuda: not compiled in (CPU-only build)'
 bazel test --repo_env=CUDA_PATH=/nonexistent/cuda //model:cuda_device_test //model:mlp_test
 
 echo "-- default: toolkit detection"
-bazel build //pstrain //model:cuda_device_test
+bazel build //:pstrain //model:cuda_device_test
 if [[ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]]; then
   config | tee /dev/stderr | grep -q '^CUDA enabled'
   describe | tee /dev/stderr | grep -q '^cuda: compiled in'
-  [[ $(nm -C bazel-bin/pstrain/pstrain | grep -c 'SgdKernel') -gt 0 ]]
+  [[ $(nm -C bazel-bin/pstrain | grep -c 'SgdKernel') -gt 0 ]]
 else
   config | tee /dev/stderr | grep -q '^CUDA disabled'
 fi

@@ -23,7 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string Pstrain() {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain/pstrain");
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain");
 }
 
 std::string TmpDir(const std::string& name) {

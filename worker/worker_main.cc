@@ -8,7 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 #include "worker/trainer.h"
 
 namespace pstrain::worker {

@@ -9,7 +9,7 @@
 
 namespace pstrain::worker {
 
-// Flags: the job flags (pstrain/job_flags.h), --ps_wait_s, --blas_threads,
+// Flags: the job flags (cli/job_flags.h), --ps_wait_s, --blas_threads,
 // and, with chief duties, --bind and --job_timeout_s.
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kWorker.
 int WorkerMain(const TfConfig& cfg, CliArgs& args);

@@ -1,4 +1,4 @@
-#include "pstrain/describe.h"
+#include "cli/describe.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/json.h"

@@ -7,8 +7,8 @@
 // ended it prints the chief's final test accuracy. If a task fails, the
 // others are stopped (SIGTERM, then SIGKILL after 5 s) and launch exits with
 // that task's code. SIGINT/SIGTERM stop every task the same way.
-#ifndef PSTRAIN_PSTRAIN_LAUNCH_H_
-#define PSTRAIN_PSTRAIN_LAUNCH_H_
+#ifndef PSTRAIN_CLI_LAUNCH_H_
+#define PSTRAIN_CLI_LAUNCH_H_
 
 #include <string>
 #include <vector>
@@ -41,4 +41,4 @@ int LaunchMain(const std::string& self_path, CliArgs& args);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PSTRAIN_LAUNCH_H_
+#endif  // PSTRAIN_CLI_LAUNCH_H_

@@ -1,4 +1,4 @@
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

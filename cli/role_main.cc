@@ -1,4 +1,4 @@
-#include "pstrain/role_main.h"
+#include "cli/role_main.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // Runs the task that TF_CONFIG names: the one entry point behind `pstrain`
 // (no subcommand) and the per-role binaries ps_server, worker, chief.
-#ifndef PSTRAIN_PSTRAIN_ROLE_MAIN_H_
-#define PSTRAIN_PSTRAIN_ROLE_MAIN_H_
+#ifndef PSTRAIN_CLI_ROLE_MAIN_H_
+#define PSTRAIN_CLI_ROLE_MAIN_H_
 
 #include <optional>
 
@@ -19,4 +19,4 @@ int RunRoleFromEnvironment(int argc, char** argv, std::optional<Role> expected,
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PSTRAIN_ROLE_MAIN_H_
+#endif  // PSTRAIN_CLI_ROLE_MAIN_H_

@@ -1,6 +1,6 @@
 // `pstrain describe`: what TF_CONFIG says this task is, and the cluster.
-#ifndef PSTRAIN_PSTRAIN_DESCRIBE_H_
-#define PSTRAIN_PSTRAIN_DESCRIBE_H_
+#ifndef PSTRAIN_CLI_DESCRIBE_H_
+#define PSTRAIN_CLI_DESCRIBE_H_
 
 #include <string>
 
@@ -19,4 +19,4 @@ std::string DescribeJson(const TfConfig& cfg);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PSTRAIN_DESCRIBE_H_
+#endif  // PSTRAIN_CLI_DESCRIBE_H_

@@ -1,4 +1,4 @@
-#include "pstrain/launch.h"
+#include "cli/launch.h"
 
 #include <signal.h>
 
@@ -15,7 +15,7 @@
 #include "common/signals.h"
 #include "common/subprocess.h"
 #include "common/tf_config.h"
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 
 namespace pstrain {
 namespace {

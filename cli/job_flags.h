@@ -1,7 +1,7 @@
 // The flags that describe a training job, shared by the chief, the workers
 // and `pstrain launch` (which passes them on to each). Main-layer code only.
-#ifndef PSTRAIN_PSTRAIN_JOB_FLAGS_H_
-#define PSTRAIN_PSTRAIN_JOB_FLAGS_H_
+#ifndef PSTRAIN_CLI_JOB_FLAGS_H_
+#define PSTRAIN_CLI_JOB_FLAGS_H_
 
 #include <string>
 #include <vector>
@@ -33,4 +33,4 @@ const char* JobFlagsUsage();
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PSTRAIN_JOB_FLAGS_H_
+#endif  // PSTRAIN_CLI_JOB_FLAGS_H_

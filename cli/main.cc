@@ -16,11 +16,11 @@
 #include "common/exit_codes.h"
 #include "common/tf_config.h"
 #include "model/cuda_device.h"
-#include "pstrain/describe.h"
-#include "pstrain/job_flags.h"
-#include "pstrain/launch.h"
-#include "pstrain/role_main.h"
-#include "pstrain/tools.h"
+#include "cli/describe.h"
+#include "cli/job_flags.h"
+#include "cli/launch.h"
+#include "cli/role_main.h"
+#include "cli/tools.h"
 
 namespace {
 

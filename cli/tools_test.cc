@@ -1,4 +1,4 @@
-#include "pstrain/tools.h"
+#include "cli/tools.h"
 
 #include "common/json.h"
 #include "common/testing/status_testing.h"

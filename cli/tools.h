@@ -2,8 +2,8 @@
 //   pstrain placement --ps N [job flags] [--min_slice_bytes B] [--json]
 //   pstrain status [--ps HOST:PORT,...] [--json]
 // Each returns the process exit code and prints its own errors.
-#ifndef PSTRAIN_PSTRAIN_TOOLS_H_
-#define PSTRAIN_PSTRAIN_TOOLS_H_
+#ifndef PSTRAIN_CLI_TOOLS_H_
+#define PSTRAIN_CLI_TOOLS_H_
 
 #include <string>
 
@@ -29,4 +29,4 @@ int StatusMain(CliArgs& args, const std::string& tf_config);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PSTRAIN_TOOLS_H_
+#endif  // PSTRAIN_CLI_TOOLS_H_

@@ -1,4 +1,4 @@
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"

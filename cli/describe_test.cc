@@ -1,4 +1,4 @@
-#include "pstrain/describe.h"
+#include "cli/describe.h"
 
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"

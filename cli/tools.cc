@@ -1,4 +1,4 @@
-#include "pstrain/tools.h"
+#include "cli/tools.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "model/mlp.h"
-#include "pstrain/job_flags.h"
+#include "cli/job_flags.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
