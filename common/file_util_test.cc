@@ -3,15 +3,13 @@
 #include <cstdlib>
 
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
 namespace {
 
-std::string TmpDir() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return d ? d : "/tmp";
-}
+std::string TmpDir() { return testing::TempDir(); }
 
 TEST(FileUtilTest, WritesAtomicallyAndReadsBack) {
   std::string dir = TmpDir() + "/a/b/c";

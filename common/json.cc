@@ -289,12 +289,12 @@ class Parser {
         case 'r': out->push_back('\r'); break;
         case 't': out->push_back('\t'); break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           absl::Status s = ParseHex4(&cp);
           if (!s.ok()) return s;
           if (cp >= 0xD800 && cp <= 0xDBFF) {
             if (!Consume("\\u")) return Error("a low surrogate escape");
-            uint32_t lo;
+            uint32_t lo = 0;
             s = ParseHex4(&lo);
             if (!s.ok()) return s;
             if (lo < 0xDC00 || lo > 0xDFFF) return Error("a low surrogate");

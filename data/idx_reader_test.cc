@@ -6,14 +6,14 @@
 #include <fstream>
 
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::data {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/" + name;
+  return pstrain::testing::TempDir() + "/" + name;
 }
 
 std::string WritePlain(const std::string& name, const std::string& bytes) {

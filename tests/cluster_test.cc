@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/subprocess.h"
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,7 +28,7 @@ std::string Pstrain() {
 }
 
 std::string TmpDir(const std::string& name) {
-  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::string dir = absl::StrCat(testing::TempDir(), "/", name);
   EXPECT_OK(MakeDirs(dir));
   return dir;
 }
