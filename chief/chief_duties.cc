@@ -35,9 +35,14 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
   PSTRAIN_RETURN_IF_ERROR(chief->client_->WaitUntilReady(options.ps_wait, false));
   const std::vector<float> initial = chief->mlp_->InitialParameters(options.job.seed);
+  worker::CreateOptions create;
+  create.optimizer = options.job.optimizer;
+  create.consistency = options.job.consistency;
+  create.num_replicas = static_cast<int>(cfg.cluster.worker.size());
+  create.replicas_to_aggregate = options.job.replicas_to_aggregate;
+  create.seed = options.job.seed;
   PSTRAIN_ASSIGN_OR_RETURN(
-      int kept, chief->client_->CreateVariables(initial, chief->mlp_->offsets(),
-                                                options.job.optimizer));
+      int kept, chief->client_->CreateVariables(initial, chief->mlp_->offsets(), create));
   if (kept > 0) {
     Log(kept, " of ", cfg.cluster.ps.size(),
         " ps already held initialised variables; they were kept");

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/consistency.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -12,7 +13,7 @@ const std::vector<std::string>& JobFlagNames() {
       "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir"};
+      "output_dir", "consistency", "replicas_to_aggregate"};
   return *names;
 }
 
@@ -20,7 +21,8 @@ const char* JobFlagsUsage() {
   return "job flags: --data_dir=DIR --batch_size=N --epochs=N --max_steps=N "
          "--optimizer=sgd|momentum|adagrad|adam --learning_rate=X --momentum=X "
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
-         "--seed=N --hidden=W1,W2,... "
+         "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
+         "--replicas_to_aggregate=N "
          "--output_dir=DIR";
 }
 
@@ -90,6 +92,16 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   opt.epsilon = static_cast<float>(epsilon);
   opt.initial_accumulator = static_cast<float>(init_acc);
   job.seed = static_cast<uint64_t>(seed);
+  PSTRAIN_ASSIGN_OR_RETURN(job.consistency, args.GetString("consistency", job.consistency));
+  auto mode = ParseConsistency(job.consistency);
+  if (!mode.ok()) return absl::InvalidArgumentError(absl::StrCat("--", mode.status().message()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
+                           args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
+  if (aggregate < 0 || aggregate > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replicas_to_aggregate=", aggregate, ": must be from 0 (all workers) to 4096"));
+  }
+  job.replicas_to_aggregate = static_cast<int>(aggregate);
   job.model.hidden.clear();
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
     int width = 0;

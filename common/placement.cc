@@ -80,6 +80,11 @@ absl::StatusOr<Placement> ComputePlacement(
             "variable \"", v.name, "\" has a dimension of ", d));
       }
     }
+    if (v.embedding && v.shape.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "embedding table \"", v.name, "\" has rank ", v.shape.size(),
+          "; it must be [vocabulary, dim]"));
+    }
   }
 
   Placement p;
@@ -97,9 +102,18 @@ absl::StatusOr<Placement> ComputePlacement(
     return variables[a].name < variables[b].name;
   });
 
+  for (const VariableDef& v : variables) {
+    if (!v.embedding) continue;
+    p.embeddings.push_back(v);
+    const int64_t row_bytes = v.row_elements() * 4;
+    for (int i = 0; i < num_ps; ++i) {
+      p.bytes_per_ps[i] += row_bytes * (v.rows() / num_ps + (i < v.rows() % num_ps ? 1 : 0));
+    }
+  }
   std::vector<std::vector<SliceDef>> per_var(variables.size());
   for (size_t vi : order) {
     const VariableDef& v = variables[vi];
+    if (v.embedding) continue;
     int64_t k = 1;
     if (v.bytes() >= 2 * options.min_slice_bytes) {
       k = std::min<int64_t>({num_ps, v.rows(), v.bytes() / options.min_slice_bytes});
@@ -125,6 +139,14 @@ absl::StatusOr<Placement> ComputePlacement(
     for (SliceDef& s : list) p.slices.push_back(std::move(s));
   }
   return p;
+}
+
+int EmbeddingOwner(int64_t id, int num_ps) {
+  uint64_t x = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL;  // SplitMix64
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return static_cast<int>(x % static_cast<uint64_t>(num_ps));
 }
 
 }  // namespace pstrain

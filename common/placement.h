@@ -10,6 +10,10 @@
 //      loaded first. Large variables are placed before small ones.
 //   2. Every other variable is one slice on the least-loaded PS by bytes
 //      (ties go to the lowest index), largest first.
+//   3. Embedding tables are not sliced by range: row `id` lives on PS
+//      EmbeddingOwner(id, num_ps). They count towards each PS's load as
+//      their rows would if every id were touched (placed before rule 1, so
+//      dense variables balance around them).
 // Ties in size are broken by name, so the input order does not matter.
 // Thread-compatible plain data.
 #ifndef PSTRAIN_COMMON_PLACEMENT_H_
@@ -28,6 +32,16 @@ namespace pstrain {
 struct VariableDef {
   std::string name;
   std::vector<int64_t> shape;
+  // A sparse embedding table: shape is {vocabulary, dim}; rows are created on
+  // first touch and spread by id hash.
+  bool embedding = false;
+  // Overrides the job's consistency mode for this variable ("async", "sync",
+  // "ssp:S"); empty: the job's.
+  std::string consistency;
+  // What the PS fills the variable with when it is not sent values
+  // ("zeros", "uniform:A"); empty: the sender provides values (dense) or
+  // "uniform:0.05" (tables).
+  std::string initializer;
 
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   // Elements per row (product of shape[1:]).
@@ -62,8 +76,10 @@ struct PlacementOptions {
 struct Placement {
   int num_ps = 0;
   std::vector<VariableDef> variables;  // as given
-  // Every slice, ordered by variable (as given) then slice_index.
+  // Every dense slice, ordered by variable (as given) then slice_index.
   std::vector<SliceDef> slices;
+  // The embedding tables, as given; every PS holds part of each.
+  std::vector<VariableDef> embeddings;
   std::vector<int64_t> bytes_per_ps;
 
   // Slices held by PS `ps`, in `slices` order.
@@ -72,8 +88,12 @@ struct Placement {
   std::vector<SliceDef> SlicesOf(const std::string& variable) const;
 };
 
+// The PS that holds row `id` of every embedding table: hash(id) mod num_ps,
+// with a mixing hash so consecutive ids spread evenly.
+int EmbeddingOwner(int64_t id, int num_ps);
+
 // InvalidArgument when num_ps < 1, a name is empty or repeated, a dimension is
-// not positive, or min_slice_bytes < 4.
+// not positive, an embedding table is not of rank 2, or min_slice_bytes < 4.
 absl::StatusOr<Placement> ComputePlacement(
     const std::vector<VariableDef>& variables, int num_ps,
     const PlacementOptions& options = PlacementOptions());

@@ -93,6 +93,47 @@ TEST(PlacementTest, NeverMoreSlicesThanRowsOrPs) {
   ExpectEveryRowOwnedOnce(p);
 }
 
+TEST(PlacementTest, EveryEmbeddingRowHasExactlyOneBalancedOwner) {
+  for (int num_ps : {1, 2, 3, 7}) {
+    std::vector<int64_t> rows(num_ps, 0);
+    constexpr int64_t kVocab = 100000;
+    for (int64_t id = 0; id < kVocab; ++id) {
+      const int owner = EmbeddingOwner(id, num_ps);
+      ASSERT_GE(owner, 0);
+      ASSERT_LT(owner, num_ps);
+      EXPECT_EQ(owner, EmbeddingOwner(id, num_ps));  // deterministic
+      ++rows[owner];
+    }
+    for (int64_t r : rows) {
+      // Within 4% of the ideal share (over 5 standard deviations of a
+      // uniform hash at 7 PS): the hash spreads consecutive ids.
+      EXPECT_NEAR(r, kVocab / num_ps, kVocab / num_ps / 25) << num_ps;
+    }
+  }
+}
+
+TEST(PlacementTest, EmbeddingTablesCountTowardsLoadAndAreNotSliced) {
+  VariableDef emb{"emb", {1000, 64}};
+  emb.embedding = true;
+  ASSERT_OK_AND_ASSIGN(Placement p,
+                       ComputePlacement({emb, {"w", {10, 10}}, {"b", {10}}}, 2));
+  ASSERT_EQ(p.embeddings.size(), 1u);
+  EXPECT_EQ(p.embeddings[0].name, "emb");
+  for (const SliceDef& s : p.slices) EXPECT_NE(s.variable, "emb");
+  EXPECT_EQ(p.slices.size(), 2u);
+  // 500 rows of 256 bytes each per PS, plus the dense ones on the lighter.
+  EXPECT_EQ(p.bytes_per_ps[0] + p.bytes_per_ps[1], 1000 * 256 + 400 + 40);
+  EXPECT_GE(p.bytes_per_ps[0], 500 * 256);
+  EXPECT_GE(p.bytes_per_ps[1], 500 * 256);
+
+  VariableDef bad{"e3", {10, 2, 2}};
+  bad.embedding = true;
+  auto r = ComputePlacement({bad}, 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "embedding table \"e3\" has rank 3; it must be [vocabulary, dim]");
+}
+
 TEST(PlacementTest, RejectsBadInput) {
   EXPECT_EQ(ComputePlacement(Mlp(), 0).status().message(),
             "placement needs at least one ps, got 0");

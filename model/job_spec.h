@@ -25,6 +25,10 @@ struct JobSpec {
   // without diverging under async updates from a few workers.
   OptimizerSpec optimizer{"sgd", 0.05f};
   uint64_t seed = 1;             // initial values and shuffling
+  // "async", "sync" or "ssp:S" (common/consistency.h).
+  std::string consistency = "async";
+  // sync: gradients averaged per step; 0 means every worker.
+  int replicas_to_aggregate = 0;
 };
 
 }  // namespace pstrain::model

@@ -20,7 +20,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
     Log(s.message());
     return ExitCodeFor(s);
   }
-  ShardStore store(cfg.task.index);
+  ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()));
   GrpcServer* server_for_signal = nullptr;
   absl::Mutex server_mu;
   WatchStopSignals([&](int signo) {
@@ -30,7 +30,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
     }
   });
   std::unique_ptr<GrpcServer> server;
-  PsServiceImpl service(&store, cfg.cluster.ps.size(),
+  PsServiceImpl service(&store,
                         [&](const std::string& reason) {
                           absl::MutexLock lock(&server_mu);
                           if (server_for_signal != nullptr) {

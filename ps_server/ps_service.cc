@@ -1,10 +1,12 @@
 #include "ps_server/ps_service.h"
 
+#include <deque>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/process_stats.h"
 
 namespace pstrain::ps {
 namespace {
@@ -49,74 +51,257 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
   return def;
 }
 
+std::vector<ShardStore::TensorRef> Refs(
+    const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs) {
+  std::vector<ShardStore::TensorRef> out(refs.size());
+  for (int i = 0; i < refs.size(); ++i) {
+    out[i].key = refs[i].key();
+    out[i].ids = absl::MakeConstSpan(refs[i].ids().data(), refs[i].ids_size());
+    out[i].version = refs[i].version();
+    out[i].bytes = refs[i].bytes();
+  }
+  return out;
+}
+
+// One Exchange stream. Frames are handled one at a time, in order: the next
+// read starts once the current frame's response is queued, so a parked pull
+// holds back only its own stream. Deletes itself in OnDone, which gRPC calls
+// only after Finish, and Finish waits until no pull is parked.
+class ExchangeReactor final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool,
+                  absl::Duration wait_timeout)
+      : store_(store), pool_(std::move(pool)), wait_timeout_(wait_timeout) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client finished writing, or the call ended
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    Handle();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      // The call is gone; drop what is queued.
+      broken_ = true;
+      queue_.clear();
+    }
+    WriteNextLocked();
+    MaybeFinishLocked();
+  }
+
+  void OnCancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    store_->wait_list().Notify();  // lets a parked pull give up now
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Handle() {
+    absl::Status parsed = request_.Parse(in_);
+    in_.Clear();
+    const v1::FrameHeader& h = request_.header();
+    if (!parsed.ok()) return Respond(ErrorFrame(h.request_id(), parsed));
+    v1::FrameHeader resp;
+    resp.set_request_id(h.request_id());
+    if (h.push_size() > 0) {
+      ShardStore::PushBatch push;
+      push.replica = h.replica();
+      push.consistency = h.consistency();
+      push.tensors = Refs(h.push());
+      auto applied = store_->Push(push, request_);
+      if (!applied.ok()) return Respond(ErrorFrame(h.request_id(), applied.status()));
+      for (bool a : *applied) resp.add_applied(a);
+    } else if (request_.payload_size() != 0) {
+      return Respond(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
+          "frame carries ", request_.payload_size(), " payload bytes but pushes nothing"))));
+    }
+    if (h.pull_size() == 0) {
+      resp.set_global_step(store_->global_step());
+      return Respond(EncodeFrame(resp, {}));
+    }
+    pull_ = ShardStore::PullBatch();
+    pull_.replica = h.replica();
+    pull_.min_step = h.min_step();
+    pull_.tensors = Refs(h.pull());
+    auto size = store_->PullSize(pull_);
+    if (!size.ok()) return Respond(ErrorFrame(h.request_id(), size.status()));
+    pull_size_ = *size;
+    pull_header_ = std::move(resp);
+    store_->wait_list().RunWhenReady([this] { return TryPull(); },
+                                     absl::Now() + wait_timeout_, [this] { Expire(); });
+  }
+
+  // Serves the pull if it is ready (or failed); false to keep waiting.
+  bool TryPull() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) {
+        Respond(ErrorFrame(pull_header_.request_id(),
+                           absl::CancelledError("the call was cancelled")));
+        return true;
+      }
+    }
+    BufferPool::Buffer buf = pool_->Acquire(pull_size_);
+    std::vector<ShardStore::Pulled> pulled;
+    auto ready = store_->TryPull(pull_, buf.data(), &pulled, &waiting_for_);
+    if (!ready.ok()) {
+      Respond(ErrorFrame(pull_header_.request_id(), ready.status()));
+      return true;
+    }
+    if (!*ready) return false;
+    v1::FrameHeader resp = std::move(pull_header_);
+    for (const ShardStore::Pulled& p : pulled) {
+      v1::TensorRef* r = resp.add_pull();
+      r->set_version(p.version);
+      r->set_bytes(p.bytes);
+    }
+    resp.set_global_step(store_->global_step());
+    std::vector<grpc::Slice> payload;
+    payload.push_back(std::move(buf).ToSlice());
+    Respond(EncodeFrame(resp, std::move(payload)));
+    return true;
+  }
+
+  void Expire() {
+    Respond(ErrorFrame(pull_header_.request_id(),
+                       absl::DeadlineExceededError(absl::StrCat(
+                           "pull waited ", absl::FormatDuration(wait_timeout_), ": ",
+                           waiting_for_))));
+  }
+
+  static grpc::ByteBuffer ErrorFrame(uint64_t id, const absl::Status& s) {
+    v1::FrameHeader h;
+    h.set_request_id(id);
+    h.set_code(static_cast<int>(s.code()));
+    h.set_message(std::string(s.message()));
+    return EncodeFrame(h, {});
+  }
+
+  // Queues the response to the current frame and reads the next one.
+  void Respond(grpc::ByteBuffer frame) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!broken_) queue_.push_back(std::move(frame));
+      WriteNextLocked();
+    }
+    StartRead(&in_);
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || queue_.empty()) return;
+    writing_ = true;
+    out_ = std::move(queue_.front());
+    queue_.pop_front();
+    StartWrite(&out_);
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !reads_done_ || writing_ || !queue_.empty()) return;
+    finished_ = true;
+    Finish(grpc::Status::OK);
+  }
+
+  ShardStore* const store_;
+  const std::shared_ptr<BufferPool> pool_;
+  const absl::Duration wait_timeout_;
+  grpc::ByteBuffer in_;
+  // The frame being handled and its pull; touched by one thread at a time
+  // (the read callback, then whoever runs the parked attempt).
+  DecodedFrame request_;
+  ShardStore::PullBatch pull_;
+  int64_t pull_size_ = 0;
+  v1::FrameHeader pull_header_;
+  std::string waiting_for_;
+
+  absl::Mutex mu_;
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
-PsServiceImpl::PsServiceImpl(
-    ShardStore* store, int num_ps,
-    std::function<void(const std::string& reason)> on_shutdown)
-    : store_(store), num_ps_(num_ps), on_shutdown_(std::move(on_shutdown)) {}
+PsServiceImpl::PsServiceImpl(ShardStore* store,
+                             std::function<void(const std::string& reason)> on_shutdown,
+                             PsServiceOptions options)
+    : store_(store),
+      on_shutdown_(std::move(on_shutdown)),
+      options_(options),
+      pool_(BufferPool::Create()) {}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
+    grpc::CallbackServerContext* ctx) {
+  return new ExchangeReactor(store_, pool_, options_.wait_timeout);
+}
 
 grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
     grpc::CallbackServerContext* ctx, const v1::CreateVariablesRequest* req,
     v1::CreateVariablesResponse* resp) {
-  if (req->ps_index() != store_->ps_index() || req->num_ps() != num_ps_) {
+  if (req->ps_index() != store_->ps_index() || req->num_ps() != store_->num_ps()) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
         "CreateVariables meant for ps:", req->ps_index(), " of ", req->num_ps(),
-        " reached ps:", store_->ps_index(), " of ", num_ps_,
+        " reached ps:", store_->ps_index(), " of ", store_->num_ps(),
         ": the callers' TF_CONFIG disagree")));
   }
-  std::vector<SliceDef> slices;
-  std::vector<absl::string_view> values;
+  if (req->initial_values_size() != 0 && req->initial_values_size() != req->slices_size()) {
+    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
+        "CreateVariables has ", req->slices_size(), " slices but ",
+        req->initial_values_size(), " initial values")));
+  }
+  std::vector<ShardStore::DenseInit> dense;
   for (int i = 0; i < req->slices_size(); ++i) {
     auto def = SliceFromProto(req->slices(i), store_->ps_index());
     if (!def.ok()) return FinishWith(ctx, def.status());
-    slices.push_back(*std::move(def));
+    ShardStore::DenseInit d;
+    d.def = *std::move(def);
+    d.consistency = req->slices(i).consistency();
+    d.initializer = req->slices(i).initializer();
+    if (req->initial_values_size() > 0) {
+      d.has_value = true;
+      d.value = req->initial_values(i);
+    }
+    dense.push_back(std::move(d));
   }
-  for (const std::string& v : req->initial_values()) values.push_back(v);
+  std::vector<ShardStore::EmbeddingInit> tables;
+  for (const v1::EmbeddingSpec& e : req->embeddings()) {
+    tables.push_back({e.variable(), e.vocabulary(), e.dim(), e.consistency(), e.initializer()});
+  }
+  ShardStore::JobConfig job;
   const v1::OptimizerConfig& o = req->optimizer();
-  OptimizerSpec opt;
-  opt.name = o.name();
-  opt.learning_rate = o.learning_rate();
-  opt.momentum = o.momentum();
-  opt.nesterov = o.nesterov();
-  opt.initial_accumulator = o.initial_accumulator();
-  opt.beta1 = o.beta1();
-  opt.beta2 = o.beta2();
-  opt.epsilon = o.epsilon();
-  auto created = store_->Initialize(slices, values, opt);
+  job.optimizer.name = o.name();
+  job.optimizer.learning_rate = o.learning_rate();
+  job.optimizer.momentum = o.momentum();
+  job.optimizer.nesterov = o.nesterov();
+  job.optimizer.initial_accumulator = o.initial_accumulator();
+  job.optimizer.beta1 = o.beta1();
+  job.optimizer.beta2 = o.beta2();
+  job.optimizer.epsilon = o.epsilon();
+  auto mode = ParseConsistency(req->consistency().empty() ? "async" : req->consistency());
+  if (!mode.ok()) return FinishWith(ctx, mode.status());
+  job.consistency = *mode;
+  job.num_replicas = req->num_replicas() == 0 ? 1 : req->num_replicas();
+  job.replicas_to_aggregate = req->replicas_to_aggregate();
+  job.seed = req->seed();
+  auto created = store_->Initialize(job, dense, tables);
   if (created.ok()) resp->set_already_initialized(!*created);
   return FinishWith(ctx, created.status());
-}
-
-grpc::ServerUnaryReactor* PsServiceImpl::Pull(grpc::CallbackServerContext* ctx,
-                                              const v1::PullRequest* req,
-                                              v1::PullResponse* resp) {
-  for (const std::string& key : req->keys()) {
-    absl::Status s = store_->Pull(key, resp->add_values());
-    if (!s.ok()) {
-      resp->Clear();
-      return FinishWith(ctx, s);
-    }
-  }
-  resp->set_global_step(store_->global_step());
-  return FinishWith(ctx, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* PsServiceImpl::Push(grpc::CallbackServerContext* ctx,
-                                              const v1::PushRequest* req,
-                                              v1::PushResponse* resp) {
-  if (req->keys_size() != req->gradients_size()) {
-    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-        "push has ", req->keys_size(), " keys but ", req->gradients_size(),
-        " gradients")));
-  }
-  std::vector<ShardStore::Update> updates(req->keys_size());
-  for (int i = 0; i < req->keys_size(); ++i) {
-    updates[i] = {req->keys(i), req->gradients(i)};
-  }
-  auto step = store_->Push(updates);
-  if (step.ok()) resp->set_global_step(*step);
-  return FinishWith(ctx, step.status());
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx,
@@ -131,15 +316,22 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
                                                const v1::StatsRequest* req,
                                                v1::StatsResponse* resp) {
-  for (const SliceStatsSnapshot& s : store_->Stats()) {
+  for (const TensorStats& s : store_->Stats()) {
     v1::SliceStats* out = resp->add_slices();
     out->set_key(s.key);
+    out->set_variable(s.variable);
+    out->set_consistency(s.consistency);
     out->set_bytes(s.bytes);
+    out->set_rows(s.rows);
     out->set_pushes(s.pushes);
     out->set_pulls(s.pulls);
+    out->set_step(s.version);
+    out->set_dropped_stale(s.dropped_stale);
+    for (int64_t b : s.staleness) out->add_staleness_histogram(b);
   }
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());
+  resp->set_resident_bytes(ResidentBytes().value_or(0));
   return FinishWith(ctx, absl::OkStatus());
 }
 

@@ -1,32 +1,50 @@
-// gRPC adapter for the PS: each method validates the request, calls
-// ShardStore, and finishes with the converted status. No training logic here.
-// Thread-safe; handlers run on gRPC's callback threads and never block.
+// gRPC adapter for the PS: control RPCs (CreateVariables, Health, Stats,
+// Shutdown) are unary; the data path is the Exchange stream, whose frames are
+// parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes
+// are never copied through protobuf. Each stream handles its frames in order:
+// a frame's push is applied, then its pull is served, or parked in the
+// store's WaitList until a sync step or ssp clock allows it, without holding
+// a gRPC thread. No training logic here: ShardStore decides.
+// Thread-safe.
 #ifndef PSTRAIN_PS_SERVER_PS_SERVICE_H_
 #define PSTRAIN_PS_SERVER_PS_SERVICE_H_
 
 #include <functional>
+#include <memory>
+#include <string>
 
+#include "absl/time/time.h"
+#include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/shard_store.h"
 
 namespace pstrain::ps {
 
-class PsServiceImpl final : public v1::PsService::CallbackService {
+struct PsServiceOptions {
+  // How long a pull may wait for a sync step or an ssp clock before it is
+  // answered DeadlineExceeded, naming the replicas it waited for.
+  absl::Duration wait_timeout = absl::Seconds(120);
+};
+
+// Every method on the callback API; Exchange on raw byte buffers.
+using PsServiceBase = v1::PsService::WithCallbackMethod_CreateVariables<
+    v1::PsService::WithRawCallbackMethod_Exchange<v1::PsService::WithCallbackMethod_Health<
+        v1::PsService::WithCallbackMethod_Stats<
+            v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>;
+
+class PsServiceImpl final : public PsServiceBase {
  public:
   // `store` must outlive the service. `on_shutdown` runs (once per Shutdown
   // RPC, after the reply is queued) on a gRPC thread; it must not block.
-  PsServiceImpl(ShardStore* store, int num_ps,
-                std::function<void(const std::string& reason)> on_shutdown);
+  PsServiceImpl(ShardStore* store,
+                std::function<void(const std::string& reason)> on_shutdown,
+                PsServiceOptions options = PsServiceOptions());
 
   grpc::ServerUnaryReactor* CreateVariables(
       grpc::CallbackServerContext* ctx, const v1::CreateVariablesRequest* req,
       v1::CreateVariablesResponse* resp) override;
-  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* ctx,
-                                 const v1::PullRequest* req,
-                                 v1::PullResponse* resp) override;
-  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* ctx,
-                                 const v1::PushRequest* req,
-                                 v1::PushResponse* resp) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Exchange(
+      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx,
                                    const v1::HealthRequest* req,
                                    v1::HealthResponse* resp) override;
@@ -39,8 +57,9 @@ class PsServiceImpl final : public v1::PsService::CallbackService {
 
  private:
   ShardStore* const store_;
-  const int num_ps_;
   const std::function<void(const std::string&)> on_shutdown_;
+  const PsServiceOptions options_;
+  const std::shared_ptr<BufferPool> pool_;
 };
 
 }  // namespace pstrain::ps

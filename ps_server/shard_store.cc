@@ -1,184 +1,548 @@
 #include "ps_server/shard_store.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace pstrain::ps {
+
 namespace {
 
-absl::Status CheckFinite(absl::string_view key, const float* data, size_t n,
-                         absl::string_view what) {
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(data[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " for ", key, " has a non-finite value (", data[i],
-          ") at element ", i));
-    }
+// Copies n floats of gradient out of the frame into `dst`, checking each is
+// finite. Returns the index of the first non-finite one, or -1.
+int64_t CopyFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* dst) {
+  frame.CopyPayload(offset, n * 4, dst);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(dst[i])) return i;
   }
-  return absl::OkStatus();
+  return -1;
+}
+
+// Per-thread scratch for gradients, reused across calls so MiB-sized pushes
+// allocate nothing in steady state.
+std::vector<float>& Scratch() {
+  thread_local std::vector<float> scratch;
+  return scratch;
 }
 
 }  // namespace
 
-absl::StatusOr<bool> ShardStore::Initialize(
-    const std::vector<SliceDef>& slices,
-    const std::vector<absl::string_view>& values,
-    const OptimizerSpec& optimizer) {
+int StalenessBucket(int64_t s) {
+  if (s <= 2) return static_cast<int>(std::max<int64_t>(s, 0));
+  int width = 0;
+  for (uint64_t v = s - 1; v != 0; v >>= 1) ++width;
+  return std::min(kStalenessBuckets - 1, width + 1);
+}
+
+ShardStore::ShardStore(int ps_index, int num_ps) : ps_index_(ps_index), num_ps_(num_ps) {}
+
+ShardStore::~ShardStore() = default;
+
+absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
+                                            const std::vector<DenseInit>& dense,
+                                            const std::vector<EmbeddingInit>& embeddings) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_.load()) return false;
-  if (slices.size() != values.size()) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt, CreateOptimizer(job.optimizer));
+  if (job.num_replicas < 1 || job.num_replicas > 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CreateVariables has ", slices.size(), " slices but ", values.size(),
-        " initial values"));
+        "num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt,
-                           CreateOptimizer(optimizer));
-  std::map<std::string, std::unique_ptr<Slice>, std::less<>> built;
-  for (size_t i = 0; i < slices.size(); ++i) {
-    const SliceDef& def = slices[i];
-    std::string key = def.key();
+  if (job.replicas_to_aggregate < 0 || job.replicas_to_aggregate > job.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicas_to_aggregate is ", job.replicas_to_aggregate,
+        "; it must be from 1 to num_replicas (", job.num_replicas, "), or 0 for all"));
+  }
+  const int slots = opt->num_slots();
+  std::vector<std::unique_ptr<Tensor>> built;
+  std::map<std::string, Tensor*, std::less<>> keys;
+  auto mode_of = [&](const std::string& text, const std::string& key) -> absl::StatusOr<Consistency> {
+    if (text.empty()) return job.consistency;
+    auto c = ParseConsistency(text);
+    if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", c.status().message()));
+    return c;
+  };
+  auto add = [&](std::unique_ptr<Tensor> t) -> absl::Status {
+    t->index = static_cast<int>(built.size());
+    if (!keys.emplace(t->key, t.get()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", t->key, " appears twice in CreateVariables"));
+    }
+    absl::MutexLock tl(&t->mu);
+    if (t->consistency.mode == Consistency::Mode::kSync) {
+      t->contributed.assign(job.num_replicas, 0);
+      t->last_pushed.assign(job.num_replicas, -1);
+      if (!t->embedding) t->accum.assign(t->def.elements(), 0.0f);
+    }
+    if (t->consistency.mode == Consistency::Mode::kSsp) {
+      t->clocks.assign(job.num_replicas, 0);
+    }
+    built.push_back(std::move(t));
+    return absl::OkStatus();
+  };
+  for (const DenseInit& d : dense) {
+    const SliceDef& def = d.def;
+    auto t = std::make_unique<Tensor>();
+    t->key = def.key();
+    t->variable = def.variable;
+    t->def = def;
     if (def.ps != ps_index_) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "slice ", key, " is placed on ps:", def.ps, ", not on this ps:",
-          ps_index_));
+          "slice ", t->key, " is placed on ps:", def.ps, ", not on this ps:", ps_index_));
     }
-    if (def.row_begin < 0 || def.row_end <= def.row_begin ||
-        def.row_elements < 1) {
+    if (def.row_begin < 0 || def.row_end <= def.row_begin || def.row_elements < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "slice ", key, " has rows [", def.row_begin, ", ", def.row_end,
-          ") of ", def.row_elements, " elements"));
+          "slice ", t->key, " has rows [", def.row_begin, ", ", def.row_end, ") of ",
+          def.row_elements, " elements"));
     }
-    if (static_cast<int64_t>(values[i].size()) != def.bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "initial value for ", key, " has ", values[i].size(),
-          " bytes, expected ", def.bytes()));
-    }
-    auto slice = std::make_unique<Slice>();
-    slice->def = def;
+    PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(d.consistency, t->key));
+    t->bytes = def.bytes();
+    const int64_t n = def.elements();
     {
-      absl::MutexLock slice_lock(&slice->mu);
-      const int64_t n = def.elements();
-      slice->data.resize(n * (1 + opt->num_slots()));
-      std::memcpy(slice->data.data(), values[i].data(), values[i].size());
-      PSTRAIN_RETURN_IF_ERROR(CheckFinite(key, slice->data.data(), n, "initial value"));
-      for (int k = 0; k < opt->num_slots(); ++k) {
-        std::fill(slice->data.begin() + (k + 1) * n, slice->data.begin() + (k + 2) * n,
-                  opt->initial_slot_value(k));
+      absl::MutexLock tl(&t->mu);
+      if (d.has_value) {
+        if (static_cast<int64_t>(d.value.size()) != def.bytes()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "initial value for ", t->key, " has ", d.value.size(), " bytes, expected ",
+              def.bytes()));
+        }
+        t->data.resize(n * (1 + slots));
+        std::memcpy(t->data.data(), d.value.data(), d.value.size());
+        for (int64_t i = 0; i < n; ++i) {
+          if (!std::isfinite(t->data[i])) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "initial value for ", t->key, " has a non-finite value (", t->data[i],
+                ") at element ", i));
+          }
+        }
+      } else {
+        if (d.initializer.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "slice ", t->key, " has neither an initial value nor an initializer"));
+        }
+        auto init = Initializer::Parse(d.initializer);
+        if (!init.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
+        }
+        t->data.resize(n * (1 + slots));
+        init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
+      }
+      for (int k = 0; k < slots; ++k) {
+        const float v = opt->initial_slot_value(k);
+        if (v != 0.0f) std::fill(t->data.begin() + (k + 1) * n, t->data.begin() + (k + 2) * n, v);
       }
     }
-    if (!built.emplace(key, std::move(slice)).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("slice ", key, " appears twice in CreateVariables"));
-    }
+    PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
   }
-  slices_ = std::move(built);
+  for (const EmbeddingInit& e : embeddings) {
+    auto t = std::make_unique<Tensor>();
+    t->key = e.variable;
+    t->variable = e.variable;
+    t->embedding = true;
+    if (e.variable.empty() || e.vocabulary < 1 || e.dim < 1 || e.dim > (1 << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "embedding table \"", e.variable, "\" has vocabulary ", e.vocabulary, " and dim ",
+          e.dim, "; both must be positive (dim at most 1048576)"));
+    }
+    t->vocabulary = e.vocabulary;
+    t->dim = e.dim;
+    PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(e.consistency, t->key));
+    auto init = Initializer::Parse(e.initializer.empty() ? "uniform:0.05" : e.initializer);
+    if (!init.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
+    }
+    t->init = *init;
+    PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
+  }
+  job_ = job;
+  aggregate_ = job.replicas_to_aggregate > 0 ? job.replicas_to_aggregate : job.num_replicas;
+  tensors_ = std::move(built);
+  by_key_ = std::move(keys);
   optimizer_ = std::move(opt);
   initialized_.store(true, std::memory_order_release);
   return true;
 }
 
-ShardStore::Slice* ShardStore::Find(absl::string_view key,
-                                    absl::Status* status) const {
+absl::StatusOr<ShardStore::Tensor*> ShardStore::Find(absl::string_view key) const {
   if (!initialized()) {
-    *status = absl::FailedPreconditionError(absl::StrCat(
+    return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: the chief has not initialised them"));
-    return nullptr;
   }
-  auto it = slices_.find(key);
-  if (it == slices_.end()) {
-    *status = absl::NotFoundError(
-        absl::StrCat("ps:", ps_index_, " holds no slice \"", key, "\""));
-    return nullptr;
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) {
+    return absl::NotFoundError(absl::StrCat("ps:", ps_index_, " holds no tensor \"", key, "\""));
   }
-  return it->second.get();
+  return it->second;
 }
 
-absl::Status ShardStore::Pull(absl::string_view key, std::string* out) const {
-  absl::Status status;
-  const Slice* slice = Find(key, &status);
-  if (slice == nullptr) return status;
-  {
-    absl::MutexLock lock(&slice->mu);
-    out->assign(reinterpret_cast<const char*>(slice->data.data()),
-                slice->def.bytes());
+absl::StatusOr<int64_t> ShardStore::TensorBytes(const Tensor& t, const TensorRef& ref) const {
+  if (!t.embedding) {
+    if (!ref.ids.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(t.key, " is dense but the request names ", ref.ids.size(), " ids"));
+    }
+    return t.bytes;
   }
-  slice->pulls.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status ShardStore::ValidateUpdate(const Slice& slice, const Update& u) {
-  if (static_cast<int64_t>(u.gradient.size()) != slice.def.bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gradient for ", u.key, " has ", u.gradient.size(),
-        " bytes, expected ", slice.def.bytes()));
-  }
-  // The bytes may not be 4-aligned, so read each element with memcpy.
-  const char* p = u.gradient.data();
-  for (size_t i = 0; i < u.gradient.size() / 4; ++i) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    if (!std::isfinite(f)) {
+  for (int64_t id : ref.ids) {
+    if (id < 0 || id >= t.vocabulary) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "gradient for ", u.key, " has a non-finite value (", f,
-          ") at element ", i));
+          "id ", id, " is out of range [0, ", t.vocabulary, ") for table ", t.key));
+    }
+    const int owner = EmbeddingOwner(id, num_ps_);
+    if (owner != ps_index_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "id ", id, " of table ", t.key, " belongs to ps:", owner, ", not ps:", ps_index_));
     }
   }
-  return absl::OkStatus();
+  return static_cast<int64_t>(ref.ids.size()) * t.dim * 4;
 }
 
-absl::StatusOr<int64_t> ShardStore::Push(absl::Span<const Update> updates) {
-  std::vector<Slice*> targets(updates.size());
-  for (size_t i = 0; i < updates.size(); ++i) {
-    absl::Status status;
-    targets[i] = Find(updates[i].key, &status);
-    if (targets[i] == nullptr) return status;
+float* ShardStore::RowLocked(Tensor& t, int64_t id) {
+  const int64_t stride = t.dim * (1 + optimizer_->num_slots());
+  auto [it, inserted] = t.row_of.try_emplace(id, static_cast<int64_t>(t.row_updates.size()));
+  if (inserted) {
+    t.data.resize(t.data.size() + stride);
+    float* row = t.data.data() + it->second * stride;
+    t.init.Fill(job_.seed, t.variable, id * t.dim, t.dim, row);
+    for (int k = 0; k < optimizer_->num_slots(); ++k) {
+      std::fill(row + (k + 1) * t.dim, row + (k + 2) * t.dim, optimizer_->initial_slot_value(k));
+    }
+    t.row_updates.push_back(0);
+    t.rows.store(static_cast<int64_t>(t.row_updates.size()), std::memory_order_relaxed);
+  }
+  return t.data.data() + it->second * stride;
+}
+
+void ShardStore::Optimize(float* values, const float* grad, int64_t n, int64_t stride,
+                          int64_t step) const {
+  absl::Span<float> slots[Optimizer::kMaxSlots];
+  for (int k = 0; k < optimizer_->num_slots(); ++k) {
+    slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
+  }
+  optimizer_->Apply(absl::MakeSpan(values, n), absl::MakeConstSpan(grad, n),
+                    absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
+}
+
+bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) {
+  t.pushes.fetch_add(1, std::memory_order_relaxed);
+  const int64_t staleness = t.updates - ref.version;
+  t.staleness[StalenessBucket(staleness)].fetch_add(1, std::memory_order_relaxed);
+  const size_t nids = ref.ids.size();
+  switch (t.consistency.mode) {
+    case Consistency::Mode::kAsync:
+    case Consistency::Mode::kSsp: {
+      if (t.embedding) {
+        for (size_t i = 0; i < nids; ++i) {
+          float* row = RowLocked(t, ref.ids[i]);
+          const int64_t r = t.row_of[ref.ids[i]];
+          Optimize(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
+        }
+        ++t.updates;
+      } else {
+        Optimize(t.data.data(), grad, t.def.elements(), t.def.elements(), ++t.updates);
+      }
+      t.version.store(t.updates, std::memory_order_release);
+      if (t.consistency.mode == Consistency::Mode::kAsync) return false;
+      ++t.clocks[replica];
+      t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
+                        std::memory_order_release);
+      return true;
+    }
+    case Consistency::Mode::kSync: {
+      if (t.embedding) {
+        for (size_t i = 0; i < nids; ++i) {
+          std::vector<float>& acc = t.sparse_accum[ref.ids[i]];
+          if (acc.empty()) acc.assign(t.dim, 0.0f);
+          for (int64_t j = 0; j < t.dim; ++j) acc[j] += grad[i * t.dim + j];
+        }
+      } else {
+        float* acc = t.accum.data();
+        const int64_t n = t.def.elements();
+        for (int64_t j = 0; j < n; ++j) acc[j] += grad[j];
+      }
+      t.contributed[replica] = 1;
+      t.last_pushed[replica] = ref.version;
+      if (++t.contributors < aggregate_) return false;
+      const float scale = 1.0f / static_cast<float>(aggregate_);
+      if (t.embedding) {
+        for (auto& [id, acc] : t.sparse_accum) {
+          for (float& v : acc) v *= scale;
+          float* row = RowLocked(t, id);
+          const int64_t r = t.row_of[id];
+          Optimize(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);
+        }
+        t.sparse_accum.clear();
+      } else {
+        const int64_t n = t.def.elements();
+        for (int64_t j = 0; j < n; ++j) t.accum[j] *= scale;
+        Optimize(t.data.data(), t.accum.data(), n, n, t.updates + 1);
+        std::fill(t.accum.begin(), t.accum.end(), 0.0f);
+      }
+      ++t.updates;
+      t.version.store(t.updates, std::memory_order_release);
+      std::fill(t.contributed.begin(), t.contributed.end(), 0);
+      t.contributors = 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
+                                                   const DecodedFrame& frame,
+                                                   int64_t payload_offset) {
+  if (!initialized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps:", ps_index_, " has no variables yet: the chief has not initialised them"));
+  }
+  if (!batch.consistency.empty() && batch.consistency != job_.consistency.ToString()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "push is for a ", batch.consistency, " job but this job runs ",
+        job_.consistency.ToString()));
+  }
+  if (batch.replica < 0 || batch.replica >= job_.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica ", batch.replica, " is out of range: the job has ", job_.num_replicas,
+        " replicas"));
+  }
+  const size_t n = batch.tensors.size();
+  std::vector<Tensor*> targets(n);
+  std::vector<int64_t> offsets(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const TensorRef& ref = batch.tensors[i];
+    PSTRAIN_ASSIGN_OR_RETURN(targets[i], Find(ref.key));
     for (size_t j = 0; j < i; ++j) {
       if (targets[j] == targets[i]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "push names slice ", updates[i].key, " twice"));
+        return absl::InvalidArgumentError(absl::StrCat("push names ", ref.key, " twice"));
       }
     }
-    PSTRAIN_RETURN_IF_ERROR(ValidateUpdate(*targets[i], updates[i]));
-  }
-  std::vector<float> aligned;
-  for (size_t i = 0; i < updates.size(); ++i) {
-    const size_t n = updates[i].gradient.size() / sizeof(float);
-    const float* grad = reinterpret_cast<const float*>(updates[i].gradient.data());
-    // protobuf's string storage is malloc-aligned in practice; copy only if
-    // it ever is not.
-    if (reinterpret_cast<uintptr_t>(grad) % alignof(float) != 0) {
-      aligned.resize(n);
-      std::memcpy(aligned.data(), updates[i].gradient.data(),
-                  updates[i].gradient.size());
-      grad = aligned.data();
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TensorBytes(*targets[i], ref));
+    if (ref.bytes >= 0 && ref.bytes != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient for ", ref.key, " has ", ref.bytes, " bytes, expected ", bytes));
     }
-    Slice* slice = targets[i];
-    {
-      absl::MutexLock lock(&slice->mu);
-      absl::Span<float> slots[Optimizer::kMaxSlots];
-      for (int k = 0; k < optimizer_->num_slots(); ++k) {
-        slots[k] = absl::MakeSpan(slice->data.data() + (k + 1) * n, n);
+    offsets[i + 1] = offsets[i] + bytes;
+  }
+  if (payload_offset + offsets[n] != frame.payload_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push payload has ", frame.payload_size() - payload_offset,
+        " bytes but its tensors need ", offsets[n]));
+  }
+  // Gradients into scratch, checked for NaN/Inf; table rows with repeated ids
+  // are summed into the first occurrence.
+  std::vector<float>& scratch = Scratch();
+  if (scratch.size() < static_cast<size_t>(offsets[n] / 4)) scratch.resize(offsets[n] / 4);
+  std::vector<std::vector<int64_t>> unique_ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    const TensorRef& ref = batch.tensors[i];
+    float* g = scratch.data() + offsets[i] / 4;
+    const int64_t bad = CopyFinite(frame, payload_offset + offsets[i],
+                                   (offsets[i + 1] - offsets[i]) / 4, g);
+    if (bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient for ", ref.key, " has a non-finite value (", g[bad], ") at element ", bad));
+    }
+    if (targets[i]->embedding) {
+      const int64_t dim = targets[i]->dim;
+      absl::flat_hash_map<int64_t, int64_t> first;
+      for (size_t r = 0; r < ref.ids.size(); ++r) {
+        auto [it, inserted] = first.try_emplace(ref.ids[r], unique_ids[i].size());
+        float* dst = g + it->second * dim;
+        if (inserted) {
+          unique_ids[i].push_back(ref.ids[r]);
+          if (dst != g + r * dim) std::memmove(dst, g + r * dim, dim * 4);
+        } else {
+          for (int64_t j = 0; j < dim; ++j) dst[j] += g[r * dim + j];
+        }
       }
-      optimizer_->Apply(absl::MakeSpan(slice->data.data(), n),
-                        absl::MakeConstSpan(grad, n),
-                        absl::MakeConstSpan(slots, optimizer_->num_slots()),
-                        ++slice->updates);
     }
-    slice->pushes.fetch_add(1, std::memory_order_relaxed);
   }
-  return step_.fetch_add(1) + 1;
+  // Lock every target in index order, check what depends on their state,
+  // then apply.
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return targets[a]->index < targets[b]->index; });
+  for (size_t i : order) targets[i]->mu.Lock();
+  absl::Status bad;
+  std::vector<bool> applied(n, true);
+  for (size_t i = 0; i < n && bad.ok(); ++i) {
+    const Tensor& t = *targets[i];
+    const TensorRef& ref = batch.tensors[i];
+    t.mu.AssertHeld();
+    if (t.consistency.mode != Consistency::Mode::kSync) continue;
+    if (ref.version < t.updates) {
+      applied[i] = false;  // a step that has passed: dropped below
+    } else if (ref.version > t.updates) {
+      bad = absl::FailedPreconditionError(absl::StrCat(
+          "sync push for version ", ref.version, " of ", ref.key, " but it is at version ",
+          t.updates, ": replica ", batch.replica, " did not wait for the step to complete"));
+    } else if (t.contributed[batch.replica]) {
+      bad = absl::FailedPreconditionError(absl::StrCat(
+          "replica ", batch.replica, " already pushed version ", ref.version, " of ", ref.key));
+    }
+  }
+  bool progress = false;
+  if (bad.ok()) {
+    for (size_t i = 0; i < n; ++i) {
+      Tensor& t = *targets[i];
+      t.mu.AssertHeld();
+      TensorRef ref = batch.tensors[i];
+      ref.ids = unique_ids[i];
+      if (!applied[i]) {
+        t.last_pushed[batch.replica] = std::max(t.last_pushed[batch.replica], ref.version);
+        t.pushes.fetch_add(1, std::memory_order_relaxed);
+        t.dropped_stale.fetch_add(1, std::memory_order_relaxed);
+        t.staleness[StalenessBucket(t.updates - ref.version)].fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      progress |= ApplyLocked(t, ref, batch.replica, scratch.data() + offsets[i] / 4);
+    }
+  }
+  for (size_t i : order) targets[i]->mu.Unlock();
+  if (!bad.ok()) return bad;
+  if (progress) wait_list_.Notify();
+  return applied;
 }
 
-std::vector<SliceStatsSnapshot> ShardStore::Stats() const {
-  std::vector<SliceStatsSnapshot> out;
+absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
+  int64_t total = 0;
+  for (const TensorRef& ref : batch.tensors) {
+    PSTRAIN_ASSIGN_OR_RETURN(Tensor * t, Find(ref.key));
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TensorBytes(*t, ref));
+    total += bytes;
+  }
+  if (initialized() && (batch.replica < 0 || batch.replica >= job_.num_replicas)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica ", batch.replica, " is out of range: the job has ", job_.num_replicas,
+        " replicas"));
+  }
+  return total;
+}
+
+bool ShardStore::ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const {
+  if (t.consistency.mode == Consistency::Mode::kSync) {
+    const int64_t need = std::max(b.min_step, t.last_pushed[b.replica] + 1);
+    if (t.updates >= need) return true;
+    std::vector<int> missing;
+    for (int r = 0; r < job_.num_replicas; ++r) {
+      if (!t.contributed[r]) missing.push_back(r);
+    }
+    *why = absl::StrCat(t.key, " is at step ", t.updates, " and replica ", b.replica,
+                        " needs step ", need, "; ", t.contributors, " of ", aggregate_,
+                        " gradients are in, none yet from replicas ",
+                        absl::StrJoin(missing, ", "));
+    return false;
+  }
+  if (t.consistency.mode == Consistency::Mode::kSsp) {
+    const int64_t mine = t.clocks[b.replica];
+    const int64_t need = mine - t.consistency.staleness;
+    std::vector<int> slow;
+    for (int r = 0; r < job_.num_replicas; ++r) {
+      if (t.clocks[r] < need) slow.push_back(r);
+    }
+    if (!slow.empty()) {
+      *why = absl::StrCat("replica ", b.replica, " is at clock ", mine, " of ", t.key,
+                          " and may run at most ", t.consistency.staleness,
+                          " ahead of the slowest; replicas ", absl::StrJoin(slow, ", "),
+                          " are below clock ", need);
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
+                                         std::vector<Pulled>* pulled,
+                                         std::string* waiting_for) {
+  std::vector<Tensor*> targets;
+  targets.reserve(batch.tensors.size());
+  for (const TensorRef& ref : batch.tensors) {
+    PSTRAIN_ASSIGN_OR_RETURN(Tensor * t, Find(ref.key));
+    PSTRAIN_RETURN_IF_ERROR(TensorBytes(*t, ref).status());
+    targets.push_back(t);
+  }
+  for (Tensor* t : targets) {
+    if (t->consistency.mode == Consistency::Mode::kAsync) continue;
+    absl::MutexLock lock(&t->mu);
+    if (!ReadyLocked(*t, batch, waiting_for)) return false;
+  }
+  pulled->clear();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Tensor& t = *targets[i];
+    const TensorRef& ref = batch.tensors[i];
+    {
+      absl::MutexLock lock(&t.mu);
+      const char* start = out;
+      if (t.embedding) {
+        for (int64_t id : ref.ids) {
+          std::memcpy(out, RowLocked(t, id), t.dim * 4);
+          out += t.dim * 4;
+        }
+      } else {
+        std::memcpy(out, t.data.data(), t.bytes);
+        out += t.bytes;
+      }
+      pulled->push_back({t.updates, out - start});
+    }
+    t.pulls.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+int64_t ShardStore::global_step() const {
+  if (!initialized()) return 0;
+  // Dense tensors count; tables only when there is nothing else (an
+  // untouched table must not hold the step back).
+  bool any_dense = false;
+  for (const auto& t : tensors_) any_dense |= !t->embedding;
+  int64_t sync_min = -1, ssp_min = -1, async_max = 0;
+  for (const auto& t : tensors_) {
+    if (any_dense && t->embedding) continue;
+    switch (t->consistency.mode) {
+      case Consistency::Mode::kSync: {
+        const int64_t v = t->version.load(std::memory_order_acquire);
+        sync_min = sync_min < 0 ? v : std::min(sync_min, v);
+        break;
+      }
+      case Consistency::Mode::kSsp: {
+        const int64_t c = t->min_clock.load(std::memory_order_acquire);
+        ssp_min = ssp_min < 0 ? c : std::min(ssp_min, c);
+        break;
+      }
+      case Consistency::Mode::kAsync:
+        async_max = std::max(async_max, t->version.load(std::memory_order_acquire));
+        break;
+    }
+  }
+  if (sync_min >= 0) return sync_min;
+  if (ssp_min >= 0) return ssp_min;
+  return async_max;
+}
+
+std::vector<TensorStats> ShardStore::Stats() const {
+  std::vector<TensorStats> out;
   if (!initialized()) return out;
-  for (const auto& [key, slice] : slices_) {
-    out.push_back({key, slice->def.bytes(), slice->pushes.load(),
-                   slice->pulls.load()});
+  for (const auto& t : tensors_) {
+    TensorStats s;
+    s.key = t->key;
+    s.variable = t->variable;
+    s.consistency = t->consistency.ToString();
+    s.rows = t->rows.load(std::memory_order_relaxed);
+    s.bytes = t->embedding ? s.rows * t->dim * 4 : t->bytes;
+    s.pushes = t->pushes.load(std::memory_order_relaxed);
+    s.pulls = t->pulls.load(std::memory_order_relaxed);
+    s.version = t->version.load(std::memory_order_relaxed);
+    s.dropped_stale = t->dropped_stale.load(std::memory_order_relaxed);
+    for (int b = 0; b < kStalenessBuckets; ++b) {
+      s.staleness[b] = t->staleness[b].load(std::memory_order_relaxed);
+    }
+    out.push_back(std::move(s));
   }
   return out;
 }

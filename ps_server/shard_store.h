@@ -1,15 +1,34 @@
-// Holds this PS's slices of the variables, each contiguous in memory with its
-// optimizer slots beside it, and applies pushed gradients to them
-// asynchronously (on arrival, under the slice's lock).
+// Holds this PS's part of the model and applies pushed gradients to it:
+//   - dense slices, each one contiguous block with its optimizer slots beside
+//     it (values at [0, n), slot k at [(k+1) n, (k+2) n));
+//   - embedding tables, whose rows owned by this PS (EmbeddingOwner) are
+//     created on first touch from the initializer and updated lazily: only
+//     the rows a push names move, each with its own update count (lazy Adam
+//     and Adagrad).
+// Every tensor (slice or table) has a consistency mode, the job's unless the
+// model overrides it per variable:
+//   async  each gradient is applied on arrival.
+//   sync   gradients for version v are summed until replicas_to_aggregate
+//          distinct replicas have pushed, then their average is applied once
+//          and the version becomes v + 1. A gradient for an older version
+//          (a late backup replica's) is dropped and counted; one for a newer
+//          version, or a second one from the same replica, is an error.
+//   ssp:S  applied on arrival; a replica's clock counts its pushes to the
+//          tensor, and its pull waits while its clock is more than S ahead
+//          of the slowest replica's.
+// In sync mode a replica's pull waits until the tensor has moved past every
+// version that replica pushed, so each replica sees each aggregated step.
+// A tensor's version counts the updates applied to it. Pulls return it, and
+// pushes say which version their gradient was computed from, which gives
+// staleness (version now minus version pulled) for the histogram.
 //
-// Lifecycle: created empty; Initialize() fills it once (the chief's
-// CreateVariables); afterwards the set of slices never changes, so lookups
-// need no lock and calls on different slices never contend.
-//
-// Thread-safe.
+// Lifecycle: created empty; Initialize() fills it once; afterwards the set of
+// tensors never changes, so lookups need no lock. Each tensor has its own
+// mutex. Thread-safe.
 #ifndef PSTRAIN_PS_SERVER_SHARD_STORE_H_
 #define PSTRAIN_PS_SERVER_SHARD_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -18,94 +37,214 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/consistency.h"
 #include "common/placement.h"
+#include "common/wire_frame.h"
+#include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
+#include "ps_server/wait_list.h"
 
 namespace pstrain::ps {
 
-struct SliceStatsSnapshot {
-  std::string key;
-  int64_t bytes = 0;
-  int64_t pushes = 0;
+// Staleness buckets: 0, 1, 2, 3-4, 5-8, 9-16, 17-32, 33-64, 65 and more.
+inline constexpr int kStalenessBuckets = 9;
+int StalenessBucket(int64_t staleness);
+
+struct TensorStats {
+  std::string key;       // slice key, or the table's name
+  std::string variable;
+  std::string consistency;
+  int64_t bytes = 0;     // values held (tables: rows created so far)
+  int64_t rows = 0;      // tables: rows created
+  int64_t pushes = 0;    // gradients received (applied or dropped)
   int64_t pulls = 0;
+  int64_t version = 0;   // updates applied (sync: aggregated steps)
+  int64_t dropped_stale = 0;
+  std::array<int64_t, kStalenessBuckets> staleness{};
 };
 
 class ShardStore {
  public:
-  explicit ShardStore(int ps_index) : ps_index_(ps_index) {}
+  ShardStore(int ps_index, int num_ps);
+  ~ShardStore();
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
 
   int ps_index() const { return ps_index_; }
+  int num_ps() const { return num_ps_; }
 
-  // Creates the slices with their initial values (raw little-endian float32
-  // bytes, one entry per slice) and the optimizer.
-  // Returns true when created now, false when the store was already
-  // initialised (the existing values are kept; the request is ignored).
-  // InvalidArgument, with nothing stored, when: a slice is meant for another
-  // PS, a key repeats, row bounds do not fit the shape, an initial value has
-  // the wrong byte length or holds NaN/Inf, or the optimizer is unknown.
-  absl::StatusOr<bool> Initialize(const std::vector<SliceDef>& slices,
-                                  const std::vector<absl::string_view>& values,
-                                  const OptimizerSpec& optimizer)
+  struct JobConfig {
+    OptimizerSpec optimizer;
+    Consistency consistency;
+    int num_replicas = 1;
+    int replicas_to_aggregate = 0;  // 0: num_replicas
+    uint64_t seed = 1;
+  };
+  struct DenseInit {
+    SliceDef def;
+    std::string consistency;  // empty: the job's
+    std::string initializer;  // used when !has_value
+    bool has_value = false;
+    absl::string_view value;  // raw float32 bytes of the slice
+  };
+  struct EmbeddingInit {
+    std::string variable;
+    int64_t vocabulary = 0;
+    int64_t dim = 0;
+    std::string consistency;
+    std::string initializer;  // empty: "uniform:0.05", Keras's default
+  };
+
+  // Creates the tensors. Returns true when created now, false when the store
+  // was already initialised (the existing values are kept; the request is
+  // ignored). InvalidArgument, with nothing stored, naming the tensor when:
+  // a slice is meant for another PS, a key repeats, row bounds do not fit, a
+  // value has the wrong byte length or holds NaN/Inf, an initializer or
+  // consistency does not parse, replica counts are out of range, or the
+  // optimizer is unknown.
+  absl::StatusOr<bool> Initialize(const JobConfig& job,
+                                  const std::vector<DenseInit>& dense,
+                                  const std::vector<EmbeddingInit>& embeddings)
       ABSL_LOCKS_EXCLUDED(init_mu_);
 
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // Valid once initialized().
+  const JobConfig& job() const { return job_; }
 
-  // Copies slice `key` into `out` (resized to the slice's bytes).
-  // FailedPrecondition before Initialize; NotFound for a key this PS does not
-  // hold. `out` is untouched on error.
-  absl::Status Pull(absl::string_view key, std::string* out) const;
-
-  // One gradient of a push request: slice key and raw float32 bytes.
-  struct Update {
+  // A tensor named in a push or pull.
+  struct TensorRef {
     absl::string_view key;
-    absl::string_view gradient;
+    absl::Span<const int64_t> ids;  // tables only: the rows
+    int64_t version = 0;            // push: the version the gradient came from
+    int64_t bytes = -1;             // push: bytes the sender declared (-1: unchecked)
   };
 
-  // Applies every update of one push request with the optimizer and counts
-  // one global step. All updates are checked before any is applied, so a bad
-  // one leaves every slice untouched. Returns the new global step.
-  // FailedPrecondition before Initialize; NotFound for an unknown key;
-  // InvalidArgument when a key repeats, a byte length differs from the
-  // slice's, or an element is NaN or Inf.
-  absl::StatusOr<int64_t> Push(absl::Span<const Update> updates);
+  struct PushBatch {
+    int replica = 0;
+    std::string consistency;  // the sender's idea of the job's mode; empty: unchecked
+    std::vector<TensorRef> tensors;
+  };
+  // Applies one push: tensor i's gradient is payload bytes
+  // [offset_i, offset_i + bytes_i) of `frame`, back to back from
+  // `payload_offset`. Everything is checked before anything is applied, so
+  // an error leaves every tensor untouched. Returns, per tensor, whether the
+  // gradient was applied or aggregated (false: dropped as stale).
+  // FailedPrecondition before Initialize, for a mode mismatch, or a sync
+  // push ahead of the tensor's version or repeated by a replica; NotFound for
+  // an unknown key; InvalidArgument for a key named twice, a byte length
+  // that differs from the tensor's, ids out of range or owned by another PS,
+  // a NaN or Inf, a replica out of range, or a payload of the wrong size.
+  // (Locks a run-time set of tensors in index order, which the static
+  // analysis cannot follow.)
+  absl::StatusOr<std::vector<bool>> Push(const PushBatch& batch,
+                                         const DecodedFrame& frame,
+                                         int64_t payload_offset = 0)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
-  // Push requests applied so far.
-  int64_t global_step() const { return step_.load(); }
+  struct PullBatch {
+    int replica = 0;
+    int64_t min_step = 0;  // sync: also wait for at least this version
+    std::vector<TensorRef> tensors;
+  };
+  // Checks a pull and returns the bytes its values take.
+  absl::StatusOr<int64_t> PullSize(const PullBatch& batch) const;
+  struct Pulled {
+    int64_t version = 0;
+    int64_t bytes = 0;
+  };
+  // Ready: copies the values back to back into `out` (PullSize bytes), says
+  // each tensor's version and bytes, and returns true. Not ready (sync step or ssp
+  // clock not reached): returns false and says what it waits for in
+  // `*waiting_for`. Errors as PullSize.
+  absl::StatusOr<bool> TryPull(const PullBatch& batch, char* out,
+                               std::vector<Pulled>* pulled,
+                               std::string* waiting_for);
 
-  std::vector<SliceStatsSnapshot> Stats() const;
+  // Pulls that wait park here; Push notifies it when a sync step completes
+  // or an ssp clock moves.
+  WaitList& wait_list() { return wait_list_; }
+
+  // Over dense tensors (tables only when there are no dense ones): with
+  // sync tensors, the lowest version among them; else with ssp, the slowest
+  // replica's clock; else the highest version. 0 before Initialize.
+  int64_t global_step() const;
+
+  std::vector<TensorStats> Stats() const;
 
  private:
-  struct Slice {
-    SliceDef def;
+  // A dense slice or an embedding table, with its optimizer state and
+  // counters.
+  struct Tensor {
+    int index = 0;  // lock order
+    std::string key;
+    std::string variable;
+    bool embedding = false;
+    Consistency consistency;
+    SliceDef def;            // dense
+    int64_t vocabulary = 0;  // tables
+    int64_t dim = 0;         // tables: floats per row
+    Initializer init;
+    int64_t bytes = 0;       // dense: the slice's bytes
+
     mutable absl::Mutex mu;
-    // The values, then each optimizer slot, in one contiguous block:
-    // values at [0, n), slot k at [(k+1) n, (k+2) n).
+    // Dense: values then slots. Tables: rows of (values, slots), stride
+    // dim * (1 + slots), found through row_of.
     std::vector<float> data ABSL_GUARDED_BY(mu);
-    // Updates applied to this slice (Adam's t).
+    absl::flat_hash_map<int64_t, int64_t> row_of ABSL_GUARDED_BY(mu);
+    std::vector<int64_t> row_updates ABSL_GUARDED_BY(mu);  // lazy Adam's t
     int64_t updates ABSL_GUARDED_BY(mu) = 0;
+    // sync: the sum so far for version `updates`, and who contributed.
+    std::vector<float> accum ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<int64_t, std::vector<float>> sparse_accum ABSL_GUARDED_BY(mu);
+    std::vector<char> contributed ABSL_GUARDED_BY(mu);
+    int contributors ABSL_GUARDED_BY(mu) = 0;
+    // sync: the newest version each replica pushed (-1: none).
+    std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);
+    // ssp: pushes per replica.
+    std::vector<int64_t> clocks ABSL_GUARDED_BY(mu);
+
+    // Mirrors for lock-free reads (stats, global step).
+    std::atomic<int64_t> version{0};
+    std::atomic<int64_t> min_clock{0};
+    std::atomic<int64_t> rows{0};
     std::atomic<int64_t> pushes{0};
-    mutable std::atomic<int64_t> pulls{0};
+    std::atomic<int64_t> pulls{0};
+    std::atomic<int64_t> dropped_stale{0};
+    std::array<std::atomic<int64_t>, kStalenessBuckets> staleness{};
   };
 
-  // nullptr when not initialised or unknown; `status` says which.
-  Slice* Find(absl::string_view key, absl::Status* status) const;
-  // Checks one update against its slice (found by the caller).
-  static absl::Status ValidateUpdate(const Slice& slice, const Update& u);
+  absl::StatusOr<Tensor*> Find(absl::string_view key) const;
+  // Bytes a push or pull of `ref` moves; checks ids.
+  absl::StatusOr<int64_t> TensorBytes(const Tensor& t, const TensorRef& ref) const;
+  // Applies a gradient to one tensor; REQUIRES t.mu held. `grad` holds
+  // ref.ids.size() rows for tables. Returns whether a waiting pull may now
+  // be ready.
+  bool ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Optimizer step on `n` values at `values` with slots every `stride`
+  // floats after them.
+  void Optimize(float* values, const float* grad, int64_t n, int64_t stride,
+                int64_t t) const;
+  bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const int ps_index_;
+  const int num_ps_;
   absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};
   // Written once under init_mu_ before initialized_ is set (release);
-  // read-only afterwards, so readers that saw initialized_ need no lock.
-  std::map<std::string, std::unique_ptr<Slice>, std::less<>> slices_;
+  // read-only afterwards.
+  JobConfig job_;
+  int aggregate_ = 1;
+  std::vector<std::unique_ptr<Tensor>> tensors_;
+  std::map<std::string, Tensor*, std::less<>> by_key_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::atomic<int64_t> step_{0};
+  WaitList wait_list_;
 };
 
 }  // namespace pstrain::ps

@@ -15,12 +15,6 @@ std::string Bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
 }
 
-std::vector<float> Floats(const std::string& s) {
-  std::vector<float> v(s.size() / 4);
-  std::memcpy(v.data(), s.data(), s.size());
-  return v;
-}
-
 SliceDef Slice(const std::string& var, int64_t rows, int64_t cols, int ps = 0) {
   SliceDef d;
   d.variable = var;
@@ -30,140 +24,351 @@ SliceDef Slice(const std::string& var, int64_t rows, int64_t cols, int ps = 0) {
   return d;
 }
 
+ShardStore::DenseInit Dense(const SliceDef& def, const std::string& value,
+                            const std::string& consistency = "") {
+  ShardStore::DenseInit d;
+  d.def = def;
+  d.has_value = true;
+  d.value = value;
+  d.consistency = consistency;
+  return d;
+}
+
+ShardStore::JobConfig Job(OptimizerSpec opt, const std::string& mode = "async",
+                          int replicas = 1, int aggregate = 0) {
+  ShardStore::JobConfig job;
+  job.optimizer = opt;
+  job.consistency = *ParseConsistency(mode);
+  job.num_replicas = replicas;
+  job.replicas_to_aggregate = aggregate;
+  return job;
+}
+
+struct Grad {
+  std::string key;
+  std::vector<float> values;
+  std::vector<int64_t> ids;
+  int64_t version = 0;
+};
+
+// One push through the same frame parsing the service uses.
+absl::StatusOr<std::vector<bool>> Push(ShardStore& store, const std::vector<Grad>& grads,
+                                       int replica = 0, const std::string& mode = "") {
+  std::string payload;
+  ShardStore::PushBatch batch;
+  batch.replica = replica;
+  batch.consistency = mode;
+  for (const Grad& g : grads) payload += Bytes(g.values);
+  v1::FrameHeader h;
+  grpc::ByteBuffer buf = EncodeFrame(h, {grpc::Slice(payload)});
+  DecodedFrame frame;
+  EXPECT_OK(frame.Parse(buf));
+  for (const Grad& g : grads) {
+    batch.tensors.push_back({g.key, g.ids, g.version, -1});
+  }
+  return store.Push(batch, frame);
+}
+
+// Pulls one tensor; nullopt-like empty vector plus `ready` false when it must wait.
+absl::StatusOr<std::vector<float>> Pull(ShardStore& store, const std::string& key,
+                                        std::vector<int64_t> ids = {}, int replica = 0,
+                                        bool* ready = nullptr, int64_t* version = nullptr) {
+  ShardStore::PullBatch b;
+  b.replica = replica;
+  b.tensors.push_back({key, ids});
+  auto size = store.PullSize(b);
+  if (!size.ok()) return size.status();
+  std::vector<float> out(*size / 4);
+  std::vector<ShardStore::Pulled> pulled;
+  std::string why;
+  auto ok = store.TryPull(b, reinterpret_cast<char*>(out.data()), &pulled, &why);
+  if (!ok.ok()) return ok.status();
+  if (ready != nullptr) *ready = *ok;
+  if (!*ok) return std::vector<float>{};
+  if (version != nullptr) *version = pulled[0].version;
+  return out;
+}
+
 class ShardStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string w = Bytes({1, 2, 3, 4, 5, 6});
-    std::string b = Bytes({0.5f, -0.5f});
     ASSERT_OK_AND_ASSIGN(bool created,
-                         store_.Initialize({Slice("w", 3, 2), Slice("b", 2, 1)},
-                                           {w, b}, {"sgd", 0.5f}));
+                         store_.Initialize(Job({"sgd", 0.5f}),
+                                           {Dense(Slice("w", 3, 2), w_), Dense(Slice("b", 2, 1), b_)},
+                                           {}));
     EXPECT_TRUE(created);
   }
-  ShardStore store_{0};
+  std::string w_ = Bytes({1, 2, 3, 4, 5, 6});
+  std::string b_ = Bytes({0.5f, -0.5f});
+  ShardStore store_{0, 1};
 };
 
 TEST_F(ShardStoreTest, PullReturnsInitialValues) {
-  std::string out;
-  ASSERT_OK(store_.Pull("w/part_0", &out));
-  EXPECT_EQ(Floats(out), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  ASSERT_OK_AND_ASSIGN(auto w, Pull(store_, "w/part_0"));
+  EXPECT_EQ(w, (std::vector<float>{1, 2, 3, 4, 5, 6}));
 }
 
-TEST_F(ShardStoreTest, PushAppliesSgdAndCountsOneStepPerRequest) {
-  std::string g = Bytes({2, 2, 2, 2, 2, 2}), gb = Bytes({1, 1});
-  ASSERT_OK_AND_ASSIGN(int64_t step, store_.Push({{"w/part_0", g}, {"b/part_0", gb}}));
-  EXPECT_EQ(step, 1);
-  std::string out;
-  ASSERT_OK(store_.Pull("w/part_0", &out));
-  EXPECT_EQ(Floats(out), (std::vector<float>{0, 1, 2, 3, 4, 5}));
-  ASSERT_OK(store_.Pull("b/part_0", &out));
-  EXPECT_EQ(Floats(out), (std::vector<float>{0, -1}));
+TEST_F(ShardStoreTest, PushAppliesSgdAndCountsVersions) {
+  ASSERT_OK(Push(store_, {{"w/part_0", {2, 2, 2, 2, 2, 2}}, {"b/part_0", {1, 1}}}).status());
+  int64_t version = -1;
+  ASSERT_OK_AND_ASSIGN(auto w, Pull(store_, "w/part_0", {}, 0, nullptr, &version));
+  EXPECT_EQ(w, (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(version, 1);
+  ASSERT_OK_AND_ASSIGN(auto b, Pull(store_, "b/part_0"));
+  EXPECT_EQ(b, (std::vector<float>{0, -1}));
+  EXPECT_EQ(store_.global_step(), 1);
   auto stats = store_.Stats();
   ASSERT_EQ(stats.size(), 2u);
-  EXPECT_EQ(stats[1].key, "w/part_0");
-  EXPECT_EQ(stats[1].bytes, 24);
-  EXPECT_EQ(stats[1].pushes, 1);
-  EXPECT_EQ(stats[1].pulls, 1);
+  EXPECT_EQ(stats[0].key, "w/part_0");
+  EXPECT_EQ(stats[0].bytes, 24);
+  EXPECT_EQ(stats[0].pushes, 1);
+  EXPECT_EQ(stats[0].pulls, 1);
+  EXPECT_EQ(stats[0].consistency, "async");
+  EXPECT_EQ(stats[0].staleness[0], 1);
+}
+
+TEST_F(ShardStoreTest, StalenessIsCountedInBuckets) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(Push(store_, {{"b/part_0", {0, 0}, {}, 0}}).status());  // computed at version 0
+  }
+  const auto stats = store_.Stats();
+  // Staleness 0, 1, 2, 3, 4: buckets 0, 1, 2, 3 (3-4) twice.
+  EXPECT_EQ(stats[1].staleness[0], 1);
+  EXPECT_EQ(stats[1].staleness[1], 1);
+  EXPECT_EQ(stats[1].staleness[2], 1);
+  EXPECT_EQ(stats[1].staleness[3], 2);
+  EXPECT_EQ(StalenessBucket(5), 4);
+  EXPECT_EQ(StalenessBucket(8), 4);
+  EXPECT_EQ(StalenessBucket(9), 5);
+  EXPECT_EQ(StalenessBucket(64), 7);
+  EXPECT_EQ(StalenessBucket(65), 8);
+  EXPECT_EQ(StalenessBucket(1 << 30), 8);
 }
 
 TEST_F(ShardStoreTest, SecondInitializeKeepsValues) {
+  const std::string nines = Bytes({9, 9, 9, 9, 9, 9});
   ASSERT_OK_AND_ASSIGN(bool created,
-                       store_.Initialize({Slice("w", 3, 2)},
-                                         {Bytes({9, 9, 9, 9, 9, 9})}, {"sgd", 1}));
+                       store_.Initialize(Job({"sgd", 1}), {Dense(Slice("w", 3, 2), nines)}, {}));
   EXPECT_FALSE(created);
-  std::string out;
-  ASSERT_OK(store_.Pull("w/part_0", &out));
-  EXPECT_EQ(Floats(out)[0], 1);
+  ASSERT_OK_AND_ASSIGN(auto w, Pull(store_, "w/part_0"));
+  EXPECT_EQ(w[0], 1);
 }
 
 TEST_F(ShardStoreTest, BadPushesChangeNothing) {
-  std::string good = Bytes({1, 1, 1, 1, 1, 1});
-  std::string short_grad = Bytes({1, 1});
-  std::string one = Bytes({1});
-  std::string nan = Bytes({1, std::nanf(""), 1, 1, 1, 1});
-  std::string inf = Bytes({std::numeric_limits<float>::infinity(), 1});
-
-  auto r = store_.Push({{"w/part_0", good}, {"b/part_0", one}});
-  EXPECT_EQ(r.status().message(), "gradient for b/part_0 has 4 bytes, expected 8");
-  r = store_.Push({{"b/part_0", inf}});
+  const float inf = std::numeric_limits<float>::infinity();
+  auto r = Push(store_, {{"w/part_0", {1, 1, 1, 1, 1, 1}}, {"b/part_0", {1}}});
+  EXPECT_EQ(r.status().message(), "push payload has 28 bytes but its tensors need 32");
+  r = Push(store_, {{"b/part_0", {inf, 1}}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(),
-            "gradient for b/part_0 has a non-finite value (inf) at element 0");
-  r = store_.Push({{"w/part_0", nan}});
-  EXPECT_EQ(r.status().message(),
-            "gradient for w/part_0 has a non-finite value (nan) at element 1");
-  r = store_.Push({{"w/part_0", short_grad}});
-  EXPECT_EQ(r.status().message(), "gradient for w/part_0 has 8 bytes, expected 24");
-  r = store_.Push({{"nope/part_0", good}});
+  EXPECT_EQ(r.status().message(), "gradient for b/part_0 has a non-finite value (inf) at element 0");
+  r = Push(store_, {{"w/part_0", {1, std::nanf(""), 1, 1, 1, 1}}});
+  EXPECT_EQ(r.status().message(), "gradient for w/part_0 has a non-finite value (nan) at element 1");
+  r = Push(store_, {{"nope/part_0", {1}}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(r.status().message(), "ps:0 holds no slice \"nope/part_0\"");
-  r = store_.Push({{"w/part_0", good}, {"w/part_0", good}});
-  EXPECT_EQ(r.status().message(), "push names slice w/part_0 twice");
+  EXPECT_EQ(r.status().message(), "ps:0 holds no tensor \"nope/part_0\"");
+  r = Push(store_, {{"w/part_0", {1, 1, 1, 1, 1, 1}}, {"w/part_0", {1, 1, 1, 1, 1, 1}}});
+  EXPECT_EQ(r.status().message(), "push names w/part_0 twice");
+  r = Push(store_, {{"b/part_0", {1, 1}}}, /*replica=*/1);
+  EXPECT_EQ(r.status().message(), "replica 1 is out of range: the job has 1 replicas");
+  r = Push(store_, {{"b/part_0", {1, 1}}}, 0, "sync");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), "push is for a sync job but this job runs async");
+  r = Push(store_, {{"b/part_0", {1, 1}, {3}}});
+  EXPECT_EQ(r.status().message(), "b/part_0 is dense but the request names 1 ids");
 
-  std::string out;
-  ASSERT_OK(store_.Pull("w/part_0", &out));
-  EXPECT_EQ(Floats(out), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  ASSERT_OK_AND_ASSIGN(auto w, Pull(store_, "w/part_0"));
+  EXPECT_EQ(w, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  ASSERT_OK_AND_ASSIGN(auto b, Pull(store_, "b/part_0"));
+  EXPECT_EQ(b, (std::vector<float>{0.5f, -0.5f}));
   EXPECT_EQ(store_.global_step(), 0);
 }
 
-TEST(ShardStoreInitTest, RejectsWrongPsAndWrongLengthsAndStoresNothing) {
-  ShardStore store(1);
-  auto r = store.Initialize({Slice("w", 1, 1, /*ps=*/0)}, {Bytes({1})}, {"sgd", 1});
+TEST(ShardStoreInitTest, RejectsBadDefinitionsAndStoresNothing) {
+  ShardStore store(1, 2);
+  const std::string one = Bytes({1});
+  auto r = store.Initialize(Job({"sgd", 1}), {Dense(Slice("w", 1, 1, 0), one)}, {});
   EXPECT_EQ(r.status().message(), "slice w/part_0 is placed on ps:0, not on this ps:1");
-  r = store.Initialize({Slice("w", 2, 1, 1)}, {Bytes({1})}, {"sgd", 1});
+  r = store.Initialize(Job({"sgd", 1}), {Dense(Slice("w", 2, 1, 1), one)}, {});
   EXPECT_EQ(r.status().message(), "initial value for w/part_0 has 4 bytes, expected 8");
-  r = store.Initialize({Slice("w", 1, 1, 1)}, {Bytes({1})}, {"adamw", 1});
-  EXPECT_EQ(r.status().message(), "unknown optimizer \"adamw\" (known: sgd, momentum, adagrad, adam)");
+  r = store.Initialize(Job({"adamw", 1}), {Dense(Slice("w", 1, 1, 1), one)}, {});
+  EXPECT_EQ(r.status().message(),
+            "unknown optimizer \"adamw\" (known: sgd, momentum, adagrad, adam)");
+  r = store.Initialize(Job({"sgd", 1}), {Dense(Slice("w", 1, 1, 1), one, "ssp:-2")}, {});
+  EXPECT_EQ(r.status().message(),
+            "w/part_0: consistency \"ssp:-2\" is not one of async, sync, ssp:S (S an integer "
+            "from 0 to 1000000)");
+  r = store.Initialize(Job({"sgd", 1}, "sync", 2, 3), {Dense(Slice("w", 1, 1, 1), one)}, {});
+  EXPECT_EQ(r.status().message(),
+            "replicas_to_aggregate is 3; it must be from 1 to num_replicas (2), or 0 for all");
+  r = store.Initialize(Job({"sgd", 1}), {}, {{"emb", 0, 4, "", ""}});
+  EXPECT_EQ(r.status().message(),
+            "embedding table \"emb\" has vocabulary 0 and dim 4; both must be positive (dim at "
+            "most 1048576)");
+  ShardStore::DenseInit no_value;
+  no_value.def = Slice("w", 1, 1, 1);
+  r = store.Initialize(Job({"sgd", 1}), {no_value}, {});
+  EXPECT_EQ(r.status().message(), "slice w/part_0 has neither an initial value nor an initializer");
   EXPECT_FALSE(store.initialized());
-  std::string out;
-  EXPECT_EQ(store.Pull("w/part_0", &out).code(), absl::StatusCode::kFailedPrecondition);
+  auto pulled = Pull(store, "w/part_0");
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ShardStoreInitTest, InitializerFillsLargeSlicesOnThePs) {
+  ShardStore store(0, 1);
+  ShardStore::DenseInit d;
+  d.def = Slice("big", 1000, 100);
+  d.initializer = "uniform:0.1";
+  ASSERT_OK(store.Initialize(Job({"adam", 0.1f}), {d}, {}).status());
+  ASSERT_OK_AND_ASSIGN(auto v, Pull(store, "big/part_0"));
+  ASSERT_EQ(v.size(), 100000u);
+  float lo = 1, hi = -1;
+  for (float x : v) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  EXPECT_GE(lo, -0.1f);
+  EXPECT_LE(hi, 0.1f);
+  EXPECT_LT(lo, -0.09f);
+  EXPECT_GT(hi, 0.09f);
 }
 
 TEST(ShardStoreConcurrencyTest, AsyncPushesLoseNoUpdate) {
-  ShardStore store(0);
-  ASSERT_OK(store.Initialize({Slice("v", 4, 1)}, {Bytes({0, 0, 0, 0})}, {"sgd", 1})
+  ShardStore store(0, 1);
+  const std::string zeros = Bytes({0, 0, 0, 0});
+  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "async", 4), {Dense(Slice("v", 4, 1), zeros)}, {})
                 .status());
   constexpr int kThreads = 4, kPushes = 500;
-  std::string g = Bytes({1, 1, 1, 1});
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < kPushes; ++i) ASSERT_OK(store.Push({{"v/part_0", g}}).status());
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushes; ++i) {
+        ASSERT_OK(Push(store, {{"v/part_0", {1, 1, 1, 1}}}, t).status());
+      }
     });
   }
   for (auto& t : threads) t.join();
-  std::string out;
-  ASSERT_OK(store.Pull("v/part_0", &out));
-  EXPECT_EQ(Floats(out), std::vector<float>(4, -kThreads * kPushes));
+  ASSERT_OK_AND_ASSIGN(auto v, Pull(store, "v/part_0"));
+  EXPECT_EQ(v, std::vector<float>(4, -kThreads * kPushes));
   EXPECT_EQ(store.global_step(), kThreads * kPushes);
 }
 
-}  // namespace
-}  // namespace pstrain::ps
-
-namespace pstrain::ps {
-namespace {
-
 TEST(ShardStoreSlotsTest, AdamSlotsPersistAcrossPushesPerSlice) {
-  ShardStore store(0);
+  ShardStore store(0, 1);
   OptimizerSpec adam;
   adam.name = "adam";
   adam.learning_rate = 0.1f;
   adam.beta1 = 0.5f;
   adam.beta2 = 0.75f;
-  ASSERT_OK(store.Initialize({Slice("a", 1, 1), Slice("b", 1, 1)}, {Bytes({0}), Bytes({0})}, adam)
+  const std::string zero = Bytes({0});
+  ASSERT_OK(store.Initialize(Job(adam), {Dense(Slice("a", 1, 1), zero), Dense(Slice("b", 1, 1), zero)}, {})
                 .status());
-  std::string one = Bytes({1}), minus_two = Bytes({-2});
-  ASSERT_OK(store.Push({{"a/part_0", one}, {"b/part_0", one}}).status());
-  ASSERT_OK(store.Push({{"a/part_0", minus_two}}).status());
-  std::string out;
-  ASSERT_OK(store.Pull("a/part_0", &out));
+  ASSERT_OK(Push(store, {{"a/part_0", {1}}, {"b/part_0", {1}}}).status());
+  ASSERT_OK(Push(store, {{"a/part_0", {-2}}}).status());
+  ASSERT_OK_AND_ASSIGN(auto a, Pull(store, "a/part_0"));
   // The same two steps as OptimizerTest.AdamFirstStepsByHand.
   const double lr2 = 0.1 * std::sqrt(0.4375) / 0.75;
-  EXPECT_NEAR(Floats(out)[0], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
+  EXPECT_NEAR(a[0], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
   // b had one update only: its own t is 1.
-  ASSERT_OK(store.Pull("b/part_0", &out));
-  EXPECT_NEAR(Floats(out)[0], -0.1, 1e-6);
+  ASSERT_OK_AND_ASSIGN(auto b, Pull(store, "b/part_0"));
+  EXPECT_NEAR(b[0], -0.1, 1e-6);
+}
+
+TEST(ShardStoreSyncTest, AveragesReplicasDropsStaleAndRefusesAheadOrRepeat) {
+  ShardStore store(0, 1);
+  const std::string zeros = Bytes({0, 0});
+  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "sync", 3, 2), {Dense(Slice("v", 2, 1), zeros)}, {})
+                .status());
+  ASSERT_OK_AND_ASSIGN(auto applied, Push(store, {{"v/part_0", {1, 2}}}, 0));
+  EXPECT_TRUE(applied[0]);
+  // Not applied until 2 replicas are in; replica 0 waits for version 1.
+  bool ready = true;
+  ASSERT_OK(Pull(store, "v/part_0", {}, 0, &ready).status());
+  EXPECT_FALSE(ready);
+  auto again = Push(store, {{"v/part_0", {1, 1}}}, 0);
+  EXPECT_EQ(again.status().message(), "replica 0 already pushed version 0 of v/part_0");
+  auto ahead = Push(store, {{"v/part_0", {1, 1}, {}, 1}}, 1);
+  EXPECT_EQ(ahead.status().message(),
+            "sync push for version 1 of v/part_0 but it is at version 0: replica 1 did not wait "
+            "for the step to complete");
+  ASSERT_OK(Push(store, {{"v/part_0", {3, 4}}}, 1).status());
+  EXPECT_EQ(store.global_step(), 1);
+  ASSERT_OK_AND_ASSIGN(auto v, Pull(store, "v/part_0", {}, 0, &ready));
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(v, (std::vector<float>{-2, -3}));  // minus the average
+  // The backup replica 2 is late for version 0: dropped, counted, no change.
+  ASSERT_OK_AND_ASSIGN(applied, Push(store, {{"v/part_0", {100, 100}}}, 2));
+  EXPECT_FALSE(applied[0]);
+  ASSERT_OK_AND_ASSIGN(v, Pull(store, "v/part_0", {}, 2, &ready));
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(v, (std::vector<float>{-2, -3}));
+  EXPECT_EQ(store.Stats()[0].dropped_stale, 1);
+  EXPECT_EQ(store.Stats()[0].version, 1);
+}
+
+TEST(ShardStoreSspTest, FastestReplicaWaitsWhenMoreThanSAhead) {
+  ShardStore store(0, 1);
+  const std::string zero = Bytes({0});
+  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "ssp:1", 2), {Dense(Slice("v", 1, 1), zero)}, {})
+                .status());
+  bool ready = false;
+  ASSERT_OK(Push(store, {{"v/part_0", {1}}}, 0).status());  // replica 0 at clock 1
+  ASSERT_OK(Pull(store, "v/part_0", {}, 0, &ready).status());
+  EXPECT_TRUE(ready);  // 1 ahead of replica 1: allowed
+  ASSERT_OK(Push(store, {{"v/part_0", {1}}}, 0).status());  // clock 2: S+1 ahead
+  ASSERT_OK(Pull(store, "v/part_0", {}, 0, &ready).status());
+  EXPECT_FALSE(ready);
+  ASSERT_OK(Pull(store, "v/part_0", {}, 1, &ready).status());
+  EXPECT_TRUE(ready);  // the slow one never waits
+  ASSERT_OK(Push(store, {{"v/part_0", {1}}}, 1).status());
+  ASSERT_OK_AND_ASSIGN(auto v, Pull(store, "v/part_0", {}, 0, &ready));
+  EXPECT_TRUE(ready);
+  EXPECT_EQ(v, (std::vector<float>{-3}));  // every push applied on arrival
+}
+
+TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
+  OptimizerSpec adam;
+  adam.name = "adam";
+  adam.learning_rate = 0.1f;
+  ShardStore a(0, 2), b(0, 2);
+  // Ids owned by ps:0 of 2.
+  std::vector<int64_t> mine;
+  for (int64_t id = 0; mine.size() < 3; ++id) {
+    if (EmbeddingOwner(id, 2) == 0) mine.push_back(id);
+  }
+  ASSERT_OK(a.Initialize(Job(adam), {}, {{"emb", 1000, 4, "", "uniform:0.5"}}).status());
+  ASSERT_OK(b.Initialize(Job(adam), {}, {{"emb", 1000, 4, "", "uniform:0.5"}}).status());
+  ASSERT_OK_AND_ASSIGN(auto r0, Pull(a, "emb", {mine[0], mine[1]}));
+  ASSERT_EQ(r0.size(), 8u);
+  EXPECT_EQ(a.Stats()[0].rows, 2);
+  // Another store with the same seed creates the same rows, in any order.
+  ASSERT_OK_AND_ASSIGN(auto r1, Pull(b, "emb", {mine[1], mine[0]}));
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_EQ(r0[j], r1[4 + j]);
+    EXPECT_EQ(r0[4 + j], r1[j]);
+  }
+  // A push moves only the named rows; a repeated id adds up (2 * 0.5 = 1).
+  ASSERT_OK(Push(a, {{"emb", {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f}, {mine[0], mine[0]}}})
+                .status());
+  ASSERT_OK_AND_ASSIGN(auto after, Pull(a, "emb", {mine[0], mine[1], mine[2]}));
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_NEAR(after[j], r0[j] - 0.1f, 1e-6);  // Adam's first step moves by lr
+    EXPECT_EQ(after[4 + j], r0[4 + j]);          // untouched row, untouched slots
+  }
+  EXPECT_EQ(a.Stats()[0].rows, 3);
+  // Lazy Adam: the untouched row's first update is again a step of exactly lr.
+  ASSERT_OK(Push(a, {{"emb", {-1, -1, -1, -1}, {mine[1]}}}).status());
+  ASSERT_OK_AND_ASSIGN(auto second, Pull(a, "emb", {mine[1]}));
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(second[j], r0[4 + j] + 0.1f, 1e-6);
+
+  int64_t theirs = 0;
+  while (EmbeddingOwner(theirs, 2) == 0) ++theirs;
+  auto bad = Pull(a, "emb", {theirs});
+  EXPECT_EQ(bad.status().message(),
+            absl::StrCat("id ", theirs, " of table emb belongs to ps:1, not ps:0"));
+  auto range = Push(a, {{"emb", {1, 1, 1, 1}, {1000}}});
+  EXPECT_EQ(range.status().message(), "id 1000 is out of range [0, 1000) for table emb");
+  range = Push(a, {{"emb", {1, 1, 1, 1}, {-1}}});
+  EXPECT_EQ(range.status().message(), "id -1 is out of range [0, 1000) for table emb");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::worker {
@@ -32,27 +33,27 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
   const int n = static_cast<int>(options.ps_addresses.size());
-  slices_on_.resize(n);
-  pull_requests_.resize(n);
-  pull_responses_.resize(n);
-  push_requests_.resize(n);
-  push_responses_.resize(n);
-  for (int i = 0; i < n; ++i) {
-    stubs_.push_back(v1::PsService::NewStub(grpc::CreateCustomChannel(
-        options.ps_addresses[i].ToString(), grpc::InsecureChannelCredentials(),
-        args)));
-    slices_on_[i] = placement.SlicesOn(i);
-    if (!slices_on_[i].empty()) ps_with_slices_.push_back(i);
-    for (const SliceDef& s : slices_on_[i]) {
-      pull_requests_[i].add_keys(s.key());
-      push_requests_[i].add_keys(s.key());
-      push_requests_[i].add_gradients();
-    }
-  }
   for (size_t v = 0; v < placement.variables.size(); ++v) {
     variable_index_[placement.variables[v].name] = static_cast<int>(v);
   }
+  slices_on_.resize(n);
+  slice_variable_.resize(n);
+  versions_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    auto channel = grpc::CreateCustomChannel(options.ps_addresses[i].ToString(),
+                                             grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(v1::PsService::NewStub(channel));
+    streams_.push_back(std::make_unique<PsStream>(channel, PsName(i)));
+    slices_on_[i] = placement.SlicesOn(i);
+    if (!slices_on_[i].empty()) ps_with_slices_.push_back(i);
+    for (const SliceDef& s : slices_on_[i]) {
+      slice_variable_[i].push_back(variable_index_.at(s.variable));
+    }
+    versions_[i].assign(slices_on_[i].size(), 0);
+  }
 }
+
+PsClient::~PsClient() = default;
 
 std::string PsClient::PsName(int ps) const {
   return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps].ToString(), ")");
@@ -151,9 +152,9 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout,
   }
 }
 
-absl::StatusOr<int> PsClient::CreateVariables(
-    const std::vector<float>& params, const std::vector<int64_t>& offsets,
-    const OptimizerSpec& optimizer) {
+absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
+                                              const std::vector<int64_t>& offsets,
+                                              const CreateOptions& create) {
   std::vector<v1::CreateVariablesRequest> reqs(num_ps());
   std::vector<v1::CreateVariablesResponse> resps(num_ps());
   std::vector<int> all;
@@ -162,6 +163,11 @@ absl::StatusOr<int> PsClient::CreateVariables(
     v1::CreateVariablesRequest& req = reqs[ps];
     req.set_ps_index(ps);
     req.set_num_ps(num_ps());
+    req.set_consistency(create.consistency);
+    req.set_num_replicas(create.num_replicas);
+    req.set_replicas_to_aggregate(create.replicas_to_aggregate);
+    req.set_seed(create.seed);
+    const OptimizerSpec& optimizer = create.optimizer;
     v1::OptimizerConfig* o = req.mutable_optimizer();
     o->set_name(optimizer.name);
     o->set_learning_rate(optimizer.learning_rate);
@@ -171,8 +177,9 @@ absl::StatusOr<int> PsClient::CreateVariables(
     o->set_beta1(optimizer.beta1);
     o->set_beta2(optimizer.beta2);
     o->set_epsilon(optimizer.epsilon);
-    for (const SliceDef& s : slices_on_[ps]) {
-      const VariableDef& var = placement_.variables[variable_index_.at(s.variable)];
+    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
+      const SliceDef& s = slices_on_[ps][i];
+      const VariableDef& var = placement_.variables[slice_variable_[ps][i]];
       v1::SliceSpec* spec = req.add_slices();
       spec->set_variable(s.variable);
       spec->set_slice_index(s.slice_index);
@@ -180,9 +187,20 @@ absl::StatusOr<int> PsClient::CreateVariables(
       spec->set_row_begin(s.row_begin);
       spec->set_row_end(s.row_end);
       for (int64_t d : var.shape) spec->add_shape(d);
-      const float* src = params.data() + offsets[variable_index_.at(s.variable)] +
-                         s.element_offset();
-      req.add_initial_values(reinterpret_cast<const char*>(src), s.bytes());
+      spec->set_consistency(var.consistency);
+      spec->set_initializer(var.initializer);
+      if (!params.empty()) {
+        const float* src = params.data() + offsets[slice_variable_[ps][i]] + s.element_offset();
+        req.add_initial_values(reinterpret_cast<const char*>(src), s.bytes());
+      }
+    }
+    for (const VariableDef& e : placement_.embeddings) {
+      v1::EmbeddingSpec* spec = req.add_embeddings();
+      spec->set_variable(e.name);
+      spec->set_vocabulary(e.rows());
+      spec->set_dim(e.row_elements());
+      spec->set_consistency(e.consistency);
+      spec->set_initializer(e.initializer);
     }
   }
   absl::Status s = CallEach(
@@ -197,62 +215,205 @@ absl::StatusOr<int> PsClient::CreateVariables(
   return kept;
 }
 
-absl::StatusOr<int64_t> PsClient::PullAll(float* params,
-                                          const std::vector<int64_t>& offsets) {
-  absl::Status s = CallEach(
-      ps_with_slices_, "Pull",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        pull_responses_[ps].Clear();
-        stubs_[ps]->async()->Pull(ctx, &pull_requests_[ps], &pull_responses_[ps],
-                                  std::move(done));
-      },
-      options_.rpc_deadline);
-  if (!s.ok()) return s;
-  int64_t step = 0;
-  for (int ps : ps_with_slices_) {
-    const v1::PullResponse& resp = pull_responses_[ps];
-    if (resp.values_size() != static_cast<int>(slices_on_[ps].size())) {
-      return absl::InternalError(absl::StrCat(
-          PsName(ps), ": Pull returned ", resp.values_size(), " values for ",
-          slices_on_[ps].size(), " slices"));
-    }
-    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
-      const SliceDef& sl = slices_on_[ps][i];
-      const std::string& bytes = resp.values(i);
-      if (static_cast<int64_t>(bytes.size()) != sl.bytes()) {
-        return absl::InternalError(absl::StrCat(
-            PsName(ps), ": Pull of ", sl.key(), " returned ", bytes.size(),
-            " bytes, expected ", sl.bytes()));
-      }
-      std::memcpy(params + offsets[variable_index_.at(sl.variable)] + sl.element_offset(),
-                  bytes.data(), bytes.size());
-    }
-    step = std::max(step, resp.global_step());
+absl::Status PsClient::ExchangeEach(
+    const std::vector<int>& targets, absl::Duration timeout,
+    const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+    const std::function<absl::Status(int, const DecodedFrame&)>& on_response) {
+  absl::Mutex mu;
+  size_t done_count = 0;
+  absl::Status first_error;
+  std::vector<char> answered(num_ps(), 0);
+  for (int ps : targets) {
+    v1::FrameHeader h;
+    h.set_replica(options_.replica);
+    std::vector<grpc::Slice> payload;
+    build(ps, &h, &payload);
+    streams_[ps]->Send(std::move(h), std::move(payload),
+                       [&, ps](const absl::Status& st, const DecodedFrame* frame) {
+                         absl::Status s = st.ok() ? on_response(ps, *frame) : st;
+                         absl::MutexLock lock(&mu);
+                         answered[ps] = 1;
+                         if (!s.ok() && first_error.ok()) first_error = s;
+                         ++done_count;
+                       });
   }
-  return step;
+  auto all_done = [&] { return done_count == targets.size(); };
+  mu.Lock();
+  const bool in_time = mu.AwaitWithTimeout(absl::Condition(&all_done), timeout);
+  std::vector<std::string> silent;
+  for (int ps : targets) {
+    if (!answered[ps]) silent.push_back(PsName(ps));
+  }
+  mu.Unlock();
+  if (!in_time) {
+    for (int ps : targets) streams_[ps]->Cancel();
+    mu.Lock();
+    mu.Await(absl::Condition(&all_done));
+    mu.Unlock();
+    return absl::DeadlineExceededError(absl::StrCat(
+        absl::StrJoin(silent, ", "), ": Exchange: no answer within ",
+        absl::FormatDuration(timeout)));
+  }
+  absl::MutexLock lock(&mu);
+  return first_error;
 }
 
-absl::Status PsClient::PushAll(const float* grads,
-                               const std::vector<int64_t>& offsets, int replica,
-                               int64_t step) {
-  for (int ps : ps_with_slices_) {
-    v1::PushRequest& req = push_requests_[ps];
-    req.set_replica(replica);
-    req.set_step(step);
-    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
-      const SliceDef& sl = slices_on_[ps][i];
-      const float* src = grads + offsets[variable_index_.at(sl.variable)] + sl.element_offset();
-      // assign() reuses the string's capacity from the previous step.
-      req.mutable_gradients(i)->assign(reinterpret_cast<const char*>(src), sl.bytes());
+void PsClient::BuildDense(int ps, const float* grads, bool pull,
+                          const std::vector<int64_t>& offsets, v1::FrameHeader* h,
+                          std::vector<grpc::Slice>* payload) const {
+  const std::vector<SliceDef>& slices = slices_on_[ps];
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const SliceDef& sl = slices[i];
+    const std::string key = sl.key();
+    if (grads != nullptr) {
+      v1::TensorRef* r = h->add_push();
+      r->set_key(key);
+      r->set_bytes(sl.bytes());
+      r->set_version(versions_[ps][i]);
+      payload->push_back(BorrowSlice(
+          grads + offsets[slice_variable_[ps][i]] + sl.element_offset(), sl.bytes()));
     }
+    if (pull) h->add_pull()->set_key(key);
   }
-  return CallEach(
-      ps_with_slices_, "Push",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->Push(ctx, &push_requests_[ps], &push_responses_[ps],
-                                  std::move(done));
+  if (grads != nullptr) h->set_consistency(options_.consistency);
+}
+
+absl::Status PsClient::ReadDense(int ps, const DecodedFrame& f, float* params,
+                                 const std::vector<int64_t>& offsets) {
+  const std::vector<SliceDef>& slices = slices_on_[ps];
+  for (bool applied : f.header().applied()) {
+    if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (params == nullptr) return absl::OkStatus();
+  if (f.header().pull_size() != static_cast<int>(slices.size())) {
+    return absl::InternalError(absl::StrCat(PsName(ps), ": pull returned ",
+                                            f.header().pull_size(), " tensors for ",
+                                            slices.size(), " slices"));
+  }
+  int64_t at = 0;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const SliceDef& sl = slices[i];
+    const v1::TensorRef& r = f.header().pull(i);
+    if (r.bytes() != sl.bytes() || at + r.bytes() > f.payload_size()) {
+      return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", sl.key(), " returned ",
+                                              r.bytes(), " bytes, expected ", sl.bytes()));
+    }
+    f.CopyPayload(at, r.bytes(),
+                  params + offsets[slice_variable_[ps][i]] + sl.element_offset());
+    at += r.bytes();
+    versions_[ps][i] = r.version();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
+  std::vector<int64_t> steps(num_ps(), 0);
+  PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
+      ps_with_slices_, options_.wait_deadline,
+      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        BuildDense(ps, nullptr, true, offsets, h, payload);
       },
-      options_.rpc_deadline);
+      [&](int ps, const DecodedFrame& f) {
+        steps[ps] = f.header().global_step();
+        return ReadDense(ps, f, params, offsets);
+      }));
+  return *std::max_element(steps.begin(), steps.end());
+}
+
+absl::Status PsClient::PushAll(const float* grads, const std::vector<int64_t>& offsets) {
+  return ExchangeEach(
+      ps_with_slices_, options_.rpc_deadline,
+      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        BuildDense(ps, grads, false, offsets, h, payload);
+      },
+      [&](int ps, const DecodedFrame& f) { return ReadDense(ps, f, nullptr, offsets); });
+}
+
+absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
+                                              const std::vector<int64_t>& offsets) {
+  std::vector<int64_t> steps(num_ps(), 0);
+  PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
+      ps_with_slices_, options_.wait_deadline,
+      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        BuildDense(ps, grads, true, offsets, h, payload);
+      },
+      [&](int ps, const DecodedFrame& f) {
+        steps[ps] = f.header().global_step();
+        return ReadDense(ps, f, params, offsets);
+      }));
+  return *std::max_element(steps.begin(), steps.end());
+}
+
+absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {
+  for (const VariableDef& e : placement_.embeddings) {
+    if (e.name == table) return e.row_elements();
+  }
+  return absl::NotFoundError(absl::StrCat("the model has no embedding table \"", table, "\""));
+}
+
+PsClient::RowsByPs PsClient::GroupRows(absl::Span<const int64_t> ids) const {
+  RowsByPs by;
+  by.ids_on.resize(num_ps());
+  by.pos_on.resize(num_ps());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // A negative id goes to ps:0, which names it in its error.
+    const int ps = ids[i] >= 0 ? EmbeddingOwner(ids[i], num_ps()) : 0;
+    by.ids_on[ps].push_back(ids[i]);
+    by.pos_on[ps].push_back(i);
+  }
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (!by.ids_on[ps].empty()) by.targets.push_back(ps);
+  }
+  return by;
+}
+
+absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64_t> ids,
+                                float* out) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
+  const RowsByPs by = GroupRows(ids);
+  const auto& [ids_on, pos_on, targets] = by;
+  return ExchangeEach(
+      targets, options_.wait_deadline,
+      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
+        v1::TensorRef* r = h->add_pull();
+        r->set_key(table);
+        r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
+      },
+      [&](int ps, const DecodedFrame& f) -> absl::Status {
+        const int64_t row_bytes = dim * 4;
+        if (f.payload_size() != static_cast<int64_t>(ids_on[ps].size()) * row_bytes) {
+          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", table, " returned ",
+                                                  f.payload_size(), " bytes for ",
+                                                  ids_on[ps].size(), " rows"));
+        }
+        for (size_t k = 0; k < pos_on[ps].size(); ++k) {
+          f.CopyPayload(k * row_bytes, row_bytes, out + pos_on[ps][k] * dim);
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64_t> ids,
+                                const float* grads) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
+  const RowsByPs by = GroupRows(ids);
+  const auto& [ids_on, pos_on, targets] = by;
+  return ExchangeEach(
+      targets, options_.rpc_deadline,
+      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        v1::TensorRef* r = h->add_push();
+        r->set_key(table);
+        r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
+        r->set_bytes(static_cast<int64_t>(ids_on[ps].size()) * dim * 4);
+        h->set_consistency(options_.consistency);
+        for (size_t p : pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
+      },
+      [&](int ps, const DecodedFrame& f) {
+        for (bool applied : f.header().applied()) {
+          if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {

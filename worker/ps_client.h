@@ -1,18 +1,27 @@
 // Client side of the PS service for every role that talks to the PS: the
 // worker (pull, push), the chief (create, final pull, shutdown) and tools
-// (stats). Owns one channel and stub per PS.
+// (stats). Owns one channel, one control stub and one Exchange stream
+// (ps_stream.h) per PS.
 //
-// Every call has a deadline. Calls that span several PS run in parallel, one
-// RPC per PS. Only Unavailable is retried, with exponential backoff, up to
-// `max_attempts`; every other error is returned at once. Errors name the PS:
-// "ps:1 (127.0.0.1:4001): Pull: <what the PS said>".
+// Pulls and pushes of dense slices go straight between the caller's flat
+// parameter/gradient arrays and the wire: gradients are sent from `grads`
+// without a copy, pulled values are copied once, from gRPC's buffers into
+// `params`. Calls that span several PS run in parallel, one frame per PS.
 //
-// Thread-compatible: the pull/push paths reuse request buffers, so use one
-// PsClient per thread (they are cheap; channels to the same address are
-// shared by gRPC).
+// The client remembers, per slice, the version it last pulled and sends it
+// with the next push (sync aggregation, staleness); the PS does the waiting
+// a mode asks for. Every call has a deadline. Control calls retry
+// Unavailable with backoff up to `max_attempts`; data calls do not (callers
+// wait for the PS with WaitUntilReady first, and a PS lost mid-job is
+// reported, not waited for).
+// Errors name the PS: "ps:1 (127.0.0.1:4001): Exchange: <what the PS
+// said>".
+//
+// Thread-compatible: one PsClient per thread.
 #ifndef PSTRAIN_WORKER_PS_CLIENT_H_
 #define PSTRAIN_WORKER_PS_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,21 +30,40 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/optimizer_spec.h"
 #include "common/placement.h"
 #include "common/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "worker/ps_stream.h"
 
 namespace pstrain::worker {
 
 struct PsClientOptions {
   std::vector<HostPort> ps_addresses;
-  // 30 s: a pull or push of the largest slice on loopback takes milliseconds;
-  // anything this slow is a lost peer.
+  // 30 s: a pull or push of the largest slice on loopback takes
+  // milliseconds; anything this slow is a lost peer. Sync and ssp pulls wait
+  // for other replicas on the PS side, up to the PS's own wait timeout, so
+  // pulls get `wait_deadline` instead.
   absl::Duration rpc_deadline = absl::Seconds(30);
+  absl::Duration wait_deadline = absl::Seconds(150);
   // Attempts per call for Unavailable, with backoff 50 ms doubling to 2 s.
   int max_attempts = 8;
   int max_message_bytes = 512 << 20;
+  // This client's replica index, sent with every pull and push.
+  int replica = 0;
+  // The job's consistency mode as this client was told it; sent with pushes
+  // so a PS running another mode refuses them. Empty: not sent.
+  std::string consistency;
+};
+
+// What the chief tells every PS besides the variables.
+struct CreateOptions {
+  OptimizerSpec optimizer;
+  std::string consistency = "async";
+  int num_replicas = 1;
+  int replicas_to_aggregate = 0;  // sync: 0 means all
+  uint64_t seed = 1;
 };
 
 class PsClient {
@@ -44,6 +72,7 @@ class PsClient {
   // the placement's PS count differs from the addresses given.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(
       const PsClientOptions& options, const Placement& placement);
+  ~PsClient();
 
   int num_ps() const { return static_cast<int>(stubs_.size()); }
   // "ps:1 (127.0.0.1:4001)".
@@ -55,21 +84,38 @@ class PsClient {
   absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized);
 
   // Sends every PS its slices with values taken from `params` (the flat
-  // layout: variable v starts at `offsets[v]`, in placement.variables order).
-  // Returns how many PS were already initialised (and kept their values).
+  // layout: variable v starts at `offsets[v]`, in placement.variables
+  // order), or, when `params` is empty, lets each PS fill them from the
+  // variables' initializers; and every PS the embedding tables. Returns how
+  // many PS were already initialised (and kept their values).
   absl::StatusOr<int> CreateVariables(const std::vector<float>& params,
                                       const std::vector<int64_t>& offsets,
-                                      const OptimizerSpec& optimizer);
+                                      const CreateOptions& create);
 
-  // Pulls every slice into `params` (flat layout as above). On error the
-  // contents of `params` are unspecified. Returns the largest global step
-  // among the PS.
-  absl::StatusOr<int64_t> PullAll(float* params,
-                                  const std::vector<int64_t>& offsets);
+  // Pulls every dense slice into `params` (flat layout as above). On error
+  // the contents of `params` are unspecified. Returns the largest global
+  // step among the PS.
+  absl::StatusOr<int64_t> PullAll(float* params, const std::vector<int64_t>& offsets);
 
-  // Pushes the gradient of every slice from `grads` (flat layout).
-  absl::Status PushAll(const float* grads, const std::vector<int64_t>& offsets,
-                       int replica, int64_t step);
+  // Pushes the gradient of every dense slice from `grads` (flat layout). A
+  // push is all-or-nothing on each PS (checked before anything is applied),
+  // not across PS.
+  absl::Status PushAll(const float* grads, const std::vector<int64_t>& offsets);
+
+  // Push then pull in one round trip per PS: what a training step ends with.
+  // `grads` and `params` may not overlap. Returns as PullAll.
+  absl::StatusOr<int64_t> PushPullAll(const float* grads, float* params,
+                                      const std::vector<int64_t>& offsets);
+
+  // Rows `ids` of embedding table `table` into `out` (ids.size() * dim
+  // floats), asking each PS for the ids it owns.
+  absl::Status PullRows(const std::string& table, absl::Span<const int64_t> ids, float* out);
+  // Gradients for rows `ids` (ids.size() * dim floats; repeated ids add up).
+  absl::Status PushRows(const std::string& table, absl::Span<const int64_t> ids,
+                        const float* grads);
+
+  // Gradients the PS dropped as stale (sync) among this client's pushes.
+  int64_t dropped_pushes() const { return dropped_; }
 
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
 
@@ -84,21 +130,44 @@ class PsClient {
   // an async RPC on ctx and arrange for done(status) to run when it ends.
   using AsyncCall = std::function<void(int ps, grpc::ClientContext* ctx,
                                        std::function<void(grpc::Status)> done)>;
-  absl::Status CallEach(const std::vector<int>& targets,
-                        absl::string_view method, const AsyncCall& call,
-                        absl::Duration deadline);
+  absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
+                        const AsyncCall& call, absl::Duration deadline);
+
+  // Sends one frame per PS in `targets` concurrently; `build(ps, header,
+  // payload)` fills each request and `on_response(ps, frame)` reads each
+  // answer (on a gRPC thread). Waits for all; the first error wins.
+  absl::Status ExchangeEach(
+      const std::vector<int>& targets, absl::Duration timeout,
+      const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+      const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
+
+  // Dense slices of `ps` into a request: pushes from `grads` (may be null),
+  // pulls (when `pull`).
+  void BuildDense(int ps, const float* grads, bool pull, const std::vector<int64_t>& offsets,
+                  v1::FrameHeader* h, std::vector<grpc::Slice>* payload) const;
+  // Reads a dense pull response of `ps` into `params`; records versions.
+  absl::Status ReadDense(int ps, const DecodedFrame& f, float* params,
+                         const std::vector<int64_t>& offsets);
+  absl::StatusOr<int64_t> TableDim(const std::string& table) const;
+  // Embedding ids grouped by owning PS, with their positions in `ids`.
+  struct RowsByPs {
+    std::vector<std::vector<int64_t>> ids_on;
+    std::vector<std::vector<size_t>> pos_on;
+    std::vector<int> targets;  // PS with at least one id
+  };
+  RowsByPs GroupRows(absl::Span<const int64_t> ids) const;
 
   const PsClientOptions options_;
   const Placement placement_;
   std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;
-  // Per PS: its slices (placement order), and reusable requests/responses.
+  std::vector<std::unique_ptr<PsStream>> streams_;
+  // Per PS: its slices (placement order) and the version of each last pulled.
   std::vector<std::vector<SliceDef>> slices_on_;
+  std::vector<std::vector<int>> slice_variable_;  // index into placement.variables
+  std::vector<std::vector<int64_t>> versions_;
   std::vector<int> ps_with_slices_;
-  std::vector<v1::PullRequest> pull_requests_;
-  std::vector<v1::PullResponse> pull_responses_;
-  std::vector<v1::PushRequest> push_requests_;
-  std::vector<v1::PushResponse> push_responses_;
   std::map<std::string, int> variable_index_;
+  std::atomic<int64_t> dropped_{0};
 };
 
 }  // namespace pstrain::worker

@@ -8,8 +8,7 @@
 #include "common/subprocess.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
-#include "ps_server/ps_service.h"
-#include "ps_server/shard_store.h"
+#include "ps_server/testing/local_ps.h"
 
 namespace pstrain::worker {
 namespace {
@@ -18,19 +17,8 @@ namespace {
 class PsClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
-      stores_.push_back(std::make_unique<ps::ShardStore>(i));
-      services_.push_back(std::make_unique<ps::PsServiceImpl>(
-          stores_.back().get(), 2, [this, i](const std::string& reason) {
-            servers_[i]->RequestStop(reason);
-          }));
-    }
-    for (int i = 0; i < 2; ++i) {
-      ASSERT_OK_AND_ASSIGN(auto server,
-                           GrpcServer::Create({"127.0.0.1:0"}, {services_[i].get()}));
-      addresses_.push_back({"127.0.0.1", server->bound_port()});
-      servers_.push_back(std::move(server));
-    }
+    ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2));
+    addresses_ = ps_->addresses();
     // A large variable split across both PS and two small ones.
     variables_ = {{"big", {1000, 200}}, {"small", {10}}, {"tiny", {3, 2}}};
     PlacementOptions popts;
@@ -48,9 +36,13 @@ class PsClientTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(client_, PsClient::Create(options, placement_));
   }
 
-  std::vector<std::unique_ptr<ps::ShardStore>> stores_;
-  std::vector<std::unique_ptr<ps::PsServiceImpl>> services_;
-  std::vector<std::unique_ptr<GrpcServer>> servers_;
+  static CreateOptions Sgd(float lr) {
+    CreateOptions c;
+    c.optimizer = {"sgd", lr};
+    return c;
+  }
+
+  std::unique_ptr<ps::testing::LocalPs> ps_;
   std::vector<HostPort> addresses_;
   std::vector<VariableDef> variables_;
   Placement placement_;
@@ -64,7 +56,7 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total_);
   for (int64_t i = 0; i < total_; ++i) init[i] = 0.001f * i;
-  ASSERT_OK_AND_ASSIGN(int kept, client_->CreateVariables(init, offsets_, {"sgd", 0.5f}));
+  ASSERT_OK_AND_ASSIGN(int kept, client_->CreateVariables(init, offsets_, Sgd(0.5f)));
   EXPECT_EQ(kept, 0);
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), true));
 
@@ -75,13 +67,13 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
 
   std::vector<float> grads(total_);
   for (int64_t i = 0; i < total_; ++i) grads[i] = 2.0f;
-  ASSERT_OK(client_->PushAll(grads.data(), offsets_, 0, 1));
+  ASSERT_OK(client_->PushAll(grads.data(), offsets_));
   ASSERT_OK_AND_ASSIGN(step, client_->PullAll(pulled.data(), offsets_));
   EXPECT_EQ(step, 1);
   for (int64_t i = 0; i < total_; ++i) ASSERT_FLOAT_EQ(pulled[i], init[i] - 1.0f) << i;
 
   // A second CreateVariables keeps the trained values.
-  ASSERT_OK_AND_ASSIGN(kept, client_->CreateVariables(init, offsets_, {"sgd", 0.5f}));
+  ASSERT_OK_AND_ASSIGN(kept, client_->CreateVariables(init, offsets_, Sgd(0.5f)));
   EXPECT_EQ(kept, 2);
   ASSERT_OK(client_->PullAll(pulled.data(), offsets_).status());
   EXPECT_FLOAT_EQ(pulled[5], init[5] - 1.0f);
@@ -104,17 +96,17 @@ TEST_F(PsClientTest, PullBeforeInitialisationNamesThePs) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("ps:0 (127.0.0.1:"), absl::string_view::npos)
       << r.status();
-  EXPECT_NE(r.status().message().find("Pull: ps:0 has no variables yet"),
+  EXPECT_NE(r.status().message().find("Exchange: ps:0 has no variables yet"),
             absl::string_view::npos)
       << r.status();
 }
 
 TEST_F(PsClientTest, NonFiniteGradientIsRejectedOverTheWireAndChangesNothing) {
   std::vector<float> init(total_, 1.0f);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, {"sgd", 1.0f}).status());
+  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(1.0f)).status());
   std::vector<float> grads(total_, 0.5f);
   grads[offsets_[1] + 3] = std::nanf("");
-  absl::Status s = client_->PushAll(grads.data(), offsets_, 0, 1);
+  absl::Status s = client_->PushAll(grads.data(), offsets_);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("gradient for small/part_0 has a non-finite value (nan) at element 3"),
             absl::string_view::npos)
@@ -143,8 +135,8 @@ TEST_F(PsClientTest, MissingPsIsNamedWhenWaiting) {
 
 TEST_F(PsClientTest, ShutdownStopsEveryServer) {
   ASSERT_OK(client_->ShutdownAll("test over"));
-  for (auto& server : servers_) {
-    EXPECT_EQ(server->WaitForStopRequest(absl::Seconds(5)), "test over");
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ps_->server(i).WaitForStopRequest(absl::Seconds(5)), "test over");
   }
 }
 

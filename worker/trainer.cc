@@ -44,15 +44,21 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   model::BatchResult window;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
+  // Each step ends with one push-then-pull round trip per PS; the PS makes
+  // the pull wait as the consistency mode requires.
+  PSTRAIN_RETURN_IF_ERROR(client->PullAll(params.data(), offsets).status());
   for (int64_t step = 1; step <= total_steps; ++step) {
     shard.Next(x.data(), y.data());
-    PSTRAIN_RETURN_IF_ERROR(client->PullAll(params.data(), offsets).status());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
         mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
                               grads.data()));
-    PSTRAIN_RETURN_IF_ERROR(
-        client->PushAll(grads.data(), offsets, options.replica, step));
+    if (step < total_steps) {
+      PSTRAIN_RETURN_IF_ERROR(
+          client->PushPullAll(grads.data(), params.data(), offsets).status());
+    } else {
+      PSTRAIN_RETURN_IF_ERROR(client->PushAll(grads.data(), offsets));
+    }
     window.loss_sum += br.loss_sum;
     window.correct += br.correct;
     window.count += br.count;

@@ -1,6 +1,8 @@
 // The training loop of one replica: pull the parameters, compute gradients on
-// the next local batch, push them, repeat, with Keras-like progress lines.
-// Asynchronous SGD: each replica pulls and pushes on its own schedule.
+// the next local batch, push them and pull the new parameters in one round
+// trip, repeat, with Keras-like progress lines. The consistency mode is the
+// PS's business: in sync mode the pull waits for the aggregated step, under
+// ssp for the slowest replica; async never waits.
 // Thread-compatible; one Trainer per thread.
 #ifndef PSTRAIN_WORKER_TRAINER_H_
 #define PSTRAIN_WORKER_TRAINER_H_

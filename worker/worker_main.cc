@@ -47,6 +47,8 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
                            ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
   PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
+  client_options.replica = cfg.task.index;
+  client_options.consistency = job.consistency;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            PsClient::Create(client_options, placement));
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,

@@ -1,0 +1,122 @@
+// Frames of the PS data path (proto/ps_service.proto, message Frame) built and
+// parsed straight on gRPC byte buffers, so tensor bytes are never copied into
+// or out of protobuf strings:
+//   - EncodeFrame lays out the protobuf encoding of Frame as a small slice
+//     (field tags, lengths, the serialized header) followed by the caller's
+//     payload slices, which gRPC writes to the socket without copying.
+//   - DecodedFrame parses a received buffer: the header is parsed with
+//     protobuf, the payload stays in gRPC's received slices until the caller
+//     copies (or reads in place) the ranges it needs.
+//   - BufferPool hands out reusable byte buffers as gRPC slices; a buffer
+//     returns to the pool when gRPC releases the slice, so steady traffic
+//     allocates nothing at MiB sizes.
+// The encoding is exactly protobuf's, so any gRPC client may speak it with the
+// generated Frame message.
+#ifndef PSTRAIN_COMMON_WIRE_FRAME_H_
+#define PSTRAIN_COMMON_WIRE_FRAME_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "proto/ps_service.pb.h"
+
+namespace pstrain {
+
+// A slice that points at caller memory without copying or owning it: the
+// memory must stay unchanged until gRPC is done with the message (for a
+// client, until the call's write completes).
+grpc::Slice BorrowSlice(const void* data, size_t size);
+
+// Frame{header, payload = concatenation of `payload`}.
+grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header,
+                             std::vector<grpc::Slice> payload);
+
+class DecodedFrame {
+ public:
+  // DataLoss naming the problem when `buffer` is not a Frame (bad tag or
+  // varint, truncated field, unparsable header). Keeps references to the
+  // buffer's slices, not copies.
+  absl::Status Parse(const grpc::ByteBuffer& buffer);
+
+  const v1::FrameHeader& header() const { return header_; }
+  int64_t payload_size() const { return payload_size_; }
+
+  // Copies payload bytes [offset, offset + n) to `dst`.
+  // REQUIRES: offset + n <= payload_size().
+  void CopyPayload(int64_t offset, int64_t n, void* dst) const;
+
+  // The payload bytes [offset, offset + n) in place when they lie in one
+  // received slice, else nullptr.
+  const char* PayloadInPlace(int64_t offset, int64_t n) const;
+
+ private:
+  // Calls fn(ptr, len) for each contiguous piece of [offset, offset + n).
+  template <typename Fn>
+  void ForEachPiece(int64_t offset, int64_t n, Fn fn) const;
+
+  v1::FrameHeader header_;
+  std::vector<grpc::Slice> slices_;
+  // The payload as pieces of slices_: piece i starts at payload offset
+  // piece_offset_[i] and is piece_[i] bytes at piece_data_[i].
+  std::vector<const char*> piece_data_;
+  std::vector<int64_t> piece_size_;
+  std::vector<int64_t> piece_offset_;
+  int64_t payload_size_ = 0;
+};
+
+// Thread-safe.
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  // Keeps at most `max_free_bytes` of idle buffers.
+  static std::shared_ptr<BufferPool> Create(int64_t max_free_bytes = 256 << 20);
+  ~BufferPool();
+
+  // A buffer of at least `size` bytes. Write into data(), then give it to
+  // gRPC with ToSlice(); it comes back to the pool when gRPC lets go.
+  class Buffer {
+   public:
+    Buffer(Buffer&& other) noexcept;
+    Buffer& operator=(Buffer&&) = delete;
+    ~Buffer();
+    char* data() { return block_->bytes.get(); }
+    size_t size() const { return size_; }
+    grpc::Slice ToSlice() &&;
+
+   private:
+    friend class BufferPool;
+    struct Block {
+      std::shared_ptr<BufferPool> pool;
+      std::unique_ptr<char[]> bytes;
+      size_t capacity = 0;
+    };
+    Buffer(Block* block, size_t size) : block_(block), size_(size) {}
+    static void Release(void* block);
+    Block* block_;
+    size_t size_;
+  };
+
+  Buffer Acquire(size_t size) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Bytes held by idle buffers (for tests and stats).
+  int64_t free_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  explicit BufferPool(int64_t max_free_bytes) : max_free_bytes_(max_free_bytes) {}
+  void Return(Buffer::Block* block) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const int64_t max_free_bytes_;
+  mutable absl::Mutex mu_;
+  std::vector<Buffer::Block*> free_ ABSL_GUARDED_BY(mu_);
+  int64_t free_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_WIRE_FRAME_H_

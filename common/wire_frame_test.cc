@@ -1,0 +1,113 @@
+#include "common/wire_frame.h"
+
+#include <string>
+#include <vector>
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+std::string Flatten(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(b.Dump(&slices).ok());
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// Splits `bytes` into slices of `chunk` bytes, as a socket read may.
+grpc::ByteBuffer Chunked(const std::string& bytes, size_t chunk) {
+  std::vector<grpc::Slice> slices;
+  for (size_t i = 0; i < bytes.size(); i += chunk) {
+    slices.emplace_back(bytes.data() + i, std::min(chunk, bytes.size() - i));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+TEST(WireFrameTest, EncodingIsProtobufFrameAndRoundTrips) {
+  v1::FrameHeader h;
+  h.set_request_id(7);
+  h.add_push()->set_key("w/part_0");
+  h.mutable_push(0)->set_bytes(6);
+  const std::string a = "abc", b = "def";
+  grpc::ByteBuffer buf = EncodeFrame(h, {BorrowSlice(a.data(), 3), BorrowSlice(b.data(), 3)});
+  const std::string wire = Flatten(buf);
+
+  v1::Frame generated;
+  ASSERT_TRUE(generated.ParseFromString(wire));
+  EXPECT_EQ(generated.header().request_id(), 7u);
+  EXPECT_EQ(generated.payload(), "abcdef");
+  EXPECT_EQ(generated.SerializeAsString(), wire);
+
+  for (size_t chunk : {1, 2, 5, 1000}) {
+    DecodedFrame f;
+    ASSERT_OK(f.Parse(Chunked(wire, chunk)));
+    EXPECT_EQ(f.header().push(0).key(), "w/part_0");
+    ASSERT_EQ(f.payload_size(), 6);
+    std::string got(4, '?');
+    f.CopyPayload(1, 4, got.data());
+    EXPECT_EQ(got, "bcde") << chunk;
+    if (chunk == 1000) {
+      const char* p = f.PayloadInPlace(2, 3);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(std::string(p, 3), "cde");
+    }
+    if (chunk == 1) EXPECT_EQ(f.PayloadInPlace(2, 2), nullptr);
+  }
+}
+
+TEST(WireFrameTest, EmptyPayloadAndEmptyFrame) {
+  v1::FrameHeader h;
+  h.set_code(5);
+  DecodedFrame f;
+  ASSERT_OK(f.Parse(EncodeFrame(h, {})));
+  EXPECT_EQ(f.header().code(), 5);
+  EXPECT_EQ(f.payload_size(), 0);
+  v1::Frame empty;
+  ASSERT_OK(f.Parse(Chunked(empty.SerializeAsString() + "", 1)));
+  EXPECT_EQ(f.header().code(), 0);
+}
+
+TEST(WireFrameTest, RejectsMalformedFramesNamingTheProblem) {
+  DecodedFrame f;
+  absl::Status s = f.Parse(Chunked(std::string("\x1a\x01x", 3), 8));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "frame: unexpected field tag 26 (a Frame holds one header and one payload)");
+  s = f.Parse(Chunked(std::string("\x12\x09xyz", 5), 8));
+  EXPECT_EQ(s.message(), "frame: payload of 9 bytes is truncated");
+  s = f.Parse(Chunked(std::string("\x0a\x03\xff\xff\xff", 5), 8));
+  EXPECT_EQ(s.message(), "frame: header is not a valid FrameHeader");
+  s = f.Parse(Chunked(std::string("\x0a", 1), 8));
+  EXPECT_EQ(s.message(), "frame: truncated field tag or length");
+}
+
+TEST(WireFrameTest, PoolReusesBuffersAfterGrpcReleasesThem) {
+  auto pool = BufferPool::Create();
+  char* first;
+  {
+    BufferPool::Buffer b = pool->Acquire(1 << 20);
+    first = b.data();
+    std::memset(b.data(), 1, b.size());
+    grpc::Slice s = std::move(b).ToSlice();
+    EXPECT_EQ(s.size(), 1u << 20);
+    EXPECT_EQ(pool->free_bytes(), 0);
+  }  // the slice's last reference goes: the buffer is idle again
+  EXPECT_EQ(pool->free_bytes(), 1 << 20);
+  BufferPool::Buffer again = pool->Acquire(1000);
+  EXPECT_EQ(again.data(), first);
+  EXPECT_EQ(pool->free_bytes(), 0);
+}
+
+TEST(WireFrameTest, PoolKeepsNoMoreIdleBytesThanItsCap) {
+  auto pool = BufferPool::Create(/*max_free_bytes=*/3000);
+  {
+    BufferPool::Buffer a = pool->Acquire(2000);
+    BufferPool::Buffer b = pool->Acquire(2000);
+  }
+  EXPECT_EQ(pool->free_bytes(), 2000);
+}
+
+}  // namespace
+}  // namespace pstrain

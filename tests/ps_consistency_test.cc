@@ -1,0 +1,284 @@
+// Consistency modes and input checks of the PS, over real gRPC on loopback:
+// PS servers in this process, one PsClient per replica as workers use them.
+#include <atomic>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/placement.h"
+#include "common/testing/status_testing.h"
+#include "common/wire_frame.h"
+#include "gtest/gtest.h"
+#include "ps_server/testing/local_ps.h"
+#include "worker/ps_client.h"
+#include "worker/ps_stream.h"
+
+namespace pstrain {
+namespace {
+
+using worker::CreateOptions;
+using worker::PsClient;
+using worker::PsClientOptions;
+
+// A model with one variable split across 2 PS (2 x 64 KiB slices), a small
+// one, and an embedding table.
+class PsConsistencyTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& mode, int replicas, int aggregate = 0,
+             const std::string& emb_mode = "", ps::PsServiceOptions options = {},
+             int max_message_bytes = 512 << 20) {
+    ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2, options, max_message_bytes));
+    VariableDef emb{"emb", {1000, 8}};
+    emb.embedding = true;
+    emb.consistency = emb_mode;
+    variables_ = {{"w", {256, 128}}, {"b", {10}}, emb};
+    PlacementOptions popts;
+    popts.min_slice_bytes = 64 * 1024;
+    ASSERT_OK_AND_ASSIGN(placement_, ComputePlacement(variables_, 2, popts));
+    ASSERT_EQ(placement_.SlicesOf("w").size(), 2u);
+    offsets_ = {0, 256 * 128, 256 * 128 + 10};
+    total_ = 256 * 128 + 10;
+    for (int r = 0; r < replicas; ++r) {
+      PsClientOptions o;
+      o.ps_addresses = ps_->addresses();
+      o.replica = r;
+      o.consistency = mode;
+      o.rpc_deadline = absl::Seconds(10);
+      o.wait_deadline = absl::Seconds(10);
+      ASSERT_OK_AND_ASSIGN(auto c, PsClient::Create(o, placement_));
+      clients_.push_back(std::move(c));
+    }
+    init_.resize(total_);
+    for (int64_t i = 0; i < total_; ++i) init_[i] = static_cast<float>(i % 7);
+    CreateOptions create;
+    create.optimizer = {"sgd", 1.0f};
+    create.consistency = mode;
+    create.num_replicas = replicas;
+    create.replicas_to_aggregate = aggregate;
+    ASSERT_OK(clients_[0]->CreateVariables(init_, offsets_, create).status());
+  }
+
+  // Replica r's gradient: every element r + 1, exactly representable, so
+  // sums in any order are exact.
+  std::vector<float> GradOf(int r) const { return std::vector<float>(total_, r + 1.0f); }
+
+  int64_t DroppedOnAllPs(const std::string& variable) {
+    auto stats = clients_[0]->Stats();
+    EXPECT_OK(stats.status());
+    int64_t dropped = 0;
+    for (const auto& s : *stats) {
+      for (const auto& sl : s.slices()) {
+        if (sl.variable() == variable) dropped += sl.dropped_stale();
+      }
+    }
+    return dropped;
+  }
+
+  std::unique_ptr<ps::testing::LocalPs> ps_;
+  std::vector<VariableDef> variables_;
+  Placement placement_;
+  std::vector<int64_t> offsets_;
+  int64_t total_ = 0;
+  std::vector<float> init_;
+  std::vector<std::unique_ptr<PsClient>> clients_;
+};
+
+TEST_F(PsConsistencyTest, SyncUpdateEqualsTheAverageGradientUpdate) {
+  Start("sync", 3);
+  std::vector<std::vector<float>> pulled(3, std::vector<float>(total_));
+  for (int r = 0; r < 3; ++r) ASSERT_OK(clients_[r]->PullAll(pulled[r].data(), offsets_).status());
+  std::vector<std::thread> replicas;
+  std::vector<absl::Status> results(3);
+  std::vector<int64_t> steps(3);
+  for (int r = 0; r < 3; ++r) {
+    replicas.emplace_back([&, r] {
+      const std::vector<float> g = GradOf(r);
+      auto step = clients_[r]->PushPullAll(g.data(), pulled[r].data(), offsets_);
+      results[r] = step.status();
+      if (step.ok()) steps[r] = *step;
+    });
+  }
+  for (auto& t : replicas) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_OK(results[r]);
+    EXPECT_EQ(steps[r], 1);
+    // lr 1, average of 1, 2, 3 = 2: every replica sees exactly init - 2.
+    for (int64_t i = 0; i < total_; ++i) {
+      ASSERT_EQ(pulled[r][i], init_[i] - 2.0f) << "replica " << r << " element " << i;
+    }
+  }
+  EXPECT_EQ(DroppedOnAllPs("w"), 0);
+}
+
+TEST_F(PsConsistencyTest, SyncPullWaitsForTheStepAndTimesOutNamingWhoIsMissing) {
+  ps::PsServiceOptions options;
+  options.wait_timeout = absl::Milliseconds(400);
+  Start("sync", 2, 0, "", options);
+  std::vector<float> params(total_);
+  ASSERT_OK(clients_[0]->PullAll(params.data(), offsets_).status());
+  const std::vector<float> g = GradOf(0);
+  auto r = clients_[0]->PushPullAll(g.data(), params.data(), offsets_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_NE(r.status().message().find("pull waited 400ms: "), absl::string_view::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("is at step 0 and replica 0 needs step 1; 1 of 2 "
+                                      "gradients are in, none yet from replicas 1"),
+            absl::string_view::npos)
+      << r.status();
+}
+
+TEST_F(PsConsistencyTest, StaleGradientFromABackupChangesNothingAndIsCounted) {
+  Start("sync", 3, /*aggregate=*/2);
+  std::vector<float> p0(total_), p1(total_), p2(total_);
+  ASSERT_OK(clients_[2]->PullAll(p2.data(), offsets_).status());  // the backup, at step 0
+  ASSERT_OK(clients_[0]->PullAll(p0.data(), offsets_).status());
+  ASSERT_OK(clients_[1]->PullAll(p1.data(), offsets_).status());
+  const std::vector<float> g0 = GradOf(0), g1 = GradOf(1), g2 = GradOf(2);
+  std::thread t0([&] { ASSERT_OK(clients_[0]->PushPullAll(g0.data(), p0.data(), offsets_).status()); });
+  ASSERT_OK(clients_[1]->PushPullAll(g1.data(), p1.data(), offsets_).status());
+  t0.join();
+  for (int64_t i = 0; i < total_; ++i) ASSERT_EQ(p1[i], init_[i] - 1.5f) << i;
+  // The backup's gradient for step 0 arrives after the step completed.
+  ASSERT_OK_AND_ASSIGN(int64_t step, clients_[2]->PushPullAll(g2.data(), p2.data(), offsets_));
+  EXPECT_EQ(step, 1);
+  for (int64_t i = 0; i < total_; ++i) ASSERT_EQ(p2[i], init_[i] - 1.5f) << i;
+  EXPECT_EQ(clients_[2]->dropped_pushes(), 3);  // w's 2 slices and b
+  EXPECT_EQ(clients_[0]->dropped_pushes(), 0);
+  EXPECT_EQ(DroppedOnAllPs("w"), 2);
+  EXPECT_EQ(DroppedOnAllPs("b"), 1);
+}
+
+TEST_F(PsConsistencyTest, SspFastestReplicaWaitsWhenSPlusOneClocksAhead) {
+  Start("ssp:1", 2);
+  std::vector<float> p0(total_), p1(total_);
+  const std::vector<float> g = GradOf(0);
+  ASSERT_OK(clients_[0]->PullAll(p0.data(), offsets_).status());
+  // Clock 1: one ahead of replica 1 is allowed.
+  ASSERT_OK(clients_[0]->PushPullAll(g.data(), p0.data(), offsets_).status());
+  // Clock 2: two ahead; the pull must wait for replica 1.
+  absl::Notification returned;
+  std::thread fast([&] {
+    ASSERT_OK(clients_[0]->PushPullAll(g.data(), p0.data(), offsets_).status());
+    returned.Notify();
+  });
+  EXPECT_FALSE(returned.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
+  ASSERT_OK(clients_[1]->PushAll(g.data(), offsets_));
+  EXPECT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  fast.join();
+  // The pull was served after replica 1's push: all three are in.
+  for (int64_t i = 0; i < total_; ++i) ASSERT_EQ(p0[i], init_[i] - 3.0f) << i;
+  ASSERT_OK(clients_[1]->PullAll(p1.data(), offsets_).status());
+  for (int64_t i = 0; i < total_; ++i) ASSERT_EQ(p1[i], init_[i] - 3.0f) << i;
+}
+
+TEST_F(PsConsistencyTest, AsyncLosesNoUpdate) {
+  constexpr int kClients = 4, kPushes = 150;
+  Start("async", kClients);
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      const std::vector<float> ones(total_, 1.0f);
+      std::vector<float> params(total_);
+      for (int k = 0; k < kPushes && results[c].ok(); ++k) {
+        results[c] = clients_[c]->PushPullAll(ones.data(), params.data(), offsets_).status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& s : results) ASSERT_OK(s);
+  std::vector<float> params(total_);
+  ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PullAll(params.data(), offsets_));
+  EXPECT_EQ(step, kClients * kPushes);
+  for (int64_t i = 0; i < total_; ++i) {
+    ASSERT_EQ(params[i], init_[i] - kClients * kPushes) << i;
+  }
+}
+
+TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
+  Start("sync", 2, 0, /*emb_mode=*/"async");
+  std::vector<int64_t> ids = {3, 500, 999, 3};
+  std::vector<float> rows(ids.size() * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", ids, rows.data()));
+  EXPECT_EQ(std::vector<float>(rows.begin(), rows.begin() + 8),
+            std::vector<float>(rows.begin() + 24, rows.end()));  // id 3 twice
+  // Replica 0 alone: its embedding push applies at once while the dense
+  // variables wait for replica 1.
+  std::vector<float> grads(ids.size() * 8, 0.25f);
+  ASSERT_OK(clients_[0]->PushRows("emb", ids, grads.data()));
+  std::vector<float> after(ids.size() * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", ids, after.data()));
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_FLOAT_EQ(after[j], rows[j] - 0.5f);         // id 3: two rows of 0.25
+    EXPECT_FLOAT_EQ(after[8 + j], rows[8 + j] - 0.25f);
+  }
+  auto stats = clients_[0]->Stats();
+  ASSERT_OK(stats.status());
+  for (const auto& s : *stats) {
+    for (const auto& sl : s.slices()) {
+      EXPECT_EQ(sl.consistency(), sl.variable() == "emb" ? "async" : "sync") << sl.key();
+    }
+  }
+  auto bad = clients_[0]->PullRows("emb", std::vector<int64_t>{1000}, after.data());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("id 1000 is out of range [0, 1000) for table emb"),
+            absl::string_view::npos)
+      << bad;
+}
+
+TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing) {
+  Start("async", 1, 0, "", {}, /*max_message_bytes=*/1 << 20);
+  // A pushing client that believes the job is sync.
+  PsClientOptions o;
+  o.ps_addresses = ps_->addresses();
+  o.consistency = "sync";
+  ASSERT_OK_AND_ASSIGN(auto wrong_mode, PsClient::Create(o, placement_));
+  const std::vector<float> g = GradOf(0);
+  absl::Status s = wrong_mode->PushAll(g.data(), offsets_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("push is for a sync job but this job runs async"),
+            absl::string_view::npos)
+      << s;
+
+  // Raw frames: a wrong byte length, a NaN, a message over the size limit.
+  const SliceDef b = placement_.SlicesOf("b")[0];
+  auto channel = grpc::CreateChannel(ps_->addresses()[b.ps].ToString(),
+                                     grpc::InsecureChannelCredentials());
+  worker::PsStream stream(channel, "ps:b");
+  auto push_b = [&](const std::string& bytes, int64_t declared) {
+    v1::FrameHeader h;
+    v1::TensorRef* r = h.add_push();
+    r->set_key(b.key());
+    r->set_bytes(declared);
+    return stream.Call(h, {grpc::Slice(bytes)}, absl::Seconds(10),
+                       [](const DecodedFrame&) { return absl::OkStatus(); });
+  };
+  v1::FrameHeader unknown;
+  unknown.add_push()->set_key("extra/part_0");
+  s = stream.Call(unknown, {grpc::Slice(std::string(16, '\0'))}, absl::Seconds(10),
+                  [](const DecodedFrame&) { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(),
+            absl::StrCat("ps:b: Exchange: ps:", b.ps, " holds no tensor \"extra/part_0\""));
+  s = push_b(std::string(36, '\0'), 36);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "ps:b: Exchange: gradient for b/part_0 has 36 bytes, expected 40");
+  std::vector<float> nan_grad(10, 1.0f);
+  nan_grad[7] = INFINITY;
+  s = push_b(std::string(reinterpret_cast<const char*>(nan_grad.data()), 40), 40);
+  EXPECT_EQ(s.message(),
+            "ps:b: Exchange: gradient for b/part_0 has a non-finite value (inf) at element 7");
+  s = push_b(std::string(2 << 20, '\0'), 2 << 20);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("larger than max"), absl::string_view::npos) << s;
+
+  // Nothing moved.
+  std::vector<float> params(total_);
+  ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PullAll(params.data(), offsets_));
+  EXPECT_EQ(step, 0);
+  EXPECT_EQ(params, init_);
+}
+
+}  // namespace
+}  // namespace pstrain
