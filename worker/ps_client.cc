@@ -371,7 +371,9 @@ absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64
                                 float* out) {
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
   const RowsByPs by = GroupRows(ids);
-  const auto& [ids_on, pos_on, targets] = by;
+  const auto& ids_on = by.ids_on;
+  const auto& pos_on = by.pos_on;
+  const auto& targets = by.targets;
   return ExchangeEach(
       targets, options_.wait_deadline,
       [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
@@ -397,7 +399,9 @@ absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64
                                 const float* grads) {
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
   const RowsByPs by = GroupRows(ids);
-  const auto& [ids_on, pos_on, targets] = by;
+  const auto& ids_on = by.ids_on;
+  const auto& pos_on = by.pos_on;
+  const auto& targets = by.targets;
   return ExchangeEach(
       targets, options_.rpc_deadline,
       [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
