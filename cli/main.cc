@@ -14,6 +14,7 @@
 
 #include "common/cli_args.h"
 #include "common/exit_codes.h"
+#include "common/malloc_tuning.h"
 #include "common/tf_config.h"
 #include "model/cuda_device.h"
 #include "cli/describe.h"
@@ -81,6 +82,8 @@ int Describe(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every role moves MiB-sized messages (common/malloc_tuning.h).
+  pstrain::TuneMallocForLargeMessages();
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
     if (cmd == "describe") return Describe(argc, argv);

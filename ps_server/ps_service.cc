@@ -1,6 +1,7 @@
 #include "ps_server/ps_service.h"
 
 #include <deque>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -87,15 +88,23 @@ class ExchangeReactor final
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      // The call is gone; drop what is queued.
-      broken_ = true;
-      queue_.clear();
+    bool resume_reading = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        // The call is gone; drop what is queued.
+        broken_ = true;
+        queue_.clear();
+      }
+      WriteNextLocked();
+      if (read_paused_ && queue_.size() < kMaxQueuedResponses) {
+        read_paused_ = false;
+        resume_reading = true;
+      }
+      MaybeFinishLocked();
     }
-    WriteNextLocked();
-    MaybeFinishLocked();
+    if (resume_reading) StartRead(&in_);
   }
 
   void OnCancel() override {
@@ -121,9 +130,36 @@ class ExchangeReactor final
       push.replica = h.replica();
       push.consistency = h.consistency();
       push.tensors = Refs(h.push());
+      // A push-then-pull of the same async tensors: read the new values
+      // back while applying, and answer at once.
+      std::vector<ShardStore::TensorRef> pulls = Refs(h.pull());
+      std::optional<BufferPool::Buffer> back;
+      std::vector<ShardStore::Pulled> back_info;
+      if (h.pull_size() > 0 && store_->CanReadBack(push, pulls)) {
+        ShardStore::PullBatch pb;
+        pb.replica = h.replica();
+        pb.tensors = pulls;
+        auto size = store_->PullSize(pb);
+        if (size.ok()) {
+          back.emplace(pool_->Acquire(*size));
+          push.read_back = back->data();
+          push.read_back_versions = &back_info;
+        }
+      }
       auto applied = store_->Push(push, request_);
       if (!applied.ok()) return Respond(ErrorFrame(h.request_id(), applied.status()));
       for (bool a : *applied) resp.add_applied(a);
+      if (back.has_value()) {
+        for (const ShardStore::Pulled& p : back_info) {
+          v1::TensorRef* r = resp.add_pull();
+          r->set_version(p.version);
+          r->set_bytes(p.bytes);
+        }
+        resp.set_global_step(store_->global_step());
+        std::vector<grpc::Slice> payload;
+        payload.push_back(std::move(*back).ToSlice());
+        return Respond(EncodeFrame(resp, std::move(payload)));
+      }
     } else if (request_.payload_size() != 0) {
       return Respond(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
           "frame carries ", request_.payload_size(), " payload bytes but pushes nothing"))));
@@ -190,12 +226,19 @@ class ExchangeReactor final
     return EncodeFrame(h, {});
   }
 
-  // Queues the response to the current frame and reads the next one.
+  // Queues the response to the current frame and reads the next one, unless
+  // responses are piling up unsent: then reading waits for writes to drain,
+  // so a client pipelining many large frames cannot make this PS buffer
+  // them all (flow control holds them back in the client instead).
   void Respond(grpc::ByteBuffer frame) {
     {
       absl::MutexLock lock(&mu_);
       if (!broken_) queue_.push_back(std::move(frame));
       WriteNextLocked();
+      if (queue_.size() >= kMaxQueuedResponses) {
+        read_paused_ = true;
+        return;
+      }
     }
     StartRead(&in_);
   }
@@ -213,6 +256,9 @@ class ExchangeReactor final
     finished_ = true;
     Finish(grpc::Status::OK);
   }
+
+  // Responses queued behind the one being written before reading pauses.
+  static constexpr size_t kMaxQueuedResponses = 1;
 
   ShardStore* const store_;
   const std::shared_ptr<BufferPool> pool_;
@@ -234,6 +280,7 @@ class ExchangeReactor final
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -244,7 +291,8 @@ PsServiceImpl::PsServiceImpl(ShardStore* store,
     : store_(store),
       on_shutdown_(std::move(on_shutdown)),
       options_(options),
-      pool_(BufferPool::Create()) {}
+      // Idle response buffers kept for reuse: a few frames' worth.
+      pool_(BufferPool::Create(16 << 20)) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
     grpc::CallbackServerContext* ctx) {

@@ -7,21 +7,60 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/parallel_for.h"
 #include "common/status_macros.h"
 
 namespace pstrain::ps {
 
 namespace {
 
+// True when the float with these bits is NaN or infinite (all exponent
+// bits set).
+inline bool NonFiniteBits(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u; }
+
 // Copies n floats of gradient out of the frame into `dst`, checking each is
-// finite. Returns the index of the first non-finite one, or -1.
+// finite. Works in blocks small enough to stay in L1, and tests the
+// exponent bits with integer ops, which vectorise. Returns the index of the
+// first non-finite element, or -1.
 int64_t CopyFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* dst) {
-  frame.CopyPayload(offset, n * 4, dst);
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(dst[i])) return i;
+  constexpr int64_t kBlock = 4096;  // floats: 16 KiB
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t len = std::min(kBlock, n - begin);
+    frame.CopyPayload(offset + begin * 4, len * 4, dst + begin);
+    uint32_t bad = 0;
+    const float* block = dst + begin;
+    for (int64_t i = 0; i < len; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, block + i, 4);
+      bad |= NonFiniteBits(bits) ? 1u : 0u;
+    }
+    if (bad != 0) {
+      for (int64_t i = 0; i < len; ++i) {
+        if (!std::isfinite(block[i])) return begin + i;
+      }
+    }
   }
   return -1;
 }
+
+// Checks n floats of gradient in the frame without keeping a copy: each
+// block passes through a small buffer that stays in L1.
+int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* bad_value) {
+  constexpr int64_t kBlock = 4096;
+  float block[kBlock];
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t len = std::min(kBlock, n - begin);
+    const int64_t at = CopyFinite(frame, offset + begin * 4, len, block);
+    if (at >= 0) {
+      *bad_value = block[at];
+      return begin + at;
+    }
+  }
+  return -1;
+}
+
+// Tensors of more floats than this (1 MiB) are worked on by several cores.
+constexpr int64_t kParallelGrain = 1 << 18;
 
 // Per-thread scratch for gradients, reused across calls so MiB-sized pushes
 // allocate nothing in steady state.
@@ -293,6 +332,33 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
   return false;
 }
 
+bool ShardStore::ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame& frame,
+                                     int64_t offset, char* read_back) {
+  t.pushes.fetch_add(1, std::memory_order_relaxed);
+  const int64_t n = t.def.elements();
+  const int64_t step = ++t.updates;
+  float* data = t.data.data();
+  // Shares of a large tensor run on several cores, on this thread's behalf
+  // (it holds the tensor's lock throughout).
+  ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
+    constexpr int64_t kBlock = 4096;
+    float grad[kBlock];
+    for (int64_t begin = first; begin < last; begin += kBlock) {
+      const int64_t len = std::min(kBlock, last - begin);
+      frame.CopyPayload(offset + begin * 4, len * 4, grad);
+      float* values = data + begin;
+      Optimize(values, grad, len, n, step);
+      if (read_back != nullptr) std::memcpy(read_back + begin * 4, values, len * 4);
+    }
+  });
+  t.version.store(t.updates, std::memory_order_release);
+  if (t.consistency.mode != Consistency::Mode::kSsp) return false;
+  ++t.clocks[replica];
+  t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
+                    std::memory_order_release);
+  return true;
+}
+
 absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
                                                    const DecodedFrame& frame,
                                                    int64_t payload_offset) {
@@ -338,11 +404,49 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
   std::vector<float>& scratch = Scratch();
   if (scratch.size() < static_cast<size_t>(offsets[n] / 4)) scratch.resize(offsets[n] / 4);
   std::vector<std::vector<int64_t>> unique_ids(n);
+  // Dense tensors applied on arrival stream their gradient from the frame
+  // in L1-sized blocks (checked in one pass, applied in a second) instead of
+  // going through scratch.
+  std::vector<char> streamed(n);
+  for (size_t i = 0; i < n; ++i) {
+    streamed[i] = !targets[i]->embedding &&
+                  targets[i]->consistency.mode != Consistency::Mode::kSync;
+  }
+  if (batch.read_back != nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!streamed[i] || targets[i]->consistency.mode != Consistency::Mode::kAsync) {
+        return absl::InternalError("read-back push of a tensor that is not dense and async");
+      }
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
+    const int64_t floats = (offsets[i + 1] - offsets[i]) / 4;
+    if (streamed[i]) {
+      // In shares across cores for large tensors; the first bad element of
+      // the earliest share is reported.
+      absl::Mutex bad_mu;
+      int64_t bad = -1;
+      float value = 0;
+      ParallelFor(floats, kParallelGrain, [&](int64_t begin, int64_t end) {
+        float v = 0;
+        const int64_t at = CheckFinite(frame, payload_offset + offsets[i] + begin * 4,
+                                       end - begin, &v);
+        if (at < 0) return;
+        absl::MutexLock lock(&bad_mu);
+        if (bad < 0 || begin + at < bad) {
+          bad = begin + at;
+          value = v;
+        }
+      });
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gradient for ", ref.key, " has a non-finite value (", value, ") at element ", bad));
+      }
+      continue;
+    }
     float* g = scratch.data() + offsets[i] / 4;
-    const int64_t bad = CopyFinite(frame, payload_offset + offsets[i],
-                                   (offsets[i + 1] - offsets[i]) / 4, g);
+    const int64_t bad = CopyFinite(frame, payload_offset + offsets[i], floats, g);
     if (bad >= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient for ", ref.key, " has a non-finite value (", g[bad], ") at element ", bad));
@@ -401,13 +505,35 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
         t.staleness[StalenessBucket(t.updates - ref.version)].fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      progress |= ApplyLocked(t, ref, batch.replica, scratch.data() + offsets[i] / 4);
+      if (streamed[i]) {
+        t.staleness[StalenessBucket(t.updates - ref.version)].fetch_add(
+            1, std::memory_order_relaxed);
+        char* out = batch.read_back == nullptr ? nullptr : batch.read_back + offsets[i];
+        progress |= ApplyStreamedLocked(t, batch.replica, frame, payload_offset + offsets[i], out);
+        if (batch.read_back_versions != nullptr) {
+          batch.read_back_versions->push_back({t.updates, t.bytes});
+        }
+      } else {
+        progress |= ApplyLocked(t, ref, batch.replica, scratch.data() + offsets[i] / 4);
+      }
     }
   }
   for (size_t i : order) targets[i]->mu.Unlock();
   if (!bad.ok()) return bad;
   if (progress) wait_list_.Notify();
   return applied;
+}
+
+bool ShardStore::CanReadBack(const PushBatch& push, const std::vector<TensorRef>& pull) const {
+  if (!initialized() || push.tensors.size() != pull.size()) return false;
+  for (size_t i = 0; i < pull.size(); ++i) {
+    if (push.tensors[i].key != pull[i].key || !pull[i].ids.empty()) return false;
+    auto t = Find(pull[i].key);
+    if (!t.ok() || (*t)->embedding || (*t)->consistency.mode != Consistency::Mode::kAsync) {
+      return false;
+    }
+  }
+  return true;
 }
 
 absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
@@ -485,7 +611,11 @@ absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
           out += t.dim * 4;
         }
       } else {
-        std::memcpy(out, t.data.data(), t.bytes);
+        const float* src = t.data.data();
+        char* dst = out;
+        ParallelFor(t.bytes / 4, kParallelGrain, [&](int64_t b, int64_t e) {
+          std::memcpy(dst + b * 4, src + b, (e - b) * 4);
+        });
         out += t.bytes;
       }
       pulled->push_back({t.updates, out - start});

@@ -124,11 +124,26 @@ class ShardStore {
     int64_t bytes = -1;             // push: bytes the sender declared (-1: unchecked)
   };
 
+  struct Pulled {
+    int64_t version = 0;
+    int64_t bytes = 0;
+  };
+
   struct PushBatch {
     int replica = 0;
     std::string consistency;  // the sender's idea of the job's mode; empty: unchecked
     std::vector<TensorRef> tensors;
+    // Optional, for a push-then-pull of the same tensors when every one is
+    // dense and async (nothing to wait for): the new values are written here
+    // back to back while they are still in cache, and each tensor's version
+    // and bytes appended to read_back_versions, as TryPull would.
+    char* read_back = nullptr;
+    std::vector<Pulled>* read_back_versions = nullptr;
   };
+
+  // True when a push of `push` followed by a pull of `pull` may use
+  // PushBatch::read_back: the same dense async tensors in the same order.
+  bool CanReadBack(const PushBatch& push, const std::vector<TensorRef>& pull) const;
   // Applies one push: tensor i's gradient is payload bytes
   // [offset_i, offset_i + bytes_i) of `frame`, back to back from
   // `payload_offset`. Everything is checked before anything is applied, so
@@ -153,10 +168,6 @@ class ShardStore {
   };
   // Checks a pull and returns the bytes its values take.
   absl::StatusOr<int64_t> PullSize(const PullBatch& batch) const;
-  struct Pulled {
-    int64_t version = 0;
-    int64_t bytes = 0;
-  };
   // Ready: copies the values back to back into `out` (PullSize bytes), says
   // each tensor's version and bytes, and returns true. Not ready (sync step or ssp
   // clock not reached): returns false and says what it waits for in
@@ -232,6 +243,10 @@ class ShardStore {
   bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Applies a dense, non-sync gradient read from the frame block by block;
+  // copies the new values to `read_back` when not null.
+  bool ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame& frame, int64_t offset,
+                           char* read_back) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const int ps_index_;
   const int num_ps_;

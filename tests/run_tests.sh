@@ -60,7 +60,7 @@ clang_base="${HOME:-/tmp}/.cache/pstrain-clang-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build" \
   bazel --output_base="$clang_base" build --config=clang --symlink_prefix=/ -- \
   //:pstrain //cli/... //common/... //proto/... //ps_server/... //model/... \
-  //data/... //worker/... //chief/... //evaluator/... //tests/...
+  //data/... //worker/... //chief/... //evaluator/... //tests/... //bench/...
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1 || true
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"

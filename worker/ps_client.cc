@@ -2,17 +2,27 @@
 
 #include <algorithm>
 #include <chrono>
+#include <atomic>
+#include <cmath>
 #include <cstring>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/parallel_for.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::worker {
+namespace {
+
+constexpr int64_t kParallelCopyBytes = 1 << 20;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     const PsClientOptions& options, const Placement& placement) {
@@ -45,12 +55,23 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     stubs_.push_back(v1::PsService::NewStub(channel));
     streams_.push_back(std::make_unique<PsStream>(channel, PsName(i)));
     slices_on_[i] = placement.SlicesOn(i);
-    if (!slices_on_[i].empty()) ps_with_slices_.push_back(i);
-    for (const SliceDef& s : slices_on_[i]) {
+    Group g{i, {}};
+    int64_t bytes = 0;
+    for (size_t k = 0; k < slices_on_[i].size(); ++k) {
+      const SliceDef& s = slices_on_[i][k];
       slice_variable_[i].push_back(variable_index_.at(s.variable));
+      if (!g.slices.empty() && bytes + s.bytes() > options.max_frame_bytes) {
+        groups_.push_back(std::move(g));
+        g = Group{i, {}};
+        bytes = 0;
+      }
+      g.slices.push_back(static_cast<int>(k));
+      bytes += s.bytes();
     }
+    if (!g.slices.empty()) groups_.push_back(std::move(g));
     versions_[i].assign(slices_on_[i].size(), 0);
   }
+  for (const Group& g : groups_) group_ps_.push_back(g.ps);
 }
 
 PsClient::~PsClient() = default;
@@ -68,23 +89,19 @@ absl::Status PsClient::CallEach(const std::vector<int>& targets,
     const size_t n = pending.size();
     std::vector<grpc::ClientContext> contexts(n);
     std::vector<grpc::Status> results(n);
-    absl::Mutex mu;
-    size_t done_count = 0;
-    bool all_done = false;
+    // Each callback's last act is counting itself off; the last notifies.
+    std::atomic<size_t> remaining{n};
+    absl::Notification all_done;
     const auto when = std::chrono::system_clock::now() +
                       absl::ToChronoMilliseconds(deadline);
     for (size_t i = 0; i < n; ++i) {
       contexts[i].set_deadline(when);
       call(pending[i], &contexts[i], [&, i](grpc::Status s) {
-        absl::MutexLock lock(&mu);
         results[i] = std::move(s);
-        all_done = (++done_count == n);
+        if (remaining.fetch_sub(1) == 1) all_done.Notify();
       });
     }
-    {
-      absl::MutexLock lock(&mu);
-      mu.Await(absl::Condition(&all_done));
-    }
+    all_done.WaitForNotification();
     std::vector<int> retry;
     for (size_t i = 0; i < n; ++i) {
       if (results[i].ok()) continue;
@@ -216,40 +233,87 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
 }
 
 absl::Status PsClient::ExchangeEach(
-    const std::vector<int>& targets, absl::Duration timeout,
+    const std::vector<int>& ps_of, absl::Duration timeout,
     const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
     const std::function<absl::Status(int, const DecodedFrame&)>& on_response) {
+  if (ps_of.empty()) return absl::OkStatus();
+  // Each request ends by counting itself off `remaining` as its very last
+  // act; the last one fires `all_done`, after which this frame may go.
+  std::atomic<size_t> remaining{ps_of.size()};
+  absl::Notification all_done;
+  auto count_off = [&](size_t n) {
+    if (n > 0 && remaining.fetch_sub(n) == n) all_done.Notify();
+  };
   absl::Mutex mu;
-  size_t done_count = 0;
   absl::Status first_error;
-  std::vector<char> answered(num_ps(), 0);
-  for (int ps : targets) {
+  std::vector<char> answered(ps_of.size(), 0);
+  // Frames to each PS go out at most kMaxInFlight at a time: enough to keep
+  // the connection busy, few enough that a large model never sits whole in
+  // the PS's receive buffers.
+  constexpr size_t kMaxInFlight = 2;
+  std::vector<std::deque<int>> queued(num_ps());
+  for (size_t i = 0; i < ps_of.size(); ++i) queued[ps_of[i]].push_back(static_cast<int>(i));
+  std::function<void(int)> send_one;  // sends request i
+  // The next queued request for `ps`, or -1.
+  auto pop = [&](int ps) {
+    absl::MutexLock lock(&mu);
+    if (queued[ps].empty()) return -1;
+    const int i = queued[ps].front();
+    queued[ps].pop_front();
+    return i;
+  };
+  send_one = [&](int i) {
+    const int ps = ps_of[i];
     v1::FrameHeader h;
     h.set_replica(options_.replica);
     std::vector<grpc::Slice> payload;
-    build(ps, &h, &payload);
+    build(i, &h, &payload);
     streams_[ps]->Send(std::move(h), std::move(payload),
-                       [&, ps](const absl::Status& st, const DecodedFrame* frame) {
-                         absl::Status s = st.ok() ? on_response(ps, *frame) : st;
-                         absl::MutexLock lock(&mu);
-                         answered[ps] = 1;
-                         if (!s.ok() && first_error.ok()) first_error = s;
-                         ++done_count;
+                       [&, i, ps](const absl::Status& st, const DecodedFrame* frame) {
+                         absl::Status s = st.ok() ? on_response(i, *frame) : st;
+                         int next = -1;
+                         size_t dropped = 0;
+                         {
+                           absl::MutexLock lock(&mu);
+                           answered[i] = 1;
+                           if (!s.ok() && first_error.ok()) first_error = s;
+                           if (!s.ok()) {  // the rest for this PS would fail alike
+                             dropped = queued[ps].size();
+                             queued[ps].clear();
+                           } else if (!queued[ps].empty()) {
+                             next = queued[ps].front();
+                             queued[ps].pop_front();
+                           }
+                         }
+                         if (next >= 0) send_one(next);
+                         count_off(dropped + 1);
                        });
+  };
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    for (size_t k = 0; k < kMaxInFlight; ++k) {
+      const int i = pop(ps);
+      if (i >= 0) send_one(i);
+    }
   }
-  auto all_done = [&] { return done_count == targets.size(); };
-  mu.Lock();
-  const bool in_time = mu.AwaitWithTimeout(absl::Condition(&all_done), timeout);
-  std::vector<std::string> silent;
-  for (int ps : targets) {
-    if (!answered[ps]) silent.push_back(PsName(ps));
-  }
-  mu.Unlock();
-  if (!in_time) {
-    for (int ps : targets) streams_[ps]->Cancel();
-    mu.Lock();
-    mu.Await(absl::Condition(&all_done));
-    mu.Unlock();
+  if (!all_done.WaitForNotificationWithTimeout(timeout)) {
+    std::vector<std::string> silent;
+    size_t never_sent = 0;
+    {
+      absl::MutexLock lock(&mu);
+      for (size_t i = 0; i < ps_of.size(); ++i) {
+        const std::string name = PsName(ps_of[i]);
+        if (!answered[i] && std::find(silent.begin(), silent.end(), name) == silent.end()) {
+          silent.push_back(name);
+        }
+      }
+      for (auto& q : queued) {
+        never_sent += q.size();
+        q.clear();
+      }
+    }
+    count_off(never_sent);
+    for (int ps = 0; ps < num_ps(); ++ps) streams_[ps]->Cancel();
+    all_done.WaitForNotification();
     return absl::DeadlineExceededError(absl::StrCat(
         absl::StrJoin(silent, ", "), ": Exchange: no answer within ",
         absl::FormatDuration(timeout)));
@@ -258,90 +322,119 @@ absl::Status PsClient::ExchangeEach(
   return first_error;
 }
 
-void PsClient::BuildDense(int ps, const float* grads, bool pull,
+void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
                           const std::vector<int64_t>& offsets, v1::FrameHeader* h,
                           std::vector<grpc::Slice>* payload) const {
-  const std::vector<SliceDef>& slices = slices_on_[ps];
-  for (size_t i = 0; i < slices.size(); ++i) {
+  const std::vector<SliceDef>& slices = slices_on_[g.ps];
+  for (int i : g.slices) {
     const SliceDef& sl = slices[i];
     const std::string key = sl.key();
     if (grads != nullptr) {
       v1::TensorRef* r = h->add_push();
       r->set_key(key);
       r->set_bytes(sl.bytes());
-      r->set_version(versions_[ps][i]);
+      r->set_version(versions_[g.ps][i]);
       payload->push_back(BorrowSlice(
-          grads + offsets[slice_variable_[ps][i]] + sl.element_offset(), sl.bytes()));
+          grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
     }
     if (pull) h->add_pull()->set_key(key);
   }
   if (grads != nullptr) h->set_consistency(options_.consistency);
 }
 
-absl::Status PsClient::ReadDense(int ps, const DecodedFrame& f, float* params,
+absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* params,
                                  const std::vector<int64_t>& offsets) {
-  const std::vector<SliceDef>& slices = slices_on_[ps];
+  const std::vector<SliceDef>& slices = slices_on_[g.ps];
   for (bool applied : f.header().applied()) {
     if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
   }
   if (params == nullptr) return absl::OkStatus();
-  if (f.header().pull_size() != static_cast<int>(slices.size())) {
-    return absl::InternalError(absl::StrCat(PsName(ps), ": pull returned ",
+  if (f.header().pull_size() != static_cast<int>(g.slices.size())) {
+    return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull returned ",
                                             f.header().pull_size(), " tensors for ",
-                                            slices.size(), " slices"));
+                                            g.slices.size(), " slices"));
   }
   int64_t at = 0;
-  for (size_t i = 0; i < slices.size(); ++i) {
+  for (size_t k = 0; k < g.slices.size(); ++k) {
+    const int i = g.slices[k];
     const SliceDef& sl = slices[i];
-    const v1::TensorRef& r = f.header().pull(i);
+    const v1::TensorRef& r = f.header().pull(k);
     if (r.bytes() != sl.bytes() || at + r.bytes() > f.payload_size()) {
-      return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", sl.key(), " returned ",
-                                              r.bytes(), " bytes, expected ", sl.bytes()));
+      return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(),
+                                              " returned ", r.bytes(), " bytes, expected ",
+                                              sl.bytes()));
     }
-    f.CopyPayload(at, r.bytes(),
-                  params + offsets[slice_variable_[ps][i]] + sl.element_offset());
+    char* dst = reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
+                                        sl.element_offset());
+    // Large slices are copied by several cores (common/parallel_for.h).
+    ParallelFor(r.bytes(), kParallelCopyBytes, [&](int64_t b, int64_t e) {
+      f.CopyPayload(at + b, e - b, dst + b);
+    });
     at += r.bytes();
-    versions_[ps][i] = r.version();
+    versions_[g.ps][i] = r.version();
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
-  std::vector<int64_t> steps(num_ps(), 0);
+absl::Status PsClient::CheckFinite(const float* grads,
+                                   const std::vector<int64_t>& offsets) const {
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
+      const SliceDef& sl = slices_on_[ps][i];
+      const float* g = grads + offsets[slice_variable_[ps][i]] + sl.element_offset();
+      std::atomic<bool> bad{false};
+      ParallelFor(sl.elements(), kParallelCopyBytes / 4, [&](int64_t b, int64_t e) {
+        uint32_t any = 0;
+        for (int64_t k = b; k < e; ++k) {
+          uint32_t bits;
+          std::memcpy(&bits, g + k, 4);
+          any |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+        }
+        if (any != 0) bad = true;
+      });
+      if (!bad) continue;
+      for (int64_t k = 0; k < sl.elements(); ++k) {
+        if (!std::isfinite(g[k])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "gradient for ", sl.key(), " has a non-finite value (", g[k], ") at element ", k,
+              "; nothing was pushed"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsClient::DenseRound(const float* grads, float* params,
+                                             const std::vector<int64_t>& offsets,
+                                             absl::Duration timeout) {
+  // A push may span several frames and PS, each applied on its own; a bad
+  // gradient is refused here so that none of them is.
+  if (grads != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckFinite(grads, offsets));
+  std::vector<int64_t> steps(groups_.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
-      ps_with_slices_, options_.wait_deadline,
-      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        BuildDense(ps, nullptr, true, offsets, h, payload);
+      group_ps_, timeout,
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        BuildDense(groups_[i], grads, params != nullptr, offsets, h, payload);
       },
-      [&](int ps, const DecodedFrame& f) {
-        steps[ps] = f.header().global_step();
-        return ReadDense(ps, f, params, offsets);
+      [&](int i, const DecodedFrame& f) {
+        steps[i] = f.header().global_step();
+        return ReadDense(groups_[i], f, params, offsets);
       }));
-  return *std::max_element(steps.begin(), steps.end());
+  return steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
+}
+
+absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
+  return DenseRound(nullptr, params, offsets, options_.wait_deadline);
 }
 
 absl::Status PsClient::PushAll(const float* grads, const std::vector<int64_t>& offsets) {
-  return ExchangeEach(
-      ps_with_slices_, options_.rpc_deadline,
-      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        BuildDense(ps, grads, false, offsets, h, payload);
-      },
-      [&](int ps, const DecodedFrame& f) { return ReadDense(ps, f, nullptr, offsets); });
+  return DenseRound(grads, nullptr, offsets, options_.rpc_deadline).status();
 }
 
 absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
                                               const std::vector<int64_t>& offsets) {
-  std::vector<int64_t> steps(num_ps(), 0);
-  PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
-      ps_with_slices_, options_.wait_deadline,
-      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        BuildDense(ps, grads, true, offsets, h, payload);
-      },
-      [&](int ps, const DecodedFrame& f) {
-        steps[ps] = f.header().global_step();
-        return ReadDense(ps, f, params, offsets);
-      }));
-  return *std::max_element(steps.begin(), steps.end());
+  return DenseRound(grads, params, offsets, options_.wait_deadline);
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {
@@ -376,12 +469,14 @@ absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64
   const auto& targets = by.targets;
   return ExchangeEach(
       targets, options_.wait_deadline,
-      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
+        const int ps = targets[i];
         v1::TensorRef* r = h->add_pull();
         r->set_key(table);
         r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
       },
-      [&](int ps, const DecodedFrame& f) -> absl::Status {
+      [&](int i, const DecodedFrame& f) -> absl::Status {
+        const int ps = targets[i];
         const int64_t row_bytes = dim * 4;
         if (f.payload_size() != static_cast<int64_t>(ids_on[ps].size()) * row_bytes) {
           return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", table, " returned ",
@@ -404,7 +499,8 @@ absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64
   const auto& targets = by.targets;
   return ExchangeEach(
       targets, options_.rpc_deadline,
-      [&](int ps, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        const int ps = targets[i];
         v1::TensorRef* r = h->add_push();
         r->set_key(table);
         r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
@@ -412,7 +508,7 @@ absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64
         h->set_consistency(options_.consistency);
         for (size_t p : pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
       },
-      [&](int ps, const DecodedFrame& f) {
+      [&](int, const DecodedFrame& f) {
         for (bool applied : f.header().applied()) {
           if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
         }

@@ -50,6 +50,10 @@ struct PsClientOptions {
   // Attempts per call for Unavailable, with backoff 50 ms doubling to 2 s.
   int max_attempts = 8;
   int max_message_bytes = 512 << 20;
+  // Dense slices of one PS travel in frames of at most this many tensor
+  // bytes (one slice larger than this gets a frame of its own), so a large
+  // model never needs one huge message or buffer on either side.
+  int64_t max_frame_bytes = 4 << 20;
   // This client's replica index, sent with every pull and push.
   int replica = 0;
   // The job's consistency mode as this client was told it; sent with pushes
@@ -97,9 +101,10 @@ class PsClient {
   // step among the PS.
   absl::StatusOr<int64_t> PullAll(float* params, const std::vector<int64_t>& offsets);
 
-  // Pushes the gradient of every dense slice from `grads` (flat layout). A
-  // push is all-or-nothing on each PS (checked before anything is applied),
-  // not across PS.
+  // Pushes the gradient of every dense slice from `grads` (flat layout).
+  // A gradient holding NaN or Inf is refused before anything is sent. Each
+  // frame is all-or-nothing on its PS (checked before anything is applied);
+  // a push spanning several frames or PS is not atomic across them.
   absl::Status PushAll(const float* grads, const std::vector<int64_t>& offsets);
 
   // Push then pull in one round trip per PS: what a training step ends with.
@@ -133,21 +138,35 @@ class PsClient {
   absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
                         const AsyncCall& call, absl::Duration deadline);
 
-  // Sends one frame per PS in `targets` concurrently; `build(ps, header,
-  // payload)` fills each request and `on_response(ps, frame)` reads each
+  // Sends frame i to PS ps_of[i], all concurrently; `build(i, header,
+  // payload)` fills each request and `on_response(i, frame)` reads each
   // answer (on a gRPC thread). Waits for all; the first error wins.
   absl::Status ExchangeEach(
-      const std::vector<int>& targets, absl::Duration timeout,
+      const std::vector<int>& ps_of, absl::Duration timeout,
       const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
       const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
 
-  // Dense slices of `ps` into a request: pushes from `grads` (may be null),
-  // pulls (when `pull`).
-  void BuildDense(int ps, const float* grads, bool pull, const std::vector<int64_t>& offsets,
-                  v1::FrameHeader* h, std::vector<grpc::Slice>* payload) const;
-  // Reads a dense pull response of `ps` into `params`; records versions.
-  absl::Status ReadDense(int ps, const DecodedFrame& f, float* params,
+  // Dense slices are moved in groups: some slices of one PS, at most
+  // max_frame_bytes together.
+  struct Group {
+    int ps = 0;
+    std::vector<int> slices;  // indices into slices_on_[ps]
+  };
+  // One group's request: pushes from `grads` (may be null), pulls (when
+  // `pull`).
+  void BuildDense(const Group& g, const float* grads, bool pull,
+                  const std::vector<int64_t>& offsets, v1::FrameHeader* h,
+                  std::vector<grpc::Slice>* payload) const;
+  // Reads one group's response into `params` (may be null: push only);
+  // records versions and dropped pushes.
+  absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
                          const std::vector<int64_t>& offsets);
+  // InvalidArgument naming the slice and element of the first NaN or Inf.
+  absl::Status CheckFinite(const float* grads, const std::vector<int64_t>& offsets) const;
+  // Push and/or pull of every group; returns the largest global step seen.
+  absl::StatusOr<int64_t> DenseRound(const float* grads, float* params,
+                                     const std::vector<int64_t>& offsets,
+                                     absl::Duration timeout);
   absl::StatusOr<int64_t> TableDim(const std::string& table) const;
   // Embedding ids grouped by owning PS, with their positions in `ids`.
   struct RowsByPs {
@@ -165,7 +184,8 @@ class PsClient {
   std::vector<std::vector<SliceDef>> slices_on_;
   std::vector<std::vector<int>> slice_variable_;  // index into placement.variables
   std::vector<std::vector<int64_t>> versions_;
-  std::vector<int> ps_with_slices_;
+  std::vector<Group> groups_;
+  std::vector<int> group_ps_;  // groups_[i].ps
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
 };

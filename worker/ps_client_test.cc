@@ -33,6 +33,9 @@ class PsClientTest : public ::testing::Test {
     PsClientOptions options;
     options.ps_addresses = addresses_;
     options.rpc_deadline = absl::Seconds(5);
+    // Small frames: every slice here travels in frames of its own or with
+    // the small ones, as a large model's would.
+    options.max_frame_bytes = 64 * 1024;
     ASSERT_OK_AND_ASSIGN(client_, PsClient::Create(options, placement_));
   }
 

@@ -14,8 +14,7 @@ class PsStream::Reactor final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit Reactor(PsStream* owner) : owner_(owner) {
-    owner_->stub_.PrepareBidiStreamingCall(&ctx_, "/pstrain.v1.PsService/Exchange",
-                                           grpc::StubOptions(), this);
+    owner_->stub_.PrepareBidiStreamingCall(&ctx_, owner_->method_, grpc::StubOptions(), this);
     StartRead(&in_);
     StartCall();
   }
@@ -140,8 +139,12 @@ class PsStream::Reactor final
   std::atomic<bool> done_{false};
 };
 
-PsStream::PsStream(std::shared_ptr<grpc::Channel> channel, std::string name)
-    : channel_(std::move(channel)), stub_(channel_), name_(std::move(name)) {}
+PsStream::PsStream(std::shared_ptr<grpc::Channel> channel, std::string name,
+                   std::string method)
+    : channel_(std::move(channel)),
+      stub_(channel_),
+      name_(std::move(name)),
+      method_(std::move(method)) {}
 
 PsStream::~PsStream() {
   std::vector<std::shared_ptr<Reactor>> all;

@@ -32,8 +32,11 @@ namespace pstrain::worker {
 
 class PsStream {
  public:
-  // `name` prefixes errors: "ps:1 (127.0.0.1:4001)".
-  PsStream(std::shared_ptr<grpc::Channel> channel, std::string name);
+  // `name` prefixes errors: "ps:1 (127.0.0.1:4001)". `method` is the
+  // stream's full gRPC method name (another service speaking Frames, such
+  // as ps_bench's echo reference, may be named).
+  PsStream(std::shared_ptr<grpc::Channel> channel, std::string name,
+           std::string method = "/pstrain.v1.PsService/Exchange");
   // Cancels the stream and waits for gRPC to let go of it.
   ~PsStream();
   PsStream(const PsStream&) = delete;
@@ -69,6 +72,7 @@ class PsStream {
   const std::shared_ptr<grpc::Channel> channel_;
   grpc::GenericStub stub_;
   const std::string name_;
+  const std::string method_;
   absl::Mutex mu_;
   // The open stream, if any, and every stream gRPC has not finished with.
   std::shared_ptr<Reactor> reactor_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,561 @@
+// ps_bench: throughput, latency and memory of the PS data path, measured
+// side by side with a plain gRPC echo of the same bytes.
+//
+//   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory]
+//       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
+//       [--model_mib=MiB]
+//
+// Servers run as separate processes (this binary, re-executed with --serve),
+// so their resident memory is their own. Clients are threads of this process.
+//   push_pull  each call pushes a tensor of B bytes to every PS and pulls it
+//              back in one round trip (PsClient::PushPullAll, SGD applied);
+//              then the same bytes through the echo reference: a bidi stream
+//              of raw ByteBuffers that the server writes back untouched, the
+//              client sending one reused buffer and reading in place.
+//   pipelined  K pushes in flight on one stream per client, one way.
+//   memory     one PS holding a dense model of model_mib MiB with Adam's two
+//              slots, trained for a few rounds; its resident memory against
+//              the bytes of values plus slots.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/cli_args.h"
+#include "common/grpc_server.h"
+#include "common/malloc_tuning.h"
+#include "common/placement.h"
+#include "common/process_stats.h"
+#include "common/signals.h"
+#include "common/subprocess.h"
+#include "common/wire_frame.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/grpcpp.h"
+#include "ps_server/ps_service.h"
+#include "ps_server/shard_store.h"
+#include "worker/ps_client.h"
+#include "worker/ps_stream.h"
+
+namespace pstrain::bench {
+namespace {
+
+constexpr char kEchoMethod[] = "/pstrain.bench.Echo/Exchange";
+constexpr int kMaxMessage = 512 << 20;
+
+// ---- servers (child processes) ----
+
+// Writes every frame it reads straight back: the same ByteBuffer, no copy.
+class EchoReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  EchoReactor() { StartRead(&buf_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    StartWrite(&buf_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    StartRead(&buf_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::ByteBuffer buf_;
+};
+
+class EchoService final : public grpc::CallbackGenericService {
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    return new EchoReactor;
+  }
+};
+
+int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  std::atomic<bool> stop{false};
+  WatchStopSignals([&](int) { stop = true; });
+  if (kind == "echo") {
+    EchoService echo;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.SetMaxReceiveMessageSize(kMaxMessage);
+    builder.SetMaxSendMessageSize(kMaxMessage);
+    builder.RegisterCallbackGenericService(&echo);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr) {
+      std::fprintf(stderr, "ps_bench: echo server cannot bind %s\n", address.c_str());
+      return 1;
+    }
+    while (!stop) absl::SleepFor(absl::Milliseconds(50));
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    return 0;
+  }
+  ps::ShardStore store(ps_index, num_ps);
+  std::unique_ptr<GrpcServer> server;
+  ps::PsServiceImpl service(&store, [&](const std::string&) { stop = true; });
+  GrpcServerOptions options;
+  options.address = address;
+  auto created = GrpcServer::Create(options, {&service});
+  if (!created.ok()) {
+    std::fprintf(stderr, "ps_bench: %s\n", std::string(created.status().message()).c_str());
+    return 1;
+  }
+  server = *std::move(created);
+  while (!stop) absl::SleepFor(absl::Milliseconds(50));
+  server->Shutdown(absl::Seconds(1));
+  return 0;
+}
+
+// ---- orchestration ----
+
+struct Servers {
+  std::vector<pid_t> pids;
+  std::vector<HostPort> addresses;
+
+  ~Servers() {
+    for (pid_t pid : pids) SignalChild(pid, SIGTERM);
+    for (pid_t pid : pids) {
+      if (!WaitChild(pid, absl::Seconds(5)).has_value()) {
+        SignalChild(pid, SIGKILL);
+        WaitChild(pid, absl::Seconds(5));
+      }
+    }
+  }
+  double CpuSeconds() const {
+    double total = 0;
+    for (pid_t pid : pids) total += pstrain::CpuSeconds(pid).value_or(0);
+    return total;
+  }
+  int64_t ResidentBytes() const {
+    int64_t total = 0;
+    for (pid_t pid : pids) total += pstrain::ResidentBytes(pid).value_or(0);
+    return total;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Servers>> StartServers(const std::string& kind, int n) {
+  auto servers = std::make_unique<Servers>();
+  auto ports = PickFreePorts(n);
+  if (!ports.ok()) return ports.status();
+  for (int i = 0; i < n; ++i) {
+    SpawnOptions spawn;
+    spawn.argv = {"/proc/self/exe", absl::StrCat("--serve=", kind),
+                  absl::StrCat("--port=", (*ports)[i]), absl::StrCat("--ps_index=", i),
+                  absl::StrCat("--num_ps=", n)};
+    auto pid = Spawn(spawn);
+    if (!pid.ok()) return pid.status();
+    servers->pids.push_back(*pid);
+    servers->addresses.push_back({"127.0.0.1", (*ports)[i]});
+  }
+  for (const HostPort& a : servers->addresses) {
+    auto channel = grpc::CreateChannel(a.ToString(), grpc::InsecureChannelCredentials());
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
+      return absl::UnavailableError(absl::StrCat(kind, " server at ", a.ToString(),
+                                                 " did not come up"));
+    }
+  }
+  return servers;
+}
+
+struct Result {
+  int64_t calls = 0;
+  double seconds = 0;
+  int64_t bytes_per_call = 0;  // each way (one way for pipelined)
+  std::vector<double> latency_ms;
+  int64_t server_rss = 0;
+  // CPU time per call, in ms, of the servers and of this (client) process.
+  double server_cpu_ms = 0;
+  double client_cpu_ms = 0;
+
+  double calls_per_sec() const { return calls / seconds; }
+  double gb_per_sec() const { return calls * static_cast<double>(bytes_per_call) / seconds / 1e9; }
+  // Latency of the calls: `p` in [0, 1].
+  double Percentile(double p) {
+    if (latency_ms.empty()) return 0;
+    std::sort(latency_ms.begin(), latency_ms.end());
+    return latency_ms[std::min(latency_ms.size() - 1,
+                               static_cast<size_t>(p * latency_ms.size()))];
+  }
+};
+
+// Runs `call` on `clients` threads for `seconds` after a short warm-up;
+// `call(c)` returns false on error (the run stops).
+Result RunClients(int clients, double seconds, const std::function<absl::Status(int)>& call) {
+  Result r;
+  absl::Mutex mu;
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  const absl::Time warm_until = absl::Now() + absl::Milliseconds(300);
+  const absl::Time end = warm_until + absl::Seconds(seconds);
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::vector<double> lat;
+      int64_t n = 0;
+      while (!failed) {
+        const absl::Time t0 = absl::Now();
+        if (t0 >= end) break;
+        absl::Status s = call(c);
+        if (!s.ok()) {
+          std::fprintf(stderr, "ps_bench: %s\n", std::string(s.message()).c_str());
+          failed = true;
+          break;
+        }
+        if (t0 >= warm_until) {
+          lat.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
+          ++n;
+        }
+      }
+      absl::MutexLock lock(&mu);
+      r.calls += n;
+      r.latency_ms.insert(r.latency_ms.end(), lat.begin(), lat.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  r.seconds = seconds;
+  if (failed) r.calls = 0;
+  return r;
+}
+
+std::string Size(int64_t b) {
+  if (b >= (1 << 20) && b % (1 << 20) == 0) return absl::StrCat(b >> 20, " MiB");
+  if (b >= 1024 && b % 1024 == 0) return absl::StrCat(b >> 10, " KiB");
+  return absl::StrCat(b, " B");
+}
+
+// RunClients, also measuring CPU time per call of servers and client.
+Result Measure(const Servers& servers, int clients, double seconds,
+               const std::function<absl::Status(int)>& call) {
+  const double s0 = servers.CpuSeconds(), c0 = CpuSeconds().value_or(0);
+  Result r = RunClients(clients, seconds, call);
+  const double calls = std::max<int64_t>(r.calls, 1);
+  r.server_cpu_ms = (servers.CpuSeconds() - s0) * 1e3 / calls;
+  r.client_cpu_ms = (CpuSeconds().value_or(0) - c0) * 1e3 / calls;
+  return r;
+}
+
+void PrintHeader() {
+  std::printf("%-22s %3s %3s %8s %10s %9s %8s %8s %10s %8s %8s\n", "scenario", "ps", "cl",
+              "bytes", "calls/s", "GB/s", "p50 ms", "p99 ms", "srv RSS", "srv cpu", "cl cpu");
+}
+
+void Print(const std::string& name, int ps, int clients, int64_t bytes, Result& r) {
+  std::printf("%-22s %3d %3d %8s %10.0f %9.3f %8.3f %8.3f %6.0f MiB %8.3f %8.3f\n",
+              name.c_str(), ps, clients, Size(bytes).c_str(), r.calls_per_sec(),
+              r.gb_per_sec(), r.Percentile(0.5), r.Percentile(0.99), r.server_rss / 1048576.0,
+              r.server_cpu_ms, r.client_cpu_ms);
+  std::fflush(stdout);
+}
+
+// A model of one variable of `bytes` per PS, so every call touches every PS.
+Placement OneTensorPerPs(int num_ps, int64_t bytes) {
+  std::vector<VariableDef> vars;
+  for (int i = 0; i < num_ps; ++i) {
+    VariableDef v{absl::StrCat("t", i), {bytes / 4}};
+    v.initializer = "zeros";
+    vars.push_back(v);
+  }
+  PlacementOptions po;
+  po.min_slice_bytes = int64_t{1} << 40;  // never split
+  return *ComputePlacement(vars, num_ps, po);
+}
+
+absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds) {
+  auto servers = StartServers("ps", num_ps);
+  if (!servers.ok()) return servers.status();
+  const Placement placement = OneTensorPerPs(num_ps, bytes);
+  std::vector<int64_t> offsets;
+  for (int i = 0; i < num_ps; ++i) offsets.push_back(i * (bytes / 4));
+  std::vector<std::unique_ptr<worker::PsClient>> cs;
+  for (int c = 0; c < clients; ++c) {
+    worker::PsClientOptions o;
+    o.ps_addresses = (*servers)->addresses;
+    o.replica = c;
+    auto client = worker::PsClient::Create(o, placement);
+    if (!client.ok()) return client.status();
+    cs.push_back(*std::move(client));
+  }
+  worker::CreateOptions create;
+  create.optimizer = {"sgd", 0.01f};
+  create.num_replicas = clients;
+  auto created = cs[0]->CreateVariables({}, offsets, create);
+  if (!created.ok()) return created.status();
+  const int64_t floats = num_ps * (bytes / 4);
+  std::vector<std::vector<float>> grads(clients, std::vector<float>(floats, 1e-3f));
+  std::vector<std::vector<float>> params(clients, std::vector<float>(floats));
+  Result r = Measure(**servers, clients, seconds, [&](int c) {
+    return cs[c]->PushPullAll(grads[c].data(), params[c].data(), offsets).status();
+  });
+  r.bytes_per_call = num_ps * bytes;
+  r.server_rss = (*servers)->ResidentBytes();
+  return r;
+}
+
+absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, double seconds) {
+  auto servers = StartServers("echo", num_ps);
+  if (!servers.ok()) return servers.status();
+  // Per client: one stream per server and one payload buffer, reused.
+  std::vector<std::vector<std::unique_ptr<worker::PsStream>>> streams(clients);
+  std::vector<std::string> payload(clients, std::string(bytes, '\1'));
+  for (int c = 0; c < clients; ++c) {
+    for (int i = 0; i < num_ps; ++i) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(kMaxMessage);
+      args.SetMaxSendMessageSize(kMaxMessage);
+      auto channel = grpc::CreateCustomChannel((*servers)->addresses[i].ToString(),
+                                               grpc::InsecureChannelCredentials(), args);
+      streams[c].push_back(
+          std::make_unique<worker::PsStream>(channel, absl::StrCat("echo:", i), kEchoMethod));
+    }
+  }
+  Result r = Measure(**servers, clients, seconds, [&](int c) -> absl::Status {
+    std::vector<absl::Status> results(num_ps);
+    std::atomic<int> remaining{num_ps};
+    absl::Notification done;
+    for (int i = 0; i < num_ps; ++i) {
+      v1::FrameHeader h;
+      h.add_push()->set_bytes(bytes);
+      streams[c][i]->Send(h, {BorrowSlice(payload[c].data(), bytes)},
+                          [&, i](const absl::Status& s, const DecodedFrame*) {
+                            results[i] = s;
+                            if (remaining.fetch_sub(1) == 1) done.Notify();
+                          });
+    }
+    done.WaitForNotification();
+    for (const absl::Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  r.bytes_per_call = num_ps * bytes;
+  r.server_rss = (*servers)->ResidentBytes();
+  return r;
+}
+
+absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, double seconds) {
+  auto servers = StartServers("ps", 1);
+  if (!servers.ok()) return servers.status();
+  const Placement placement = OneTensorPerPs(1, bytes);
+  worker::PsClientOptions o;
+  o.ps_addresses = (*servers)->addresses;
+  auto creator = worker::PsClient::Create(o, placement);
+  if (!creator.ok()) return creator.status();
+  worker::CreateOptions create;
+  create.optimizer = {"sgd", 0.01f};
+  create.num_replicas = clients;
+  auto created = (*creator)->CreateVariables({}, {0}, create);
+  if (!created.ok()) return created.status();
+  std::vector<std::unique_ptr<worker::PsStream>> streams;
+  for (int c = 0; c < clients; ++c) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxMessage);
+    args.SetMaxSendMessageSize(kMaxMessage);
+    // A channel of its own per client: its own connection.
+    args.SetInt("pstrain.bench_client", c);
+    streams.push_back(std::make_unique<worker::PsStream>(
+        grpc::CreateCustomChannel((*servers)->addresses[0].ToString(),
+                                  grpc::InsecureChannelCredentials(), args),
+        "ps:0"));
+  }
+  std::vector<float> grad(bytes / 4, 1e-3f);
+  // Each "call" is one push; a client keeps `inflight` of them outstanding.
+  struct Window {
+    absl::Mutex mu;
+    int outstanding = 0;
+    absl::Status error;
+  };
+  std::vector<Window> windows(clients);
+  Result r = Measure(**servers, clients, seconds, [&](int c) -> absl::Status {
+    Window& w = windows[c];
+    {
+      absl::MutexLock lock(&w.mu);
+      auto room = [&] { return w.outstanding < inflight; };
+      w.mu.Await(absl::Condition(&room));
+      if (!w.error.ok()) return w.error;
+      ++w.outstanding;
+    }
+    v1::FrameHeader h;
+    h.set_replica(c);
+    v1::TensorRef* t = h.add_push();
+    t->set_key("t0/part_0");
+    t->set_bytes(bytes);
+    streams[c]->Send(h, {BorrowSlice(grad.data(), bytes)},
+                     [&w](const absl::Status& s, const DecodedFrame*) {
+                       absl::MutexLock lock(&w.mu);
+                       --w.outstanding;
+                       if (!s.ok() && w.error.ok()) w.error = s;
+                     });
+    return absl::OkStatus();
+  });
+  for (Window& w : windows) {
+    absl::MutexLock lock(&w.mu);
+    auto drained = [&] { return w.outstanding == 0; };
+    w.mu.Await(absl::Condition(&drained));
+  }
+  r.bytes_per_call = bytes;
+  r.latency_ms.clear();  // per-send times, not round trips: not reported
+  r.server_rss = (*servers)->ResidentBytes();
+  return r;
+}
+
+absl::Status Memory(int64_t model_mib) {
+  auto servers = StartServers("ps", 1);
+  if (!servers.ok()) return servers.status();
+  const int64_t var_bytes = int64_t{64} << 20;
+  const int64_t model_bytes = model_mib << 20;
+  std::vector<VariableDef> vars;
+  std::vector<int64_t> offsets;
+  for (int64_t at = 0, i = 0; at < model_bytes; at += var_bytes, ++i) {
+    const int64_t b = std::min(var_bytes, model_bytes - at);
+    VariableDef v{absl::StrCat("layer_", i), {b / 4 / 1024, 1024}};
+    v.initializer = "uniform:0.05";
+    vars.push_back(v);
+    offsets.push_back(at / 4);
+  }
+  PlacementOptions po;
+  auto placement = ComputePlacement(vars, 1, po);
+  if (!placement.ok()) return placement.status();
+  worker::PsClientOptions o;
+  o.ps_addresses = (*servers)->addresses;
+  auto client = worker::PsClient::Create(o, *placement);
+  if (!client.ok()) return client.status();
+  worker::CreateOptions create;
+  create.optimizer.name = "adam";
+  create.optimizer.learning_rate = 1e-3f;
+  const absl::Time t0 = absl::Now();
+  auto created = (*client)->CreateVariables({}, offsets, create);
+  if (!created.ok()) return created.status();
+  const double create_s = absl::ToDoubleSeconds(absl::Now() - t0);
+  const int64_t after_create = (*servers)->ResidentBytes();
+  std::vector<float> grads(model_bytes / 4, 1e-4f), params(model_bytes / 4);
+  const absl::Time t1 = absl::Now();
+  constexpr int kRounds = 5;
+  for (int round = 0; round < kRounds; ++round) {
+    auto step = (*client)->PushPullAll(grads.data(), params.data(), offsets);
+    if (!step.ok()) return step.status();
+    std::printf("  after round %d: PS RSS %.0f MiB\n", round + 1,
+                (*servers)->ResidentBytes() / 1048576.0);
+  }
+  const double train_s = absl::ToDoubleSeconds(absl::Now() - t1);
+  const int64_t rss = (*servers)->ResidentBytes();
+  const int64_t held = 3 * model_bytes;  // values and Adam's two slots
+  const double limit = 1.15 * held + (64 << 20);
+  std::printf("memory: %" PRId64 " MiB model, Adam: values + slots %" PRId64
+              " MiB; PS RSS after create %.0f MiB, after %d push-pull rounds %.0f MiB "
+              "= %.3fx (limit 1.15x + 64 MiB = %.0f MiB: %s); create %.1f s, %.2f GB/s "
+              "each way while training\n",
+              model_mib, held >> 20, after_create / 1048576.0, kRounds, rss / 1048576.0,
+              static_cast<double>(rss) / held, limit / 1048576.0,
+              rss <= limit ? "met" : "NOT met", create_s,
+              kRounds * static_cast<double>(model_bytes) / train_s / 1e9);
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> ParseSizes(const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int64_t v;
+    if (absl::SimpleAtoi(p, &v) && v >= 4 && v % 4 == 0) out.push_back(v);
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  // Servers (echo included) and clients alike: see common/malloc_tuning.h.
+  TuneMallocForLargeMessages();
+  auto args = CliArgs::Parse(argc, argv, 1);
+  if (!args.ok()) {
+    std::fprintf(stderr, "ps_bench: %s\n", std::string(args.status().message()).c_str());
+    return 2;
+  }
+  auto serve = args->GetString("serve", "");
+  if (serve.ok() && !serve->empty()) {
+    const int port = static_cast<int>(args->GetInt("port", 0).value_or(0));
+    const int index = static_cast<int>(args->GetInt("ps_index", 0).value_or(0));
+    const int num = static_cast<int>(args->GetInt("num_ps", 1).value_or(1));
+    return Serve(*serve, port, index, num);
+  }
+  const std::string scenario = args->GetString("scenario", "all").value_or("all");
+  const int num_ps = static_cast<int>(args->GetInt("ps", 0).value_or(0));
+  const int clients = static_cast<int>(args->GetInt("clients", 0).value_or(0));
+  const std::string sizes_text = args->GetString("bytes", "4194304,4096").value_or("");
+  const double seconds = args->GetDouble("seconds", 3).value_or(3);
+  const int inflight = static_cast<int>(args->GetInt("inflight", 4).value_or(4));
+  const int64_t model_mib = args->GetInt("model_mib", 1024).value_or(1024);
+  absl::Status unused = args->CheckAllUsed();
+  const std::vector<int64_t> sizes = ParseSizes(sizes_text);
+  if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
+      (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
+       scenario != "memory")) {
+    std::fprintf(stderr,
+                 "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory] "
+                 "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
+                 "[--inflight=K] [--model_mib=MiB]\n",
+                 unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
+    return 2;
+  }
+  // (ps, clients) pairs: the two the issue asks for unless one is named.
+  std::vector<std::pair<int, int>> shapes;
+  if (num_ps > 0 || clients > 0) {
+    shapes.push_back({std::max(num_ps, 1), std::max(clients, 1)});
+  } else {
+    shapes = {{1, 1}, {2, 2}};
+  }
+  int failures = 0;
+  auto report = [&](const absl::Status& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "ps_bench: %s\n", std::string(s.message()).c_str());
+      ++failures;
+    }
+  };
+  if (scenario == "all" || scenario == "push_pull") {
+    PrintHeader();
+    for (auto [m, n] : shapes) {
+      for (int64_t b : sizes) {
+        auto ps = PsPushPull(m, n, b, seconds);
+        auto echo = EchoPushPull(m, n, b, seconds);
+        report(ps.status());
+        report(echo.status());
+        if (!ps.ok() || !echo.ok()) continue;
+        Print("push_pull ps", m, n, b, *ps);
+        Print("push_pull echo", m, n, b, *echo);
+        std::printf("  ps/echo: %.2fx calls/s\n", ps->calls_per_sec() / echo->calls_per_sec());
+      }
+    }
+  }
+  if (scenario == "all" || scenario == "pipelined") {
+    PrintHeader();
+    for (auto [m, n] : shapes) {
+      (void)m;
+      for (int64_t b : sizes) {
+        if (b < (1 << 20)) continue;  // a layer-by-layer push of big tensors
+        auto r = Pipelined(n, b, inflight, seconds);
+        report(r.status());
+        if (r.ok()) Print(absl::StrCat("pipelined push x", inflight), 1, n, b, *r);
+      }
+    }
+  }
+  if (scenario == "all" || scenario == "memory") report(Memory(model_mib));
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace pstrain::bench
+
+int main(int argc, char** argv) { return pstrain::bench::Main(argc, argv); }
