@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/json.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "model/mlp.h"
+#include "model/model_config.h"
 #include "cli/job_flags.h"
 #include "worker/ps_client.h"
 
@@ -43,6 +46,10 @@ std::string PlacementTable(const Placement& p) {
                            absl::StrFormat("[%d, %d)", s.row_begin, s.row_end), s.bytes(),
                            s.ps);
   }
+  for (const VariableDef& e : p.embeddings) {
+    out += absl::StrFormat("%-28s %-8s %-16s %12d %4s\n", e.name, "table",
+                           absl::StrFormat("hash(id)%%%d", p.num_ps), e.bytes(), "all");
+  }
   int64_t total = 0;
   for (int64_t b : p.bytes_per_ps) total += b;
   out += "\n";
@@ -69,13 +76,109 @@ std::string PlacementJson(const Placement& p) {
     j.Set("ps", Json::Number(s.ps));
     slices.Append(std::move(j));
   }
+  Json tables = Json::Array();
+  for (const VariableDef& e : p.embeddings) {
+    Json j = Json::Object();
+    j.Set("variable", Json::String(e.name));
+    j.Set("vocabulary", Json::Number(e.rows()));
+    j.Set("dim", Json::Number(e.row_elements()));
+    j.Set("bytes", Json::Number(e.bytes()));
+    j.Set("rows_on", Json::String("hash(id) mod num_ps"));
+    tables.Append(std::move(j));
+  }
   Json per_ps = Json::Array();
   for (int64_t b : p.bytes_per_ps) per_ps.Append(Json::Number(b));
   Json root = Json::Object();
   root.Set("num_ps", Json::Number(p.num_ps));
   root.Set("slices", std::move(slices));
+  root.Set("embeddings", std::move(tables));
   root.Set("bytes_per_ps", std::move(per_ps));
   root.Set("imbalance_percent", Json::Number(ImbalancePercent(p)));
+  return root.Dump() + "\n";
+}
+
+namespace {
+
+// One PS's slices summed per variable, in first-seen order.
+std::vector<v1::SliceStats> PerVariable(const v1::StatsResponse& ps) {
+  std::vector<v1::SliceStats> out;
+  std::map<std::string, size_t> index;
+  for (const v1::SliceStats& s : ps.slices()) {
+    const std::string name = s.variable().empty() ? s.key() : s.variable();
+    auto [it, inserted] = index.emplace(name, out.size());
+    if (inserted) {
+      v1::SliceStats v = s;
+      v.set_key(name);
+      out.push_back(v);
+      continue;
+    }
+    v1::SliceStats& v = out[it->second];
+    v.set_bytes(v.bytes() + s.bytes());
+    v.set_rows(v.rows() + s.rows());
+    v.set_pushes(v.pushes() + s.pushes());
+    v.set_pulls(v.pulls() + s.pulls());
+    v.set_step(std::min(v.step(), s.step()));
+    v.set_dropped_stale(v.dropped_stale() + s.dropped_stale());
+    for (int b = 0; b < s.staleness_histogram_size() && b < v.staleness_histogram_size(); ++b) {
+      v.set_staleness_histogram(b, v.staleness_histogram(b) + s.staleness_histogram(b));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string StatusTable(const std::vector<HostPort>& addresses,
+                        const std::vector<v1::StatsResponse>& stats) {
+  std::string out;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    out += absl::StrFormat("ps:%d %s  global step %d  resident %.0f MiB\n",
+                           stats[i].ps_index(), addresses[i].ToString(),
+                           stats[i].global_step(), stats[i].resident_bytes() / 1048576.0);
+    if (stats[i].slices_size() == 0) {
+      out += "  (no variables yet)\n";
+      continue;
+    }
+    out += absl::StrFormat("  %-24s %-7s %12s %9s %9s %8s %8s  %s\n", "variable", "mode",
+                           "bytes", "pushes", "pulls", "step", "dropped",
+                           "staleness 0|1|2|3-4|5-8|9-16|17-32|33-64|65+");
+    for (const v1::SliceStats& v : PerVariable(stats[i])) {
+      out += absl::StrFormat("  %-24s %-7s %12d %9d %9d %8d %8d  %s\n", v.key(),
+                             v.consistency(), v.bytes(), v.pushes(), v.pulls(), v.step(),
+                             v.dropped_stale(), absl::StrJoin(v.staleness_histogram(), " "));
+    }
+  }
+  return out;
+}
+
+std::string StatusJson(const std::vector<HostPort>& addresses,
+                       const std::vector<v1::StatsResponse>& stats) {
+  Json root = Json::Array();
+  for (size_t i = 0; i < stats.size(); ++i) {
+    Json ps = Json::Object();
+    ps.Set("ps", Json::Number(stats[i].ps_index()));
+    ps.Set("address", Json::String(addresses[i].ToString()));
+    ps.Set("global_step", Json::Number(stats[i].global_step()));
+    ps.Set("resident_bytes", Json::Number(stats[i].resident_bytes()));
+    Json vars = Json::Array();
+    for (const v1::SliceStats& v : PerVariable(stats[i])) {
+      Json j = Json::Object();
+      j.Set("variable", Json::String(v.key()));
+      j.Set("consistency", Json::String(v.consistency()));
+      j.Set("bytes", Json::Number(v.bytes()));
+      j.Set("rows", Json::Number(v.rows()));
+      j.Set("pushes", Json::Number(v.pushes()));
+      j.Set("pulls", Json::Number(v.pulls()));
+      j.Set("step", Json::Number(v.step()));
+      j.Set("dropped_stale", Json::Number(v.dropped_stale()));
+      Json hist = Json::Array();
+      for (int64_t b : v.staleness_histogram()) hist.Append(Json::Number(b));
+      j.Set("staleness_histogram", std::move(hist));
+      vars.Append(std::move(j));
+    }
+    ps.Set("variables", std::move(vars));
+    root.Append(std::move(ps));
+  }
   return root.Dump() + "\n";
 }
 
@@ -86,14 +189,21 @@ int PlacementMain(CliArgs& args) {
     PlacementOptions options;
     PSTRAIN_ASSIGN_OR_RETURN(options.min_slice_bytes,
                              args.GetInt("min_slice_bytes", options.min_slice_bytes));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("config", ""));
     PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
     PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     if (num_ps < 1 || num_ps > 1024) {
       return absl::InvalidArgumentError(absl::StrCat("--ps=", num_ps, ": must be in 1..1024"));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(job.model, 1));
-    PSTRAIN_ASSIGN_OR_RETURN(Placement p,
-                             ComputePlacement(mlp->variables(), num_ps, options));
+    std::vector<VariableDef> variables;
+    if (!config.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(variables, model::LoadModelConfig(config));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
+                               model::Mlp::Create(job.model, 1));
+      variables = mlp->variables();
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(variables, num_ps, options));
     return json ? PlacementJson(p) : PlacementTable(p);
   };
   auto out = run();
@@ -130,38 +240,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     empty.num_ps = static_cast<int>(addresses.size());
     PSTRAIN_ASSIGN_OR_RETURN(auto client, worker::PsClient::Create(options, empty));
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client->Stats());
-    if (json) {
-      Json root = Json::Array();
-      for (size_t i = 0; i < stats.size(); ++i) {
-        Json ps = Json::Object();
-        ps.Set("ps", Json::Number(stats[i].ps_index()));
-        ps.Set("address", Json::String(addresses[i].ToString()));
-        ps.Set("global_step", Json::Number(stats[i].global_step()));
-        Json slices = Json::Array();
-        for (const v1::SliceStats& s : stats[i].slices()) {
-          Json j = Json::Object();
-          j.Set("key", Json::String(s.key()));
-          j.Set("bytes", Json::Number(s.bytes()));
-          j.Set("pushes", Json::Number(s.pushes()));
-          j.Set("pulls", Json::Number(s.pulls()));
-          slices.Append(std::move(j));
-        }
-        ps.Set("slices", std::move(slices));
-        root.Append(std::move(ps));
-      }
-      return root.Dump() + "\n";
-    }
-    std::string out;
-    for (size_t i = 0; i < stats.size(); ++i) {
-      out += absl::StrFormat("ps:%d %s  global step %d\n", stats[i].ps_index(),
-                             addresses[i].ToString(), stats[i].global_step());
-      if (stats[i].slices_size() == 0) out += "  (no variables yet)\n";
-      for (const v1::SliceStats& s : stats[i].slices()) {
-        out += absl::StrFormat("  %-32s %12d bytes %10d pushes %10d pulls\n", s.key(),
-                               s.bytes(), s.pushes(), s.pulls());
-      }
-    }
-    return out;
+    return json ? StatusJson(addresses, stats) : StatusTable(addresses, stats);
   };
   auto out = run();
   if (!out.ok()) return Fail("status", out.status());

@@ -1,5 +1,5 @@
 // Operator commands of the pstrain entry point that inspect a job:
-//   pstrain placement --ps N [job flags] [--min_slice_bytes B] [--json]
+//   pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]
 //   pstrain status [--ps HOST:PORT,...] [--json]
 // Each returns the process exit code and prints its own errors.
 #ifndef PSTRAIN_CLI_TOOLS_H_
@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "common/cli_args.h"
 #include "common/placement.h"
+#include "common/tf_config.h"
+#include "proto/ps_service.pb.h"
 
 namespace pstrain {
 
@@ -19,8 +21,17 @@ namespace pstrain {
 std::string PlacementTable(const Placement& p);
 std::string PlacementJson(const Placement& p);
 
-// `pstrain placement`: the model comes from the job flags (--hidden, ...).
+// `pstrain placement`: the model comes from --config (a model config file,
+// model/model_config.h) or else from the job flags (--hidden, ...).
 int PlacementMain(CliArgs& args);
+
+// `pstrain status` output: per PS its global step and resident memory, then
+// per variable (its slices on that PS summed): mode, bytes, pushes, pulls,
+// step, dropped stale gradients and the staleness histogram.
+std::string StatusTable(const std::vector<HostPort>& addresses,
+                        const std::vector<v1::StatsResponse>& stats);
+std::string StatusJson(const std::vector<HostPort>& addresses,
+                       const std::vector<v1::StatsResponse>& stats);
 
 // `pstrain status`: asks every PS for its Stats. The PS addresses come from
 // --ps, else from $TF_CONFIG (read by the caller and passed as `tf_config`,

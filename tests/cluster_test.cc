@@ -162,8 +162,9 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   RunResult status = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
                                 out + "/status.txt");
   EXPECT_EQ(status.code, 0) << status.output;
-  EXPECT_EQ(status.output, absl::StrCat("ps:0 127.0.0.1:", ports[0],
-                                        "  global step 0\n  (no variables yet)\n"));
+  EXPECT_THAT(status.output, HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0],
+                                                   "  global step 0  resident ")));
+  EXPECT_THAT(status.output, HasSubstr(" MiB\n  (no variables yet)\n"));
   RunResult json = RunPstrain({"status", "--json"}, o.env[0].second, out + "/status.json");
   EXPECT_EQ(json.code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr(R"("global_step":0)"));
@@ -177,6 +178,35 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
                               out + "/gone.txt");
   EXPECT_EQ(gone.code, 138) << gone.output;
   EXPECT_THAT(gone.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
+}
+
+TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
+  const std::string out = TmpDir("placement");
+  const std::string config =
+      absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/configs/wide_and_deep.pbtxt");
+  RunResult r = RunPstrain({"placement", "--config", config, "--ps", "4", "--json"}, "",
+                           out + "/p.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(Json j, ParseJson(r.output));
+  EXPECT_EQ(j.Find("num_ps")->number_value(), 4);
+  ASSERT_EQ(j.Find("embeddings")->array_items().size(), 2u);
+  EXPECT_EQ(j.Find("embeddings")->array_items()[0].Find("variable")->string_value(), "user_emb");
+  // Every dense row lives in exactly one slice.
+  int64_t kernel_rows = 0;
+  for (const Json& s : j.Find("slices")->array_items()) {
+    if (s.Find("variable")->string_value() == "dense_1/kernel") {
+      kernel_rows += s.Find("row_end")->number_value() - s.Find("row_begin")->number_value();
+    }
+  }
+  EXPECT_EQ(kernel_rows, 1024);
+  EXPECT_LT(j.Find("imbalance_percent")->number_value(), 1.0);
+  RunResult table = RunPstrain({"placement", "--config", config, "--ps", "4"}, "",
+                               out + "/p.txt");
+  EXPECT_THAT(table.output, HasSubstr("user_emb                     table    hash(id)%4"));
+  RunResult bad = RunPstrain({"placement", "--config", out + "/none.pbtxt", "--ps", "2"}, "",
+                             out + "/bad.txt");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
