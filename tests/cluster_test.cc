@@ -91,6 +91,29 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_THAT(w0, HasSubstr("examples/s - "));
 }
 
+// Sync with a backup: 3 workers, gradients of 2 averaged per step, the late
+// one dropped. The job ends at its global step count, every worker with it.
+TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {
+  const std::string out = TmpDir("sync");
+  RunResult r = RunPstrain({"launch", "--ps=2", "--workers=3", "--epochs=1", "--consistency=sync",
+                            "--replicas_to_aggregate=2", "--output_dir=" + out},
+                           "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.75) << text;
+  // 60000 examples per epoch, 2 batches of 32 per aggregated step.
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 937);
+  int64_t steps = 0;
+  for (const Json& w : metrics.Find("workers")->array_items()) {
+    steps += w.Find("steps")->number_value();
+  }
+  // Every aggregated step took 2 gradients; the rest were dropped as stale.
+  EXPECT_GE(steps, 2 * 937);
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
+  EXPECT_THAT(w0, HasSubstr("step 937/937 - loss "));
+}
+
 // Hand-written TF_CONFIGs, no chief: worker 0 takes the chief's duties.
 TEST(ClusterTest, WorkerZeroTakesChiefDutiesWithoutChief) {
   const std::string out = TmpDir("nochief");

@@ -245,7 +245,10 @@ absl::Status PsClient::ExchangeEach(
     if (n > 0 && remaining.fetch_sub(n) == n) all_done.Notify();
   };
   absl::Mutex mu;
+  // Of several errors, the one of the lowest request (so the lowest PS)
+  // is returned, whichever came first.
   absl::Status first_error;
+  size_t first_error_at = ps_of.size();
   std::vector<char> answered(ps_of.size(), 0);
   // Frames to each PS go out at most kMaxInFlight at a time: enough to keep
   // the connection busy, few enough that a large model never sits whole in
@@ -276,7 +279,10 @@ absl::Status PsClient::ExchangeEach(
                          {
                            absl::MutexLock lock(&mu);
                            answered[i] = 1;
-                           if (!s.ok() && first_error.ok()) first_error = s;
+                           if (!s.ok() && static_cast<size_t>(i) < first_error_at) {
+                             first_error = s;
+                             first_error_at = i;
+                           }
                            if (!s.ok()) {  // the rest for this PS would fail alike
                              dropped = queued[ps].size();
                              queued[ps].clear();
@@ -421,7 +427,7 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const float* grads, float* params,
         steps[i] = f.header().global_step();
         return ReadDense(groups_[i], f, params, offsets);
       }));
-  return steps.empty() ? 0 : *std::max_element(steps.begin(), steps.end());
+  return steps.empty() ? 0 : *std::min_element(steps.begin(), steps.end());
 }
 
 absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {

@@ -97,8 +97,8 @@ class PsClient {
                                       const CreateOptions& create);
 
   // Pulls every dense slice into `params` (flat layout as above). On error
-  // the contents of `params` are unspecified. Returns the largest global
-  // step among the PS.
+  // the contents of `params` are unspecified. Returns the smallest global
+  // step among the PS (each counts its own; ShardStore::global_step).
   absl::StatusOr<int64_t> PullAll(float* params, const std::vector<int64_t>& offsets);
 
   // Pushes the gradient of every dense slice from `grads` (flat layout).
@@ -163,7 +163,7 @@ class PsClient {
                          const std::vector<int64_t>& offsets);
   // InvalidArgument naming the slice and element of the first NaN or Inf.
   absl::Status CheckFinite(const float* grads, const std::vector<int64_t>& offsets) const;
-  // Push and/or pull of every group; returns the largest global step seen.
+  // Push and/or pull of every group; returns the smallest global step seen.
   absl::StatusOr<int64_t> DenseRound(const float* grads, float* params,
                                      const std::vector<int64_t>& offsets,
                                      absl::Duration timeout);

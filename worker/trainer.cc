@@ -29,8 +29,20 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
         "replica %d's shard has %d examples, fewer than one batch of %d",
         options.replica, shard.shard_size(), job.batch_size));
   }
-  const int64_t total_steps =
-      job.max_steps > 0 ? job.max_steps : job.epochs * shard.batches_per_epoch();
+  // Async replicas each run their own shard's schedule. Ssp replicas wait
+  // for each other, so all run the same number of steps: that of the
+  // smallest shard (shards differ by at most one example). Sync jobs count
+  // aggregated steps, each of replicas_to_aggregate batches; every replica
+  // (backups included) keeps pushing until the PS reach that global step.
+  const bool sync = job.consistency == "sync";
+  int64_t batches = shard.batches_per_epoch();
+  if (job.consistency != "async") {
+    batches = train.num_examples / options.num_replicas / job.batch_size;
+  }
+  const int aggregate = job.replicas_to_aggregate > 0 ? job.replicas_to_aggregate
+                                                      : options.num_replicas;
+  if (sync) batches = train.num_examples / aggregate / job.batch_size;
+  const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
   std::vector<float> params(mlp->num_parameters());
   std::vector<float> grads(mlp->num_parameters());
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
@@ -46,38 +58,45 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   absl::Time window_start = start;
   // Each step ends with one push-then-pull round trip per PS; the PS makes
   // the pull wait as the consistency mode requires.
-  PSTRAIN_RETURN_IF_ERROR(client->PullAll(params.data(), offsets).status());
-  for (int64_t step = 1; step <= total_steps; ++step) {
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params.data(), offsets));
+  // A bound on local steps that a sync replica cannot reach unless the PS
+  // stop advancing, which the PS's own wait timeout reports first.
+  const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
+  int64_t step = 0;
+  while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
+    ++step;
     shard.Next(x.data(), y.data());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
         mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
                               grads.data()));
-    if (step < total_steps) {
-      PSTRAIN_RETURN_IF_ERROR(
-          client->PushPullAll(grads.data(), params.data(), offsets).status());
-    } else {
+    if (!sync && step == total_steps) {
       PSTRAIN_RETURN_IF_ERROR(client->PushAll(grads.data(), offsets));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(global_step,
+                               client->PushPullAll(grads.data(), params.data(), offsets));
     }
+    const int64_t shown = sync ? std::min(global_step, total_steps) : step;
+    const bool last = sync ? global_step >= total_steps : step == total_steps;
     window.loss_sum += br.loss_sum;
     window.correct += br.correct;
     window.count += br.count;
-    if (step % options.log_every_steps == 0 || step == total_steps) {
+    if (step % options.log_every_steps == 0 || last) {
       const absl::Time now = absl::Now();
       const double elapsed = absl::ToDoubleSeconds(now - start);
       const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
-      const double eta = (total_steps - step) * job.batch_size / std::max(rate, 1e-9);
+      const double eta = (total_steps - shown) * job.batch_size / std::max(rate, 1e-9);
       result.final_loss = window.loss_sum / window.count;
       result.final_accuracy = static_cast<double>(window.correct) / window.count;
       Log(absl::StrFormat("step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
-                          step, total_steps, result.final_loss,
+                          shown, total_steps, result.final_loss,
                           result.final_accuracy, rate, elapsed, eta));
       window = model::BatchResult();
       window_start = now;
     }
   }
-  result.steps = total_steps;
-  result.examples = total_steps * job.batch_size;
+  result.steps = step;
+  result.examples = step * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec = result.examples / std::max(result.seconds, 1e-9);
   return result;
