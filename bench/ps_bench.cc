@@ -3,7 +3,7 @@
 //
 //   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
-//       [--model_mib=MiB]
+//       [--model_mib=MiB] [--repeat=R]
 //
 // Servers run as separate processes (this binary, re-executed with --serve),
 // so their resident memory is their own. Clients are threads of this process.
@@ -12,6 +12,7 @@
 //              then the same bytes through the echo reference: a bidi stream
 //              of raw ByteBuffers that the server writes back untouched, the
 //              client sending one reused buffer and reading in place.
+//              PS and echo runs alternate R times; medians are reported.
 //   pipelined  K pushes in flight on one stream per client, one way.
 //   memory     one PS holding a dense model of model_mib MiB with Adam's two
 //              slots, trained for a few rounds; its resident memory against
@@ -467,6 +468,12 @@ absl::Status Memory(int64_t model_mib) {
   return absl::OkStatus();
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 std::vector<int64_t> ParseSizes(const std::string& text) {
   std::vector<int64_t> out;
   for (absl::string_view p : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -498,15 +505,17 @@ int Main(int argc, char** argv) {
   const double seconds = args->GetDouble("seconds", 3).value_or(3);
   const int inflight = static_cast<int>(args->GetInt("inflight", 4).value_or(4));
   const int64_t model_mib = args->GetInt("model_mib", 1024).value_or(1024);
+  const int repeat = static_cast<int>(args->GetInt("repeat", 3).value_or(3));
   absl::Status unused = args->CheckAllUsed();
   const std::vector<int64_t> sizes = ParseSizes(sizes_text);
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
+      repeat < 1 ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
        scenario != "memory")) {
     std::fprintf(stderr,
                  "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
-                 "[--inflight=K] [--model_mib=MiB]\n",
+                 "[--inflight=K] [--model_mib=MiB] [--repeat=R]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
     return 2;
   }
@@ -528,14 +537,29 @@ int Main(int argc, char** argv) {
     PrintHeader();
     for (auto [m, n] : shapes) {
       for (int64_t b : sizes) {
-        auto ps = PsPushPull(m, n, b, seconds);
-        auto echo = EchoPushPull(m, n, b, seconds);
-        report(ps.status());
-        report(echo.status());
-        if (!ps.ok() || !echo.ok()) continue;
-        Print("push_pull ps", m, n, b, *ps);
-        Print("push_pull echo", m, n, b, *echo);
-        std::printf("  ps/echo: %.2fx calls/s\n", ps->calls_per_sec() / echo->calls_per_sec());
+        // PS and echo alternate, `repeat` times each; the medians and the
+        // median of the per-pair ratios are the figures (the machine is
+        // shared and noisy).
+        std::vector<double> ps_rates, echo_rates, ratios;
+        for (int rep = 0; rep < repeat; ++rep) {
+          auto ps = PsPushPull(m, n, b, seconds);
+          auto echo = EchoPushPull(m, n, b, seconds);
+          report(ps.status());
+          report(echo.status());
+          if (!ps.ok() || !echo.ok()) continue;
+          Print("push_pull ps", m, n, b, *ps);
+          Print("push_pull echo", m, n, b, *echo);
+          ps_rates.push_back(ps->calls_per_sec());
+          echo_rates.push_back(echo->calls_per_sec());
+          ratios.push_back(ps->calls_per_sec() / echo->calls_per_sec());
+        }
+        if (ratios.empty()) continue;
+        const double ps_med = Median(ps_rates), echo_med = Median(echo_rates);
+        std::printf("  median of %zu: ps %.0f calls/s = %.3f GB/s each way; echo %.0f calls/s "
+                    "= %.3f GB/s; ps/echo %.2fx\n",
+                    ratios.size(), ps_med, ps_med * m * b / 1e9, echo_med,
+                    echo_med * m * b / 1e9, Median(ratios));
+        std::fflush(stdout);
       }
     }
   }

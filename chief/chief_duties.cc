@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
       ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));
   worker::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
+  client_options.replica = -1;  // the chief does not train: it only observes
   PSTRAIN_ASSIGN_OR_RETURN(chief->client_,
                            worker::PsClient::Create(client_options, placement));
   Log("waiting for ", cfg.cluster.ps.size(), " ps");

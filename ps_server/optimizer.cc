@@ -1,11 +1,31 @@
 #include "ps_server/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain::ps {
+namespace {
+
+}  // namespace
+
+void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
+                           absl::Span<const absl::Span<float>> slots, int64_t t) const {
+  constexpr size_t kBlock = 1024;
+  float buf[kBlock];
+  absl::Span<float> sub[kMaxSlots];
+  for (size_t begin = 0; begin < values.size(); begin += kBlock) {
+    const size_t len = std::min(kBlock, values.size() - begin);
+    std::memcpy(buf, grad + begin * 4, len * 4);
+    for (size_t k = 0; k < slots.size(); ++k) sub[k] = slots[k].subspan(begin, len);
+    Apply(values.subspan(begin, len), absl::MakeConstSpan(buf, len),
+          absl::MakeConstSpan(sub, slots.size()), t);
+  }
+}
+
 namespace {
 
 class Sgd final : public Optimizer {
@@ -19,6 +39,16 @@ class Sgd final : public Optimizer {
     const float* g = grad.data();
     const size_t n = values.size();
     for (size_t i = 0; i < n; ++i) v[i] -= lr_ * g[i];
+  }
+  void ApplyBytes(absl::Span<float> values, const char* grad,
+                  absl::Span<const absl::Span<float>>, int64_t) const override {
+    float* v = values.data();
+    const size_t n = values.size();
+    for (size_t i = 0; i < n; ++i) {
+      float g;
+      std::memcpy(&g, grad + 4 * i, 4);  // unaligned loads, vectorised
+      v[i] -= lr_ * g;
+    }
   }
 
  private:

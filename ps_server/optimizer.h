@@ -39,6 +39,12 @@ class Optimizer {
   virtual void Apply(absl::Span<float> values, absl::Span<const float> grad,
                      absl::Span<const absl::Span<float>> slots,
                      int64_t t) const = 0;
+
+  // As Apply, with the gradient as raw little-endian float bytes at any
+  // alignment (straight from a received message): values.size() * 4 bytes
+  // at `grad`. The default copies through a small aligned buffer.
+  virtual void ApplyBytes(absl::Span<float> values, const char* grad,
+                          absl::Span<const absl::Span<float>> slots, int64_t t) const;
 };
 
 // InvalidArgument naming the field for an unknown name, a learning rate that

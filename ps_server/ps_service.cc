@@ -96,9 +96,10 @@ class ExchangeReactor final
         // The call is gone; drop what is queued.
         broken_ = true;
         queue_.clear();
+        queued_bytes_ = 0;
       }
       WriteNextLocked();
-      if (read_paused_ && queue_.size() < kMaxQueuedResponses) {
+      if (read_paused_ && queued_bytes_ < kMaxQueuedBytes) {
         read_paused_ = false;
         resume_reading = true;
       }
@@ -129,6 +130,7 @@ class ExchangeReactor final
       ShardStore::PushBatch push;
       push.replica = h.replica();
       push.consistency = h.consistency();
+      push.stop_step = h.stop_step();
       push.tensors = Refs(h.push());
       // A push-then-pull of the same async tensors: read the new values
       // back while applying, and answer at once.
@@ -171,6 +173,7 @@ class ExchangeReactor final
     pull_ = ShardStore::PullBatch();
     pull_.replica = h.replica();
     pull_.min_step = h.min_step();
+    pull_.stop_step = h.stop_step();
     pull_.tensors = Refs(h.pull());
     auto size = store_->PullSize(pull_);
     if (!size.ok()) return Respond(ErrorFrame(h.request_id(), size.status()));
@@ -233,9 +236,12 @@ class ExchangeReactor final
   void Respond(grpc::ByteBuffer frame) {
     {
       absl::MutexLock lock(&mu_);
-      if (!broken_) queue_.push_back(std::move(frame));
+      if (!broken_) {
+        queued_bytes_ += frame.Length();
+        queue_.push_back(std::move(frame));
+      }
       WriteNextLocked();
-      if (queue_.size() >= kMaxQueuedResponses) {
+      if (queued_bytes_ >= kMaxQueuedBytes) {
         read_paused_ = true;
         return;
       }
@@ -248,6 +254,7 @@ class ExchangeReactor final
     writing_ = true;
     out_ = std::move(queue_.front());
     queue_.pop_front();
+    queued_bytes_ -= out_.Length();
     StartWrite(&out_);
   }
 
@@ -257,8 +264,10 @@ class ExchangeReactor final
     Finish(grpc::Status::OK);
   }
 
-  // Responses queued behind the one being written before reading pauses.
-  static constexpr size_t kMaxQueuedResponses = 1;
+  // Bytes of responses queued behind the one being written at which reading
+  // pauses: one large pull's worth (small push acknowledgements never stop
+  // a pipelining client).
+  static constexpr size_t kMaxQueuedBytes = 4 << 20;
 
   ShardStore* const store_;
   const std::shared_ptr<BufferPool> pool_;
@@ -281,6 +290,7 @@ class ExchangeReactor final
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

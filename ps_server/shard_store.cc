@@ -50,6 +50,16 @@ int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float*
   float block[kBlock];
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t len = std::min(kBlock, n - begin);
+    // In place when the block lies in one received slice: no copy at all.
+    if (const char* p = frame.PayloadInPlace(offset + begin * 4, len * 4)) {
+      uint32_t bad = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, p + 4 * i, 4);
+        bad |= NonFiniteBits(bits) ? 1u : 0u;
+      }
+      if (bad == 0) continue;
+    }
     const int64_t at = CopyFinite(frame, offset + begin * 4, len, block);
     if (at >= 0) {
       *bad_value = block[at];
@@ -343,11 +353,21 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame&
   ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
     constexpr int64_t kBlock = 4096;
     float grad[kBlock];
+    absl::Span<float> slots[Optimizer::kMaxSlots];
     for (int64_t begin = first; begin < last; begin += kBlock) {
       const int64_t len = std::min(kBlock, last - begin);
-      frame.CopyPayload(offset + begin * 4, len * 4, grad);
       float* values = data + begin;
-      Optimize(values, grad, len, n, step);
+      // Read in place when the block lies in one received slice.
+      if (const char* in_place = frame.PayloadInPlace(offset + begin * 4, len * 4)) {
+        for (int k = 0; k < optimizer_->num_slots(); ++k) {
+          slots[k] = absl::MakeSpan(values + (k + 1) * n, len);
+        }
+        optimizer_->ApplyBytes(absl::MakeSpan(values, len), in_place,
+                               absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
+      } else {
+        frame.CopyPayload(offset + begin * 4, len * 4, grad);
+        Optimize(values, grad, len, n, step);
+      }
       if (read_back != nullptr) std::memcpy(read_back + begin * 4, values, len * 4);
     }
   });
@@ -480,7 +500,7 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
     const TensorRef& ref = batch.tensors[i];
     t.mu.AssertHeld();
     if (t.consistency.mode != Consistency::Mode::kSync) continue;
-    if (ref.version < t.updates) {
+    if (ref.version < t.updates || (batch.stop_step > 0 && t.updates >= batch.stop_step)) {
       applied[i] = false;  // a step that has passed: dropped below
     } else if (ref.version > t.updates) {
       bad = absl::FailedPreconditionError(absl::StrCat(
@@ -543,7 +563,8 @@ absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
     PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TensorBytes(*t, ref));
     total += bytes;
   }
-  if (initialized() && (batch.replica < 0 || batch.replica >= job_.num_replicas)) {
+  // Replica -1 is an observer (the chief, tools): it reads without waiting.
+  if (initialized() && (batch.replica < -1 || batch.replica >= job_.num_replicas)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replica ", batch.replica, " is out of range: the job has ", job_.num_replicas,
         " replicas"));
@@ -552,9 +573,11 @@ absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
 }
 
 bool ShardStore::ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const {
+  if (b.replica < 0) return true;  // an observer never waits
   if (t.consistency.mode == Consistency::Mode::kSync) {
     const int64_t need = std::max(b.min_step, t.last_pushed[b.replica] + 1);
     if (t.updates >= need) return true;
+    if (b.stop_step > 0 && t.updates >= b.stop_step) return true;  // the job is over
     std::vector<int> missing;
     for (int r = 0; r < job_.num_replicas; ++r) {
       if (!t.contributed[r]) missing.push_back(r);

@@ -131,6 +131,10 @@ class ShardStore {
 
   struct PushBatch {
     int replica = 0;
+    // sync: the step the job ends at (0: none); gradients for tensors
+    // already there are dropped (and counted) instead of starting a round
+    // that the stopped replicas would never finish.
+    int64_t stop_step = 0;
     std::string consistency;  // the sender's idea of the job's mode; empty: unchecked
     std::vector<TensorRef> tensors;
     // Optional, for a push-then-pull of the same tensors when every one is
@@ -162,8 +166,9 @@ class ShardStore {
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   struct PullBatch {
-    int replica = 0;
+    int replica = 0;       // -1: an observer (chief, tools), which never waits
     int64_t min_step = 0;  // sync: also wait for at least this version
+    int64_t stop_step = 0;  // sync: no waiting once a tensor is here (0: none)
     std::vector<TensorRef> tensors;
   };
   // Checks a pull and returns the bytes its values take.

@@ -109,6 +109,22 @@ TEST_F(PsConsistencyTest, SyncUpdateEqualsTheAverageGradientUpdate) {
     }
   }
   EXPECT_EQ(DroppedOnAllPs("w"), 0);
+
+  // Once the job's last step is reached, a replica starting another round
+  // does not wait for replicas that have stopped.
+  clients_[0]->set_stop_step(1);
+  const std::vector<float> g = GradOf(0);
+  ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PushPullAll(g.data(), pulled[0].data(), offsets_));
+  EXPECT_EQ(step, 1);
+  // An observer (the chief) reads the values at once, mid-step.
+  PsClientOptions o;
+  o.ps_addresses = ps_->addresses();
+  o.replica = -1;
+  o.wait_deadline = absl::Seconds(5);
+  ASSERT_OK_AND_ASSIGN(auto observer, PsClient::Create(o, placement_));
+  std::vector<float> seen(total_);
+  ASSERT_OK(observer->PullAll(seen.data(), offsets_).status());
+  EXPECT_EQ(seen, pulled[1]);
 }
 
 TEST_F(PsConsistencyTest, SyncPullWaitsForTheStepAndTimesOutNamingWhoIsMissing) {

@@ -269,6 +269,7 @@ absl::Status PsClient::ExchangeEach(
     const int ps = ps_of[i];
     v1::FrameHeader h;
     h.set_replica(options_.replica);
+    h.set_stop_step(stop_step_);
     std::vector<grpc::Slice> payload;
     build(i, &h, &payload);
     streams_[ps]->Send(std::move(h), std::move(payload),
@@ -414,9 +415,12 @@ absl::Status PsClient::CheckFinite(const float* grads,
 absl::StatusOr<int64_t> PsClient::DenseRound(const float* grads, float* params,
                                              const std::vector<int64_t>& offsets,
                                              absl::Duration timeout) {
-  // A push may span several frames and PS, each applied on its own; a bad
-  // gradient is refused here so that none of them is.
-  if (grads != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckFinite(grads, offsets));
+  // A push spanning several frames (and PS) is applied frame by frame; a bad
+  // gradient is refused here so that no frame of it is. A single frame is
+  // checked whole by its PS before anything is applied.
+  if (grads != nullptr && groups_.size() > 1) {
+    PSTRAIN_RETURN_IF_ERROR(CheckFinite(grads, offsets));
+  }
   std::vector<int64_t> steps(groups_.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
       group_ps_, timeout,

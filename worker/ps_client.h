@@ -54,7 +54,8 @@ struct PsClientOptions {
   // bytes (one slice larger than this gets a frame of its own), so a large
   // model never needs one huge message or buffer on either side.
   int64_t max_frame_bytes = 4 << 20;
-  // This client's replica index, sent with every pull and push.
+  // This client's replica index, sent with every pull and push; -1 for a
+  // client that only observes (the chief, tools): its pulls never wait.
   int replica = 0;
   // The job's consistency mode as this client was told it; sent with pushes
   // so a PS running another mode refuses them. Empty: not sent.
@@ -102,9 +103,11 @@ class PsClient {
   absl::StatusOr<int64_t> PullAll(float* params, const std::vector<int64_t>& offsets);
 
   // Pushes the gradient of every dense slice from `grads` (flat layout).
-  // A gradient holding NaN or Inf is refused before anything is sent. Each
-  // frame is all-or-nothing on its PS (checked before anything is applied);
-  // a push spanning several frames or PS is not atomic across them.
+  // A gradient holding NaN or Inf is refused before anything is applied:
+  // by this client when the push spans several frames, else by the PS. Each
+  // frame is all-or-nothing on its PS; other errors (a PS that does not
+  // know a slice, say) may leave earlier frames of a multi-frame push
+  // applied.
   absl::Status PushAll(const float* grads, const std::vector<int64_t>& offsets);
 
   // Push then pull in one round trip per PS: what a training step ends with.
@@ -118,6 +121,10 @@ class PsClient {
   // Gradients for rows `ids` (ids.size() * dim floats; repeated ids add up).
   absl::Status PushRows(const std::string& table, absl::Span<const int64_t> ids,
                         const float* grads);
+
+  // sync: the global step the job ends at; pulls of tensors that reached it
+  // no longer wait for other replicas (0: none).
+  void set_stop_step(int64_t step) { stop_step_ = step; }
 
   // Gradients the PS dropped as stale (sync) among this client's pushes.
   int64_t dropped_pushes() const { return dropped_; }
@@ -188,6 +195,7 @@ class PsClient {
   std::vector<int> group_ps_;  // groups_[i].ps
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
+  int64_t stop_step_ = 0;
 };
 
 }  // namespace pstrain::worker

@@ -58,6 +58,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   absl::Time window_start = start;
   // Each step ends with one push-then-pull round trip per PS; the PS makes
   // the pull wait as the consistency mode requires.
+  if (sync) client->set_stop_step(total_steps);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params.data(), offsets));
   // A bound on local steps that a sync replica cannot reach unless the PS
   // stop advancing, which the PS's own wait timeout reports first.
