@@ -22,6 +22,8 @@
 #include "cli/launch.h"
 #include "cli/role_main.h"
 #include "cli/tools.h"
+#include "common/logging.h"
+#include "worker/local_trainer.h"
 
 namespace {
 
@@ -32,10 +34,13 @@ constexpr char kUsage[] =
     "  pstrain launch [--ps N] [--workers M] [--nochief] [--output_dir DIR]\n"
     "                 [--timeout_s S] [job flags]\n"
     "                               start a whole cluster on 127.0.0.1 and train\n"
-    "  pstrain placement --ps N [job flags] [--min_slice_bytes B] [--json]\n"
+    "  pstrain train --local [job flags]\n"
+    "                               the same model and data in this one process, no PS\n"
+    "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"
     "                               which slice of which variable goes to which PS\n"
     "  pstrain status [--ps HOST:PORT,...] [--json]\n"
-    "                               per-PS, per-slice bytes, pushes, pulls, global step\n"
+    "                               per PS and variable: bytes, pushes, pulls, step,\n"
+    "                               dropped gradients, staleness\n"
     "  pstrain help\n"
     "\n"
     "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
@@ -81,6 +86,35 @@ int Describe(int argc, char** argv) {
 
 }  // namespace
 
+// `pstrain train --local`.
+int TrainLocal(pstrain::CliArgs& args) {
+  pstrain::SetLogTag("local");
+  auto local = args.GetBool("local", false);
+  auto job = pstrain::JobSpecFromFlags(args);
+  absl::Status s = local.status();
+  if (s.ok()) s = job.status();
+  if (s.ok()) s = args.CheckAllUsed();
+  if (s.ok() && !*local) {
+    s = absl::InvalidArgumentError(
+        "pstrain train runs only --local; a cluster job starts with pstrain launch or "
+        "from TF_CONFIG");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
+    return pstrain::ExitCodeFor(s);
+  }
+  auto result = pstrain::worker::RunLocal(*job);
+  if (!result.ok()) {
+    std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
+    return pstrain::ExitCodeFor(result.status());
+  }
+  std::printf("test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
+              "(%d steps in %.1f s)\n",
+              result->test_accuracy, result->test_loss, result->examples_per_sec,
+              static_cast<int>(result->steps), result->train_seconds);
+  return pstrain::kExitOk;
+}
+
 int main(int argc, char** argv) {
   // Every role moves MiB-sized messages (common/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();
@@ -106,6 +140,14 @@ int main(int argc, char** argv) {
       if (cmd == "placement") return pstrain::PlacementMain(*args);
       const char* env = std::getenv("TF_CONFIG");
       return pstrain::StatusMain(*args, env == nullptr ? "" : env);
+    }
+    if (cmd == "train") {
+      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+      if (!args.ok()) {
+        std::fprintf(stderr, "pstrain train: %s\n", std::string(args.status().message()).c_str());
+        return pstrain::kExitBadConfig;
+      }
+      return TrainLocal(*args);
     }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

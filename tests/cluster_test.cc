@@ -232,6 +232,21 @@ TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
   EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
 }
 
+TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
+  const std::string out = TmpDir("local");
+  RunResult r = RunPstrain({"train", "--local", "--epochs=1"}, "", out + "/local.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("local: step 1875/1875 - loss "));
+  const size_t at = r.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.80) << r.output;
+  RunResult bad = RunPstrain({"train", "--epochs=1"}, "", out + "/bad.txt");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.output,
+            "pstrain train: pstrain train runs only --local; a cluster job starts with pstrain "
+            "launch or from TF_CONFIG\n");
+}
+
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
   const std::string out = TmpDir("badflags");
   RunResult r = RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");

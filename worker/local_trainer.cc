@@ -1,0 +1,85 @@
+#include "worker/local_trainer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "data/dataset.h"
+#include "model/mlp.h"
+#include "ps_server/optimizer.h"
+
+namespace pstrain::worker {
+
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps) {
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTest));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
+                           model::Mlp::Create(job.model, std::max(job.batch_size, 1024)));
+  if (train.example_dim != job.model.input_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data examples have %d features but the model's input_dim is %d", train.example_dim,
+        job.model.input_dim));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ps::Optimizer> opt, ps::CreateOptimizer(job.optimizer));
+  data::ShardIterator shard(&train, 0, 1, job.batch_size, job.seed);
+  if (shard.batches_per_epoch() == 0) {
+    return absl::InvalidArgumentError("the training set is smaller than one batch");
+  }
+  const int64_t total = job.max_steps > 0 ? job.max_steps : job.epochs * shard.batches_per_epoch();
+  std::vector<float> params = mlp->InitialParameters(job.seed);
+  const size_t n = params.size();
+  std::vector<float> grads(n);
+  // Slots after the values, as the PS keeps them.
+  std::vector<std::vector<float>> slot_store(opt->num_slots());
+  std::vector<absl::Span<float>> slots;
+  for (int k = 0; k < opt->num_slots(); ++k) {
+    slot_store[k].assign(n, opt->initial_slot_value(k));
+    slots.push_back(absl::MakeSpan(slot_store[k]));
+  }
+  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
+  std::vector<int32_t> y(job.batch_size);
+  Log("training locally: ", total, " steps of batch ", job.batch_size, " over ",
+      train.num_examples, " examples");
+  model::BatchResult window;
+  const absl::Time start = absl::Now();
+  absl::Time window_start = start;
+  for (int64_t step = 1; step <= total; ++step) {
+    shard.Next(x.data(), y.data());
+    PSTRAIN_ASSIGN_OR_RETURN(
+        model::BatchResult br,
+        mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size, grads.data()));
+    opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
+               step);
+    window.loss_sum += br.loss_sum;
+    window.correct += br.correct;
+    window.count += br.count;
+    if (step % log_every_steps == 0 || step == total) {
+      const absl::Time now = absl::Now();
+      const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      Log(absl::StrFormat(
+          "step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+          step, total, window.loss_sum / window.count,
+          static_cast<double>(window.correct) / window.count, rate,
+          absl::ToDoubleSeconds(now - start), (total - step) * job.batch_size / rate));
+      window = model::BatchResult();
+      window_start = now;
+    }
+  }
+  LocalResult result;
+  result.steps = total;
+  result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
+  PSTRAIN_ASSIGN_OR_RETURN(
+      model::BatchResult r,
+      mlp->Evaluate(params.data(), test.features.data(), test.labels.data(), test.num_examples));
+  result.test_accuracy = static_cast<double>(r.correct) / r.count;
+  result.test_loss = r.loss_sum / r.count;
+  return result;
+}
+
+}  // namespace pstrain::worker

@@ -1,0 +1,30 @@
+// `pstrain train --local`: the job's model, data pipeline and optimizer in
+// one process with no PS, the reference for a cluster's accuracy and speed.
+// The same MLP, the same sharding code (one replica), the same optimizer
+// formulas the PS applies (ps_server/optimizer.h).
+#ifndef PSTRAIN_WORKER_LOCAL_TRAINER_H_
+#define PSTRAIN_WORKER_LOCAL_TRAINER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "model/job_spec.h"
+
+namespace pstrain::worker {
+
+struct LocalResult {
+  int64_t steps = 0;
+  double train_seconds = 0;
+  double examples_per_sec = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+};
+
+// Trains job.epochs (or job.max_steps) over the whole training set, then
+// scores the test set. Logs Keras-like progress lines every
+// `log_every_steps`. Errors for bad data, a bad model or optimizer.
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400);
+
+}  // namespace pstrain::worker
+
+#endif  // PSTRAIN_WORKER_LOCAL_TRAINER_H_
