@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "data/prefetcher.h"
 #include "model/mlp.h"
 #include "ps_server/optimizer.h"
 
@@ -43,13 +44,15 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
+  // Batches are gathered on a background thread, a few steps ahead.
+  data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
   Log("training locally: ", total, " steps of batch ", job.batch_size, " over ",
       train.num_examples, " examples");
   model::BatchResult window;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
   for (int64_t step = 1; step <= total; ++step) {
-    shard.Next(x.data(), y.data());
+    prefetch.Next(x.data(), y.data());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
         mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size, grads.data()));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "data/prefetcher.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -47,6 +48,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   std::vector<float> grads(mlp->num_parameters());
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
+  // Batches are gathered on a background thread, a few steps ahead.
+  data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
   const std::vector<int64_t>& offsets = mlp->offsets();
 
   Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
@@ -66,7 +69,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   int64_t step = 0;
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
-    shard.Next(x.data(), y.data());
+    prefetch.Next(x.data(), y.data());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
         mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,

@@ -1,0 +1,62 @@
+#include "data/prefetcher.h"
+
+#include <cstring>
+
+namespace pstrain::data {
+
+Prefetcher::Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth)
+    : it_(it), slots_(depth) {
+  for (Slot& s : slots_) {
+    s.features.resize(static_cast<size_t>(batch_size) * example_dim);
+    s.labels.resize(batch_size);
+  }
+  thread_ = std::thread([this] { Produce(); });
+}
+
+Prefetcher::~Prefetcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void Prefetcher::Produce() {
+  const int64_t depth = static_cast<int64_t>(slots_.size());
+  while (true) {
+    int64_t next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto room = [&] { return stop_ || produced_ - consumed_ < depth; };
+      mu_.Await(absl::Condition(&room));
+      if (stop_) return;
+      next = produced_;
+    }
+    // The slot is ours until produced_ moves past it.
+    Slot& s = slots_[next % depth];
+    s.epoch = it_->Next(s.features.data(), s.labels.data());
+    absl::MutexLock lock(&mu_);
+    ++produced_;
+  }
+}
+
+int64_t Prefetcher::Next(float* features, int32_t* labels) {
+  const int64_t depth = static_cast<int64_t>(slots_.size());
+  int64_t index;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [&] { return produced_ > consumed_; };
+    mu_.Await(absl::Condition(&ready));
+    index = consumed_;
+  }
+  // The slot is ours until consumed_ moves past it.
+  const Slot& s = slots_[index % depth];
+  std::memcpy(features, s.features.data(), s.features.size() * sizeof(float));
+  std::memcpy(labels, s.labels.data(), s.labels.size() * sizeof(int32_t));
+  const int64_t epoch = s.epoch;
+  absl::MutexLock lock(&mu_);
+  ++consumed_;
+  return epoch;
+}
+
+}  // namespace pstrain::data

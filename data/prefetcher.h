@@ -1,0 +1,52 @@
+// Prepares batches ahead of the training loop: a background thread draws
+// them from a ShardIterator (gathering shuffled examples into contiguous
+// batches) up to `depth` batches ahead, so a step never waits for its input.
+// Batches come out in exactly the iterator's order.
+// Thread-safe for one consumer.
+#ifndef PSTRAIN_DATA_PREFETCHER_H_
+#define PSTRAIN_DATA_PREFETCHER_H_
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "data/dataset.h"
+
+namespace pstrain::data {
+
+class Prefetcher {
+ public:
+  // Starts the thread. REQUIRES: `it` outlives the prefetcher and is not
+  // used by anyone else meanwhile; depth >= 1.
+  Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth = 4);
+  // Stops the thread (a batch being prepared is finished first).
+  ~Prefetcher();
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // Copies the next batch out (batch_size x example_dim features and the
+  // labels), waiting for it if it is not ready; returns its epoch.
+  int64_t Next(float* features, int32_t* labels) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Slot {
+    std::vector<float> features;
+    std::vector<int32_t> labels;
+    int64_t epoch = 0;
+  };
+  void Produce() ABSL_LOCKS_EXCLUDED(mu_);
+
+  ShardIterator* const it_;
+  absl::Mutex mu_;
+  std::vector<Slot> slots_;  // a ring; contents owned by whoever the counters say
+  int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;  // batches filled so far
+  int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;  // batches taken so far
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace pstrain::data
+
+#endif  // PSTRAIN_DATA_PREFETCHER_H_
