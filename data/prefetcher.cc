@@ -27,7 +27,9 @@ void Prefetcher::Produce() {
     int64_t next;
     {
       absl::MutexLock lock(&mu_);
-      auto room = [&] { return stop_ || produced_ - consumed_ < depth; };
+      auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || produced_ - consumed_ < depth;
+      };
       mu_.Await(absl::Condition(&room));
       if (stop_) return;
       next = produced_;
@@ -45,7 +47,7 @@ int64_t Prefetcher::Next(float* features, int32_t* labels) {
   int64_t index;
   {
     absl::MutexLock lock(&mu_);
-    auto ready = [&] { return produced_ > consumed_; };
+    auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return produced_ > consumed_; };
     mu_.Await(absl::Condition(&ready));
     index = consumed_;
   }
