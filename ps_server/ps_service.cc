@@ -126,6 +126,11 @@ class ExchangeReactor final
     if (!parsed.ok()) return Respond(ErrorFrame(h.request_id(), parsed));
     v1::FrameHeader resp;
     resp.set_request_id(h.request_id());
+    pull_ = ShardStore::PullBatch();
+    pull_.replica = h.replica();
+    pull_.min_step = h.min_step();
+    pull_.stop_step = h.stop_step();
+    pull_.tensors = Refs(h.pull());
     if (h.push_size() > 0) {
       ShardStore::PushBatch push;
       push.replica = h.replica();
@@ -134,14 +139,10 @@ class ExchangeReactor final
       push.tensors = Refs(h.push());
       // A push-then-pull of the same async tensors: read the new values
       // back while applying, and answer at once.
-      std::vector<ShardStore::TensorRef> pulls = Refs(h.pull());
       std::optional<BufferPool::Buffer> back;
       std::vector<ShardStore::Pulled> back_info;
-      if (h.pull_size() > 0 && store_->CanReadBack(push, pulls)) {
-        ShardStore::PullBatch pb;
-        pb.replica = h.replica();
-        pb.tensors = pulls;
-        auto size = store_->PullSize(pb);
+      if (!pull_.tensors.empty() && store_->CanReadBack(push, pull_.tensors)) {
+        auto size = store_->PullSize(pull_);
         if (size.ok()) {
           back.emplace(pool_->Acquire(*size));
           push.read_back = back->data();
@@ -152,35 +153,37 @@ class ExchangeReactor final
       if (!applied.ok()) return Respond(ErrorFrame(h.request_id(), applied.status()));
       for (bool a : *applied) resp.add_applied(a);
       if (back.has_value()) {
-        for (const ShardStore::Pulled& p : back_info) {
-          v1::TensorRef* r = resp.add_pull();
-          r->set_version(p.version);
-          r->set_bytes(p.bytes);
-        }
-        resp.set_global_step(store_->global_step());
-        std::vector<grpc::Slice> payload;
-        payload.push_back(std::move(*back).ToSlice());
-        return Respond(EncodeFrame(resp, std::move(payload)));
+        return Respond(PullReply(std::move(resp), back_info, std::move(*back)));
       }
     } else if (request_.payload_size() != 0) {
       return Respond(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
           "frame carries ", request_.payload_size(), " payload bytes but pushes nothing"))));
     }
-    if (h.pull_size() == 0) {
+    if (pull_.tensors.empty()) {
       resp.set_global_step(store_->global_step());
       return Respond(EncodeFrame(resp, {}));
     }
-    pull_ = ShardStore::PullBatch();
-    pull_.replica = h.replica();
-    pull_.min_step = h.min_step();
-    pull_.stop_step = h.stop_step();
-    pull_.tensors = Refs(h.pull());
     auto size = store_->PullSize(pull_);
     if (!size.ok()) return Respond(ErrorFrame(h.request_id(), size.status()));
     pull_size_ = *size;
     pull_header_ = std::move(resp);
     store_->wait_list().RunWhenReady([this] { return TryPull(); },
                                      absl::Now() + wait_timeout_, [this] { Expire(); });
+  }
+
+  // The answer to a frame that pulled: `resp` with each tensor's version and
+  // bytes and the global step, the values in `values`.
+  grpc::ByteBuffer PullReply(v1::FrameHeader resp, const std::vector<ShardStore::Pulled>& pulled,
+                             BufferPool::Buffer values) {
+    for (const ShardStore::Pulled& p : pulled) {
+      v1::TensorRef* r = resp.add_pull();
+      r->set_version(p.version);
+      r->set_bytes(p.bytes);
+    }
+    resp.set_global_step(store_->global_step());
+    std::vector<grpc::Slice> payload;
+    payload.push_back(std::move(values).ToSlice());
+    return EncodeFrame(resp, std::move(payload));
   }
 
   // Serves the pull if it is ready (or failed); false to keep waiting.
@@ -201,16 +204,7 @@ class ExchangeReactor final
       return true;
     }
     if (!*ready) return false;
-    v1::FrameHeader resp = std::move(pull_header_);
-    for (const ShardStore::Pulled& p : pulled) {
-      v1::TensorRef* r = resp.add_pull();
-      r->set_version(p.version);
-      r->set_bytes(p.bytes);
-    }
-    resp.set_global_step(store_->global_step());
-    std::vector<grpc::Slice> payload;
-    payload.push_back(std::move(buf).ToSlice());
-    Respond(EncodeFrame(resp, std::move(payload)));
+    Respond(PullReply(std::move(pull_header_), pulled, std::move(buf)));
     return true;
   }
 

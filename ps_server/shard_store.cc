@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/finite.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
 
@@ -14,55 +15,37 @@ namespace pstrain::ps {
 
 namespace {
 
-// True when the float with these bits is NaN or infinite (all exponent
-// bits set).
-inline bool NonFiniteBits(uint32_t bits) { return (bits & 0x7f800000u) == 0x7f800000u; }
-
 // Copies n floats of gradient out of the frame into `dst`, checking each is
-// finite. Works in blocks small enough to stay in L1, and tests the
-// exponent bits with integer ops, which vectorise. Returns the index of the
+// finite, in blocks small enough to stay in L1. Returns the index of the
 // first non-finite element, or -1.
 int64_t CopyFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* dst) {
   constexpr int64_t kBlock = 4096;  // floats: 16 KiB
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t len = std::min(kBlock, n - begin);
     frame.CopyPayload(offset + begin * 4, len * 4, dst + begin);
-    uint32_t bad = 0;
-    const float* block = dst + begin;
-    for (int64_t i = 0; i < len; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, block + i, 4);
-      bad |= NonFiniteBits(bits) ? 1u : 0u;
-    }
-    if (bad != 0) {
-      for (int64_t i = 0; i < len; ++i) {
-        if (!std::isfinite(block[i])) return begin + i;
-      }
-    }
+    const int64_t at = FirstNonFinite(dst + begin, len);
+    if (at >= 0) return begin + at;
   }
   return -1;
 }
 
-// Checks n floats of gradient in the frame without keeping a copy: each
-// block passes through a small buffer that stays in L1.
+// Checks n floats of gradient in the frame without keeping a copy: a block
+// lying in one received slice is read in place, any other passes through a
+// small buffer that stays in L1. Returns the index of the first non-finite
+// element (and its value in *bad_value), or -1.
 int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* bad_value) {
   constexpr int64_t kBlock = 4096;
   float block[kBlock];
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t len = std::min(kBlock, n - begin);
-    // In place when the block lies in one received slice: no copy at all.
-    if (const char* p = frame.PayloadInPlace(offset + begin * 4, len * 4)) {
-      uint32_t bad = 0;
-      for (int64_t i = 0; i < len; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, p + 4 * i, 4);
-        bad |= NonFiniteBits(bits) ? 1u : 0u;
-      }
-      if (bad == 0) continue;
+    const char* p = frame.PayloadInPlace(offset + begin * 4, len * 4);
+    if (p == nullptr) {
+      frame.CopyPayload(offset + begin * 4, len * 4, block);
+      p = reinterpret_cast<const char*>(block);
     }
-    const int64_t at = CopyFinite(frame, offset + begin * 4, len, block);
+    const int64_t at = FirstNonFinite(p, len);
     if (at >= 0) {
-      *bad_value = block[at];
+      std::memcpy(bad_value, p + 4 * at, 4);
       return begin + at;
     }
   }
@@ -277,30 +260,43 @@ void ShardStore::Optimize(float* values, const float* grad, int64_t n, int64_t s
                     absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
 }
 
-bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) {
+void ShardStore::OptimizeBytes(float* values, const char* grad, int64_t n, int64_t stride,
+                               int64_t step) const {
+  absl::Span<float> slots[Optimizer::kMaxSlots];
+  for (int k = 0; k < optimizer_->num_slots(); ++k) {
+    slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
+  }
+  optimizer_->ApplyBytes(absl::MakeSpan(values, n), grad,
+                         absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
+}
+
+void ShardStore::CountPushLocked(Tensor& t, int64_t version) {
   t.pushes.fetch_add(1, std::memory_order_relaxed);
-  const int64_t staleness = t.updates - ref.version;
-  t.staleness[StalenessBucket(staleness)].fetch_add(1, std::memory_order_relaxed);
+  t.staleness[StalenessBucket(t.updates - version)].fetch_add(1, std::memory_order_relaxed);
+}
+
+bool ShardStore::FinishUpdateLocked(Tensor& t, int replica) {
+  t.version.store(t.updates, std::memory_order_release);
+  if (t.consistency.mode != Consistency::Mode::kSsp) return false;
+  ++t.clocks[replica];
+  t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
+                    std::memory_order_release);
+  return true;
+}
+
+bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) {
+  CountPushLocked(t, ref.version);
   const size_t nids = ref.ids.size();
   switch (t.consistency.mode) {
     case Consistency::Mode::kAsync:
-    case Consistency::Mode::kSsp: {
-      if (t.embedding) {
-        for (size_t i = 0; i < nids; ++i) {
-          float* row = RowLocked(t, ref.ids[i]);
-          const int64_t r = t.row_of[ref.ids[i]];
-          Optimize(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
-        }
-        ++t.updates;
-      } else {
-        Optimize(t.data.data(), grad, t.def.elements(), t.def.elements(), ++t.updates);
+    case Consistency::Mode::kSsp: {  // tables only
+      for (size_t i = 0; i < nids; ++i) {
+        float* row = RowLocked(t, ref.ids[i]);
+        const int64_t r = t.row_of[ref.ids[i]];
+        Optimize(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
       }
-      t.version.store(t.updates, std::memory_order_release);
-      if (t.consistency.mode == Consistency::Mode::kAsync) return false;
-      ++t.clocks[replica];
-      t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
-                        std::memory_order_release);
-      return true;
+      ++t.updates;
+      return FinishUpdateLocked(t, replica);
     }
     case Consistency::Mode::kSync: {
       if (t.embedding) {
@@ -333,7 +329,7 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
         std::fill(t.accum.begin(), t.accum.end(), 0.0f);
       }
       ++t.updates;
-      t.version.store(t.updates, std::memory_order_release);
+      FinishUpdateLocked(t, replica);
       std::fill(t.contributed.begin(), t.contributed.end(), 0);
       t.contributors = 0;
       return true;
@@ -342,9 +338,10 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
   return false;
 }
 
-bool ShardStore::ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame& frame,
-                                     int64_t offset, char* read_back) {
-  t.pushes.fetch_add(1, std::memory_order_relaxed);
+bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
+                                     const DecodedFrame& frame, int64_t offset,
+                                     char* read_back) {
+  CountPushLocked(t, ref.version);
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
   float* data = t.data.data();
@@ -353,17 +350,12 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame&
   ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
     constexpr int64_t kBlock = 4096;
     float grad[kBlock];
-    absl::Span<float> slots[Optimizer::kMaxSlots];
     for (int64_t begin = first; begin < last; begin += kBlock) {
       const int64_t len = std::min(kBlock, last - begin);
       float* values = data + begin;
       // Read in place when the block lies in one received slice.
       if (const char* in_place = frame.PayloadInPlace(offset + begin * 4, len * 4)) {
-        for (int k = 0; k < optimizer_->num_slots(); ++k) {
-          slots[k] = absl::MakeSpan(values + (k + 1) * n, len);
-        }
-        optimizer_->ApplyBytes(absl::MakeSpan(values, len), in_place,
-                               absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
+        OptimizeBytes(values, in_place, len, n, step);
       } else {
         frame.CopyPayload(offset + begin * 4, len * 4, grad);
         Optimize(values, grad, len, n, step);
@@ -371,12 +363,7 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame&
       if (read_back != nullptr) std::memcpy(read_back + begin * 4, values, len * 4);
     }
   });
-  t.version.store(t.updates, std::memory_order_release);
-  if (t.consistency.mode != Consistency::Mode::kSsp) return false;
-  ++t.clocks[replica];
-  t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
-                    std::memory_order_release);
-  return true;
+  return FinishUpdateLocked(t, replica);
 }
 
 absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
@@ -520,16 +507,14 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
       ref.ids = unique_ids[i];
       if (!applied[i]) {
         t.last_pushed[batch.replica] = std::max(t.last_pushed[batch.replica], ref.version);
-        t.pushes.fetch_add(1, std::memory_order_relaxed);
+        CountPushLocked(t, ref.version);
         t.dropped_stale.fetch_add(1, std::memory_order_relaxed);
-        t.staleness[StalenessBucket(t.updates - ref.version)].fetch_add(1, std::memory_order_relaxed);
         continue;
       }
       if (streamed[i]) {
-        t.staleness[StalenessBucket(t.updates - ref.version)].fetch_add(
-            1, std::memory_order_relaxed);
         char* out = batch.read_back == nullptr ? nullptr : batch.read_back + offsets[i];
-        progress |= ApplyStreamedLocked(t, batch.replica, frame, payload_offset + offsets[i], out);
+        progress |= ApplyStreamedLocked(t, ref, batch.replica, frame,
+                                        payload_offset + offsets[i], out);
         if (batch.read_back_versions != nullptr) {
           batch.read_back_versions->push_back({t.updates, t.bytes});
         }

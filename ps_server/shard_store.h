@@ -237,21 +237,31 @@ class ShardStore {
   absl::StatusOr<Tensor*> Find(absl::string_view key) const;
   // Bytes a push or pull of `ref` moves; checks ids.
   absl::StatusOr<int64_t> TensorBytes(const Tensor& t, const TensorRef& ref) const;
-  // Applies a gradient to one tensor; REQUIRES t.mu held. `grad` holds
-  // ref.ids.size() rows for tables. Returns whether a waiting pull may now
-  // be ready.
-  bool ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Applies a gradient from scratch to a table (any mode) or a dense sync
+  // slice (dense async and ssp slices stream: ApplyStreamedLocked).
+  // `grad` holds ref.ids.size() rows for tables. Returns whether a waiting
+  // pull may now be ready.
+  bool ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Counts a gradient received for `t` and its staleness.
+  static void CountPushLocked(Tensor& t, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // After an update: publishes the version and, for ssp, moves the
+  // replica's clock. Returns whether a waiting pull may now be ready.
+  static bool FinishUpdateLocked(Tensor& t, int replica) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   // Optimizer step on `n` values at `values` with slots every `stride`
-  // floats after them.
+  // floats after them; the gradient as floats or as raw bytes.
   void Optimize(float* values, const float* grad, int64_t n, int64_t stride,
                 int64_t t) const;
+  void OptimizeBytes(float* values, const char* grad, int64_t n, int64_t stride,
+                     int64_t t) const;
   bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   // Applies a dense, non-sync gradient read from the frame block by block;
   // copies the new values to `read_back` when not null.
-  bool ApplyStreamedLocked(Tensor& t, int replica, const DecodedFrame& frame, int64_t offset,
-                           char* read_back) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  bool ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
+                           const DecodedFrame& frame, int64_t offset, char* read_back)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const int ps_index_;
   const int num_ps_;

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/finite.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
@@ -389,23 +390,19 @@ absl::Status PsClient::CheckFinite(const float* grads,
     for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
       const SliceDef& sl = slices_on_[ps][i];
       const float* g = grads + offsets[slice_variable_[ps][i]] + sl.element_offset();
-      std::atomic<bool> bad{false};
+      // In shares across cores for large slices; the earliest hit wins.
+      absl::Mutex mu;
+      int64_t bad = -1;
       ParallelFor(sl.elements(), kParallelCopyBytes / 4, [&](int64_t b, int64_t e) {
-        uint32_t any = 0;
-        for (int64_t k = b; k < e; ++k) {
-          uint32_t bits;
-          std::memcpy(&bits, g + k, 4);
-          any |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
-        }
-        if (any != 0) bad = true;
+        const int64_t at = FirstNonFinite(g + b, e - b);
+        if (at < 0) return;
+        absl::MutexLock lock(&mu);
+        if (bad < 0 || b + at < bad) bad = b + at;
       });
-      if (!bad) continue;
-      for (int64_t k = 0; k < sl.elements(); ++k) {
-        if (!std::isfinite(g[k])) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "gradient for ", sl.key(), " has a non-finite value (", g[k], ") at element ", k,
-              "; nothing was pushed"));
-        }
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gradient for ", sl.key(), " has a non-finite value (", g[bad], ") at element ", bad,
+            "; nothing was pushed"));
       }
     }
   }

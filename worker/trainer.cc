@@ -36,13 +36,12 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   // aggregated steps, each of replicas_to_aggregate batches; every replica
   // (backups included) keeps pushing until the PS reach that global step.
   const bool sync = job.consistency == "sync";
-  int64_t batches = shard.batches_per_epoch();
-  if (job.consistency != "async") {
-    batches = train.num_examples / options.num_replicas / job.batch_size;
-  }
   const int aggregate = job.replicas_to_aggregate > 0 ? job.replicas_to_aggregate
                                                       : options.num_replicas;
-  if (sync) batches = train.num_examples / aggregate / job.batch_size;
+  const int64_t batches =
+      job.consistency == "async" ? shard.batches_per_epoch()
+      : sync                     ? train.num_examples / aggregate / job.batch_size
+                                 : train.num_examples / options.num_replicas / job.batch_size;
   const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
   std::vector<float> params(mlp->num_parameters());
   std::vector<float> grads(mlp->num_parameters());
