@@ -196,15 +196,6 @@ void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
   });
 }
 
-const char* DecodedFrame::PayloadInPlace(int64_t offset, int64_t n) const {
-  if (n == 0 || piece_offset_.empty()) return nullptr;
-  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
-             piece_offset_.begin() - 1;
-  const int64_t within = offset - piece_offset_[i];
-  if (within + n > piece_size_[i]) return nullptr;
-  return piece_data_[i] + within;
-}
-
 std::shared_ptr<BufferPool> BufferPool::Create(int64_t max_free_bytes) {
   return std::shared_ptr<BufferPool>(new BufferPool(max_free_bytes));
 }

@@ -15,6 +15,7 @@
 #ifndef PSTRAIN_COMMON_WIRE_FRAME_H_
 #define PSTRAIN_COMMON_WIRE_FRAME_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -52,9 +53,12 @@ class DecodedFrame {
   // REQUIRES: offset + n <= payload_size().
   void CopyPayload(int64_t offset, int64_t n, void* dst) const;
 
-  // The payload bytes [offset, offset + n) in place when they lie in one
-  // received slice, else nullptr.
-  const char* PayloadInPlace(int64_t offset, int64_t n) const;
+  // Walks the n floats stored from payload byte `offset` in place:
+  // fn(first, bytes, count) gets floats [first, first + count) at `bytes`
+  // (unaligned), count <= max_run. A float split across two received slices
+  // comes alone, from a 4-byte copy. REQUIRES: offset + 4n <= payload_size().
+  template <typename Fn>
+  void ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, Fn fn) const;
 
  private:
   // Calls fn(ptr, len) for each contiguous piece of [offset, offset + n).
@@ -70,6 +74,32 @@ class DecodedFrame {
   std::vector<int64_t> piece_offset_;
   int64_t payload_size_ = 0;
 };
+
+template <typename Fn>
+void DecodedFrame::ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, Fn fn) const {
+  if (n <= 0) return;
+  // The piece holding `offset`: the last one starting at or before it.
+  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
+             piece_offset_.begin() - 1;
+  int64_t first = 0;
+  while (first < n) {
+    const int64_t within = offset - piece_offset_[i];
+    const int64_t left = piece_size_[i] - within;
+    if (left < 4) {
+      char split[4];
+      CopyPayload(offset, 4, split);
+      fn(first, static_cast<const char*>(split), int64_t{1});
+      first += 1;
+      offset += 4;
+    } else {
+      const int64_t count = std::min({left / 4, n - first, max_run});
+      fn(first, piece_data_[i] + within, count);
+      first += count;
+      offset += 4 * count;
+    }
+    while (i + 1 < piece_offset_.size() && piece_offset_[i + 1] <= offset) ++i;
+  }
+}
 
 // Thread-safe.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {

@@ -1,5 +1,6 @@
 #include "common/wire_frame.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -49,12 +50,36 @@ TEST(WireFrameTest, EncodingIsProtobufFrameAndRoundTrips) {
     std::string got(4, '?');
     f.CopyPayload(1, 4, got.data());
     EXPECT_EQ(got, "bcde") << chunk;
-    if (chunk == 1000) {
-      const char* p = f.PayloadInPlace(2, 3);
-      ASSERT_NE(p, nullptr);
-      EXPECT_EQ(std::string(p, 3), "cde");
-    }
-    if (chunk == 1) EXPECT_EQ(f.PayloadInPlace(2, 2), nullptr);
+  }
+}
+
+TEST(WireFrameTest, FloatRunsCoverThePayloadInOrderWhateverTheSlicing) {
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  v1::FrameHeader h;
+  h.set_request_id(1);
+  const std::string pad = "xyz";  // floats start 3 bytes into the payload
+  const grpc::ByteBuffer buf = EncodeFrame(
+      h, {BorrowSlice(pad.data(), pad.size()), BorrowSlice(values.data(), values.size() * 4)});
+  const std::string wire = Flatten(buf);
+  for (size_t chunk : {1, 3, 4, 7, 64, 4096, 100000}) {
+    DecodedFrame f;
+    ASSERT_OK(f.Parse(Chunked(wire, chunk)));
+    std::vector<float> got;
+    int64_t runs = 0;
+    f.ForEachFloatRun(3, 1000, 100, [&](int64_t first, const char* p, int64_t count) {
+      ASSERT_EQ(first, static_cast<int64_t>(got.size())) << chunk;
+      ASSERT_GE(count, 1);
+      ASSERT_LE(count, 100);
+      for (int64_t k = 0; k < count; ++k) {
+        float v;
+        std::memcpy(&v, p + 4 * k, 4);
+        got.push_back(v);
+      }
+      ++runs;
+    });
+    EXPECT_EQ(got, values) << chunk;
+    if (chunk == 100000) EXPECT_EQ(runs, 10);  // one slice: runs of max_run
   }
 }
 

@@ -34,22 +34,16 @@ int64_t CopyFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* 
 // small buffer that stays in L1. Returns the index of the first non-finite
 // element (and its value in *bad_value), or -1.
 int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* bad_value) {
-  constexpr int64_t kBlock = 4096;
-  float block[kBlock];
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t len = std::min(kBlock, n - begin);
-    const char* p = frame.PayloadInPlace(offset + begin * 4, len * 4);
-    if (p == nullptr) {
-      frame.CopyPayload(offset + begin * 4, len * 4, block);
-      p = reinterpret_cast<const char*>(block);
-    }
-    const int64_t at = FirstNonFinite(p, len);
+  int64_t bad = -1;
+  frame.ForEachFloatRun(offset, n, n, [&](int64_t first, const char* p, int64_t count) {
+    if (bad >= 0) return;
+    const int64_t at = FirstNonFinite(p, count);
     if (at >= 0) {
       std::memcpy(bad_value, p + 4 * at, 4);
-      return begin + at;
+      bad = first + at;
     }
-  }
-  return -1;
+  });
+  return bad;
 }
 
 // Tensors of more floats than this (1 MiB) are worked on by several cores.
@@ -348,20 +342,17 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replic
   // Shares of a large tensor run on several cores, on this thread's behalf
   // (it holds the tensor's lock throughout).
   ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
-    constexpr int64_t kBlock = 4096;
-    float grad[kBlock];
-    for (int64_t begin = first; begin < last; begin += kBlock) {
-      const int64_t len = std::min(kBlock, last - begin);
-      float* values = data + begin;
-      // Read in place when the block lies in one received slice.
-      if (const char* in_place = frame.PayloadInPlace(offset + begin * 4, len * 4)) {
-        OptimizeBytes(values, in_place, len, n, step);
-      } else {
-        frame.CopyPayload(offset + begin * 4, len * 4, grad);
-        Optimize(values, grad, len, n, step);
-      }
-      if (read_back != nullptr) std::memcpy(read_back + begin * 4, values, len * 4);
-    }
+    // The gradient is read where gRPC received it, in runs of at most 16 KiB
+    // so the values written back are still in L1 when copied to the reply.
+    constexpr int64_t kRun = 4096;
+    frame.ForEachFloatRun(offset + first * 4, last - first, kRun,
+                          [&](int64_t at, const char* grad, int64_t count) {
+                            float* values = data + first + at;
+                            OptimizeBytes(values, grad, count, n, step);
+                            if (read_back != nullptr) {
+                              std::memcpy(read_back + (first + at) * 4, values, count * 4);
+                            }
+                          });
   });
   return FinishUpdateLocked(t, replica);
 }
