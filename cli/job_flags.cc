@@ -5,6 +5,7 @@
 #include "absl/strings/str_split.h"
 #include "common/consistency.h"
 #include "common/status_macros.h"
+#include "model/model_config.h"
 
 namespace pstrain {
 
@@ -13,7 +14,7 @@ const std::vector<std::string>& JobFlagNames() {
       "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir", "consistency", "replicas_to_aggregate"};
+      "output_dir", "consistency", "replicas_to_aggregate", "model_config"};
   return *names;
 }
 
@@ -23,11 +24,28 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--output_dir=DIR";
+         "--model_config=FILE.pbtxt --output_dir=DIR";
 }
 
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   model::JobSpec job;
+  // A model config sets the model and the job settings it states; flags
+  // given as well override those settings.
+  PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("model_config", ""));
+  if (!config.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
+    if (!file.trainable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model_config=", config,
+          ": the file lists variables but no layers, so there is no model to train (it is "
+          "for `pstrain placement --config`)"));
+    }
+    if (args.Has("hidden")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--hidden and --model_config=", config, " both give the layers: use one"));
+    }
+    job = file.job;
+  }
   PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, args.GetString("data_dir", job.data_dir));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t batch, args.GetInt("batch_size", job.batch_size));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetInt("epochs", job.epochs));
@@ -43,11 +61,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(double init_acc,
                            args.GetDouble("initial_accumulator", opt.initial_accumulator));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
-  std::string default_hidden;
-  for (size_t i = 0; i < job.model.hidden.size(); ++i) {
-    absl::StrAppend(&default_hidden, i ? "," : "", job.model.hidden[i]);
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", default_hidden));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", "128"));
   if (batch < 1 || batch > 65536) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch_size=", batch, ": must be in 1..65536"));
@@ -102,15 +116,17 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
         "--replicas_to_aggregate=", aggregate, ": must be from 0 (all workers) to 4096"));
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
-  job.model.hidden.clear();
+  if (!config.empty()) return job;
+  std::vector<int> widths;
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
     int width = 0;
     if (!absl::SimpleAtoi(part, &width) || width < 1 || width > 65536) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--hidden=", hidden, ": \"", part, "\" is not a layer width in 1..65536"));
     }
-    job.model.hidden.push_back(width);
+    widths.push_back(width);
   }
+  job.model = model::MlpSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
   return job;
 }
 

@@ -14,13 +14,17 @@
 namespace pstrain {
 
 // Names of the job flags: data_dir, batch_size, epochs, max_steps,
-// learning_rate, optimizer, seed, hidden, output_dir.
+// learning_rate, optimizer (and its hyper-parameters), seed, hidden,
+// consistency, replicas_to_aggregate, model_config, output_dir.
 const std::vector<std::string>& JobFlagNames();
 
-// Reads the job flags into a JobSpec (defaults from model/job_spec.h).
-// --hidden is a comma-separated list of layer widths ("256,256"; "" for
-// softmax regression). InvalidArgument naming the flag for a value that does
-// not parse or is out of range.
+// Reads the job flags into a JobSpec (defaults from model/job_spec.h, or
+// from the file --model_config names: its layers and the settings it states,
+// which the other flags override). --hidden is a comma-separated list of
+// layer widths ("256,256"; "" for softmax regression) for the default MLP.
+// InvalidArgument naming the flag for a value that does not parse or is out
+// of range, the config file's own errors (model/model_config.h), a config
+// without layers, or --hidden given with --model_config.
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
 
 // --output_dir, defaulting to /data/output when TF_CONFIG's environment is

@@ -17,10 +17,16 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   CliArgs none = Args({});
   ASSERT_OK_AND_ASSIGN(model::JobSpec d, JobSpecFromFlags(none));
   EXPECT_EQ(d.batch_size, 32);
-  EXPECT_EQ(d.model.hidden, std::vector<int>{128});
+  ASSERT_EQ(d.model.layers.size(), 2u);
+  EXPECT_EQ(d.model.layers[0].units, 128);
+  EXPECT_TRUE(d.model.layers[0].relu);
+  EXPECT_EQ(d.model.num_classes(), 10);
   CliArgs some = Args({"--hidden=256,64", "--epochs=3", "--learning_rate=0.1", "--seed=9"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(some));
-  EXPECT_EQ(j.model.hidden, (std::vector<int>{256, 64}));
+  ASSERT_EQ(j.model.layers.size(), 3u);
+  EXPECT_EQ(j.model.layers[0].units, 256);
+  EXPECT_EQ(j.model.layers[1].units, 64);
+  EXPECT_EQ(j.model.layers[2].name, "dense_2");
   EXPECT_EQ(j.epochs, 3);
   EXPECT_FLOAT_EQ(j.optimizer.learning_rate, 0.1f);
   EXPECT_EQ(j.optimizer.name, "sgd");
@@ -34,7 +40,35 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   EXPECT_EQ(j.seed, 9u);
   CliArgs softmax = Args({"--hidden="});
   ASSERT_OK_AND_ASSIGN(model::JobSpec s, JobSpecFromFlags(softmax));
-  EXPECT_TRUE(s.model.hidden.empty());
+  ASSERT_EQ(s.model.layers.size(), 1u);
+  EXPECT_EQ(s.model.layers[0].units, 10);
+}
+
+TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {
+  CliArgs plain = Args({"--model_config=configs/fashion_mnist_mlp.pbtxt"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(plain));
+  ASSERT_EQ(j.model.layers.size(), 3u);
+  EXPECT_EQ(j.model.layers[1].units, 256);
+  EXPECT_EQ(j.optimizer.name, "adam");
+  EXPECT_FLOAT_EQ(j.optimizer.learning_rate, 0.001f);
+  EXPECT_EQ(j.epochs, 2);
+  CliArgs over = Args({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=5",
+                       "--batch_size=64", "--consistency=sync"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec o, JobSpecFromFlags(over));
+  EXPECT_EQ(o.epochs, 5);
+  EXPECT_EQ(o.batch_size, 64);
+  EXPECT_EQ(o.consistency, "sync");
+  EXPECT_EQ(o.optimizer.name, "adam");
+  CliArgs both = Args({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--hidden=8"});
+  EXPECT_EQ(JobSpecFromFlags(both).status().message(),
+            "--hidden and --model_config=configs/fashion_mnist_mlp.pbtxt both give the layers: "
+            "use one");
+  CliArgs variables = Args({"--model_config=configs/wide_and_deep.pbtxt"});
+  EXPECT_EQ(JobSpecFromFlags(variables).status().message(),
+            "--model_config=configs/wide_and_deep.pbtxt: the file lists variables but no layers, "
+            "so there is no model to train (it is for `pstrain placement --config`)");
+  CliArgs missing = Args({"--model_config=/nonexistent.pbtxt"});
+  EXPECT_EQ(JobSpecFromFlags(missing).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(JobFlagsTest, BadValuesNameTheFlag) {

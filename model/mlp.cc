@@ -6,22 +6,79 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain::model {
 
+namespace {
+
+// "uniform:A" -> A; -1 when `spec` is not of that form.
+float UniformLimit(const std::string& spec) {
+  float a = -1;
+  if (!absl::StartsWith(spec, "uniform:") || !absl::SimpleAtof(spec.substr(8), &a) ||
+      !(a >= 0 && a < 1e30f)) {
+    return -1;
+  }
+  return a;
+}
+
+}  // namespace
+
+MlpSpec MlpSpec::FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes) {
+  MlpSpec spec;
+  spec.input_dim = input_dim;
+  for (size_t i = 0; i <= hidden.size(); ++i) {
+    DenseLayerSpec layer;
+    layer.name = absl::StrCat("dense_", i);
+    layer.units = i < hidden.size() ? hidden[i] : num_classes;
+    layer.relu = i < hidden.size();
+    spec.layers.push_back(layer);
+  }
+  return spec;
+}
+
 absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const MlpSpec& spec,
                                                  int max_batch) {
-  if (spec.input_dim < 1 || spec.num_classes < 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model needs input_dim >= 1 and num_classes >= 2, got ", spec.input_dim,
-        " and ", spec.num_classes));
+  if (spec.input_dim < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input_dim is ", spec.input_dim, ": must be at least 1"));
   }
-  for (size_t i = 0; i < spec.hidden.size(); ++i) {
-    if (spec.hidden[i] < 1) {
+  if (spec.layers.empty()) return absl::InvalidArgumentError("model has no layers");
+  std::set<std::string> names;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const DenseLayerSpec& l = spec.layers[i];
+    const std::string where =
+        absl::StrCat("model layer ", i, " (", l.name.empty() ? "no name" : l.name, "): ");
+    if (l.name.empty()) return absl::InvalidArgumentError(where + "name is missing");
+    if (!names.insert(l.name).second) {
+      return absl::InvalidArgumentError(where + "the name is used twice");
+    }
+    if (l.units < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "has ", l.units, " units"));
+    }
+    if (l.kernel_initializer != "glorot_uniform" && l.kernel_initializer != "zeros" &&
+        UniformLimit(l.kernel_initializer) < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "model hidden layer ", i, " has ", spec.hidden[i], " units"));
+          where, "kernel initializer \"", l.kernel_initializer,
+          "\" is not glorot_uniform, zeros or uniform:A (A >= 0)"));
+    }
+    if (l.bias_initializer != "zeros" && UniformLimit(l.bias_initializer) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "bias initializer \"", l.bias_initializer, "\" is not zeros or uniform:A (A >= 0)"));
+    }
+    if (i + 1 == spec.layers.size()) {
+      if (l.relu) {
+        return absl::InvalidArgumentError(
+            where + "the last layer gives the logits of softmax cross-entropy: no activation");
+      }
+      if (l.units < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "the last layer needs one unit per class, at least 2"));
+      }
     }
   }
   if (max_batch < 1) {
@@ -34,12 +91,12 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const MlpSpec& spec,
 Mlp::Mlp(const MlpSpec& spec, int max_batch)
     : spec_(spec), max_batch_(max_batch) {
   dims_.push_back(spec.input_dim);
-  for (int h : spec.hidden) dims_.push_back(h);
-  dims_.push_back(spec.num_classes);
+  for (const DenseLayerSpec& l : spec.layers) dims_.push_back(l.units);
   const int layers = static_cast<int>(dims_.size()) - 1;
   for (int i = 0; i < layers; ++i) {
-    variables_.push_back({absl::StrCat("dense_", i, "/kernel"), {dims_[i], dims_[i + 1]}});
-    variables_.push_back({absl::StrCat("dense_", i, "/bias"), {dims_[i + 1]}});
+    const std::string& name = spec.layers[i].name;
+    variables_.push_back({name + "/kernel", {dims_[i], dims_[i + 1]}});
+    variables_.push_back({name + "/bias", {dims_[i + 1]}});
   }
   for (const VariableDef& v : variables_) {
     offsets_.push_back(num_parameters_);
@@ -56,12 +113,20 @@ Mlp::Mlp(const MlpSpec& spec, int max_batch)
 std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
   std::vector<float> params(num_parameters_, 0.0f);
   std::mt19937_64 rng(seed);
-  for (size_t l = 0; l + 1 < dims_.size(); ++l) {
-    const float limit = std::sqrt(6.0f / (dims_[l] + dims_[l + 1]));
+  auto fill = [&rng](float limit, float* out, int64_t n) {
     std::uniform_real_distribution<float> dist(-limit, limit);
-    float* w = params.data() + offsets_[2 * l];
-    for (int64_t i = 0; i < static_cast<int64_t>(dims_[l]) * dims_[l + 1]; ++i) {
-      w[i] = dist(rng);
+    for (int64_t i = 0; i < n; ++i) out[i] = dist(rng);
+  };
+  for (size_t l = 0; l + 1 < dims_.size(); ++l) {
+    const DenseLayerSpec& layer = spec_.layers[l];
+    const int64_t fan = static_cast<int64_t>(dims_[l]) * dims_[l + 1];
+    if (layer.kernel_initializer == "glorot_uniform") {
+      fill(std::sqrt(6.0f / (dims_[l] + dims_[l + 1])), params.data() + offsets_[2 * l], fan);
+    } else if (layer.kernel_initializer != "zeros") {
+      fill(UniformLimit(layer.kernel_initializer), params.data() + offsets_[2 * l], fan);
+    }
+    if (layer.bias_initializer != "zeros") {
+      fill(UniformLimit(layer.bias_initializer), params.data() + offsets_[2 * l + 1], dims_[l + 1]);
     }
   }
   return params;
@@ -69,10 +134,10 @@ std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
 
 absl::Status Mlp::CheckLabels(const int32_t* labels, int64_t n) const {
   for (int64_t i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= spec_.num_classes) {
+    if (labels[i] < 0 || labels[i] >= spec_.num_classes()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "label ", labels[i], " of example ", i, " is outside [0, ",
-          spec_.num_classes, ")"));
+          spec_.num_classes(), ")"));
     }
   }
   return absl::OkStatus();
@@ -90,7 +155,7 @@ void Mlp::Forward(const float* params, const float* x, const int32_t* labels,
     for (int r = 0; r < batch; ++r) std::memcpy(out + r * n, b, n * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f,
                 in, k, w, n, 1.0f, out, n);
-    if (l + 1 < layers) {
+    if (spec_.layers[l].relu) {
       for (int64_t i = 0; i < static_cast<int64_t>(batch) * n; ++i) {
         out[i] = std::max(out[i], 0.0f);
       }
@@ -160,9 +225,11 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(const float* params,
       float* din = deltas_[l].data();
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d,
                   n, w, n, 0.0f, din, k);
-      const float* a = activations_[l].data();
-      for (int64_t i = 0; i < static_cast<int64_t>(batch) * k; ++i) {
-        if (a[i] <= 0.0f) din[i] = 0.0f;
+      if (spec_.layers[l - 1].relu) {
+        const float* a = activations_[l].data();
+        for (int64_t i = 0; i < static_cast<int64_t>(batch) * k; ++i) {
+          if (a[i] <= 0.0f) din[i] = 0.0f;
+        }
       }
     }
   }

@@ -1,5 +1,5 @@
 // A multi-layer perceptron classifier on the CPU: dense layers with bias and
-// ReLU between them, softmax cross-entropy over the last layer's logits.
+// optional ReLU, softmax cross-entropy over the last layer's logits.
 // Matrix products go through OpenBLAS's cblas_sgemm; the rest are plain loops
 // the compiler vectorises.
 //
@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,10 +21,26 @@
 
 namespace pstrain::model {
 
+// One dense layer: out = in * kernel + bias, then ReLU when `relu`.
+struct DenseLayerSpec {
+  std::string name;  // its variables are "<name>/kernel" [in, units] and "<name>/bias"
+  int units = 0;
+  bool relu = false;
+  // "glorot_uniform" (Keras's default), "zeros" or "uniform:A".
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";  // "zeros" or "uniform:A"
+};
+
 struct MlpSpec {
-  int input_dim = 784;             // Fashion-MNIST: 28 x 28 pixels
-  std::vector<int> hidden = {128}; // one hidden layer: fast, ~0.86 accuracy
-  int num_classes = 10;
+  int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
+  // Applied in order; the last layer's outputs are the logits of the
+  // softmax cross-entropy loss (so it has no ReLU, and its units are the
+  // number of classes).
+  std::vector<DenseLayerSpec> layers;
+
+  // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
+  static MlpSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
+  int num_classes() const { return layers.empty() ? 0 : layers.back().units; }
 };
 
 struct BatchResult {
@@ -34,7 +51,10 @@ struct BatchResult {
 
 class Mlp {
  public:
-  // InvalidArgument when a dimension is < 1 or max_batch < 1.
+  // InvalidArgument naming the layer for no layers, a layer with < 1 units,
+  // a missing or repeated name, a ReLU or fewer than 2 units on the last
+  // layer, or an initializer that does not parse; or for input_dim < 1 or
+  // max_batch < 1.
   static absl::StatusOr<std::unique_ptr<Mlp>> Create(const MlpSpec& spec,
                                                      int max_batch);
 
@@ -44,7 +64,8 @@ class Mlp {
   const std::vector<int64_t>& offsets() const { return offsets_; }
   int64_t num_parameters() const { return num_parameters_; }
 
-  // Glorot-uniform kernels and zero biases, reproducible from `seed`.
+  // Each layer's initializers, reproducible from `seed` (one generator
+  // drawn layer by layer, kernel then bias).
   std::vector<float> InitialParameters(uint64_t seed) const;
 
   // Forward and backward over one batch. `x` is batch x input_dim row-major,
@@ -77,7 +98,7 @@ class Mlp {
   std::vector<int64_t> offsets_;
   int64_t num_parameters_ = 0;
   // Scratch, sized for max_batch_: activations_[0] is unused (the input);
-  // activations_[i] is layer i's output (post-ReLU for hidden layers,
+  // activations_[i] is layer i's output (after its ReLU if it has one,
   // softmax probabilities for the last).
   std::vector<std::vector<float>> activations_;
   std::vector<std::vector<float>> deltas_;

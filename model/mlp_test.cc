@@ -17,7 +17,10 @@ double MeanLoss(Mlp& mlp, const std::vector<float>& p, const std::vector<float>&
 }
 
 TEST(MlpTest, GradientsMatchNumericalDerivatives) {
-  MlpSpec spec{5, {4, 3}, 3};
+ for (bool relu_0 : {true, false}) {
+  SCOPED_TRACE(relu_0 ? "dense_0 with ReLU" : "dense_0 linear");
+  MlpSpec spec = MlpSpec::FromWidths(5, {4, 3}, 3);
+  spec.layers[0].relu = relu_0;
   ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(spec, 4));
   std::vector<float> params = mlp->InitialParameters(3);
   std::mt19937 rng(11);
@@ -36,10 +39,11 @@ TEST(MlpTest, GradientsMatchNumericalDerivatives) {
     double numeric = (MeanLoss(*mlp, plus, x, y) - MeanLoss(*mlp, minus, x, y)) / (2 * eps);
     EXPECT_NEAR(grads[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "parameter " << i;
   }
+ }
 }
 
 TEST(MlpTest, VariablesAndLayout) {
-  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{784, {128}, 10}, 32));
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec::FromWidths(784, {128}, 10), 32));
   ASSERT_EQ(mlp->variables().size(), 4u);
   EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
   EXPECT_EQ(mlp->variables()[0].shape, (std::vector<int64_t>{784, 128}));
@@ -51,7 +55,7 @@ TEST(MlpTest, VariablesAndLayout) {
 }
 
 TEST(MlpTest, SgdOnASeparableProblemReachesFullAccuracy) {
-  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{2, {8}, 2}, 16));
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec::FromWidths(2, {8}, 2), 16));
   std::vector<float> params = mlp->InitialParameters(1), grads(mlp->num_parameters());
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -71,7 +75,7 @@ TEST(MlpTest, SgdOnASeparableProblemReachesFullAccuracy) {
 }
 
 TEST(MlpTest, RejectsBadBatchAndLabels) {
-  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec{2, {}, 3}, 2));
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec::FromWidths(2, {}, 3), 2));
   std::vector<float> p = mlp->InitialParameters(1), g(mlp->num_parameters(), 7.0f);
   std::vector<float> x(6, 0.5f);
   std::vector<int32_t> y = {0, 3, 1};
@@ -80,8 +84,63 @@ TEST(MlpTest, RejectsBadBatchAndLabels) {
   EXPECT_EQ(mlp->ComputeGradients(p.data(), x.data(), y.data(), 2, g.data()).status().message(),
             "label 3 of example 1 is outside [0, 3)");
   EXPECT_EQ(g[0], 7.0f);
-  EXPECT_EQ(Mlp::Create(MlpSpec{2, {0}, 3}, 2).status().message(),
-            "model hidden layer 0 has 0 units");
+  EXPECT_EQ(Mlp::Create(MlpSpec::FromWidths(2, {0}, 3), 2).status().message(),
+            "model layer 0 (dense_0): has 0 units");
+}
+
+TEST(MlpTest, RejectsBadLayersNamingThem) {
+  auto message = [](const MlpSpec& spec) {
+    return std::string(Mlp::Create(spec, 4).status().message());
+  };
+  MlpSpec spec = MlpSpec::FromWidths(3, {4}, 2);
+  spec.layers[1].relu = true;
+  EXPECT_EQ(message(spec),
+            "model layer 1 (dense_1): the last layer gives the logits of softmax cross-entropy: "
+            "no activation");
+  spec = MlpSpec::FromWidths(3, {4}, 1);
+  EXPECT_EQ(message(spec),
+            "model layer 1 (dense_1): the last layer needs one unit per class, at least 2");
+  spec = MlpSpec::FromWidths(3, {4}, 2);
+  spec.layers[1].name = "dense_0";
+  EXPECT_EQ(message(spec), "model layer 1 (dense_0): the name is used twice");
+  spec = MlpSpec::FromWidths(3, {4}, 2);
+  spec.layers[0].kernel_initializer = "he_normal";
+  EXPECT_EQ(message(spec),
+            "model layer 0 (dense_0): kernel initializer \"he_normal\" is not glorot_uniform, "
+            "zeros or uniform:A (A >= 0)");
+  EXPECT_EQ(message(MlpSpec{3, {}}), "model has no layers");
+}
+
+TEST(MlpTest, LayerWithoutReluIsLinearAndInitializersApply) {
+  // Two linear layers compose into one linear map, so the gradient check
+  // above covers it; here: no ReLU means negative pre-activations pass.
+  MlpSpec spec = MlpSpec::FromWidths(2, {3}, 2);
+  spec.layers[0].relu = false;
+  spec.layers[0].kernel_initializer = "zeros";
+  spec.layers[0].bias_initializer = "uniform:0.5";
+  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(spec, 2));
+  std::vector<float> p = mlp->InitialParameters(4);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(p[i], 0.0f);  // dense_0/kernel
+  bool any_nonzero = false;
+  for (int i = 6; i < 9; ++i) {
+    EXPECT_LE(std::fabs(p[i]), 0.5f);
+    any_nonzero |= p[i] != 0.0f;
+  }
+  EXPECT_TRUE(any_nonzero);
+  for (int i = 6; i < 9; ++i) p[i] = -1.0f;  // negative hidden outputs
+  for (int i = 9; i < 15; ++i) p[i] = 1.0f;  // dense_1/kernel all ones
+  p[15] = 0.0f;
+  p[16] = 0.0f;
+  std::vector<float> x = {0.0f, 0.0f};
+  std::vector<int32_t> y = {0};
+  std::vector<float> g(mlp->num_parameters());
+  ASSERT_OK(mlp->ComputeGradients(p.data(), x.data(), y.data(), 1, g.data()));
+  // Logits are equal (-3, -3): p = 0.5 each; dL/dlogit0 = -0.5; every hidden
+  // unit feeds both logits with weight 1, so dL/dh = -0.5 + 0.5 = 0, but the
+  // kernel gradient of dense_1 is h * delta = -1 * -0.5 = 0.5: non-zero only
+  // because the negative hidden values were not clipped to 0.
+  EXPECT_NEAR(g[9], 0.5f, 1e-6);
+  EXPECT_NEAR(g[10], -0.5f, 1e-6);
 }
 
 }  // namespace

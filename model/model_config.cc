@@ -7,12 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/consistency.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "model/mlp.h"
 #include "proto/model_config.pb.h"
 
 namespace pstrain::model {
 namespace {
+
+using google::protobuf::TextFormat;
 
 // Keeps the first error with its position (1-based, as editors count).
 class FirstError : public google::protobuf::io::ErrorCollector {
@@ -35,46 +39,63 @@ bool ValidInitializer(absl::string_view spec) {
          a >= 0 && a < 1e30f;
 }
 
-}  // namespace
+// Builds "NAME:LINE:COLUMN: " prefixes from the parser's record of where each
+// field was.
+class Where {
+ public:
+  Where(const std::string& name, const TextFormat::ParseInfoTree* tree)
+      : name_(name), tree_(tree) {}
 
-absl::StatusOr<std::vector<VariableDef>> ParseModelConfig(const std::string& text,
-                                                          const std::string& name) {
-  v1::ModelConfig config;
-  google::protobuf::TextFormat::Parser parser;
-  FirstError errors;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(text, &config)) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ":", errors.error()));
+  // The position of `field` (index `index` when repeated) in `tree`, or of
+  // `fallback` when the field was not written.
+  std::string At(const TextFormat::ParseInfoTree* tree, const google::protobuf::Descriptor* type,
+                 const std::string& field, int index = -1,
+                 const std::string& fallback = "") const {
+    const auto* f = type->FindFieldByName(field);
+    if (tree != nullptr && f != nullptr) {
+      const auto loc = tree->GetLocation(f, index);
+      if (loc.line >= 0) return absl::StrCat(name_, ":", loc.line + 1, ":", loc.column + 1, ": ");
+    }
+    if (!fallback.empty()) return fallback;
+    return absl::StrCat(name_, ": ");
   }
-  if (config.variable_size() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": no variable is defined"));
-  }
+  const TextFormat::ParseInfoTree* root() const { return tree_; }
+
+ private:
+  const std::string name_;
+  const TextFormat::ParseInfoTree* tree_;
+};
+
+absl::Status Bad(const std::string& where, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, what));
+}
+
+absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& config,
+                                                        const Where& where) {
+  const auto* type = v1::ModelConfig::descriptor();
   std::vector<VariableDef> out;
   std::set<std::string> names;
   for (int i = 0; i < config.variable_size(); ++i) {
     const v1::VariableConfig& v = config.variable(i);
-    const std::string where = absl::StrCat(name, ": variable ", i, " (",
-                                           v.name().empty() ? "no name" : v.name(), "): ");
-    if (v.name().empty()) return absl::InvalidArgumentError(where + "name is missing");
-    if (!names.insert(v.name()).second) {
-      return absl::InvalidArgumentError(where + "the name is used twice");
-    }
-    if (v.shape_size() == 0) return absl::InvalidArgumentError(where + "shape is missing");
+    const std::string at =
+        absl::StrCat(where.At(where.root(), type, "variable", i), "variable ", i, " (",
+                     v.name().empty() ? "no name" : v.name(), "): ");
+    if (v.name().empty()) return Bad(at, "name is missing");
+    if (!names.insert(v.name()).second) return Bad(at, "the name is used twice");
+    if (v.shape_size() == 0) return Bad(at, "shape is missing");
     for (int64_t d : v.shape()) {
-      if (d < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "shape has a dimension of ", d));
-      }
+      if (d < 1) return Bad(at, absl::StrCat("shape has a dimension of ", d));
     }
     if (v.embedding() && v.shape_size() != 2) {
-      return absl::InvalidArgumentError(where + "an embedding table's shape is [vocabulary, dim]");
+      return Bad(at, "an embedding table's shape is [vocabulary, dim]");
     }
     if (!v.consistency().empty()) {
       auto c = ParseConsistency(v.consistency());
-      if (!c.ok()) return absl::InvalidArgumentError(where + std::string(c.status().message()));
+      if (!c.ok()) return Bad(at, c.status().message());
     }
     if (!ValidInitializer(v.initializer())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "initializer \"", v.initializer(), "\" is not zeros or uniform:A (A >= 0)"));
+      return Bad(at, absl::StrCat("initializer \"", v.initializer(),
+                                  "\" is not zeros or uniform:A (A >= 0)"));
     }
     VariableDef def{v.name(), {v.shape().begin(), v.shape().end()}};
     def.embedding = v.embedding();
@@ -85,10 +106,242 @@ absl::StatusOr<std::vector<VariableDef>> ParseModelConfig(const std::string& tex
   return out;
 }
 
-absl::StatusOr<std::vector<VariableDef>> LoadModelConfig(const std::string& path) {
+absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& where) {
+  const auto* type = v1::ModelConfig::descriptor();
+  const auto* layer_type = v1::LayerConfig::descriptor();
+  const auto* dense_type = v1::DenseLayer::descriptor();
+  MlpSpec spec;
+  if (!config.has_input_dim()) {
+    return Bad(where.At(where.root(), type, "layer", 0),
+               "input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
+  }
+  if (config.input_dim() < 1 || config.input_dim() > (1 << 24)) {
+    return Bad(where.At(where.root(), type, "input_dim"),
+               absl::StrCat("input_dim ", config.input_dim(), " must be in 1..16777216"));
+  }
+  spec.input_dim = static_cast<int>(config.input_dim());
+  int64_t width = spec.input_dim;
+  for (int i = 0; i < config.layer_size(); ++i) {
+    const v1::LayerConfig& l = config.layer(i);
+    const std::string name = l.name().empty() ? absl::StrCat("dense_", i) : l.name();
+    const std::string at_layer = where.At(where.root(), type, "layer", i);
+    const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
+    const TextFormat::ParseInfoTree* layer_tree =
+        where.root() == nullptr ? nullptr : where.root()->GetTreeForNested(
+                                                type->FindFieldByName("layer"), i);
+    if (!l.has_dense()) return Bad(at_layer, what + "no layer type is given (dense)");
+    const TextFormat::ParseInfoTree* dense_tree =
+        layer_tree == nullptr ? nullptr
+                              : layer_tree->GetTreeForNested(layer_type->FindFieldByName("dense"), -1);
+    auto at = [&](const std::string& field) {
+      return where.At(dense_tree, dense_type, field, -1, at_layer) + what + "dense." +
+             field + " ";
+    };
+    const v1::DenseLayer& d = l.dense();
+    if (d.units() == 0) return Bad(at_layer, what + "dense.units is missing");
+    if (d.units() < 1 || d.units() > 65536) {
+      return Bad(at("units"), absl::StrCat(d.units(), " must be in 1..65536"));
+    }
+    if (d.input_dim() != 0 && d.input_dim() != width) {
+      return Bad(at("input_dim"),
+                 absl::StrCat(d.input_dim(), " does not chain: ",
+                              i == 0 ? "the input is " : "the layer before gives ", width));
+    }
+    if (!d.activation().empty() && d.activation() != "relu") {
+      return Bad(at("activation"),
+                 absl::StrCat("\"", d.activation(), "\" is not relu (or empty for none)"));
+    }
+    DenseLayerSpec layer;
+    layer.name = name;
+    layer.units = static_cast<int>(d.units());
+    layer.relu = d.activation() == "relu";
+    if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
+    if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
+    if (layer.kernel_initializer != "glorot_uniform" &&
+        (layer.kernel_initializer.empty() || !ValidInitializer(layer.kernel_initializer))) {
+      return Bad(at("kernel_initializer"),
+                 absl::StrCat("\"", layer.kernel_initializer,
+                              "\" is not glorot_uniform, zeros or uniform:A (A >= 0)"));
+    }
+    if (!ValidInitializer(layer.bias_initializer)) {
+      return Bad(at("bias_initializer"), absl::StrCat("\"", layer.bias_initializer,
+                                                      "\" is not zeros or uniform:A (A >= 0)"));
+    }
+    if (i + 1 == config.layer_size()) {
+      if (layer.relu) {
+        return Bad(at("activation"),
+                   "must be empty: the last layer gives the logits of softmax cross-entropy");
+      }
+      if (layer.units < 2) {
+        return Bad(at("units"), "must be at least 2: the last layer has one unit per class");
+      }
+    }
+    width = layer.units;
+    spec.layers.push_back(layer);
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    if (!names.insert(spec.layers[i].name).second) {
+      return Bad(where.At(where.root(), type, "layer", static_cast<int>(i)),
+                 absl::StrCat("layer ", i, " (", spec.layers[i].name,
+                              "): the name is used twice"));
+    }
+  }
+  return spec;
+}
+
+absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec* job) {
+  const auto* type = v1::ModelConfig::descriptor();
+  auto at = [&](const std::string& field) {
+    return where.At(where.root(), type, field) + field + " ";
+  };
+  if (!config.loss().empty() && config.loss() != "softmax_cross_entropy") {
+    return Bad(at("loss"), absl::StrCat("\"", config.loss(),
+                                        "\" is not softmax_cross_entropy (the only loss)"));
+  }
+  if (config.has_batch_size()) {
+    if (config.batch_size() < 1 || config.batch_size() > 65536) {
+      return Bad(at("batch_size"), absl::StrCat(config.batch_size(), " must be in 1..65536"));
+    }
+    job->batch_size = static_cast<int>(config.batch_size());
+  }
+  if (config.has_epochs()) {
+    if (config.epochs() < 1 || config.epochs() > 100000) {
+      return Bad(at("epochs"), absl::StrCat(config.epochs(), " must be in 1..100000"));
+    }
+    job->epochs = static_cast<int>(config.epochs());
+  }
+  if (config.has_steps()) {
+    if (config.steps() < 0) {
+      return Bad(at("steps"), absl::StrCat(config.steps(), " must be 0 (epochs decide) or more"));
+    }
+    job->max_steps = config.steps();
+  }
+  if (config.has_seed()) {
+    if (config.seed() < 0) return Bad(at("seed"), absl::StrCat(config.seed(), " must be >= 0"));
+    job->seed = static_cast<uint64_t>(config.seed());
+  }
+  if (!config.consistency().empty()) {
+    auto c = ParseConsistency(config.consistency());
+    if (!c.ok()) return Bad(where.At(where.root(), type, "consistency"), c.status().message());
+    job->consistency = config.consistency();
+  }
+  if (config.has_replicas_to_aggregate()) {
+    if (config.replicas_to_aggregate() < 0 || config.replicas_to_aggregate() > 4096) {
+      return Bad(at("replicas_to_aggregate"),
+                 absl::StrCat(config.replicas_to_aggregate(), " must be from 0 (all) to 4096"));
+    }
+    job->replicas_to_aggregate = static_cast<int>(config.replicas_to_aggregate());
+  }
+  if (config.has_optimizer()) {
+    const v1::OptimizerSettings& o = config.optimizer();
+    const TextFormat::ParseInfoTree* tree =
+        where.root() == nullptr ? nullptr
+                                : where.root()->GetTreeForNested(type->FindFieldByName("optimizer"), -1);
+    const std::string fallback = where.At(where.root(), type, "optimizer");
+    auto oat = [&](const std::string& field) {
+      return where.At(tree, v1::OptimizerSettings::descriptor(), field, -1, fallback) +
+             "optimizer." + field + " ";
+    };
+    OptimizerSpec& opt = job->optimizer;
+    if (o.name().empty()) return Bad(fallback, "optimizer.name is missing (sgd, momentum, adagrad or adam)");
+    if (o.name() != "sgd" && o.name() != "momentum" && o.name() != "adagrad" && o.name() != "adam") {
+      return Bad(oat("name"), absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad or adam"));
+    }
+    opt.name = o.name();
+    if (o.has_learning_rate()) {
+      if (!(o.learning_rate() > 0) || o.learning_rate() > 100) {
+        return Bad(oat("learning_rate"), absl::StrCat(o.learning_rate(), " must be in (0, 100]"));
+      }
+      opt.learning_rate = o.learning_rate();
+    }
+    if (o.has_momentum()) {
+      if (!(o.momentum() >= 0 && o.momentum() < 1)) {
+        return Bad(oat("momentum"), absl::StrCat(o.momentum(), " must be in [0, 1)"));
+      }
+      opt.momentum = o.momentum();
+    }
+    if (o.has_nesterov()) opt.nesterov = o.nesterov();
+    for (auto [field, has, value, target] :
+         {std::make_tuple("beta1", o.has_beta1(), o.beta1(), &opt.beta1),
+          std::make_tuple("beta2", o.has_beta2(), o.beta2(), &opt.beta2)}) {
+      if (!has) continue;
+      if (!(value >= 0 && value < 1)) return Bad(oat(field), absl::StrCat(value, " must be in [0, 1)"));
+      *target = value;
+    }
+    for (auto [field, has, value, target] :
+         {std::make_tuple("epsilon", o.has_epsilon(), o.epsilon(), &opt.epsilon),
+          std::make_tuple("initial_accumulator", o.has_initial_accumulator(),
+                          o.initial_accumulator(), &opt.initial_accumulator)}) {
+      if (!has) continue;
+      if (!(value > 0)) return Bad(oat(field), absl::StrCat(value, " must be positive"));
+      *target = value;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
+                                                     const std::string& name) {
+  v1::ModelConfig config;
+  TextFormat::Parser parser;
+  FirstError errors;
+  TextFormat::ParseInfoTree tree;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ":", errors.error()));
+  }
+  const Where where(name, &tree);
+  const auto* type = v1::ModelConfig::descriptor();
+  ModelConfigFile out;
+  if (config.variable_size() > 0 && config.layer_size() > 0) {
+    return Bad(where.At(&tree, type, "layer", 0),
+               "a config lists variables or describes layers, not both");
+  }
+  if (config.layer_size() == 0) {
+    if (config.variable_size() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": no variable or layer is defined"));
+    }
+    for (const char* field : {"input_dim", "loss", "optimizer", "batch_size", "epochs", "steps",
+                              "consistency", "replicas_to_aggregate", "seed"}) {
+      const auto loc = tree.GetLocation(type->FindFieldByName(field), -1);
+      if (loc.line >= 0) {
+        return Bad(where.At(&tree, type, field),
+                   absl::StrCat(field, " is set but there are no layers to train"));
+      }
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(out.variables, ParseVariables(config, where));
+    return out;
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(out.job.model, ParseLayers(config, where));
+  PSTRAIN_RETURN_IF_ERROR(ParseJob(config, where, &out.job));
+  auto mlp = Mlp::Create(out.job.model, 1);
+  if (!mlp.ok()) return Bad(name + ": ", mlp.status().message());
+  out.variables = (*mlp)->variables();
+  out.trainable = true;
+  return out;
+}
+
+absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return absl::NotFoundError(std::string(text.status().message()));
-  return ParseModelConfig(*text, path);
+  return ParseModelConfigFile(*text, path);
+}
+
+absl::StatusOr<std::vector<VariableDef>> ParseModelConfig(const std::string& text,
+                                                          const std::string& name) {
+  auto file = ParseModelConfigFile(text, name);
+  if (!file.ok()) return file.status();
+  return std::move(file->variables);
+}
+
+absl::StatusOr<std::vector<VariableDef>> LoadModelConfig(const std::string& path) {
+  auto file = LoadModelConfigFile(path);
+  if (!file.ok()) return file.status();
+  return std::move(file->variables);
 }
 
 }  // namespace pstrain::model

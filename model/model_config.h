@@ -1,5 +1,7 @@
-// Loading a model's variables from a config file in Protocol Buffers text
-// format (proto/model_config.proto).
+// Model config files in Protocol Buffers text format
+// (proto/model_config.proto, configs/*.pbtxt): either a list of variables
+// (for placement) or a model to train, described by its layers, with the
+// job settings it states (optimizer, batch size, epochs, consistency...).
 #ifndef PSTRAIN_MODEL_MODEL_CONFIG_H_
 #define PSTRAIN_MODEL_MODEL_CONFIG_H_
 
@@ -8,18 +10,36 @@
 
 #include "absl/status/statusor.h"
 #include "common/placement.h"
+#include "model/job_spec.h"
 
 namespace pstrain::model {
 
-// The variables `path` defines. InvalidArgument as "PATH:LINE:COLUMN: what"
-// for text that does not parse (unknown field, wrong type), and
-// "PATH: variable N (NAME): what" for a missing name or shape, a dimension
-// that is not positive, a table that is not [vocabulary, dim], or a
-// consistency or initializer that does not parse. NotFound when the file
-// cannot be read.
-absl::StatusOr<std::vector<VariableDef>> LoadModelConfig(const std::string& path);
+struct ModelConfigFile {
+  // The variables listed, or those of the layers.
+  std::vector<VariableDef> variables;
+  // True when the file describes layers: `job` then holds the model and the
+  // settings the file states, defaults (model/job_spec.h) for the rest.
+  bool trainable = false;
+  JobSpec job;
+};
 
-// The same, from text; `name` stands for the path in messages.
+// Parses `text`; `name` stands for the path in messages. Every error is
+// InvalidArgument as "NAME:LINE:COLUMN: what", pointing at the field or the
+// entry at fault (1-based, as editors count): text that does not parse
+// (unknown field or layer type, wrong value type), a missing field (a
+// variable's name or shape, input_dim, a dense layer's units), a dimension
+// that is not positive, a table that is not [vocabulary, dim], a layer whose
+// input_dim does not chain with the layer before, an activation, initializer,
+// loss, optimizer or consistency that is not known, a job setting out of
+// range, or both variables and layers in one file.
+absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
+                                                     const std::string& name);
+
+// The same, read from `path`. NotFound when the file cannot be read.
+absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path);
+
+// The variables only (for placement): the errors above.
+absl::StatusOr<std::vector<VariableDef>> LoadModelConfig(const std::string& path);
 absl::StatusOr<std::vector<VariableDef>> ParseModelConfig(const std::string& text,
                                                           const std::string& name);
 

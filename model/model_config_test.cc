@@ -41,22 +41,119 @@ TEST(ModelConfigTest, BadConfigsNameTheLineOrTheVariable) {
             "m.pbtxt:2:16: Message type \"pstrain.v1.VariableConfig\" has no field named "
             "\"nmae\".");
   r = ParseModelConfig("variable { name: \"a\" shape: [2, 0] }", "m.pbtxt");
-  EXPECT_EQ(r.status().message(), "m.pbtxt: variable 0 (a): shape has a dimension of 0");
+  EXPECT_EQ(r.status().message(), "m.pbtxt:1:1: variable 0 (a): shape has a dimension of 0");
   r = ParseModelConfig("variable { shape: [2] }", "m.pbtxt");
-  EXPECT_EQ(r.status().message(), "m.pbtxt: variable 0 (no name): name is missing");
+  EXPECT_EQ(r.status().message(), "m.pbtxt:1:1: variable 0 (no name): name is missing");
+  r = ParseModelConfig("variable { name: \"a\" shape: 1 }\n  variable { name: \"a\" }", "m.pbtxt");
+  EXPECT_EQ(r.status().message(), "m.pbtxt:2:3: variable 1 (a): the name is used twice");
   r = ParseModelConfig("variable { name: \"a\" }", "m.pbtxt");
-  EXPECT_EQ(r.status().message(), "m.pbtxt: variable 0 (a): shape is missing");
+  EXPECT_EQ(r.status().message(), "m.pbtxt:1:1: variable 0 (a): shape is missing");
   r = ParseModelConfig("variable { name: \"e\" shape: [5] embedding: true }", "m.pbtxt");
   EXPECT_EQ(r.status().message(),
-            "m.pbtxt: variable 0 (e): an embedding table's shape is [vocabulary, dim]");
+            "m.pbtxt:1:1: variable 0 (e): an embedding table's shape is [vocabulary, dim]");
   r = ParseModelConfig("variable { name: \"a\" shape: [2] consistency: \"ssp\" }", "m.pbtxt");
   EXPECT_EQ(r.status().message(),
-            "m.pbtxt: variable 0 (a): consistency \"ssp\" is not one of async, sync, ssp:S (S "
+            "m.pbtxt:1:1: variable 0 (a): consistency \"ssp\" is not one of async, sync, ssp:S (S "
             "an integer from 0 to 1000000)");
   r = ParseModelConfig("", "m.pbtxt");
-  EXPECT_EQ(r.status().message(), "m.pbtxt: no variable is defined");
+  EXPECT_EQ(r.status().message(), "m.pbtxt: no variable or layer is defined");
   auto missing = LoadModelConfig("/nonexistent/m.pbtxt");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ModelConfigTest, TheFashionMnistMlpConfigDescribesTheGuideModel) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
+  ASSERT_TRUE(f.trainable);
+  const JobSpec& job = f.job;
+  EXPECT_EQ(job.model.input_dim, 784);
+  ASSERT_EQ(job.model.layers.size(), 3u);
+  EXPECT_EQ(job.model.layers[0].units, 256);
+  EXPECT_TRUE(job.model.layers[0].relu);
+  EXPECT_EQ(job.model.layers[1].units, 256);
+  EXPECT_TRUE(job.model.layers[1].relu);
+  EXPECT_EQ(job.model.layers[2].units, 10);
+  EXPECT_FALSE(job.model.layers[2].relu);
+  EXPECT_EQ(job.optimizer.name, "adam");
+  EXPECT_FLOAT_EQ(job.optimizer.learning_rate, 0.001f);
+  EXPECT_EQ(job.batch_size, 32);
+  EXPECT_EQ(job.epochs, 2);
+  ASSERT_EQ(f.variables.size(), 6u);
+  EXPECT_EQ(f.variables[0].name, "dense_0/kernel");
+  EXPECT_EQ(f.variables[0].shape, (std::vector<int64_t>{784, 256}));
+  EXPECT_EQ(f.variables[5].name, "dense_2/bias");
+  EXPECT_EQ(f.variables[5].shape, (std::vector<int64_t>{10}));
+}
+
+TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
+    input_dim: 4
+    layer { dense { units: 3 activation: "relu" kernel_initializer: "uniform:0.1" } }
+    layer { name: "logits" dense { units: 2 input_dim: 3 } }
+    optimizer { name: "momentum" nesterov: true }
+    steps: 50
+    consistency: "ssp:2"
+  )pb", "m.pbtxt"));
+  const JobSpec defaults;
+  EXPECT_EQ(f.job.model.layers[0].name, "dense_0");
+  EXPECT_EQ(f.job.model.layers[0].kernel_initializer, "uniform:0.1");
+  EXPECT_EQ(f.job.model.layers[1].name, "logits");
+  EXPECT_EQ(f.variables[2].name, "logits/kernel");
+  EXPECT_EQ(f.job.optimizer.name, "momentum");
+  EXPECT_TRUE(f.job.optimizer.nesterov);
+  EXPECT_EQ(f.job.optimizer.momentum, defaults.optimizer.momentum);
+  EXPECT_EQ(f.job.optimizer.learning_rate, defaults.optimizer.learning_rate);
+  EXPECT_EQ(f.job.batch_size, defaults.batch_size);
+  EXPECT_EQ(f.job.max_steps, 50);
+  EXPECT_EQ(f.job.consistency, "ssp:2");
+}
+
+TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
+  auto message = [](const std::string& text) {
+    return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
+  };
+  // An unknown layer type is a field the parser does not know.
+  EXPECT_EQ(message("input_dim: 4\nlayer { conv { filters: 3 } }"),
+            "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
+  EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
+            "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
+            "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
+  EXPECT_EQ(message("layer { dense { units: 3 } }"),
+            "m.pbtxt:1:1: input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
+  // Shapes that do not chain.
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 8 activation: \"relu\" } }\n"
+                    "layer { dense {\n  units: 2\n  input_dim: 6 } }"),
+            "m.pbtxt:5:3: layer 1 (dense_1): dense.input_dim 6 does not chain: the layer before "
+            "gives 8");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { input_dim: 5 units: 2 } }"),
+            "m.pbtxt:2:17: layer 0 (dense_0): dense.input_dim 5 does not chain: the input is 4");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"tanh\" } }"),
+            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation \"tanh\" is not relu (or empty for "
+            "none)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"relu\" } }"),
+            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation must be empty: the last layer "
+            "gives the logits of softmax cross-entropy");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 kernel_initializer: \"he\" } }"),
+            "m.pbtxt:2:26: layer 0 (dense_0): dense.kernel_initializer \"he\" is not "
+            "glorot_uniform, zeros or uniform:A (A >= 0)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"mse\""),
+            "m.pbtxt:3:1: loss \"mse\" is not softmax_cross_entropy (the only loss)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { name: \"rmsprop\" }"),
+            "m.pbtxt:3:13: optimizer.name \"rmsprop\" is not sgd, momentum, adagrad or adam");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { learning_rate: 0.1 }"),
+            "m.pbtxt:3:1: optimizer.name is missing (sgd, momentum, adagrad or adam)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\n"
+                    "optimizer { name: \"adam\" beta2: 1.5 }"),
+            "m.pbtxt:3:26: optimizer.beta2 1.5 must be in [0, 1)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nbatch_size: 0"),
+            "m.pbtxt:3:1: batch_size 0 must be in 1..65536");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nconsistency: \"sometimes\""),
+            "m.pbtxt:3:1: consistency \"sometimes\" is not one of async, sync, ssp:S (S an "
+            "integer from 0 to 1000000)");
+  EXPECT_EQ(message("variable { name: \"a\" shape: 1 }\nbatch_size: 4"),
+            "m.pbtxt:2:1: batch_size is set but there are no layers to train");
+  EXPECT_EQ(message("variable { name: \"a\" shape: 1 }\ninput_dim: 1\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:3:1: a config lists variables or describes layers, not both");
 }
 
 }  // namespace
