@@ -10,6 +10,64 @@
 namespace pstrain::ps {
 namespace {
 
+// The update loops, compiled for AVX-512, AVX2 and baseline x86-64, picked
+// at load time by the CPU (GCC and clang target_clones). __restrict: slots,
+// values and gradients never overlap, which lets the loops vectorise.
+#if defined(__x86_64__) && defined(__linux__)
+#define PSTRAIN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PSTRAIN_VECTOR_CLONES
+#endif
+
+PSTRAIN_VECTOR_CLONES
+void SgdLoop(float* __restrict v, const float* __restrict g, size_t n, float lr) {
+  for (size_t i = 0; i < n; ++i) v[i] -= lr * g[i];
+}
+
+PSTRAIN_VECTOR_CLONES
+void SgdBytesLoop(float* __restrict v, const char* __restrict g, size_t n, float lr) {
+  for (size_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, g + 4 * i, 4);  // unaligned loads, vectorised
+    v[i] -= lr * x;
+  }
+}
+
+PSTRAIN_VECTOR_CLONES
+void MomentumLoop(float* __restrict v, float* __restrict a, const float* __restrict g, size_t n,
+                  float lr, float momentum, bool nesterov) {
+  if (nesterov) {
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = momentum * a[i] + g[i];
+      v[i] -= lr * (g[i] + momentum * a[i]);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = momentum * a[i] + g[i];
+      v[i] -= lr * a[i];
+    }
+  }
+}
+
+PSTRAIN_VECTOR_CLONES
+void AdagradLoop(float* __restrict v, float* __restrict a, const float* __restrict g, size_t n,
+                 float lr, float eps) {
+  for (size_t i = 0; i < n; ++i) {
+    a[i] += g[i] * g[i];
+    v[i] -= lr * g[i] / (std::sqrt(a[i]) + eps);
+  }
+}
+
+PSTRAIN_VECTOR_CLONES
+void AdamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
+              const float* __restrict g, size_t n, float step, float b1, float b2, float eps) {
+  for (size_t i = 0; i < n; ++i) {
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
+    v[i] -= step * m[i] / (std::sqrt(s[i]) + eps);
+  }
+}
+
 }  // namespace
 
 void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
@@ -35,20 +93,11 @@ class Sgd final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>>, int64_t) const override {
-    float* v = values.data();
-    const float* g = grad.data();
-    const size_t n = values.size();
-    for (size_t i = 0; i < n; ++i) v[i] -= lr_ * g[i];
+    SgdLoop(values.data(), grad.data(), values.size(), lr_);
   }
   void ApplyBytes(absl::Span<float> values, const char* grad,
                   absl::Span<const absl::Span<float>>, int64_t) const override {
-    float* v = values.data();
-    const size_t n = values.size();
-    for (size_t i = 0; i < n; ++i) {
-      float g;
-      std::memcpy(&g, grad + 4 * i, 4);  // unaligned loads, vectorised
-      v[i] -= lr_ * g;
-    }
+    SgdBytesLoop(values.data(), grad, values.size(), lr_);
   }
 
  private:
@@ -63,21 +112,8 @@ class Momentum final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {"momentum"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t) const override {
-    float* v = values.data();
-    float* a = slots[0].data();
-    const float* g = grad.data();
-    const size_t n = values.size();
-    if (nesterov_) {
-      for (size_t i = 0; i < n; ++i) {
-        a[i] = momentum_ * a[i] + g[i];
-        v[i] -= lr_ * (g[i] + momentum_ * a[i]);
-      }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        a[i] = momentum_ * a[i] + g[i];
-        v[i] -= lr_ * a[i];
-      }
-    }
+    MomentumLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, momentum_,
+                 nesterov_);
   }
 
  private:
@@ -94,14 +130,7 @@ class Adagrad final : public Optimizer {
   float initial_slot_value(int) const override { return init_; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t) const override {
-    float* v = values.data();
-    float* a = slots[0].data();
-    const float* g = grad.data();
-    const size_t n = values.size();
-    for (size_t i = 0; i < n; ++i) {
-      a[i] += g[i] * g[i];
-      v[i] -= lr_ * g[i] / (std::sqrt(a[i]) + eps_);
-    }
+    AdagradLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, eps_);
   }
 
  private:
@@ -119,17 +148,8 @@ class Adam final : public Optimizer {
     // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
     const double lr_t = lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
                         (1.0 - std::pow(double{b1_}, t));
-    const float step = static_cast<float>(lr_t);
-    float* v = values.data();
-    float* m = slots[0].data();
-    float* s = slots[1].data();
-    const float* g = grad.data();
-    const size_t n = values.size();
-    for (size_t i = 0; i < n; ++i) {
-      m[i] = b1_ * m[i] + (1 - b1_) * g[i];
-      s[i] = b2_ * s[i] + (1 - b2_) * g[i] * g[i];
-      v[i] -= step * m[i] / (std::sqrt(s[i]) + eps_);
-    }
+    AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
+             static_cast<float>(lr_t), b1_, b2_, eps_);
   }
 
  private:

@@ -1,6 +1,7 @@
 // The training loop of one replica: pull the parameters, compute gradients on
 // the next local batch, push them and pull the new parameters in one round
-// trip, repeat, with Keras-like progress lines. The consistency mode is the
+// trip (overlapped with the next step's compute where the mode allows),
+// repeat, with Keras-like progress lines. The consistency mode is the
 // PS's business: in sync mode the pull waits for the aggregated step, under
 // ssp for the slowest replica; async never waits.
 // Thread-compatible; one Trainer per thread.
@@ -22,6 +23,10 @@ struct TrainerOptions {
   int num_replicas = 1;
   // Progress line every 200 steps: a few lines per epoch on Fashion-MNIST.
   int log_every_steps = 200;
+  // async and ssp: compute the next step while this step's push-then-pull
+  // is in flight (its gradient then misses this replica's own last update;
+  // async updates allow that). sync jobs always wait for the step.
+  bool overlap_communication = true;
 };
 
 struct TrainerResult {
