@@ -1,6 +1,7 @@
 #include "data/dataset.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <fstream>
 
@@ -62,7 +63,12 @@ absl::StatusOr<Dataset> LoadMnistFormat(const std::string& dir, Split split) {
 
 ShardIterator::ShardIterator(const Dataset* dataset, int replica,
                              int num_replicas, int batch_size, uint64_t seed)
-    : dataset_(dataset), replica_(replica), batch_size_(batch_size), seed_(seed) {
+    : dataset_(dataset),
+      replica_(replica),
+      num_replicas_(num_replicas),
+      batch_size_(batch_size),
+      seed_(seed),
+      order_(dataset->num_examples) {
   for (int64_t i = replica; i < dataset->num_examples; i += num_replicas) {
     indices_.push_back(i);
   }
@@ -71,10 +77,15 @@ ShardIterator::ShardIterator(const Dataset* dataset, int replica,
 void ShardIterator::StartEpoch() {
   ++epoch_;
   position_ = 0;
+  // The same permutation on every replica: (seed, epoch) only.
   std::seed_seq seq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32),
-                    static_cast<uint32_t>(epoch_), static_cast<uint32_t>(replica_)};
+                    static_cast<uint32_t>(epoch_)};
   std::mt19937_64 rng(seq);
-  std::shuffle(indices_.begin(), indices_.end(), rng);
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+  std::shuffle(order_.begin(), order_.end(), rng);
+  for (size_t j = 0; j < indices_.size(); ++j) {
+    indices_[j] = order_[replica_ + j * static_cast<size_t>(num_replicas_)];
+  }
 }
 
 int64_t ShardIterator::Next(float* features, int32_t* labels) {

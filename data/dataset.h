@@ -29,11 +29,15 @@ enum class Split { kTrain, kTest };
 // label is above 9.
 absl::StatusOr<Dataset> LoadMnistFormat(const std::string& dir, Split split);
 
-// Iterates one replica's shard: the examples whose index i satisfies
-// i % num_replicas == replica (sharding by record), reshuffled at the start
-// of each epoch from (seed, epoch, replica), cut into batches of
-// `batch_size`; the last, short batch of an epoch is dropped so every step
-// has the same size. Thread-compatible.
+// Iterates one replica's shard, sharding by record: at the start of each
+// epoch the whole set is shuffled from (seed, epoch), the same permutation
+// on every replica, and replica r takes the examples at positions r,
+// r + R, r + 2R... (R = num_replicas); they are cut into batches of
+// `batch_size`, and the last, short batch of an epoch is dropped so every
+// step has the same size. So the k-th batches of all R replicas together
+// hold exactly the examples of the k-th batch of one replica with batch
+// R x batch_size: a sync job sees the data of a single larger batch.
+// Thread-compatible.
 class ShardIterator {
  public:
   // REQUIRES: dataset outlives the iterator; 0 <= replica < num_replicas;
@@ -54,9 +58,11 @@ class ShardIterator {
 
   const Dataset* const dataset_;
   const int replica_;
+  const int num_replicas_;
   const int batch_size_;
   const uint64_t seed_;
-  std::vector<int64_t> indices_;
+  std::vector<int64_t> order_;    // this epoch's permutation of the whole set
+  std::vector<int64_t> indices_;  // this replica's share of it, in order
   int64_t epoch_ = -1;
   int64_t position_ = 0;
 };

@@ -1,5 +1,6 @@
 #include "data/dataset.h"
 
+#include <memory>
 #include <set>
 
 #include "common/testing/status_testing.h"
@@ -42,20 +43,51 @@ Dataset Counting(int n) {
   return ds;
 }
 
-TEST(ShardIteratorTest, ShardsAreDisjointAndCoverEveryRecord) {
+TEST(ShardIteratorTest, ShardsAreDisjointAndCoverEveryRecordEachEpoch) {
   Dataset ds = Counting(100);
-  std::set<int> seen;
-  for (int r = 0; r < 3; ++r) {
-    ShardIterator it(&ds, r, 3, 1, 42);
-    for (int64_t i = 0; i < it.shard_size(); ++i) {
-      float f;
-      int32_t y;
-      EXPECT_EQ(it.Next(&f, &y), 0);
-      EXPECT_EQ(static_cast<int>(f) % 3, r);
-      EXPECT_TRUE(seen.insert(static_cast<int>(f)).second);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::set<int> seen;
+    for (int r = 0; r < 3; ++r) {
+      ShardIterator it(&ds, r, 3, 1, 42);
+      EXPECT_EQ(it.shard_size(), r == 0 ? 34 : 33);
+      for (int64_t i = 0; i < it.shard_size() * epoch; ++i) {  // skip earlier epochs
+        float f;
+        int32_t y;
+        it.Next(&f, &y);
+      }
+      for (int64_t i = 0; i < it.shard_size(); ++i) {
+        float f;
+        int32_t y;
+        EXPECT_EQ(it.Next(&f, &y), epoch);
+        EXPECT_TRUE(seen.insert(static_cast<int>(f)).second);
+      }
     }
+    EXPECT_EQ(seen.size(), 100u);
   }
-  EXPECT_EQ(seen.size(), 100u);
+}
+
+TEST(ShardIteratorTest, ReplicaBatchesTogetherAreTheBatchOfOneLargerReplica) {
+  Dataset ds = Counting(200);
+  const int replicas = 3, batch = 4;
+  ShardIterator whole(&ds, 0, 1, replicas * batch, 9);
+  std::vector<std::unique_ptr<ShardIterator>> parts;
+  for (int r = 0; r < replicas; ++r) {
+    parts.push_back(std::make_unique<ShardIterator>(&ds, r, replicas, batch, 9));
+  }
+  // Two epochs: 16 steps of 12 examples each.
+  for (int step = 0; step < 32; ++step) {
+    std::vector<float> big(replicas * batch);
+    std::vector<int32_t> y(replicas * batch);
+    whole.Next(big.data(), y.data());
+    std::multiset<float> want(big.begin(), big.end()), got;
+    for (int r = 0; r < replicas; ++r) {
+      std::vector<float> small(batch);
+      std::vector<int32_t> ys(batch);
+      parts[r]->Next(small.data(), ys.data());
+      got.insert(small.begin(), small.end());
+    }
+    EXPECT_EQ(got, want) << "step " << step;
+  }
 }
 
 TEST(ShardIteratorTest, ShuffleIsSeededAndChangesPerEpoch) {

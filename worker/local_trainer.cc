@@ -82,6 +82,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       mlp->Evaluate(params.data(), test.features.data(), test.labels.data(), test.num_examples));
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
   result.test_loss = r.loss_sum / r.count;
+  result.params = std::move(params);
   return result;
 }
 

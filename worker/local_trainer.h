@@ -6,6 +6,7 @@
 #define PSTRAIN_WORKER_LOCAL_TRAINER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/job_spec.h"
@@ -18,6 +19,7 @@ struct LocalResult {
   double examples_per_sec = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  std::vector<float> params;  // the trained values, flat (model::Mlp's layout)
 };
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then
