@@ -22,6 +22,7 @@
 #include "cli/launch.h"
 #include "cli/role_main.h"
 #include "cli/tools.h"
+#include "cli/train_bench.h"
 #include "common/logging.h"
 #include "worker/local_trainer.h"
 
@@ -38,6 +39,9 @@ constexpr char kUsage[] =
     "                               the same model and data in this one process, no PS\n"
     "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"
     "                               which slice of which variable goes to which PS\n"
+    "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
+    "                               examples/s of train --local and of 1-PS clusters\n"
+    "                               against the sgemm limit of this machine\n"
     "  pstrain status [--ps HOST:PORT,...] [--json]\n"
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness\n"
@@ -148,6 +152,14 @@ int main(int argc, char** argv) {
         return pstrain::kExitBadConfig;
       }
       return TrainLocal(*args);
+    }
+    if (cmd == "bench") {
+      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+      if (!args.ok()) {
+        std::fprintf(stderr, "pstrain bench: %s\n", std::string(args.status().message()).c_str());
+        return pstrain::kExitBadConfig;
+      }
+      return pstrain::TrainBenchMain(SelfPath(argv[0]), *args);
     }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

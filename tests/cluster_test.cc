@@ -247,6 +247,40 @@ TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
             "launch or from TF_CONFIG\n");
 }
 
+TEST(ClusterTest, TrainLocalWithTheGuideModelConfig) {
+  const std::string out = TmpDir("local_config");
+  RunResult r = RunPstrain({"train", "--local", "--model_config=configs/fashion_mnist_mlp.pbtxt",
+                            "--epochs=1"},
+                           "", out + "/local.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t at = r.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.83) << r.output;
+  RunResult bad = RunPstrain({"train", "--local", "--model_config=" + out + "/none.pbtxt"}, "",
+                             out + "/bad.txt");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
+}
+
+TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
+  const std::string out = TmpDir("bench");
+  RunResult r = RunPstrain({"bench", "--model_config=configs/fashion_mnist_mlp.pbtxt",
+                            "--steps=40", "--repeat=1", "--output_dir=" + out},
+                           "", out + "/bench.txt");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("model: 1.211 MFLOP of sgemm per example (batch 32, 8 sgemm "
+                                  "calls per step)"));
+  for (const char* line : {"  OpenBLAS sgemm, 1 thread, at the model's shapes: ",
+                           "  train --local, 1 thread: ", "  1 PS + 1 worker, async: ",
+                           "  1 PS + 2 workers, async: ", "  1 PS + 2 workers, sync: "}) {
+    EXPECT_THAT(r.output, HasSubstr(line)) << r.output;
+  }
+  const size_t at = r.output.find("  train --local, 1 thread:");
+  ASSERT_NE(at, std::string::npos);
+  const size_t num = r.output.find_first_of("0123456789", at + 26);
+  EXPECT_GT(std::stod(r.output.substr(num)), 100.0) << r.output;
+}
+
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
   const std::string out = TmpDir("badflags");
   RunResult r = RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");

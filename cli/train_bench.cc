@@ -1,0 +1,208 @@
+#include "cli/train_bench.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "cli/job_flags.h"
+#include "cli/launch.h"
+#include "common/exit_codes.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "worker/local_trainer.h"
+
+namespace pstrain {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// One sgemm call of a training step: C[m x n] = A[m x k] * B[k x n] with the
+// transposes the model uses.
+struct Gemm {
+  CBLAS_TRANSPOSE ta, tb;
+  int m, n, k;
+};
+
+// The sgemm calls of one training step of `model` at `batch` (model/mlp.cc):
+// per layer the forward product, the weight gradient, and (except for the
+// first layer) the input gradient.
+std::vector<Gemm> StepGemms(const model::MlpSpec& model, int batch) {
+  std::vector<Gemm> out;
+  int in = model.input_dim;
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const int units = model.layers[l].units;
+    out.push_back({CblasNoTrans, CblasNoTrans, batch, units, in});
+    out.push_back({CblasTrans, CblasNoTrans, in, units, batch});
+    if (l > 0) out.push_back({CblasNoTrans, CblasTrans, batch, in, units});
+    in = units;
+  }
+  return out;
+}
+
+double GemmFlops(const std::vector<Gemm>& gemms) {
+  double f = 0;
+  for (const Gemm& g : gemms) f += 2.0 * g.m * g.n * g.k;
+  return f;
+}
+
+// OpenBLAS's rate (FLOP/s) on the current thread count for these calls,
+// timed over at least `seconds`.
+double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<std::vector<float>> a(gemms.size()), b(gemms.size()), c(gemms.size());
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const Gemm& g = gemms[i];
+    a[i].resize(static_cast<size_t>(g.m) * g.k);
+    b[i].resize(static_cast<size_t>(g.k) * g.n);
+    c[i].resize(static_cast<size_t>(g.m) * g.n);
+    for (float& x : a[i]) x = u(rng);
+    for (float& x : b[i]) x = u(rng);
+  }
+  auto run = [&] {
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      const Gemm& g = gemms[i];
+      const int lda = g.ta == CblasNoTrans ? g.k : g.m;
+      const int ldb = g.tb == CblasNoTrans ? g.n : g.k;
+      cblas_sgemm(CblasRowMajor, g.ta, g.tb, g.m, g.n, g.k, 1.0f, a[i].data(), lda,
+                  b[i].data(), ldb, 0.0f, c[i].data(), g.n);
+    }
+  };
+  for (int i = 0; i < 20; ++i) run();  // warm caches and OpenBLAS's buffers
+  int64_t iters = 0;
+  const absl::Time start = absl::Now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (int i = 0; i < 50; ++i) run();
+    iters += 50;
+    elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+  }
+  return GemmFlops(gemms) * iters / elapsed;
+}
+
+struct ClusterRun {
+  std::string name;
+  int workers;
+  std::string consistency;
+};
+
+}  // namespace
+
+int TrainBenchMain(const std::string& self_path, CliArgs& args) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "pstrain bench: %s\n", std::string(s.message()).c_str());
+    return ExitCodeFor(s);
+  };
+  auto steps = args.GetInt("steps", 1000);
+  auto repeat = args.GetInt("repeat", 3);
+  if (!steps.ok()) return fail(steps.status());
+  if (!repeat.ok()) return fail(repeat.status());
+  if (*steps < 10 || *repeat < 1 || *repeat > 100) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--steps=", *steps, " --repeat=", *repeat,
+                     ": need at least 10 steps and 1..100 repeats")));
+  }
+  std::string default_dir = "/tmp/pstrain-bench-XXXXXX";
+  if (::mkdtemp(default_dir.data()) == nullptr) {
+    return fail(absl::InternalError("cannot create a directory under /tmp"));
+  }
+  auto output_dir = args.GetString("output_dir", default_dir);
+  if (!output_dir.ok()) return fail(output_dir.status());
+  // The job flags, passed on to every launched task as given.
+  std::vector<std::string> job_flags;
+  for (const std::string& flag : args.raw_flags()) {
+    if (absl::StartsWith(flag, "--steps") || absl::StartsWith(flag, "--repeat") ||
+        absl::StartsWith(flag, "--output_dir") || absl::StartsWith(flag, "--max_steps") ||
+        absl::StartsWith(flag, "--consistency")) {
+      continue;
+    }
+    job_flags.push_back(flag);
+  }
+  auto job = JobSpecFromFlags(args);
+  if (!job.ok()) return fail(job.status());
+  if (absl::Status s = args.CheckAllUsed(); !s.ok()) return fail(s);
+  job->max_steps = *steps;
+  job->consistency = "async";
+
+  // One BLAS thread for this process and every task it starts.
+  openblas_set_num_threads(1);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+
+  const std::vector<Gemm> gemms = StepGemms(job->model, job->batch_size);
+  const double flop_per_example = GemmFlops(gemms) / job->batch_size;
+  const std::vector<ClusterRun> clusters = {
+      {"1 PS + 1 worker, async", 1, "async"},
+      {"1 PS + 2 workers, async", 2, "async"},
+      {"1 PS + 2 workers, sync", 2, "sync"},
+  };
+  std::vector<double> gemm_rate, local_rate;
+  std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());
+  std::printf("model: %.3f MFLOP of sgemm per example (batch %d, %zu sgemm calls per step)\n",
+              flop_per_example / 1e6, job->batch_size, gemms.size());
+  for (int r = 0; r < *repeat; ++r) {
+    gemm_rate.push_back(MeasureGemms(gemms, 1.0));
+    auto local = worker::RunLocal(*job, 1 << 30);
+    if (!local.ok()) return fail(local.status());
+    local_rate.push_back(local->examples_per_sec);
+    std::printf("round %d: sgemm %.1f GFLOP/s -> limit %.0f examples/s; local %.0f examples/s "
+                "(%.2fx the limit)\n",
+                r + 1, gemm_rate.back() / 1e9, gemm_rate.back() / flop_per_example,
+                local_rate.back(), local_rate.back() * flop_per_example / gemm_rate.back());
+    for (size_t c = 0; c < clusters.size(); ++c) {
+      LaunchOptions launch;
+      launch.self_path = self_path;
+      launch.num_ps = 1;
+      launch.num_workers = clusters[c].workers;
+      launch.output_dir = absl::StrCat(*output_dir, "/round", r + 1, "_", c);
+      launch.job_flags = job_flags;
+      launch.job_flags.push_back(absl::StrCat("--max_steps=", *steps));
+      launch.job_flags.push_back(absl::StrCat("--consistency=", clusters[c].consistency));
+      launch.job_flags.push_back(absl::StrCat("--output_dir=", launch.output_dir));
+      launch.timeout = absl::Minutes(10);
+      const int code = RunLaunch(launch);
+      if (code != kExitOk) {
+        return fail(absl::InternalError(absl::StrCat(clusters[c].name, " failed with exit code ",
+                                                     code, "; logs under ", launch.output_dir)));
+      }
+      auto text = ReadFile(launch.output_dir + "/final_metrics.json");
+      if (!text.ok()) return fail(text.status());
+      auto metrics = ParseJson(*text);
+      const Json* rate = metrics.ok() ? metrics->Find("examples_per_sec") : nullptr;
+      if (rate == nullptr || !rate->is_number()) {
+        return fail(absl::DataLossError(launch.output_dir + "/final_metrics.json has no rate"));
+      }
+      cluster_rate[c].push_back(rate->number_value());
+      cluster_ratio[c].push_back(rate->number_value() / local_rate.back());
+      std::printf("round %d: %s: %.0f examples/s (%.2fx local)\n", r + 1,
+                  clusters[c].name.c_str(), cluster_rate[c].back(), cluster_ratio[c].back());
+    }
+  }
+  const double gemm = Median(gemm_rate), local = Median(local_rate);
+  std::printf("\nmedians of %d rounds, batch %d per worker, %lld steps per run:\n",
+              static_cast<int>(*repeat), job->batch_size, static_cast<long long>(*steps));
+  std::printf("  OpenBLAS sgemm, 1 thread, at the model's shapes: %.1f GFLOP/s\n", gemm / 1e9);
+  std::printf("  limit (sgemm rate / %.3f MFLOP per example):  %.0f examples/s\n",
+              flop_per_example / 1e6, gemm / flop_per_example);
+  std::printf("  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
+              "limit (%.1f GFLOP/s of sgemm work)\n",
+              local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
+  for (size_t c = 0; c < clusters.size(); ++c) {
+    std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
+                Median(cluster_rate[c]), Median(cluster_ratio[c]));
+  }
+  return kExitOk;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,30 @@
+// `pstrain bench`: how fast the CPU backend trains, against what the
+// hardware allows. In one run, alternating, `--repeat` times:
+//   - OpenBLAS's sgemm rate on one thread at the shapes one training step
+//     of the model multiplies (forward, weight gradients, input gradients),
+//     and from it the limit in examples/s (sgemm rate / sgemm FLOP per
+//     example);
+//   - `train --local` on one BLAS thread for --steps steps: examples/s and
+//     its ratio to the limit, and the sgemm GFLOP/s that rate implies;
+//   - clusters started as `pstrain launch` does (real processes on
+//     loopback, one BLAS thread per task): 1 PS + 1 worker async, 1 PS + 2
+//     workers async and sync, each for --steps steps, with examples/s and
+//     the ratio to the local run of the same round.
+// Prints each round, then medians (of figures and of per-round ratios).
+#ifndef PSTRAIN_CLI_TRAIN_BENCH_H_
+#define PSTRAIN_CLI_TRAIN_BENCH_H_
+
+#include <string>
+
+#include "common/cli_args.h"
+
+namespace pstrain {
+
+// Flags: --steps=N (1000), --repeat=R (3), --output_dir (a fresh directory
+// under /tmp), and the job flags (e.g.
+// --model_config=configs/fashion_mnist_mlp.pbtxt). Returns the exit code.
+int TrainBenchMain(const std::string& self_path, CliArgs& args);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CLI_TRAIN_BENCH_H_
