@@ -77,6 +77,8 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
             "--hidden=128,x: \"x\" is not a layer width in 1..65536");
   CliArgs b = Args({"--batch_size=0"});
   EXPECT_EQ(JobSpecFromFlags(b).status().message(), "--batch_size=0: must be in 1..65536");
+  CliArgs d = Args({"--device=tpu"});
+  EXPECT_EQ(JobSpecFromFlags(d).status().message(), "--device=tpu: must be auto, cpu or cuda");
   CliArgs c = Args({"--learning_rate=-1"});
   EXPECT_EQ(JobSpecFromFlags(c).status().message(), "--learning_rate=-1: must be in (0, 100]");
 }

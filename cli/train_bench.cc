@@ -17,6 +17,9 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/status_macros.h"
+#include "model/backend.h"
+#include "model/cuda_device.h"
 #include "worker/local_trainer.h"
 
 namespace pstrain {
@@ -90,6 +93,39 @@ double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
     elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   }
   return GemmFlops(gemms) * iters / elapsed;
+}
+
+// Forward and backward on CUDA for `steps` batches of `batch` (no
+// optimizer): examples/s and the share of step time in host<->device copies.
+absl::Status CudaStepRate(const model::MlpSpec& spec, int batch, int steps, double* rate,
+                          double* copy_share) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> cuda,
+                           model::CreateBackend(spec, batch, "cuda"));
+  const std::vector<float> params = cuda->network().InitialParameters(1);
+  std::vector<float> grads(params.size());
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> x(static_cast<size_t>(batch) * spec.input_dim);
+  for (float& v : x) v = pixel(rng);
+  std::vector<int32_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = i % spec.num_classes();
+  for (int i = 0; i < 20; ++i) {
+    PSTRAIN_RETURN_IF_ERROR(
+        cuda->ComputeGradients(params.data(), x.data(), y.data(), batch, grads.data()).status());
+  }
+  double copy = 0, total = 0;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < steps; ++i) {
+    PSTRAIN_RETURN_IF_ERROR(
+        cuda->ComputeGradients(params.data(), x.data(), y.data(), batch, grads.data()).status());
+    double c = 0, t = 0;
+    cuda->LastStepTiming(&c, &t);
+    copy += c;
+    total += t;
+  }
+  *rate = static_cast<double>(steps) * batch / absl::ToDoubleSeconds(absl::Now() - start);
+  *copy_share = total > 0 ? copy / total : 0;
+  return absl::OkStatus();
 }
 
 struct ClusterRun {
@@ -201,6 +237,20 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
                 Median(cluster_rate[c]), Median(cluster_ratio[c]));
+  }
+  auto devices = model::ListCudaDevices();
+  if (!devices.ok()) {
+    std::printf("  cuda: skipped (%s)\n", std::string(devices.status().message()).c_str());
+    return kExitOk;
+  }
+  for (int batch : {32, 256}) {
+    double rate = 0, share = 0;
+    if (absl::Status s = CudaStepRate(job->model, batch, 2000, &rate, &share); !s.ok()) {
+      return fail(s);
+    }
+    std::printf("  cuda, batch %d, forward + backward:%*s%.0f examples/s; copies %.0f%% of "
+                "step time\n",
+                batch, batch < 100 ? 13 : 12, "", rate, 100 * share);
   }
   return kExitOk;
 }

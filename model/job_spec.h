@@ -30,6 +30,9 @@ struct JobSpec {
   std::string consistency = "async";
   // sync: gradients averaged per step; 0 means every worker.
   int replicas_to_aggregate = 0;
+  // Where workers compute: "auto" (CUDA when a device is usable, else the
+  // CPU), "cpu" or "cuda" (model/backend.h).
+  std::string device = "auto";
 };
 
 }  // namespace pstrain::model

@@ -78,6 +78,9 @@ class Mlp {
                                                const int32_t* labels, int batch,
                                                float* grads);
 
+  // InvalidArgument naming the first label outside [0, num_classes).
+  absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
+
   // Forward only over `n` examples (any n >= 0, processed in chunks of
   // max_batch). Same errors as ComputeGradients for labels.
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
@@ -89,7 +92,6 @@ class Mlp {
   // accumulates loss/accuracy into `result`.
   void Forward(const float* params, const float* x, const int32_t* labels,
                int batch, BatchResult* result);
-  absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
 
   const MlpSpec spec_;
   const int max_batch_;

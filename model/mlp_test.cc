@@ -9,38 +9,8 @@
 namespace pstrain::model {
 namespace {
 
-double MeanLoss(Mlp& mlp, const std::vector<float>& p, const std::vector<float>& x,
-                const std::vector<int32_t>& y) {
-  auto r = mlp.Evaluate(p.data(), x.data(), y.data(), y.size());
-  EXPECT_OK(r);
-  return r->loss_sum / r->count;
-}
-
-TEST(MlpTest, GradientsMatchNumericalDerivatives) {
- for (bool relu_0 : {true, false}) {
-  SCOPED_TRACE(relu_0 ? "dense_0 with ReLU" : "dense_0 linear");
-  MlpSpec spec = MlpSpec::FromWidths(5, {4, 3}, 3);
-  spec.layers[0].relu = relu_0;
-  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(spec, 4));
-  std::vector<float> params = mlp->InitialParameters(3);
-  std::mt19937 rng(11);
-  std::normal_distribution<float> n01;
-  for (float& p : params) p += 0.1f * n01(rng);  // non-zero biases too
-  std::vector<float> x(4 * 5);
-  for (float& v : x) v = n01(rng);
-  std::vector<int32_t> y = {0, 2, 1, 2};
-  std::vector<float> grads(mlp->num_parameters());
-  ASSERT_OK(mlp->ComputeGradients(params.data(), x.data(), y.data(), 4, grads.data()));
-  const float eps = 1e-2f;
-  for (int64_t i = 0; i < mlp->num_parameters(); ++i) {
-    std::vector<float> plus = params, minus = params;
-    plus[i] += eps;
-    minus[i] -= eps;
-    double numeric = (MeanLoss(*mlp, plus, x, y) - MeanLoss(*mlp, minus, x, y)) / (2 * eps);
-    EXPECT_NEAR(grads[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "parameter " << i;
-  }
- }
-}
+// Gradient checks of every layer, and batch and label errors, run for each
+// backend in backend_test.cc.
 
 TEST(MlpTest, VariablesAndLayout) {
   ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec::FromWidths(784, {128}, 10), 32));
@@ -74,20 +44,6 @@ TEST(MlpTest, SgdOnASeparableProblemReachesFullAccuracy) {
   EXPECT_GE(r.correct, 15);
 }
 
-TEST(MlpTest, RejectsBadBatchAndLabels) {
-  ASSERT_OK_AND_ASSIGN(auto mlp, Mlp::Create(MlpSpec::FromWidths(2, {}, 3), 2));
-  std::vector<float> p = mlp->InitialParameters(1), g(mlp->num_parameters(), 7.0f);
-  std::vector<float> x(6, 0.5f);
-  std::vector<int32_t> y = {0, 3, 1};
-  EXPECT_EQ(mlp->ComputeGradients(p.data(), x.data(), y.data(), 3, g.data()).status().message(),
-            "batch of 3 is outside 1..2");
-  EXPECT_EQ(mlp->ComputeGradients(p.data(), x.data(), y.data(), 2, g.data()).status().message(),
-            "label 3 of example 1 is outside [0, 3)");
-  EXPECT_EQ(g[0], 7.0f);
-  EXPECT_EQ(Mlp::Create(MlpSpec::FromWidths(2, {0}, 3), 2).status().message(),
-            "model layer 0 (dense_0): has 0 units");
-}
-
 TEST(MlpTest, RejectsBadLayersNamingThem) {
   auto message = [](const MlpSpec& spec) {
     return std::string(Mlp::Create(spec, 4).status().message());
@@ -109,6 +65,7 @@ TEST(MlpTest, RejectsBadLayersNamingThem) {
             "model layer 0 (dense_0): kernel initializer \"he_normal\" is not glorot_uniform, "
             "zeros or uniform:A (A >= 0)");
   EXPECT_EQ(message(MlpSpec{3, {}}), "model has no layers");
+  EXPECT_EQ(message(MlpSpec::FromWidths(2, {0}, 3)), "model layer 0 (dense_0): has 0 units");
 }
 
 TEST(MlpTest, LayerWithoutReluIsLinearAndInitializersApply) {

@@ -256,6 +256,13 @@ TEST(ClusterTest, TrainLocalWithTheGuideModelConfig) {
   const size_t at = r.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.83) << r.output;
+  RunResult cuda = RunPstrain({"train", "--local", "--device=cuda", "--max_steps=5"}, "",
+                              out + "/cuda.txt");
+  if (cuda.code != 0) {  // no usable device here: a clear error, no fallback
+    EXPECT_THAT(cuda.output, HasSubstr("pstrain train: ")) << cuda.output;
+    EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA")))
+        << cuda.output;
+  }
   RunResult bad = RunPstrain({"train", "--local", "--model_config=" + out + "/none.pbtxt"}, "",
                              out + "/bad.txt");
   EXPECT_EQ(bad.code, 2) << bad.output;

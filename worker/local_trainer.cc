@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
+#include "model/backend.h"
 #include "model/mlp.h"
 #include "ps_server/optimizer.h"
 
@@ -19,8 +20,11 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
                            data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
                            data::LoadMnistFormat(job.data_dir, data::Split::kTest));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
-                           model::Mlp::Create(job.model, std::max(job.batch_size, 1024)));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Backend> backend,
+      model::CreateBackend(job.model, std::max(job.batch_size, 1024), job.device));
+  Log("computing on ", backend->Describe());
+  const model::Mlp* mlp = &backend->network();
   if (train.example_dim != job.model.input_dim) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "data examples have %d features but the model's input_dim is %d", train.example_dim,
@@ -55,7 +59,8 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     prefetch.Next(x.data(), y.data());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        mlp->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size, grads.data()));
+        backend->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
+                                  grads.data()));
     opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
                step);
     window.loss_sum += br.loss_sum;
@@ -79,7 +84,8 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
   PSTRAIN_ASSIGN_OR_RETURN(
       model::BatchResult r,
-      mlp->Evaluate(params.data(), test.features.data(), test.labels.data(), test.num_examples));
+      backend->Evaluate(params.data(), test.features.data(), test.labels.data(),
+                        test.num_examples));
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
   result.test_loss = r.loss_sum / r.count;
   result.params = std::move(params);

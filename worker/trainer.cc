@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "model/backend.h"
 #include "model/mlp.h"
 
 namespace pstrain::worker {
@@ -76,8 +77,10 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
                                          const data::Dataset& train,
                                          PsClient* client) {
   const model::JobSpec& job = options.job;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
-                           model::Mlp::Create(job.model, job.batch_size));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                           model::CreateBackend(job.model, job.batch_size, job.device));
+  Log("replica ", options.replica, " computes on ", backend->Describe());
+  const model::Mlp* mlp = &backend->network();
   if (train.example_dim != job.model.input_dim) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "data examples have %d features but the model's input_dim is %d",
@@ -143,8 +146,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
     prefetch.Next(x.data(), y.data());
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        mlp->ComputeGradients(params[cur].data(), x.data(), y.data(), job.batch_size,
-                              grads[cur].data()));
+        backend->ComputeGradients(params[cur].data(), x.data(), y.data(), job.batch_size,
+                                  grads[cur].data()));
     if (in_flight) {
       in_flight = false;
       PSTRAIN_ASSIGN_OR_RETURN(global_step, round_trips.Wait());

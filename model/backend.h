@@ -1,0 +1,55 @@
+// Where a network's forward and backward passes run. One interface, two
+// backends: the CPU (OpenBLAS sgemm plus vectorised loops, model/mlp.h) and
+// CUDA (cuBLAS sgemm plus our kernels for bias, ReLU, softmax cross-entropy
+// and reductions; pinned host buffers; a copy stream overlapping compute,
+// model/cuda_mlp_kernels.h). Both take and return host arrays in the flat
+// parameter layout of model::Mlp, so trainers and the PS client do not care
+// which one runs. Thread-compatible: one Backend per thread.
+#ifndef PSTRAIN_MODEL_BACKEND_H_
+#define PSTRAIN_MODEL_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/mlp.h"
+
+namespace pstrain::model {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual std::string name() const = 0;
+  // One line for logs, e.g. "cuda: device 0 NVIDIA H100 (sm_90)".
+  virtual std::string Describe() const = 0;
+  // The network: its variables, layout and initial values.
+  virtual const Mlp& network() const = 0;
+
+  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate.
+  virtual absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
+                                                       const int32_t* labels, int batch,
+                                                       float* grads) = 0;
+  virtual absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
+                                               const int32_t* labels, int64_t n) = 0;
+
+  // Seconds of the last ComputeGradients spent in host<->device copies, and
+  // in all; both 0 on the CPU.
+  virtual void LastStepTiming(double* copy_seconds, double* total_seconds) const {
+    *copy_seconds = 0;
+    *total_seconds = 0;
+  }
+};
+
+// `device`: "cpu"; "cuda" (device 0; Unavailable, with CUDA's own message,
+// when the binary has no CUDA or no device is usable); "auto": CUDA when a
+// device is usable, else the CPU, logging one line that says why.
+// InvalidArgument for another value or a bad spec (Mlp::Create).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int max_batch,
+                                                       const std::string& device);
+
+}  // namespace pstrain::model
+
+#endif  // PSTRAIN_MODEL_BACKEND_H_

@@ -1,0 +1,140 @@
+#include "model/backend.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+#include "model/cuda_device.h"
+
+namespace pstrain::model {
+namespace {
+
+// Each test runs on the CPU, and on CUDA where a device is usable (reported
+// as skipped otherwise).
+class BackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "cuda") {
+      auto devices = ListCudaDevices();
+      if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+    }
+  }
+};
+
+double MeanLoss(Backend& b, const std::vector<float>& p, const std::vector<float>& x,
+                const std::vector<int32_t>& y) {
+  auto r = b.Evaluate(p.data(), x.data(), y.data(), static_cast<int64_t>(y.size()));
+  EXPECT_OK(r);
+  return r->loss_sum / r->count;
+}
+
+// Every parameter of every layer (kernels and biases, through ReLU and
+// linear layers and the softmax cross-entropy loss) against central
+// differences of the loss.
+TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
+  MlpSpec spec = MlpSpec::FromWidths(5, {4, 3}, 3);
+  spec.layers[1].relu = false;  // one linear hidden layer
+  ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(spec, 4, GetParam()));
+  EXPECT_EQ(backend->name(), GetParam());
+  std::vector<float> params = backend->network().InitialParameters(3);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n01;
+  for (float& p : params) p += 0.1f * n01(rng);
+  std::vector<float> x(4 * 5);
+  for (float& v : x) v = n01(rng);
+  const std::vector<int32_t> y = {0, 2, 1, 2};
+  std::vector<float> grads(backend->network().num_parameters());
+  ASSERT_OK_AND_ASSIGN(BatchResult r,
+                       backend->ComputeGradients(params.data(), x.data(), y.data(), 4,
+                                                 grads.data()));
+  EXPECT_EQ(r.count, 4);
+  EXPECT_NEAR(r.loss_sum / 4, MeanLoss(*backend, params, x, y), 1e-5);
+  const auto& vars = backend->network().variables();
+  const auto& offsets = backend->network().offsets();
+  const float eps = 1e-2f;
+  for (size_t v = 0; v < vars.size(); ++v) {
+    for (int64_t i = offsets[v]; i < offsets[v] + vars[v].elements(); ++i) {
+      std::vector<float> plus = params, minus = params;
+      plus[i] += eps;
+      minus[i] -= eps;
+      const double numeric =
+          (MeanLoss(*backend, plus, x, y) - MeanLoss(*backend, minus, x, y)) / (2 * eps);
+      EXPECT_NEAR(grads[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+          << vars[v].name << " element " << i - offsets[v];
+    }
+  }
+}
+
+TEST_P(BackendTest, RejectsBadBatchAndLabelsLeavingGradientsUntouched) {
+  ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(MlpSpec::FromWidths(2, {}, 3), 2, GetParam()));
+  std::vector<float> p = backend->network().InitialParameters(1);
+  std::vector<float> g(backend->network().num_parameters(), 7.0f);
+  std::vector<float> x(6, 0.5f);
+  std::vector<int32_t> y = {0, 3, 1};
+  EXPECT_EQ(backend->ComputeGradients(p.data(), x.data(), y.data(), 3, g.data()).status().message(),
+            "batch of 3 is outside 1..2");
+  EXPECT_EQ(backend->ComputeGradients(p.data(), x.data(), y.data(), 2, g.data()).status().message(),
+            "label 3 of example 1 is outside [0, 3)");
+  EXPECT_EQ(g[0], 7.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, BackendTest, ::testing::Values("cpu", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+// A full training step of the Fashion-MNIST guide model on both backends:
+// loss, accuracy and every gradient agree to float tolerance.
+TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
+  auto devices = ListCudaDevices();
+  if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+  const MlpSpec spec = MlpSpec::FromWidths(784, {256, 256}, 10);
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
+  const std::vector<float> params = cpu->network().InitialParameters(7);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> x(32 * 784);
+  for (float& v : x) v = pixel(rng);
+  std::vector<int32_t> y(32);
+  for (int i = 0; i < 32; ++i) y[i] = i % 10;
+  std::vector<float> g_cpu(params.size()), g_cuda(params.size());
+  ASSERT_OK_AND_ASSIGN(BatchResult a,
+                       cpu->ComputeGradients(params.data(), x.data(), y.data(), 32, g_cpu.data()));
+  ASSERT_OK_AND_ASSIGN(BatchResult b, cuda->ComputeGradients(params.data(), x.data(), y.data(), 32,
+                                                             g_cuda.data()));
+  EXPECT_NEAR(a.loss_sum, b.loss_sum, 1e-3 * std::fabs(a.loss_sum));
+  EXPECT_EQ(a.correct, b.correct);
+  double max_grad = 0, max_diff = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    max_grad = std::max(max_grad, std::fabs(double{g_cpu[i]}));
+    max_diff = std::max(max_diff, std::fabs(double{g_cpu[i]} - g_cuda[i]));
+  }
+  EXPECT_GT(max_grad, 1e-3);
+  EXPECT_LT(max_diff, 1e-4 * max_grad + 1e-6) << "largest gradient difference, CPU vs CUDA";
+  double copy_s = 0, total_s = 0;
+  cuda->LastStepTiming(&copy_s, &total_s);
+  EXPECT_GT(total_s, 0);
+  EXPECT_LE(copy_s, total_s * 2);  // copies overlap compute, but each is within the step
+}
+
+TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
+  const MlpSpec spec = MlpSpec::FromWidths(4, {3}, 2);
+  ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, "auto"));
+  auto devices = ListCudaDevices();
+  if (devices.ok()) {
+    EXPECT_EQ(automatic->name(), "cuda");
+  } else {
+    EXPECT_EQ(automatic->name(), "cpu");
+    auto cuda = CreateBackend(spec, 8, "cuda");
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(cuda.status().message(), devices.status().message());
+  }
+  EXPECT_EQ(CreateBackend(spec, 8, "tpu").status().message(),
+            "device \"tpu\" is not auto, cpu or cuda");
+  EXPECT_EQ(CreateBackend(MlpSpec{4, {}}, 8, "cpu").status().message(), "model has no layers");
+}
+
+}  // namespace
+}  // namespace pstrain::model
