@@ -14,7 +14,7 @@ const std::vector<std::string>& JobFlagNames() {
       "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device"};
+      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer"};
   return *names;
 }
 
@@ -24,7 +24,8 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt --device=auto|cpu|cuda --output_dir=DIR";
+         "--model_config=FILE.pbtxt --device=auto|cpu|cuda --[no]push_per_layer "
+         "--output_dir=DIR";
 }
 
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
@@ -116,6 +117,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
         "--replicas_to_aggregate=", aggregate, ": must be from 0 (all workers) to 4096"));
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
+  PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
     return absl::InvalidArgumentError(

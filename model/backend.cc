@@ -16,10 +16,10 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   std::string Describe() const override { return "cpu: OpenBLAS sgemm"; }
   const Mlp& network() const override { return *mlp_; }
-  absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
-                                               const int32_t* labels, int batch,
-                                               float* grads) override {
-    return mlp_->ComputeGradients(params, x, labels, batch, grads);
+  absl::StatusOr<BatchResult> ComputeGradients(
+      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+      const std::function<void(int layer)>& on_layer_done) override {
+    return mlp_->ComputeGradients(params, x, labels, batch, grads, on_layer_done);
   }
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                        const int32_t* labels, int64_t n) override {
@@ -59,9 +59,9 @@ class CudaBackend final : public Backend {
   std::string Describe() const override { return description_; }
   const Mlp& network() const override { return *mlp_; }
 
-  absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
-                                               const int32_t* labels, int batch,
-                                               float* grads) override {
+  absl::StatusOr<BatchResult> ComputeGradients(
+      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+      const std::function<void(int layer)>& on_layer_done) override {
     if (batch < 1 || batch > max_batch_) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
@@ -73,6 +73,11 @@ class CudaBackend final : public Backend {
     if (pstrain_cuda_mlp_run(handle_, params, x, labels, batch, grads, &r.loss_sum, &r.correct,
                              err, sizeof(err)) != 0) {
       return absl::InternalError(absl::StrCat("cuda: ", err));
+    }
+    if (on_layer_done) {
+      for (int l = static_cast<int>(mlp_->spec().layers.size()) - 1; l >= 0; --l) {
+        on_layer_done(l);
+      }
     }
     return r;
   }

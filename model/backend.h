@@ -9,6 +9,7 @@
 #define PSTRAIN_MODEL_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,10 +29,16 @@ class Backend {
   // The network: its variables, layout and initial values.
   virtual const Mlp& network() const = 0;
 
-  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate.
-  virtual absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
-                                                       const int32_t* labels, int batch,
-                                                       float* grads) = 0;
+  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate. On CUDA,
+  // `on_layer_done` is called for every layer (last first) once the whole
+  // step's gradients are back on the host.
+  virtual absl::StatusOr<BatchResult> ComputeGradients(
+      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+      const std::function<void(int layer)>& on_layer_done) = 0;
+  absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
+                                               const int32_t* labels, int batch, float* grads) {
+    return ComputeGradients(params, x, labels, batch, grads, nullptr);
+  }
   virtual absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                                const int32_t* labels, int64_t n) = 0;
 

@@ -33,6 +33,12 @@ struct JobSpec {
   // Where workers compute: "auto" (CUDA when a device is usable, else the
   // CPU), "cpu" or "cuda" (model/backend.h).
   std::string device = "auto";
+  // Workers push each layer's gradient (and pull its new values) as soon as
+  // backprop produces it, instead of the whole model after the step. Off by
+  // default: on a 2-core machine, where the round trips cost more CPU than
+  // the compute they would overlap, three smaller rounds per step measured
+  // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
+  bool push_per_layer = false;
 };
 
 }  // namespace pstrain::model

@@ -182,10 +182,9 @@ void Mlp::Forward(const float* params, const float* x, const int32_t* labels,
   result->count += batch;
 }
 
-absl::StatusOr<BatchResult> Mlp::ComputeGradients(const float* params,
-                                                  const float* x,
-                                                  const int32_t* labels,
-                                                  int batch, float* grads) {
+absl::StatusOr<BatchResult> Mlp::ComputeGradients(
+    const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+    const std::function<void(int layer)>& on_layer_done) {
   if (batch < 1 || batch > max_batch_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "batch of ", batch, " is outside 1..", max_batch_));
@@ -232,6 +231,7 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(const float* params,
         }
       }
     }
+    if (on_layer_done) on_layer_done(l);
   }
   return result;
 }

@@ -12,6 +12,7 @@
 #define PSTRAIN_MODEL_MLP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,10 +74,14 @@ class Mlp {
   // (num_parameters() floats, same layout as `params`).
   // InvalidArgument when batch is outside 1..max_batch or a label is out of
   // range; `grads` is then untouched.
-  absl::StatusOr<BatchResult> ComputeGradients(const float* params,
-                                               const float* x,
-                                               const int32_t* labels, int batch,
-                                               float* grads);
+  // When `on_layer_done` is set, it is called with each layer's index, last
+  // layer first, as soon as that layer's kernel and bias gradients are final
+  // in `grads` and this call no longer reads that layer's parameters (so the
+  // caller may push them and overwrite the parameters while the layers
+  // below are still being differentiated).
+  absl::StatusOr<BatchResult> ComputeGradients(
+      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+      const std::function<void(int layer)>& on_layer_done = nullptr);
 
   // InvalidArgument naming the first label outside [0, num_classes).
   absl::Status CheckLabels(const int32_t* labels, int64_t n) const;

@@ -27,12 +27,17 @@ namespace {
 
 constexpr int kSteps = 60;
 
-TEST(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
+// Whole-model pushes after each step, and pushes layer by layer as
+// backprop produces each gradient.
+class SyncMatchesLocalTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
                        model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
   model::JobSpec job = config.job;  // 784-256-256-10, Adam 1e-3
   job.seed = 5;
   job.max_steps = kSteps;
+  job.push_per_layer = GetParam();
 
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
@@ -101,6 +106,9 @@ TEST(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   EXPECT_GT(max_moved, 0.02);
   EXPECT_LT(max_diff, 2e-5) << "largest parameter difference, sync vs local";
 }
+
+INSTANTIATE_TEST_SUITE_P(Pushes, SyncMatchesLocalTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "PerLayer" : "WholeModel"; });
 
 }  // namespace
 }  // namespace pstrain

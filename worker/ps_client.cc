@@ -56,23 +56,33 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     stubs_.push_back(v1::PsService::NewStub(channel));
     streams_.push_back(std::make_unique<PsStream>(channel, PsName(i)));
     slices_on_[i] = placement.SlicesOn(i);
+    for (const SliceDef& s : slices_on_[i]) {
+      slice_variable_[i].push_back(variable_index_.at(s.variable));
+    }
+    versions_[i].assign(slices_on_[i].size(), 0);
+  }
+  groups_ = MakeGroups({});
+}
+
+std::vector<PsClient::Group> PsClient::MakeGroups(const std::vector<char>& wanted) const {
+  std::vector<Group> groups;
+  for (int i = 0; i < num_ps(); ++i) {
     Group g{i, {}};
     int64_t bytes = 0;
     for (size_t k = 0; k < slices_on_[i].size(); ++k) {
+      if (!wanted.empty() && !wanted[slice_variable_[i][k]]) continue;
       const SliceDef& s = slices_on_[i][k];
-      slice_variable_[i].push_back(variable_index_.at(s.variable));
-      if (!g.slices.empty() && bytes + s.bytes() > options.max_frame_bytes) {
-        groups_.push_back(std::move(g));
+      if (!g.slices.empty() && bytes + s.bytes() > options_.max_frame_bytes) {
+        groups.push_back(std::move(g));
         g = Group{i, {}};
         bytes = 0;
       }
       g.slices.push_back(static_cast<int>(k));
       bytes += s.bytes();
     }
-    if (!g.slices.empty()) groups_.push_back(std::move(g));
-    versions_[i].assign(slices_on_[i].size(), 0);
+    if (!g.slices.empty()) groups.push_back(std::move(g));
   }
-  for (const Group& g : groups_) group_ps_.push_back(g.ps);
+  return groups;
 }
 
 PsClient::~PsClient() = default;
@@ -384,10 +394,11 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
   return absl::OkStatus();
 }
 
-absl::Status PsClient::CheckFinite(const float* grads,
+absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float* grads,
                                    const std::vector<int64_t>& offsets) const {
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
+  for (const Group& group : groups) {
+    const int ps = group.ps;
+    for (int i : group.slices) {
       const SliceDef& sl = slices_on_[ps][i];
       const float* g = grads + offsets[slice_variable_[ps][i]] + sl.element_offset();
       // In shares across cores for large slices; the earliest hit wins.
@@ -409,39 +420,56 @@ absl::Status PsClient::CheckFinite(const float* grads,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> PsClient::DenseRound(const float* grads, float* params,
+absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups,
+                                             const float* grads, float* params,
                                              const std::vector<int64_t>& offsets,
                                              absl::Duration timeout) {
   // A push spanning several frames (and PS) is applied frame by frame; a bad
   // gradient is refused here so that no frame of it is. A single frame is
   // checked whole by its PS before anything is applied.
-  if (grads != nullptr && groups_.size() > 1) {
-    PSTRAIN_RETURN_IF_ERROR(CheckFinite(grads, offsets));
+  if (grads != nullptr && groups.size() > 1) {
+    PSTRAIN_RETURN_IF_ERROR(CheckFinite(groups, grads, offsets));
   }
-  std::vector<int64_t> steps(groups_.size(), 0);
+  std::vector<int> ps_of;
+  for (const Group& g : groups) ps_of.push_back(g.ps);
+  std::vector<int64_t> steps(groups.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
-      group_ps_, timeout,
+      ps_of, timeout,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        BuildDense(groups_[i], grads, params != nullptr, offsets, h, payload);
+        BuildDense(groups[i], grads, params != nullptr, offsets, h, payload);
       },
       [&](int i, const DecodedFrame& f) {
         steps[i] = f.header().global_step();
-        return ReadDense(groups_[i], f, params, offsets);
+        return ReadDense(groups[i], f, params, offsets);
       }));
   return steps.empty() ? 0 : *std::min_element(steps.begin(), steps.end());
 }
 
 absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
-  return DenseRound(nullptr, params, offsets, options_.wait_deadline);
+  return DenseRound(groups_, nullptr, params, offsets, options_.wait_deadline);
 }
 
 absl::Status PsClient::PushAll(const float* grads, const std::vector<int64_t>& offsets) {
-  return DenseRound(grads, nullptr, offsets, options_.rpc_deadline).status();
+  return DenseRound(groups_, grads, nullptr, offsets, options_.rpc_deadline).status();
 }
 
 absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
                                               const std::vector<int64_t>& offsets) {
-  return DenseRound(grads, params, offsets, options_.wait_deadline);
+  return DenseRound(groups_, grads, params, offsets, options_.wait_deadline);
+}
+
+absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& variables,
+                                                    const float* grads, float* params,
+                                                    const std::vector<int64_t>& offsets) {
+  std::vector<char> wanted(placement_.variables.size(), 0);
+  for (int v : variables) {
+    if (v < 0 || v >= static_cast<int>(wanted.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable index ", v, " is out of range: the model has ", wanted.size(), " variables"));
+    }
+    wanted[v] = 1;
+  }
+  return DenseRound(MakeGroups(wanted), grads, params, offsets, options_.wait_deadline);
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {

@@ -115,6 +115,15 @@ class PsClient {
   absl::StatusOr<int64_t> PushPullAll(const float* grads, float* params,
                                       const std::vector<int64_t>& offsets);
 
+  // PushPullAll restricted to the slices of `variables` (indices into
+  // placement.variables): what a worker sends for one layer as soon as
+  // backprop has produced its gradient. Returns the smallest global step
+  // among the PS holding those slices. InvalidArgument for an index out of
+  // range. Calls on one PsClient must not overlap.
+  absl::StatusOr<int64_t> PushPullVariables(const std::vector<int>& variables,
+                                            const float* grads, float* params,
+                                            const std::vector<int64_t>& offsets);
+
   // Rows `ids` of embedding table `table` into `out` (ids.size() * dim
   // floats), asking each PS for the ids it owns.
   absl::Status PullRows(const std::string& table, absl::Span<const int64_t> ids, float* out);
@@ -168,11 +177,16 @@ class PsClient {
   // records versions and dropped pushes.
   absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
                          const std::vector<int64_t>& offsets);
-  // InvalidArgument naming the slice and element of the first NaN or Inf.
-  absl::Status CheckFinite(const float* grads, const std::vector<int64_t>& offsets) const;
-  // Push and/or pull of every group; returns the smallest global step seen.
-  absl::StatusOr<int64_t> DenseRound(const float* grads, float* params,
-                                     const std::vector<int64_t>& offsets,
+  // The groups of the slices of the wanted variables (empty: all), in PS
+  // order.
+  std::vector<Group> MakeGroups(const std::vector<char>& wanted) const;
+  // InvalidArgument naming the slice and element of the first NaN or Inf in
+  // the groups' slices.
+  absl::Status CheckFinite(const std::vector<Group>& groups, const float* grads,
+                           const std::vector<int64_t>& offsets) const;
+  // Push and/or pull of `groups`; returns the smallest global step seen.
+  absl::StatusOr<int64_t> DenseRound(const std::vector<Group>& groups, const float* grads,
+                                     float* params, const std::vector<int64_t>& offsets,
                                      absl::Duration timeout);
   absl::StatusOr<int64_t> TableDim(const std::string& table) const;
   // Embedding ids grouped by owning PS, with their positions in `ids`.
@@ -191,8 +205,7 @@ class PsClient {
   std::vector<std::vector<SliceDef>> slices_on_;
   std::vector<std::vector<int>> slice_variable_;  // index into placement.variables
   std::vector<std::vector<int64_t>> versions_;
-  std::vector<Group> groups_;
-  std::vector<int> group_ps_;  // groups_[i].ps
+  std::vector<Group> groups_;  // every dense slice
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
   int64_t stop_step_ = 0;

@@ -54,6 +54,34 @@ class PsClientTest : public ::testing::Test {
   std::unique_ptr<PsClient> client_;
 };
 
+TEST_F(PsClientTest, PushPullOfSomeVariablesTouchesOnlyTheirSlices) {
+  ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
+  std::vector<float> init(total_, 1.0f);
+  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(0.5f)).status());
+  std::vector<float> grads(total_, 2.0f), params(total_, -7.0f);
+  // "big" (split over both PS) and "tiny": pushed and pulled; "small" not.
+  ASSERT_OK(client_->PushPullVariables({0, 2}, grads.data(), params.data(), offsets_).status());
+  for (int64_t i = 0; i < total_; ++i) {
+    const bool small = i >= offsets_[1] && i < offsets_[2];
+    ASSERT_FLOAT_EQ(params[i], small ? -7.0f : 0.0f) << i;  // 1 - 0.5 * 2
+  }
+  std::vector<float> all(total_);
+  ASSERT_OK(client_->PullAll(all.data(), offsets_).status());
+  for (int64_t i = offsets_[1]; i < offsets_[2]; ++i) ASSERT_FLOAT_EQ(all[i], 1.0f) << i;
+  EXPECT_EQ(client_->PushPullVariables({3}, grads.data(), params.data(), offsets_)
+                .status()
+                .message(),
+            "variable index 3 is out of range: the model has 3 variables");
+  // A NaN in a multi-frame push is refused before any frame goes out.
+  grads[offsets_[0] + 5] = std::nanf("");
+  EXPECT_EQ(client_->PushPullVariables({0}, grads.data(), params.data(), offsets_)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(client_->PullAll(all.data(), offsets_).status());
+  EXPECT_FLOAT_EQ(all[offsets_[0]], 0.0f);
+}
+
 TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   ASSERT_EQ(placement_.SlicesOf("big").size(), 2u);
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));

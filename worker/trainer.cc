@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -17,56 +18,71 @@
 namespace pstrain::worker {
 namespace {
 
-// Runs one push-then-pull at a time on its own thread, so the trainer can
-// compute the next step while the last one's round trip is in flight.
-class RoundTripThread {
+// Runs push-then-pull rounds one after another, in the order queued, on
+// its own thread, so the trainer can compute while they are in flight.
+class RoundTrips {
  public:
-  RoundTripThread() : thread_([this] { Loop(); }) {}
-  ~RoundTripThread() {
+  RoundTrips() : thread_([this] { Loop(); }) {}
+  ~RoundTrips() {
     {
       absl::MutexLock lock(&mu_);
       quit_ = true;
     }
     thread_.join();
   }
-  // REQUIRES: no round trip in flight (Wait() was called since the last Start).
-  void Start(std::function<absl::StatusOr<int64_t>()> fn) ABSL_LOCKS_EXCLUDED(mu_) {
+
+  // Queues a round; returns its ticket (1, 2, ...).
+  int64_t Enqueue(std::function<absl::StatusOr<int64_t>()> round) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    job_ = std::move(fn);
-    done_ = false;
+    queue_.push_back(std::move(round));
+    return ++queued_;
   }
-  absl::StatusOr<int64_t> Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+
+  // Waits until the rounds up to `ticket` have run. The first error of any
+  // round so far, else the largest global step the rounds returned.
+  absl::StatusOr<int64_t> WaitFor(int64_t ticket) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
-    return result_;
+    auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return finished_ >= ticket || !error_.ok();
+    };
+    mu_.Await(absl::Condition(&done));
+    if (!error_.ok()) return error_;
+    return max_step_;
   }
 
  private:
   void Loop() ABSL_LOCKS_EXCLUDED(mu_) {
     while (true) {
-      std::function<absl::StatusOr<int64_t>()> job;
+      std::function<absl::StatusOr<int64_t>()> round;
       {
         absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](RoundTripThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-              return t->quit_ || t->job_ != nullptr;
-            },
-            this));
-        if (job_ == nullptr) return;
-        job = std::move(job_);
-        job_ = nullptr;
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return quit_ || !queue_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;
+        round = std::move(queue_.front());
+        queue_.pop_front();
       }
-      absl::StatusOr<int64_t> r = job();
+      // After an error the remaining rounds are skipped, not run.
+      absl::StatusOr<int64_t> r = error_ok() ? round() : absl::StatusOr<int64_t>(int64_t{0});
       absl::MutexLock lock(&mu_);
-      result_ = std::move(r);
-      done_ = true;
+      if (!r.ok() && error_.ok()) error_ = r.status();
+      if (r.ok()) max_step_ = std::max(max_step_, *r);
+      ++finished_;
     }
+  }
+  bool error_ok() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return error_.ok();
   }
 
   absl::Mutex mu_;
-  std::function<absl::StatusOr<int64_t>()> job_ ABSL_GUARDED_BY(mu_);
-  absl::StatusOr<int64_t> result_ ABSL_GUARDED_BY(mu_) = int64_t{0};
-  bool done_ ABSL_GUARDED_BY(mu_) = true;
+  std::deque<std::function<absl::StatusOr<int64_t>()>> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t max_step_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
@@ -127,15 +143,24 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   model::BatchResult window;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
-  // Each step ends with one push-then-pull round trip per PS; the PS makes
-  // the pull wait as the consistency mode requires. Where the mode allows
-  // (async, ssp), step s+1 is computed while step s's round trip is in
-  // flight, on the parameters step s-1's round trip brought back.
+  // Each step ends with push-then-pull round trips, one per layer as
+  // backprop produces its gradient (or one for the whole model); the PS
+  // makes the pulls wait as the consistency mode requires. Where the mode
+  // allows (async, ssp), step s+1 is computed while step s's round trips
+  // are in flight, on the parameters step s-1's round trips brought back.
   if (sync) client->set_stop_step(total_steps);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params[0].data(), offsets));
   if (overlap) params[1] = params[0];
-  RoundTripThread round_trips;
-  bool in_flight = false;
+  // Layer l's variables are 2l (kernel) and 2l + 1 (bias).
+  std::vector<std::vector<int>> layer_variables(job.model.layers.size());
+  for (size_t l = 0; l < layer_variables.size(); ++l) {
+    layer_variables[l] = {static_cast<int>(2 * l), static_cast<int>(2 * l + 1)};
+  }
+  // Declared after everything its rounds use, so that on an early return
+  // its destructor (which runs what is still queued) comes first.
+  RoundTrips rounds;
+  // The ticket of the last round queued to write into params[b].
+  int64_t written_by[2] = {0, 0};
   int cur = 0;
   // A bound on local steps that a sync replica cannot reach unless the PS
   // stop advancing, which the PS's own wait timeout reports first.
@@ -143,25 +168,36 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   int64_t step = 0;
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
+    const int b = cur;
+    if (written_by[b] > 0) {
+      PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
+    }
     prefetch.Next(x.data(), y.data());
+    const float* g = grads[b].data();
+    float* p = params[b].data();
+    // Each layer's gradient goes out as soon as backprop has produced it.
+    std::function<void(int)> on_layer_done;
+    if (job.push_per_layer) {
+      on_layer_done = [&, g, p](int l) {
+        const std::vector<int>& vars = layer_variables[l];
+        written_by[b] =
+            rounds.Enqueue([client, &vars, g, p, &offsets] {
+              return client->PushPullVariables(vars, g, p, offsets);
+            });
+      };
+    }
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        backend->ComputeGradients(params[cur].data(), x.data(), y.data(), job.batch_size,
-                                  grads[cur].data()));
-    if (in_flight) {
-      in_flight = false;
-      PSTRAIN_ASSIGN_OR_RETURN(global_step, round_trips.Wait());
+        backend->ComputeGradients(params[b].data(), x.data(), y.data(), job.batch_size,
+                                  grads[b].data(), on_layer_done));
+    if (!job.push_per_layer) {
+      written_by[b] = rounds.Enqueue(
+          [client, g, p, &offsets] { return client->PushPullAll(g, p, offsets); });
     }
-    const float* g = grads[cur].data();
-    float* p = params[cur].data();
-    if (!sync && step == total_steps) {
-      PSTRAIN_RETURN_IF_ERROR(client->PushAll(g, offsets));
-    } else if (overlap) {
-      round_trips.Start([client, g, p, &offsets] { return client->PushPullAll(g, p, offsets); });
-      in_flight = true;
+    if (overlap) {
       cur = 1 - cur;
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(global_step, client->PushPullAll(g, p, offsets));
+      PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
     }
     const int64_t shown = sync ? std::min(global_step, total_steps) : step;
     const bool last = sync ? global_step >= total_steps : step == total_steps;
@@ -182,6 +218,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
       window_start = now;
     }
   }
+  PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(std::max(written_by[0], written_by[1])).status());
   result.steps = step;
   result.examples = step * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);

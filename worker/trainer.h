@@ -1,7 +1,9 @@
 // The training loop of one replica: pull the parameters, compute gradients on
-// the next local batch, push them and pull the new parameters in one round
-// trip (overlapped with the next step's compute where the mode allows),
-// repeat, with Keras-like progress lines. The consistency mode is the
+// the next local batch, push each layer's gradient and pull its new values as
+// soon as backprop produces it (job.push_per_layer; else the whole model in
+// one round trip after the step), with the next step's compute overlapping
+// the round trips where the mode allows; repeat, with Keras-like progress
+// lines. The consistency mode is the
 // PS's business: in sync mode the pull waits for the aggregated step, under
 // ssp for the slowest replica; async never waits.
 // Thread-compatible; one Trainer per thread.
