@@ -1,6 +1,7 @@
 #include "chief/chief_duties.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -94,6 +95,11 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     metrics.Set("workers", std::move(workers));
     metrics.Set("examples_per_sec", Json::Number(total_rate));
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
+                             EventWriter::Open(options_.output_dir + "/eval"));
+    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
+        step, {{"loss", r.loss_sum / r.count},
+               {"accuracy", static_cast<double>(r.correct) / r.count}}));
     PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
         options_.output_dir + "/final_metrics.json", metrics.Dump() + "\n"));
     return metrics;

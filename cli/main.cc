@@ -95,8 +95,17 @@ int TrainLocal(pstrain::CliArgs& args) {
   pstrain::SetLogTag("local");
   auto local = args.GetBool("local", false);
   auto job = pstrain::JobSpecFromFlags(args);
+  // A local run in a cloud container writes where the platform collects
+  // outputs, as the cluster's tasks would.
+  std::string environment;
+  if (const char* env = std::getenv("TF_CONFIG"); env != nullptr) {
+    auto cfg = pstrain::ParseTfConfig(env);
+    if (cfg.ok()) environment = cfg->environment;
+  }
+  auto output_dir = pstrain::OutputDirFromFlags(args, environment);
   absl::Status s = local.status();
   if (s.ok()) s = job.status();
+  if (s.ok()) s = output_dir.status();
   if (s.ok()) s = args.CheckAllUsed();
   if (s.ok() && !*local) {
     s = absl::InvalidArgumentError(
@@ -107,7 +116,7 @@ int TrainLocal(pstrain::CliArgs& args) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
     return pstrain::ExitCodeFor(s);
   }
-  auto result = pstrain::worker::RunLocal(*job);
+  auto result = pstrain::worker::RunLocal(*job, 400, *output_dir);
   if (!result.ok()) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
     return pstrain::ExitCodeFor(result.status());

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/subprocess.h"
@@ -62,6 +64,19 @@ RunResult RunPstrain(const std::vector<std::string>& args, const std::string& tf
   return r;
 }
 
+// The records of the one event file in `dir`.
+absl::StatusOr<std::vector<EventRecord>> ReadEvents(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("events.out.tfevents.", 0) == 0) files.push_back(entry.path().string());
+  }
+  if (files.size() != 1) {
+    return absl::NotFoundError(absl::StrCat(dir, " holds ", files.size(), " event files"));
+  }
+  return ReadEventFile(files[0]);
+}
+
 TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   const std::string out = TmpDir("launch");
   RunResult r = RunPstrain({"launch", "--ps", "2", "--workers", "2", "--epochs=2",
@@ -89,6 +104,27 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
   EXPECT_THAT(w0, HasSubstr("step 1874/1874 - loss "));
   EXPECT_THAT(w0, HasSubstr("examples/s - "));
+
+  // TensorBoard event files: worker 0's training scalars at each progress
+  // line, the chief's score of the final values; every CRC checked.
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> train, ReadEvents(out + "/train"));
+  ASSERT_GE(train.size(), 10u);
+  EXPECT_EQ(train[0].file_version, "brain.Event:2");
+  const EventRecord& last = train.back();
+  EXPECT_EQ(last.step, 1874);
+  std::vector<std::string> tags;
+  for (const auto& [tag, value] : last.scalars) tags.push_back(tag);
+  EXPECT_EQ(tags, (std::vector<std::string>{"loss", "accuracy", "examples_per_sec",
+                                             "steps_per_sec", "global_step"}));
+  EXPECT_GT(last.scalars[0].second, 0.0f);
+  EXPECT_LT(last.scalars[0].second, 1.0f);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
+  ASSERT_EQ(eval.size(), 2u);
+  EXPECT_EQ(eval[1].step, 2 * 1874);
+  EXPECT_EQ(eval[1].scalars[1].first, "accuracy");
+  EXPECT_FLOAT_EQ(eval[1].scalars[1].second, static_cast<float>(acc));
+  ASSERT_OK_AND_ASSIGN(std::string lines, ReadFile(out + "/eval/scalars.jsonl"));
+  EXPECT_THAT(lines, HasSubstr(absl::StrCat("\"step\": ", 2 * 1874, ", \"loss\": ")));
 }
 
 // Sync with a backup: 3 workers, gradients of 2 averaged per step, the late

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/event_file.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
@@ -15,7 +16,12 @@
 
 namespace pstrain::worker {
 
-absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps) {
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps,
+                                     const std::string& summary_dir) {
+  std::unique_ptr<EventWriter> train_summaries;
+  if (!summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(train_summaries, EventWriter::Open(summary_dir + "/train"));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
                            data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
@@ -74,6 +80,14 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
           step, total, window.loss_sum / window.count,
           static_cast<double>(window.correct) / window.count, rate,
           absl::ToDoubleSeconds(now - start), (total - step) * job.batch_size / rate));
+      if (train_summaries != nullptr) {
+        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(
+            step, {{"loss", window.loss_sum / window.count},
+                   {"accuracy", static_cast<double>(window.correct) / window.count},
+                   {"examples_per_sec", rate},
+                   {"steps_per_sec", rate / job.batch_size},
+                   {"global_step", static_cast<double>(step)}}));
+      }
       window = model::BatchResult();
       window_start = now;
     }
@@ -88,6 +102,12 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
                         test.num_examples));
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
   result.test_loss = r.loss_sum / r.count;
+  if (!summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
+                             EventWriter::Open(summary_dir + "/eval"));
+    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
+        total, {{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
+  }
   result.params = std::move(params);
   return result;
 }

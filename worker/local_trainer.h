@@ -6,6 +6,7 @@
 #define PSTRAIN_WORKER_LOCAL_TRAINER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,7 +26,11 @@ struct LocalResult {
 // Trains job.epochs (or job.max_steps) over the whole training set, then
 // scores the test set. Logs Keras-like progress lines every
 // `log_every_steps`. Errors for bad data, a bad model or optimizer.
-absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400);
+// When `summary_dir` is not empty, the progress scalars go to TensorBoard
+// event files and JSON lines in <summary_dir>/train, and the test loss and
+// accuracy in <summary_dir>/eval (common/event_file.h).
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400,
+                                     const std::string& summary_dir = "");
 
 }  // namespace pstrain::worker
 

@@ -10,6 +10,7 @@
 #include "data/prefetcher.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/event_file.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "model/backend.h"
@@ -139,8 +140,13 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
       total_steps, " steps of batch ", job.batch_size, " (", shard.shard_size(),
       " examples in this shard)");
+  std::unique_ptr<EventWriter> summaries;
+  if (!options.summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(summaries, EventWriter::Open(options.summary_dir));
+  }
   TrainerResult result;
   model::BatchResult window;
+  int64_t window_steps = 0;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
   // Each step ends with push-then-pull round trips, one per layer as
@@ -204,18 +210,29 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
     window.loss_sum += br.loss_sum;
     window.correct += br.correct;
     window.count += br.count;
+    ++window_steps;
     if (step % options.log_every_steps == 0 || last) {
       const absl::Time now = absl::Now();
       const double elapsed = absl::ToDoubleSeconds(now - start);
-      const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      const double window_seconds = std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      const double rate = window.count / window_seconds;
       const double eta = (total_steps - shown) * job.batch_size / std::max(rate, 1e-9);
       result.final_loss = window.loss_sum / window.count;
       result.final_accuracy = static_cast<double>(window.correct) / window.count;
       Log(absl::StrFormat("step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
                           shown, total_steps, result.final_loss,
                           result.final_accuracy, rate, elapsed, eta));
+      if (summaries != nullptr) {
+        PSTRAIN_RETURN_IF_ERROR(summaries->WriteScalars(
+            shown, {{"loss", result.final_loss},
+                    {"accuracy", result.final_accuracy},
+                    {"examples_per_sec", rate},
+                    {"steps_per_sec", window_steps / window_seconds},
+                    {"global_step", static_cast<double>(global_step)}}));
+      }
       window = model::BatchResult();
       window_start = now;
+      window_steps = 0;
     }
   }
   PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(std::max(written_by[0], written_by[1])).status());

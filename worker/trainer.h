@@ -11,6 +11,7 @@
 #define PSTRAIN_WORKER_TRAINER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
@@ -29,6 +30,10 @@ struct TrainerOptions {
   // is in flight (its gradient then misses this replica's own last update;
   // async updates allow that). sync jobs always wait for the step.
   bool overlap_communication = true;
+  // When not empty, the progress scalars (loss, accuracy, examples/s,
+  // steps/s, global step) also go to TensorBoard event files and JSON lines
+  // in this directory at every progress line (common/event_file.h).
+  std::string summary_dir;
 };
 
 struct TrainerResult {

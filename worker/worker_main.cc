@@ -60,6 +60,8 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   options.job = job;
   options.replica = cfg.task.index;
   options.num_replicas = cfg.cluster.worker.size();
+  // Replica 0 reports the training scalars for the job, as a chief would.
+  if (cfg.task.index == 0) options.summary_dir = output_dir + "/train";
   auto trained = RunTrainer(options, train, client.get());
   if (!trained.ok()) {
     if (duties != nullptr) duties->StopParameterServers("job failed");
