@@ -676,4 +676,117 @@ std::vector<TensorStats> ShardStore::Stats() const {
   return out;
 }
 
+absl::StatusOr<ShardContents> ShardStore::Snapshot(int64_t step) const {
+  if (!initialized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps:", ps_index_, " has no variables yet: nothing to checkpoint"));
+  }
+  ShardContents shard;
+  shard.header.set_step(step);
+  shard.header.set_ps_index(ps_index_);
+  shard.header.set_num_ps(num_ps_);
+  shard.header.set_optimizer(job_.optimizer.name);
+  shard.header.set_num_slots(optimizer_->num_slots());
+  // One moment for every tensor: all locked (in index order) while copying.
+  for (const auto& t : tensors_) t->mu.Lock();
+  for (const auto& t : tensors_) {
+    v1::TensorCheckpoint c;
+    c.set_key(t->key);
+    c.set_embedding(t->embedding);
+    c.set_updates(t->updates);
+    c.set_data(std::string(reinterpret_cast<const char*>(t->data.data()),
+                           t->data.size() * sizeof(float)));
+    if (t->embedding) {
+      c.set_dim(t->dim);
+      std::vector<int64_t> ids(t->row_updates.size());
+      for (const auto& [id, row] : t->row_of) ids[row] = id;
+      c.mutable_row_ids()->Add(ids.begin(), ids.end());
+      c.mutable_row_updates()->Add(t->row_updates.begin(), t->row_updates.end());
+    } else {
+      c.set_elements(t->def.elements());
+    }
+    shard.tensors.push_back(std::move(c));
+  }
+  for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
+  return shard;
+}
+
+absl::Status ShardStore::Restore(const ShardContents& shard) {
+  if (!initialized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps:", ps_index_, " has no variables yet: create them before restoring"));
+  }
+  auto bad = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("checkpoint for ps:", shard.header.ps_index(), " of ",
+                                            shard.header.num_ps(), " at step ",
+                                            shard.header.step(), ": ", what));
+  };
+  if (shard.header.ps_index() != ps_index_ || shard.header.num_ps() != num_ps_) {
+    return bad(absl::StrCat("this is ps:", ps_index_, " of ", num_ps_));
+  }
+  if (shard.header.num_slots() != optimizer_->num_slots()) {
+    return bad(absl::StrCat("it holds ", shard.header.num_slots(), " optimizer slots (",
+                            shard.header.optimizer(), ") but this job's ", job_.optimizer.name,
+                            " has ", optimizer_->num_slots()));
+  }
+  const int per = 1 + optimizer_->num_slots();
+  std::vector<const v1::TensorCheckpoint*> source(tensors_.size(), nullptr);
+  for (const v1::TensorCheckpoint& c : shard.tensors) {
+    auto t = Find(c.key());
+    if (!t.ok()) return bad(absl::StrCat("it holds ", c.key(), ", which this job does not have"));
+    Tensor& tensor = **t;
+    if (source[tensor.index] != nullptr) return bad(absl::StrCat(c.key(), " appears twice"));
+    if (c.embedding() != tensor.embedding) {
+      return bad(absl::StrCat(c.key(), " is ", c.embedding() ? "a table" : "dense",
+                              " there but not here"));
+    }
+    const int64_t floats = static_cast<int64_t>(c.data().size() / sizeof(float));
+    if (tensor.embedding) {
+      if (c.dim() != tensor.dim || c.row_ids_size() != c.row_updates_size() ||
+          floats != static_cast<int64_t>(c.row_ids_size()) * tensor.dim * per) {
+        return bad(absl::StrCat(c.key(), ": rows of ", c.dim(), " floats, ", c.row_ids_size(),
+                                " ids and ", floats, " floats do not fit a table of dim ",
+                                tensor.dim));
+      }
+      for (int64_t id : c.row_ids()) {
+        if (id < 0 || id >= tensor.vocabulary || EmbeddingOwner(id, num_ps_) != ps_index_) {
+          return bad(absl::StrCat(c.key(), ": row id ", id, " does not belong on this PS"));
+        }
+      }
+    } else if (floats != tensor.def.elements() * per) {
+      return bad(absl::StrCat(c.key(), ": ", floats, " floats, expected ",
+                              tensor.def.elements() * per));
+    }
+    source[tensor.index] = &c;
+  }
+  for (const auto& t : tensors_) {
+    if (source[t->index] == nullptr) return bad(absl::StrCat("it lacks ", t->key));
+  }
+  for (const auto& t : tensors_) t->mu.Lock();
+  for (const auto& t : tensors_) {
+    const v1::TensorCheckpoint& c = *source[t->index];
+    t->data.resize(c.data().size() / sizeof(float));
+    std::memcpy(t->data.data(), c.data().data(), c.data().size());
+    t->updates = c.updates();
+    if (t->embedding) {
+      t->row_of.clear();
+      for (int r = 0; r < c.row_ids_size(); ++r) t->row_of[c.row_ids(r)] = r;
+      t->row_updates.assign(c.row_updates().begin(), c.row_updates().end());
+      t->rows.store(c.row_ids_size(), std::memory_order_relaxed);
+      t->sparse_accum.clear();
+    } else if (!t->accum.empty()) {
+      std::fill(t->accum.begin(), t->accum.end(), 0.0f);
+    }
+    std::fill(t->contributed.begin(), t->contributed.end(), 0);
+    t->contributors = 0;
+    std::fill(t->last_pushed.begin(), t->last_pushed.end(), int64_t{-1});
+    std::fill(t->clocks.begin(), t->clocks.end(), int64_t{0});
+    t->min_clock.store(0, std::memory_order_release);
+    t->version.store(t->updates, std::memory_order_release);
+  }
+  for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
+  wait_list_.Notify();
+  return absl::OkStatus();
+}
+
 }  // namespace pstrain::ps

@@ -45,6 +45,7 @@
 #include "common/consistency.h"
 #include "common/placement.h"
 #include "common/wire_frame.h"
+#include "ps_server/checkpoint_shard.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 #include "ps_server/wait_list.h"
@@ -191,6 +192,19 @@ class ShardStore {
   int64_t global_step() const;
 
   std::vector<TensorStats> Stats() const;
+
+  // Every tensor as it is at one moment (all locked together, then copied):
+  // values, slots, update counts, table rows; the header says `step`.
+  // FailedPrecondition before Initialize.
+  absl::StatusOr<ShardContents> Snapshot(int64_t step) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  // Replaces every tensor's values, slots, update count and table rows with
+  // those of `shard`, a Snapshot of a store initialised with the same
+  // variables (sync partial sums and ssp clocks start afresh). Everything is
+  // checked first: DataLoss naming the tensor when the shard lacks one of
+  // this store's tensors, has one it lacks, or a size disagrees, and then
+  // nothing changes. FailedPrecondition before Initialize.
+  absl::Status Restore(const ShardContents& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
  private:
   // A dense slice or an embedding table, with its optimizer state and

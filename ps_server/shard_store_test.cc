@@ -371,5 +371,65 @@ TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
   EXPECT_EQ(range.status().message(), "id -1 is out of range [0, 1000) for table emb");
 }
 
+// A checkpoint taken mid-training and restored into a fresh store carries
+// on exactly as the original: values, Adam's slots and step counts, and
+// lazily created table rows with their own counts.
+TEST(ShardCheckpointTest, SnapshotRestoredIntoAFreshStoreContinuesIdentically) {
+  OptimizerSpec adam{"adam", 0.01f};
+  const std::string init = Bytes({1, 2, 3, 4});
+  auto make = [&](ShardStore& store) {
+    ShardStore::EmbeddingInit table{"emb", 1000, 2, "", "uniform:0.1"};
+    ASSERT_OK(store.Initialize(Job(adam), {Dense(Slice("w", 2, 2), init)}, {table}).status());
+  };
+  ShardStore a(0, 1), b(0, 1);
+  make(a);
+  make(b);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_OK(Push(a, {{"w/part_0", {0.5f, -1, 2, 0.25f}}, {"emb", {1, 2, 3, 4}, {7, 9}}})
+                  .status());
+  }
+  ASSERT_OK_AND_ASSIGN(ShardContents snap, a.Snapshot(3));
+  EXPECT_EQ(snap.header.step(), 3);
+  EXPECT_EQ(snap.header.num_slots(), 2);
+  ASSERT_EQ(snap.tensors.size(), 2u);
+  // Through the file format too.
+  const std::string path = ShardPath(::testing::TempDir() + "/store_ckpt", 3, 0, 1);
+  ASSERT_OK(WriteShard(path, snap).status());
+  ASSERT_OK_AND_ASSIGN(ShardContents read, ReadShard(path));
+  ASSERT_OK(b.Restore(read));
+  for (ShardStore* s : {&a, &b}) {
+    ASSERT_OK(Push(*s, {{"w/part_0", {1, 1, 1, 1}}, {"emb", {1, 1, 1, 1}, {7, 11}}}).status());
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<float> wa, Pull(a, "w/part_0"));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> wb, Pull(b, "w/part_0"));
+  EXPECT_EQ(wa, wb);  // bit for bit, Adam's t included
+  ASSERT_OK_AND_ASSIGN(std::vector<float> ea, Pull(a, "emb", {7, 9, 11}));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> eb, Pull(b, "emb", {7, 9, 11}));
+  EXPECT_EQ(ea, eb);
+  EXPECT_EQ(a.global_step(), b.global_step());
+  EXPECT_EQ(b.global_step(), 4);
+}
+
+TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
+  ShardStore a(0, 1), b(0, 1);
+  ASSERT_OK(a.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 2), Bytes({1, 2, 3, 4}))}, {})
+                .status());
+  ASSERT_OK(b.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 3), Bytes({5, 5, 5, 5, 5, 5}))},
+                         {})
+                .status());
+  ASSERT_OK_AND_ASSIGN(ShardContents snap, a.Snapshot(0));
+  EXPECT_EQ(b.Restore(snap).message(),
+            "checkpoint for ps:0 of 1 at step 0: w/part_0: 4 floats, expected 6");
+  snap.tensors[0].set_key("v/part_0");
+  EXPECT_EQ(b.Restore(snap).message(),
+            "checkpoint for ps:0 of 1 at step 0: it holds v/part_0, which this job does not have");
+  snap.tensors.clear();
+  EXPECT_EQ(b.Restore(snap).message(), "checkpoint for ps:0 of 1 at step 0: it lacks w/part_0");
+  ASSERT_OK_AND_ASSIGN(std::vector<float> w, Pull(b, "w/part_0"));
+  EXPECT_EQ(w, std::vector<float>(6, 5.0f));
+  ShardStore empty(0, 1);
+  EXPECT_EQ(empty.Snapshot(1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace pstrain::ps

@@ -1,0 +1,49 @@
+// The file one PS writes for a checkpoint (ckpt-S/shard-I-of-N): its dense
+// slices and embedding tables with their optimizer slots and update counts.
+//
+// Layout: the 8 bytes "PSCKPT01"; then records, each a uint64 length
+// (little-endian), that many bytes, and the masked CRC-32C of those bytes
+// (common/crc32c.h). The first record is a ShardHeader, then one
+// TensorCheckpoint per tensor (proto/checkpoint.proto). Written to a
+// temporary name, fsynced, renamed into place and the directory fsynced, so
+// a crash leaves either no file or the whole file.
+#ifndef PSTRAIN_PS_SERVER_CHECKPOINT_SHARD_H_
+#define PSTRAIN_PS_SERVER_CHECKPOINT_SHARD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/checkpoint.pb.h"
+
+namespace pstrain::ps {
+
+struct ShardContents {
+  v1::ShardHeader header;
+  std::vector<v1::TensorCheckpoint> tensors;
+};
+
+struct ShardWritten {
+  int64_t bytes = 0;
+  uint32_t crc = 0;  // CRC-32C of the whole file
+};
+
+// Writes `shard` to `path` as above (header.num_tensors is set here).
+// Internal naming the path when a write, fsync or rename fails.
+absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard);
+
+// Reads and verifies every record. NotFound when the file is missing;
+// DataLoss naming the file and what is wrong otherwise: not a shard (bad
+// magic), a record cut short, a checksum mismatch (naming the tensor's
+// index, and its key when the record parses), a record that does not parse,
+// or a tensor count that differs from the header's.
+absl::StatusOr<ShardContents> ReadShard(const std::string& path);
+
+// "ckpt-<step>/shard-<i>-of-<n>" under `dir`.
+std::string ShardPath(const std::string& dir, int64_t step, int ps_index, int num_ps);
+
+}  // namespace pstrain::ps
+
+#endif  // PSTRAIN_PS_SERVER_CHECKPOINT_SHARD_H_
