@@ -1,6 +1,8 @@
 #include "chief/chief_duties.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "chief/checkpointer.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -16,7 +18,66 @@ ChiefDuties::ChiefDuties(const TfConfig& cfg, const ChiefOptions& options)
       service_(&tracker_) {}
 
 ChiefDuties::~ChiefDuties() {
+  StopCheckpointing();
   if (server_ != nullptr) server_->Shutdown(absl::Seconds(1));
+}
+
+void ChiefDuties::StopCheckpointing() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+absl::Status ChiefDuties::CheckpointNow() {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client_->Stats());
+  int64_t step = -1;
+  for (const v1::StatsResponse& s : stats) {
+    step = step < 0 ? s.global_step() : std::min(step, s.global_step());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (step <= last_checkpoint_) return absl::OkStatus();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointRecord r,
+                           SaveCheckpoint(client_.get(), options_.output_dir, step,
+                                          options_.job.keep_checkpoints));
+  Log(absl::StrFormat("checkpoint at step %d: %d bytes in %.3fs (ps: %.3fs) under %s", r.step,
+                      r.bytes, r.seconds, r.ps_seconds, options_.output_dir));
+  absl::MutexLock lock(&mu_);
+  last_checkpoint_ = step;
+  return absl::OkStatus();
+}
+
+void ChiefDuties::CheckpointLoop() {
+  const model::JobSpec& job = options_.job;
+  absl::Time last_time = absl::Now();
+  while (true) {
+    int64_t last_step;
+    {
+      absl::MutexLock lock(&mu_);
+      // Wakes every 200 ms to look at the step, or at once to stop.
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
+      if (stopping_) return;
+      last_step = std::max<int64_t>(last_checkpoint_, 0);
+    }
+    bool due = job.checkpoint_every_secs > 0 &&
+               absl::Now() - last_time >= absl::Seconds(job.checkpoint_every_secs);
+    if (!due && job.checkpoint_every_steps > 0) {
+      auto stats = client_->Stats();
+      if (!stats.ok()) continue;
+      int64_t step = -1;
+      for (const v1::StatsResponse& s : *stats) {
+        step = step < 0 ? s.global_step() : std::min(step, s.global_step());
+      }
+      due = step >= last_step + job.checkpoint_every_steps;
+    }
+    if (!due) continue;
+    last_time = absl::Now();
+    // A failed checkpoint is reported and tried again later; the job goes on.
+    if (absl::Status s = CheckpointNow(); !s.ok()) Log("checkpoint failed: ", s.message());
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
@@ -43,6 +104,18 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   create.num_replicas = static_cast<int>(cfg.cluster.worker.size());
   create.replicas_to_aggregate = options.job.replicas_to_aggregate;
   create.seed = options.job.seed;
+  // A job whose output directory holds a complete checkpoint resumes from it.
+  auto latest = LatestCheckpoint(options.output_dir, static_cast<int>(cfg.cluster.ps.size()));
+  if (latest.ok()) {
+    create.restore_dir = options.output_dir;
+    create.restore_step = *latest;
+    Log("restoring the variables from the checkpoint at step ", *latest, " in ",
+        options.output_dir);
+    absl::MutexLock lock(&chief->mu_);
+    chief->last_checkpoint_ = *latest;
+  } else if (latest.status().code() != absl::StatusCode::kNotFound) {
+    return latest.status();
+  }
   PSTRAIN_ASSIGN_OR_RETURN(
       int kept, chief->client_->CreateVariables(initial, chief->mlp_->offsets(), create));
   if (kept > 0) {
@@ -52,6 +125,10 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   Log("initialised ", chief->mlp_->num_parameters(), " parameters in ",
       chief->mlp_->variables().size(), " variables on ", cfg.cluster.ps.size(),
       " ps");
+  if (options.job.checkpoint_every_secs > 0 || options.job.checkpoint_every_steps > 0) {
+    ChiefDuties* self = chief.get();
+    chief->checkpointer_ = std::thread([self] { self->CheckpointLoop(); });
+  }
   return chief;
 }
 
@@ -62,9 +139,15 @@ void ChiefDuties::StopParameterServers(const std::string& reason) {
 
 absl::StatusOr<Json> ChiefDuties::Finish() {
   absl::Status waited = tracker_.WaitForAll(options_.job_timeout);
+  StopCheckpointing();
   if (!waited.ok()) {
     StopParameterServers("job failed");
     return waited;
+  }
+  // The final checkpoint: what a relaunch of the finished job resumes from.
+  if (absl::Status s = CheckpointNow(); !s.ok()) {
+    StopParameterServers("job failed");
+    return s;
   }
   auto scored = [&]() -> absl::StatusOr<Json> {
     PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,

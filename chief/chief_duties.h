@@ -2,9 +2,14 @@
 // the cluster has no chief):
 //   Start():  serve the Coordinator service on its own address, wait for every
 //             PS (naming any that never answers), create and initialise the
-//             variables (keeping them if the PS already hold some);
-//   Finish(): wait for every worker to report done, score the final
-//             parameters on the test set, write output_dir/final_metrics.json,
+//             variables (keeping them if the PS already hold some), or
+//             restore them from the newest complete checkpoint in
+//             output_dir; then checkpoint every job.checkpoint_every_secs
+//             seconds and/or job.checkpoint_every_steps global steps
+//             (chief/checkpointer.h) on a thread of its own;
+//   Finish(): wait for every worker to report done, write the final
+//             checkpoint, score the final parameters on the test set, write
+//             output_dir/final_metrics.json and output_dir/eval summaries,
 //             and tell every PS to exit.
 // Thread-compatible: call Start, then Finish, from one thread.
 #ifndef PSTRAIN_CHIEF_CHIEF_DUTIES_H_
@@ -12,8 +17,10 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/coordinator.h"
 #include "common/grpc_server.h"
@@ -61,8 +68,18 @@ class ChiefDuties {
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
+  // Checkpoints while the job runs, until stopping_ is set.
+  void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoints the current global step unless it was saved already.
+  absl::Status CheckpointNow() ABSL_LOCKS_EXCLUDED(mu_);
+  void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
+
   const TfConfig cfg_;
   const ChiefOptions options_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;
+  std::thread checkpointer_;
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;

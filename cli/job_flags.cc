@@ -14,7 +14,8 @@ const std::vector<std::string>& JobFlagNames() {
       "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer"};
+      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints"};
   return *names;
 }
 
@@ -25,7 +26,7 @@ const char* JobFlagsUsage() {
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt --device=auto|cpu|cuda --[no]push_per_layer "
-         "--output_dir=DIR";
+         "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --output_dir=DIR";
 }
 
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
@@ -118,6 +119,22 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
+                           args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
+  PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,
+                           args.GetInt("checkpoint_steps", job.checkpoint_every_steps));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep, args.GetInt("keep_checkpoints", job.keep_checkpoints));
+  if (ckpt_secs < 0 || ckpt_secs > 86400 * 7 || job.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_secs=", ckpt_secs, " --checkpoint_steps=", job.checkpoint_every_steps,
+        ": each must be 0 (off) or positive, seconds at most a week"));
+  }
+  if (keep < 1 || keep > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--keep_checkpoints=", keep, ": must be in 1..1000"));
+  }
+  job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
+  job.keep_checkpoints = static_cast<int>(keep);
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
     return absl::InvalidArgumentError(

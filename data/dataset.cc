@@ -101,4 +101,11 @@ int64_t ShardIterator::Next(float* features, int32_t* labels) {
   return epoch_;
 }
 
+void ShardIterator::Skip(int64_t batches) {
+  for (int64_t i = 0; i < batches; ++i) {
+    if (epoch_ < 0 || position_ + batch_size_ > shard_size()) StartEpoch();
+    position_ += batch_size_;
+  }
+}
+
 }  // namespace pstrain::data

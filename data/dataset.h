@@ -53,6 +53,10 @@ class ShardIterator {
   // epoch (0-based) the batch belongs to.
   int64_t Next(float* features, int32_t* labels);
 
+  // Moves past the next `batches` batches without gathering them, as if
+  // Next had been called that many times (resuming from a checkpoint).
+  void Skip(int64_t batches);
+
  private:
   void StartEpoch();
 

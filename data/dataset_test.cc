@@ -106,6 +106,17 @@ TEST(ShardIteratorTest, ShuffleIsSeededAndChangesPerEpoch) {
             std::vector<float>(a.begin() + 64, a.end()));
 }
 
+TEST(ShardIteratorTest, SkipLandsWhereNextWouldHave) {
+  Dataset ds = Counting(50);
+  ShardIterator walked(&ds, 1, 2, 4, 3), skipped(&ds, 1, 2, 4, 3);
+  std::vector<float> a(4), b(4);
+  std::vector<int32_t> y(4);
+  for (int i = 0; i < 13; ++i) walked.Next(a.data(), y.data());  // across two epochs
+  skipped.Skip(13);
+  EXPECT_EQ(walked.Next(a.data(), y.data()), skipped.Next(b.data(), y.data()));
+  EXPECT_EQ(a, b);
+}
+
 TEST(ShardIteratorTest, DropsTheShortLastBatch) {
   Dataset ds = Counting(10);
   ShardIterator it(&ds, 0, 1, 4, 1);

@@ -39,6 +39,12 @@ struct JobSpec {
   // the compute they would overlap, three smaller rounds per step measured
   // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
   bool push_per_layer = false;
+  // The chief checkpoints every this many seconds and/or global steps (0:
+  // not on that account), and once more when the job ends; it keeps the
+  // newest keep_checkpoints.
+  int checkpoint_every_secs = 60;
+  int64_t checkpoint_every_steps = 0;
+  int keep_checkpoints = 5;
 };
 
 }  // namespace pstrain::model

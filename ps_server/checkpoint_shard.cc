@@ -60,10 +60,6 @@ class ShardFile {
 
 }  // namespace
 
-std::string ShardPath(const std::string& dir, int64_t step, int ps_index, int num_ps) {
-  return absl::StrCat(dir, "/ckpt-", step, "/shard-", ps_index, "-of-", num_ps);
-}
-
 absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/checkpoint_layout.h"
 #include "proto/checkpoint.pb.h"
 
 namespace pstrain::ps {
@@ -40,9 +41,6 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
 // index, and its key when the record parses), a record that does not parse,
 // or a tensor count that differs from the header's.
 absl::StatusOr<ShardContents> ReadShard(const std::string& path);
-
-// "ckpt-<step>/shard-<i>-of-<n>" under `dir`.
-std::string ShardPath(const std::string& dir, int64_t step, int ps_index, int num_ps);
 
 }  // namespace pstrain::ps
 

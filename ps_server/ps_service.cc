@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_status.h"
+#include "common/logging.h"
 #include "common/process_stats.h"
+#include "ps_server/checkpoint_shard.h"
 
 namespace pstrain::ps {
 namespace {
@@ -352,8 +355,41 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
   job.replicas_to_aggregate = req->replicas_to_aggregate();
   job.seed = req->seed();
   auto created = store_->Initialize(job, dense, tables);
-  if (created.ok()) resp->set_already_initialized(!*created);
-  return FinishWith(ctx, created.status());
+  if (!created.ok()) return FinishWith(ctx, created.status());
+  resp->set_already_initialized(!*created);
+  if (*created && !req->restore_shard().empty()) {
+    const absl::Time start = absl::Now();
+    auto shard = ReadShard(req->restore_shard());
+    absl::Status restored = shard.ok() ? store_->Restore(*shard) : shard.status();
+    if (!restored.ok()) return FinishWith(ctx, restored);
+    Log("restored ", shard->tensors.size(), " tensors at step ", shard->header.step(), " from ",
+        req->restore_shard(), " in ", absl::FormatDuration(absl::Now() - start));
+  }
+  return FinishWith(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerContext* ctx,
+                                                        const v1::SaveCheckpointRequest* req,
+                                                        v1::SaveCheckpointResponse* resp) {
+  if (req->dir().empty() || req->step() < 0) {
+    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
+        "SaveCheckpoint needs a directory and a step >= 0, got \"", req->dir(), "\" and ",
+        req->step())));
+  }
+  const absl::Time start = absl::Now();
+  auto snapshot = store_->Snapshot(req->step());
+  if (!snapshot.ok()) return FinishWith(ctx, snapshot.status());
+  const int tensors = static_cast<int>(snapshot->tensors.size());
+  const std::string path =
+      ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
+  auto written = WriteShard(path, *std::move(snapshot));
+  if (!written.ok()) return FinishWith(ctx, written.status());
+  resp->set_path(path);
+  resp->set_bytes(written->bytes);
+  resp->set_crc32c(written->crc);
+  resp->set_tensors(tensors);
+  resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return FinishWith(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx,
@@ -362,6 +398,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
   resp->set_initialized(store_->initialized());
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());
+  resp->set_restored_step(store_->restored_step());
   return FinishWith(ctx, absl::OkStatus());
 }
 

@@ -29,8 +29,8 @@ struct PsServiceOptions {
 // Every method on the callback API; Exchange on raw byte buffers.
 using PsServiceBase = v1::PsService::WithCallbackMethod_CreateVariables<
     v1::PsService::WithRawCallbackMethod_Exchange<v1::PsService::WithCallbackMethod_Health<
-        v1::PsService::WithCallbackMethod_Stats<
-            v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>;
+        v1::PsService::WithCallbackMethod_Stats<v1::PsService::WithCallbackMethod_SaveCheckpoint<
+            v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>>;
 
 class PsServiceImpl final : public PsServiceBase {
  public:
@@ -51,6 +51,9 @@ class PsServiceImpl final : public PsServiceBase {
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
                                   const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
+  grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
+                                           const v1::SaveCheckpointRequest* req,
+                                           v1::SaveCheckpointResponse* resp) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const v1::ShutdownRequest* req,
                                      v1::ShutdownResponse* resp) override;

@@ -785,6 +785,7 @@ absl::Status ShardStore::Restore(const ShardContents& shard) {
     t->version.store(t->updates, std::memory_order_release);
   }
   for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
+  restored_step_.store(shard.header.step(), std::memory_order_release);
   wait_list_.Notify();
   return absl::OkStatus();
 }

@@ -206,6 +206,9 @@ class ShardStore {
   // nothing changes. FailedPrecondition before Initialize.
   absl::Status Restore(const ShardContents& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
+  // The step of the checkpoint last restored; 0 when none was.
+  int64_t restored_step() const { return restored_step_.load(std::memory_order_acquire); }
+
  private:
   // A dense slice or an embedding table, with its optimizer state and
   // counters.
@@ -289,6 +292,7 @@ class ShardStore {
   std::map<std::string, Tensor*, std::less<>> by_key_;
   std::unique_ptr<Optimizer> optimizer_;
   WaitList wait_list_;
+  std::atomic<int64_t> restored_step_{0};
 };
 
 }  // namespace pstrain::ps

@@ -127,6 +127,59 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_THAT(lines, HasSubstr(absl::StrCat("\"step\": ", 2 * 1874, ", \"loss\": ")));
 }
 
+// Checkpoints while training and at the end; relaunching the same job in
+// the same output directory resumes from the newest one by itself.
+TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
+  const std::string out = TmpDir("resume");
+  const std::vector<std::string> job = {"launch", "--ps=2", "--workers=2", "--checkpoint_secs=0",
+                                        "--checkpoint_steps=600", "--keep_checkpoints=2",
+                                        "--output_dir=" + out};
+  std::vector<std::string> first = job;
+  first.push_back("--epochs=1");
+  RunResult r = RunPstrain(first, "", out + "/first.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
+  EXPECT_EQ(index, "{\"step\":1874}\n");
+  ASSERT_OK_AND_ASSIGN(std::string manifest, ReadFile(out + "/ckpt-1874/MANIFEST"));
+  EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-0-of-2\""));
+  EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-1-of-2\""));
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  // At least one checkpoint during training besides the final one; only the
+  // newest two are kept.
+  const std::vector<std::string> parts = absl::StrSplit(chief, "checkpoint at step ");
+  EXPECT_GE(parts.size(), 3u) << chief;  // two saves or more
+  int dirs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    dirs += e.path().filename().string().rfind("ckpt-", 0) == 0;
+  }
+  EXPECT_EQ(dirs, 2);
+
+  std::vector<std::string> second = job;
+  second.push_back("--epochs=2");
+  r = RunPstrain(second, "", out + "/second.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr("restoring the variables from the checkpoint at step 1874"));
+  ASSERT_OK_AND_ASSIGN(std::string w1, ReadFile(out + "/logs/worker-1.log"));
+  EXPECT_THAT(w1, HasSubstr("resuming from the checkpoint at global step 1874: this replica's "
+                            "step 937"));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 1874);
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.80) << text;
+
+  // A damaged shard stops the relaunch with the file named; nothing trains.
+  const std::string shard = out + "/ckpt-3748/shard-1-of-2";
+  ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(shard));
+  bytes[bytes.size() / 2] ^= 0x10;
+  ASSERT_OK(WriteFileAtomically(shard, bytes));
+  r = RunPstrain(second, "", out + "/third.txt", absl::Seconds(120));
+  EXPECT_NE(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr("checkpoint shard " + shard + ": tensor "));
+  EXPECT_THAT(chief, HasSubstr("checksum mismatch"));
+}
+
 // Sync with a backup: 3 workers, gradients of 2 averaged per step, the late
 // one dropped. The job ends at its global step count, every worker with it.
 TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
+#include "common/checkpoint_layout.h"
 #include "common/finite.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
@@ -157,6 +158,8 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout,
         return absl::FailedPreconditionError(absl::StrCat(
             PsName(ps), " says it is ps:", resp.ps_index(),
             ": the tasks' TF_CONFIG disagree"));
+      } else {
+        restored_step_ = std::max(restored_step_, resp.restored_step());
       }
     }
     missing = std::move(still);
@@ -195,6 +198,10 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
     req.set_num_replicas(create.num_replicas);
     req.set_replicas_to_aggregate(create.replicas_to_aggregate);
     req.set_seed(create.seed);
+    if (create.restore_step >= 0) {
+      req.set_restore_shard(
+          ShardPath(create.restore_dir, create.restore_step, ps, num_ps()));
+    }
     const OptimizerSpec& optimizer = create.optimizer;
     v1::OptimizerConfig* o = req.mutable_optimizer();
     o->set_name(optimizer.name);
@@ -562,6 +569,26 @@ absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
         stubs_[ps]->async()->Stats(ctx, &reqs[ps], &resps[ps], std::move(done));
       },
       options_.rpc_deadline);
+  if (!s.ok()) return s;
+  return resps;
+}
+
+absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint(
+    const std::string& dir, int64_t step, absl::Duration timeout) {
+  std::vector<v1::SaveCheckpointRequest> reqs(num_ps());
+  std::vector<v1::SaveCheckpointResponse> resps(num_ps());
+  std::vector<int> all;
+  for (int i = 0; i < num_ps(); ++i) {
+    reqs[i].set_dir(dir);
+    reqs[i].set_step(step);
+    all.push_back(i);
+  }
+  absl::Status s = CallEach(
+      all, "SaveCheckpoint",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->SaveCheckpoint(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      timeout);
   if (!s.ok()) return s;
   return resps;
 }

@@ -69,6 +69,10 @@ struct CreateOptions {
   int num_replicas = 1;
   int replicas_to_aggregate = 0;  // sync: 0 means all
   uint64_t seed = 1;
+  // When restore_step >= 0: each PS loads its shard of checkpoint
+  // restore_step under restore_dir after creating the variables.
+  std::string restore_dir;
+  int64_t restore_step = -1;
 };
 
 class PsClient {
@@ -87,6 +91,11 @@ class PsClient {
   // report initialised variables) or `timeout` passes. Logs, every 5 s, whom
   // it still waits for. DeadlineExceeded naming every PS still missing.
   absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized);
+
+  // After WaitUntilReady(..., true): the step of the checkpoint the PS
+  // restored the variables from (the largest any PS reported), 0 when they
+  // were created fresh.
+  int64_t restored_step() const { return restored_step_; }
 
   // Sends every PS its slices with values taken from `params` (the flat
   // layout: variable v starts at `offsets[v]`, in placement.variables
@@ -139,6 +148,12 @@ class PsClient {
   int64_t dropped_pushes() const { return dropped_; }
 
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+
+  // Every PS writes its shard of checkpoint `step` under `dir`
+  // (SaveCheckpointRequest); the answers in PS order. Errors name the PS.
+  absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,
+                                                                         int64_t step,
+                                                                         absl::Duration timeout);
 
   // Asks every PS to exit; PS that are already gone are not an error.
   absl::Status ShutdownAll(const std::string& reason);
@@ -209,6 +224,7 @@ class PsClient {
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
   int64_t stop_step_ = 0;
+  int64_t restored_step_ = 0;
 };
 
 }  // namespace pstrain::worker

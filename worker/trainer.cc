@@ -133,9 +133,23 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
+  const std::vector<int64_t>& offsets = mlp->offsets();
+  if (sync) client->set_stop_step(total_steps);
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params[0].data(), offsets));
+  // A job restored from a checkpoint carries on from the checkpoint's step:
+  // this replica's steps so far (async steps count every replica's pushes;
+  // sync and ssp steps are each replica's), and its place in the data.
+  int64_t step = 0;
+  if (const int64_t restored = client->restored_step(); restored > 0) {
+    step = std::min(total_steps, job.consistency == "async"
+                                     ? restored / std::max(options.num_replicas, 1)
+                                     : restored);
+    shard.Skip(step);
+    Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
+        step);
+  }
   // Batches are gathered on a background thread, a few steps ahead.
   data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
-  const std::vector<int64_t>& offsets = mlp->offsets();
 
   Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
       total_steps, " steps of batch ", job.batch_size, " (", shard.shard_size(),
@@ -154,8 +168,6 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   // makes the pulls wait as the consistency mode requires. Where the mode
   // allows (async, ssp), step s+1 is computed while step s's round trips
   // are in flight, on the parameters step s-1's round trips brought back.
-  if (sync) client->set_stop_step(total_steps);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params[0].data(), offsets));
   if (overlap) params[1] = params[0];
   // Layer l's variables are 2l (kernel) and 2l + 1 (bias).
   std::vector<std::vector<int>> layer_variables(job.model.layers.size());
@@ -171,7 +183,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   // A bound on local steps that a sync replica cannot reach unless the PS
   // stop advancing, which the PS's own wait timeout reports first.
   const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
-  int64_t step = 0;
+  const int64_t first_step = step;
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
     const int b = cur;
@@ -236,8 +248,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
     }
   }
   PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(std::max(written_by[0], written_by[1])).status());
-  result.steps = step;
-  result.examples = step * job.batch_size;
+  result.steps = step - first_step;
+  result.examples = result.steps * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec = result.examples / std::max(result.seconds, 1e-9);
   return result;

@@ -1,0 +1,42 @@
+// The chief's side of checkpoints (common/checkpoint_layout.h): after every
+// PS has written its shard of step S, the chief writes ckpt-S/MANIFEST and,
+// last, the index `checkpoint`; a crash at any moment leaves the previous
+// checkpoint whole and named by the index. Stateless; thread-safe.
+#ifndef PSTRAIN_CHIEF_CHECKPOINTER_H_
+#define PSTRAIN_CHIEF_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/ps_client.h"
+
+namespace pstrain::chief {
+
+struct CheckpointRecord {
+  int64_t step = 0;
+  int64_t bytes = 0;      // all shards
+  double seconds = 0;     // from asking the PS to the index written
+  double ps_seconds = 0;  // the slowest PS's snapshot and write
+};
+
+// Saves checkpoint `step` under `dir`: every PS writes its shard, then the
+// MANIFEST ({"step", "wall_time", "shards": [{"file", "bytes", "crc32c"}]})
+// and the index ({"step": S}) are written atomically, in that order; then
+// checkpoints beyond the newest `keep` are removed. Errors name the PS or
+// the file.
+absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
+                                                int64_t step, int keep,
+                                                absl::Duration timeout = absl::Minutes(10));
+
+// The step of the newest complete checkpoint under `dir`: the one the index
+// names, once its MANIFEST lists `num_ps` shards whose files exist with the
+// listed sizes. NotFound when there is no index (nothing to resume);
+// DataLoss naming the file for an index or MANIFEST that does not parse, a
+// checkpoint of another PS count, or a shard missing or of another size.
+absl::StatusOr<int64_t> LatestCheckpoint(const std::string& dir, int num_ps);
+
+}  // namespace pstrain::chief
+
+#endif  // PSTRAIN_CHIEF_CHECKPOINTER_H_
