@@ -1,7 +1,7 @@
 // ps_bench: throughput, latency and memory of the PS data path, measured
 // side by side with a plain gRPC echo of the same bytes.
 //
-//   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory]
+//   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
 //       [--model_mib=MiB] [--repeat=R]
 //
@@ -17,6 +17,9 @@
 //   memory     one PS holding a dense model of model_mib MiB with Adam's two
 //              slots, trained for a few rounds; its resident memory against
 //              the bytes of values plus slots.
+//   checkpoint the Fashion-MNIST guide MLP and a model_mib MiB dense model,
+//              both with Adam, saved by one PS (SaveCheckpoint) and restored
+//              by a fresh one (values checked equal); write and restore times
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +42,7 @@
 #include "common/cli_args.h"
 #include "common/grpc_server.h"
 #include "common/malloc_tuning.h"
+#include "common/status_macros.h"
 #include "common/placement.h"
 #include "common/process_stats.h"
 #include "common/signals.h"
@@ -415,20 +420,131 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   return r;
 }
 
-absl::Status Memory(int64_t model_mib) {
-  auto servers = StartServers("ps", 1);
-  if (!servers.ok()) return servers.status();
+// A dense model of `model_bytes` in variables of at most 64 MiB, and their
+// offsets in the flat layout.
+void DenseModel(int64_t model_bytes, std::vector<VariableDef>* vars,
+                std::vector<int64_t>* offsets) {
   const int64_t var_bytes = int64_t{64} << 20;
-  const int64_t model_bytes = model_mib << 20;
-  std::vector<VariableDef> vars;
-  std::vector<int64_t> offsets;
   for (int64_t at = 0, i = 0; at < model_bytes; at += var_bytes, ++i) {
     const int64_t b = std::min(var_bytes, model_bytes - at);
     VariableDef v{absl::StrCat("layer_", i), {b / 4 / 1024, 1024}};
     v.initializer = "uniform:0.05";
-    vars.push_back(v);
-    offsets.push_back(at / 4);
+    vars->push_back(v);
+    offsets->push_back(at / 4);
   }
+}
+
+double Median(std::vector<double> v);
+
+struct CheckpointTimes {
+  double save_s = 0;     // SaveCheckpoint RPC as the chief sees it
+  double restore_s = 0;  // CreateVariables with restore_shard on a fresh PS
+  int64_t bytes = 0;
+};
+
+// One PS with `vars` under Adam, trained one round, checkpointed into `dir`;
+// then a fresh PS restores it, and its values are checked against the first.
+absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& vars,
+                                               const std::vector<int64_t>& offsets,
+                                               int64_t floats, const std::string& dir) {
+  PlacementOptions po;
+  auto placement = ComputePlacement(vars, 1, po);
+  if (!placement.ok()) return placement.status();
+  worker::CreateOptions create;
+  create.optimizer.name = "adam";
+  create.optimizer.learning_rate = 1e-3f;
+  std::vector<float> before(floats), after(floats), grads(floats, 1e-3f);
+  CheckpointTimes t;
+  {
+    auto servers = StartServers("ps", 1);
+    if (!servers.ok()) return servers.status();
+    worker::PsClientOptions o;
+    o.ps_addresses = (*servers)->addresses;
+    auto client = worker::PsClient::Create(o, *placement);
+    if (!client.ok()) return client.status();
+    PSTRAIN_RETURN_IF_ERROR((*client)->CreateVariables({}, offsets, create).status());
+    PSTRAIN_RETURN_IF_ERROR(
+        (*client)->PushPullAll(grads.data(), before.data(), offsets).status());
+    const absl::Time t0 = absl::Now();
+    auto saved = (*client)->SaveCheckpoint(dir, 1, absl::Minutes(10));
+    if (!saved.ok()) return saved.status();
+    t.save_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    t.bytes = (*saved)[0].bytes();
+  }
+  auto servers = StartServers("ps", 1);
+  if (!servers.ok()) return servers.status();
+  worker::PsClientOptions o;
+  o.ps_addresses = (*servers)->addresses;
+  auto client = worker::PsClient::Create(o, *placement);
+  if (!client.ok()) return client.status();
+  create.restore_dir = dir;
+  create.restore_step = 1;
+  const absl::Time t1 = absl::Now();
+  PSTRAIN_RETURN_IF_ERROR((*client)->CreateVariables({}, offsets, create).status());
+  t.restore_s = absl::ToDoubleSeconds(absl::Now() - t1);
+  PSTRAIN_RETURN_IF_ERROR((*client)->PullAll(after.data(), offsets).status());
+  if (after != before) return absl::DataLossError("restored values differ from those saved");
+  return t;
+}
+
+// Checkpoint write and restore times: the Fashion-MNIST guide MLP and a
+// dense model of model_mib MiB, both with Adam's slots, one PS.
+absl::Status Checkpoint(int64_t model_mib, int repeat) {
+  std::string dir = "/tmp/ps_bench_ckpt_XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) return absl::InternalError("cannot create a temp dir");
+  struct Model {
+    std::string name;
+    std::vector<VariableDef> vars;
+    std::vector<int64_t> offsets;
+    int64_t floats = 0;
+  };
+  std::vector<Model> models(2);
+  models[0].name = "Fashion-MNIST MLP 784-256-256-10";
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{784, 256}, {256, 256}, {256, 10}}) {
+    const int l = static_cast<int>(models[0].vars.size() / 2);
+    models[0].vars.push_back({absl::StrCat("dense_", l, "/kernel"), {in, out}});
+    models[0].vars.push_back({absl::StrCat("dense_", l, "/bias"), {out}});
+  }
+  for (VariableDef& v : models[0].vars) {
+    v.initializer = "uniform:0.05";
+    models[0].offsets.push_back(models[0].floats);
+    models[0].floats += v.elements();
+  }
+  models[1].name = absl::StrCat(model_mib, " MiB dense model");
+  DenseModel(model_mib << 20, &models[1].vars, &models[1].offsets);
+  models[1].floats = (model_mib << 20) / 4;
+  for (size_t m = 0; m < models.size(); ++m) {
+    std::vector<double> save, restore;
+    int64_t bytes = 0;
+    for (int r = 0; r < repeat; ++r) {
+      const std::string sub = absl::StrCat(dir, "/m", m, "_r", r);
+      auto t = SaveAndRestore(models[m].vars, models[m].offsets, models[m].floats, sub);
+      if (!t.ok()) return t.status();
+      save.push_back(t->save_s);
+      restore.push_back(t->restore_s);
+      bytes = t->bytes;
+      std::error_code ec;
+      std::filesystem::remove_all(sub, ec);
+    }
+    const double s = Median(save), rs = Median(restore);
+    std::printf("checkpoint: %s with Adam, shard of %.1f MiB: write %.3f s (%.2f GB/s), "
+                "restore on a fresh PS %.3f s (%.2f GB/s); medians of %d\n",
+                models[m].name.c_str(), bytes / 1048576.0, s, bytes / s / 1e9, rs,
+                bytes / rs / 1e9, repeat);
+    std::fflush(stdout);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return absl::OkStatus();
+}
+
+absl::Status Memory(int64_t model_mib) {
+  auto servers = StartServers("ps", 1);
+  if (!servers.ok()) return servers.status();
+  const int64_t model_bytes = model_mib << 20;
+  std::vector<VariableDef> vars;
+  std::vector<int64_t> offsets;
+  DenseModel(model_bytes, &vars, &offsets);
   PlacementOptions po;
   auto placement = ComputePlacement(vars, 1, po);
   if (!placement.ok()) return placement.status();
@@ -511,9 +627,9 @@ int Main(int argc, char** argv) {
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
       repeat < 1 ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
-       scenario != "memory")) {
+       scenario != "memory" && scenario != "checkpoint")) {
     std::fprintf(stderr,
-                 "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory] "
+                 "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
                  "[--inflight=K] [--model_mib=MiB] [--repeat=R]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
@@ -576,6 +692,7 @@ int Main(int argc, char** argv) {
     }
   }
   if (scenario == "all" || scenario == "memory") report(Memory(model_mib));
+  if (scenario == "all" || scenario == "checkpoint") report(Checkpoint(model_mib, repeat));
   return failures == 0 ? 0 : 1;
 }
 

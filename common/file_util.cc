@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,10 +69,16 @@ absl::Status WriteFileAtomically(const std::string& path,
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Errno("cannot open", path);
+  // Sized once from the file's length (GiB-sized checkpoint shards must not
+  // be copied while a string grows), then read straight into place; a file
+  // that grows meanwhile is read to its end all the same.
+  struct stat st;
   std::string out;
-  char buf[1 << 16];
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (done == out.size()) out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
+    ssize_t n = ::read(fd, out.data() + done, std::min<size_t>(out.size() - done, 1 << 30));
     if (n < 0) {
       if (errno == EINTR) continue;
       absl::Status s = Errno("cannot read", path);
@@ -79,9 +86,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
       return s;
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    done += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(done);
   return out;
 }
 

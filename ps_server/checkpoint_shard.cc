@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -100,8 +101,8 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
     return bad("not a checkpoint shard (bad magic)");
   }
   size_t at = sizeof(kMagic);
-  // Record i: 0 is the header, i >= 1 is tensor i - 1.
-  auto next = [&](int i, std::string* out) -> absl::Status {
+  // Record i: 0 is the header, i >= 1 is tensor i - 1; parsed in place.
+  auto next = [&](int i, google::protobuf::MessageLite* out) -> absl::Status {
     const std::string what = i == 0 ? "header" : absl::StrCat("tensor ", i - 1);
     if (raw.size() - at < 8) return bad(absl::StrCat(what, ": cut short"));
     uint64_t n = 0;
@@ -118,19 +119,17 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
       return bad(absl::StrCat(what, named ? absl::StrCat(" (", t.key(), ")") : "",
                               ": checksum mismatch"));
     }
-    out->assign(body, n);
+    if (!out->ParseFromArray(body, static_cast<int>(n))) {
+      return bad(absl::StrCat(what, ": does not parse"));
+    }
     at += 8 + n + 4;
     return absl::OkStatus();
   };
   ShardContents shard;
-  std::string record;
-  if (absl::Status s = next(0, &record); !s.ok()) return s;
-  if (!shard.header.ParseFromString(record)) return bad("header does not parse");
+  if (absl::Status s = next(0, &shard.header); !s.ok()) return s;
+  shard.tensors.resize(std::max(shard.header.num_tensors(), 0));
   for (int i = 0; i < shard.header.num_tensors(); ++i) {
-    if (absl::Status s = next(i + 1, &record); !s.ok()) return s;
-    v1::TensorCheckpoint t;
-    if (!t.ParseFromString(record)) return bad(absl::StrCat("tensor ", i, ": does not parse"));
-    shard.tensors.push_back(std::move(t));
+    if (absl::Status s = next(i + 1, &shard.tensors[i]); !s.ok()) return s;
   }
   if (at != raw.size()) {
     return bad(absl::StrCat(raw.size() - at, " bytes after the ", shard.header.num_tensors(),

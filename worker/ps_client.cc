@@ -243,7 +243,9 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
       [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
         stubs_[ps]->async()->CreateVariables(ctx, &reqs[ps], &resps[ps], std::move(done));
       },
-      options_.rpc_deadline);
+      // Reading a GiB-sized checkpoint shard takes far longer than a call.
+      create.restore_step >= 0 ? std::max(options_.rpc_deadline, absl::Minutes(10))
+                               : options_.rpc_deadline);
   if (!s.ok()) return s;
   int kept = 0;
   for (const auto& r : resps) kept += r.already_initialized() ? 1 : 0;
