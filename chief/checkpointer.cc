@@ -36,7 +36,7 @@ std::vector<int64_t> CheckpointSteps(const std::string& dir) {
 }  // namespace
 
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
-                                                int64_t step, int keep,
+                                                int64_t step, int keep, bool final,
                                                 absl::Duration timeout) {
   const absl::Time start = absl::Now();
   auto shards = client->SaveCheckpoint(dir, step, timeout);
@@ -65,6 +65,7 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
   }
   Json index = Json::Object();
   index.Set("step", Json::Number(static_cast<double>(step)));
+  if (final) index.Set("final", Json::Bool(true));
   if (absl::Status s = WriteFileAtomically(CheckpointIndexPath(dir), index.Dump() + "\n");
       !s.ok()) {
     return s;

@@ -26,8 +26,10 @@ struct CheckpointRecord {
 // and the index ({"step": S}) are written atomically, in that order; then
 // checkpoints beyond the newest `keep` are removed. Errors name the PS or
 // the file.
+// `final`: the job's last checkpoint; the index says so ({"step": S,
+// "final": true}), which tells an evaluator it may stop after scoring it.
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
-                                                int64_t step, int keep,
+                                                int64_t step, int keep, bool final = false,
                                                 absl::Duration timeout = absl::Minutes(10));
 
 // The step of the newest complete checkpoint under `dir`: the one the index

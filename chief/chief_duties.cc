@@ -30,7 +30,7 @@ void ChiefDuties::StopCheckpointing() {
   if (checkpointer_.joinable()) checkpointer_.join();
 }
 
-absl::Status ChiefDuties::CheckpointNow() {
+absl::Status ChiefDuties::CheckpointNow(bool final) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client_->Stats());
   int64_t step = -1;
   for (const v1::StatsResponse& s : stats) {
@@ -38,11 +38,11 @@ absl::Status ChiefDuties::CheckpointNow() {
   }
   {
     absl::MutexLock lock(&mu_);
-    if (step <= last_checkpoint_) return absl::OkStatus();
+    if (step <= last_checkpoint_ && !final) return absl::OkStatus();
   }
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointRecord r,
                            SaveCheckpoint(client_.get(), options_.output_dir, step,
-                                          options_.job.keep_checkpoints));
+                                          options_.job.keep_checkpoints, final));
   Log(absl::StrFormat("checkpoint at step %d: %d bytes in %.3fs (ps: %.3fs) under %s", r.step,
                       r.bytes, r.seconds, r.ps_seconds, options_.output_dir));
   absl::MutexLock lock(&mu_);
@@ -145,7 +145,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     return waited;
   }
   // The final checkpoint: what a relaunch of the finished job resumes from.
-  if (absl::Status s = CheckpointNow(); !s.ok()) {
+  if (absl::Status s = CheckpointNow(/*final=*/true); !s.ok()) {
     StopParameterServers("job failed");
     return s;
   }
@@ -178,11 +178,14 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     metrics.Set("workers", std::move(workers));
     metrics.Set("examples_per_sec", Json::Number(total_rate));
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
-                             EventWriter::Open(options_.output_dir + "/eval"));
-    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
-        step, {{"loss", r.loss_sum / r.count},
-               {"accuracy", static_cast<double>(r.correct) / r.count}}));
+    // With an evaluator in the cluster, output_dir/eval is its to write.
+    if (cfg_.cluster.evaluator.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
+                               EventWriter::Open(options_.output_dir + "/eval"));
+      PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
+          step, {{"loss", r.loss_sum / r.count},
+                 {"accuracy", static_cast<double>(r.correct) / r.count}}));
+    }
     PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
         options_.output_dir + "/final_metrics.json", metrics.Dump() + "\n"));
     return metrics;

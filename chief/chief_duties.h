@@ -70,8 +70,9 @@ class ChiefDuties {
 
   // Checkpoints while the job runs, until stopping_ is set.
   void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Checkpoints the current global step unless it was saved already.
-  absl::Status CheckpointNow() ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoints the current global step unless it was saved already
+  // (`final`: the job's last; saved even then, to mark it final).
+  absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_);
   void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
 
   const TfConfig cfg_;

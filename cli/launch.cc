@@ -64,7 +64,8 @@ int RunLaunch(const LaunchOptions& options) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
     return ExitCodeFor(s);
   }
-  const int n = options.num_ps + options.num_workers + (options.with_chief ? 1 : 0);
+  const int n = options.num_ps + options.num_workers + (options.with_chief ? 1 : 0) +
+                (options.with_evaluator ? 1 : 0);
   auto ports = PickFreePorts(n);
   if (!ports.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ports.status().message()).c_str());
@@ -76,6 +77,7 @@ int RunLaunch(const LaunchOptions& options) {
   if (options.with_chief) base.cluster.chief = local();
   for (int i = 0; i < options.num_ps; ++i) base.cluster.ps.push_back(local());
   for (int i = 0; i < options.num_workers; ++i) base.cluster.worker.push_back(local());
+  if (options.with_evaluator) base.cluster.evaluator.push_back(local());
 
   std::vector<Task> tasks;
   for (int i = 0; i < options.num_ps; ++i) tasks.push_back({{Role::kPs, i}, base.cluster.ps[i]});
@@ -83,10 +85,12 @@ int RunLaunch(const LaunchOptions& options) {
   for (int i = 0; i < options.num_workers; ++i) {
     tasks.push_back({{Role::kWorker, i}, base.cluster.worker[i]});
   }
+  if (options.with_evaluator) tasks.push_back({{Role::kEvaluator, 0}, base.cluster.evaluator[0]});
 
   WatchStopSignals([](int signo) { g_stop_signal.store(signo); });
-  Say(absl::StrFormat("launching %d ps, %d workers%s; logs in %s/", options.num_ps,
-                      options.num_workers, options.with_chief ? ", 1 chief" : "", logs));
+  Say(absl::StrFormat("launching %d ps, %d workers%s%s; logs in %s/", options.num_ps,
+                      options.num_workers, options.with_chief ? ", 1 chief" : "",
+                      options.with_evaluator ? ", 1 evaluator" : "", logs));
   std::map<pid_t, Task*> by_pid;
   for (Task& t : tasks) {
     TfConfig cfg = base;
@@ -96,6 +100,9 @@ int RunLaunch(const LaunchOptions& options) {
     if (t.id.role != Role::kPs) {
       spawn.argv.insert(spawn.argv.end(), options.job_flags.begin(), options.job_flags.end());
       spawn.argv.push_back("--output_dir=" + options.output_dir);
+    }
+    if (t.id.role == Role::kEvaluator) {
+      spawn.argv.push_back(absl::StrCat("--eval_poll_secs=", options.eval_poll_secs));
     }
     spawn.env = {{"TF_CONFIG", cfg.ToJson()}};
     t.log = absl::StrCat(logs, "/", RoleName(t.id.role), "-", t.id.index, ".log");
@@ -178,8 +185,12 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   auto ps = args.GetInt("ps", options.num_ps);
   auto workers = args.GetInt("workers", options.num_workers);
   auto chief = args.GetBool("chief", options.with_chief);
+  auto evaluator = args.GetBool("evaluator", options.with_evaluator);
+  auto eval_poll = args.GetInt("eval_poll_secs", options.eval_poll_secs);
   auto timeout = args.GetInt("timeout_s", 7200);
-  for (const absl::Status& s : {ps.status(), workers.status(), chief.status(), timeout.status()}) {
+  for (const absl::Status& s :
+       {ps.status(), workers.status(), chief.status(), evaluator.status(), eval_poll.status(),
+        timeout.status()}) {
     if (!s.ok()) return fail(s);
   }
   if (*ps < 1 || *ps > 64) {
@@ -204,6 +215,12 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   options.num_ps = static_cast<int>(*ps);
   options.num_workers = static_cast<int>(*workers);
   options.with_chief = *chief;
+  options.with_evaluator = *evaluator;
+  if (*eval_poll < 1 || *eval_poll > 3600) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--eval_poll_secs=", *eval_poll, ": must be in 1..3600")));
+  }
+  options.eval_poll_secs = static_cast<int>(*eval_poll);
   options.timeout = absl::Seconds(*timeout);
   options.output_dir = *output_dir;
   const auto& names = JobFlagNames();

@@ -23,6 +23,9 @@ struct LaunchOptions {
   int num_ps = 2;
   int num_workers = 2;
   bool with_chief = true;          // false: worker 0 takes the chief's duties
+  // An evaluator task that scores each checkpoint as it appears.
+  bool with_evaluator = false;
+  int eval_poll_secs = 2;          // how often the evaluator looks for checkpoints
   std::string output_dir = "./output";
   // Flags passed to the chief and every worker (the job flags).
   std::vector<std::string> job_flags;
@@ -34,7 +37,8 @@ struct LaunchOptions {
 int RunLaunch(const LaunchOptions& options);
 
 // Parses `pstrain launch` flags (argv after "launch"): --ps, --workers,
-// --chief / --nochief, --output_dir, --timeout_s, and the job flags, which it
+// --chief / --nochief, --evaluator, --eval_poll_secs, --output_dir, --timeout_s,
+// and the job flags, which it
 // checks here so that a typo fails before any task starts. Prints the error
 // and returns 2 on bad flags, otherwise runs the launch.
 int LaunchMain(const std::string& self_path, CliArgs& args);

@@ -32,7 +32,7 @@ constexpr char kUsage[] =
     "usage:\n"
     "  pstrain [flags]              run the task named by $TF_CONFIG\n"
     "  pstrain describe [--json]    print this task and the cluster from $TF_CONFIG\n"
-    "  pstrain launch [--ps N] [--workers M] [--nochief] [--output_dir DIR]\n"
+    "  pstrain launch [--ps N] [--workers M] [--nochief] [--evaluator] [--output_dir DIR]\n"
     "                 [--timeout_s S] [job flags]\n"
     "                               start a whole cluster on 127.0.0.1 and train\n"
     "  pstrain train --local [job flags]\n"

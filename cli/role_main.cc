@@ -8,6 +8,7 @@
 #include "common/cli_args.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
+#include "evaluator/evaluator_main.h"
 #include "ps_server/ps_main.h"
 #include "worker/worker_main.h"
 
@@ -47,10 +48,7 @@ int RunRoleFromEnvironment(int argc, char** argv, std::optional<Role> expected,
     case Role::kChief:
       return chief::ChiefMain(*cfg, *args);
     case Role::kEvaluator:
-      return Fail(absl::InvalidArgumentError(
-          "TF_CONFIG task.type \"evaluator\": this build of pstrain has no "
-          "evaluator yet (it scores checkpoints, which this build does not write); "
-          "remove the evaluator task"));
+      return evaluator::EvaluatorMain(*cfg, *args);
   }
   return kExitPermanent;
 }

@@ -139,7 +139,7 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   RunResult r = RunPstrain(first, "", out + "/first.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
-  EXPECT_EQ(index, "{\"step\":1874}\n");
+  EXPECT_EQ(index, "{\"final\":true,\"step\":1874}\n");
   ASSERT_OK_AND_ASSIGN(std::string manifest, ReadFile(out + "/ckpt-1874/MANIFEST"));
   EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-0-of-2\""));
   EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-1-of-2\""));
@@ -178,6 +178,33 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
   EXPECT_THAT(chief, HasSubstr("checkpoint shard " + shard + ": tensor "));
   EXPECT_THAT(chief, HasSubstr("checksum mismatch"));
+}
+
+// An evaluator scores checkpoints from their files as they appear and exits
+// after the final one; its score of the final checkpoint equals the chief's
+// score of the final values.
+TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
+  const std::string out = TmpDir("evaluator");
+  RunResult r = RunPstrain({"launch", "--ps=2", "--workers=2", "--evaluator", "--epochs=2",
+                            "--checkpoint_secs=0", "--checkpoint_steps=1000",
+                            "--eval_poll_secs=1", "--output_dir=" + out},
+                           "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("evaluator:0 exited    code 0"));
+  ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
+  EXPECT_EQ(index, "{\"final\":true,\"step\":3748}\n");
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
+  ASSERT_GE(eval.size(), 2u);
+  EXPECT_EQ(eval.back().step, 3748);
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(eval.back().scalars[1].first, "accuracy");
+  EXPECT_FLOAT_EQ(eval.back().scalars[1].second,
+                  static_cast<float>(metrics.Find("test_accuracy")->number_value()));
+  ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(out + "/logs/evaluator-0.log"));
+  EXPECT_THAT(log, HasSubstr("eval at step 3748: loss "));
+  ASSERT_OK_AND_ASSIGN(std::string scored, ReadFile(out + "/eval/scored"));
+  EXPECT_EQ(scored, "3748\n");
 }
 
 // Sync with a backup: 3 workers, gradients of 2 averaged per step, the late

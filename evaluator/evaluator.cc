@@ -1,0 +1,136 @@
+#include "evaluator/evaluator.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/checkpoint_layout.h"
+#include "common/event_file.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "data/dataset.h"
+#include "model/backend.h"
+#include "ps_server/checkpoint_shard.h"
+
+namespace pstrain::evaluator {
+namespace {
+
+struct IndexEntry {
+  int64_t step = -1;
+  bool final = false;
+};
+
+// The index, or step -1 while there is none yet.
+absl::StatusOr<IndexEntry> ReadIndex(const std::string& dir) {
+  auto text = ReadFile(CheckpointIndexPath(dir));
+  if (!text.ok()) {
+    if (text.status().code() == absl::StatusCode::kNotFound) return IndexEntry{};
+    return text.status();
+  }
+  auto json = ParseJson(*text);
+  const Json* step = json.ok() ? json->Find("step") : nullptr;
+  if (step == nullptr || !step->is_number()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", CheckpointIndexPath(dir), ": not an index naming a step"));
+  }
+  IndexEntry e;
+  e.step = static_cast<int64_t>(step->number_value());
+  const Json* final = json->Find("final");
+  e.final = final != nullptr && final->is_bool() && final->bool_value();
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, int64_t step,
+                                                        const Placement& placement,
+                                                        const std::vector<int64_t>& offsets,
+                                                        int64_t num_parameters) {
+  std::vector<float> params(num_parameters);
+  std::map<std::string, int> variable_index;
+  for (size_t v = 0; v < placement.variables.size(); ++v) {
+    variable_index[placement.variables[v].name] = static_cast<int>(v);
+  }
+  for (int ps = 0; ps < placement.num_ps; ++ps) {
+    const std::string path = ShardPath(dir, step, ps, placement.num_ps);
+    PSTRAIN_ASSIGN_OR_RETURN(ps::ShardContents shard, ps::ReadShard(path));
+    std::map<std::string, const v1::TensorCheckpoint*> by_key;
+    for (const v1::TensorCheckpoint& t : shard.tensors) by_key[t.key()] = &t;
+    for (const SliceDef& s : placement.SlicesOn(ps)) {
+      auto it = by_key.find(s.key());
+      if (it == by_key.end()) {
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": no ", s.key()));
+      }
+      const std::string& data = it->second->data();
+      if (static_cast<int64_t>(data.size()) < s.bytes()) {
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.key(),
+                                                " holds ", data.size(), " bytes, expected ",
+                                                s.bytes(), " or more"));
+      }
+      // Values first; the optimizer's slots follow and are not needed here.
+      std::memcpy(params.data() + offsets[variable_index.at(s.variable)] + s.element_offset(),
+                  data.data(), s.bytes());
+    }
+  }
+  return params;
+}
+
+absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options) {
+  const model::JobSpec& job = options.job;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                           model::CreateBackend(job.model, 1024, job.device));
+  const model::Mlp& net = backend->network();
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
+                           ComputePlacement(net.variables(), options.num_ps));
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTest));
+  const std::string eval_dir = options.output_dir + "/eval";
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events, EventWriter::Open(eval_dir));
+  const std::string scored_path = eval_dir + "/scored";
+  int64_t scored = -1;
+  if (auto text = ReadFile(scored_path); text.ok()) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &scored)) scored = -1;
+  }
+  Log("evaluator: watching ", CheckpointIndexPath(options.output_dir),
+      scored >= 0 ? absl::StrCat(" (scored up to step ", scored, ")") : std::string());
+  std::vector<Score> scores;
+  absl::Time last_new = absl::Now();
+  while (true) {
+    PSTRAIN_ASSIGN_OR_RETURN(IndexEntry index, ReadIndex(options.output_dir));
+    if (index.step > scored) {
+      PSTRAIN_ASSIGN_OR_RETURN(
+          std::vector<float> params,
+          LoadCheckpointParams(options.output_dir, index.step, placement, net.offsets(),
+                               net.num_parameters()));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          model::BatchResult r,
+          backend->Evaluate(params.data(), test.features.data(), test.labels.data(),
+                            test.num_examples));
+      Score s{index.step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
+      PSTRAIN_RETURN_IF_ERROR(
+          events->WriteScalars(s.step, {{"loss", s.loss}, {"accuracy", s.accuracy}}));
+      PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(scored_path, absl::StrCat(s.step, "\n")));
+      Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f", s.step, s.loss,
+                          s.accuracy));
+      scores.push_back(s);
+      scored = index.step;
+      last_new = absl::Now();
+      if (options.once) return scores;
+    }
+    if (index.final && index.step <= scored) return scores;
+    if (absl::Now() - last_new > options.idle_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "evaluator: no new checkpoint in ", CheckpointIndexPath(options.output_dir), " for ",
+          absl::FormatDuration(options.idle_timeout)));
+    }
+    absl::SleepFor(options.poll);
+  }
+}
+
+}  // namespace pstrain::evaluator

@@ -1,0 +1,55 @@
+// The evaluator role: scores checkpoints from their files alone, never
+// talking to the PS or anything training waits on. It polls the
+// `checkpoint` index under the output directory (common/checkpoint_layout.h),
+// loads each new complete checkpoint's shards (every checksum verified),
+// reassembles the dense variables in the model's flat layout, scores them on
+// the test set and writes eval loss and accuracy as summaries
+// (<output_dir>/eval, common/event_file.h). It skips steps it has scored
+// (remembered in <output_dir>/eval/scored, across restarts) and exits after
+// scoring the checkpoint the index marks final, or after one with `once`.
+#ifndef PSTRAIN_EVALUATOR_EVALUATOR_H_
+#define PSTRAIN_EVALUATOR_EVALUATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/placement.h"
+#include "model/job_spec.h"
+
+namespace pstrain::evaluator {
+
+struct EvaluatorOptions {
+  model::JobSpec job;
+  std::string output_dir = "./output";
+  int num_ps = 1;
+  absl::Duration poll = absl::Seconds(2);
+  bool once = false;
+  // How long to wait for the next checkpoint before giving up.
+  absl::Duration idle_timeout = absl::Hours(24);
+};
+
+struct Score {
+  int64_t step = 0;
+  double loss = 0;
+  double accuracy = 0;
+};
+
+// The dense variables of checkpoint `step` under `dir`, flat (variable v at
+// offsets[v]), from the shards of `placement`'s PS. Errors name the file:
+// ReadShard's, or DataLoss for a slice missing from its shard or of the
+// wrong size.
+absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, int64_t step,
+                                                        const Placement& placement,
+                                                        const std::vector<int64_t>& offsets,
+                                                        int64_t num_parameters);
+
+// Runs until the final checkpoint is scored (or one, with `once`); returns
+// the scores written, in order.
+absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options);
+
+}  // namespace pstrain::evaluator
+
+#endif  // PSTRAIN_EVALUATOR_EVALUATOR_H_

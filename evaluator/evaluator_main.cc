@@ -1,0 +1,43 @@
+#include "evaluator/evaluator_main.h"
+
+#include "cli/job_flags.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "evaluator/evaluator.h"
+
+namespace pstrain::evaluator {
+namespace {
+
+absl::Status Run(const TfConfig& cfg, CliArgs& args) {
+  EvaluatorOptions options;
+  PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
+  PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t poll_s, args.GetInt("eval_poll_secs", 2));
+  PSTRAIN_ASSIGN_OR_RETURN(options.once, args.GetBool("once", false));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t idle_s, args.GetInt("idle_timeout_s", 86400));
+  PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+  if (poll_s < 1 || idle_s < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval_poll_secs=", poll_s, " --idle_timeout_s=", idle_s, ": each must be >= 1"));
+  }
+  if (cfg.cluster.ps.empty()) {
+    return absl::InvalidArgumentError("TF_CONFIG cluster has no ps: nothing to evaluate");
+  }
+  options.num_ps = static_cast<int>(cfg.cluster.ps.size());
+  options.poll = absl::Seconds(poll_s);
+  options.idle_timeout = absl::Seconds(idle_s);
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<Score> scores, RunEvaluator(options));
+  Log("evaluator: done, ", scores.size(), " checkpoint(s) scored");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int EvaluatorMain(const TfConfig& cfg, CliArgs& args) {
+  absl::Status s = Run(cfg, args);
+  if (!s.ok()) Log("failed: ", s.message());
+  return ExitCodeFor(s);
+}
+
+}  // namespace pstrain::evaluator
