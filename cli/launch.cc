@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/json.h"
@@ -121,10 +122,32 @@ int RunLaunch(const LaunchOptions& options) {
                         t.address.ToString(), t.pid, t.log));
   }
 
+  // The evaluator's scores are shown as they arrive.
+  std::string eval_log;
+  size_t eval_log_read = 0;
+  for (const Task& t : tasks) {
+    if (t.id.role == Role::kEvaluator) eval_log = t.log;
+  }
+  auto relay_scores = [&] {
+    if (eval_log.empty()) return;
+    auto text = ReadFile(eval_log);
+    if (!text.ok() || text->size() <= eval_log_read) return;
+    size_t end = text->rfind('\n');
+    if (end == std::string::npos || end < eval_log_read) return;
+    for (absl::string_view line :
+         absl::StrSplit(absl::string_view(*text).substr(eval_log_read, end - eval_log_read),
+                        '\n')) {
+      const size_t at = line.find("eval at step ");
+      if (at != absl::string_view::npos) Say(absl::StrCat("evaluator: ", line.substr(at)));
+    }
+    eval_log_read = end + 1;
+  };
+
   const absl::Time deadline = absl::Now() + options.timeout;
   int result = kExitOk;
   int running = static_cast<int>(tasks.size());
   while (running > 0) {
+    relay_scores();
     if (int signo = g_stop_signal.load(); signo != 0) {
       Say(absl::StrCat("signal ", signo, ": stopping every task"));
       StopAll(tasks, absl::Seconds(5));
@@ -152,6 +175,7 @@ int RunLaunch(const LaunchOptions& options) {
       break;
     }
   }
+  relay_scores();
   if (result != kExitOk) return result;
   auto metrics_text = ReadFile(options.output_dir + "/final_metrics.json");
   if (!metrics_text.ok()) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds pstrain, and trains Fashion-MNIST on a
-# local cluster (2 PS, 2 workers, a chief) on 127.0.0.1. Extra arguments go
+# local cluster (2 PS, 2 workers, a chief, an evaluator scoring checkpoints
+# as they are written) on 127.0.0.1. Extra arguments go
 # to `pstrain launch` (for example --epochs=3 or --workers=3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,8 @@ deploy/install_deps.sh
 echo "quickstart: building (the first build takes a few minutes)"
 bazel build //:pstrain >/dev/null 2>bazel-build.log || { cat bazel-build.log; exit 1; }
 rm -f bazel-build.log
-exec bazel-bin/pstrain launch --ps 2 --workers 2 --epochs 2 --output_dir ./output "$@"
+# A fresh run each time: a job resumes from checkpoints it finds in its
+# output directory, so the quickstart clears its own.
+rm -rf ./output/quickstart
+exec bazel-bin/pstrain launch --ps 2 --workers 2 --evaluator --checkpoint_secs=1 \
+  --epochs 2 --output_dir ./output/quickstart "$@"
