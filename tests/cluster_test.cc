@@ -4,9 +4,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -178,6 +181,86 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
   EXPECT_THAT(chief, HasSubstr("checkpoint shard " + shard + ": tensor "));
   EXPECT_THAT(chief, HasSubstr("checksum mismatch"));
+}
+
+// kill -9 of a running job after its second checkpoint: the launcher dies
+// at once and, with it, every task (each gets SIGKILL when its launcher
+// dies). Relaunching the same command resumes from that checkpoint, finishes
+// and reaches the accuracy bar of async training.
+TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
+  const std::string out = TmpDir("kill9");
+  const std::vector<std::string> job = {
+      "launch", "--ps=2", "--workers=2", "--model_config=configs/fashion_mnist_mlp.pbtxt",
+      "--epochs=2", "--checkpoint_secs=0", "--checkpoint_steps=400", "--output_dir=" + out};
+  SpawnOptions o;
+  o.argv = {Pstrain()};
+  o.argv.insert(o.argv.end(), job.begin(), job.end());
+  o.log_path = out + "/first.txt";
+  ASSERT_OK_AND_ASSIGN(pid_t launcher, Spawn(o));
+  // Wait for the second checkpoint to be named by the index.
+  int64_t killed_at = -1;
+  std::set<int64_t> seen;
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < give_up && seen.size() < 2) {
+    if (auto index = ReadFile(out + "/checkpoint"); index.ok()) {
+      auto json = ParseJson(*index);
+      if (json.ok() && json->Find("step") != nullptr) {
+        seen.insert(static_cast<int64_t>(json->Find("step")->number_value()));
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_EQ(seen.size(), 2u) << ReadFile(o.log_path).value_or("");
+  SignalChild(launcher, SIGKILL);
+  ASSERT_TRUE(WaitChild(launcher, absl::Seconds(10)).has_value());
+  // The newest checkpoint named when the job died (the second one seen, or
+  // one written in the instant before the kill).
+  {
+    ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
+    ASSERT_OK_AND_ASSIGN(Json json, ParseJson(index));
+    killed_at = static_cast<int64_t>(json.Find("step")->number_value());
+    EXPECT_GE(killed_at, *seen.rbegin());
+  }
+  // Every task dies with it.
+  ASSERT_OK_AND_ASSIGN(std::string first, ReadFile(o.log_path));
+  std::vector<int> task_pids;
+  for (absl::string_view line : absl::StrSplit(first, '\n')) {
+    const size_t at = line.find(" pid ");
+    int pid = 0;
+    if (at != absl::string_view::npos &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(at + 5, 8)), &pid)) {
+      task_pids.push_back(pid);
+    }
+  }
+  ASSERT_EQ(task_pids.size(), 5u) << first;
+  for (int pid : task_pids) {
+    bool gone = false;
+    for (int i = 0; i < 200 && !gone; ++i) {
+      gone = ::kill(pid, 0) != 0;  // no longer exists (reaped by init)
+      if (!gone) absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "task pid " << pid << " outlived its killed launcher";
+  }
+  ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
+  EXPECT_THAT(index, HasSubstr(absl::StrCat("\"step\":", killed_at)));
+  EXPECT_THAT(index, ::testing::Not(HasSubstr("final")));
+
+  RunResult r = RunPstrain(job, "", out + "/second.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat(
+                         "restoring the variables from the checkpoint at step ", killed_at)));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  // The relaunch trained only what was left: each worker resumed at
+  // killed_at / 2 of its 1874 steps.
+  double steps = 0;
+  for (const Json& w : metrics.Find("workers")->array_items()) {
+    steps += w.Find("steps")->number_value();
+  }
+  EXPECT_EQ(steps, 2 * 1874 - 2 * (killed_at / 2)) << text;
+  EXPECT_GE(metrics.Find("global_step")->number_value(), 2 * 1874 - 1) << text;
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.83) << text;
 }
 
 // An evaluator scores checkpoints from their files as they appear and exits
