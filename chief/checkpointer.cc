@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -37,7 +39,7 @@ std::vector<int64_t> CheckpointSteps(const std::string& dir) {
 
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
                                                 int64_t step, int keep, bool final,
-                                                absl::Duration timeout) {
+                                                bool spare_unscored, absl::Duration timeout) {
   const absl::Time start = absl::Now();
   auto shards = client->SaveCheckpoint(dir, step, timeout);
   if (!shards.ok()) return shards.status();
@@ -70,10 +72,18 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
       !s.ok()) {
     return s;
   }
-  // Only now, with the new one complete and named, the oldest go.
+  // Only now, with the new one complete and named, the oldest go; not
+  // those an evaluator has yet to score.
+  int64_t scored = std::numeric_limits<int64_t>::max();
+  if (spare_unscored) {
+    scored = -1;
+    if (auto text = ReadFile(dir + "/eval/scored"); text.ok()) {
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &scored)) scored = -1;
+    }
+  }
   const std::vector<int64_t> steps = CheckpointSteps(dir);
   for (size_t i = 0; i + std::max(keep, 1) < steps.size(); ++i) {
-    if (steps[i] == step) continue;
+    if (steps[i] == step || steps[i] > scored) continue;
     std::error_code ec;
     std::filesystem::remove_all(CheckpointDir(dir, steps[i]), ec);
     if (ec) Log("could not remove ", CheckpointDir(dir, steps[i]), ": ", ec.message());

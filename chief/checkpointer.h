@@ -28,8 +28,11 @@ struct CheckpointRecord {
 // the file.
 // `final`: the job's last checkpoint; the index says so ({"step": S,
 // "final": true}), which tells an evaluator it may stop after scoring it.
+// `spare_unscored`: an evaluator is in the cluster, so checkpoints after
+// the last step it scored (<dir>/eval/scored) are kept even beyond `keep`.
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
                                                 int64_t step, int keep, bool final = false,
+                                                bool spare_unscored = false,
                                                 absl::Duration timeout = absl::Minutes(10));
 
 // The step of the newest complete checkpoint under `dir`: the one the index

@@ -42,7 +42,8 @@ absl::Status ChiefDuties::CheckpointNow(bool final) {
   }
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointRecord r,
                            SaveCheckpoint(client_.get(), options_.output_dir, step,
-                                          options_.job.keep_checkpoints, final));
+                                          options_.job.keep_checkpoints, final,
+                                          /*spare_unscored=*/!cfg_.cluster.evaluator.empty()));
   Log(absl::StrFormat("checkpoint at step %d: %d bytes in %.3fs (ps: %.3fs) under %s", r.step,
                       r.bytes, r.seconds, r.ps_seconds, options_.output_dir));
   absl::MutexLock lock(&mu_);

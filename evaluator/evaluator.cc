@@ -1,6 +1,8 @@
 #include "evaluator/evaluator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -44,6 +46,23 @@ absl::StatusOr<IndexEntry> ReadIndex(const std::string& dir) {
   const Json* final = json->Find("final");
   e.final = final != nullptr && final->is_bool() && final->bool_value();
   return e;
+}
+
+// Steps of the complete checkpoints (a MANIFEST written) under `dir` in
+// (after, upto], ascending.
+std::vector<int64_t> CompleteSteps(const std::string& dir, int64_t after, int64_t upto) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (name.rfind("ckpt-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
+        step > after && step <= upto && std::filesystem::exists(ManifestPath(dir, step), ec)) {
+      steps.push_back(step);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
 }
 
 }  // namespace
@@ -103,23 +122,27 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   absl::Time last_new = absl::Now();
   while (true) {
     PSTRAIN_ASSIGN_OR_RETURN(IndexEntry index, ReadIndex(options.output_dir));
-    if (index.step > scored) {
+    // Every complete checkpoint not scored yet, oldest first (with `once`,
+    // only the newest).
+    std::vector<int64_t> steps = CompleteSteps(options.output_dir, scored, index.step);
+    if (options.once && !steps.empty()) steps = {steps.back()};
+    for (int64_t step : steps) {
       PSTRAIN_ASSIGN_OR_RETURN(
           std::vector<float> params,
-          LoadCheckpointParams(options.output_dir, index.step, placement, net.offsets(),
+          LoadCheckpointParams(options.output_dir, step, placement, net.offsets(),
                                net.num_parameters()));
       PSTRAIN_ASSIGN_OR_RETURN(
           model::BatchResult r,
           backend->Evaluate(params.data(), test.features.data(), test.labels.data(),
                             test.num_examples));
-      Score s{index.step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
+      Score s{step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
       PSTRAIN_RETURN_IF_ERROR(
           events->WriteScalars(s.step, {{"loss", s.loss}, {"accuracy", s.accuracy}}));
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(scored_path, absl::StrCat(s.step, "\n")));
       Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f", s.step, s.loss,
                           s.accuracy));
       scores.push_back(s);
-      scored = index.step;
+      scored = step;
       last_new = absl::Now();
       if (options.once) return scores;
     }

@@ -1,7 +1,8 @@
 // The evaluator role: scores checkpoints from their files alone, never
 // talking to the PS or anything training waits on. It polls the
 // `checkpoint` index under the output directory (common/checkpoint_layout.h),
-// loads each new complete checkpoint's shards (every checksum verified),
+// loads each complete checkpoint it has not scored, oldest first, up to the
+// one the index names (its shards, every checksum verified),
 // reassembles the dense variables in the model's flat layout, scores them on
 // the test set and writes eval loss and accuracy as summaries
 // (<output_dir>/eval, common/event_file.h). It skips steps it has scored

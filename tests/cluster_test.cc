@@ -268,16 +268,19 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
 // score of the final values.
 TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
   const std::string out = TmpDir("evaluator");
+  // Keeping one checkpoint would delete each as the next arrives; with an
+  // evaluator in the cluster the chief keeps those it has not scored.
   RunResult r = RunPstrain({"launch", "--ps=2", "--workers=2", "--evaluator", "--epochs=2",
                             "--checkpoint_secs=0", "--checkpoint_steps=1000",
-                            "--eval_poll_secs=1", "--output_dir=" + out},
+                            "--keep_checkpoints=1", "--eval_poll_secs=1",
+                            "--output_dir=" + out},
                            "", out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("evaluator:0 exited    code 0"));
   ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
   EXPECT_EQ(index, "{\"final\":true,\"step\":3748}\n");
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
-  ASSERT_GE(eval.size(), 2u);
+  ASSERT_GE(eval.size(), 4u);
   EXPECT_EQ(eval.back().step, 3748);
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
@@ -286,6 +289,21 @@ TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
                   static_cast<float>(metrics.Find("test_accuracy")->number_value()));
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(out + "/logs/evaluator-0.log"));
   EXPECT_THAT(log, HasSubstr("eval at step 3748: loss "));
+  // Every checkpoint the chief wrote was scored, in order.
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  std::vector<int64_t> saved, evaluated;
+  for (absl::string_view line : absl::StrSplit(chief, '\n')) {
+    const size_t at = line.find("checkpoint at step ");
+    int64_t step = 0;
+    if (at != absl::string_view::npos &&
+        absl::SimpleAtoi(line.substr(at + 19, line.find(':', at) - at - 19), &step) &&
+        (saved.empty() || saved.back() != step)) {
+      saved.push_back(step);
+    }
+  }
+  for (size_t i = 1; i < eval.size(); ++i) evaluated.push_back(eval[i].step);
+  EXPECT_GE(saved.size(), 3u) << chief;
+  EXPECT_EQ(evaluated, saved);
   ASSERT_OK_AND_ASSIGN(std::string scored, ReadFile(out + "/eval/scored"));
   EXPECT_EQ(scored, "3748\n");
 }
