@@ -127,13 +127,19 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
     std::vector<int64_t> steps = CompleteSteps(options.output_dir, scored, index.step);
     if (options.once && !steps.empty()) steps = {steps.back()};
     for (int64_t step : steps) {
-      PSTRAIN_ASSIGN_OR_RETURN(
-          std::vector<float> params,
-          LoadCheckpointParams(options.output_dir, step, placement, net.offsets(),
-                               net.num_parameters()));
+      auto params = LoadCheckpointParams(options.output_dir, step, placement, net.offsets(),
+                                         net.num_parameters());
+      // A chief that does not know of this evaluator (one left out of the
+      // cluster) may delete an old checkpoint while it is being read.
+      if (params.status().code() == absl::StatusCode::kNotFound) {
+        Log("checkpoint at step ", step, " is gone before it was scored: ",
+            params.status().message());
+        continue;
+      }
+      if (!params.ok()) return params.status();
       PSTRAIN_ASSIGN_OR_RETURN(
           model::BatchResult r,
-          backend->Evaluate(params.data(), test.features.data(), test.labels.data(),
+          backend->Evaluate(params->data(), test.features.data(), test.labels.data(),
                             test.num_examples));
       Score s{step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
       PSTRAIN_RETURN_IF_ERROR(
