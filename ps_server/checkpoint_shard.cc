@@ -1,15 +1,19 @@
 #include "ps_server/checkpoint_shard.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
 
 namespace pstrain::ps {
 namespace {
@@ -39,14 +43,22 @@ class ShardFile {
     }
     return absl::OkStatus();
   }
-  absl::Status Record(const std::string& bytes) {
+  // One record whose bytes are the pieces back to back.
+  absl::Status Record(std::initializer_list<absl::string_view> pieces) {
     uint8_t len[8], crc[4];
-    const uint64_t n = bytes.size();
+    uint64_t n = 0;
+    uint32_t c = 0;
+    for (absl::string_view p : pieces) {
+      n += p.size();
+      c = Crc32c(p.data(), p.size(), c);
+    }
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    const uint32_t c = MaskCrc32c(Crc32c(bytes.data(), bytes.size()));
+    c = MaskCrc32c(c);
     for (int i = 0; i < 4; ++i) crc[i] = static_cast<uint8_t>(c >> (8 * i));
     if (absl::Status s = Write(len, 8); !s.ok()) return s;
-    if (absl::Status s = Write(bytes.data(), bytes.size()); !s.ok()) return s;
+    for (absl::string_view p : pieces) {
+      if (absl::Status s = Write(p.data(), p.size()); !s.ok()) return s;
+    }
     return Write(crc, 4);
   }
   int64_t bytes() const { return bytes_; }
@@ -71,9 +83,26 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
   ShardFile file(fd, tmp);
   shard.header.set_num_tensors(static_cast<int32_t>(shard.tensors.size()));
   absl::Status s = file.Write(kMagic, sizeof(kMagic));
-  if (s.ok()) s = file.Record(shard.header.SerializeAsString());
+  if (s.ok()) s = file.Record({shard.header.SerializeAsString()});
   for (size_t i = 0; s.ok() && i < shard.tensors.size(); ++i) {
-    s = file.Record(shard.tensors[i].SerializeAsString());
+    // The tensor's other fields, then its data field (4, length-delimited)
+    // written from where it lies: the same protobuf encoding without
+    // copying the bytes into one serialised string.
+    v1::TensorCheckpoint& t = shard.tensors[i];
+    std::string data;
+    data.swap(*t.mutable_data());
+    std::string head = t.SerializeAsString();
+    if (!data.empty()) {
+      head.push_back(static_cast<char>((4 << 3) | 2));
+      for (uint64_t v = data.size(); ; v >>= 7) {
+        if (v < 0x80) {
+          head.push_back(static_cast<char>(v));
+          break;
+        }
+        head.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      }
+    }
+    s = file.Record({head, data});
   }
   if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync", tmp);
   if (::close(fd) != 0 && s.ok()) s = Errno("cannot close", tmp);
@@ -91,48 +120,80 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
 }
 
 absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
-  auto contents = ReadFile(path);
-  if (!contents.ok()) return contents.status();
-  const std::string& raw = *contents;
+  // Record by record through one reused buffer: a GiB-sized shard is never
+  // held whole beside the tensors parsed from it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("checkpoint shard ", path, " does not exist"));
+    }
+    return Errno("cannot open", path);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t at = 0;
   auto bad = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what));
   };
-  if (raw.size() < sizeof(kMagic) || std::memcmp(raw.data(), kMagic, sizeof(kMagic)) != 0) {
+  // Reads exactly n bytes at the current position.
+  auto read_exactly = [&](char* dst, uint64_t n) -> absl::Status {
+    while (n > 0) {
+      const ssize_t got = ::read(fd, dst, std::min<uint64_t>(n, uint64_t{1} << 30));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return Errno("cannot read", path);
+      }
+      if (got == 0) return bad("cut short");
+      dst += got;
+      n -= static_cast<uint64_t>(got);
+      at += static_cast<uint64_t>(got);
+    }
+    return absl::OkStatus();
+  };
+  char magic[sizeof(kMagic)];
+  if (size < sizeof(kMagic) || !read_exactly(magic, sizeof(magic)).ok() ||
+      std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
     return bad("not a checkpoint shard (bad magic)");
   }
-  size_t at = sizeof(kMagic);
-  // Record i: 0 is the header, i >= 1 is tensor i - 1; parsed in place.
+  std::string body;
+  // Record i: 0 is the header, i >= 1 is tensor i - 1.
   auto next = [&](int i, google::protobuf::MessageLite* out) -> absl::Status {
     const std::string what = i == 0 ? "header" : absl::StrCat("tensor ", i - 1);
-    if (raw.size() - at < 8) return bad(absl::StrCat(what, ": cut short"));
+    unsigned char len[8];
+    if (size - at < 8) return bad(absl::StrCat(what, ": cut short"));
+    PSTRAIN_RETURN_IF_ERROR(read_exactly(reinterpret_cast<char*>(len), 8));
     uint64_t n = 0;
-    for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<unsigned char>(raw[at + k]);
-    if (n > raw.size() - at - 8 || raw.size() - at - 8 - n < 4) {
-      return bad(absl::StrCat(what, ": cut short"));
-    }
-    const char* body = raw.data() + at + 8;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
+    if (n > size - at || size - at - n < 4) return bad(absl::StrCat(what, ": cut short"));
+    body.resize(n + 4);
+    PSTRAIN_RETURN_IF_ERROR(read_exactly(body.data(), n + 4));
     uint32_t crc = 0;
     for (int k = 3; k >= 0; --k) crc = (crc << 8) | static_cast<unsigned char>(body[n + k]);
-    if (UnmaskCrc32c(crc) != Crc32c(body, n)) {
+    if (UnmaskCrc32c(crc) != Crc32c(body.data(), n)) {
       v1::TensorCheckpoint t;
-      const bool named = i > 0 && t.ParseFromArray(body, static_cast<int>(n)) && !t.key().empty();
+      const bool named =
+          i > 0 && t.ParseFromArray(body.data(), static_cast<int>(n)) && !t.key().empty();
       return bad(absl::StrCat(what, named ? absl::StrCat(" (", t.key(), ")") : "",
                               ": checksum mismatch"));
     }
-    if (!out->ParseFromArray(body, static_cast<int>(n))) {
+    if (!out->ParseFromArray(body.data(), static_cast<int>(n))) {
       return bad(absl::StrCat(what, ": does not parse"));
     }
-    at += 8 + n + 4;
     return absl::OkStatus();
   };
   ShardContents shard;
-  if (absl::Status s = next(0, &shard.header); !s.ok()) return s;
+  PSTRAIN_RETURN_IF_ERROR(next(0, &shard.header));
   shard.tensors.resize(std::max(shard.header.num_tensors(), 0));
   for (int i = 0; i < shard.header.num_tensors(); ++i) {
-    if (absl::Status s = next(i + 1, &shard.tensors[i]); !s.ok()) return s;
+    PSTRAIN_RETURN_IF_ERROR(next(i + 1, &shard.tensors[i]));
   }
-  if (at != raw.size()) {
-    return bad(absl::StrCat(raw.size() - at, " bytes after the ", shard.header.num_tensors(),
+  if (at != size) {
+    return bad(absl::StrCat(size - at, " bytes after the ", shard.header.num_tensors(),
                             " tensors the header announces"));
   }
   return shard;
