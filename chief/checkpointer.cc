@@ -3,13 +3,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <vector>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint_layout.h"
@@ -19,21 +16,6 @@
 
 namespace pstrain::chief {
 namespace {
-
-// Steps of the ckpt-<step> directories under `dir`, ascending.
-std::vector<int64_t> CheckpointSteps(const std::string& dir) {
-  std::vector<int64_t> steps;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (name.rfind("ckpt-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step)) {
-      steps.push_back(step);
-    }
-  }
-  std::sort(steps.begin(), steps.end());
-  return steps;
-}
 
 }  // namespace
 
@@ -74,14 +56,9 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
   }
   // Only now, with the new one complete and named, the oldest go; not
   // those an evaluator has yet to score.
-  int64_t scored = std::numeric_limits<int64_t>::max();
-  if (spare_unscored) {
-    scored = -1;
-    if (auto text = ReadFile(dir + "/eval/scored"); text.ok()) {
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &scored)) scored = -1;
-    }
-  }
-  const std::vector<int64_t> steps = CheckpointSteps(dir);
+  const int64_t scored =
+      spare_unscored ? ReadScoredStep(dir) : std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> steps = ListCheckpointSteps(dir);
   for (size_t i = 0; i + std::max(keep, 1) < steps.size(); ++i) {
     if (steps[i] == step || steps[i] > scored) continue;
     std::error_code ec;
@@ -93,18 +70,12 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
 }
 
 absl::StatusOr<int64_t> LatestCheckpoint(const std::string& dir, int num_ps) {
-  const std::string index_path = CheckpointIndexPath(dir);
-  auto index_text = ReadFile(index_path);
-  if (!index_text.ok()) return index_text.status();
+  auto index = ReadCheckpointIndex(dir);
+  if (!index.ok()) return index.status();
   auto bad = [](const std::string& file, absl::string_view what) {
     return absl::DataLossError(absl::StrCat("checkpoint ", file, ": ", what));
   };
-  auto index = ParseJson(*index_text);
-  const Json* step_json = index.ok() ? index->Find("step") : nullptr;
-  if (step_json == nullptr || !step_json->is_number() || step_json->number_value() < 0) {
-    return bad(index_path, "not an index naming a step");
-  }
-  const int64_t step = static_cast<int64_t>(step_json->number_value());
+  const int64_t step = index->step;
   const std::string manifest_path = ManifestPath(dir, step);
   auto manifest_text = ReadFile(manifest_path);
   if (!manifest_text.ok()) return bad(manifest_path, manifest_text.status().message());

@@ -30,12 +30,17 @@ void ChiefDuties::StopCheckpointing() {
   if (checkpointer_.joinable()) checkpointer_.join();
 }
 
-absl::Status ChiefDuties::CheckpointNow(bool final) {
+absl::StatusOr<int64_t> ChiefDuties::GlobalStep() {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client_->Stats());
   int64_t step = -1;
   for (const v1::StatsResponse& s : stats) {
     step = step < 0 ? s.global_step() : std::min(step, s.global_step());
   }
+  return step;
+}
+
+absl::Status ChiefDuties::CheckpointNow(bool final) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
   {
     absl::MutexLock lock(&mu_);
     if (step <= last_checkpoint_ && !final) return absl::OkStatus();
@@ -66,13 +71,9 @@ void ChiefDuties::CheckpointLoop() {
     bool due = job.checkpoint_every_secs > 0 &&
                absl::Now() - last_time >= absl::Seconds(job.checkpoint_every_secs);
     if (!due && job.checkpoint_every_steps > 0) {
-      auto stats = client_->Stats();
-      if (!stats.ok()) continue;
-      int64_t step = -1;
-      for (const v1::StatsResponse& s : *stats) {
-        step = step < 0 ? s.global_step() : std::min(step, s.global_step());
-      }
-      due = step >= last_step + job.checkpoint_every_steps;
+      auto step = GlobalStep();
+      if (!step.ok()) continue;
+      due = *step >= last_step + job.checkpoint_every_steps;
     }
     if (!due) continue;
     last_time = absl::Now();

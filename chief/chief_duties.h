@@ -68,6 +68,8 @@ class ChiefDuties {
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
+  // The job's global step: the lowest any PS reports.
+  absl::StatusOr<int64_t> GlobalStep();
   // Checkpoints while the job runs, until stopping_ is set.
   void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Checkpoints the current global step unless it was saved already

@@ -2,13 +2,16 @@
 //   <dir>/ckpt-<step>/shard-<i>-of-<n>   each PS's part (ps_server/checkpoint_shard.h)
 //   <dir>/ckpt-<step>/MANIFEST           the chief's list of shards, written after them
 //   <dir>/checkpoint                     the newest complete step, written last
-// Header-only; stateless.
+//   <dir>/eval/scored                    the last step an evaluator scored
+// and reading what is there. Stateless; thread-safe.
 #ifndef PSTRAIN_COMMON_CHECKPOINT_LAYOUT_H_
 #define PSTRAIN_COMMON_CHECKPOINT_LAYOUT_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
@@ -26,6 +29,24 @@ inline std::string ManifestPath(const std::string& dir, int64_t step) {
 }
 
 inline std::string CheckpointIndexPath(const std::string& dir) { return dir + "/checkpoint"; }
+
+inline std::string ScoredPath(const std::string& dir) { return dir + "/eval/scored"; }
+
+// The steps of the ckpt-<step> directories under `dir`, ascending (none when
+// `dir` cannot be listed).
+std::vector<int64_t> ListCheckpointSteps(const std::string& dir);
+
+struct CheckpointIndex {
+  int64_t step = 0;
+  bool final = false;  // the job's last checkpoint
+};
+
+// The index ({"step": S} or {"final": true, "step": S}). NotFound when
+// there is none; DataLoss naming the file when it does not name a step >= 0.
+absl::StatusOr<CheckpointIndex> ReadCheckpointIndex(const std::string& dir);
+
+// The step in ScoredPath(dir), or -1 when there is none (or it is unreadable).
+int64_t ReadScoredStep(const std::string& dir);
 
 }  // namespace pstrain
 

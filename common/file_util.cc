@@ -11,15 +11,36 @@
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
-namespace {
 
-absl::Status Errno(absl::string_view what, const std::string& path) {
+absl::Status FileError(absl::string_view what, const std::string& path) {
   const int e = errno;
   std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
   return e == ENOENT ? absl::NotFoundError(msg) : absl::InternalError(msg);
 }
 
+namespace {
+absl::Status Errno(absl::string_view what, const std::string& path) {
+  return FileError(what, path);
+}
 }  // namespace
+
+absl::Status CommitFile(int fd, const std::string& tmp, const std::string& path) {
+  if (::fsync(fd) != 0) {
+    absl::Status s = Errno("cannot fsync", tmp);
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return Errno("cannot close", tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path);
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status MakeDirs(const std::string& dir) {
   if (dir.empty()) return absl::OkStatus();
@@ -49,21 +70,7 @@ absl::Status WriteFileAtomically(const std::string& path,
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    absl::Status s = Errno("cannot fsync", tmp);
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return Errno("cannot close", tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("cannot rename to", path);
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  return CommitFile(fd, tmp, path);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

@@ -19,6 +19,15 @@ absl::Status MakeDirs(const std::string& dir);
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
+// An error naming `what` and the path, from errno: NotFound for ENOENT,
+// else Internal.
+absl::Status FileError(absl::string_view what, const std::string& path);
+
+// Finishes a file written through `fd` (open on `tmp`): fsyncs and closes
+// it, renames `tmp` over `path` and fsyncs the directory, so readers see the
+// old file or the new one, never a part. Closes `fd` whatever happens.
+absl::Status CommitFile(int fd, const std::string& tmp, const std::string& path);
+
 // Whole file. NotFound when it does not exist; Internal on other errors.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

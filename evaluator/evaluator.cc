@@ -1,19 +1,15 @@
 #include "evaluator/evaluator.h"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
-#include "common/json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
@@ -23,45 +19,16 @@
 namespace pstrain::evaluator {
 namespace {
 
-struct IndexEntry {
-  int64_t step = -1;
-  bool final = false;
-};
-
-// The index, or step -1 while there is none yet.
-absl::StatusOr<IndexEntry> ReadIndex(const std::string& dir) {
-  auto text = ReadFile(CheckpointIndexPath(dir));
-  if (!text.ok()) {
-    if (text.status().code() == absl::StatusCode::kNotFound) return IndexEntry{};
-    return text.status();
-  }
-  auto json = ParseJson(*text);
-  const Json* step = json.ok() ? json->Find("step") : nullptr;
-  if (step == nullptr || !step->is_number()) {
-    return absl::DataLossError(
-        absl::StrCat("checkpoint ", CheckpointIndexPath(dir), ": not an index naming a step"));
-  }
-  IndexEntry e;
-  e.step = static_cast<int64_t>(step->number_value());
-  const Json* final = json->Find("final");
-  e.final = final != nullptr && final->is_bool() && final->bool_value();
-  return e;
-}
-
 // Steps of the complete checkpoints (a MANIFEST written) under `dir` in
 // (after, upto], ascending.
 std::vector<int64_t> CompleteSteps(const std::string& dir, int64_t after, int64_t upto) {
   std::vector<int64_t> steps;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t step = 0;
-    if (name.rfind("ckpt-", 0) == 0 && absl::SimpleAtoi(name.substr(5), &step) &&
-        step > after && step <= upto && std::filesystem::exists(ManifestPath(dir, step), ec)) {
+  for (int64_t step : ListCheckpointSteps(dir)) {
+    if (step > after && step <= upto && std::filesystem::exists(ManifestPath(dir, step), ec)) {
       steps.push_back(step);
     }
   }
-  std::sort(steps.begin(), steps.end());
   return steps;
 }
 
@@ -111,17 +78,20 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
                            data::LoadMnistFormat(job.data_dir, data::Split::kTest));
   const std::string eval_dir = options.output_dir + "/eval";
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events, EventWriter::Open(eval_dir));
-  const std::string scored_path = eval_dir + "/scored";
-  int64_t scored = -1;
-  if (auto text = ReadFile(scored_path); text.ok()) {
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &scored)) scored = -1;
-  }
+  const std::string scored_path = ScoredPath(options.output_dir);
+  int64_t scored = ReadScoredStep(options.output_dir);
   Log("evaluator: watching ", CheckpointIndexPath(options.output_dir),
       scored >= 0 ? absl::StrCat(" (scored up to step ", scored, ")") : std::string());
   std::vector<Score> scores;
   absl::Time last_new = absl::Now();
   while (true) {
-    PSTRAIN_ASSIGN_OR_RETURN(IndexEntry index, ReadIndex(options.output_dir));
+    // No index yet: nothing written so far.
+    CheckpointIndex index{-1, false};
+    if (auto read = ReadCheckpointIndex(options.output_dir); read.ok()) {
+      index = *read;
+    } else if (read.status().code() != absl::StatusCode::kNotFound) {
+      return read.status();
+    }
     // Every complete checkpoint not scored yet, oldest first (with `once`,
     // only the newest).
     std::vector<int64_t> steps = CompleteSteps(options.output_dir, scored, index.step);

@@ -125,14 +125,21 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int 
     return absl::InvalidArgumentError(
         absl::StrCat("device \"", device, "\" is not auto, cpu or cuda"));
   }
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch size ", max_batch, " must be at least 1"));
+  }
+  if (device != "cpu") {
+    auto cuda_mlp = Mlp::Create(spec, 1);  // layout and label checks only
+    if (!cuda_mlp.ok()) return cuda_mlp.status();
+    auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);
+    if (cuda.ok() || device == "cuda") return cuda;
+    Log("device auto: no usable CUDA device (", cuda.status().message(),
+        "); running on the CPU");
+  }
+  // The CPU's scratch for max_batch rows, only when it computes.
   auto mlp = Mlp::Create(spec, max_batch);
   if (!mlp.ok()) return mlp.status();
-  if (device == "cpu") return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp)));
-  auto cuda_mlp = Mlp::Create(spec, 1);  // layout and label checks only
-  if (!cuda_mlp.ok()) return cuda_mlp.status();
-  auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);
-  if (cuda.ok() || device == "cuda") return cuda;
-  Log("device auto: no usable CUDA device (", cuda.status().message(), "); running on the CPU");
   return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp)));
 }
 

@@ -14,15 +14,13 @@
 #include "common/crc32c.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace pstrain::ps {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'C', 'K', 'P', 'T', '0', '1'};
-
-absl::Status Errno(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
 
 // Appends to an open file, keeping the CRC-32C of everything written.
 class ShardFile {
@@ -36,7 +34,7 @@ class ShardFile {
       const ssize_t w = ::write(fd_, p, n);
       if (w < 0) {
         if (errno == EINTR) continue;
-        return Errno("cannot write", path_);
+        return FileError("cannot write", path_);
       }
       p += w;
       n -= static_cast<size_t>(w);
@@ -79,7 +77,7 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno("cannot create", tmp);
+  if (fd < 0) return FileError("cannot create", tmp);
   ShardFile file(fd, tmp);
   shard.header.set_num_tensors(static_cast<int32_t>(shard.tensors.size()));
   absl::Status s = file.Write(kMagic, sizeof(kMagic));
@@ -93,28 +91,26 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
     data.swap(*t.mutable_data());
     std::string head = t.SerializeAsString();
     if (!data.empty()) {
-      head.push_back(static_cast<char>((4 << 3) | 2));
-      for (uint64_t v = data.size(); ; v >>= 7) {
-        if (v < 0x80) {
-          head.push_back(static_cast<char>(v));
-          break;
-        }
-        head.push_back(static_cast<char>((v & 0x7f) | 0x80));
-      }
+      using google::protobuf::io::CodedOutputStream;
+      uint8_t field[16];
+      uint8_t* end = CodedOutputStream::WriteTagToArray(
+          google::protobuf::internal::WireFormatLite::MakeTag(
+              v1::TensorCheckpoint::kDataFieldNumber,
+              google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED),
+          field);
+      end = CodedOutputStream::WriteVarint64ToArray(data.size(), end);
+      head.append(reinterpret_cast<const char*>(field), end - field);
     }
     s = file.Record({head, data});
   }
-  if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot fsync", tmp);
-  if (::close(fd) != 0 && s.ok()) s = Errno("cannot close", tmp);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Errno("cannot rename to", path);
+  if (s.ok()) {
+    s = CommitFile(fd, tmp, path);
+  } else {
+    ::close(fd);
+  }
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return s;
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
   }
   return ShardWritten{file.bytes(), file.crc()};
 }
@@ -123,18 +119,13 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
   // Record by record through one reused buffer: a GiB-sized shard is never
   // held whole beside the tensors parsed from it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("checkpoint shard ", path, " does not exist"));
-    }
-    return Errno("cannot open", path);
-  }
+  if (fd < 0) return FileError("cannot open checkpoint shard", path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) return Errno("cannot stat", path);
+  if (::fstat(fd, &st) != 0) return FileError("cannot stat", path);
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   uint64_t at = 0;
   auto bad = [&](absl::string_view what) {
@@ -146,7 +137,7 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
       const ssize_t got = ::read(fd, dst, std::min<uint64_t>(n, uint64_t{1} << 30));
       if (got < 0) {
         if (errno == EINTR) continue;
-        return Errno("cannot read", path);
+        return FileError("cannot read", path);
       }
       if (got == 0) return bad("cut short");
       dst += got;

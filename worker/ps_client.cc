@@ -372,9 +372,7 @@ void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
 absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* params,
                                  const std::vector<int64_t>& offsets) {
   const std::vector<SliceDef>& slices = slices_on_[g.ps];
-  for (bool applied : f.header().applied()) {
-    if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
-  }
+  CountDropped(f);
   if (params == nullptr) return absl::OkStatus();
   if (f.header().pull_size() != static_cast<int>(g.slices.size())) {
     return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull returned ",
@@ -401,6 +399,12 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     versions_[g.ps][i] = r.version();
   }
   return absl::OkStatus();
+}
+
+void PsClient::CountDropped(const DecodedFrame& f) {
+  for (bool applied : f.header().applied()) {
+    if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float* grads,
@@ -508,27 +512,24 @@ absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64
                                 float* out) {
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
   const RowsByPs by = GroupRows(ids);
-  const auto& ids_on = by.ids_on;
-  const auto& pos_on = by.pos_on;
-  const auto& targets = by.targets;
   return ExchangeEach(
-      targets, options_.wait_deadline,
+      by.targets, options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
-        const int ps = targets[i];
+        const int ps = by.targets[i];
         v1::TensorRef* r = h->add_pull();
         r->set_key(table);
-        r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
+        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
-        const int ps = targets[i];
+        const int ps = by.targets[i];
         const int64_t row_bytes = dim * 4;
-        if (f.payload_size() != static_cast<int64_t>(ids_on[ps].size()) * row_bytes) {
+        if (f.payload_size() != static_cast<int64_t>(by.ids_on[ps].size()) * row_bytes) {
           return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", table, " returned ",
                                                   f.payload_size(), " bytes for ",
-                                                  ids_on[ps].size(), " rows"));
+                                                  by.ids_on[ps].size(), " rows"));
         }
-        for (size_t k = 0; k < pos_on[ps].size(); ++k) {
-          f.CopyPayload(k * row_bytes, row_bytes, out + pos_on[ps][k] * dim);
+        for (size_t k = 0; k < by.pos_on[ps].size(); ++k) {
+          f.CopyPayload(k * row_bytes, row_bytes, out + by.pos_on[ps][k] * dim);
         }
         return absl::OkStatus();
       });
@@ -538,24 +539,19 @@ absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64
                                 const float* grads) {
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
   const RowsByPs by = GroupRows(ids);
-  const auto& ids_on = by.ids_on;
-  const auto& pos_on = by.pos_on;
-  const auto& targets = by.targets;
   return ExchangeEach(
-      targets, options_.rpc_deadline,
+      by.targets, options_.rpc_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        const int ps = targets[i];
+        const int ps = by.targets[i];
         v1::TensorRef* r = h->add_push();
         r->set_key(table);
-        r->mutable_ids()->Add(ids_on[ps].begin(), ids_on[ps].end());
-        r->set_bytes(static_cast<int64_t>(ids_on[ps].size()) * dim * 4);
+        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
+        r->set_bytes(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
         h->set_consistency(options_.consistency);
-        for (size_t p : pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
+        for (size_t p : by.pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
       },
       [&](int, const DecodedFrame& f) {
-        for (bool applied : f.header().applied()) {
-          if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
-        }
+        CountDropped(f);
         return absl::OkStatus();
       });
 }

@@ -195,6 +195,8 @@ class PsClient {
   // The groups of the slices of the wanted variables (empty: all), in PS
   // order.
   std::vector<Group> MakeGroups(const std::vector<char>& wanted) const;
+  // Counts the pushes of a response the PS dropped as stale.
+  void CountDropped(const DecodedFrame& f);
   // InvalidArgument naming the slice and element of the first NaN or Inf in
   // the groups' slices.
   absl::Status CheckFinite(const std::vector<Group>& groups, const float* grads,
