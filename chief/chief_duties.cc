@@ -14,7 +14,7 @@ namespace pstrain::chief {
 ChiefDuties::ChiefDuties(const TfConfig& cfg, const ChiefOptions& options)
     : cfg_(cfg),
       options_(options),
-      tracker_(cfg.cluster.worker),
+      tracker_(cfg.cluster, options.job.chief_trains),
       service_(&tracker_) {}
 
 ChiefDuties::~ChiefDuties() {
@@ -94,7 +94,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
       ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));
   worker::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
-  client_options.replica = -1;  // the chief does not train: it only observes
+  client_options.replica = -1;  // this client only observes; training has its own
   PSTRAIN_ASSIGN_OR_RETURN(chief->client_,
                            worker::PsClient::Create(client_options, placement));
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   worker::CreateOptions create;
   create.optimizer = options.job.optimizer;
   create.consistency = options.job.consistency;
-  create.num_replicas = static_cast<int>(cfg.cluster.worker.size());
+  create.num_replicas = static_cast<int>(chief->tracker_.replicas().size());
   create.replicas_to_aggregate = options.job.replicas_to_aggregate;
   create.seed = options.job.seed;
   // A job whose output directory holds a complete checkpoint resumes from it.
@@ -165,19 +165,20 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     metrics.Set("test_loss", Json::Number(r.loss_sum / r.count));
     metrics.Set("test_examples", Json::Number(r.count));
     metrics.Set("global_step", Json::Number(step));
-    Json workers = Json::Array();
+    Json replicas = Json::Array();
     double total_rate = 0;
-    for (const auto& [index, rep] : tracker_.reports()) {
+    for (const auto& [replica, rep] : tracker_.reports()) {
       Json w = Json::Object();
-      w.Set("index", Json::Number(index));
+      w.Set("replica", Json::Number(replica));
+      w.Set("task", Json::String(absl::StrCat(rep.task_type(), ":", rep.task_index())));
       w.Set("steps", Json::Number(rep.steps()));
       w.Set("examples", Json::Number(rep.examples()));
       w.Set("final_loss", Json::Number(rep.final_loss()));
       w.Set("examples_per_sec", Json::Number(rep.examples_per_sec()));
       total_rate += rep.examples_per_sec();
-      workers.Append(std::move(w));
+      replicas.Append(std::move(w));
     }
-    metrics.Set("workers", std::move(workers));
+    metrics.Set("replicas", std::move(replicas));
     metrics.Set("examples_per_sec", Json::Number(total_rate));
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
     // With an evaluator in the cluster, output_dir/eval is its to write.

@@ -7,7 +7,8 @@
 //             output_dir; then checkpoint every job.checkpoint_every_secs
 //             seconds and/or job.checkpoint_every_steps global steps
 //             (chief/checkpointer.h) on a thread of its own;
-//   Finish(): wait for every worker to report done, write the final
+//   Finish(): wait for every training replica (chief:0 when it trains, the
+//             workers) to report done, write the final
 //             checkpoint, score the final parameters on the test set, write
 //             output_dir/final_metrics.json and output_dir/eval summaries,
 //             and tell every PS to exit.
@@ -52,13 +53,15 @@ class ChiefDuties {
       const TfConfig& cfg, const ChiefOptions& options);
   ~ChiefDuties();
 
-  // For worker 0 with chief duties: record its own result without an RPC.
+  // For the task with chief duties when it trains too: record its own
+  // result without an RPC.
   absl::Status ReportLocal(const v1::ReportDoneRequest& report) {
     return tracker_.MarkDone(report);
   }
 
   // Returns the metrics it wrote: {"test_accuracy", "test_loss",
-  // "test_examples", "global_step", "workers": [...]}. The PS are told to
+  // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
+  // "task", "steps", "examples", "final_loss", "examples_per_sec"}...]}. The PS are told to
   // exit whether or not the scoring succeeded.
   absl::StatusOr<Json> Finish();
 

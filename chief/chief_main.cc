@@ -1,13 +1,14 @@
 #include "chief/chief_main.h"
 
-#include <cstdio>
+#include <cblas.h>
 
 #include "absl/strings/str_format.h"
 #include "chief/chief_duties.h"
+#include "cli/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "cli/job_flags.h"
+#include "worker/replica.h"
 
 namespace pstrain::chief {
 namespace {
@@ -21,12 +22,27 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
                            args.GetString("bind", cfg.task_address()->ToString()));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
+  // As for workers: one BLAS thread when the chief trains beside its duties.
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
   PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
   options.ps_wait = absl::Seconds(ps_wait_s);
   options.job_timeout = absl::Seconds(job_timeout_s);
+  openblas_set_num_threads(static_cast<int>(blas_threads));
 
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ChiefDuties> duties,
                            ChiefDuties::Start(cfg, options));
+  if (options.job.chief_trains) {
+    worker::ReplicaOptions replica;
+    replica.job = options.job;
+    replica.output_dir = options.output_dir;
+    replica.ps_wait = options.ps_wait;
+    auto report = worker::TrainAsReplica(cfg, replica);
+    if (!report.ok()) {
+      duties->StopParameterServers("job failed");
+      return report.status();
+    }
+    PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
   const std::string line = absl::StrFormat(
       "test accuracy: %.4f (loss %.4f on %d examples, global step %d)",

@@ -1,4 +1,5 @@
-// The chief role's main (also "master"): coordinates the job and scores it.
+// The chief role's main (also "master"): coordinates the job, trains as
+// replica 0 unless --chief_trains=false, and scores the final values.
 #ifndef PSTRAIN_CHIEF_CHIEF_MAIN_H_
 #define PSTRAIN_CHIEF_CHIEF_MAIN_H_
 
@@ -8,7 +9,7 @@
 namespace pstrain::chief {
 
 // Flags: the job flags (cli/job_flags.h), --output_dir, --bind,
-// --ps_wait_s, --job_timeout_s. Prints "test accuracy: X" at the end.
+// --ps_wait_s, --job_timeout_s, --blas_threads. Prints "test accuracy: X" at the end.
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kChief.
 int ChiefMain(const TfConfig& cfg, CliArgs& args);
 

@@ -10,29 +10,38 @@
 
 namespace pstrain::chief {
 
-JobTracker::JobTracker(std::vector<HostPort> workers)
-    : workers_(std::move(workers)) {}
+JobTracker::JobTracker(const ClusterSpec& cluster, bool chief_trains)
+    : cluster_(cluster), replicas_(TrainingReplicas(cluster, chief_trains)) {}
+
+std::string JobTracker::Describe(int replica) const {
+  const TaskId& id = replicas_[replica];
+  return absl::StrCat(id.ToString(), " (", cluster_.Address(id.role, id.index).ToString(), ")");
+}
 
 absl::Status JobTracker::MarkDone(const v1::ReportDoneRequest& report) {
-  if (report.task_type() != "worker") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReportDone from task type \"", report.task_type(),
-        "\": only workers report"));
+  int replica = -1;
+  for (int r = 0; r < static_cast<int>(replicas_.size()); ++r) {
+    if (RoleName(replicas_[r].role) == report.task_type() &&
+        replicas_[r].index == report.task_index()) {
+      replica = r;
+    }
   }
-  if (report.task_index() < 0 ||
-      report.task_index() >= static_cast<int>(workers_.size())) {
+  if (replica < 0) {
+    std::vector<std::string> names;
+    for (const TaskId& id : replicas_) names.push_back(id.ToString());
     return absl::InvalidArgumentError(absl::StrCat(
-        "ReportDone from worker:", report.task_index(), ": the cluster has ",
-        workers_.size(), " workers"));
+        "ReportDone from ", report.task_type(), ":", report.task_index(),
+        ": not one of the job's ", replicas_.size(), " training replicas (",
+        absl::StrJoin(names, ", "), ")"));
   }
   absl::MutexLock lock(&mu_);
-  reports_[report.task_index()] = report;
+  reports_[replica] = report;
   return absl::OkStatus();
 }
 
 absl::Status JobTracker::WaitForAll(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  const size_t n = workers_.size();
+  const size_t n = replicas_.size();
   auto all_done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return reports_.size() == n;
   };
@@ -42,17 +51,15 @@ absl::Status JobTracker::WaitForAll(absl::Duration timeout) {
     mu_.AwaitWithDeadline(absl::Condition(&all_done), wake);
     if (all_done()) return absl::OkStatus();
     std::vector<std::string> missing;
-    for (size_t i = 0; i < n; ++i) {
-      if (reports_.count(i) == 0) {
-        missing.push_back(absl::StrCat("worker:", i, " (", workers_[i].ToString(), ")"));
-      }
+    for (size_t r = 0; r < n; ++r) {
+      if (reports_.count(r) == 0) missing.push_back(Describe(r));
     }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "after ", absl::FormatDuration(timeout), " still waiting for ",
           absl::StrJoin(missing, ", "), " to finish training"));
     }
-    Log(reports_.size(), " of ", n, " workers done; waiting for ",
+    Log(reports_.size(), " of ", n, " replicas done; waiting for ",
         absl::StrJoin(missing, ", "));
   }
 }
@@ -67,7 +74,7 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(
     v1::ReportDoneResponse* resp) {
   absl::Status s = tracker_->MarkDone(*req);
   if (s.ok()) {
-    Log("worker:", req->task_index(), " finished: ", req->steps(), " steps, ",
+    Log(req->task_type(), ":", req->task_index(), " finished: ", req->steps(), " steps, ",
         req->examples(), " examples, loss ", req->final_loss(), ", ",
         static_cast<int64_t>(req->examples_per_sec()), " examples/s");
   }

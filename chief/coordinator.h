@@ -1,8 +1,8 @@
 // The chief's coordination state and its gRPC face.
 //
 // JobTracker records which training replicas have finished; the Coordinator
-// service (CoordinatorServiceImpl) lets workers report it; CoordinatorClient
-// is how a worker does. Thread-safe.
+// service (CoordinatorServiceImpl) lets them report it; ReportDoneToChief is
+// how a worker does. Thread-safe.
 #ifndef PSTRAIN_CHIEF_COORDINATOR_H_
 #define PSTRAIN_CHIEF_COORDINATOR_H_
 
@@ -22,25 +22,32 @@ namespace pstrain::chief {
 
 class JobTracker {
  public:
-  // `workers`: the training replicas' addresses, to name missing ones.
-  explicit JobTracker(std::vector<HostPort> workers);
+  // The job's training replicas are TrainingReplicas(cluster, chief_trains).
+  JobTracker(const ClusterSpec& cluster, bool chief_trains);
 
-  // Records that worker `report.task_index()` finished. InvalidArgument for an
-  // index outside the cluster or a task type other than "worker"; a repeated
-  // report replaces the earlier one (a retried RPC).
+  // Records that the task `report.task_type():report.task_index()` finished.
+  // InvalidArgument for a task that is not one of the training replicas; a
+  // repeated report replaces the earlier one (a retried RPC).
   absl::Status MarkDone(const v1::ReportDoneRequest& report)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Blocks until every worker has reported or `timeout` passes, logging
+  // Blocks until every replica has reported or `timeout` passes, logging
   // every 30 s who is still training. DeadlineExceeded naming each missing
-  // worker by index and address.
+  // replica by task and address.
   absl::Status WaitForAll(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The reports so far, by worker index.
+  // The reports so far, by replica number.
   std::map<int, v1::ReportDoneRequest> reports() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The training replicas, in replica order.
+  const std::vector<TaskId>& replicas() const { return replicas_; }
+
  private:
-  const std::vector<HostPort> workers_;
+  // "worker:1 (host:port)".
+  std::string Describe(int replica) const;
+
+  const ClusterSpec cluster_;
+  const std::vector<TaskId> replicas_;
   mutable absl::Mutex mu_;
   std::map<int, v1::ReportDoneRequest> reports_ ABSL_GUARDED_BY(mu_);
 };

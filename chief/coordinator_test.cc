@@ -17,8 +17,16 @@ v1::ReportDoneRequest Report(int index, int64_t steps) {
   return r;
 }
 
+ClusterSpec Cluster(std::vector<HostPort> workers, bool with_chief = false) {
+  ClusterSpec c;
+  if (with_chief) c.chief = HostPort{"127.0.0.1", 1000};
+  c.ps = {{"127.0.0.1", 999}};
+  c.worker = std::move(workers);
+  return c;
+}
+
 TEST(CoordinatorTest, WorkersReportOverGrpcAndTheChiefStopsWaiting) {
-  JobTracker tracker({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}});
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}), true);
   CoordinatorServiceImpl service(&tracker);
   ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
   HostPort chief{"127.0.0.1", server->bound_port()};
@@ -33,7 +41,7 @@ TEST(CoordinatorTest, WorkersReportOverGrpcAndTheChiefStopsWaiting) {
 }
 
 TEST(CoordinatorTest, WaitNamesTheWorkersStillMissing) {
-  JobTracker tracker({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}, {"::1", 1003}});
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}, {"::1", 1003}}), false);
   ASSERT_OK(tracker.MarkDone(Report(1, 1)));
   absl::Status s = tracker.WaitForAll(absl::Milliseconds(50));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
@@ -42,14 +50,38 @@ TEST(CoordinatorTest, WaitNamesTheWorkersStillMissing) {
             "to finish training");
 }
 
+// A training chief is replica 0 and reports like the workers, which follow it.
+TEST(CoordinatorTest, ATrainingChiefIsReplicaZero) {
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}}, /*with_chief=*/true), true);
+  ASSERT_EQ(tracker.replicas().size(), 2u);
+  ASSERT_OK(tracker.MarkDone(Report(0, 7)));
+  absl::Status s = tracker.WaitForAll(absl::Milliseconds(10));
+  EXPECT_EQ(s.message(),
+            "after 10ms still waiting for chief:0 (127.0.0.1:1000) to finish training");
+  v1::ReportDoneRequest chief = Report(0, 9);
+  chief.set_task_type("chief");
+  ASSERT_OK(tracker.MarkDone(chief));
+  EXPECT_OK(tracker.WaitForAll(absl::Milliseconds(10)));
+  auto reports = tracker.reports();
+  EXPECT_EQ(reports[0].steps(), 9);
+  EXPECT_EQ(reports[1].steps(), 7);
+
+  // With the chief only coordinating, its report is refused.
+  JobTracker coordinating(Cluster({{"127.0.0.1", 1001}}, true), false);
+  s = coordinating.MarkDone(chief);
+  EXPECT_EQ(s.message(),
+            "ReportDone from chief:0: not one of the job's 1 training replicas (worker:0)");
+}
+
 TEST(CoordinatorTest, RejectsReportsFromOutsideTheCluster) {
-  JobTracker tracker({{"127.0.0.1", 1001}});
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}}), true);
   CoordinatorServiceImpl service(&tracker);
   ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
   absl::Status s = ReportDoneToChief({"127.0.0.1", server->bound_port()}, Report(4, 1),
                                      absl::Seconds(5));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("ReportDone: ReportDone from worker:4: the cluster has 1 workers"),
+  EXPECT_NE(s.message().find("ReportDone: ReportDone from worker:4: not one of the job's 1 training "
+                        "replicas (worker:0)"),
             absl::string_view::npos)
       << s;
   EXPECT_TRUE(tracker.reports().empty());

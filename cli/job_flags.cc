@@ -15,7 +15,7 @@ const std::vector<std::string>& JobFlagNames() {
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
       "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints"};
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains"};
   return *names;
 }
 
@@ -26,7 +26,8 @@ const char* JobFlagsUsage() {
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt --device=auto|cpu|cuda --[no]push_per_layer "
-         "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --output_dir=DIR";
+         "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
+         "--output_dir=DIR";
 }
 
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
@@ -115,7 +116,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
                            args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
   if (aggregate < 0 || aggregate > 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--replicas_to_aggregate=", aggregate, ": must be from 0 (all workers) to 4096"));
+        "--replicas_to_aggregate=", aggregate, ": must be from 0 (all replicas) to 4096"));
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
@@ -135,6 +136,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
   job.keep_checkpoints = static_cast<int>(keep);
+  PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, args.GetBool("chief_trains", job.chief_trains));
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
     return absl::InvalidArgumentError(

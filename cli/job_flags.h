@@ -15,7 +15,9 @@ namespace pstrain {
 
 // Names of the job flags: data_dir, batch_size, epochs, max_steps,
 // learning_rate, optimizer (and its hyper-parameters), seed, hidden,
-// consistency, replicas_to_aggregate, model_config, output_dir.
+// consistency, replicas_to_aggregate, model_config, device, push_per_layer,
+// checkpoint_secs, checkpoint_steps, keep_checkpoints, chief_trains,
+// output_dir.
 const std::vector<std::string>& JobFlagNames();
 
 // Reads the job flags into a JobSpec (defaults from model/job_spec.h, or

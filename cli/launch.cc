@@ -192,7 +192,7 @@ int RunLaunch(const LaunchOptions& options) {
   }
   Say(absl::StrFormat("test accuracy: %.4f", acc->number_value()));
   if (rate != nullptr && rate->is_number()) {
-    Say(absl::StrFormat("training throughput: %.0f examples/s (all workers)",
+    Say(absl::StrFormat("training throughput: %.0f examples/s (all replicas)",
                         rate->number_value()));
   }
   Say(absl::StrCat("metrics: ", options.output_dir, "/final_metrics.json; logs: ", logs, "/"));

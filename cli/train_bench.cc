@@ -161,7 +161,8 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   for (const std::string& flag : args.raw_flags()) {
     if (absl::StartsWith(flag, "--steps") || absl::StartsWith(flag, "--repeat") ||
         absl::StartsWith(flag, "--output_dir") || absl::StartsWith(flag, "--max_steps") ||
-        absl::StartsWith(flag, "--consistency")) {
+        absl::StartsWith(flag, "--consistency") || absl::StartsWith(flag, "--chief_trains") ||
+        absl::StartsWith(flag, "--nochief_trains")) {
       continue;
     }
     job_flags.push_back(flag);
@@ -205,6 +206,8 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       launch.job_flags = job_flags;
       launch.job_flags.push_back(absl::StrCat("--max_steps=", *steps));
       launch.job_flags.push_back(absl::StrCat("--consistency=", clusters[c].consistency));
+      // The chief coordinates only, so "N workers" are the N replicas.
+      launch.job_flags.push_back("--chief_trains=false");
       launch.job_flags.push_back(absl::StrCat("--output_dir=", launch.output_dir));
       launch.timeout = absl::Minutes(10);
       const int code = RunLaunch(launch);

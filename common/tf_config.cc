@@ -114,6 +114,23 @@ std::optional<HostPort> TfConfig::chief_duties_address() const {
   return std::nullopt;
 }
 
+std::vector<TaskId> TrainingReplicas(const ClusterSpec& cluster, bool chief_trains) {
+  std::vector<TaskId> replicas;
+  if (cluster.chief.has_value() && chief_trains) replicas.push_back({Role::kChief, 0});
+  for (int i = 0; i < static_cast<int>(cluster.worker.size()); ++i) {
+    replicas.push_back({Role::kWorker, i});
+  }
+  return replicas;
+}
+
+int ReplicaIndexOf(const ClusterSpec& cluster, const TaskId& task, bool chief_trains) {
+  const std::vector<TaskId> replicas = TrainingReplicas(cluster, chief_trains);
+  for (int r = 0; r < static_cast<int>(replicas.size()); ++r) {
+    if (replicas[r] == task) return r;
+  }
+  return -1;
+}
+
 std::string TfConfig::ToJson() const {
   Json c = Json::Object();
   auto list = [](const std::vector<HostPort>& v) {

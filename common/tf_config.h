@@ -50,6 +50,7 @@ struct TaskId {
   int index = 0;
   // "worker:1".
   std::string ToString() const;
+  bool operator==(const TaskId& o) const { return role == o.role && index == o.index; }
 };
 
 struct ClusterSpec {
@@ -87,6 +88,15 @@ struct TfConfig {
   // when it was given so).
   std::string ToJson() const;
 };
+
+// The tasks that train, in replica order: the chief first when the cluster
+// has one and `chief_trains` (as replica 0, TensorFlow's convention), then
+// worker 0, 1, ... Every task of a job computes the same list, so replica
+// numbers agree without being exchanged.
+std::vector<TaskId> TrainingReplicas(const ClusterSpec& cluster, bool chief_trains);
+
+// `task`'s replica number in TrainingReplicas, or -1 when it does not train.
+int ReplicaIndexOf(const ClusterSpec& cluster, const TaskId& task, bool chief_trains);
 
 // Parses and validates TF_CONFIG. On bad input returns InvalidArgument with one
 // line that starts with "TF_CONFIG" and names the field: malformed JSON,

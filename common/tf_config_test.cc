@@ -124,6 +124,28 @@ TEST(TfConfigTest, RoundTripsThroughToJson) {
   EXPECT_EQ(again.environment, "cloud");
 }
 
+TEST(TfConfigTest, TrainingReplicasPutATrainingChiefFirst) {
+  ASSERT_OK_AND_ASSIGN(TfConfig cfg, ParseTfConfig(kUai4Nodes));
+  auto names = [](const std::vector<TaskId>& ids) {
+    std::vector<std::string> out;
+    for (const TaskId& id : ids) out.push_back(id.ToString());
+    return out;
+  };
+  EXPECT_EQ(names(TrainingReplicas(cfg.cluster, true)),
+            (std::vector<std::string>{"chief:0", "worker:0", "worker:1", "worker:2"}));
+  EXPECT_EQ(names(TrainingReplicas(cfg.cluster, false)),
+            (std::vector<std::string>{"worker:0", "worker:1", "worker:2"}));
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kChief, 0}, true), 0);
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kWorker, 2}, true), 3);
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kWorker, 2}, false), 2);
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kChief, 0}, false), -1);
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kPs, 0}, true), -1);
+  // Without a chief, worker 0 is replica 0 either way.
+  cfg.cluster.chief.reset();
+  EXPECT_EQ(ReplicaIndexOf(cfg.cluster, {Role::kWorker, 0}, true), 0);
+  EXPECT_EQ(TrainingReplicas(cfg.cluster, true).size(), 3u);
+}
+
 TEST(TfConfigTest, StringIndexIsAccepted) {
   ASSERT_OK_AND_ASSIGN(
       TfConfig cfg, ParseTfConfig(R"({"cluster": {"ps": ["a:1", "b:2"]},

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds pstrain, and trains Fashion-MNIST on a
-# local cluster (2 PS, 2 workers, a chief, an evaluator scoring checkpoints
+# local cluster (2 PS, 2 workers, a chief training beside them, an evaluator scoring checkpoints
 # as they are written) on 127.0.0.1. Extra arguments go
 # to `pstrain launch` (for example --epochs=3 or --workers=3).
 set -euo pipefail

@@ -45,6 +45,10 @@ struct JobSpec {
   int checkpoint_every_secs = 60;
   int64_t checkpoint_every_steps = 0;
   int keep_checkpoints = 5;
+  // The chief trains as replica 0 besides its duties (TensorFlow's
+  // convention: the chief is a worker too), so a cluster of a chief and N
+  // workers has N + 1 replicas. False leaves it coordinating only.
+  bool chief_trains = true;
 };
 
 }  // namespace pstrain::model

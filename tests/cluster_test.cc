@@ -97,24 +97,35 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   const double acc = metrics.Find("test_accuracy")->number_value();
   EXPECT_GE(acc, 0.80) << text;
   EXPECT_EQ(metrics.Find("test_examples")->number_value(), 10000);
-  // Two replicas of 1874 steps each, all applied by every PS.
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 1874);
+  // The chief trains as replica 0 beside the two workers: three replicas
+  // of 20000 examples, 625 steps an epoch each, all applied by every PS.
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 3 * 1250);
+  std::vector<std::string> tasks;
+  for (const Json& rep : metrics.Find("replicas")->array_items()) {
+    tasks.push_back(rep.Find("task")->string_value());
+    EXPECT_EQ(rep.Find("steps")->number_value(), 1250) << text;
+  }
+  EXPECT_EQ(tasks, (std::vector<std::string>{"chief:0", "worker:0", "worker:1"}));
   EXPECT_THAT(r.output, HasSubstr(absl::StrFormat("test accuracy: %.4f", acc)));
   for (const char* log : {"ps-0", "ps-1", "chief-0", "worker-0", "worker-1"}) {
     ASSERT_OK_AND_ASSIGN(std::string task_log, ReadFile(absl::StrCat(out, "/logs/", log, ".log")));
     EXPECT_FALSE(task_log.empty()) << log;
   }
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr("training as replica 0 of 3"));
+  EXPECT_THAT(chief, HasSubstr("step 1250/1250 - loss "));
   ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
-  EXPECT_THAT(w0, HasSubstr("step 1874/1874 - loss "));
+  EXPECT_THAT(w0, HasSubstr("training as replica 1 of 3"));
+  EXPECT_THAT(w0, HasSubstr("step 1250/1250 - loss "));
   EXPECT_THAT(w0, HasSubstr("examples/s - "));
 
-  // TensorBoard event files: worker 0's training scalars at each progress
+  // TensorBoard event files: replica 0's (the chief's) training scalars at each progress
   // line, the chief's score of the final values; every CRC checked.
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> train, ReadEvents(out + "/train"));
-  ASSERT_GE(train.size(), 10u);
+  ASSERT_GE(train.size(), 7u);  // a progress line every 200 of 1250 steps
   EXPECT_EQ(train[0].file_version, "brain.Event:2");
   const EventRecord& last = train.back();
-  EXPECT_EQ(last.step, 1874);
+  EXPECT_EQ(last.step, 1250);
   std::vector<std::string> tags;
   for (const auto& [tag, value] : last.scalars) tags.push_back(tag);
   EXPECT_EQ(tags, (std::vector<std::string>{"loss", "accuracy", "examples_per_sec",
@@ -123,18 +134,21 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_LT(last.scalars[0].second, 1.0f);
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
   ASSERT_EQ(eval.size(), 2u);
-  EXPECT_EQ(eval[1].step, 2 * 1874);
+  EXPECT_EQ(eval[1].step, 3 * 1250);
   EXPECT_EQ(eval[1].scalars[1].first, "accuracy");
   EXPECT_FLOAT_EQ(eval[1].scalars[1].second, static_cast<float>(acc));
   ASSERT_OK_AND_ASSIGN(std::string lines, ReadFile(out + "/eval/scalars.jsonl"));
-  EXPECT_THAT(lines, HasSubstr(absl::StrCat("\"step\": ", 2 * 1874, ", \"loss\": ")));
+  EXPECT_THAT(lines, HasSubstr(absl::StrCat("\"step\": ", 3 * 1250, ", \"loss\": ")));
 }
 
 // Checkpoints while training and at the end; relaunching the same job in
-// the same output directory resumes from the newest one by itself.
+// the same output directory resumes from the newest one by itself. The
+// chief only coordinates here (--chief_trains=false): the two workers are
+// the replicas.
 TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   const std::string out = TmpDir("resume");
-  const std::vector<std::string> job = {"launch", "--ps=2", "--workers=2", "--checkpoint_secs=0",
+  const std::vector<std::string> job = {"launch", "--ps=2", "--workers=2", "--chief_trains=false",
+                                        "--checkpoint_secs=0",
                                         "--checkpoint_steps=600", "--keep_checkpoints=2",
                                         "--output_dir=" + out};
   std::vector<std::string> first = job;
@@ -147,6 +161,9 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-0-of-2\""));
   EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-1-of-2\""));
   ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, ::testing::Not(HasSubstr("training as replica")));
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
+  EXPECT_THAT(w0, HasSubstr("training as replica 0 of 2"));
   // At least one checkpoint during training besides the final one; only the
   // newest two are kept.
   const std::vector<std::string> parts = absl::StrSplit(chief, "checkpoint at step ");
@@ -252,14 +269,14 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
                          "restoring the variables from the checkpoint at step ", killed_at)));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  // The relaunch trained only what was left: each worker resumed at
-  // killed_at / 2 of its 1874 steps.
+  // The relaunch trained only what was left: each of the three replicas
+  // (the chief and two workers) resumed at killed_at / 3 of its 1250 steps.
   double steps = 0;
-  for (const Json& w : metrics.Find("workers")->array_items()) {
+  for (const Json& w : metrics.Find("replicas")->array_items()) {
     steps += w.Find("steps")->number_value();
   }
-  EXPECT_EQ(steps, 2 * 1874 - 2 * (killed_at / 2)) << text;
-  EXPECT_GE(metrics.Find("global_step")->number_value(), 2 * 1874 - 1) << text;
+  EXPECT_EQ(steps, 3 * 1250 - 3 * (killed_at / 3)) << text;
+  EXPECT_GE(metrics.Find("global_step")->number_value(), 3 * 1250 - 2) << text;
   EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.83) << text;
 }
 
@@ -278,17 +295,17 @@ TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("evaluator:0 exited    code 0"));
   ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
-  EXPECT_EQ(index, "{\"final\":true,\"step\":3748}\n");
+  EXPECT_EQ(index, "{\"final\":true,\"step\":3750}\n");
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
   ASSERT_GE(eval.size(), 4u);
-  EXPECT_EQ(eval.back().step, 3748);
+  EXPECT_EQ(eval.back().step, 3750);
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
   EXPECT_EQ(eval.back().scalars[1].first, "accuracy");
   EXPECT_FLOAT_EQ(eval.back().scalars[1].second,
                   static_cast<float>(metrics.Find("test_accuracy")->number_value()));
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(out + "/logs/evaluator-0.log"));
-  EXPECT_THAT(log, HasSubstr("eval at step 3748: loss "));
+  EXPECT_THAT(log, HasSubstr("eval at step 3750: loss "));
   // Every checkpoint the chief wrote was scored, in order.
   ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
   std::vector<int64_t> saved, evaluated;
@@ -305,14 +322,15 @@ TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
   EXPECT_GE(saved.size(), 3u) << chief;
   EXPECT_EQ(evaluated, saved);
   ASSERT_OK_AND_ASSIGN(std::string scored, ReadFile(out + "/eval/scored"));
-  EXPECT_EQ(scored, "3748\n");
+  EXPECT_EQ(scored, "3750\n");
 }
 
-// Sync with a backup: 3 workers, gradients of 2 averaged per step, the late
-// one dropped. The job ends at its global step count, every worker with it.
+// Sync with a backup: 3 replicas (the chief and 2 workers), gradients of 2
+// averaged per step, the late one dropped. The job ends at its global step
+// count, every replica with it.
 TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {
   const std::string out = TmpDir("sync");
-  RunResult r = RunPstrain({"launch", "--ps=2", "--workers=3", "--epochs=1", "--consistency=sync",
+  RunResult r = RunPstrain({"launch", "--ps=2", "--workers=2", "--epochs=1", "--consistency=sync",
                             "--replicas_to_aggregate=2", "--output_dir=" + out},
                            "", out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -322,7 +340,7 @@ TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {
   // 60000 examples per epoch, 2 batches of 32 per aggregated step.
   EXPECT_EQ(metrics.Find("global_step")->number_value(), 937);
   int64_t steps = 0;
-  for (const Json& w : metrics.Find("workers")->array_items()) {
+  for (const Json& w : metrics.Find("replicas")->array_items()) {
     steps += w.Find("steps")->number_value();
   }
   // Every aggregated step took 2 gradients; the rest were dropped as stale.

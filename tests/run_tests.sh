@@ -34,8 +34,13 @@ echo "== bazel test //..."
 bazel test --keep_going //...
 bazel_rc=$?
 
-# Count test cases from every test's XML report.
-while IFS= read -r xml; do
+# Count test cases from the XML report of every test target in the tree
+# (reports of targets that no longer exist, or of earlier --runs_per_test
+# runs, are not counted).
+while IFS= read -r label; do
+  target=${label#//}
+  xml="bazel-testlogs/${target/://}/test.xml"
+  if [[ ! -f $xml ]]; then continue; fi
   cases=$(grep -c '<testcase ' "$xml" || true)
   skips=$(grep -c 'result="skipped"' "$xml" || true)
   fails=$(grep -c '<failure' "$xml" || true)
@@ -44,7 +49,7 @@ while IFS= read -r xml; do
   failed=$((failed + fails))
   skipped=$((skipped + skips))
   passed=$((passed + cases - fails - skips))
-done < <(find -L bazel-testlogs/ -name test.xml 2>/dev/null)
+done < <(bazel query 'tests(//...)' 2>/dev/null)
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   # A test that failed to build or crashed before writing a report.
   failed=$((failed + 1))

@@ -1,0 +1,57 @@
+#include "worker/replica.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "data/dataset.h"
+#include "worker/ps_client.h"
+#include "worker/trainer.h"
+
+namespace pstrain::worker {
+
+absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
+                                                     const ReplicaOptions& options) {
+  const model::JobSpec& job = options.job;
+  const int replica = ReplicaIndexOf(cfg.cluster, cfg.task, job.chief_trains);
+  if (replica < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
+  }
+  const int num_replicas =
+      static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
+                           ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
+  PsClientOptions client_options;
+  client_options.ps_addresses = cfg.cluster.ps;
+  client_options.replica = replica;
+  client_options.consistency = job.consistency;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                           PsClient::Create(client_options, placement));
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  Log("training as replica ", replica, " of ", num_replicas,
+      "; waiting for the ps to hold initialised variables");
+  PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.ps_wait, true));
+
+  TrainerOptions trainer;
+  trainer.job = job;
+  trainer.replica = replica;
+  trainer.num_replicas = num_replicas;
+  // Replica 0 reports the training scalars for the job.
+  if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
+  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, train, client.get()));
+  Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps,
+                      trained.seconds, trained.examples_per_sec));
+  v1::ReportDoneRequest report;
+  report.set_task_type(RoleName(cfg.task.role));
+  report.set_task_index(cfg.task.index);
+  report.set_steps(trained.steps);
+  report.set_examples(trained.examples);
+  report.set_final_loss(trained.final_loss);
+  report.set_examples_per_sec(trained.examples_per_sec);
+  return report;
+}
+
+}  // namespace pstrain::worker
