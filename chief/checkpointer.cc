@@ -15,9 +15,6 @@
 #include "common/logging.h"
 
 namespace pstrain::chief {
-namespace {
-
-}  // namespace
 
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const std::string& dir,
                                                 int64_t step, int keep, bool final,
@@ -69,23 +66,26 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
   return record;
 }
 
-absl::StatusOr<int64_t> LatestCheckpoint(const std::string& dir, int num_ps) {
-  auto index = ReadCheckpointIndex(dir);
-  if (!index.ok()) return index.status();
+namespace {
+
+// Whether checkpoint `step` under `dir` is complete; else what is wrong.
+absl::StatusOr<CompleteCheckpoint> CheckComplete(const std::string& dir, int64_t step) {
   auto bad = [](const std::string& file, absl::string_view what) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", file, ": ", what));
+    return absl::DataLossError(absl::StrCat(file, ": ", what));
   };
-  const int64_t step = index->step;
   const std::string manifest_path = ManifestPath(dir, step);
   auto manifest_text = ReadFile(manifest_path);
-  if (!manifest_text.ok()) return bad(manifest_path, manifest_text.status().message());
+  if (!manifest_text.ok()) {
+    return bad(manifest_path, manifest_text.status().code() == absl::StatusCode::kNotFound
+                                  ? "missing (the save did not finish)"
+                                  : manifest_text.status().message());
+  }
   auto manifest = ParseJson(*manifest_text);
   const Json* shards = manifest.ok() ? manifest->Find("shards") : nullptr;
-  if (shards == nullptr || !shards->is_array()) return bad(manifest_path, "no shard list");
-  if (static_cast<int>(shards->array_items().size()) != num_ps) {
-    return bad(manifest_path, absl::StrCat("it has ", shards->array_items().size(),
-                                           " shards but this job has ", num_ps, " ps"));
+  if (shards == nullptr || !shards->is_array() || shards->array_items().empty()) {
+    return bad(manifest_path, "no shard list");
   }
+  const int num_ps = static_cast<int>(shards->array_items().size());
   for (int i = 0; i < num_ps; ++i) {
     const std::string path = ShardPath(dir, step, i, num_ps);
     const Json* bytes = shards->array_items()[i].Find("bytes");
@@ -97,7 +97,38 @@ absl::StatusOr<int64_t> LatestCheckpoint(const std::string& dir, int num_ps) {
                                     bytes == nullptr ? 0 : bytes->number_value()));
     }
   }
-  return step;
+  return CompleteCheckpoint{step, num_ps};
+}
+
+}  // namespace
+
+std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
+                                                    std::vector<std::string>* skipped) {
+  std::vector<CompleteCheckpoint> out;
+  std::vector<int64_t> steps = ListCheckpointSteps(dir);
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    auto c = CheckComplete(dir, *it);
+    if (c.ok()) {
+      out.push_back(*c);
+    } else if (skipped != nullptr) {
+      skipped->push_back(absl::StrCat("checkpoint at step ", *it, " is not complete: ",
+                                      c.status().message()));
+    }
+  }
+  return out;
+}
+
+void SetAsideCheckpoint(const std::string& dir, int64_t step, absl::string_view why) {
+  const std::string from = CheckpointDir(dir, step);
+  const std::string to = from + ".corrupt";
+  std::error_code ec;
+  std::filesystem::remove_all(to, ec);
+  std::filesystem::rename(from, to, ec);
+  if (ec) {
+    Log("checkpoint at step ", step, " cannot be used (", why, ") nor set aside: ", ec.message());
+    return;
+  }
+  Log("checkpoint at step ", step, " cannot be used (", why, "); set aside as ", to);
 }
 
 }  // namespace pstrain::chief

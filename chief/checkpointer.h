@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -35,12 +36,24 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
                                                 bool spare_unscored = false,
                                                 absl::Duration timeout = absl::Minutes(10));
 
-// The step of the newest complete checkpoint under `dir`: the one the index
-// names, once its MANIFEST lists `num_ps` shards whose files exist with the
-// listed sizes. NotFound when there is no index (nothing to resume);
-// DataLoss naming the file for an index or MANIFEST that does not parse, a
-// checkpoint of another PS count, or a shard missing or of another size.
-absl::StatusOr<int64_t> LatestCheckpoint(const std::string& dir, int num_ps);
+// A checkpoint that looks whole on disk: its MANIFEST lists its shards,
+// whose files exist with the listed sizes. Their checksums are verified
+// when a PS loads them.
+struct CompleteCheckpoint {
+  int64_t step = 0;
+  int num_ps = 0;  // the PS that wrote it
+};
+
+// The complete checkpoints under `dir`, newest first. A ckpt-S directory
+// that is not complete (a save cut short, a shard missing or of another
+// size, a MANIFEST that does not parse) is skipped, with a line in
+// `skipped` naming the file and what is wrong.
+std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
+                                                    std::vector<std::string>* skipped);
+
+// Renames ckpt-S to ckpt-S.corrupt (kept for a person to look at, no longer
+// listed); logs what it did.
+void SetAsideCheckpoint(const std::string& dir, int64_t step, absl::string_view why);
 
 }  // namespace pstrain::chief
 

@@ -28,6 +28,7 @@ void ChiefDuties::StopCheckpointing() {
     stopping_ = true;
   }
   if (checkpointer_.joinable()) checkpointer_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 absl::StatusOr<int64_t> ChiefDuties::GlobalStep() {
@@ -40,6 +41,7 @@ absl::StatusOr<int64_t> ChiefDuties::GlobalStep() {
 }
 
 absl::Status ChiefDuties::CheckpointNow(bool final) {
+  absl::MutexLock ps_lock(&ps_mu_);
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
   {
     absl::MutexLock lock(&mu_);
@@ -66,6 +68,9 @@ void ChiefDuties::CheckpointLoop() {
       // Wakes every 200 ms to look at the step, or at once to stop.
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200));
       if (stopping_) return;
+      // No checkpoint while a PS is away: it would fail, and hold up the
+      // restore that follows its return.
+      if (ps_down_ > 0) continue;
       last_step = std::max<int64_t>(last_checkpoint_, 0);
     }
     bool due = job.checkpoint_every_secs > 0 &&
@@ -99,39 +104,160 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
                            worker::PsClient::Create(client_options, placement));
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
   PSTRAIN_RETURN_IF_ERROR(chief->client_->WaitUntilReady(options.ps_wait, false));
-  const std::vector<float> initial = chief->mlp_->InitialParameters(options.job.seed);
-  worker::CreateOptions create;
-  create.optimizer = options.job.optimizer;
-  create.consistency = options.job.consistency;
-  create.num_replicas = static_cast<int>(chief->tracker_.replicas().size());
-  create.replicas_to_aggregate = options.job.replicas_to_aggregate;
-  create.seed = options.job.seed;
   // A job whose output directory holds a complete checkpoint resumes from it.
-  auto latest = LatestCheckpoint(options.output_dir, static_cast<int>(cfg.cluster.ps.size()));
-  if (latest.ok()) {
-    create.restore_dir = options.output_dir;
-    create.restore_step = *latest;
-    Log("restoring the variables from the checkpoint at step ", *latest, " in ",
-        options.output_dir);
+  std::vector<std::string> skipped;
+  const std::vector<CompleteCheckpoint> candidates =
+      CompleteCheckpoints(options.output_dir, &skipped);
+  for (const std::string& line : skipped) Log(line);
+  if (!candidates.empty()) {
+    absl::MutexLock ps_lock(&chief->ps_mu_);
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t step, chief->RestoreNewest(candidates, 1));
     absl::MutexLock lock(&chief->mu_);
-    chief->last_checkpoint_ = *latest;
-  } else if (latest.status().code() != absl::StatusCode::kNotFound) {
-    return latest.status();
+    chief->last_checkpoint_ = step;
+  } else {
+    std::vector<int> kept;
+    PSTRAIN_RETURN_IF_ERROR(chief->client_
+                                ->CreateVariables(chief->mlp_->InitialParameters(options.job.seed),
+                                                  chief->mlp_->offsets(),
+                                                  chief->CreateOptionsFor(1), &kept)
+                                .status());
+    if (!kept.empty()) {
+      Log(kept.size(), " of ", cfg.cluster.ps.size(),
+          " ps already held initialised variables; they were kept");
+    }
+    Log("initialised ", chief->mlp_->num_parameters(), " parameters in ",
+        chief->mlp_->variables().size(), " variables on ", cfg.cluster.ps.size(), " ps");
+    // The checkpoint of step 0: what a PS lost before the first periodic
+    // checkpoint comes back from.
+    PSTRAIN_RETURN_IF_ERROR(chief->CheckpointNow());
   }
-  PSTRAIN_ASSIGN_OR_RETURN(
-      int kept, chief->client_->CreateVariables(initial, chief->mlp_->offsets(), create));
-  if (kept > 0) {
-    Log(kept, " of ", cfg.cluster.ps.size(),
-        " ps already held initialised variables; they were kept");
-  }
-  Log("initialised ", chief->mlp_->num_parameters(), " parameters in ",
-      chief->mlp_->variables().size(), " variables on ", cfg.cluster.ps.size(),
-      " ps");
+  ChiefDuties* self = chief.get();
+  chief->watcher_ = std::thread([self] { self->WatchLoop(); });
   if (options.job.checkpoint_every_secs > 0 || options.job.checkpoint_every_steps > 0) {
-    ChiefDuties* self = chief.get();
     chief->checkpointer_ = std::thread([self] { self->CheckpointLoop(); });
   }
   return chief;
+}
+
+worker::CreateOptions ChiefDuties::CreateOptionsFor(int64_t generation) const {
+  worker::CreateOptions create;
+  create.optimizer = options_.job.optimizer;
+  create.consistency = options_.job.consistency;
+  create.num_replicas = static_cast<int>(tracker_.replicas().size());
+  create.replicas_to_aggregate = options_.job.replicas_to_aggregate;
+  create.seed = options_.job.seed;
+  create.generation = generation;
+  return create;
+}
+
+absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
+    const std::vector<CompleteCheckpoint>& candidates, int64_t generation) {
+  const std::string& dir = options_.output_dir;
+  const std::vector<float> initial = mlp_->InitialParameters(options_.job.seed);
+  absl::Status last;
+  for (const CompleteCheckpoint& c : candidates) {
+    const absl::Time start = absl::Now();
+    worker::CreateOptions create = CreateOptionsFor(generation);
+    create.restore_dir = dir;
+    create.restore_step = c.step;
+    create.restore_num_ps = c.num_ps;
+    // PS without variables create them and load the checkpoint; those that
+    // already serve some are then rolled back to it.
+    std::vector<int> kept;
+    absl::Status s = client_->CreateVariables(initial, mlp_->offsets(), create, &kept).status();
+    if (s.ok() && !kept.empty()) {
+      s = client_->Restore(kept, dir, c.step, c.num_ps, generation, absl::Minutes(10)).status();
+    }
+    if (s.ok()) {
+      Log(absl::StrFormat("restored every ps to the checkpoint at step %d in %s%s (generation %d)",
+                          c.step, absl::FormatDuration(absl::Now() - start),
+                          c.num_ps == client_->num_ps()
+                              ? ""
+                              : absl::StrCat(", re-sliced from ", c.num_ps, " ps"),
+                          generation));
+      return c.step;
+    }
+    if (s.code() != absl::StatusCode::kDataLoss && s.code() != absl::StatusCode::kNotFound) {
+      return s;
+    }
+    // A shard that fails its checks: the previous checkpoint is used, and
+    // this one set aside so that nothing picks it up again.
+    SetAsideCheckpoint(dir, c.step, s.message());
+    last = s;
+  }
+  return absl::DataLossError(absl::StrCat("no checkpoint under ", dir,
+                                          " could be restored; the last error: ",
+                                          last.message()));
+}
+
+void ChiefDuties::WatchLoop() {
+  const int n = client_->num_ps();
+  std::vector<bool> down(n, false);
+  std::vector<absl::Time> down_since(n);
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kHeartbeat);
+      if (stopping_) return;
+    }
+    std::vector<int> restarted;
+    for (int ps = 0; ps < n; ++ps) {
+      auto health = client_->Health(ps, 2 * kHeartbeat);
+      const absl::Time now = absl::Now();
+      if (!health.ok()) {
+        if (!down[ps]) {
+          down[ps] = true;
+          down_since[ps] = now;
+          Log(client_->PsName(ps), " stopped answering (", health.status().message(),
+              "); it gets the newest checkpoint when it is back");
+          absl::MutexLock lock(&mu_);
+          ++ps_down_;
+        } else if (now - down_since[ps] > options_.ps_wait) {
+          tracker_.Fail(absl::UnavailableError(absl::StrCat(
+              client_->PsName(ps), " has not answered for ",
+              absl::FormatDuration(absl::Trunc(now - down_since[ps], absl::Seconds(1))),
+              " (--ps_wait_s): ", health.status().message())));
+          return;
+        }
+        continue;
+      }
+      if (down[ps]) {
+        down[ps] = false;
+        absl::MutexLock lock(&mu_);
+        --ps_down_;
+      }
+      // A PS without variables was restarted: it lost its part of the model.
+      if (!health->initialized()) {
+        if (down_since[ps] == absl::Time()) down_since[ps] = now;
+        restarted.push_back(ps);
+      }
+    }
+    if (restarted.empty()) continue;
+    absl::MutexLock ps_lock(&ps_mu_);
+    std::vector<std::string> skipped;
+    const std::vector<CompleteCheckpoint> candidates =
+        CompleteCheckpoints(options_.output_dir, &skipped);
+    for (const std::string& line : skipped) Log(line);
+    const int64_t generation = ++generation_;
+    for (int ps : restarted) {
+      Log(client_->PsName(ps), " is back without variables after ",
+          absl::FormatDuration(absl::Trunc(absl::Now() - down_since[ps], absl::Milliseconds(1))),
+          ": restoring every ps from the newest checkpoint");
+      down_since[ps] = absl::Time();
+    }
+    auto step = candidates.empty()
+                    ? absl::StatusOr<int64_t>(absl::FailedPreconditionError(
+                          absl::StrCat("no complete checkpoint under ", options_.output_dir)))
+                    : RestoreNewest(candidates, generation);
+    if (!step.ok()) {
+      tracker_.Fail(absl::UnavailableError(absl::StrCat(
+          "restoring the ps after ", client_->PsName(restarted[0]), " restarted: ",
+          step.status().message())));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    last_checkpoint_ = *step;
+  }
 }
 
 void ChiefDuties::StopParameterServers(const std::string& reason) {

@@ -1,12 +1,20 @@
 // What the task with chief duties does for a job (the chief, or worker 0 when
 // the cluster has no chief):
 //   Start():  serve the Coordinator service on its own address, wait for every
-//             PS (naming any that never answers), create and initialise the
-//             variables (keeping them if the PS already hold some), or
-//             restore them from the newest complete checkpoint in
-//             output_dir; then checkpoint every job.checkpoint_every_secs
-//             seconds and/or job.checkpoint_every_steps global steps
-//             (chief/checkpointer.h) on a thread of its own;
+//             PS (naming any that never answers), then either restore the
+//             variables from the newest complete checkpoint in output_dir
+//             (falling back to older ones when a shard fails its checks,
+//             setting the bad one aside), or create and initialise them and
+//             write the checkpoint of step 0; then checkpoint every
+//             job.checkpoint_every_secs seconds and/or
+//             job.checkpoint_every_steps global steps (chief/checkpointer.h),
+//             and watch the PS by heartbeat, on threads of their own. A PS
+//             that stops answering and comes back empty (restarted at the
+//             same address) gets the newest complete checkpoint, and every
+//             other PS is rolled back to the same step under a new
+//             generation, which tells the training replicas to carry on
+//             from there (worker/trainer.h). A PS away longer than
+//             options.ps_wait fails the job, naming it;
 //   Finish(): wait for every training replica (chief:0 when it trains, the
 //             workers) to report done, write the final
 //             checkpoint, score the final parameters on the test set, write
@@ -23,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "chief/checkpointer.h"
 #include "chief/coordinator.h"
 #include "common/grpc_server.h"
 #include "common/json.h"
@@ -68,6 +77,9 @@ class ChiefDuties {
   // Tells every PS to exit (used when the job fails).
   void StopParameterServers(const std::string& reason);
 
+  // Heartbeat period and per-call deadline of the PS watch.
+  static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);
+
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
@@ -75,9 +87,21 @@ class ChiefDuties {
   absl::StatusOr<int64_t> GlobalStep();
   // Checkpoints while the job runs, until stopping_ is set.
   void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Heartbeats every PS until stopping_ is set; restores those that come
+  // back empty; fails the job (tracker_.Fail) when that is impossible.
+  void WatchLoop() ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
+  // Puts every PS on checkpoint `candidates` (newest first), under
+  // `generation`: creates the variables where missing, loads the newest
+  // candidate whose files pass every check, setting aside those that do
+  // not. Returns the step restored. DataLoss when none could be.
+  absl::StatusOr<int64_t> RestoreNewest(const std::vector<CompleteCheckpoint>& candidates,
+                                        int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
+  // The options CreateVariables gets (restoring nothing).
+  worker::CreateOptions CreateOptionsFor(int64_t generation) const;
   // Checkpoints the current global step unless it was saved already
   // (`final`: the job's last; saved even then, to mark it final).
-  absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
   void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
 
   const TfConfig cfg_;
@@ -85,7 +109,14 @@ class ChiefDuties {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;
+  // PS the watch finds not answering; checkpoints wait while any is.
+  int ps_down_ ABSL_GUARDED_BY(mu_) = 0;
+  // Held while checkpoints are written or the PS restored, so that the two
+  // never overlap. Acquired before mu_.
+  absl::Mutex ps_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(ps_mu_) = 1;
   std::thread checkpointer_;
+  std::thread watcher_;
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;

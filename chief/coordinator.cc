@@ -43,12 +43,13 @@ absl::Status JobTracker::WaitForAll(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   const size_t n = replicas_.size();
   auto all_done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reports_.size() == n;
+    return reports_.size() == n || !failed_.ok();
   };
   absl::MutexLock lock(&mu_);
   while (true) {
     const absl::Time wake = std::min(deadline, absl::Now() + absl::Seconds(30));
     mu_.AwaitWithDeadline(absl::Condition(&all_done), wake);
+    if (!failed_.ok()) return failed_;
     if (all_done()) return absl::OkStatus();
     std::vector<std::string> missing;
     for (size_t r = 0; r < n; ++r) {
@@ -62,6 +63,11 @@ absl::Status JobTracker::WaitForAll(absl::Duration timeout) {
     Log(reports_.size(), " of ", n, " replicas done; waiting for ",
         absl::StrJoin(missing, ", "));
   }
+}
+
+void JobTracker::Fail(absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  if (failed_.ok()) failed_ = std::move(why);
 }
 
 std::map<int, v1::ReportDoneRequest> JobTracker::reports() const {

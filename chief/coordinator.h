@@ -36,6 +36,9 @@ class JobTracker {
   // replica by task and address.
   absl::Status WaitForAll(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Ends the job early: WaitForAll returns `why` (not OK) from now on.
+  void Fail(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The reports so far, by replica number.
   std::map<int, v1::ReportDoneRequest> reports() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -50,6 +53,7 @@ class JobTracker {
   const std::vector<TaskId> replicas_;
   mutable absl::Mutex mu_;
   std::map<int, v1::ReportDoneRequest> reports_ ABSL_GUARDED_BY(mu_);
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
 };
 
 class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {

@@ -1,5 +1,7 @@
 #include "ps_server/checkpoint_shard.h"
 
+#include "absl/time/clock.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,7 +73,8 @@ class ShardFile {
 
 }  // namespace
 
-absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard) {
+absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
+                                        absl::Duration pause_midway) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
@@ -83,6 +86,9 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
   absl::Status s = file.Write(kMagic, sizeof(kMagic));
   if (s.ok()) s = file.Record({shard.header.SerializeAsString()});
   for (size_t i = 0; s.ok() && i < shard.tensors.size(); ++i) {
+    if (i == shard.tensors.size() / 2 && pause_midway > absl::ZeroDuration()) {
+      absl::SleepFor(pause_midway);
+    }
     // The tensor's other fields, then its data field (4, length-delimited)
     // written from where it lies: the same protobuf encoding without
     // copying the bytes into one serialised string.

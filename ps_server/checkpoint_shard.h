@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/checkpoint_layout.h"
 #include "proto/checkpoint.pb.h"
 
@@ -33,7 +34,10 @@ struct ShardWritten {
 
 // Writes `shard` to `path` as above (header.num_tensors is set here).
 // Internal naming the path when a write, fsync or rename fails.
-absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard);
+// `pause_midway` (tests only): sleep that long with half the tensors
+// written, under the temporary name.
+absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
+                                        absl::Duration pause_midway = absl::ZeroDuration());
 
 // Reads and verifies every record. NotFound when the file is missing;
 // DataLoss naming the file and what is wrong otherwise: not a shard (bad

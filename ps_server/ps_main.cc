@@ -14,7 +14,10 @@ namespace pstrain::ps {
 
 int PsMain(const TfConfig& cfg, CliArgs& args) {
   auto bind = args.GetString("bind", cfg.task_address()->ToString());
+  // Test-only: see PsServiceOptions::test_checkpoint_delay.
+  auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
   absl::Status s = bind.status();
+  if (s.ok()) s = delay_ms.status();
   if (s.ok()) s = args.CheckAllUsed();
   if (!s.ok()) {
     Log(s.message());
@@ -30,13 +33,16 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
     }
   });
   std::unique_ptr<GrpcServer> server;
+  PsServiceOptions options;
+  options.test_checkpoint_delay = absl::Milliseconds(*delay_ms);
   PsServiceImpl service(&store,
                         [&](const std::string& reason) {
                           absl::MutexLock lock(&server_mu);
                           if (server_for_signal != nullptr) {
                             server_for_signal->RequestStop(reason);
                           }
-                        });
+                        },
+                        options);
   auto created = GrpcServer::Create({*bind}, {&service});
   if (!created.ok()) {
     Log(created.status().message());

@@ -10,7 +10,10 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/process_stats.h"
+#include "common/checkpoint_layout.h"
+#include "common/status_macros.h"
 #include "ps_server/checkpoint_shard.h"
+#include "ps_server/reshard.h"
 
 namespace pstrain::ps {
 namespace {
@@ -131,12 +134,14 @@ class ExchangeReactor final
     resp.set_request_id(h.request_id());
     pull_ = ShardStore::PullBatch();
     pull_.replica = h.replica();
+    pull_.generation = h.generation();
     pull_.min_step = h.min_step();
     pull_.stop_step = h.stop_step();
     pull_.tensors = Refs(h.pull());
     if (h.push_size() > 0) {
       ShardStore::PushBatch push;
       push.replica = h.replica();
+      push.generation = h.generation();
       push.consistency = h.consistency();
       push.stop_step = h.stop_step();
       push.tensors = Refs(h.push());
@@ -354,18 +359,56 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
   job.num_replicas = req->num_replicas() == 0 ? 1 : req->num_replicas();
   job.replicas_to_aggregate = req->replicas_to_aggregate();
   job.seed = req->seed();
-  auto created = store_->Initialize(job, dense, tables);
+  job.generation = req->generation();
+  const bool restore = req->has_restore();
+  const bool was_ready = store_->ready();
+  auto created = store_->Initialize(job, dense, tables, /*await_restore=*/restore);
   if (!created.ok()) return FinishWith(ctx, created.status());
-  resp->set_already_initialized(!*created);
-  if (*created && !req->restore_shard().empty()) {
-    const absl::Time start = absl::Now();
-    auto shard = ReadShard(req->restore_shard());
-    absl::Status restored = shard.ok() ? store_->Restore(*shard) : shard.status();
-    if (!restored.ok()) return FinishWith(ctx, restored);
-    Log("restored ", shard->tensors.size(), " tensors at step ", shard->header.step(), " from ",
-        req->restore_shard(), " in ", absl::FormatDuration(absl::Now() - start));
+  resp->set_already_initialized(was_ready);
+  // A store created by an earlier request whose restore failed still
+  // awaits one: the chief retries with an older checkpoint.
+  if (restore && !store_->ready()) {
+    v1::RestoreResponse restored;
+    return FinishWith(ctx, RestoreFrom(req->restore(), req->generation(), &restored));
   }
   return FinishWith(ctx, absl::OkStatus());
+}
+
+absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t generation,
+                                        v1::RestoreResponse* resp) {
+  if (!store_->initialized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps:", store_->ps_index(), " has no variables yet: create them before restoring"));
+  }
+  if (ref.dir().empty() || ref.step() < 0 || ref.num_ps() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a checkpoint needs a directory, a step >= 0 and a PS count >= 1, got \"", ref.dir(),
+        "\", ", ref.step(), " and ", ref.num_ps()));
+  }
+  const absl::Time start = absl::Now();
+  auto shard = ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
+                                 store_->num_ps(), store_->Layout());
+  if (!shard.ok()) return shard.status();
+  PSTRAIN_RETURN_IF_ERROR(store_->Restore(*shard, generation));
+  int64_t bytes = 0;
+  for (const v1::TensorCheckpoint& t : shard->tensors) bytes += t.data().size();
+  resp->set_tensors(static_cast<int>(shard->tensors.size()));
+  resp->set_bytes_read(bytes);
+  resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  Log("restored ", shard->tensors.size(), " tensors at step ", ref.step(), " from ",
+      CheckpointDir(ref.dir(), ref.step()),
+      ref.num_ps() == store_->num_ps() ? ""
+                                       : absl::StrCat(" (written by ", ref.num_ps(),
+                                                      " ps, re-sliced)"),
+      " in ", absl::FormatDuration(absl::Now() - start), "; serving generation ",
+      store_->generation());
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* PsServiceImpl::Restore(grpc::CallbackServerContext* ctx,
+                                                 const v1::RestoreRequest* req,
+                                                 v1::RestoreResponse* resp) {
+  return FinishWith(ctx, RestoreFrom(req->checkpoint(), req->generation(), resp));
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerContext* ctx,
@@ -382,7 +425,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
   const int tensors = static_cast<int>(snapshot->tensors.size());
   const std::string path =
       ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
-  auto written = WriteShard(path, *std::move(snapshot));
+  auto written = WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
   if (!written.ok()) return FinishWith(ctx, written.status());
   resp->set_path(path);
   resp->set_bytes(written->bytes);
@@ -395,7 +438,8 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx,
                                                 const v1::HealthRequest* req,
                                                 v1::HealthResponse* resp) {
-  resp->set_initialized(store_->initialized());
+  resp->set_initialized(store_->ready());
+  resp->set_generation(store_->generation());
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());
   resp->set_restored_step(store_->restored_step());

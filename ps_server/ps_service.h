@@ -1,5 +1,5 @@
 // gRPC adapter for the PS: control RPCs (CreateVariables, Health, Stats,
-// Shutdown) are unary; the data path is the Exchange stream, whose frames are
+// SaveCheckpoint, Restore, Shutdown) are unary; the data path is the Exchange stream, whose frames are
 // parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes
 // are never copied through protobuf. Each stream handles its frames in order:
 // a frame's push is applied, then its pull is served, or parked in the
@@ -24,13 +24,17 @@ struct PsServiceOptions {
   // How long a pull may wait for a sync step or an ssp clock before it is
   // answered DeadlineExceeded, naming the replicas it waited for.
   absl::Duration wait_timeout = absl::Seconds(120);
+  // Test-only: SaveCheckpoint sleeps this long with its shard half written
+  // (under its temporary name), widening the window a crash test aims at.
+  absl::Duration test_checkpoint_delay = absl::ZeroDuration();
 };
 
 // Every method on the callback API; Exchange on raw byte buffers.
 using PsServiceBase = v1::PsService::WithCallbackMethod_CreateVariables<
     v1::PsService::WithRawCallbackMethod_Exchange<v1::PsService::WithCallbackMethod_Health<
         v1::PsService::WithCallbackMethod_Stats<v1::PsService::WithCallbackMethod_SaveCheckpoint<
-            v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>>;
+            v1::PsService::WithCallbackMethod_Restore<
+                v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>>>;
 
 class PsServiceImpl final : public PsServiceBase {
  public:
@@ -54,11 +58,19 @@ class PsServiceImpl final : public PsServiceBase {
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                            const v1::SaveCheckpointRequest* req,
                                            v1::SaveCheckpointResponse* resp) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
+                                    const v1::RestoreRequest* req,
+                                    v1::RestoreResponse* resp) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const v1::ShutdownRequest* req,
                                      v1::ShutdownResponse* resp) override;
 
  private:
+  // Loads checkpoint `ref` into the store (re-sliced when another number of
+  // PS wrote it) and makes it serve `generation`.
+  absl::Status RestoreFrom(const v1::CheckpointRef& ref, int64_t generation,
+                           v1::RestoreResponse* resp);
+
   ShardStore* const store_;
   const std::function<void(const std::string&)> on_shutdown_;
   const PsServiceOptions options_;

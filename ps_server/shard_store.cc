@@ -71,7 +71,8 @@ ShardStore::~ShardStore() = default;
 
 absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
                                             const std::vector<DenseInit>& dense,
-                                            const std::vector<EmbeddingInit>& embeddings) {
+                                            const std::vector<EmbeddingInit>& embeddings,
+                                            bool await_restore) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_.load()) return false;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt, CreateOptimizer(job.optimizer));
@@ -190,7 +191,9 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
   tensors_ = std::move(built);
   by_key_ = std::move(keys);
   optimizer_ = std::move(opt);
+  generation_.store(job.generation, std::memory_order_release);
   initialized_.store(true, std::memory_order_release);
+  ready_.store(!await_restore, std::memory_order_release);
   return true;
 }
 
@@ -471,7 +474,7 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return targets[a]->index < targets[b]->index; });
   for (size_t i : order) targets[i]->mu.Lock();
-  absl::Status bad;
+  absl::Status bad = CheckGeneration(batch.generation);
   std::vector<bool> applied(n, true);
   for (size_t i = 0; i < n && bad.ok(); ++i) {
     const Tensor& t = *targets[i];
@@ -603,6 +606,7 @@ absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
     const TensorRef& ref = batch.tensors[i];
     {
       absl::MutexLock lock(&t.mu);
+      PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
       const char* start = out;
       if (t.embedding) {
         for (int64_t id : ref.ids) {
@@ -704,6 +708,10 @@ absl::StatusOr<ShardContents> ShardStore::Snapshot(int64_t step) const {
       c.mutable_row_updates()->Add(t->row_updates.begin(), t->row_updates.end());
     } else {
       c.set_elements(t->def.elements());
+      c.set_variable(t->variable);
+      c.set_row_begin(t->def.row_begin);
+      c.set_row_end(t->def.row_end);
+      c.set_row_elements(t->def.row_elements);
     }
     shard.tensors.push_back(std::move(c));
   }
@@ -711,7 +719,7 @@ absl::StatusOr<ShardContents> ShardStore::Snapshot(int64_t step) const {
   return shard;
 }
 
-absl::Status ShardStore::Restore(const ShardContents& shard) {
+absl::Status ShardStore::Restore(const ShardContents& shard, int64_t generation) {
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: create them before restoring"));
@@ -784,10 +792,42 @@ absl::Status ShardStore::Restore(const ShardContents& shard) {
     t->min_clock.store(0, std::memory_order_release);
     t->version.store(t->updates, std::memory_order_release);
   }
-  for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
   restored_step_.store(shard.header.step(), std::memory_order_release);
+  if (generation != 0) generation_.store(generation, std::memory_order_release);
+  for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
+  ready_.store(true, std::memory_order_release);
+  // Parked pulls of the old generation now fail instead of waiting on.
   wait_list_.Notify();
   return absl::OkStatus();
+}
+
+absl::Status ShardStore::CheckGeneration(int64_t generation) const {
+  const int64_t mine = generation_.load(std::memory_order_acquire);
+  if (generation == 0 || generation == mine) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(
+      "ps:", ps_index_, " was restored from the checkpoint at step ", restored_step(),
+      " (generation ", mine, "); this request is of generation ", generation,
+      ": pull again and carry on from there"));
+}
+
+std::vector<TargetTensor> ShardStore::Layout() const {
+  std::vector<TargetTensor> out;
+  if (!initialized()) return out;
+  for (const auto& t : tensors_) {
+    TargetTensor target;
+    target.key = t->key;
+    target.variable = t->variable;
+    target.embedding = t->embedding;
+    if (t->embedding) {
+      target.dim = t->dim;
+    } else {
+      target.row_begin = t->def.row_begin;
+      target.row_end = t->def.row_end;
+      target.row_elements = t->def.row_elements;
+    }
+    out.push_back(std::move(target));
+  }
+  return out;
 }
 
 }  // namespace pstrain::ps

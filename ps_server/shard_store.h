@@ -46,6 +46,7 @@
 #include "common/placement.h"
 #include "common/wire_frame.h"
 #include "ps_server/checkpoint_shard.h"
+#include "ps_server/reshard.h"
 #include "ps_server/initializer.h"
 #include "ps_server/optimizer.h"
 #include "ps_server/wait_list.h"
@@ -85,6 +86,8 @@ class ShardStore {
     int num_replicas = 1;
     int replicas_to_aggregate = 0;  // 0: num_replicas
     uint64_t seed = 1;
+    // The recovery generation the created values belong to (0: unchecked).
+    int64_t generation = 0;
   };
   struct DenseInit {
     SliceDef def;
@@ -108,12 +111,22 @@ class ShardStore {
   // value has the wrong byte length or holds NaN/Inf, an initializer or
   // consistency does not parse, replica counts are out of range, or the
   // optimizer is unknown.
+  // `await_restore`: the values are about to be replaced from a checkpoint;
+  // the store is not ready() until Restore succeeds.
   absl::StatusOr<bool> Initialize(const JobConfig& job,
                                   const std::vector<DenseInit>& dense,
-                                  const std::vector<EmbeddingInit>& embeddings)
+                                  const std::vector<EmbeddingInit>& embeddings,
+                                  bool await_restore = false)
       ABSL_LOCKS_EXCLUDED(init_mu_);
 
+  // The tensors exist.
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
+  // The tensors exist and hold the values to train from (not awaiting a
+  // restore): what Health reports as initialised.
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  // The recovery generation the values belong to: the job's at creation,
+  // then that of the last Restore.
+  int64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // Valid once initialized().
   const JobConfig& job() const { return job_; }
 
@@ -132,6 +145,9 @@ class ShardStore {
 
   struct PushBatch {
     int replica = 0;
+    // The generation the gradient's values came from (0: unchecked);
+    // another than the store's is refused, Aborted.
+    int64_t generation = 0;
     // sync: the step the job ends at (0: none); gradients for tensors
     // already there are dropped (and counted) instead of starting a round
     // that the stopped replicas would never finish.
@@ -168,6 +184,7 @@ class ShardStore {
 
   struct PullBatch {
     int replica = 0;       // -1: an observer (chief, tools), which never waits
+    int64_t generation = 0;  // as PushBatch::generation
     int64_t min_step = 0;  // sync: also wait for at least this version
     int64_t stop_step = 0;  // sync: no waiting once a tensor is here (0: none)
     std::vector<TensorRef> tensors;
@@ -203,8 +220,14 @@ class ShardStore {
   // variables (sync partial sums and ssp clocks start afresh). Everything is
   // checked first: DataLoss naming the tensor when the shard lacks one of
   // this store's tensors, has one it lacks, or a size disagrees, and then
-  // nothing changes. FailedPrecondition before Initialize.
-  absl::Status Restore(const ShardContents& shard) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // nothing changes. FailedPrecondition before Initialize. Afterwards the
+  // store serves `generation` (0: keeps its own) and is ready().
+  absl::Status Restore(const ShardContents& shard, int64_t generation = 0)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  // What the store holds, for re-slicing a checkpoint written by another
+  // number of PS (ps_server/reshard.h). Empty before Initialize.
+  std::vector<TargetTensor> Layout() const;
 
   // The step of the checkpoint last restored; 0 when none was.
   int64_t restored_step() const { return restored_step_.load(std::memory_order_acquire); }
@@ -252,6 +275,8 @@ class ShardStore {
   };
 
   absl::StatusOr<Tensor*> Find(absl::string_view key) const;
+  // Aborted when `generation` is neither 0 nor the store's.
+  absl::Status CheckGeneration(int64_t generation) const;
   // Bytes a push or pull of `ref` moves; checks ids.
   absl::StatusOr<int64_t> TensorBytes(const Tensor& t, const TensorRef& ref) const;
   // Applies a gradient from scratch to a table (any mode) or a dense sync
@@ -284,6 +309,10 @@ class ShardStore {
   const int num_ps_;
   absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};
+  std::atomic<bool> ready_{false};
+  // Changed only with every tensor locked (Restore), so a push or pull that
+  // checks it under its tensors' locks sees values of that generation.
+  std::atomic<int64_t> generation_{0};
   // Written once under init_mu_ before initialized_ is set (release);
   // read-only afterwards.
   JobConfig job_;

@@ -44,6 +44,11 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
+  // A PS that restarts is back within seconds; gRPC's default reconnect
+  // backoff (up to 2 minutes) would notice it far later.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   const int n = static_cast<int>(options.ps_addresses.size());
   for (size_t v = 0; v < placement.variables.size(); ++v) {
     variable_index_[placement.variables[v].name] = static_cast<int>(v);
@@ -133,37 +138,68 @@ absl::Status PsClient::CallEach(const std::vector<int>& targets,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::WaitUntilReady(absl::Duration timeout,
-                                      bool require_initialized) {
+absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::HealthResponse resp;
+  grpc::Status s = stubs_[ps]->Health(&ctx, v1::HealthRequest(), &resp);
+  if (!s.ok()) return FromGrpcStatus(s, PsName(ps), "Health");
+  if (resp.ps_index() != ps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        PsName(ps), " says it is ps:", resp.ps_index(), ": the tasks' TF_CONFIG disagree"));
+  }
+  return resp;
+}
+
+absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized,
+                                      int64_t newer_than) {
   const absl::Time start = absl::Now();
   absl::Time next_log = start + absl::Seconds(5);
-  std::vector<int> missing(num_ps());
-  for (int i = 0; i < num_ps(); ++i) missing[i] = i;
   std::vector<std::string> why(num_ps());
   while (true) {
-    std::vector<int> still;
-    for (int ps : missing) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-      v1::HealthRequest req;
-      v1::HealthResponse resp;
-      grpc::Status s = stubs_[ps]->Health(&ctx, req, &resp);
-      if (!s.ok()) {
-        why[ps] = absl::StrCat("not answering (", s.error_message(), ")");
-        still.push_back(ps);
-      } else if (require_initialized && !resp.initialized()) {
+    // Every PS each round: ready ones must agree on the generation.
+    std::vector<int> missing;
+    std::vector<v1::HealthResponse> health(num_ps());
+    int64_t newest = 0;
+    for (int ps = 0; ps < num_ps(); ++ps) {
+      auto resp = Health(ps, absl::Seconds(2));
+      if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
+        return resp.status();
+      }
+      if (!resp.ok()) {
+        why[ps] = absl::StrCat("not answering (", resp.status().message(), ")");
+        missing.push_back(ps);
+      } else if (require_initialized && !resp->initialized()) {
         why[ps] = "variables not initialised yet";
-        still.push_back(ps);
-      } else if (resp.ps_index() != ps) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            PsName(ps), " says it is ps:", resp.ps_index(),
-            ": the tasks' TF_CONFIG disagree"));
+        missing.push_back(ps);
+      } else if (require_initialized && newer_than >= 0 && resp->generation() <= newer_than) {
+        why[ps] = absl::StrCat("not restored yet (still at generation ", resp->generation(), ")");
+        missing.push_back(ps);
       } else {
-        restored_step_ = std::max(restored_step_, resp.restored_step());
+        health[ps] = *std::move(resp);
+        newest = std::max(newest, health[ps].generation());
       }
     }
-    missing = std::move(still);
-    if (missing.empty()) return absl::OkStatus();
+    if (missing.empty() && require_initialized) {
+      // A PS still on an older generation is being restored by the chief.
+      for (int ps = 0; ps < num_ps(); ++ps) {
+        if (health[ps].generation() != newest) {
+          why[ps] = absl::StrCat("being restored (generation ", health[ps].generation(),
+                                 ", others ", newest, ")");
+          missing.push_back(ps);
+        }
+      }
+    }
+    if (missing.empty()) {
+      if (require_initialized) {
+        generation_.store(newest, std::memory_order_release);
+        restored_step_ = 0;
+        for (const v1::HealthResponse& h : health) {
+          restored_step_ = std::max(restored_step_, h.restored_step());
+        }
+      }
+      return absl::OkStatus();
+    }
     auto names = [&] {
       return absl::StrJoin(missing, "; ", [&](std::string* out, int ps) {
         absl::StrAppend(out, PsName(ps), ": ", why[ps]);
@@ -185,7 +221,8 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout,
 
 absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
                                               const std::vector<int64_t>& offsets,
-                                              const CreateOptions& create) {
+                                              const CreateOptions& create,
+                                              std::vector<int>* kept_ps) {
   std::vector<v1::CreateVariablesRequest> reqs(num_ps());
   std::vector<v1::CreateVariablesResponse> resps(num_ps());
   std::vector<int> all;
@@ -198,9 +235,12 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
     req.set_num_replicas(create.num_replicas);
     req.set_replicas_to_aggregate(create.replicas_to_aggregate);
     req.set_seed(create.seed);
+    req.set_generation(create.generation);
     if (create.restore_step >= 0) {
-      req.set_restore_shard(
-          ShardPath(create.restore_dir, create.restore_step, ps, num_ps()));
+      v1::CheckpointRef* ref = req.mutable_restore();
+      ref->set_dir(create.restore_dir);
+      ref->set_step(create.restore_step);
+      ref->set_num_ps(create.restore_num_ps > 0 ? create.restore_num_ps : num_ps());
     }
     const OptimizerSpec& optimizer = create.optimizer;
     v1::OptimizerConfig* o = req.mutable_optimizer();
@@ -248,7 +288,12 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
                                : options_.rpc_deadline);
   if (!s.ok()) return s;
   int kept = 0;
-  for (const auto& r : resps) kept += r.already_initialized() ? 1 : 0;
+  if (kept_ps != nullptr) kept_ps->clear();
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (!resps[ps].already_initialized()) continue;
+    ++kept;
+    if (kept_ps != nullptr) kept_ps->push_back(ps);
+  }
   return kept;
 }
 
@@ -289,6 +334,7 @@ absl::Status PsClient::ExchangeEach(
     const int ps = ps_of[i];
     v1::FrameHeader h;
     h.set_replica(options_.replica);
+    h.set_generation(generation_.load(std::memory_order_acquire));
     h.set_stop_step(stop_step_);
     std::vector<grpc::Slice> payload;
     build(i, &h, &payload);
@@ -585,6 +631,28 @@ absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint
       all, "SaveCheckpoint",
       [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
         stubs_[ps]->async()->SaveCheckpoint(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      timeout);
+  if (!s.ok()) return s;
+  return resps;
+}
+
+absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
+    const std::vector<int>& targets, const std::string& dir, int64_t step, int written_by,
+    int64_t generation, absl::Duration timeout) {
+  std::vector<v1::RestoreRequest> reqs(num_ps());
+  std::vector<v1::RestoreResponse> resps(num_ps());
+  for (int ps : targets) {
+    v1::CheckpointRef* ref = reqs[ps].mutable_checkpoint();
+    ref->set_dir(dir);
+    ref->set_step(step);
+    ref->set_num_ps(written_by);
+    reqs[ps].set_generation(generation);
+  }
+  absl::Status s = CallEach(
+      targets, "Restore",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->Restore(ctx, &reqs[ps], &resps[ps], std::move(done));
       },
       timeout);
   if (!s.ok()) return s;

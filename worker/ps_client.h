@@ -69,10 +69,14 @@ struct CreateOptions {
   int num_replicas = 1;
   int replicas_to_aggregate = 0;  // sync: 0 means all
   uint64_t seed = 1;
-  // When restore_step >= 0: each PS loads its shard of checkpoint
-  // restore_step under restore_dir after creating the variables.
+  // When restore_step >= 0: each PS loads checkpoint restore_step under
+  // restore_dir, written by restore_num_ps PS (0: as many as now), after
+  // creating the variables, and reports itself initialised only then.
   std::string restore_dir;
   int64_t restore_step = -1;
+  int restore_num_ps = 0;
+  // The recovery generation the PS serve (proto/ps_service.proto, Frame).
+  int64_t generation = 1;
 };
 
 class PsClient {
@@ -88,23 +92,35 @@ class PsClient {
   std::string PsName(int ps) const;
 
   // Polls every PS's Health until all answer (and, if `require_initialized`,
-  // report initialised variables) or `timeout` passes. Logs, every 5 s, whom
-  // it still waits for. DeadlineExceeded naming every PS still missing.
-  absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized);
+  // report initialised variables of one generation, newer than
+  // `newer_than` when that is >= 0) or `timeout` passes. Logs, every 5 s,
+  // whom it still waits for and since when. DeadlineExceeded naming every
+  // PS still missing and why. With `require_initialized`, the client then
+  // sends that generation with its pushes and pulls.
+  absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized,
+                              int64_t newer_than = -1);
 
   // After WaitUntilReady(..., true): the step of the checkpoint the PS
   // restored the variables from (the largest any PS reported), 0 when they
   // were created fresh.
   int64_t restored_step() const { return restored_step_; }
+  // After WaitUntilReady(..., true): the generation the PS serve.
+  int64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  // One PS's Health within `timeout`; errors name the PS (FailedPrecondition
+  // when it says it is another PS).
+  absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout);
 
   // Sends every PS its slices with values taken from `params` (the flat
   // layout: variable v starts at `offsets[v]`, in placement.variables
   // order), or, when `params` is empty, lets each PS fill them from the
   // variables' initializers; and every PS the embedding tables. Returns how
-  // many PS were already initialised (and kept their values).
+  // many PS were already initialised (and kept their values); their
+  // indices go to `kept_ps` when it is not null.
   absl::StatusOr<int> CreateVariables(const std::vector<float>& params,
                                       const std::vector<int64_t>& offsets,
-                                      const CreateOptions& create);
+                                      const CreateOptions& create,
+                                      std::vector<int>* kept_ps = nullptr);
 
   // Pulls every dense slice into `params` (flat layout as above). On error
   // the contents of `params` are unspecified. Returns the smallest global
@@ -154,6 +170,14 @@ class PsClient {
   absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,
                                                                          int64_t step,
                                                                          absl::Duration timeout);
+
+  // PS `targets` replace their values with checkpoint `step` under `dir`,
+  // written by `written_by` PS, and serve `generation` (RestoreRequest);
+  // the answers by PS index. Errors name the PS and, from the PS, the file.
+  absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(const std::vector<int>& targets,
+                                                           const std::string& dir, int64_t step,
+                                                           int written_by, int64_t generation,
+                                                           absl::Duration timeout);
 
   // Asks every PS to exit; PS that are already gone are not an error.
   absl::Status ShutdownAll(const std::string& reason);
@@ -227,6 +251,7 @@ class PsClient {
   std::atomic<int64_t> dropped_{0};
   int64_t stop_step_ = 0;
   int64_t restored_step_ = 0;
+  std::atomic<int64_t> generation_{0};
 };
 
 }  // namespace pstrain::worker

@@ -39,6 +39,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.job = job;
   trainer.replica = replica;
   trainer.num_replicas = num_replicas;
+  trainer.recovery_wait = options.ps_wait;
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
   PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, train, client.get()));

@@ -18,7 +18,8 @@ namespace pstrain::worker {
 struct ReplicaOptions {
   model::JobSpec job;
   std::string output_dir;
-  // How long to wait for the PS to answer and hold initialised variables.
+  // How long to wait for the PS to answer and hold initialised variables,
+  // at the start and after a PS was lost (TrainerOptions::recovery_wait).
   absl::Duration ps_wait = absl::Minutes(2);
 };
 

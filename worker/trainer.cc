@@ -88,21 +88,14 @@ class RoundTrips {
   std::thread thread_;
 };
 
-}  // namespace
-
-absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
-                                         const data::Dataset& train,
-                                         PsClient* client) {
+// Trains from the step the PS hold until the schedule ends; adds the steps
+// it runs (and their loss) to `result` as it goes, so that they count when
+// a lost PS ends it early.
+absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train,
+                       PsClient* client, model::Backend* backend, EventWriter* summaries,
+                       TrainerResult* result_out) {
   const model::JobSpec& job = options.job;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
-                           model::CreateBackend(job.model, job.batch_size, job.device));
-  Log("replica ", options.replica, " computes on ", backend->Describe());
   const model::Mlp* mlp = &backend->network();
-  if (train.example_dim != job.model.input_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "data examples have %d features but the model's input_dim is %d",
-        train.example_dim, job.model.input_dim));
-  }
   data::ShardIterator shard(&train, options.replica, options.num_replicas,
                             job.batch_size, job.seed);
   if (shard.batches_per_epoch() == 0) {
@@ -154,11 +147,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
       total_steps, " steps of batch ", job.batch_size, " (", shard.shard_size(),
       " examples in this shard)");
-  std::unique_ptr<EventWriter> summaries;
-  if (!options.summary_dir.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(summaries, EventWriter::Open(options.summary_dir));
-  }
-  TrainerResult result;
+  TrainerResult& result = *result_out;
   model::BatchResult window;
   int64_t window_steps = 0;
   const absl::Time start = absl::Now();
@@ -183,9 +172,10 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   // A bound on local steps that a sync replica cannot reach unless the PS
   // stop advancing, which the PS's own wait timeout reports first.
   const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
-  const int64_t first_step = step;
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
+    ++result.steps;
+    result.last_global_step = global_step;
     const int b = cur;
     if (written_by[b] > 0) {
       PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
@@ -247,8 +237,52 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
       window_steps = 0;
     }
   }
-  PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(std::max(written_by[0], written_by[1])).status());
-  result.steps = step - first_step;
+  return rounds.WaitFor(std::max(written_by[0], written_by[1])).status();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
+                                         const data::Dataset& train,
+                                         PsClient* client) {
+  const model::JobSpec& job = options.job;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
+                           model::CreateBackend(job.model, job.batch_size, job.device));
+  Log("replica ", options.replica, " computes on ", backend->Describe());
+  if (train.example_dim != job.model.input_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data examples have %d features but the model's input_dim is %d",
+        train.example_dim, job.model.input_dim));
+  }
+  std::unique_ptr<EventWriter> summaries;
+  if (!options.summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(summaries, EventWriter::Open(options.summary_dir));
+  }
+  TrainerResult result;
+  const absl::Time start = absl::Now();
+  while (true) {
+    absl::Status s =
+        TrainFrom(options, train, client, backend.get(), summaries.get(), &result);
+    if (s.ok()) break;
+    // A PS lost (Unavailable) or restored under the replica (Aborted): the
+    // chief puts every PS back on the newest checkpoint; carry on from it.
+    if (options.recovery_wait <= absl::ZeroDuration() ||
+        (s.code() != absl::StatusCode::kUnavailable && s.code() != absl::StatusCode::kAborted)) {
+      return s;
+    }
+    const int64_t generation = client->generation();
+    Log("lost the ps at global step ", result.last_global_step, ": ", s.message(),
+        "; waiting up to ", absl::FormatDuration(options.recovery_wait),
+        " for the chief to restore them");
+    const absl::Time lost = absl::Now();
+    PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.recovery_wait, true, generation));
+    ++result.recoveries;
+    Log("the ps were restored to the checkpoint at global step ", client->restored_step(),
+        " (generation ", client->generation(), ") after ",
+        absl::FormatDuration(absl::Trunc(absl::Now() - lost, absl::Milliseconds(1))),
+        "; global steps lost: ", std::max<int64_t>(0, result.last_global_step -
+                                                          client->restored_step()));
+  }
   result.examples = result.steps * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   result.examples_per_sec = result.examples / std::max(result.seconds, 1e-9);

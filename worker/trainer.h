@@ -5,7 +5,9 @@
 // the round trips where the mode allows; repeat, with Keras-like progress
 // lines. The consistency mode is the
 // PS's business: in sync mode the pull waits for the aggregated step, under
-// ssp for the slowest replica; async never waits.
+// ssp for the slowest replica; async never waits. When a PS is lost, the
+// replica waits (logging whom and since when) for the chief to restore the
+// PS from a checkpoint and carries on from its step.
 // Thread-compatible; one Trainer per thread.
 #ifndef PSTRAIN_WORKER_TRAINER_H_
 #define PSTRAIN_WORKER_TRAINER_H_
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "data/dataset.h"
 #include "model/job_spec.h"
 #include "worker/ps_client.h"
@@ -34,6 +37,10 @@ struct TrainerOptions {
   // steps/s, global step) also go to TensorBoard event files and JSON lines
   // in this directory at every progress line (common/event_file.h).
   std::string summary_dir;
+  // How long to wait, when a PS is lost or restored from a checkpoint under
+  // this replica, for the chief to put every PS back on one checkpoint
+  // before carrying on from its step. Zero: fail at once.
+  absl::Duration recovery_wait = absl::Minutes(2);
 };
 
 struct TrainerResult {
@@ -43,6 +50,8 @@ struct TrainerResult {
   double final_accuracy = 0;   // training accuracy over the same window
   double seconds = 0;
   double examples_per_sec = 0;
+  int64_t last_global_step = 0;  // as the last step began
+  int recoveries = 0;            // times it carried on after PS were restored
 };
 
 // Runs the whole schedule (job.epochs over this replica's shard, or
