@@ -147,6 +147,7 @@ worker::CreateOptions ChiefDuties::CreateOptionsFor(int64_t generation) const {
   create.replicas_to_aggregate = options_.job.replicas_to_aggregate;
   create.seed = options_.job.seed;
   create.generation = generation;
+  create.sync_wait = absl::Seconds(options_.job.sync_wait_secs);
   return create;
 }
 
@@ -227,10 +228,7 @@ void ChiefDuties::WatchLoop() {
         --ps_down_;
       }
       // A PS without variables was restarted: it lost its part of the model.
-      if (!health->initialized()) {
-        if (down_since[ps] == absl::Time()) down_since[ps] = now;
-        restarted.push_back(ps);
-      }
+      if (!health->initialized()) restarted.push_back(ps);
     }
     if (restarted.empty()) continue;
     absl::MutexLock ps_lock(&ps_mu_);
@@ -240,9 +238,12 @@ void ChiefDuties::WatchLoop() {
     for (const std::string& line : skipped) Log(line);
     const int64_t generation = ++generation_;
     for (int ps : restarted) {
-      Log(client_->PsName(ps), " is back without variables after ",
-          absl::FormatDuration(absl::Trunc(absl::Now() - down_since[ps], absl::Milliseconds(1))),
-          ": restoring every ps from the newest checkpoint");
+      Log(client_->PsName(ps), " restarted without variables (",
+          down_since[ps] == absl::Time()
+              ? std::string("between two heartbeats")
+              : absl::StrCat("away ", absl::FormatDuration(absl::Trunc(
+                                          absl::Now() - down_since[ps], absl::Milliseconds(1)))),
+          "): restoring every ps from the newest checkpoint");
       down_since[ps] = absl::Time();
     }
     auto step = candidates.empty()
@@ -266,7 +267,15 @@ void ChiefDuties::StopParameterServers(const std::string& reason) {
 }
 
 absl::StatusOr<Json> ChiefDuties::Finish() {
-  absl::Status waited = tracker_.WaitForAll(options_.job_timeout);
+  // Sync with backup replicas: the steps are done once replicas_to_aggregate
+  // replicas finished; a lost backup is not waited for beyond a grace time.
+  const model::JobSpec& job = options_.job;
+  const int replicas = static_cast<int>(tracker_.replicas().size());
+  const bool backups = job.consistency == "sync" && job.replicas_to_aggregate > 0 &&
+                       job.replicas_to_aggregate < replicas;
+  absl::Status waited =
+      tracker_.WaitForAll(options_.job_timeout, backups ? job.replicas_to_aggregate : 0,
+                          absl::Seconds(std::min(30, job.sync_wait_secs)));
   StopCheckpointing();
   if (!waited.ok()) {
     StopParameterServers("job failed");

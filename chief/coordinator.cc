@@ -39,29 +39,51 @@ absl::Status JobTracker::MarkDone(const v1::ReportDoneRequest& report) {
   return absl::OkStatus();
 }
 
-absl::Status JobTracker::WaitForAll(absl::Duration timeout) {
+absl::Status JobTracker::WaitForAll(absl::Duration timeout, int enough,
+                                    absl::Duration grace) {
   const absl::Time deadline = absl::Now() + timeout;
   const size_t n = replicas_.size();
+  const size_t need = enough > 0 && static_cast<size_t>(enough) < n ? enough : n;
+  absl::Time enough_since = absl::InfiniteFuture();
   auto all_done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return reports_.size() == n || !failed_.ok();
   };
+  // Also wakes the first time `need` replicas have reported.
+  auto wake_up = [this, n, need, &enough_since]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return reports_.size() == n || !failed_.ok() ||
+           (reports_.size() >= need && enough_since == absl::InfiniteFuture());
+  };
+  auto missing = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::string> names;
+    for (size_t r = 0; r < n; ++r) {
+      if (reports_.count(r) == 0) names.push_back(Describe(r));
+    }
+    return absl::StrJoin(names, ", ");
+  };
   absl::MutexLock lock(&mu_);
   while (true) {
-    const absl::Time wake = std::min(deadline, absl::Now() + absl::Seconds(30));
-    mu_.AwaitWithDeadline(absl::Condition(&all_done), wake);
+    const absl::Time wake =
+        std::min({deadline, absl::Now() + absl::Seconds(30), enough_since + grace});
+    mu_.AwaitWithDeadline(absl::Condition(&wake_up), wake);
     if (!failed_.ok()) return failed_;
     if (all_done()) return absl::OkStatus();
-    std::vector<std::string> missing;
-    for (size_t r = 0; r < n; ++r) {
-      if (reports_.count(r) == 0) missing.push_back(Describe(r));
+    const absl::Time now = absl::Now();
+    if (reports_.size() >= need && enough_since == absl::InfiniteFuture()) {
+      enough_since = now;
+      Log(reports_.size(), " of ", n, " replicas done, enough for every step; waiting up to ",
+          absl::FormatDuration(grace), " for ", missing());
+      continue;
     }
-    if (absl::Now() >= deadline) {
+    if (now >= enough_since + grace) {
+      Log("ending the job without ", missing(), ": lost or still running past the last step");
+      return absl::OkStatus();
+    }
+    if (now >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "after ", absl::FormatDuration(timeout), " still waiting for ",
-          absl::StrJoin(missing, ", "), " to finish training"));
+          "after ", absl::FormatDuration(timeout), " still waiting for ", missing(),
+          " to finish training"));
     }
-    Log(reports_.size(), " of ", n, " replicas done; waiting for ",
-        absl::StrJoin(missing, ", "));
+    Log(reports_.size(), " of ", n, " replicas done; waiting for ", missing());
   }
 }
 

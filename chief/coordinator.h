@@ -33,8 +33,12 @@ class JobTracker {
 
   // Blocks until every replica has reported or `timeout` passes, logging
   // every 30 s who is still training. DeadlineExceeded naming each missing
-  // replica by task and address.
-  absl::Status WaitForAll(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // replica by task and address. With 0 < `enough` < replicas (sync backup
+  // replicas: the job's steps are done once `enough` have finished), waits
+  // at most `grace` for the rest after `enough` have reported, then returns
+  // OK, logging those missing as lost.
+  absl::Status WaitForAll(absl::Duration timeout, int enough = 0,
+                          absl::Duration grace = absl::ZeroDuration()) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Ends the job early: WaitForAll returns `why` (not OK) from now on.
   void Fail(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);

@@ -15,7 +15,7 @@ const std::vector<std::string>& JobFlagNames() {
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
       "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains"};
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs"};
   return *names;
 }
 
@@ -27,6 +27,7 @@ const char* JobFlagsUsage() {
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt --device=auto|cpu|cuda --[no]push_per_layer "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
+         "--sync_wait_secs=S "
          "--output_dir=DIR";
 }
 
@@ -137,6 +138,12 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
   job.keep_checkpoints = static_cast<int>(keep);
   PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, args.GetBool("chief_trains", job.chief_trains));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait, args.GetInt("sync_wait_secs", job.sync_wait_secs));
+  if (sync_wait < 1 || sync_wait > 86400) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync_wait_secs=", sync_wait, ": must be in 1..86400"));
+  }
+  job.sync_wait_secs = static_cast<int>(sync_wait);
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
     return absl::InvalidArgumentError(

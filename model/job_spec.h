@@ -49,6 +49,9 @@ struct JobSpec {
   // convention: the chief is a worker too), so a cluster of a chief and N
   // workers has N + 1 replicas. False leaves it coordinating only.
   bool chief_trains = true;
+  // How long a replica waits for the others at a sync step (or the ssp
+  // bound) before failing with the missing replicas named.
+  int sync_wait_secs = 120;
 };
 
 }  // namespace pstrain::model

@@ -176,7 +176,7 @@ class ExchangeReactor final
     pull_size_ = *size;
     pull_header_ = std::move(resp);
     store_->wait_list().RunWhenReady([this] { return TryPull(); },
-                                     absl::Now() + wait_timeout_, [this] { Expire(); });
+                                     absl::Now() + WaitTimeout(), [this] { Expire(); });
   }
 
   // The answer to a frame that pulled: `resp` with each tensor's version and
@@ -216,10 +216,18 @@ class ExchangeReactor final
     return true;
   }
 
+  // The job's own bound on waiting for other replicas, else the service's.
+  absl::Duration WaitTimeout() const {
+    if (store_->initialized() && store_->job().sync_wait > absl::ZeroDuration()) {
+      return store_->job().sync_wait;
+    }
+    return wait_timeout_;
+  }
+
   void Expire() {
     Respond(ErrorFrame(pull_header_.request_id(),
                        absl::DeadlineExceededError(absl::StrCat(
-                           "pull waited ", absl::FormatDuration(wait_timeout_), ": ",
+                           "pull waited ", absl::FormatDuration(WaitTimeout()), ": ",
                            waiting_for_))));
   }
 
@@ -360,6 +368,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
   job.replicas_to_aggregate = req->replicas_to_aggregate();
   job.seed = req->seed();
   job.generation = req->generation();
+  job.sync_wait = absl::Milliseconds(req->sync_wait_ms());
   const bool restore = req->has_restore();
   const bool was_ready = store_->ready();
   auto created = store_->Initialize(job, dense, tables, /*await_restore=*/restore);

@@ -88,6 +88,9 @@ class ShardStore {
     uint64_t seed = 1;
     // The recovery generation the created values belong to (0: unchecked).
     int64_t generation = 0;
+    // How long a pull may wait for other replicas (sync step, ssp bound)
+    // before it fails naming them; zero: the service's default.
+    absl::Duration sync_wait = absl::ZeroDuration();
   };
   struct DenseInit {
     SliceDef def;

@@ -236,6 +236,7 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
     req.set_replicas_to_aggregate(create.replicas_to_aggregate);
     req.set_seed(create.seed);
     req.set_generation(create.generation);
+    req.set_sync_wait_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(create.sync_wait)));
     if (create.restore_step >= 0) {
       v1::CheckpointRef* ref = req.mutable_restore();
       ref->set_dir(create.restore_dir);

@@ -77,6 +77,8 @@ struct CreateOptions {
   int restore_num_ps = 0;
   // The recovery generation the PS serve (proto/ps_service.proto, Frame).
   int64_t generation = 1;
+  // A pull's bound on waiting for other replicas (0: the PS's default).
+  absl::Duration sync_wait = absl::ZeroDuration();
 };
 
 class PsClient {

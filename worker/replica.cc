@@ -27,6 +27,9 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = replica;
   client_options.consistency = job.consistency;
+  // Pulls wait on the PS for other replicas up to sync_wait; the PS then
+  // answers, naming them.
+  client_options.wait_deadline = absl::Seconds(job.sync_wait_secs) + absl::Seconds(30);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            PsClient::Create(client_options, placement));
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
@@ -40,6 +43,9 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.replica = replica;
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
+  for (const TaskId& id : TrainingReplicas(cfg.cluster, job.chief_trains)) {
+    trainer.replica_names.push_back(id.ToString());
+  }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
   PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, train, client.get()));

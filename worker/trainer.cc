@@ -6,7 +6,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "data/prefetcher.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -266,6 +268,14 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
     if (s.ok()) break;
     // A PS lost (Unavailable) or restored under the replica (Aborted): the
     // chief puts every PS back on the newest checkpoint; carry on from it.
+    if (s.code() == absl::StatusCode::kDeadlineExceeded && !options.replica_names.empty()) {
+      std::vector<std::string> names;
+      for (size_t r = 0; r < options.replica_names.size(); ++r) {
+        names.push_back(absl::StrCat(r, " is ", options.replica_names[r]));
+      }
+      return absl::DeadlineExceededError(
+          absl::StrCat(s.message(), " (replica ", absl::StrJoin(names, ", "), ")"));
+    }
     if (options.recovery_wait <= absl::ZeroDuration() ||
         (s.code() != absl::StatusCode::kUnavailable && s.code() != absl::StatusCode::kAborted)) {
       return s;

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -41,6 +42,9 @@ struct TrainerOptions {
   // this replica, for the chief to put every PS back on one checkpoint
   // before carrying on from its step. Zero: fail at once.
   absl::Duration recovery_wait = absl::Minutes(2);
+  // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
+  // them when a sync step times out waiting for some; may be empty.
+  std::vector<std::string> replica_names;
 };
 
 struct TrainerResult {

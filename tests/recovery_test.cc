@@ -1,0 +1,288 @@
+// Crash tests: real pstrain processes started from hand-written TF_CONFIGs
+// (as an orchestrator starts them), killed with SIGKILL by PID and, for a
+// PS, started again at the same address, as Kubernetes or a supervisor
+// would. Every wait is bounded.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/checkpoint_layout.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/subprocess.h"
+#include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Pstrain() { return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain"); }
+
+// A cluster of 2 PS, a chief and 2 workers on loopback, each task its own
+// process with its own log.
+class Cluster {
+ public:
+  explicit Cluster(const std::string& name) : out_(testing::TempDir() + "/" + name) {
+    EXPECT_OK(MakeDirs(out_));
+    auto ports = PickFreePorts(5);
+    EXPECT_OK(ports);
+    auto at = [&](int i) { return absl::StrCat("\"127.0.0.1:", (*ports)[i], "\""); };
+    cluster_ = absl::StrCat(R"({"cluster": {"chief": [)", at(0), R"(], "ps": [)", at(1), ", ",
+                            at(2), R"(], "worker": [)", at(3), ", ", at(4), "]}");
+    ps_address_ = {absl::StrCat("127.0.0.1:", (*ports)[1]),
+                   absl::StrCat("127.0.0.1:", (*ports)[2])};
+  }
+  ~Cluster() {
+    for (auto& [name, pid] : pids_) SignalChild(pid, SIGKILL);
+    for (auto& [name, pid] : pids_) WaitChild(pid, absl::Seconds(10));
+  }
+
+  const std::string& out() const { return out_; }
+  const std::string& ps_address(int i) const { return ps_address_[i]; }
+
+  // Starts task `type`:`index` (a PS with `ps_flags`, the others with the
+  // job flags and --output_dir). Its log is out/<type>-<index>.log, appended
+  // to when it is started again.
+  void Start(const std::string& type, int index, const std::vector<std::string>& flags) {
+    SpawnOptions o;
+    o.argv = {Pstrain()};
+    o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+    if (type != "ps") o.argv.push_back("--output_dir=" + out_);
+    o.env = {{"TF_CONFIG", absl::StrCat(cluster_, R"(, "task": {"type": ")", type,
+                                        R"(", "index": )", index, "}}")}};
+    const std::string name = absl::StrCat(type, "-", index);
+    o.log_path = absl::StrCat(out_, "/", name, starts_[name]++ == 0 ? "" : "-again", ".log");
+    auto pid = Spawn(o);
+    ASSERT_OK(pid);
+    pids_[name] = *pid;
+  }
+
+  void StartAll(const std::vector<std::string>& job, const std::vector<std::string>& ps1 = {}) {
+    Start("ps", 0, {});
+    Start("ps", 1, ps1);
+    Start("chief", 0, job);
+    Start("worker", 0, job);
+    Start("worker", 1, job);
+  }
+
+  void Kill(const std::string& name) {
+    SignalChild(pids_[name], SIGKILL);
+    auto e = WaitChild(pids_[name], absl::Seconds(10));
+    EXPECT_TRUE(e.has_value()) << name;
+    pids_.erase(name);
+  }
+
+  // Waits for every task still running; returns the exit codes by name.
+  std::map<std::string, int> WaitAll(absl::Duration timeout) {
+    std::map<std::string, int> codes;
+    const absl::Time deadline = absl::Now() + timeout;
+    for (auto& [name, pid] : pids_) {
+      auto e = WaitChild(pid, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+      if (!e.has_value()) {
+        ADD_FAILURE() << name << " still running after " << timeout;
+        SignalChild(pid, SIGKILL);
+        e = WaitChild(pid, absl::Seconds(10));
+      }
+      codes[name] = e.has_value() ? e->code : -1;
+    }
+    pids_.clear();
+    return codes;
+  }
+
+  std::string Log(const std::string& name) const {
+    return ReadFile(absl::StrCat(out_, "/", name, ".log")).value_or("");
+  }
+
+  // Polls until `ready()` or `timeout`; false on timeout.
+  static bool WaitUntil(const std::function<bool()>& ready, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (ready()) return true;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+
+  // The step the checkpoint index names, or -1.
+  int64_t IndexStep() const {
+    auto index = ReadCheckpointIndex(out_);
+    return index.ok() ? index->step : -1;
+  }
+
+  Json Metrics() const {
+    auto text = ReadFile(out_ + "/final_metrics.json");
+    EXPECT_OK(text);
+    auto json = ParseJson(text.value_or("{}"));
+    EXPECT_OK(json);
+    return json.ok() ? *json : Json::Object();
+  }
+
+ private:
+  std::string out_;
+  std::string cluster_;
+  std::vector<std::string> ps_address_;
+  std::map<std::string, pid_t> pids_;
+  std::map<std::string, int> starts_;
+};
+
+// The number after `prefix` in the first line of `log` holding it, or -1.
+double NumberAfter(const std::string& log, const std::string& prefix) {
+  const size_t at = log.find(prefix);
+  if (at == std::string::npos) return -1;
+  const size_t begin = at + prefix.size();
+  size_t end = begin;
+  while (end < log.size() && (std::isdigit(log[end]) || log[end] == '.')) ++end;
+  double v = -1;
+  return absl::SimpleAtod(log.substr(begin, end - begin), &v) ? v : -1;
+}
+
+// kill -9 one PS mid-training and start it again at the same address: the
+// chief restores every PS from the newest checkpoint, the replicas carry on
+// from its step, and the job finishes with the async accuracy bar (0.83).
+TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
+  Cluster c("ps_restart");
+  // The guide model (784-256-256-10, Adam), whose async bar is 0.83.
+  c.StartAll({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=2",
+              "--checkpoint_secs=1"});
+  // After the first periodic checkpoint (step 0 is written at the start).
+  ASSERT_TRUE(Cluster::WaitUntil([&] { return c.IndexStep() > 0; }, absl::Seconds(60)))
+      << c.Log("chief-0");
+  c.Kill("ps-1");
+  const int64_t newest = c.IndexStep();
+  absl::SleepFor(absl::Milliseconds(300));
+  c.Start("ps", 1, {});
+  std::map<std::string, int> codes = c.WaitAll(absl::Seconds(180));
+  for (const auto& [name, code] : codes) EXPECT_EQ(code, 0) << name << "\n" << c.Log(name);
+
+  const std::string chief = c.Log("chief-0");
+  // The heartbeat may or may not fall in the 300 ms the PS was away.
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("ps:1 (", c.ps_address(1),
+                                            ") restarted without variables (")));
+  const int64_t restored =
+      static_cast<int64_t>(NumberAfter(chief, "restored every ps to the checkpoint at step "));
+  // The newest checkpoint when the PS died, or one written in the instant
+  // before the chief noticed.
+  EXPECT_GE(restored, newest) << chief;
+  EXPECT_THAT(chief, HasSubstr("(generation 2)"));
+  const std::string w1 = c.Log("worker-1");
+  EXPECT_THAT(w1, HasSubstr("lost the ps at global step "));
+  EXPECT_THAT(w1, HasSubstr(absl::StrCat("the ps were restored to the checkpoint at global step ",
+                                         restored, " (generation 2) after ")));
+  EXPECT_THAT(c.Log("ps-1-again"),
+              HasSubstr(absl::StrCat(" tensors at step ", restored, " from ")));
+  // What the note quotes: from the PS's death to training resumed, and the
+  // global steps lost (trained since the checkpoint, done again).
+  const size_t after = w1.find(") after ", w1.find("the ps were restored"));
+  ASSERT_NE(after, std::string::npos);
+  absl::Duration resumed;
+  ASSERT_TRUE(absl::ParseDuration(w1.substr(after + 8, w1.find(';', after) - after - 8), &resumed))
+      << w1.substr(after, 40);
+  std::printf("recovery: %.3f s from the PS's death to training resumed (replica worker:1); "
+              "global steps lost %d\n",
+              absl::ToDoubleSeconds(resumed),
+              static_cast<int>(NumberAfter(w1, "global steps lost: ")));
+  const Json metrics = c.Metrics();
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.83);
+  EXPECT_GE(metrics.Find("global_step")->number_value(), 3 * 1250);
+}
+
+// kill -9 a PS while it writes a checkpoint: that checkpoint never becomes
+// complete, the previous one still loads, and the job resumes from it.
+TEST(RecoveryTest, PsKilledWhileWritingACheckpointFallsBackToThePreviousOne) {
+  Cluster c("ckpt_crash");
+  // ps:1 pauses 3 s halfway through each shard it writes.
+  c.StartAll({"--epochs=2", "--checkpoint_secs=0", "--checkpoint_steps=1000"},
+             {"--test_checkpoint_delay_ms=3000"});
+  std::string partial;
+  int64_t previous = -1;
+  ASSERT_TRUE(Cluster::WaitUntil(
+      [&] {
+        for (int64_t step : ListCheckpointSteps(c.out())) {
+          const std::string tmp = ShardPath(c.out(), step, 1, 2) + ".tmp";
+          if (step > 0 && std::filesystem::exists(tmp)) {
+            partial = CheckpointDir(c.out(), step);
+            previous = c.IndexStep();
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(90)))
+      << c.Log("chief-0");
+  c.Kill("ps-1");
+  EXPECT_FALSE(std::filesystem::exists(partial + "/MANIFEST"));
+  ASSERT_GE(previous, 0);
+  c.Start("ps", 1, {});
+  std::map<std::string, int> codes = c.WaitAll(absl::Seconds(180));
+  for (const auto& [name, code] : codes) EXPECT_EQ(code, 0) << name << "\n" << c.Log(name);
+  const std::string chief = c.Log("chief-0");
+  EXPECT_THAT(chief, HasSubstr("checkpoint failed: "));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("restored every ps to the checkpoint at step ",
+                                            previous, " in ")));
+  EXPECT_GE(c.Metrics().Find("test_accuracy")->number_value(), 0.80);
+}
+
+// A sync job without backups loses a worker: the other replicas fail within
+// --sync_wait_secs, naming it, and every process exits (retryable code).
+TEST(RecoveryTest, SyncWithoutBackupsNamesTheLostWorkerWithinTheDeadline) {
+  Cluster c("sync_lost");
+  c.StartAll({"--consistency=sync", "--max_steps=1000000", "--sync_wait_secs=3",
+              "--checkpoint_secs=0"});
+  ASSERT_TRUE(Cluster::WaitUntil(
+      [&] { return c.Log("worker-1").find("/1000000 - loss") != std::string::npos; },
+      absl::Seconds(60)))
+      << c.Log("worker-1");
+  c.Kill("worker-1");
+  const absl::Time killed = absl::Now();
+  std::map<std::string, int> codes = c.WaitAll(absl::Seconds(60));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(30));
+  EXPECT_EQ(codes["chief-0"], 138) << c.Log("chief-0");
+  EXPECT_EQ(codes["worker-0"], 138) << c.Log("worker-0");
+  for (const std::string& name : {"chief-0", "worker-0"}) {
+    const std::string log = c.Log(name);
+    EXPECT_THAT(log, HasSubstr("pull waited 3s: "));
+    EXPECT_THAT(log, HasSubstr("none yet from replicas 2"));
+    EXPECT_THAT(log, HasSubstr("2 is worker:1"));
+  }
+  // The chief stopped the PS on its way out.
+  EXPECT_EQ(codes["ps-0"], 0);
+  EXPECT_EQ(codes["ps-1"], 0);
+}
+
+// The same loss with a backup replica (2 of 3 gradients per step): the job
+// goes on and ends at its global step count without the lost worker.
+TEST(RecoveryTest, SyncWithABackupGoesOnWhenAWorkerIsLost) {
+  Cluster c("sync_backup");
+  // --sync_wait_secs also bounds how long the chief waits for a lost backup.
+  c.StartAll({"--consistency=sync", "--replicas_to_aggregate=2", "--epochs=2",
+              "--checkpoint_secs=0", "--sync_wait_secs=5"});
+  // At its first progress line, well before the job's 1874 steps are done.
+  ASSERT_TRUE(Cluster::WaitUntil(
+      [&] { return c.Log("worker-1").find("/1874 - loss") != std::string::npos; },
+      absl::Seconds(60)))
+      << c.Log("worker-1");
+  c.Kill("worker-1");
+  std::map<std::string, int> codes = c.WaitAll(absl::Seconds(120));
+  for (const auto& [name, code] : codes) EXPECT_EQ(code, 0) << name << "\n" << c.Log(name);
+  EXPECT_THAT(c.Log("chief-0"), HasSubstr("ending the job without worker:1"));
+  const Json metrics = c.Metrics();
+  // 60000 examples per epoch, 2 batches of 32 per aggregated step.
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 1874);
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.75);
+}
+
+}  // namespace
+}  // namespace pstrain
