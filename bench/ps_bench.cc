@@ -18,8 +18,9 @@
 //              slots, trained for a few rounds; its resident memory against
 //              the bytes of values plus slots.
 //   checkpoint the Fashion-MNIST guide MLP and a model_mib MiB dense model,
-//              both with Adam, saved by one PS (SaveCheckpoint) and restored
-//              by a fresh one (values checked equal); write and restore times
+//              both with Adam, saved by 2 PS (SaveCheckpoint) and restored
+//              onto 2, 3 and 1 fresh PS (values checked equal); write and
+//              restore times
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -436,44 +437,56 @@ void DenseModel(int64_t model_bytes, std::vector<VariableDef>* vars,
 
 double Median(std::vector<double> v);
 
+// PS counts a checkpoint written by kSavePs PS is restored onto: the same
+// count (each PS reads its own shard) and others (re-sliced from every
+// shard, ps_server/reshard.h).
+constexpr int kSavePs = 2;
+constexpr int kRestorePs[] = {2, 3, 1};
+
 struct CheckpointTimes {
-  double save_s = 0;     // SaveCheckpoint RPC as the chief sees it
-  double restore_s = 0;  // CreateVariables with restore_shard on a fresh PS
-  int64_t bytes = 0;
+  double save_s = 0;  // SaveCheckpoint RPC on every PS, as the chief sees it
+  // CreateVariables with a restore on fresh PS, per kRestorePs entry.
+  std::vector<double> restore_s;
+  int64_t bytes = 0;  // all shards
 };
 
-// One PS with `vars` under Adam, trained one round, checkpointed into `dir`;
-// then a fresh PS restores it, and its values are checked against the first.
+// kSavePs PS with `vars` under Adam, trained one round, checkpointed into
+// `dir`; then fresh clusters of each kRestorePs count restore it, and their
+// values are checked against the first.
 absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& vars,
                                                const std::vector<int64_t>& offsets,
                                                int64_t floats, const std::string& dir) {
-  PlacementOptions po;
-  auto placement = ComputePlacement(vars, 1, po);
-  if (!placement.ok()) return placement.status();
   worker::CreateOptions create;
   create.optimizer.name = "adam";
   create.optimizer.learning_rate = 1e-3f;
   std::vector<float> before(floats), after(floats), grads(floats, 1e-3f);
   CheckpointTimes t;
-  // Round 0 saves, round 1 restores, each with a PS process of its own.
-  for (int round = 0; round < 2; ++round) {
-    auto servers = StartServers("ps", 1);
+  // Round 0 saves, the others restore, each with PS processes of their own.
+  for (int round = 0; round <= static_cast<int>(std::size(kRestorePs)); ++round) {
+    const int num_ps = round == 0 ? kSavePs : kRestorePs[round - 1];
+    auto placement = ComputePlacement(vars, num_ps);
+    if (!placement.ok()) return placement.status();
+    auto servers = StartServers("ps", num_ps);
     if (!servers.ok()) return servers.status();
     worker::PsClientOptions o;
     o.ps_addresses = (*servers)->addresses;
     auto client = worker::PsClient::Create(o, *placement);
     if (!client.ok()) return client.status();
-    if (round == 1) {
+    if (round > 0) {
       create.restore_dir = dir;
       create.restore_step = 1;
+      create.restore_num_ps = kSavePs;
     }
     const absl::Time t0 = absl::Now();
     PSTRAIN_RETURN_IF_ERROR((*client)->CreateVariables({}, offsets, create).status());
-    if (round == 1) {
-      t.restore_s = absl::ToDoubleSeconds(absl::Now() - t0);
+    if (round > 0) {
+      t.restore_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
       PSTRAIN_RETURN_IF_ERROR((*client)->PullAll(after.data(), offsets).status());
-      if (after != before) return absl::DataLossError("restored values differ from those saved");
-      break;
+      if (after != before) {
+        return absl::DataLossError(absl::StrCat("values restored onto ", num_ps,
+                                                " PS differ from those saved"));
+      }
+      continue;
     }
     PSTRAIN_RETURN_IF_ERROR(
         (*client)->PushPullAll(grads.data(), before.data(), offsets).status());
@@ -481,13 +494,14 @@ absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& v
     auto saved = (*client)->SaveCheckpoint(dir, 1, absl::Minutes(10));
     if (!saved.ok()) return saved.status();
     t.save_s = absl::ToDoubleSeconds(absl::Now() - t1);
-    t.bytes = (*saved)[0].bytes();
+    for (const v1::SaveCheckpointResponse& r : *saved) t.bytes += r.bytes();
   }
   return t;
 }
 
 // Checkpoint write and restore times: the Fashion-MNIST guide MLP and a
-// dense model of model_mib MiB, both with Adam's slots, one PS.
+// dense model of model_mib MiB, both with Adam's slots, written by kSavePs
+// PS and restored onto each kRestorePs count.
 absl::Status Checkpoint(int64_t model_mib, int repeat) {
   std::string dir = "/tmp/ps_bench_ckpt_XXXXXX";
   if (::mkdtemp(dir.data()) == nullptr) return absl::InternalError("cannot create a temp dir");
@@ -513,23 +527,29 @@ absl::Status Checkpoint(int64_t model_mib, int repeat) {
   DenseModel(model_mib << 20, &models[1].vars, &models[1].offsets);
   models[1].floats = (model_mib << 20) / 4;
   for (size_t m = 0; m < models.size(); ++m) {
-    std::vector<double> save, restore;
+    std::vector<double> save;
+    std::vector<std::vector<double>> restore(std::size(kRestorePs));
     int64_t bytes = 0;
     for (int r = 0; r < repeat; ++r) {
       const std::string sub = absl::StrCat(dir, "/m", m, "_r", r);
       auto t = SaveAndRestore(models[m].vars, models[m].offsets, models[m].floats, sub);
       if (!t.ok()) return t.status();
       save.push_back(t->save_s);
-      restore.push_back(t->restore_s);
+      for (size_t k = 0; k < std::size(kRestorePs); ++k) restore[k].push_back(t->restore_s[k]);
       bytes = t->bytes;
       std::error_code ec;
       std::filesystem::remove_all(sub, ec);
     }
-    const double s = Median(save), rs = Median(restore);
-    std::printf("checkpoint: %s with Adam, shard of %.1f MiB: write %.3f s (%.2f GB/s), "
-                "restore on a fresh PS %.3f s (%.2f GB/s); medians of %d\n",
-                models[m].name.c_str(), bytes / 1048576.0, s, bytes / s / 1e9, rs,
-                bytes / rs / 1e9, repeat);
+    const double s = Median(save);
+    std::printf("checkpoint: %s with Adam, %.1f MiB in %d shards: write %.3f s (%.2f GB/s); "
+                "medians of %d\n",
+                models[m].name.c_str(), bytes / 1048576.0, kSavePs, s, bytes / s / 1e9, repeat);
+    for (size_t k = 0; k < std::size(kRestorePs); ++k) {
+      const double rs = Median(restore[k]);
+      std::printf("  restore onto %d fresh PS%s: %.3f s (%.2f GB/s)\n", kRestorePs[k],
+                  kRestorePs[k] == kSavePs ? " (same count)" : " (re-sliced)", rs,
+                  bytes / rs / 1e9);
+    }
     std::fflush(stdout);
   }
   std::error_code ec;
