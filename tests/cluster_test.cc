@@ -213,6 +213,27 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   // their share of the steps after the older checkpoint.
   EXPECT_GE(metrics.Find("global_step")->number_value(), 2 * 1874);
   EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.80) << text;
+
+  // The same job relaunched on 3 PS for a third epoch: the 2-PS checkpoint
+  // is re-sliced onto the new placement and training carries on from it.
+  std::vector<std::string> third = job;
+  third[1] = "--ps=3";
+  third.push_back("--epochs=3");
+  r = RunPstrain(third, "", out + "/fourth.txt", absl::Seconds(120));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr(", re-sliced from 2 ps (generation 1)"));
+  ASSERT_OK_AND_ASSIGN(std::string ps2, ReadFile(out + "/logs/ps-2.log"));
+  EXPECT_THAT(ps2, HasSubstr("(written by 2 ps, re-sliced)"));
+  ASSERT_OK_AND_ASSIGN(text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(metrics, ParseJson(text));
+  EXPECT_GE(metrics.Find("global_step")->number_value(), 3 * 1874);
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.82) << text;
+  ASSERT_OK_AND_ASSIGN(manifest, ReadFile(out + "/ckpt-" +
+                                          std::to_string(static_cast<int64_t>(
+                                              metrics.Find("global_step")->number_value())) +
+                                          "/MANIFEST"));
+  EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-2-of-3\""));
 }
 
 // kill -9 of a running job after its second checkpoint: the launcher dies
