@@ -588,6 +588,9 @@ bool ShardStore::ReadyLocked(const Tensor& t, const PullBatch& b, std::string* w
 absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
                                          std::vector<Pulled>* pulled,
                                          std::string* waiting_for) {
+  // First: a pull parked before a restore must fail, not wait for a step
+  // the restored values will not reach in its generation.
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
   std::vector<Tensor*> targets;
   targets.reserve(batch.tensors.size());
   for (const TensorRef& ref : batch.tensors) {

@@ -53,10 +53,12 @@ struct Grad {
 
 // One push through the same frame parsing the service uses.
 absl::StatusOr<std::vector<bool>> Push(ShardStore& store, const std::vector<Grad>& grads,
-                                       int replica = 0, const std::string& mode = "") {
+                                       int replica = 0, const std::string& mode = "",
+                                       int64_t generation = 0) {
   std::string payload;
   ShardStore::PushBatch batch;
   batch.replica = replica;
+  batch.generation = generation;
   batch.consistency = mode;
   for (const Grad& g : grads) payload += Bytes(g.values);
   v1::FrameHeader h;
@@ -72,9 +74,11 @@ absl::StatusOr<std::vector<bool>> Push(ShardStore& store, const std::vector<Grad
 // Pulls one tensor; nullopt-like empty vector plus `ready` false when it must wait.
 absl::StatusOr<std::vector<float>> Pull(ShardStore& store, const std::string& key,
                                         std::vector<int64_t> ids = {}, int replica = 0,
-                                        bool* ready = nullptr, int64_t* version = nullptr) {
+                                        bool* ready = nullptr, int64_t* version = nullptr,
+                                        int64_t generation = 0) {
   ShardStore::PullBatch b;
   b.replica = replica;
+  b.generation = generation;
   b.tensors.push_back({key, ids});
   auto size = store.PullSize(b);
   if (!size.ok()) return size.status();
@@ -408,6 +412,36 @@ TEST(ShardCheckpointTest, SnapshotRestoredIntoAFreshStoreContinuesIdentically) {
   EXPECT_EQ(ea, eb);
   EXPECT_EQ(a.global_step(), b.global_step());
   EXPECT_EQ(b.global_step(), 4);
+}
+
+// After a restore under a new generation, pushes and pulls of the old one
+// are refused (a replica must pull again), those of the new one and
+// unchecked ones (generation 0) served; a sync pull parked before the
+// restore fails instead of waiting on.
+TEST(ShardCheckpointTest, RequestsOfAnOlderGenerationAreAbortedAfterARestore) {
+  ShardStore::JobConfig job = Job({"sgd", 1.0f}, "sync", 2);
+  job.generation = 1;
+  ShardStore store(0, 1);
+  ASSERT_OK(store.Initialize(job, {Dense(Slice("w", 1, 2), Bytes({1, 1}))}, {}).status());
+  EXPECT_EQ(store.generation(), 1);
+  ASSERT_OK_AND_ASSIGN(ShardContents step0, store.Snapshot(0));
+  ASSERT_OK(Push(store, {{"w/part_0", {1, 1}}}, 0, "", 1).status());
+  bool ready = true;
+  ASSERT_OK(Pull(store, "w/part_0", {}, 0, &ready, nullptr, 1).status());
+  EXPECT_FALSE(ready);  // replica 1 has not pushed step 0
+  ASSERT_OK(store.Restore(step0, 2));
+  EXPECT_EQ(store.generation(), 2);
+  auto parked = Pull(store, "w/part_0", {}, 0, &ready, nullptr, 1);
+  EXPECT_EQ(parked.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(parked.status().message(),
+            "ps:0 was restored from the checkpoint at step 0 (generation 2); this request is of "
+            "generation 1: pull again and carry on from there");
+  auto pushed = Push(store, {{"w/part_0", {1, 1}}}, 1, "", 1);
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kAborted);
+  ASSERT_OK(Push(store, {{"w/part_0", {1, 1}}}, 0, "", 2).status());
+  ASSERT_OK(Push(store, {{"w/part_0", {3, 3}}}, 1, "", 0).status());
+  ASSERT_OK_AND_ASSIGN(std::vector<float> w, Pull(store, "w/part_0", {}, 0, &ready, nullptr, 2));
+  EXPECT_EQ(w, (std::vector<float>{-1, -1}));  // 1 - mean(1, 3): the old push left no trace
 }
 
 TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
