@@ -15,7 +15,7 @@ const std::vector<std::string>& JobFlagNames() {
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
       "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs"};
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config"};
   return *names;
 }
 
@@ -25,7 +25,7 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt --device=auto|cpu|cuda --[no]push_per_layer "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S "
          "--output_dir=DIR";
@@ -36,6 +36,12 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   // A model config sets the model and the job settings it states; flags
   // given as well override those settings.
   PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("model_config", ""));
+  // --config is the short name `pstrain launch --config FILE` users expect.
+  PSTRAIN_ASSIGN_OR_RETURN(std::string short_config, args.GetString("config", ""));
+  if (!short_config.empty() && !config.empty()) {
+    return absl::InvalidArgumentError("--config and --model_config both name a file: use one");
+  }
+  if (config.empty()) config = short_config;
   if (!config.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
     if (!file.trainable) {

@@ -17,7 +17,7 @@ namespace pstrain {
 // learning_rate, optimizer (and its hyper-parameters), seed, hidden,
 // consistency, replicas_to_aggregate, model_config, device, push_per_layer,
 // checkpoint_secs, checkpoint_steps, keep_checkpoints, chief_trains,
-// sync_wait_secs, output_dir.
+// sync_wait_secs, config (= model_config), output_dir.
 const std::vector<std::string>& JobFlagNames();
 
 // Reads the job flags into a JobSpec (defaults from model/job_spec.h, or

@@ -59,6 +59,12 @@ TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {
   EXPECT_EQ(o.batch_size, 64);
   EXPECT_EQ(o.consistency, "sync");
   EXPECT_EQ(o.optimizer.name, "adam");
+  CliArgs short_name = Args({"--config=configs/fashion_mnist_mlp.pbtxt"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec c, JobSpecFromFlags(short_name));
+  EXPECT_EQ(c.model.layers[1].units, 256);
+  CliArgs two = Args({"--config=a.pbtxt", "--model_config=b.pbtxt"});
+  EXPECT_EQ(JobSpecFromFlags(two).status().message(),
+            "--config and --model_config both name a file: use one");
   CliArgs both = Args({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--hidden=8"});
   EXPECT_EQ(JobSpecFromFlags(both).status().message(),
             "--hidden and --model_config=configs/fashion_mnist_mlp.pbtxt both give the layers: "

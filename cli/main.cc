@@ -21,6 +21,7 @@
 #include "cli/job_flags.h"
 #include "cli/launch.h"
 #include "cli/role_main.h"
+#include "cli/tfconfig.h"
 #include "cli/tools.h"
 #include "cli/train_bench.h"
 #include "common/logging.h"
@@ -42,6 +43,8 @@ constexpr char kUsage[] =
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
+    "  pstrain tfconfig uai --nodes H0,H1,... [--ps-port P] [--worker-port W] [--out DIR]\n"
+    "                               the TF_CONFIG of every task of a UAI-Train-style job\n"
     "  pstrain status [--ps HOST:PORT,...] [--json]\n"
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness\n"
@@ -153,6 +156,15 @@ int main(int argc, char** argv) {
       if (cmd == "placement") return pstrain::PlacementMain(*args);
       const char* env = std::getenv("TF_CONFIG");
       return pstrain::StatusMain(*args, env == nullptr ? "" : env);
+    }
+    if (cmd == "tfconfig") {
+      auto args = pstrain::CliArgs::Parse(argc, argv, 1);
+      if (!args.ok()) {
+        std::fprintf(stderr, "pstrain tfconfig: %s\n",
+                     std::string(args.status().message()).c_str());
+        return pstrain::kExitBadConfig;
+      }
+      return pstrain::TfConfigMain(*args);
     }
     if (cmd == "train") {
       auto args = pstrain::CliArgs::Parse(argc, argv, 2);
