@@ -190,7 +190,11 @@ int PlacementMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(options.min_slice_bytes,
                              args.GetInt("min_slice_bytes", options.min_slice_bytes));
     PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("config", ""));
-    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
+    // Without a config file, the job flags describe the model.
+    model::JobSpec job;
+    if (config.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(job, JobSpecFromFlags(args));
+    }
     PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     if (num_ps < 1 || num_ps > 1024) {
       return absl::InvalidArgumentError(absl::StrCat("--ps=", num_ps, ": must be in 1..1024"));

@@ -23,6 +23,7 @@
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/task_set.h"
 
 namespace pstrain {
 namespace {
@@ -45,11 +46,6 @@ class Cluster {
     ps_address_ = {absl::StrCat("127.0.0.1:", (*ports)[1]),
                    absl::StrCat("127.0.0.1:", (*ports)[2])};
   }
-  ~Cluster() {
-    for (auto& [name, pid] : pids_) SignalChild(pid, SIGKILL);
-    for (auto& [name, pid] : pids_) WaitChild(pid, absl::Seconds(10));
-  }
-
   const std::string& out() const { return out_; }
   const std::string& ps_address(int i) const { return ps_address_[i]; }
 
@@ -65,9 +61,7 @@ class Cluster {
                                         R"(", "index": )", index, "}}")}};
     const std::string name = absl::StrCat(type, "-", index);
     o.log_path = absl::StrCat(out_, "/", name, starts_[name]++ == 0 ? "" : "-again", ".log");
-    auto pid = Spawn(o);
-    ASSERT_OK(pid);
-    pids_[name] = *pid;
+    ASSERT_OK(tasks_.Start(name, o));
   }
 
   void StartAll(const std::vector<std::string>& job, const std::vector<std::string>& ps1 = {}) {
@@ -78,42 +72,11 @@ class Cluster {
     Start("worker", 1, job);
   }
 
-  void Kill(const std::string& name) {
-    SignalChild(pids_[name], SIGKILL);
-    auto e = WaitChild(pids_[name], absl::Seconds(10));
-    EXPECT_TRUE(e.has_value()) << name;
-    pids_.erase(name);
-  }
-
-  // Waits for every task still running; returns the exit codes by name.
-  std::map<std::string, int> WaitAll(absl::Duration timeout) {
-    std::map<std::string, int> codes;
-    const absl::Time deadline = absl::Now() + timeout;
-    for (auto& [name, pid] : pids_) {
-      auto e = WaitChild(pid, std::max(absl::ZeroDuration(), deadline - absl::Now()));
-      if (!e.has_value()) {
-        ADD_FAILURE() << name << " still running after " << timeout;
-        SignalChild(pid, SIGKILL);
-        e = WaitChild(pid, absl::Seconds(10));
-      }
-      codes[name] = e.has_value() ? e->code : -1;
-    }
-    pids_.clear();
-    return codes;
-  }
+  void Kill(const std::string& name) { tasks_.Kill(name); }
+  std::map<std::string, int> WaitAll(absl::Duration timeout) { return tasks_.WaitAll(timeout); }
 
   std::string Log(const std::string& name) const {
     return ReadFile(absl::StrCat(out_, "/", name, ".log")).value_or("");
-  }
-
-  // Polls until `ready()` or `timeout`; false on timeout.
-  static bool WaitUntil(const std::function<bool()>& ready, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (ready()) return true;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    return false;
   }
 
   // The step the checkpoint index names, or -1.
@@ -134,8 +97,8 @@ class Cluster {
   std::string out_;
   std::string cluster_;
   std::vector<std::string> ps_address_;
-  std::map<std::string, pid_t> pids_;
   std::map<std::string, int> starts_;
+  testing::TaskSet tasks_;
 };
 
 // The number after `prefix` in the first line of `log` holding it, or -1.
@@ -158,7 +121,7 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   c.StartAll({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=2",
               "--checkpoint_secs=1"});
   // After the first periodic checkpoint (step 0 is written at the start).
-  ASSERT_TRUE(Cluster::WaitUntil([&] { return c.IndexStep() > 0; }, absl::Seconds(60)))
+  ASSERT_TRUE(testing::WaitUntil([&] { return c.IndexStep() > 0; }, absl::Seconds(60)))
       << c.Log("chief-0");
   c.Kill("ps-1");
   const int64_t newest = c.IndexStep();
@@ -208,7 +171,7 @@ TEST(RecoveryTest, PsKilledWhileWritingACheckpointFallsBackToThePreviousOne) {
              {"--test_checkpoint_delay_ms=3000"});
   std::string partial;
   int64_t previous = -1;
-  ASSERT_TRUE(Cluster::WaitUntil(
+  ASSERT_TRUE(testing::WaitUntil(
       [&] {
         for (int64_t step : ListCheckpointSteps(c.out())) {
           const std::string tmp = ShardPath(c.out(), step, 1, 2) + ".tmp";
@@ -241,7 +204,7 @@ TEST(RecoveryTest, SyncWithoutBackupsNamesTheLostWorkerWithinTheDeadline) {
   Cluster c("sync_lost");
   c.StartAll({"--consistency=sync", "--max_steps=1000000", "--sync_wait_secs=3",
               "--checkpoint_secs=0"});
-  ASSERT_TRUE(Cluster::WaitUntil(
+  ASSERT_TRUE(testing::WaitUntil(
       [&] { return c.Log("worker-1").find("/1000000 - loss") != std::string::npos; },
       absl::Seconds(60)))
       << c.Log("worker-1");
@@ -270,7 +233,7 @@ TEST(RecoveryTest, SyncWithABackupGoesOnWhenAWorkerIsLost) {
   c.StartAll({"--consistency=sync", "--replicas_to_aggregate=2", "--epochs=2",
               "--checkpoint_secs=0", "--sync_wait_secs=5"});
   // At its first progress line, well before the job's 1874 steps are done.
-  ASSERT_TRUE(Cluster::WaitUntil(
+  ASSERT_TRUE(testing::WaitUntil(
       [&] { return c.Log("worker-1").find("/1874 - loss") != std::string::npos; },
       absl::Seconds(60)))
       << c.Log("worker-1");

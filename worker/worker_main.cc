@@ -29,7 +29,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
     chief_options.job = replica.job;
     chief_options.output_dir = replica.output_dir;
     PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
-                             args.GetString("bind", cfg.task_address()->ToString()));
+                             args.GetString("bind", cfg.DefaultBindAddress()));
     PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
     chief_options.ps_wait = replica.ps_wait;
     chief_options.job_timeout = absl::Seconds(job_timeout_s);
