@@ -90,6 +90,7 @@ void ChiefDuties::CheckpointLoop() {
 absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
     const TfConfig& cfg, const ChiefOptions& options) {
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
+  chief->started_ = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(chief->server_,
                            GrpcServer::Create({options.bind_address}, {&chief->service_}));
   Log("coordinator serving on ", options.bind_address);
@@ -314,6 +315,28 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
       replicas.Append(std::move(w));
     }
     metrics.Set("replicas", std::move(replicas));
+    metrics.Set("seconds", Json::Number(absl::ToDoubleSeconds(absl::Now() - started_)));
+    // What the PS saw: gradients dropped as stale, and the staleness of
+    // those applied (summed over every slice; buckets as SliceStats says).
+    if (auto stats = client_->Stats(); stats.ok()) {
+      double dropped = 0;
+      std::vector<double> histogram;
+      for (const v1::StatsResponse& ps : *stats) {
+        for (const v1::SliceStats& slice : ps.slices()) {
+          dropped += slice.dropped_stale();
+          if (histogram.size() < static_cast<size_t>(slice.staleness_histogram_size())) {
+            histogram.resize(slice.staleness_histogram_size());
+          }
+          for (int b = 0; b < slice.staleness_histogram_size(); ++b) {
+            histogram[b] += slice.staleness_histogram(b);
+          }
+        }
+      }
+      metrics.Set("dropped_gradients", Json::Number(dropped));
+      Json h = Json::Array();
+      for (double count : histogram) h.Append(Json::Number(count));
+      metrics.Set("staleness_histogram", std::move(h));
+    }
     metrics.Set("examples_per_sec", Json::Number(total_rate));
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
     // With an evaluator in the cluster, output_dir/eval is its to write.

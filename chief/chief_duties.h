@@ -70,7 +70,8 @@ class ChiefDuties {
 
   // Returns the metrics it wrote: {"test_accuracy", "test_loss",
   // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
-  // "task", "steps", "examples", "final_loss", "examples_per_sec"}...]}. The PS are told to
+  // "task", "steps", "examples", "final_loss", "examples_per_sec"}...],
+  // "seconds" (since Start), "dropped_gradients", "staleness_histogram"}. The PS are told to
   // exit whether or not the scoring succeeded.
   absl::StatusOr<Json> Finish();
 
@@ -106,6 +107,7 @@ class ChiefDuties {
 
   const TfConfig cfg_;
   const ChiefOptions options_;
+  absl::Time started_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;

@@ -15,7 +15,7 @@ const std::vector<std::string>& JobFlagNames() {
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
       "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config"};
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler"};
   return *names;
 }
 
@@ -27,7 +27,7 @@ const char* JobFlagsUsage() {
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
-         "--sync_wait_secs=S "
+         "--sync_wait_secs=S --straggler=TASK:MS[,TASK:MS] "
          "--output_dir=DIR";
 }
 
@@ -150,6 +150,20 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
         absl::StrCat("--sync_wait_secs=", sync_wait, ": must be in 1..86400"));
   }
   job.sync_wait_secs = static_cast<int>(sync_wait);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, args.GetString("straggler", ""));
+  for (absl::string_view part : absl::StrSplit(straggler, ',', absl::SkipEmpty())) {
+    const size_t colon = part.rfind(':');
+    int ms = 0;
+    auto task = colon == absl::string_view::npos
+                    ? absl::StatusOr<TaskId>(absl::InvalidArgumentError(""))
+                    : ParseTaskName(part.substr(0, colon));
+    if (!task.ok() || !absl::SimpleAtoi(part.substr(colon + 1), &ms) || ms < 0 || ms > 60000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--straggler=", straggler, ": \"", part,
+          "\" is not TASK:MS (a task such as worker:1 or chief:0, and 0..60000 ms)"));
+    }
+    job.straggler_ms[task->ToString()] = ms;
+  }
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
     return absl::InvalidArgumentError(

@@ -1,5 +1,7 @@
 #include "cli/job_flags.h"
 
+#include <map>
+
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
@@ -42,6 +44,16 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   ASSERT_OK_AND_ASSIGN(model::JobSpec s, JobSpecFromFlags(softmax));
   ASSERT_EQ(s.model.layers.size(), 1u);
   EXPECT_EQ(s.model.layers[0].units, 10);
+}
+
+TEST(JobFlagsTest, StragglersByTask) {
+  CliArgs ok = Args({"--straggler=worker:1:50,master:0:5"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(ok));
+  EXPECT_EQ(j.straggler_ms, (std::map<std::string, int>{{"chief:0", 5}, {"worker:1", 50}}));
+  CliArgs bad = Args({"--straggler=worker:x:50"});
+  EXPECT_EQ(JobSpecFromFlags(bad).status().message(),
+            "--straggler=worker:x:50: \"worker:x:50\" is not TASK:MS (a task such as worker:1 or "
+            "chief:0, and 0..60000 ms)");
 }
 
 TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <string>
 
 #include "common/cli_args.h"
@@ -21,6 +23,8 @@
 #include "cli/job_flags.h"
 #include "cli/launch.h"
 #include "cli/role_main.h"
+#include "cli/experiment.h"
+#include "cli/plan.h"
 #include "cli/tfconfig.h"
 #include "cli/tools.h"
 #include "cli/train_bench.h"
@@ -43,6 +47,14 @@ constexpr char kUsage[] =
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
+    "  pstrain experiment [--config FILE] [--modes async,sync,sync+backup:1,ssp:2] [--workers N]\n"
+    "                 [--ps M] [--straggler TASK:MS] [--repeats R] [--target ACC] [job flags]\n"
+    "                               the same job once per consistency mode, compared\n"
+    "                               (CSV, Markdown table, PNG plots)\n"
+    "  pstrain plan --model-bytes B --workers N --bandwidth GBPS [--step-ms T] [--max-ps K]\n"
+    "               [--measure]\n"
+    "                               how many PS: predicted step time per PS count against\n"
+    "                               a ring all-reduce; --measure compares with this machine\n"
     "  pstrain tfconfig uai --nodes H0,H1,... [--ps-port P] [--worker-port W] [--out DIR]\n"
     "                               the TF_CONFIG of every task of a UAI-Train-style job\n"
     "  pstrain status [--ps HOST:PORT,...] [--json]\n"
@@ -137,57 +149,41 @@ int main(int argc, char** argv) {
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
     if (cmd == "describe") return Describe(argc, argv);
-    if (cmd == "launch") {
-      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
-      if (!args.ok()) {
-        std::fprintf(stderr, "pstrain launch: %s\n",
-                     std::string(args.status().message()).c_str());
-        return pstrain::kExitBadConfig;
-      }
-      return pstrain::LaunchMain(SelfPath(argv[0]), *args);
-    }
-    if (cmd == "placement" || cmd == "status") {
-      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
-      if (!args.ok()) {
-        std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
-                     std::string(args.status().message()).c_str());
-        return pstrain::kExitBadConfig;
-      }
-      if (cmd == "placement") return pstrain::PlacementMain(*args);
-      const char* env = std::getenv("TF_CONFIG");
-      return pstrain::StatusMain(*args, env == nullptr ? "" : env);
-    }
-    if (cmd == "tfconfig") {
-      auto args = pstrain::CliArgs::Parse(argc, argv, 1);
-      if (!args.ok()) {
-        std::fprintf(stderr, "pstrain tfconfig: %s\n",
-                     std::string(args.status().message()).c_str());
-        return pstrain::kExitBadConfig;
-      }
-      return pstrain::TfConfigMain(*args);
-    }
-    if (cmd == "train") {
-      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
-      if (!args.ok()) {
-        std::fprintf(stderr, "pstrain train: %s\n", std::string(args.status().message()).c_str());
-        return pstrain::kExitBadConfig;
-      }
-      return TrainLocal(*args);
-    }
-    if (cmd == "bench") {
-      auto args = pstrain::CliArgs::Parse(argc, argv, 2);
-      if (!args.ok()) {
-        std::fprintf(stderr, "pstrain bench: %s\n", std::string(args.status().message()).c_str());
-        return pstrain::kExitBadConfig;
-      }
-      return pstrain::TrainBenchMain(SelfPath(argv[0]), *args);
-    }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
       return pstrain::kExitOk;
     }
-    std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
-    return pstrain::kExitBadConfig;
+    const std::string self = SelfPath(argv[0]);
+    // The commands that take flags: each gets them parsed (`tfconfig` also
+    // its positional sub-command).
+    using Command = std::function<int(pstrain::CliArgs&)>;
+    const std::map<std::string, std::pair<int, Command>> commands = {
+        {"launch", {2, [&](pstrain::CliArgs& a) { return pstrain::LaunchMain(self, a); }}},
+        {"placement", {2, [](pstrain::CliArgs& a) { return pstrain::PlacementMain(a); }}},
+        {"status",
+         {2,
+          [](pstrain::CliArgs& a) {
+            const char* env = std::getenv("TF_CONFIG");
+            return pstrain::StatusMain(a, env == nullptr ? "" : env);
+          }}},
+        {"experiment", {2, [&](pstrain::CliArgs& a) { return pstrain::ExperimentMain(self, a); }}},
+        {"plan", {2, [&](pstrain::CliArgs& a) { return pstrain::PlanMain(self, a); }}},
+        {"tfconfig", {1, [](pstrain::CliArgs& a) { return pstrain::TfConfigMain(a); }}},
+        {"train", {2, [](pstrain::CliArgs& a) { return TrainLocal(a); }}},
+        {"bench", {2, [&](pstrain::CliArgs& a) { return pstrain::TrainBenchMain(self, a); }}},
+    };
+    auto it = commands.find(cmd);
+    if (it == commands.end()) {
+      std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+      return pstrain::kExitBadConfig;
+    }
+    auto args = pstrain::CliArgs::Parse(argc, argv, it->second.first);
+    if (!args.ok()) {
+      std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
+                   std::string(args.status().message()).c_str());
+      return pstrain::kExitBadConfig;
+    }
+    return it->second.second(*args);
   }
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

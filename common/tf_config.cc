@@ -137,6 +137,21 @@ int ReplicaIndexOf(const ClusterSpec& cluster, const TaskId& task, bool chief_tr
   return -1;
 }
 
+absl::StatusOr<TaskId> ParseTaskName(absl::string_view name) {
+  const size_t colon = name.find(':');
+  int index = -1;
+  if (colon != absl::string_view::npos && absl::SimpleAtoi(name.substr(colon + 1), &index) &&
+      index >= 0) {
+    const absl::string_view type = name.substr(0, colon);
+    if (type == "chief" || type == "master") return TaskId{Role::kChief, index};
+    if (type == "ps") return TaskId{Role::kPs, index};
+    if (type == "worker") return TaskId{Role::kWorker, index};
+    if (type == "evaluator") return TaskId{Role::kEvaluator, index};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", name, "\" is not a task such as worker:1 or chief:0"));
+}
+
 std::string TfConfig::ToJson() const {
   Json c = Json::Object();
   auto list = [](const std::vector<HostPort>& v) {

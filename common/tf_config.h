@@ -103,6 +103,10 @@ std::vector<TaskId> TrainingReplicas(const ClusterSpec& cluster, bool chief_trai
 // `task`'s replica number in TrainingReplicas, or -1 when it does not train.
 int ReplicaIndexOf(const ClusterSpec& cluster, const TaskId& task, bool chief_trains);
 
+// Parses "worker:1", "chief:0" ("master:0" too), "ps:2", "evaluator:0".
+// InvalidArgument for anything else.
+absl::StatusOr<TaskId> ParseTaskName(absl::string_view name);
+
 // Parses and validates TF_CONFIG. On bad input returns InvalidArgument with one
 // line that starts with "TF_CONFIG" and names the field: malformed JSON,
 // missing or non-object "cluster" or "task", unknown task.type or cluster key,

@@ -19,6 +19,7 @@ PACKAGES=(
   libopenblas-dev          # CPU BLAS
   zlib1g-dev               # gzip'd IDX files
   dataset-fashion-mnist    # the training data, in /usr/share/datasets
+  gnuplot-nox              # `pstrain experiment` plots (PNG)
 )
 
 missing=()

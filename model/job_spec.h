@@ -6,6 +6,7 @@
 #define PSTRAIN_MODEL_JOB_SPEC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "common/optimizer_spec.h"
@@ -52,6 +53,9 @@ struct JobSpec {
   // How long a replica waits for the others at a sync step (or the ssp
   // bound) before failing with the missing replicas named.
   int sync_wait_secs = 120;
+  // Straggler injection (experiments): per task ("worker:1", "chief:0"),
+  // milliseconds it sleeps before every training step.
+  std::map<std::string, int> straggler_ms;
 };
 
 }  // namespace pstrain::model

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
@@ -557,6 +559,39 @@ TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   ASSERT_NE(at, std::string::npos);
   const size_t num = r.output.find_first_of("0123456789", at + 26);
   EXPECT_GT(std::stod(r.output.substr(num)), 100.0) << r.output;
+}
+
+// `pstrain experiment`: one run per mode, a CSV, a table and the plots;
+// the straggler makes a sync step wait for it and leaves async alone.
+TEST(ClusterTest, ExperimentComparesModesWithAStraggler) {
+  const std::string out = TmpDir("experiment");
+  RunResult r = RunPstrain({"experiment", "--modes=async,sync", "--workers=1", "--ps=1",
+                            "--max_steps=60", "--straggler=worker:0:20", "--output_dir=" + out},
+                           "", out + "/experiment.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string csv, ReadFile(out + "/experiment/runs.csv"));
+  EXPECT_THAT(csv, HasSubstr("mode,repeat,global_step,wall_s,eval_loss,eval_accuracy,"));
+  EXPECT_THAT(csv, HasSubstr("\nasync,1,0,"));
+  EXPECT_THAT(csv, HasSubstr("\nsync,1,0,"));
+  ASSERT_OK_AND_ASSIGN(std::string md, ReadFile(out + "/experiment/summary.md"));
+  std::map<std::string, double> ms_per_step;
+  for (absl::string_view line : absl::StrSplit(md, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, " | ");
+    double ms = 0;
+    if (cells.size() == 10 && absl::SimpleAtod(cells[4], &ms)) {
+      ms_per_step[std::string(absl::StripPrefix(cells[0], "| "))] = ms;
+    }
+  }
+  ASSERT_EQ(ms_per_step.size(), 2u) << md;
+  // The chief (replica 0) waits for the straggler in sync only.
+  EXPECT_GE(ms_per_step["sync"], 20) << md;
+  EXPECT_LT(ms_per_step["async"], ms_per_step["sync"]) << md;
+  for (const char* png : {"accuracy_vs_time.png", "accuracy_vs_step.png", "staleness.png"}) {
+    ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(out + "/experiment/" + png));
+    EXPECT_EQ(bytes.substr(1, 3), "PNG") << png;
+  }
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/experiment/runs/sync-r1/logs/worker-0.log"));
+  EXPECT_THAT(w0, HasSubstr("straggler: worker:0 sleeps 20 ms before every step"));
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {

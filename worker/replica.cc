@@ -43,6 +43,10 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.replica = replica;
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
+  if (auto it = job.straggler_ms.find(cfg.task.ToString()); it != job.straggler_ms.end()) {
+    trainer.step_delay = absl::Milliseconds(it->second);
+    Log("straggler: ", cfg.task.ToString(), " sleeps ", it->second, " ms before every step");
+  }
   for (const TaskId& id : TrainingReplicas(cfg.cluster, job.chief_trains)) {
     trainer.replica_names.push_back(id.ToString());
   }

@@ -182,6 +182,7 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
     if (written_by[b] > 0) {
       PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
     }
+    if (options.step_delay > absl::ZeroDuration()) absl::SleepFor(options.step_delay);
     prefetch.Next(x.data(), y.data());
     const float* g = grads[b].data();
     float* p = params[b].data();

@@ -45,6 +45,8 @@ struct TrainerOptions {
   // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
   // them when a sync step times out waiting for some; may be empty.
   std::vector<std::string> replica_names;
+  // Straggler injection: sleep this long before every step.
+  absl::Duration step_delay = absl::ZeroDuration();
 };
 
 struct TrainerResult {

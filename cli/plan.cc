@@ -1,0 +1,225 @@
+#include "cli/plan.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/exit_codes.h"
+#include "common/placement.h"
+#include "common/subprocess.h"
+#include "common/tf_config.h"
+#include "worker/ps_client.h"
+
+namespace pstrain {
+namespace {
+
+// PS processes of this binary on loopback, ended when this goes.
+struct LocalPs {
+  std::vector<pid_t> pids;
+  std::vector<HostPort> addresses;
+  ~LocalPs() {
+    for (pid_t pid : pids) SignalChild(pid, SIGKILL);
+    for (pid_t pid : pids) WaitChild(pid, absl::Seconds(10));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<LocalPs>> StartPs(const std::string& self_path, int num_ps) {
+  auto ps = std::make_unique<LocalPs>();
+  auto ports = PickFreePorts(num_ps + 1);
+  if (!ports.ok()) return ports.status();
+  TfConfig cfg;
+  for (int i = 0; i < num_ps; ++i) cfg.cluster.ps.push_back({"127.0.0.1", (*ports)[i]});
+  cfg.cluster.worker.push_back({"127.0.0.1", (*ports)[num_ps]});
+  for (int i = 0; i < num_ps; ++i) {
+    cfg.task = {Role::kPs, i};
+    SpawnOptions spawn;
+    spawn.argv = {self_path};
+    spawn.env = {{"TF_CONFIG", cfg.ToJson()}};
+    spawn.log_path = "/dev/null";
+    auto pid = Spawn(spawn);
+    if (!pid.ok()) return pid.status();
+    ps->pids.push_back(*pid);
+  }
+  ps->addresses = cfg.cluster.ps;
+  return ps;
+}
+
+// Mean step time of `workers` threads each pushing and pulling the whole
+// model (`model_bytes`, split over `num_ps` PS by the placement) for
+// `duration`, on PS processes of this binary.
+absl::StatusOr<double> MeasureStep(const std::string& self_path, double model_bytes, int workers,
+                                   int num_ps, absl::Duration duration) {
+  const int64_t cols = 256;
+  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(model_bytes / 4 / cols));
+  VariableDef model{"model", {rows, cols}};
+  model.initializer = "zeros";
+  auto placement = ComputePlacement({model}, num_ps);
+  if (!placement.ok()) return placement.status();
+  auto ps = StartPs(self_path, num_ps);
+  if (!ps.ok()) return ps.status();
+  std::vector<std::unique_ptr<worker::PsClient>> clients;
+  for (int w = 0; w < workers; ++w) {
+    worker::PsClientOptions o;
+    o.ps_addresses = (*ps)->addresses;
+    o.replica = w;
+    auto client = worker::PsClient::Create(o, *placement);
+    if (!client.ok()) return client.status();
+    clients.push_back(*std::move(client));
+  }
+  if (absl::Status s = clients[0]->WaitUntilReady(absl::Seconds(30), false); !s.ok()) return s;
+  worker::CreateOptions create;
+  create.optimizer = {"sgd", 1e-6f};
+  create.num_replicas = workers;
+  const std::vector<int64_t> offsets = {0};
+  if (auto c = clients[0]->CreateVariables({}, offsets, create); !c.ok()) return c.status();
+  for (auto& c : clients) {
+    if (absl::Status s = c->WaitUntilReady(absl::Seconds(30), true); !s.ok()) return s;
+  }
+  const size_t floats = static_cast<size_t>(rows * cols);
+  std::vector<double> step_s(workers);
+  std::vector<absl::Status> errors(workers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      std::vector<float> grads(floats, 1e-3f), params(floats);
+      // One warm-up round, then as many as fit in `duration`.
+      if (auto r = clients[w]->PushPullAll(grads.data(), params.data(), offsets); !r.ok()) {
+        errors[w] = r.status();
+        return;
+      }
+      const absl::Time start = absl::Now();
+      int steps = 0;
+      while (absl::Now() - start < duration) {
+        if (auto r = clients[w]->PushPullAll(grads.data(), params.data(), offsets); !r.ok()) {
+          errors[w] = r.status();
+          return;
+        }
+        ++steps;
+      }
+      step_s[w] = absl::ToDoubleSeconds(absl::Now() - start) / std::max(steps, 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const absl::Status& e : errors) {
+    if (!e.ok()) return e;
+  }
+  double mean = 0;
+  for (double s : step_s) mean += s / workers;
+  return mean;
+}
+
+}  // namespace
+
+Plan MakePlan(double model_bytes, int workers, double bandwidth, double compute_s, int max_ps) {
+  Plan plan;
+  const double worker_link = 2 * model_bytes / bandwidth;
+  plan.floor_step_s = compute_s + worker_link;
+  plan.allreduce_step_s =
+      compute_s + 2 * model_bytes * (workers - 1) / workers / bandwidth;
+  plan.recommended_ps = max_ps;
+  for (int p = 1; p <= max_ps; ++p) {
+    PlanRow row;
+    row.num_ps = p;
+    row.ps_bytes = 2 * model_bytes * workers / p;
+    row.step_s = compute_s + std::max(worker_link, row.ps_bytes / bandwidth);
+    plan.rows.push_back(row);
+  }
+  for (const PlanRow& row : plan.rows) {
+    if (row.step_s <= 1.1 * plan.floor_step_s) {
+      plan.recommended_ps = row.num_ps;
+      break;
+    }
+  }
+  return plan;
+}
+
+int PlanMain(const std::string& self_path, CliArgs& args) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "pstrain plan: %s\n", std::string(s.message()).c_str());
+    return ExitCodeFor(s);
+  };
+  auto model_bytes = args.GetDouble("model-bytes", 0);
+  auto workers = args.GetInt("workers", 0);
+  auto bandwidth = args.GetDouble("bandwidth", 0);
+  auto step_ms = args.GetDouble("step-ms", 0);
+  auto max_ps = args.GetInt("max-ps", 0);
+  auto measure = args.GetBool("measure", false);
+  for (const absl::Status& s : {model_bytes.status(), workers.status(), bandwidth.status(),
+                                step_ms.status(), max_ps.status(), measure.status()}) {
+    if (!s.ok()) return fail(s);
+  }
+  if (absl::Status s = args.CheckAllUsed(); !s.ok()) return fail(s);
+  if (!(*model_bytes >= 4 && *model_bytes <= 1e12) || *workers < 1 || *workers > 4096 ||
+      !(*step_ms >= 0) || *max_ps < 0 || *max_ps > 256) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--model-bytes=", *model_bytes, " --workers=", *workers, " --step-ms=", *step_ms,
+        " --max-ps=", *max_ps,
+        ": need 4 <= model bytes <= 1e12, 1..4096 workers, step-ms >= 0, max-ps 0..256")));
+  }
+  if (!*measure && !(*bandwidth > 0)) {
+    return fail(absl::InvalidArgumentError(
+        "--bandwidth=GBPS (each link's GB/s) is needed, or --measure to take it from this "
+        "machine"));
+  }
+  const int k = *max_ps > 0 ? static_cast<int>(*max_ps)
+                            : static_cast<int>(std::min<int64_t>(2 * *workers, 16));
+  double bw = *bandwidth * 1e9;
+  std::vector<double> measured;
+  int measured_up_to = 0;
+  if (*measure) {
+    // What fits here: one process per PS and a thread per worker on this
+    // machine's cores, a few seconds each.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    measured_up_to = std::min(k, std::max(1, cores));
+    std::printf("measuring on this machine (%d cores): %d worker thread(s), 1..%d PS process(es) "
+                "on loopback, 3 s each\n",
+                cores, static_cast<int>(*workers), measured_up_to);
+    for (int p = 1; p <= measured_up_to; ++p) {
+      auto step = MeasureStep(self_path, *model_bytes, static_cast<int>(*workers), p,
+                              absl::Seconds(3));
+      if (!step.ok()) return fail(step.status());
+      measured.push_back(*step);
+    }
+    if (!(*bandwidth > 0)) {
+      // Calibrate the link from 1 PS: its step is 2BN / BW (compute 0).
+      bw = 2 * *model_bytes * *workers / measured[0];
+      std::printf("bandwidth taken from the 1-PS measurement: %.2f GB/s per link\n", bw / 1e9);
+    }
+  }
+  const Plan plan = MakePlan(*model_bytes, static_cast<int>(*workers), bw, *step_ms / 1000, k);
+  std::printf("model %.1f MB, %d workers, %.2f GB/s links, compute %.1f ms per step\n",
+              *model_bytes / 1e6, static_cast<int>(*workers), bw / 1e9, *step_ms);
+  std::printf("each worker moves 2 x %.1f MB per step: %.2f ms on its link\n", *model_bytes / 1e6,
+              2 * *model_bytes / bw * 1000);
+  std::printf("\n%4s  %14s  %15s%s\n", "PS", "MB per PS/step", "predicted step",
+              measured.empty() ? "" : "  measured step  error");
+  for (const PlanRow& row : plan.rows) {
+    std::string m;
+    if (row.num_ps <= static_cast<int>(measured.size())) {
+      const double got = measured[row.num_ps - 1];
+      m = absl::StrFormat("  %10.2f ms  %+5.0f%%", got * 1000,
+                          100 * (row.step_s - got) / got);
+    }
+    std::printf("%4d  %14.1f  %12.2f ms%s%s\n", row.num_ps, row.ps_bytes / 1e6,
+                row.step_s * 1000, m.c_str(),
+                row.num_ps == plan.recommended_ps ? "   <- recommended" : "");
+  }
+  std::printf("\nring all-reduce of the same gradient, no PS: %.2f ms per step\n",
+              plan.allreduce_step_s * 1000);
+  std::printf("recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
+              "PS each worker's own link is the limit.%s\n",
+              plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers),
+              plan.allreduce_step_s < plan.rows[plan.recommended_ps - 1].step_s
+                  ? " All-reduce moves less per worker link at this size: PS pay off when "
+                    "updates are sparse, asynchronous or the workers are many and unreliable."
+                  : "");
+  return kExitOk;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,33 @@
+#include "cli/plan.h"
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+// 100 MB model, 4 workers, 1 GB/s links, 50 ms compute: a worker's link
+// takes 200 ms a step; 1 PS carries 800 MB (800 ms), 2 PS 400 ms, 4 PS
+// 200 ms, which is the floor; all-reduce moves 150 MB per link (150 ms).
+TEST(PlanTest, TheCostModelByHand) {
+  const Plan plan = MakePlan(100e6, 4, 1e9, 0.05, 8);
+  ASSERT_EQ(plan.rows.size(), 8u);
+  EXPECT_DOUBLE_EQ(plan.rows[0].ps_bytes, 800e6);
+  EXPECT_DOUBLE_EQ(plan.rows[0].step_s, 0.85);
+  EXPECT_DOUBLE_EQ(plan.rows[1].step_s, 0.45);
+  EXPECT_DOUBLE_EQ(plan.rows[2].step_s, 0.05 + 800e6 / 3 / 1e9);
+  EXPECT_DOUBLE_EQ(plan.rows[3].step_s, 0.25);
+  EXPECT_DOUBLE_EQ(plan.rows[7].step_s, 0.25);  // the worker's link bounds it
+  EXPECT_DOUBLE_EQ(plan.floor_step_s, 0.25);
+  EXPECT_DOUBLE_EQ(plan.allreduce_step_s, 0.2);
+  EXPECT_EQ(plan.recommended_ps, 4);
+}
+
+// Long compute hides part of the PS's traffic in the 10% margin: 3 PS
+// (1.2667 s) are within 10% of the 1.2 s floor.
+TEST(PlanTest, ComputeHeavyStepsNeedFewerPs) {
+  const Plan plan = MakePlan(100e6, 4, 1e9, 1.0, 8);
+  EXPECT_EQ(plan.recommended_ps, 3);
+}
+
+}  // namespace
+}  // namespace pstrain
