@@ -44,7 +44,7 @@ struct StalenessSummary {
 StalenessSummary SummarizeStaleness(const std::vector<double>& histogram);
 
 // `pstrain experiment --config FILE --modes M1,M2,... --workers N --ps M
-// [--straggler TASK:MS] [--repeats R] [--target ACC] [--output_dir DIR]
+// [--straggler TASK:MS[@P]] [--repeats R] [--target ACC] [--output_dir DIR]
 // [job flags]`. Returns the exit code.
 int ExperimentMain(const std::string& self_path, CliArgs& args);
 

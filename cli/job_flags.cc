@@ -27,7 +27,7 @@ const char* JobFlagsUsage() {
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
-         "--sync_wait_secs=S --straggler=TASK:MS[,TASK:MS] "
+         "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
          "--output_dir=DIR";
 }
 
@@ -152,17 +152,33 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   job.sync_wait_secs = static_cast<int>(sync_wait);
   PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, args.GetString("straggler", ""));
   for (absl::string_view part : absl::StrSplit(straggler, ',', absl::SkipEmpty())) {
-    const size_t colon = part.rfind(':');
-    int ms = 0;
-    auto task = colon == absl::string_view::npos
-                    ? absl::StatusOr<TaskId>(absl::InvalidArgumentError(""))
-                    : ParseTaskName(part.substr(0, colon));
-    if (!task.ok() || !absl::SimpleAtoi(part.substr(colon + 1), &ms) || ms < 0 || ms > 60000) {
+    // TASK:MS or TASK:MS@P; TASK is worker:1, chief:0, ... or "all".
+    model::JobSpec::Straggler s;
+    absl::string_view spec = part;
+    const size_t at = spec.find('@');
+    bool ok = true;
+    if (at != absl::string_view::npos) {
+      ok = absl::SimpleAtod(spec.substr(at + 1), &s.probability) && s.probability > 0 &&
+           s.probability <= 1;
+      spec = spec.substr(0, at);
+    }
+    const size_t colon = spec.rfind(':');
+    std::string task;
+    if (ok && colon != absl::string_view::npos) {
+      if (spec.substr(0, colon) == "all") {
+        task = "all";
+      } else if (auto id = ParseTaskName(spec.substr(0, colon)); id.ok()) {
+        task = id->ToString();
+      }
+    }
+    if (task.empty() || !absl::SimpleAtoi(spec.substr(colon + 1), &s.ms) || s.ms < 0 ||
+        s.ms > 60000) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--straggler=", straggler, ": \"", part,
-          "\" is not TASK:MS (a task such as worker:1 or chief:0, and 0..60000 ms)"));
+          "\" is not TASK:MS[@P] (a task such as worker:1 or chief:0, or all; 0..60000 ms; a "
+          "probability per step in (0, 1])"));
     }
-    job.straggler_ms[task->ToString()] = ms;
+    job.stragglers[task] = s;
   }
   PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
   if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {

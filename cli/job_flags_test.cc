@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
@@ -47,13 +48,22 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
 }
 
 TEST(JobFlagsTest, StragglersByTask) {
-  CliArgs ok = Args({"--straggler=worker:1:50,master:0:5"});
+  CliArgs ok = Args({"--straggler=worker:1:50,master:0:5,all:20@0.25"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(ok));
-  EXPECT_EQ(j.straggler_ms, (std::map<std::string, int>{{"chief:0", 5}, {"worker:1", 50}}));
-  CliArgs bad = Args({"--straggler=worker:x:50"});
-  EXPECT_EQ(JobSpecFromFlags(bad).status().message(),
-            "--straggler=worker:x:50: \"worker:x:50\" is not TASK:MS (a task such as worker:1 or "
-            "chief:0, and 0..60000 ms)");
+  ASSERT_EQ(j.stragglers.size(), 3u);
+  EXPECT_EQ(j.stragglers["worker:1"].ms, 50);
+  EXPECT_EQ(j.stragglers["worker:1"].probability, 1);
+  EXPECT_EQ(j.stragglers["chief:0"].ms, 5);
+  EXPECT_EQ(j.stragglers["all"].ms, 20);
+  EXPECT_EQ(j.stragglers["all"].probability, 0.25);
+  for (const char* bad : {"worker:x:50", "worker:1:50@0", "worker:1:50@1.5", "ps0:5"}) {
+    const std::string flag = absl::StrCat("--straggler=", bad);
+    CliArgs args = Args({flag.c_str()});
+    EXPECT_EQ(JobSpecFromFlags(args).status().message(),
+              absl::StrCat("--straggler=", bad, ": \"", bad,
+                           "\" is not TASK:MS[@P] (a task such as worker:1 or chief:0, or all; "
+                           "0..60000 ms; a probability per step in (0, 1])"));
+  }
 }
 
 TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {

@@ -48,7 +48,7 @@ constexpr char kUsage[] =
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
     "  pstrain experiment [--config FILE] [--modes async,sync,sync+backup:1,ssp:2] [--workers N]\n"
-    "                 [--ps M] [--straggler TASK:MS] [--repeats R] [--target ACC] [job flags]\n"
+    "                 [--ps M] [--straggler TASK:MS[@P]] [--repeats R] [--target ACC] [job flags]\n"
     "                               the same job once per consistency mode, compared\n"
     "                               (CSV, Markdown table, PNG plots)\n"
     "  pstrain plan --model-bytes B --workers N --bandwidth GBPS [--step-ms T] [--max-ps K]\n"

@@ -53,9 +53,14 @@ struct JobSpec {
   // How long a replica waits for the others at a sync step (or the ssp
   // bound) before failing with the missing replicas named.
   int sync_wait_secs = 120;
-  // Straggler injection (experiments): per task ("worker:1", "chief:0"),
-  // milliseconds it sleeps before every training step.
-  std::map<std::string, int> straggler_ms;
+  // Straggler injection (experiments): per task ("worker:1", "chief:0", or
+  // "all" for every training task unless it is named itself), how long it
+  // sleeps before a training step, on each step with `probability`.
+  struct Straggler {
+    int ms = 0;
+    double probability = 1;
+  };
+  std::map<std::string, Straggler> stragglers;
 };
 
 }  // namespace pstrain::model

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -174,6 +175,8 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
   // A bound on local steps that a sync replica cannot reach unless the PS
   // stop advancing, which the PS's own wait timeout reports first.
   const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
+  std::mt19937_64 stall_rng(job.seed * 7919 + options.replica);
+  std::uniform_real_distribution<double> stall(0, 1);
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
     ++result.steps;
@@ -182,7 +185,10 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
     if (written_by[b] > 0) {
       PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
     }
-    if (options.step_delay > absl::ZeroDuration()) absl::SleepFor(options.step_delay);
+    if (options.step_delay > absl::ZeroDuration() &&
+        (options.step_delay_probability >= 1 || stall(stall_rng) < options.step_delay_probability)) {
+      absl::SleepFor(options.step_delay);
+    }
     prefetch.Next(x.data(), y.data());
     const float* g = grads[b].data();
     float* p = params[b].data();

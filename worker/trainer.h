@@ -45,8 +45,10 @@ struct TrainerOptions {
   // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
   // them when a sync step times out waiting for some; may be empty.
   std::vector<std::string> replica_names;
-  // Straggler injection: sleep this long before every step.
+  // Straggler injection: sleep `step_delay` before a step, on each step
+  // with `step_delay_probability` (drawn from the job's seed and replica).
   absl::Duration step_delay = absl::ZeroDuration();
+  double step_delay_probability = 1;
 };
 
 struct TrainerResult {
