@@ -19,7 +19,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(options.bind_address,
-                           args.GetString("bind", cfg.DefaultBindAddress()));
+                           args.GetString("bind", cfg.task_address()->ToString()));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
   // As for workers: one BLAS thread when the chief trains beside its duties.

@@ -108,12 +108,6 @@ bool TfConfig::HasChiefDuties() const {
          task.index == 0;
 }
 
-std::string TfConfig::DefaultBindAddress() const {
-  const HostPort address = *task_address();
-  if (environment == "cloud") return absl::StrCat("0.0.0.0:", address.port);
-  return address.ToString();
-}
-
 std::optional<HostPort> TfConfig::chief_duties_address() const {
   if (cluster.chief.has_value()) return cluster.chief;
   if (!cluster.worker.empty()) return cluster.worker[0];

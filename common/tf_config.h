@@ -80,11 +80,6 @@ struct TfConfig {
   // True for the chief, or for worker 0 when the cluster has no chief
   // (TensorFlow's rule).
   bool HasChiefDuties() const;
-  // Where this task's server listens unless told otherwise (--bind): every
-  // interface at its port when the environment is "cloud" (a container
-  // whose own name may not resolve yet when it starts), else its address.
-  // REQUIRES: task_address() has a value.
-  std::string DefaultBindAddress() const;
   // The address of the task with chief duties (chief, else worker 0).
   // nullopt when the cluster has neither.
   std::optional<HostPort> chief_duties_address() const;

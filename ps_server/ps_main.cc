@@ -13,7 +13,7 @@
 namespace pstrain::ps {
 
 int PsMain(const TfConfig& cfg, CliArgs& args) {
-  auto bind = args.GetString("bind", cfg.DefaultBindAddress());
+  auto bind = args.GetString("bind", cfg.task_address()->ToString());
   // Test-only: see PsServiceOptions::test_checkpoint_delay.
   auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
   absl::Status s = bind.status();

@@ -214,7 +214,7 @@ TEST(RecoveryTest, SyncWithoutBackupsNamesTheLostWorkerWithinTheDeadline) {
   EXPECT_LT(absl::Now() - killed, absl::Seconds(30));
   EXPECT_EQ(codes["chief-0"], 138) << c.Log("chief-0");
   EXPECT_EQ(codes["worker-0"], 138) << c.Log("worker-0");
-  for (const std::string& name : {"chief-0", "worker-0"}) {
+  for (const char* name : {"chief-0", "worker-0"}) {
     const std::string log = c.Log(name);
     EXPECT_THAT(log, HasSubstr("pull waited 3s: "));
     EXPECT_THAT(log, HasSubstr("none yet from replicas 2"));

@@ -25,12 +25,14 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
   const bool chief_duties = cfg.HasChiefDuties();
   chief::ChiefOptions chief_options;
+  // Only a worker with chief duties serves (the Coordinator); the others
+  // accept --bind and --job_timeout_s too, so that one pod spec fits all.
+  PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
+                           args.GetString("bind", cfg.task_address()->ToString()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
   if (chief_duties) {
     chief_options.job = replica.job;
     chief_options.output_dir = replica.output_dir;
-    PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
-                             args.GetString("bind", cfg.DefaultBindAddress()));
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
     chief_options.ps_wait = replica.ps_wait;
     chief_options.job_timeout = absl::Seconds(job_timeout_s);
   }
