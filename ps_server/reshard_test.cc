@@ -76,7 +76,9 @@ void PushOnce(ShardStore& store, int step) {
   std::string payload;
   std::vector<std::vector<int64_t>> ids;
   ids.reserve(8);
-  for (const TargetTensor& t : store.Layout()) {
+  // Kept alive: the batch's tensor keys point into it.
+  const std::vector<TargetTensor> layout = store.Layout();
+  for (const TargetTensor& t : layout) {
     int64_t n;
     if (t.embedding) {
       ids.emplace_back();

@@ -67,6 +67,15 @@ check "clang -Wthread-safety -Werror build" \
   //:pstrain //cli/... //common/... //proto/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //tests/... //bench/...
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1 || true
+# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+# (leaks included), in an output base of their own. The cluster tests'
+# processes are not instrumented: they would take too long.
+asan_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
+check "unit tests under ASan + UBSan" \
+  bazel --output_base="$asan_base" test --config=asan --symlink_prefix=/ -- \
+  //common/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
+  //data/... //evaluator/...
+bazel --output_base="$asan_base" shutdown >/dev/null 2>&1 || true
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]
