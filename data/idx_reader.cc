@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -67,15 +68,24 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     int64_t dim = (int64_t{d[0]} << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
     if (dim == 0) return bad(absl::StrCat("dimension ", i, " is zero"));
     out.dims.push_back(dim);
+    // Checked before multiplying: four 32-bit dimensions overflow 64 bits.
+    if (dim > (int64_t{1} << 34) / total) return bad("larger than 16 GiB");
     total *= dim;
-    if (total > (int64_t{1} << 34)) return bad("larger than 16 GiB");
   }
-  out.values.resize(total);
-  got = ReadFully(f.get(), out.values.data(), total);
-  if (got < 0) return bad("gzip stream is corrupt");
-  if (got < total) {
-    return bad(absl::StrCat("truncated: header promises ", total,
-                            " data bytes, file has ", got));
+  // The data grows as it is read, 64 MiB at a time, so a short file whose
+  // header promises gigabytes costs only what it holds.
+  constexpr int64_t kChunk = int64_t{64} << 20;
+  int64_t have = 0;
+  while (have < total) {
+    const int64_t want = std::min(kChunk, total - have);
+    out.values.resize(have + want);
+    got = ReadFully(f.get(), out.values.data() + have, want);
+    if (got < 0) return bad("gzip stream is corrupt");
+    have += got;
+    if (got < want) {
+      return bad(absl::StrCat("truncated: header promises ", total,
+                              " data bytes, file has ", have));
+    }
   }
   uint8_t extra;
   got = ReadFully(f.get(), &extra, 1);

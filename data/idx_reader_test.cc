@@ -74,5 +74,21 @@ TEST(IdxReaderTest, RejectsBadHeadersAndTrailingBytes) {
             absl::StatusCode::kNotFound);
 }
 
+// Headers that promise more than the file holds: the size is checked
+// without overflowing, and a short file is refused without first allocating
+// what its header promises.
+TEST(IdxReaderTest, HugeOrOverflowingHeadersAreRefused) {
+  const std::string four_max =
+      std::string("\x00\x00\x08\x04", 4) + std::string(16, '\xff');
+  std::string p = WritePlain("overflow.idx", four_max);
+  EXPECT_EQ(ReadIdxFile(p).status().message(), "IDX file " + p + ": larger than 16 GiB");
+  // 8 GiB promised, 3 bytes given.
+  const std::string eight_gib = std::string("\x00\x00\x08\x02\x00\x02\x00\x00\x00\x01\x00\x00", 12) +
+                                std::string("abc");
+  p = WritePlain("short.idx", eight_gib);
+  EXPECT_EQ(ReadIdxFile(p).status().message(),
+            "IDX file " + p + ": truncated: header promises 8589934592 data bytes, file has 3");
+}
+
 }  // namespace
 }  // namespace pstrain::data

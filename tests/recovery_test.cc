@@ -120,8 +120,16 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   // The guide model (784-256-256-10, Adam), whose async bar is 0.83.
   c.StartAll({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=2",
               "--checkpoint_secs=1"});
-  // After the first periodic checkpoint (step 0 is written at the start).
-  ASSERT_TRUE(testing::WaitUntil([&] { return c.IndexStep() > 0; }, absl::Seconds(60)))
+  // Once every replica trains, after the first periodic checkpoint (step 0
+  // is written at the start).
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        for (const char* task : {"chief-0", "worker-0", "worker-1"}) {
+          if (c.Log(task).find("training replica ") == std::string::npos) return false;
+        }
+        return c.IndexStep() > 0;
+      },
+      absl::Seconds(60)))
       << c.Log("chief-0");
   c.Kill("ps-1");
   const int64_t newest = c.IndexStep();

@@ -76,6 +76,8 @@ check "unit tests under ASan + UBSan" \
   //common/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
   //data/... //evaluator/...
 bazel --output_base="$asan_base" shutdown >/dev/null 2>&1 || true
+# Every fuzz target (libFuzzer, ASan + UBSan) for 20 s from its corpus.
+check "fuzz targets, 20 s each" fuzz/run.sh 20
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]

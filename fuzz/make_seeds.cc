@@ -1,0 +1,62 @@
+// Writes the seed inputs of the checkpoint and PS-request fuzz targets with
+// the project's own writers: `bazel run //fuzz:make_seeds -- DIR`.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/wire_frame.h"
+#include "fuzz/small_store.h"
+#include "ps_server/checkpoint_shard.h"
+#include "ps_server/shard_store.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  std::unique_ptr<pstrain::ps::ShardStore> owned = pstrain::fuzz::SmallStore("adam");
+  pstrain::ps::ShardStore& store = *owned;
+  // Touch two table rows so the shard holds some.
+  pstrain::ps::ShardStore::PullBatch touch;
+  const std::vector<int64_t> ids = {3, 7};
+  touch.tensors.push_back({"emb", ids});
+  std::vector<char> rows(16);
+  std::vector<pstrain::ps::ShardStore::Pulled> pulled;
+  std::string why;
+  if (!store.TryPull(touch, rows.data(), &pulled, &why).ok()) return 1;
+  auto snap = store.Snapshot(5);
+  if (!snap.ok() || !pstrain::MakeDirs(dir + "/checkpoint").ok() ||
+      !pstrain::MakeDirs(dir + "/ps_request").ok() ||
+      !pstrain::ps::WriteShard(dir + "/checkpoint/shard", *snap).ok()) {
+    return 1;
+  }
+  // A push-then-pull of w and of two table rows, as a worker sends it.
+  pstrain::v1::FrameHeader h;
+  h.set_request_id(1);
+  h.set_replica(1);
+  for (auto* refs : {h.mutable_push(), h.mutable_pull()}) {
+    pstrain::v1::TensorRef* r = refs->Add();
+    r->set_key("w/part_0");
+    r->set_bytes(32);
+    r = refs->Add();
+    r->set_key("emb");
+    r->add_ids(3);
+    r->add_ids(7);
+    r->set_bytes(16);
+  }
+  const std::vector<float> grads(12, 0.5f);
+  grpc::ByteBuffer frame = pstrain::EncodeFrame(
+      h, {grpc::Slice(grads.data(), grads.size() * sizeof(float))});
+  std::vector<grpc::Slice> slices;
+  if (!frame.Dump(&slices).ok()) return 1;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  if (!pstrain::WriteFileAtomically(dir + "/ps_request/push_pull", bytes).ok()) return 1;
+  std::printf("seeds written under %s\n", dir.c_str());
+  return 0;
+}

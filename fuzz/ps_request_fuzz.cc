@@ -1,0 +1,56 @@
+// What a PS does with a request frame from the network: parse it, check
+// every tensor reference, apply the push, size and serve the pull.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/wire_frame.h"
+#include "fuzz/small_store.h"
+#include "ps_server/shard_store.h"
+
+namespace {
+
+pstrain::ps::ShardStore* Store() {
+  static pstrain::ps::ShardStore* store = pstrain::fuzz::SmallStore("sgd").release();
+  return store;
+}
+
+std::vector<pstrain::ps::ShardStore::TensorRef> Refs(
+    const google::protobuf::RepeatedPtrField<pstrain::v1::TensorRef>& refs) {
+  std::vector<pstrain::ps::ShardStore::TensorRef> out;
+  for (const pstrain::v1::TensorRef& r : refs) {
+    out.push_back({r.key(), absl::MakeConstSpan(r.ids().data(), r.ids_size()), r.version(),
+                   r.bytes()});
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  grpc::Slice slice(data, size);
+  grpc::ByteBuffer buffer(&slice, 1);
+  pstrain::DecodedFrame frame;
+  if (!frame.Parse(buffer).ok()) return 0;
+  const pstrain::v1::FrameHeader& h = frame.header();
+  pstrain::ps::ShardStore* store = Store();
+  if (h.push_size() > 0) {
+    pstrain::ps::ShardStore::PushBatch push;
+    push.replica = h.replica();
+    push.consistency = h.consistency();
+    push.stop_step = h.stop_step();
+    push.tensors = Refs(h.push());
+    (void)store->Push(push, frame);
+  }
+  pstrain::ps::ShardStore::PullBatch pull;
+  pull.replica = h.replica();
+  pull.tensors = Refs(h.pull());
+  auto bytes = store->PullSize(pull);
+  if (bytes.ok() && *bytes <= (int64_t{1} << 20)) {
+    std::vector<char> out(*bytes);
+    std::vector<pstrain::ps::ShardStore::Pulled> pulled;
+    std::string why;
+    (void)store->TryPull(pull, out.data(), &pulled, &why);
+  }
+  return 0;
+}

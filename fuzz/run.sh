@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds every fuzz target with libFuzzer (clang, ASan + UBSan, coverage) and
+# runs each for SECONDS (default 20) from its checked-in corpus; new inputs
+# go to a scratch directory, not into the repository. Prints executions and
+# coverage per target. A crash fails the run and leaves its input under the
+# scratch directory: fix it and add the input to fuzz/corpus/<target>/.
+#
+#   fuzz/run.sh            # 20 s each (the test command's run)
+#   fuzz/run.sh 600        # the long runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+seconds=${1:-20}
+targets=(tf_config model_config idx_reader checkpoint ps_request)
+base="${HOME:-/tmp}/.cache/pstrain-fuzz-$(pwd | md5sum | cut -c1-8)"
+labels=()
+for t in "${targets[@]}"; do labels+=("//fuzz:${t}_fuzz"); done
+bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ -- "${labels[@]}" \
+  2>&1 | grep -v "Cannot export local symbol" | tail -3
+bin="$base/execroot/pstrain/bazel-out/k8-fastbuild/bin/fuzz"
+bazel --output_base="$base" shutdown >/dev/null 2>&1 || true
+scratch=$(mktemp -d /tmp/pstrain-fuzz-XXXXXX)
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$scratch/$t"
+  if (cd "$scratch" && "$bin/${t}_fuzz" -max_total_time="$seconds" -print_final_stats=1 \
+        -artifact_prefix="$scratch/$t-" "$scratch/$t" "$root/fuzz/corpus/$t" \
+        >"$scratch/$t.log" 2>&1); then
+    result="ok"
+  else
+    result="FAILED (see $scratch/$t.log)"
+    status=1
+  fi
+  runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$scratch/$t.log" | grep -o '[0-9]*$' || echo 0)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$scratch/$t.log" | tail -1 || true)
+  echo "fuzz ${t}: ${result}, ${runs} executions in ${seconds}s, ${cov:-no coverage line}"
+done
+[[ $status -eq 0 ]] && rm -rf "$scratch"
+exit $status
