@@ -61,6 +61,21 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
     port_text = text.substr(colon + 1);
   }
   if (hp.host.empty()) return bad("empty host");
+  // Host names (letters, digits, '-', '_', '.') or IP addresses (IPv6 also
+  // ':' and, for a zone, '%'); anything else would not survive being
+  // written back into a TF_CONFIG or a gRPC target.
+  const bool v6 = text.front() == '[';
+  for (char c : hp.host) {
+    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                    c == '_' || c == '.' || (v6 && (c == ':' || c == '%'));
+    if (!ok) {
+      return bad(v6 ? "an IPv6 host holds only hex digits, ':', '.' and a '%zone'"
+                    : "a host holds only letters, digits, '-', '_' and '.'");
+    }
+  }
+  if (v6 && hp.host.find(':') == std::string::npos) {
+    return bad("a bracketed host must be an IPv6 address");
+  }
   if (port_text.empty()) return bad("empty port");
   for (char c : port_text) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {

@@ -249,6 +249,18 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"BareIpv6",
                   R"({"cluster": {"ps": ["::1:80"]}, "task": {"type": "ps", "index": 0}})",
                   "TF_CONFIG cluster.ps[0] \"::1:80\": IPv6 hosts must be written as [addr]:port"},
+        ErrorCase{"HostWithBadCharacters",
+                  R"({"cluster": {"ps": ["a b/c:80"]}, "task": {"type": "ps", "index": 0}})",
+                  "TF_CONFIG cluster.ps[0] \"a b/c:80\": a host holds only letters, digits, "
+                  "'-', '_' and '.'"},
+        ErrorCase{"BracketsAroundAName",
+                  R"({"cluster": {"ps": ["[[x]:80"]}, "task": {"type": "ps", "index": 0}})",
+                  "TF_CONFIG cluster.ps[0] \"[[x]:80\": an IPv6 host holds only hex digits, "
+                  "':', '.' and a '%zone'"},
+        ErrorCase{"BracketedNotIpv6",
+                  R"({"cluster": {"ps": ["[host]:80"]}, "task": {"type": "ps", "index": 0}})",
+                  "TF_CONFIG cluster.ps[0] \"[host]:80\": a bracketed host must be an IPv6 "
+                  "address"},
         ErrorCase{"AddressNotString",
                   R"({"cluster": {"ps": [80]}, "task": {"type": "ps", "index": 0}})",
                   "TF_CONFIG cluster.ps[0] must be a \"host:port\" string, not number"},
