@@ -43,6 +43,7 @@
 #include "common/cli_args.h"
 #include "common/grpc_server.h"
 #include "common/malloc_tuning.h"
+#include "common/median.h"
 #include "common/status_macros.h"
 #include "common/placement.h"
 #include "common/process_stats.h"
@@ -435,7 +436,6 @@ void DenseModel(int64_t model_bytes, std::vector<VariableDef>* vars,
   }
 }
 
-double Median(std::vector<double> v);
 
 // PS counts a checkpoint written by kSavePs PS is restored onto: the same
 // count (each PS reads its own shard) and others (re-sliced from every
@@ -601,12 +601,6 @@ absl::Status Memory(int64_t model_mib) {
               rss <= limit ? "met" : "NOT met", create_s,
               kRounds * static_cast<double>(model_bytes) / train_s / 1e9);
   return absl::OkStatus();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::vector<int64_t> ParseSizes(const std::string& text) {

@@ -16,6 +16,7 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/median.h"
 #include "common/subprocess.h"
 
 namespace pstrain {
@@ -27,12 +28,6 @@ constexpr double kBucketUpper[] = {0, 1, 2, 4, 8, 16, 32, 64, 65};
 constexpr double kBucketMid[] = {0, 1, 2, 3.5, 6.5, 12.5, 24.5, 48.5, 65};
 constexpr const char* kBucketName[] = {"0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64",
                                        "65+"};
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 struct EvalPoint {
   double wall_s = 0;  // since the run started

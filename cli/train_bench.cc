@@ -17,6 +17,7 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/median.h"
 #include "common/status_macros.h"
 #include "model/backend.h"
 #include "model/cuda_device.h"
@@ -24,12 +25,6 @@
 
 namespace pstrain {
 namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // One sgemm call of a training step: C[m x n] = A[m x k] * B[k x n] with the
 // transposes the model uses.
