@@ -15,7 +15,7 @@ ChiefDuties::ChiefDuties(const TfConfig& cfg, const ChiefOptions& options)
     : cfg_(cfg),
       options_(options),
       tracker_(cfg.cluster, options.job.chief_trains),
-      service_(&tracker_) {}
+      service_(&tracker_, options.security) {}
 
 ChiefDuties::~ChiefDuties() {
   StopCheckpointing();
@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
   chief->started_ = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(chief->server_,
-                           GrpcServer::Create({options.bind_address}, {&chief->service_}));
+                           GrpcServer::Create({options.bind_address, 512 << 20, options.security},
+                                              {&chief->service_}));
   Log("coordinator serving on ", options.bind_address);
   PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Mlp::Create(options.job.model, 1024));
   PSTRAIN_ASSIGN_OR_RETURN(
@@ -101,6 +102,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   worker::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = -1;  // this client only observes; training has its own
+  client_options.security = options.security;
   PSTRAIN_ASSIGN_OR_RETURN(chief->client_,
                            worker::PsClient::Create(client_options, placement));
   Log("waiting for ", cfg.cluster.ps.size(), " ps");

@@ -51,6 +51,8 @@ struct ChiefOptions {
   absl::Duration ps_wait = absl::Minutes(2);
   // 24 hours: the longest a job may train before the chief gives up.
   absl::Duration job_timeout = absl::Hours(24);
+  // TLS and token for the Coordinator server and the PS channels.
+  std::shared_ptr<const Security> security;
 };
 
 class ChiefDuties {

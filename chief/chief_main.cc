@@ -13,7 +13,8 @@
 namespace pstrain::chief {
 namespace {
 
-absl::Status Run(const TfConfig& cfg, CliArgs& args) {
+absl::Status Run(const TfConfig& cfg, CliArgs& args,
+                 const std::shared_ptr<const Security>& security) {
   PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
   ChiefOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
@@ -27,6 +28,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
   options.ps_wait = absl::Seconds(ps_wait_s);
   options.job_timeout = absl::Seconds(job_timeout_s);
+  options.security = security;
   openblas_set_num_threads(static_cast<int>(blas_threads));
 
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ChiefDuties> duties,
@@ -36,6 +38,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
     replica.job = options.job;
     replica.output_dir = options.output_dir;
     replica.ps_wait = options.ps_wait;
+    replica.security = security;
     auto report = worker::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
       duties->StopParameterServers("job failed");
@@ -57,8 +60,9 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
 
 }  // namespace
 
-int ChiefMain(const TfConfig& cfg, CliArgs& args) {
-  absl::Status s = Run(cfg, args);
+int ChiefMain(const TfConfig& cfg, CliArgs& args,
+              std::shared_ptr<const Security> security) {
+  absl::Status s = Run(cfg, args, security);
   if (!s.ok()) Log("job failed: ", s.message());
   return ExitCodeFor(s);
 }

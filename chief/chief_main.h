@@ -3,7 +3,10 @@
 #ifndef PSTRAIN_CHIEF_CHIEF_MAIN_H_
 #define PSTRAIN_CHIEF_CHIEF_MAIN_H_
 
+#include <memory>
+
 #include "common/cli_args.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 
 namespace pstrain::chief {
@@ -11,7 +14,8 @@ namespace pstrain::chief {
 // Flags: the job flags (cli/job_flags.h), --output_dir, --bind,
 // --ps_wait_s, --job_timeout_s, --blas_threads. Prints "test accuracy: X" at the end.
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kChief.
-int ChiefMain(const TfConfig& cfg, CliArgs& args);
+int ChiefMain(const TfConfig& cfg, CliArgs& args,
+              std::shared_ptr<const Security> security);
 
 }  // namespace pstrain::chief
 

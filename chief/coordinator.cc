@@ -100,7 +100,8 @@ std::map<int, v1::ReportDoneRequest> JobTracker::reports() const {
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(
     grpc::CallbackServerContext* ctx, const v1::ReportDoneRequest* req,
     v1::ReportDoneResponse* resp) {
-  absl::Status s = tracker_->MarkDone(*req);
+  auto admitted = guard_.Admit(*ctx, "ReportDone");
+  absl::Status s = admitted.ok() ? tracker_->MarkDone(*req) : admitted.status();
   if (s.ok()) {
     Log(req->task_type(), ":", req->task_index(), " finished: ", req->steps(), " steps, ",
         req->examples(), " examples, loss ", req->final_loss(), ", ",
@@ -113,9 +114,10 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(
 
 absl::Status ReportDoneToChief(const HostPort& address,
                                const v1::ReportDoneRequest& report,
-                               absl::Duration timeout) {
-  auto stub = v1::Coordinator::NewStub(grpc::CreateChannel(
-      address.ToString(), grpc::InsecureChannelCredentials()));
+                               absl::Duration timeout,
+                               const Security& security) {
+  auto stub = v1::Coordinator::NewStub(
+      security.CreateChannel(address.ToString(), grpc::ChannelArguments()));
   const std::string peer = absl::StrCat("chief (", address.ToString(), ")");
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(100);

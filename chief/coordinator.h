@@ -15,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/call_guard.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -63,7 +65,9 @@ class JobTracker {
 class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
  public:
   // `tracker` must outlive the service.
-  explicit CoordinatorServiceImpl(JobTracker* tracker) : tracker_(tracker) {}
+  // Calls are admitted as common/call_guard.h says (token, calls in flight).
+  CoordinatorServiceImpl(JobTracker* tracker, std::shared_ptr<const Security> security)
+      : tracker_(tracker), guard_(std::move(security), CallLimits()) {}
 
   grpc::ServerUnaryReactor* ReportDone(grpc::CallbackServerContext* ctx,
                                        const v1::ReportDoneRequest* req,
@@ -71,6 +75,7 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
 
  private:
   JobTracker* const tracker_;
+  CallGuard guard_;
 };
 
 // Sends ReportDone to the task with chief duties at `address`, retrying
@@ -78,7 +83,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
 // `timeout`. Errors name the chief: "chief (host:port): ReportDone: ...".
 absl::Status ReportDoneToChief(const HostPort& address,
                                const v1::ReportDoneRequest& report,
-                               absl::Duration timeout);
+                               absl::Duration timeout,
+                               const Security& security);
 
 }  // namespace pstrain::chief
 

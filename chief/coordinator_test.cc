@@ -27,11 +27,11 @@ ClusterSpec Cluster(std::vector<HostPort> workers, bool with_chief = false) {
 
 TEST(CoordinatorTest, WorkersReportOverGrpcAndTheChiefStopsWaiting) {
   JobTracker tracker(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}), true);
-  CoordinatorServiceImpl service(&tracker);
+  CoordinatorServiceImpl service(&tracker, Security::None());
   ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
   HostPort chief{"127.0.0.1", server->bound_port()};
-  std::thread w0([&] { EXPECT_OK(ReportDoneToChief(chief, Report(0, 10), absl::Seconds(5))); });
-  std::thread w1([&] { EXPECT_OK(ReportDoneToChief(chief, Report(1, 12), absl::Seconds(5))); });
+  std::thread w0([&] { EXPECT_OK(ReportDoneToChief(chief, Report(0, 10), absl::Seconds(5), *Security::None())); });
+  std::thread w1([&] { EXPECT_OK(ReportDoneToChief(chief, Report(1, 12), absl::Seconds(5), *Security::None())); });
   EXPECT_OK(tracker.WaitForAll(absl::Seconds(10)));
   w0.join();
   w1.join();
@@ -75,16 +75,36 @@ TEST(CoordinatorTest, ATrainingChiefIsReplicaZero) {
 
 TEST(CoordinatorTest, RejectsReportsFromOutsideTheCluster) {
   JobTracker tracker(Cluster({{"127.0.0.1", 1001}}), true);
-  CoordinatorServiceImpl service(&tracker);
+  CoordinatorServiceImpl service(&tracker, Security::None());
   ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
   absl::Status s = ReportDoneToChief({"127.0.0.1", server->bound_port()}, Report(4, 1),
-                                     absl::Seconds(5));
+                                     absl::Seconds(5), *Security::None());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("ReportDone: ReportDone from worker:4: not one of the job's 1 training "
                         "replicas (worker:0)"),
             absl::string_view::npos)
       << s;
   EXPECT_TRUE(tracker.reports().empty());
+}
+
+TEST(CoordinatorTest, ReportsWithoutTheTokenAreRefusedAndNotCounted) {
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}}), true);
+  SecurityConfig right, wrong;
+  right.token = "the-right-token-0123456789";
+  wrong.token = "the-wrong-token-0123456789";
+  ASSERT_OK_AND_ASSIGN(auto server_side, Security::Load(right));
+  ASSERT_OK_AND_ASSIGN(auto client_wrong, Security::Load(wrong));
+  CoordinatorServiceImpl service(&tracker, server_side);
+  ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
+  const HostPort chief{"127.0.0.1", server->bound_port()};
+  absl::Status s = ReportDoneToChief(chief, Report(0, 1), absl::Seconds(5), *client_wrong);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_NE(s.message().find("the call's cluster token is wrong"), absl::string_view::npos) << s;
+  s = ReportDoneToChief(chief, Report(0, 1), absl::Seconds(5), *Security::None());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+  EXPECT_TRUE(tracker.reports().empty());
+  EXPECT_OK(ReportDoneToChief(chief, Report(0, 1), absl::Seconds(5), *server_side));
+  EXPECT_EQ(tracker.reports().size(), 1u);
 }
 
 }  // namespace

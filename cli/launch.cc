@@ -17,6 +17,7 @@
 #include "common/subprocess.h"
 #include "common/tf_config.h"
 #include "cli/job_flags.h"
+#include "cli/security_flags.h"
 
 namespace pstrain {
 namespace {
@@ -98,6 +99,7 @@ int RunLaunch(const LaunchOptions& options) {
     cfg.task = t.id;
     SpawnOptions spawn;
     spawn.argv = {options.self_path};
+    spawn.argv.insert(spawn.argv.end(), options.task_flags.begin(), options.task_flags.end());
     if (t.id.role != Role::kPs) {
       spawn.argv.insert(spawn.argv.end(), options.job_flags.begin(), options.job_flags.end());
       spawn.argv.push_back("--output_dir=" + options.output_dir);
@@ -230,6 +232,8 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   if (!job.ok()) return fail(job.status());
   auto output_dir = OutputDirFromFlags(args, "");
   if (!output_dir.ok()) return fail(output_dir.status());
+  auto security = SecurityFromFlags(args);
+  if (!security.ok()) return fail(security.status());
   absl::Status used = args.CheckAllUsed();
   if (!used.ok()) return fail(used);
   if (!args.positional().empty() && args.positional().size() > 1) {
@@ -248,10 +252,16 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   options.timeout = absl::Seconds(*timeout);
   options.output_dir = *output_dir;
   const auto& names = JobFlagNames();
+  const auto& security_names = SecurityFlagNames();
   for (const std::string& flag : args.raw_flags()) {
     std::string name = flag.substr(2, flag.find('=') - 2);
-    if (name != "output_dir" &&
-        std::find(names.begin(), names.end(), name) != names.end()) {
+    if (std::find(security_names.begin(), security_names.end(), name) != security_names.end()) {
+      options.task_flags.push_back(flag);
+    } else if (name == "config" || name == "model_config") {
+      // Every task reads the config's security block; the PS nothing else.
+      options.task_flags.push_back(flag);
+    } else if (name != "output_dir" &&
+               std::find(names.begin(), names.end(), name) != names.end()) {
       options.job_flags.push_back(flag);
     }
   }

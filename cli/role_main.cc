@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chief/chief_main.h"
+#include "cli/security_flags.h"
 #include "common/cli_args.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
@@ -40,13 +41,24 @@ int RunRoleFromEnvironment(int argc, char** argv, std::optional<Role> expected,
   auto args = CliArgs::Parse(argc, argv, first);
   if (!args.ok()) return Fail(args.status());
   SetLogTag(cfg->task.ToString());
+  auto security = SecurityFromFlags(*args);
+  if (!security.ok()) return Fail(security.status());
+  auto bind = args->GetString("bind", "");
+  if (!bind.ok()) return Fail(bind.status());
+  if (absl::Status exposed = CheckExposure(cfg->cluster, *bind, **security); !exposed.ok()) {
+    return Fail(exposed);
+  }
+  if ((*security)->insecure() && !(*security)->tls() && !(*security)->has_token()) {
+    Log("--insecure: no TLS and no cluster token; anyone who reaches this task's port can "
+        "read and change the model");
+  }
   switch (cfg->task.role) {
     case Role::kPs:
-      return ps::PsMain(*cfg, *args);
+      return ps::PsMain(*cfg, *args, *security);
     case Role::kWorker:
-      return worker::WorkerMain(*cfg, *args);
+      return worker::WorkerMain(*cfg, *args, *security);
     case Role::kChief:
-      return chief::ChiefMain(*cfg, *args);
+      return chief::ChiefMain(*cfg, *args, *security);
     case Role::kEvaluator:
       return evaluator::EvaluatorMain(*cfg, *args);
   }

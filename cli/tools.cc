@@ -14,6 +14,7 @@
 #include "model/mlp.h"
 #include "model/model_config.h"
 #include "cli/job_flags.h"
+#include "cli/security_flags.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -135,6 +136,10 @@ std::string StatusTable(const std::vector<HostPort>& addresses,
     out += absl::StrFormat("ps:%d %s  global step %d  resident %.0f MiB\n",
                            stats[i].ps_index(), addresses[i].ToString(),
                            stats[i].global_step(), stats[i].resident_bytes() / 1048576.0);
+    if (stats[i].refused_unauthenticated() > 0 || stats[i].refused_over_limit() > 0) {
+      out += absl::StrFormat("  refused: %d calls without the right token, %d over a limit\n",
+                             stats[i].refused_unauthenticated(), stats[i].refused_over_limit());
+    }
     if (stats[i].slices_size() == 0) {
       out += "  (no variables yet)\n";
       continue;
@@ -160,6 +165,8 @@ std::string StatusJson(const std::vector<HostPort>& addresses,
     ps.Set("address", Json::String(addresses[i].ToString()));
     ps.Set("global_step", Json::Number(stats[i].global_step()));
     ps.Set("resident_bytes", Json::Number(stats[i].resident_bytes()));
+    ps.Set("refused_unauthenticated", Json::Number(stats[i].refused_unauthenticated()));
+    ps.Set("refused_over_limit", Json::Number(stats[i].refused_over_limit()));
     Json vars = Json::Array();
     for (const v1::SliceStats& v : PerVariable(stats[i])) {
       Json j = Json::Object();
@@ -220,6 +227,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string ps_list, args.GetString("ps", ""));
     PSTRAIN_ASSIGN_OR_RETURN(bool json, args.GetBool("json", false));
+    PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const Security> security, SecurityFromFlags(args));
     PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     std::vector<HostPort> addresses;
     if (!ps_list.empty()) {
@@ -240,6 +248,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     options.ps_addresses = addresses;
     options.rpc_deadline = absl::Seconds(5);
     options.max_attempts = 2;
+    options.security = security;
     Placement empty;
     empty.num_ps = static_cast<int>(addresses.size());
     PSTRAIN_ASSIGN_OR_RETURN(auto client, worker::PsClient::Create(options, empty));

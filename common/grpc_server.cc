@@ -14,8 +14,9 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(
   }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
-                           &port);
+  const Security& security =
+      options.security == nullptr ? *Security::None() : *options.security;
+  builder.AddListeningPort(options.address, security.ServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // Do not let a second process bind the same port: a stale task must fail

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain {
@@ -32,6 +33,9 @@ struct GrpcServerOptions {
   std::string address;
   // 512 MiB: the largest single slice a PS sends or receives in one message.
   int max_message_bytes = 512 << 20;
+  // TLS credentials when it configures TLS (null: plain). The services
+  // check the token themselves (common/call_guard.h).
+  std::shared_ptr<const Security> security;
 };
 
 class GrpcServer {

@@ -18,6 +18,8 @@ PACKAGES=(
   libbenchmark-dev         # Google Benchmark
   libopenblas-dev          # CPU BLAS
   zlib1g-dev               # gzip'd IDX files
+  libssl-dev               # checking TLS certificates and keys at start
+  openssl                  # deploy/make_certs.sh (certificates, tokens)
   dataset-fashion-mnist    # the training data, in /usr/share/datasets
   gnuplot-nox              # `pstrain experiment` plots (PNG)
 )

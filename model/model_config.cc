@@ -297,6 +297,9 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   const Where where(name, &tree);
   const auto* type = v1::ModelConfig::descriptor();
   ModelConfigFile out;
+  const v1::SecuritySettings& sec = config.security();
+  out.security = {sec.tls_cert(), sec.tls_key(), sec.tls_ca(), sec.tls_server_name(),
+                  sec.token_file()};
   if (config.variable_size() > 0 && config.layer_size() > 0) {
     return Bad(where.At(&tree, type, "layer", 0),
                "a config lists variables or describes layers, not both");

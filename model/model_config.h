@@ -14,6 +14,11 @@
 
 namespace pstrain::model {
 
+// The file's `security` block (paths; empty when not given).
+struct SecuritySettings {
+  std::string tls_cert, tls_key, tls_ca, tls_server_name, token_file;
+};
+
 struct ModelConfigFile {
   // The variables listed, or those of the layers.
   std::vector<VariableDef> variables;
@@ -21,6 +26,7 @@ struct ModelConfigFile {
   // settings the file states, defaults (model/job_spec.h) for the rest.
   bool trainable = false;
   JobSpec job;
+  SecuritySettings security;
 };
 
 // Parses `text`; `name` stands for the path in messages. Every error is

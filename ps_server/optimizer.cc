@@ -13,7 +13,14 @@ namespace {
 // The update loops, compiled for AVX-512, AVX2 and baseline x86-64, picked
 // at load time by the CPU (GCC and clang target_clones). __restrict: slots,
 // values and gradients never overlap, which lets the loops vectorise.
-#if defined(__x86_64__) && defined(__linux__)
+// Not under ThreadSanitizer: the load-time resolvers would be instrumented
+// and run before its runtime starts.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PSTRAIN_NO_CLONES 1
+#endif
+#endif
+#if defined(__x86_64__) && defined(__linux__) && !defined(PSTRAIN_NO_CLONES)
 #define PSTRAIN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PSTRAIN_VECTOR_CLONES

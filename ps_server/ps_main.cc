@@ -12,18 +12,43 @@
 
 namespace pstrain::ps {
 
-int PsMain(const TfConfig& cfg, CliArgs& args) {
+int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
   auto bind = args.GetString("bind", cfg.task_address()->ToString());
   // Test-only: see PsServiceOptions::test_checkpoint_delay.
   auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
-  absl::Status s = bind.status();
-  if (s.ok()) s = delay_ms.status();
+  PsServiceOptions defaults;
+  auto message_mib = args.GetInt("max_message_mib", 512);
+  auto per_client = args.GetInt("max_calls_per_client", defaults.calls.max_calls_per_client);
+  auto calls = args.GetInt("max_calls", defaults.calls.max_calls);
+  auto tensors = args.GetInt("max_tensors_per_request", defaults.max_tensors_per_request);
+  auto ids = args.GetInt("max_ids_per_request", defaults.max_ids_per_request);
+  auto rows = args.GetInt("max_table_rows", ShardStore::kDefaultMaxTableRows);
+  absl::Status s;
+  for (const absl::Status& each : {bind.status(), delay_ms.status(), message_mib.status(),
+                                   per_client.status(), calls.status(), tensors.status(),
+                                   ids.status(), rows.status()}) {
+    if (s.ok()) s = each;
+  }
+  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    if (s.ok() && (v < lo || v > hi)) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", v, ": must be in ", lo, "..", hi));
+    }
+  };
+  if (s.ok()) {
+    range("max_message_mib", *message_mib, 1, 2047);
+    range("max_calls_per_client", *per_client, 1, 1 << 20);
+    range("max_calls", *calls, 1, 1 << 20);
+    range("max_tensors_per_request", *tensors, 1, 1 << 30);
+    range("max_ids_per_request", *ids, 1, int64_t{1} << 40);
+    range("max_table_rows", *rows, 1, int64_t{1} << 40);
+  }
   if (s.ok()) s = args.CheckAllUsed();
   if (!s.ok()) {
     Log(s.message());
     return ExitCodeFor(s);
   }
-  ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()));
+  ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()), *rows);
   GrpcServer* server_for_signal = nullptr;
   absl::Mutex server_mu;
   WatchStopSignals([&](int signo) {
@@ -35,6 +60,11 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
   std::unique_ptr<GrpcServer> server;
   PsServiceOptions options;
   options.test_checkpoint_delay = absl::Milliseconds(*delay_ms);
+  options.security = security;
+  options.calls.max_calls_per_client = static_cast<int>(*per_client);
+  options.calls.max_calls = static_cast<int>(*calls);
+  options.max_tensors_per_request = static_cast<int>(*tensors);
+  options.max_ids_per_request = *ids;
   PsServiceImpl service(&store,
                         [&](const std::string& reason) {
                           absl::MutexLock lock(&server_mu);
@@ -43,7 +73,11 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
                           }
                         },
                         options);
-  auto created = GrpcServer::Create({*bind}, {&service});
+  GrpcServerOptions server_options;
+  server_options.address = *bind;
+  server_options.max_message_bytes = static_cast<int>(*message_mib << 20);
+  server_options.security = security;
+  auto created = GrpcServer::Create(server_options, {&service});
   if (!created.ok()) {
     Log(created.status().message());
     return ExitCodeFor(created.status());
@@ -53,7 +87,8 @@ int PsMain(const TfConfig& cfg, CliArgs& args) {
     absl::MutexLock lock(&server_mu);
     server_for_signal = server.get();
   }
-  Log("serving on ", *bind, " (", cfg.cluster.ps.size(), " ps in the job)");
+  Log("serving on ", *bind, " (", cfg.cluster.ps.size(), " ps in the job) with ",
+      security->Describe());
   std::optional<std::string> reason =
       server->WaitForStopRequest(absl::InfiniteDuration());
   Log("stopping: ", reason.value_or("?"), "; ", store.global_step(),

@@ -3,7 +3,10 @@
 #ifndef PSTRAIN_PS_SERVER_PS_MAIN_H_
 #define PSTRAIN_PS_SERVER_PS_MAIN_H_
 
+#include <memory>
+
 #include "common/cli_args.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 
 namespace pstrain::ps {
@@ -11,7 +14,8 @@ namespace pstrain::ps {
 // Flags: --bind=HOST:PORT (default: this task's address in TF_CONFIG).
 // Returns the process exit code (common/exit_codes.h).
 // REQUIRES: cfg.task.role == Role::kPs.
-int PsMain(const TfConfig& cfg, CliArgs& args);
+int PsMain(const TfConfig& cfg, CliArgs& args,
+           std::shared_ptr<const Security> security);
 
 }  // namespace pstrain::ps
 

@@ -78,8 +78,13 @@ class ExchangeReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool,
-                  absl::Duration wait_timeout)
-      : store_(store), pool_(std::move(pool)), wait_timeout_(wait_timeout) {
+                  const PsServiceOptions& options, CallGuard::Admission admission)
+      : store_(store),
+        pool_(std::move(pool)),
+        wait_timeout_(options.wait_timeout),
+        max_tensors_(options.max_tensors_per_request),
+        max_ids_(options.max_ids_per_request),
+        admission_(std::move(admission)) {
     StartRead(&in_);
   }
 
@@ -130,6 +135,8 @@ class ExchangeReactor final
     in_.Clear();
     const v1::FrameHeader& h = request_.header();
     if (!parsed.ok()) return Respond(ErrorFrame(h.request_id(), parsed));
+    absl::Status within = CheckLimits(h);
+    if (!within.ok()) return Respond(ErrorFrame(h.request_id(), within));
     v1::FrameHeader resp;
     resp.set_request_id(h.request_id());
     pull_ = ShardStore::PullBatch();
@@ -177,6 +184,24 @@ class ExchangeReactor final
     pull_header_ = std::move(resp);
     store_->wait_list().RunWhenReady([this] { return TryPull(); },
                                      absl::Now() + WaitTimeout(), [this] { Expire(); });
+  }
+
+  absl::Status CheckLimits(const v1::FrameHeader& h) const {
+    const int64_t tensors = int64_t{h.push_size()} + h.pull_size();
+    if (tensors > max_tensors_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the frame names ", tensors, " tensors; the limit is ", max_tensors_,
+          " per request (--max_tensors_per_request)"));
+    }
+    int64_t ids = 0;
+    for (const v1::TensorRef& r : h.push()) ids += r.ids_size();
+    for (const v1::TensorRef& r : h.pull()) ids += r.ids_size();
+    if (ids > max_ids_) {
+      return absl::ResourceExhaustedError(absl::StrCat("the frame names ", ids,
+                                                       " table ids; the limit is ", max_ids_,
+                                                       " per request (--max_ids_per_request)"));
+    }
+    return absl::OkStatus();
   }
 
   // The answer to a frame that pulled: `resp` with each tensor's version and
@@ -282,6 +307,10 @@ class ExchangeReactor final
   ShardStore* const store_;
   const std::shared_ptr<BufferPool> pool_;
   const absl::Duration wait_timeout_;
+  const int64_t max_tensors_;
+  const int64_t max_ids_;
+  // Holds this stream's place among the calls in flight until OnDone.
+  const CallGuard::Admission admission_;
   grpc::ByteBuffer in_;
   // The frame being handled and its pull; touched by one thread at a time
   // (the read callback, then whoever runs the parked attempt).
@@ -303,6 +332,14 @@ class ExchangeReactor final
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Ends a stream that was not admitted, with the reason.
+class RefusedExchange final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedExchange(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 PsServiceImpl::PsServiceImpl(ShardStore* store,
@@ -312,16 +349,21 @@ PsServiceImpl::PsServiceImpl(ShardStore* store,
       on_shutdown_(std::move(on_shutdown)),
       options_(options),
       // Idle response buffers kept for reuse: a few frames' worth.
-      pool_(BufferPool::Create(16 << 20)) {}
+      pool_(BufferPool::Create(16 << 20)),
+      guard_(options.security, options.calls) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
     grpc::CallbackServerContext* ctx) {
-  return new ExchangeReactor(store_, pool_, options_.wait_timeout);
+  auto admitted = guard_.Admit(*ctx, "Exchange");
+  if (!admitted.ok()) return new RefusedExchange(admitted.status());
+  return new ExchangeReactor(store_, pool_, options_, *std::move(admitted));
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
     grpc::CallbackServerContext* ctx, const v1::CreateVariablesRequest* req,
     v1::CreateVariablesResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "CreateVariables");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   if (req->ps_index() != store_->ps_index() || req->num_ps() != store_->num_ps()) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
         "CreateVariables meant for ps:", req->ps_index(), " of ", req->num_ps(),
@@ -417,12 +459,16 @@ absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t ge
 grpc::ServerUnaryReactor* PsServiceImpl::Restore(grpc::CallbackServerContext* ctx,
                                                  const v1::RestoreRequest* req,
                                                  v1::RestoreResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "Restore");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   return FinishWith(ctx, RestoreFrom(req->checkpoint(), req->generation(), resp));
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                                         const v1::SaveCheckpointRequest* req,
                                                         v1::SaveCheckpointResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "SaveCheckpoint");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   if (req->dir().empty() || req->step() < 0) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
         "SaveCheckpoint needs a directory and a step >= 0, got \"", req->dir(), "\" and ",
@@ -447,6 +493,8 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx,
                                                 const v1::HealthRequest* req,
                                                 v1::HealthResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "Health");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   resp->set_initialized(store_->ready());
   resp->set_generation(store_->generation());
   resp->set_global_step(store_->global_step());
@@ -458,6 +506,8 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
 grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
                                                const v1::StatsRequest* req,
                                                v1::StatsResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "Stats");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   for (const TensorStats& s : store_->Stats()) {
     v1::SliceStats* out = resp->add_slices();
     out->set_key(s.key);
@@ -474,12 +524,17 @@ grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());
   resp->set_resident_bytes(ResidentBytes().value_or(0));
+  resp->set_refused_unauthenticated(guard_.unauthenticated());
+  resp->set_refused_over_limit(guard_.over_limit());
+  resp->set_calls_in_flight(guard_.in_flight());
   return FinishWith(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::Shutdown(
     grpc::CallbackServerContext* ctx, const v1::ShutdownRequest* req,
     v1::ShutdownResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "Shutdown");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   grpc::ServerUnaryReactor* reactor = FinishWith(ctx, absl::OkStatus());
   on_shutdown_(req->reason());
   return reactor;

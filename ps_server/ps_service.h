@@ -14,6 +14,8 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/call_guard.h"
+#include "common/security.h"
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/shard_store.h"
@@ -27,6 +29,15 @@ struct PsServiceOptions {
   // Test-only: SaveCheckpoint sleeps this long with its shard half written
   // (under its temporary name), widening the window a crash test aims at.
   absl::Duration test_checkpoint_delay = absl::ZeroDuration();
+  // Token checks (and nothing else: TLS is the server's credentials). Null:
+  // no token.
+  std::shared_ptr<const Security> security;
+  // Calls in flight per client connection and in all.
+  CallLimits calls;
+  // Per Exchange frame: tensors named (push and pull together) and table
+  // ids over all of them. Past either: ResourceExhausted naming the limit.
+  int max_tensors_per_request = 65536;
+  int64_t max_ids_per_request = int64_t{1} << 20;
 };
 
 // Every method on the callback API; Exchange on raw byte buffers.
@@ -75,6 +86,7 @@ class PsServiceImpl final : public PsServiceBase {
   const std::function<void(const std::string&)> on_shutdown_;
   const PsServiceOptions options_;
   const std::shared_ptr<BufferPool> pool_;
+  CallGuard guard_;
 };
 
 }  // namespace pstrain::ps

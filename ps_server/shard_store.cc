@@ -65,7 +65,8 @@ int StalenessBucket(int64_t s) {
   return std::min(kStalenessBuckets - 1, width + 1);
 }
 
-ShardStore::ShardStore(int ps_index, int num_ps) : ps_index_(ps_index), num_ps_(num_ps) {}
+ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows)
+    : ps_index_(ps_index), num_ps_(num_ps), max_table_rows_(max_table_rows) {}
 
 ShardStore::~ShardStore() = default;
 
@@ -245,6 +246,35 @@ float* ShardStore::RowLocked(Tensor& t, int64_t id) {
     t.rows.store(static_cast<int64_t>(t.row_updates.size()), std::memory_order_relaxed);
   }
   return t.data.data() + it->second * stride;
+}
+
+void ShardStore::ReadRowLocked(const Tensor& t, int64_t id, char* out) const {
+  auto it = t.row_of.find(id);
+  if (it != t.row_of.end()) {
+    const int64_t stride = t.dim * (1 + optimizer_->num_slots());
+    std::memcpy(out, t.data.data() + it->second * stride, t.dim * 4);
+    return;
+  }
+  float row[256];
+  for (int64_t done = 0; done < t.dim; done += 256) {
+    const int64_t n = std::min<int64_t>(256, t.dim - done);
+    t.init.Fill(job_.seed, t.variable, id * t.dim + done, n, row);
+    std::memcpy(out + done * 4, row, n * 4);
+  }
+}
+
+absl::Status ShardStore::CheckRowLimitLocked(const Tensor& t,
+                                             absl::Span<const int64_t> ids) const {
+  int64_t rows = static_cast<int64_t>(t.row_of.size());
+  for (const auto& [id, acc] : t.sparse_accum) rows += !t.row_of.contains(id);
+  if (rows + static_cast<int64_t>(ids.size()) <= max_table_rows_) return absl::OkStatus();
+  for (int64_t id : ids) {
+    rows += !t.row_of.contains(id) && !t.sparse_accum.contains(id);
+  }
+  if (rows <= max_table_rows_) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "table ", t.key, " would grow to ", rows, " rows on ps:", ps_index_, "; the limit is ",
+      max_table_rows_, " (--max_table_rows)"));
 }
 
 void ShardStore::Optimize(float* values, const float* grad, int64_t n, int64_t stride,
@@ -480,6 +510,10 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
     const Tensor& t = *targets[i];
     const TensorRef& ref = batch.tensors[i];
     t.mu.AssertHeld();
+    if (t.embedding) {
+      bad = CheckRowLimitLocked(t, unique_ids[i]);
+      if (!bad.ok()) break;
+    }
     if (t.consistency.mode != Consistency::Mode::kSync) continue;
     if (ref.version < t.updates || (batch.stop_step > 0 && t.updates >= batch.stop_step)) {
       applied[i] = false;  // a step that has passed: dropped below
@@ -613,7 +647,7 @@ absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
       const char* start = out;
       if (t.embedding) {
         for (int64_t id : ref.ids) {
-          std::memcpy(out, RowLocked(t, id), t.dim * 4);
+          ReadRowLocked(t, id, out);
           out += t.dim * 4;
         }
       } else {

@@ -72,7 +72,13 @@ struct TensorStats {
 
 class ShardStore {
  public:
-  ShardStore(int ps_index, int num_ps);
+  // Rows one embedding table may create on this PS: pulls of rows never
+  // pushed create nothing (their values follow from the seed), and a push
+  // that would take a table past the limit is refused whole with
+  // ResourceExhausted naming it.
+  static constexpr int64_t kDefaultMaxTableRows = int64_t{1} << 24;
+
+  ShardStore(int ps_index, int num_ps, int64_t max_table_rows = kDefaultMaxTableRows);
   ~ShardStore();
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
@@ -302,6 +308,14 @@ class ShardStore {
   bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Copies row `id`'s values to `out`: the stored row, or, for a row not
+  // created yet, its initial values (creating nothing).
+  void ReadRowLocked(const Tensor& t, int64_t id, char* out) const
+      ABSL_SHARED_LOCKS_REQUIRED(t.mu);
+  // ResourceExhausted when creating the rows `ids` names (and, for sync,
+  // those waiting in the step's sum) would take `t` past max_table_rows_.
+  absl::Status CheckRowLimitLocked(const Tensor& t, absl::Span<const int64_t> ids) const
+      ABSL_SHARED_LOCKS_REQUIRED(t.mu);
   // Applies a dense, non-sync gradient read from the frame block by block;
   // copies the new values to `read_back` when not null.
   bool ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
@@ -310,6 +324,7 @@ class ShardStore {
 
   const int ps_index_;
   const int num_ps_;
+  const int64_t max_table_rows_;
   absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};
   std::atomic<bool> ready_{false};

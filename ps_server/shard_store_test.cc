@@ -1,5 +1,6 @@
 #include "ps_server/shard_store.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -256,6 +257,46 @@ TEST(ShardStoreConcurrencyTest, AsyncPushesLoseNoUpdate) {
   EXPECT_EQ(store.global_step(), kThreads * kPushes);
 }
 
+// Pushes and pulls of a dense slice and a table from several threads while
+// another reads statistics and takes snapshots: the ThreadSanitizer run's
+// main target, and every update still lands.
+TEST(ShardStoreConcurrencyTest, MixedTrafficWithStatsAndSnapshotsLosesNothing) {
+  ShardStore store(0, 1);
+  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "async", 4),
+                             {Dense(Slice("v", 4, 1), Bytes({0, 0, 0, 0}))},
+                             {{"emb", 1000, 2, "", "zeros"}})
+                .status());
+  constexpr int kThreads = 4, kPushes = 200;
+  std::atomic<bool> done{false};
+  std::thread observer([&] {
+    while (!done.load()) {
+      EXPECT_EQ(store.Stats().size(), 2u);
+      EXPECT_OK(store.Snapshot(store.global_step()).status());
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPushes; ++i) {
+        ASSERT_OK(Push(store, {{"v/part_0", {1, 1, 1, 1}}, {"emb", {1, 1, 1, 1}, {t, 500}}}, t)
+                      .status());
+        ASSERT_OK(Pull(store, "emb", {t, 500, 999}).status());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  done.store(true);
+  observer.join();
+  ASSERT_OK_AND_ASSIGN(auto v, Pull(store, "v/part_0"));
+  EXPECT_EQ(v, std::vector<float>(4, -kThreads * kPushes));
+  ASSERT_OK_AND_ASSIGN(auto rows, Pull(store, "emb", {0, 1, 2, 3, 500, 999}));
+  std::vector<float> want(12, -kPushes);
+  want[8] = want[9] = -kThreads * kPushes;  // every thread pushed row 500
+  want[10] = want[11] = 0;                  // row 999 was only pulled
+  EXPECT_EQ(rows, want);
+  EXPECT_EQ(store.Stats()[1].rows, 5);
+}
+
 TEST(ShardStoreSlotsTest, AdamSlotsPersistAcrossPushesPerSlice) {
   ShardStore store(0, 1);
   OptimizerSpec adam;
@@ -329,6 +370,35 @@ TEST(ShardStoreSspTest, FastestReplicaWaitsWhenMoreThanSAhead) {
   EXPECT_EQ(v, (std::vector<float>{-3}));  // every push applied on arrival
 }
 
+TEST(ShardStoreEmbeddingTest, PushesPastTheRowLimitAreRefusedWholeAndPullsCreateNothing) {
+  OptimizerSpec sgd;
+  sgd.name = "sgd";
+  sgd.learning_rate = 1.0f;
+  ShardStore store(0, 1, /*max_table_rows=*/3);
+  ASSERT_OK(store.Initialize(Job(sgd), {}, {{"emb", 1000000, 2, "", "zeros"}}).status());
+  // A client pulling a million distinct ids grows nothing.
+  for (int64_t first = 0; first < 1000000; first += 50000) {
+    std::vector<int64_t> ids(50000);
+    for (int64_t i = 0; i < 50000; ++i) ids[i] = first + i;
+    ASSERT_OK(Pull(store, "emb", ids).status());
+  }
+  EXPECT_EQ(store.Stats()[0].rows, 0);
+  ASSERT_OK(Push(store, {{"emb", {1, 1, 1, 1}, {7, 8}}}).status());
+  // Two more rows would make 4: refused whole, naming the limit.
+  auto over = Push(store, {{"emb", {1, 1, 1, 1}, {9, 10}}});
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(over.status().message(),
+            "table emb would grow to 4 rows on ps:0; the limit is 3 (--max_table_rows)");
+  EXPECT_EQ(store.Stats()[0].rows, 2);
+  ASSERT_OK_AND_ASSIGN(auto nine, Pull(store, "emb", {9}));
+  EXPECT_EQ(nine, std::vector<float>({0, 0}));
+  // Rows that exist take more updates; one new row still fits.
+  ASSERT_OK(Push(store, {{"emb", {1, 1, 1, 1, 1, 1}, {7, 8, 9}}}).status());
+  ASSERT_OK_AND_ASSIGN(auto rows, Pull(store, "emb", {7, 8, 9}));
+  EXPECT_EQ(rows, std::vector<float>({-2, -2, -2, -2, -1, -1}));
+  EXPECT_EQ(store.Stats()[0].rows, 3);
+}
+
 TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
   OptimizerSpec adam;
   adam.name = "adam";
@@ -343,7 +413,8 @@ TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
   ASSERT_OK(b.Initialize(Job(adam), {}, {{"emb", 1000, 4, "", "uniform:0.5"}}).status());
   ASSERT_OK_AND_ASSIGN(auto r0, Pull(a, "emb", {mine[0], mine[1]}));
   ASSERT_EQ(r0.size(), 8u);
-  EXPECT_EQ(a.Stats()[0].rows, 2);
+  // Pulling creates nothing: rows not pushed yet are read from the seed.
+  EXPECT_EQ(a.Stats()[0].rows, 0);
   // Another store with the same seed creates the same rows, in any order.
   ASSERT_OK_AND_ASSIGN(auto r1, Pull(b, "emb", {mine[1], mine[0]}));
   for (int j = 0; j < 4; ++j) {
@@ -358,7 +429,7 @@ TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
     EXPECT_NEAR(after[j], r0[j] - 0.1f, 1e-6);  // Adam's first step moves by lr
     EXPECT_EQ(after[4 + j], r0[4 + j]);          // untouched row, untouched slots
   }
-  EXPECT_EQ(a.Stats()[0].rows, 3);
+  EXPECT_EQ(a.Stats()[0].rows, 1);
   // Lazy Adam: the untouched row's first update is again a step of exactly lr.
   ASSERT_OK(Push(a, {{"emb", {-1, -1, -1, -1}, {mine[1]}}}).status());
   ASSERT_OK_AND_ASSIGN(auto second, Pull(a, "emb", {mine[1]}));

@@ -78,6 +78,37 @@ TEST(DeployFilesTest, TfJobHasEveryReplicaTypeWithExitCodeRestarts) {
   }
   EXPECT_THAT(tfjob, ::testing::HasSubstr("claimName: pstrain-output"));
   EXPECT_THAT(tfjob, ::testing::HasSubstr("mountPath: /data/output"));
+  // Pods' addresses are not loopback: every replica gets TLS and the token
+  // (Worker shares the Chief's pod template).
+  const size_t chief = tfjob.find("    Chief:\n"), ps = tfjob.find("    PS:\n"),
+               worker = tfjob.find("    Worker:\n"), evaluator = tfjob.find("    Evaluator:\n");
+  EXPECT_NE(tfjob.find("template: *pod", worker), std::string::npos);
+  for (auto [from, to] : {std::pair{chief, ps}, {ps, worker}, {evaluator, tfjob.size()}}) {
+    const std::string part = tfjob.substr(from, to - from);
+    for (const char* flag : {"--tls_cert=/etc/pstrain/cert.pem", "--tls_key=/etc/pstrain/key.pem",
+                             "--tls_ca=/etc/pstrain/ca.pem", "--token_file=/etc/pstrain/token",
+                             "secretName: pstrain-tls", "mountPath: /etc/pstrain"}) {
+      EXPECT_THAT(part, ::testing::HasSubstr(flag)) << part;
+    }
+  }
+}
+
+TEST(DeployFilesTest, EveryComposeServiceGetsTlsAndTheToken) {
+  ASSERT_OK_AND_ASSIGN(std::string compose, ReadFile(Runfile("deploy/docker-compose.yml")));
+  for (const char* anchor : {"x-security-flags: &security-flags", "x-job-flags: &job-flags"}) {
+    const size_t at = compose.find(anchor);
+    ASSERT_NE(at, std::string::npos) << anchor;
+    const std::string block = compose.substr(at, compose.find("\n\n", at) - at);
+    for (const char* flag : {"--tls_cert=", "--tls_key=", "--tls_ca=", "--token_file="}) {
+      EXPECT_THAT(block, ::testing::HasSubstr(flag)) << anchor;
+    }
+  }
+  int commands = 0;
+  for (absl::string_view line : absl::StrSplit(compose, '\n')) {
+    commands += line == "    command: *job-flags" || line == "    command: *security-flags";
+  }
+  EXPECT_EQ(commands, 6);
+  EXPECT_THAT(compose, ::testing::HasSubstr("- ../certs:/etc/pstrain:ro"));
 }
 
 }  // namespace

@@ -156,6 +156,43 @@ std::string TfConfigFor(Hosts& hosts, const std::string& task) {
                       R"(", "index": )", task.substr(colon + 1), "}}");
 }
 
+// Without namespaces: a task of a cluster on other hosts refuses to start
+// with neither TLS nor a token, saying what to configure, whatever its role.
+TEST(ExposedClusterTest, EveryRoleRefusesToStartWithoutTlsOrATokenUnlessInsecure) {
+  const std::string cluster =
+      R"("cluster": {"chief": ["10.77.0.1:7000"], "ps": ["10.77.0.2:7000"], )"
+      R"("worker": ["10.77.0.4:7000"], "evaluator": ["10.77.0.5:7000"]})";
+  for (const char* role : {"chief", "ps", "worker", "evaluator"}) {
+    SpawnOptions o;
+    o.argv = {Pstrain()};
+    o.env = {{"TF_CONFIG", absl::StrCat("{", cluster, R"(, "task": {"type": ")", role,
+                                        R"(", "index": 0}})")}};
+    o.log_path = absl::StrCat(testing::TempDir(), "/exposed-", role, ".log");
+    ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+    auto e = WaitChild(pid, absl::Seconds(20));
+    ASSERT_TRUE(e.has_value()) << role;
+    EXPECT_EQ(e->code, 2) << role;
+    const std::string log = ReadFile(o.log_path).value_or("");
+    EXPECT_THAT(log, HasSubstr("refusing to start without transport security: chief:0 at "
+                               "10.77.0.1:7000 is reachable beyond this machine"))
+        << role;
+    EXPECT_THAT(log, HasSubstr("--tls_cert, --tls_key, --tls_ca"));
+    EXPECT_THAT(log, HasSubstr("--insecure"));
+  }
+  // With --insecure the PS gets past the check (and then cannot bind an
+  // address this machine does not have).
+  SpawnOptions o;
+  o.argv = {Pstrain(), "--insecure"};
+  o.env = {{"TF_CONFIG", absl::StrCat("{", cluster, R"(, "task": {"type": "ps", "index": 0}})")}};
+  o.log_path = testing::TempDir() + "/exposed-insecure.log";
+  ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+  auto e = WaitChild(pid, absl::Seconds(20));
+  ASSERT_TRUE(e.has_value());
+  const std::string log = ReadFile(o.log_path).value_or("");
+  EXPECT_THAT(log, HasSubstr("--insecure: no TLS and no cluster token"));
+  EXPECT_THAT(log, HasSubstr("cannot listen on 10.77.0.2:7000"));
+}
+
 class MultiHostTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -168,11 +205,24 @@ class MultiHostTest : public ::testing::Test {
     ASSERT_OK(MakeDirs(out_));
   }
 
-  void StartJob(const std::vector<std::string>& job) {
+  // Certificates for every task's address and a token, made as a user
+  // would (deploy/make_certs.sh); the flags that give them to a task.
+  std::vector<std::string> SecureFlags() {
+    const std::string dir = testing::TempDir() + "/certs";
+    std::string cmd = "bash deploy/make_certs.sh " + dir;
+    for (size_t k = 0; k < kTasks.size(); ++k) cmd += " " + Hosts::Address(k);
+    cmd += " >/dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return {"--tls_cert=" + dir + "/cert.pem", "--tls_key=" + dir + "/key.pem",
+            "--tls_ca=" + dir + "/ca.pem", "--token_file=" + dir + "/token"};
+  }
+
+  // `security`: flags every task gets (TLS and token, or --insecure).
+  void StartJob(const std::vector<std::string>& job, const std::vector<std::string>& security) {
     for (const std::string& task : kTasks) {
-      std::vector<std::string> flags;
+      std::vector<std::string> flags = security;
       if (task.rfind("ps", 0) != 0) {
-        flags = job;
+        flags.insert(flags.end(), job.begin(), job.end());
         flags.push_back("--output_dir=" + out_);
         // A task cut off from the cluster gives up after this.
         flags.push_back("--ps_wait_s=20");
@@ -194,7 +244,7 @@ class MultiHostTest : public ::testing::Test {
 // global step moves on); once the link is back, worker:1 carries on too
 // and the job ends well.
 TEST_F(MultiHostTest, AsyncGoesOnWhileAWorkerIsCutOff) {
-  StartJob({"--epochs=3", "--checkpoint_secs=1"});
+  StartJob({"--epochs=3", "--checkpoint_secs=1"}, SecureFlags());
   ASSERT_TRUE(testing::WaitUntil([&] { return IndexStep() > 0; }, absl::Seconds(60)))
       << hosts_.LogText("chief:0");
   ASSERT_OK(hosts_.SetLink("worker:1", false));
@@ -215,7 +265,9 @@ TEST_F(MultiHostTest, AsyncGoesOnWhileAWorkerIsCutOff) {
   }
   // Every task talked over its own address.
   EXPECT_THAT(hosts_.LogText("chief:0"), HasSubstr("coordinator serving on 10.77.0.1:7000"));
-  EXPECT_THAT(hosts_.LogText("ps:1"), HasSubstr("serving on 10.77.0.3:7000"));
+  EXPECT_THAT(hosts_.LogText("ps:1"),
+              HasSubstr("serving on 10.77.0.3:7000 (2 ps in the job) with mutual TLS and a "
+                        "cluster token"));
   auto text = ReadFile(out_ + "/final_metrics.json");
   ASSERT_OK(text);
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(*text));
@@ -227,7 +279,8 @@ TEST_F(MultiHostTest, AsyncGoesOnWhileAWorkerIsCutOff) {
 // --sync_wait_secs, naming the silent task; the chief stops the PS.
 TEST_F(MultiHostTest, SyncNamesTheSilentWorkerWithinTheDeadline) {
   StartJob({"--consistency=sync", "--max_steps=1000000", "--sync_wait_secs=4",
-            "--checkpoint_secs=0"});
+            "--checkpoint_secs=0"},
+           {"--insecure"});
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return hosts_.LogText("worker:1").find("/1000000 - loss") != std::string::npos; },
       absl::Seconds(60)))

@@ -57,8 +57,9 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   slice_variable_.resize(n);
   versions_.resize(n);
   for (int i = 0; i < n; ++i) {
-    auto channel = grpc::CreateCustomChannel(options.ps_addresses[i].ToString(),
-                                             grpc::InsecureChannelCredentials(), args);
+    const Security& security =
+        options.security == nullptr ? *Security::None() : *options.security;
+    auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
     stubs_.push_back(v1::PsService::NewStub(channel));
     streams_.push_back(std::make_unique<PsStream>(channel, PsName(i)));
     slices_on_[i] = placement.SlicesOn(i);
@@ -138,9 +139,11 @@ absl::Status PsClient::CallEach(const std::vector<int>& targets,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeout) {
+absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeout,
+                                                    bool wait_for_connection) {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  ctx.set_wait_for_ready(wait_for_connection);
   v1::HealthResponse resp;
   grpc::Status s = stubs_[ps]->Health(&ctx, v1::HealthRequest(), &resp);
   if (!s.ok()) return FromGrpcStatus(s, PsName(ps), "Health");
@@ -162,7 +165,10 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
     std::vector<v1::HealthResponse> health(num_ps());
     int64_t newest = 0;
     for (int ps = 0; ps < num_ps(); ++ps) {
-      auto resp = Health(ps, absl::Seconds(2));
+      // Waiting for the connection keeps gRPC working on it: a PS that
+      // comes up while the channel backs off is reached as soon as its
+      // handshake (with TLS, several round trips) completes.
+      auto resp = Health(ps, absl::Seconds(2), /*wait_for_connection=*/true);
       if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
         return resp.status();
       }

@@ -33,6 +33,7 @@
 #include "absl/types/span.h"
 #include "common/optimizer_spec.h"
 #include "common/placement.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "worker/ps_stream.h"
@@ -60,6 +61,8 @@ struct PsClientOptions {
   // The job's consistency mode as this client was told it; sent with pushes
   // so a PS running another mode refuses them. Empty: not sent.
   std::string consistency;
+  // TLS and token for every channel (common/security.h); null: neither.
+  std::shared_ptr<const Security> security;
 };
 
 // What the chief tells every PS besides the variables.
@@ -110,8 +113,11 @@ class PsClient {
   int64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   // One PS's Health within `timeout`; errors name the PS (FailedPrecondition
-  // when it says it is another PS).
-  absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout);
+  // when it says it is another PS). With `wait_for_connection` the call
+  // waits (within `timeout`) for the connection, TLS handshake included,
+  // instead of failing at once while the channel is reconnecting.
+  absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout,
+                                            bool wait_for_connection = false);
 
   // Sends every PS its slices with values taken from `params` (the flat
   // layout: variable v starts at `offsets[v]`, in placement.variables

@@ -24,9 +24,19 @@ class PsStream::Reactor final
     return broken_;
   }
 
-  // False when the stream is already broken (the caller picks another).
-  bool Enqueue(uint64_t id, grpc::ByteBuffer frame, Done done) {
+  // False when the stream is already broken (the caller picks another);
+  // `ended` then holds the status it ended with, if it has. A `fresh`
+  // stream (opened for this request) that broke but has not ended yet takes
+  // the request anyway, which then fails with the status the stream ends
+  // with: the server's reason for refusing the call.
+  bool Enqueue(uint64_t id, grpc::ByteBuffer frame, Done done, bool fresh,
+               absl::Status* ended) {
     absl::MutexLock lock(&mu_);
+    if (ended_) *ended = final_;
+    if (broken_ && fresh && !ended_) {
+      pending_.push_back({id, std::move(done)});
+      return true;
+    }
     if (broken_) return false;
     pending_.push_back({id, std::move(done)});
     writes_.push_back(std::move(frame));
@@ -102,6 +112,8 @@ class PsStream::Reactor final
         why = absl::UnavailableError(
             absl::StrCat(owner_->name_, ": Exchange: ", why.message()));
       }
+      ended_ = true;
+      final_ = why;
     }
     for (Pending& p : failed) p.done(why, nullptr);
     done_.store(true, std::memory_order_release);
@@ -135,6 +147,8 @@ class PsStream::Reactor final
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
   std::string protocol_error_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};
 };
@@ -160,6 +174,7 @@ PsStream::~PsStream() {
 }
 
 void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Done done) {
+  absl::Status refused;
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::MutexLock lock(&mu_);
     // Forget streams gRPC is done with.
@@ -167,7 +182,8 @@ void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Do
                                    [](const auto& r) { return r->done(); }),
                     reactors_.end());
     if (reactor_ != nullptr && reactor_->broken()) reactor_ = nullptr;
-    if (reactor_ == nullptr) {
+    const bool fresh = reactor_ == nullptr;
+    if (fresh) {
       {
         absl::MutexLock live(&live_mu_);
         ++live_;
@@ -177,7 +193,19 @@ void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Do
     }
     const uint64_t id = next_id_++;
     header.set_request_id(id);
-    if (reactor_->Enqueue(id, EncodeFrame(header, payload), done)) return;
+    absl::Status ended;
+    if (reactor_->Enqueue(id, EncodeFrame(header, payload), done, fresh, &ended)) return;
+    // The server refused the stream (no token, over a limit): another
+    // stream would be refused the same way.
+    if (!ended.ok() && ended.code() != absl::StatusCode::kUnavailable &&
+        ended.code() != absl::StatusCode::kCancelled) {
+      refused = ended;
+      break;
+    }
+  }
+  if (!refused.ok()) {
+    done(refused, nullptr);
+    return;
   }
   done(absl::UnavailableError(absl::StrCat(name_, ": Exchange: the stream keeps breaking")),
        nullptr);

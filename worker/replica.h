@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 #include "model/job_spec.h"
 #include "proto/coordinator.pb.h"
@@ -21,6 +22,7 @@ struct ReplicaOptions {
   // How long to wait for the PS to answer and hold initialised variables,
   // at the start and after a PS was lost (TrainerOptions::recovery_wait).
   absl::Duration ps_wait = absl::Minutes(2);
+  std::shared_ptr<const Security> security;  // for the PS channels
 };
 
 // Trains `cfg.task` as replica ReplicaIndexOf(cfg.cluster, cfg.task,

@@ -13,13 +13,15 @@
 namespace pstrain::worker {
 namespace {
 
-absl::Status Run(const TfConfig& cfg, CliArgs& args) {
+absl::Status Run(const TfConfig& cfg, CliArgs& args,
+                 const std::shared_ptr<const Security>& security) {
   PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
   ReplicaOptions replica;
   PSTRAIN_ASSIGN_OR_RETURN(replica.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(replica.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
   replica.ps_wait = absl::Seconds(ps_wait_s);
+  replica.security = security;
   // One BLAS thread: a worker shares the machine with the PS and other
   // workers, and these matrices are too small to split well.
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
@@ -35,6 +37,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
     chief_options.output_dir = replica.output_dir;
     chief_options.ps_wait = replica.ps_wait;
     chief_options.job_timeout = absl::Seconds(job_timeout_s);
+    chief_options.security = security;
   }
   PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
   openblas_set_num_threads(static_cast<int>(blas_threads));
@@ -50,7 +53,8 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
     return report.status();
   }
   if (duties == nullptr) {
-    return chief::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait);
+    return chief::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
+                                     *security);
   }
   PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
@@ -62,8 +66,9 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
 
 }  // namespace
 
-int WorkerMain(const TfConfig& cfg, CliArgs& args) {
-  absl::Status s = Run(cfg, args);
+int WorkerMain(const TfConfig& cfg, CliArgs& args,
+               std::shared_ptr<const Security> security) {
+  absl::Status s = Run(cfg, args, security);
   if (!s.ok()) Log("failed: ", s.message());
   return ExitCodeFor(s);
 }

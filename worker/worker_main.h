@@ -4,7 +4,10 @@
 #ifndef PSTRAIN_WORKER_WORKER_MAIN_H_
 #define PSTRAIN_WORKER_WORKER_MAIN_H_
 
+#include <memory>
+
 #include "common/cli_args.h"
+#include "common/security.h"
 #include "common/tf_config.h"
 
 namespace pstrain::worker {
@@ -12,7 +15,8 @@ namespace pstrain::worker {
 // Flags: the job flags (cli/job_flags.h), --ps_wait_s, --blas_threads,
 // --bind and --job_timeout_s (used with chief duties, accepted without).
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kWorker.
-int WorkerMain(const TfConfig& cfg, CliArgs& args);
+int WorkerMain(const TfConfig& cfg, CliArgs& args,
+               std::shared_ptr<const Security> security);
 
 }  // namespace pstrain::worker
 

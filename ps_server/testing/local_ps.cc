@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOpt
     GrpcServerOptions server_options;
     server_options.address = "127.0.0.1:0";
     server_options.max_message_bytes = max_message_bytes;
+    server_options.security = options.security;
     auto server = GrpcServer::Create(server_options, {ps->services_[i].get()});
     if (!server.ok()) return server.status();
     ps->addresses_.push_back({"127.0.0.1", (*server)->bound_port()});

@@ -1,0 +1,239 @@
+// The PS behind mutual TLS and a cluster token, with small limits, over real
+// gRPC on loopback: what a client without the token, without a certificate,
+// or past a limit gets back, and that none of it changes the stored values.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/placement.h"
+#include "common/security.h"
+#include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "gtest/gtest.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "ps_server/testing/local_ps.h"
+#include "worker/ps_client.h"
+#include "worker/ps_stream.h"
+
+namespace pstrain {
+namespace {
+
+using worker::PsClient;
+using worker::PsClientOptions;
+
+class PsSecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = testing::TempDir() + "/certs";
+    for (const char* name : {"job", "other"}) {
+      const std::string cmd =
+          absl::StrCat("bash deploy/make_certs.sh ", dir, "/", name, " >/dev/null");
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+  }
+  static SecurityConfig Config(bool tls, bool token) {
+    const std::string dir = testing::TempDir() + "/certs/job/";
+    SecurityConfig c;
+    if (tls) {
+      c.tls_cert = dir + "cert.pem";
+      c.tls_key = dir + "key.pem";
+      c.tls_ca = dir + "ca.pem";
+    }
+    if (token) c.token_file = dir + "token";
+    return c;
+  }
+
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(security_, Security::Load(Config(true, true)));
+    ps::PsServiceOptions options;
+    options.security = security_;
+    options.calls.max_calls_per_client = 4;
+    options.max_tensors_per_request = 8;
+    options.max_ids_per_request = 100;
+    ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(1, options, 1 << 20));
+    VariableDef emb{"emb", {1000, 4}};
+    emb.embedding = true;
+    ASSERT_OK_AND_ASSIGN(placement_, ComputePlacement({{"w", {100}}, emb}, 1));
+    init_.resize(100);
+    for (int i = 0; i < 100; ++i) init_[i] = static_cast<float>(i);
+    client_ = Client(security_);
+    worker::CreateOptions create;
+    create.optimizer = {"sgd", 1.0f};
+    ASSERT_OK(client_->CreateVariables(init_, {0}, create).status());
+  }
+
+  std::unique_ptr<PsClient> Client(std::shared_ptr<const Security> security) {
+    PsClientOptions o;
+    o.ps_addresses = ps_->addresses();
+    o.rpc_deadline = absl::Seconds(5);
+    o.max_attempts = 1;
+    o.security = std::move(security);
+    auto c = PsClient::Create(o, placement_);
+    EXPECT_OK(c.status());
+    return *std::move(c);
+  }
+
+  // A channel of its own (its own connection: a distinct channel argument
+  // keeps gRPC from sharing another channel's).
+  std::shared_ptr<grpc::Channel> Channel(const Security& security) {
+    grpc::ChannelArguments args;
+    args.SetInt("pstrain.test_channel", ++channels_);
+    return security.CreateChannel(ps_->addresses()[0].ToString(), args);
+  }
+
+  void ExpectUntouched() {
+    std::vector<float> now(100);
+    ASSERT_OK(client_->PullAll(now.data(), {0}).status());
+    EXPECT_EQ(now, init_);
+    EXPECT_EQ(ps_->store(0).global_step(), 0);
+  }
+
+  std::shared_ptr<const Security> security_;
+  std::unique_ptr<ps::testing::LocalPs> ps_;
+  Placement placement_;
+  std::vector<float> init_;
+  std::unique_ptr<PsClient> client_;
+  int channels_ = 0;
+};
+
+TEST_F(PsSecurityTest, EveryMethodRefusesCallsWithoutTheRightToken) {
+  SecurityConfig wrong_config = Config(true, false);
+  wrong_config.token = "not-the-cluster-token-0123456789";
+  ASSERT_OK_AND_ASSIGN(auto wrong, Security::Load(wrong_config));
+  ASSERT_OK_AND_ASSIGN(auto none, Security::Load(Config(true, false)));
+  int calls = 0;
+  for (const auto& [who, security] :
+       {std::pair<const char*, std::shared_ptr<const Security>>{"wrong token", wrong},
+        {"no token", none}}) {
+    const std::string expected = security->has_token() ? "the call's cluster token is wrong"
+                                                       : "the call carries no cluster token";
+    auto channel = Channel(*security);
+    const auto* service = v1::Frame::descriptor()->file()->FindServiceByName("PsService");
+    ASSERT_NE(service, nullptr);
+    for (int m = 0; m < service->method_count(); ++m) {
+      const auto* method = service->method(m);
+      const std::string path = absl::StrCat("/", service->full_name(), "/", method->name());
+      SCOPED_TRACE(absl::StrCat(who, ": ", path));
+      ++calls;
+      if (method->client_streaming()) {
+        worker::PsStream stream(channel, "ps:0", path);
+        v1::FrameHeader h;
+        h.add_push()->set_key("w/part_0");
+        std::vector<float> g(100, 1.0f);
+        absl::Status s = stream.Call(
+            h, {grpc::Slice(reinterpret_cast<const char*>(g.data()), g.size() * 4)},
+            absl::Seconds(5), [](const DecodedFrame&) { return absl::OkStatus(); });
+        EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+        EXPECT_NE(s.message().find(expected), std::string::npos) << s;
+        continue;
+      }
+      // Unary: an empty request is a valid one of every request type
+      // (Shutdown would stop the PS, CreateVariables would fail on content).
+      grpc::GenericStub stub(channel);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      grpc::Slice nothing("", 0);
+      grpc::ByteBuffer request(&nothing, 1), response;
+      grpc::Status status;
+      absl::Notification done;
+      stub.UnaryCall(&ctx, path, grpc::StubOptions(), &request, &response,
+                     [&](grpc::Status s) {
+                       status = std::move(s);
+                       done.Notify();
+                     });
+      done.WaitForNotification();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << status.error_message();
+      EXPECT_EQ(status.error_message(), expected);
+    }
+  }
+  ExpectUntouched();
+  ASSERT_OK_AND_ASSIGN(auto stats, client_->Stats());
+  EXPECT_EQ(stats[0].refused_unauthenticated(), calls);
+  EXPECT_EQ(calls, 2 * 7);
+}
+
+TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {
+  // Right token, but a certificate of another CA (the PS refuses it and the
+  // client refuses the PS's), or no TLS at all.
+  const std::string other = testing::TempDir() + "/certs/other/";
+  SecurityConfig c = Config(false, true);
+  c.tls_cert = other + "cert.pem";
+  c.tls_key = other + "key.pem";
+  c.tls_ca = other + "ca.pem";
+  ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(c));
+  ASSERT_OK_AND_ASSIGN(auto plain, Security::Load(Config(false, true)));
+  for (const auto& security : {stranger, plain}) {
+    auto client = Client(security);
+    auto health = client->Health(0, absl::Seconds(3));
+    EXPECT_EQ(health.status().code(), absl::StatusCode::kUnavailable) << health.status();
+    std::vector<float> g(100, 1.0f);
+    absl::Status s = client->PushAll(g.data(), {0});
+    EXPECT_FALSE(s.ok());
+  }
+  ExpectUntouched();
+}
+
+TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNothing) {
+  auto channel = Channel(*security_);
+  auto call = [&](worker::PsStream& stream, const v1::FrameHeader& h, std::string payload) {
+    return stream.Call(h, {grpc::Slice(payload)}, absl::Seconds(5),
+                       [](const DecodedFrame&) { return absl::OkStatus(); });
+  };
+  absl::Status s;
+  {
+  worker::PsStream stream(channel, "ps:0");
+  v1::FrameHeader many;
+  for (int i = 0; i < 9; ++i) many.add_pull()->set_key("w/part_0");
+  s = call(stream, many, "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(s.message(), "ps:0: Exchange: the frame names 9 tensors; the limit is 8 per "
+                         "request (--max_tensors_per_request)");
+  v1::FrameHeader ids;
+  v1::TensorRef* r = ids.add_pull();
+  r->set_key("emb");
+  for (int i = 0; i < 101; ++i) r->add_ids(i);
+  s = call(stream, ids, "");
+  EXPECT_EQ(s.message(), "ps:0: Exchange: the frame names 101 table ids; the limit is 100 per "
+                         "request (--max_ids_per_request)");
+  v1::FrameHeader big;
+  big.add_push()->set_key("w/part_0");
+  s = call(stream, big, std::string(2 << 20, '\0'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("larger than max"), std::string::npos) << s;
+  }
+
+  // Streams held open on one connection: the fifth is refused.
+  std::vector<std::unique_ptr<worker::PsStream>> open;
+  v1::FrameHeader ping;
+  for (int i = 0; i < 4; ++i) {
+    open.push_back(std::make_unique<worker::PsStream>(channel, "ps:0"));
+    ASSERT_OK(call(*open.back(), ping, ""));
+  }
+  worker::PsStream fifth(channel, "ps:0");
+  s = call(fifth, ping, "");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find(" already has 4 calls in flight, the limit per client "
+                             "(--max_calls_per_client)"),
+            std::string::npos)
+      << s;
+  // Other connections are not held back by it.
+  ExpectUntouched();
+  open.clear();
+  // Once they close, the connection may open streams again.
+  worker::PsStream again(channel, "ps:0");
+  absl::Status later;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    later = call(again, ping, "");
+    if (later.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_OK(later);
+  ASSERT_OK_AND_ASSIGN(auto stats, client_->Stats());
+  EXPECT_GE(stats[0].refused_over_limit(), 1);
+}
+
+}  // namespace
+}  // namespace pstrain
