@@ -47,7 +47,9 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   // A PS that restarts is back within seconds; gRPC's default reconnect
   // backoff (up to 2 minutes) would notice it far later.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // gRPC takes this as the least time a connection attempt gets (its
+  // "min connect timeout"): enough for a TLS handshake on a busy PS.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   const int n = static_cast<int>(options.ps_addresses.size());
   for (size_t v = 0; v < placement.variables.size(); ++v) {
