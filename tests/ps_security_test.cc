@@ -165,6 +165,15 @@ TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {
   c.tls_ca = other + "ca.pem";
   ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(c));
   ASSERT_OK_AND_ASSIGN(auto plain, Security::Load(Config(false, true)));
+  {
+    // What a task of another CA logs while it waits for the PS.
+    auto client = Client(stranger);
+    absl::Status s = client->WaitUntilReady(absl::Seconds(1), false);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("with mutual TLS this is also how a refused handshake looks"),
+              std::string::npos)
+        << s;
+  }
   for (const auto& security : {stranger, plain}) {
     auto client = Client(security);
     auto health = client->Health(0, absl::Seconds(3));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -156,6 +157,18 @@ absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeo
   return resp;
 }
 
+std::string PsClient::TlsHint(const absl::Status& s) const {
+  if (options_.security == nullptr || !options_.security->tls() ||
+      s.code() != absl::StatusCode::kUnavailable ||
+      absl::StrContains(s.message(), "Connection refused")) {
+    return "";
+  }
+  // A server that refuses this task's certificate just closes the
+  // connection; only its own log says why.
+  return "; with mutual TLS this is also how a refused handshake looks: the PS's log "
+         "says why";
+}
+
 absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized,
                                       int64_t newer_than) {
   const absl::Time start = absl::Now();
@@ -171,11 +184,21 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
       // comes up while the channel backs off is reached as soon as its
       // handshake (with TLS, several round trips) completes.
       auto resp = Health(ps, absl::Seconds(2), /*wait_for_connection=*/true);
+      if (!resp.ok() && resp.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        // Waiting hides why the connection fails; a call that does not wait
+        // reports the channel's last error ("Connection refused", the TLS
+        // handshake's failure).
+        auto now = Health(ps, absl::Milliseconds(200), /*wait_for_connection=*/false);
+        if (now.ok() || now.status().code() != absl::StatusCode::kDeadlineExceeded) {
+          resp = std::move(now);
+        }
+      }
       if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
         return resp.status();
       }
       if (!resp.ok()) {
-        why[ps] = absl::StrCat("not answering (", resp.status().message(), ")");
+        why[ps] = absl::StrCat("not answering (", resp.status().message(), ")",
+                               TlsHint(resp.status()));
         missing.push_back(ps);
       } else if (require_initialized && !resp->initialized()) {
         why[ps] = "variables not initialised yet";

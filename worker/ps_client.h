@@ -192,6 +192,9 @@ class PsClient {
 
  private:
   PsClient(const PsClientOptions& options, const Placement& placement);
+  // For an Unavailable that a refused TLS handshake could explain: a hint
+  // saying so (empty without TLS or when the port refused the connection).
+  std::string TlsHint(const absl::Status& s) const;
 
   // Runs `call(ps, ctx, done)` for each PS in `targets` concurrently and
   // waits for all, retrying Unavailable ones with backoff. `call` must start
