@@ -46,9 +46,4 @@ absl::StatusOr<std::shared_ptr<const Security>> SecurityFromFlags(CliArgs& args)
   return Security::Load(c);
 }
 
-const char* SecurityFlagsUsage() {
-  return "[--tls_cert=PEM --tls_key=PEM --tls_ca=PEM [--tls_server_name=NAME]] "
-         "[--token_file=FILE | env PSTRAIN_TOKEN] [--insecure]";
-}
-
 }  // namespace pstrain

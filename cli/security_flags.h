@@ -22,9 +22,6 @@ const std::vector<std::string>& SecurityFlagNames();
 // config file that does not parse, with its line).
 absl::StatusOr<std::shared_ptr<const Security>> SecurityFromFlags(CliArgs& args);
 
-// One-line usage text for the flags above.
-const char* SecurityFlagsUsage();
-
 }  // namespace pstrain
 
 #endif  // PSTRAIN_CLI_SECURITY_FLAGS_H_
