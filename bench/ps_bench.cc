@@ -137,15 +137,7 @@ struct Servers {
   std::vector<pid_t> pids;
   std::vector<HostPort> addresses;
 
-  ~Servers() {
-    for (pid_t pid : pids) SignalChild(pid, SIGTERM);
-    for (pid_t pid : pids) {
-      if (!WaitChild(pid, absl::Seconds(5)).has_value()) {
-        SignalChild(pid, SIGKILL);
-        WaitChild(pid, absl::Seconds(5));
-      }
-    }
-  }
+  ~Servers() { StopChildren(pids, absl::Seconds(5)); }
   double CpuSeconds() const {
     double total = 0;
     for (pid_t pid : pids) total += pstrain::CpuSeconds(pid).value_or(0);
@@ -195,12 +187,7 @@ struct Result {
   double calls_per_sec() const { return calls / seconds; }
   double gb_per_sec() const { return calls * static_cast<double>(bytes_per_call) / seconds / 1e9; }
   // Latency of the calls: `p` in [0, 1].
-  double Percentile(double p) {
-    if (latency_ms.empty()) return 0;
-    std::sort(latency_ms.begin(), latency_ms.end());
-    return latency_ms[std::min(latency_ms.size() - 1,
-                               static_cast<size_t>(p * latency_ms.size()))];
-  }
+  double Percentile(double p) const { return pstrain::Percentile(latency_ms, p); }
 };
 
 // Runs `call` on `clients` threads for `seconds` after a short warm-up;

@@ -61,10 +61,9 @@ struct Totals {
   std::string first_error ABSL_GUARDED_BY(mu);
 };
 
-std::string Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return "-";
-  std::sort(v.begin(), v.end());
-  return absl::StrFormat("%.3f", v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))]);
+// Latency percentile `p` for the report; "-" when there were no calls.
+std::string LatencyMs(const std::vector<double>& v, double p) {
+  return v.empty() ? "-" : absl::StrFormat("%.3f", Percentile(v, p));
 }
 
 int Run(CliArgs& args) {
@@ -139,13 +138,7 @@ int Run(CliArgs& args) {
   spawn.log_path = scratch + "-ps.log";
   auto pid = Spawn(spawn);
   if (!pid.ok()) return fail(pid.status());
-  auto stop_ps = [&] {
-    SignalChild(*pid, SIGTERM);
-    if (!WaitChild(*pid, absl::Seconds(10)).has_value()) {
-      SignalChild(*pid, SIGKILL);
-      WaitChild(*pid, absl::Seconds(5));
-    }
-  };
+  auto stop_ps = [&] { StopChildren({*pid}, absl::Seconds(10)); };
 
   VariableDef emb{"emb", {100000, 8}};
   emb.embedding = true;
@@ -307,8 +300,8 @@ int Run(CliArgs& args) {
               totals.pushes * *floats * 4.0 / elapsed / 1e6,
               static_cast<long long>(totals.good_failed));
   std::printf("latency of good calls: p50 %s ms, p99 %s ms\n",
-              Percentile(totals.latency_ms, 0.5).c_str(),
-              Percentile(totals.latency_ms, 0.99).c_str());
+              LatencyMs(totals.latency_ms, 0.5).c_str(),
+              LatencyMs(totals.latency_ms, 0.99).c_str());
   for (int k = 0; k < kBadKinds; ++k) {
     std::printf("bad: %-19s sent %7lld refused %7lld\n", kBadName[k],
                 static_cast<long long>(totals.bad_sent[k]),

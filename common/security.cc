@@ -275,18 +275,13 @@ absl::Status CheckExposure(const ClusterSpec& cluster, const std::string& bind,
                            const Security& security) {
   if (security.tls() || security.has_token() || security.insecure()) return absl::OkStatus();
   std::string exposed;
-  auto check = [&](const HostPort& a, const std::string& name) {
-    if (exposed.empty() && !IsLoopbackHost(a.host)) {
-      exposed = absl::StrCat(name, " at ", a.ToString());
+  for (Role role : {Role::kChief, Role::kPs, Role::kWorker, Role::kEvaluator}) {
+    for (int i = 0; i < cluster.Count(role) && exposed.empty(); ++i) {
+      const HostPort& a = cluster.Address(role, i);
+      if (!IsLoopbackHost(a.host)) {
+        exposed = absl::StrCat(TaskId{role, i}.ToString(), " at ", a.ToString());
+      }
     }
-  };
-  if (cluster.chief.has_value()) check(*cluster.chief, "chief:0");
-  for (size_t i = 0; i < cluster.ps.size(); ++i) check(cluster.ps[i], absl::StrCat("ps:", i));
-  for (size_t i = 0; i < cluster.worker.size(); ++i) {
-    check(cluster.worker[i], absl::StrCat("worker:", i));
-  }
-  for (size_t i = 0; i < cluster.evaluator.size(); ++i) {
-    check(cluster.evaluator[i], absl::StrCat("evaluator:", i));
   }
   if (exposed.empty() && !bind.empty()) {
     auto b = ParseHostPort(bind, "--bind");

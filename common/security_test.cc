@@ -1,6 +1,5 @@
 #include "common/security.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -8,6 +7,7 @@
 #include "common/call_guard.h"
 #include "common/file_util.h"
 #include "common/grpc_server.h"
+#include "common/testing/certs.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
@@ -21,11 +21,7 @@ namespace {
 class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    for (const char* name : {"job", "other"}) {
-      const std::string cmd =
-          absl::StrCat("bash deploy/make_certs.sh ", Dir(), "/", name, " >/dev/null");
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
+    for (const char* name : {"job", "other"}) ASSERT_OK(testing::MakeCerts(name).status());
   }
   static std::string Dir() { return testing::TempDir() + "/certs"; }
   static std::string Path(const std::string& name) { return Dir() + "/" + name; }

@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace pstrain {
 
@@ -107,6 +109,17 @@ std::optional<ChildExit> WaitChild(pid_t pid, absl::Duration timeout) {
 
 void SignalChild(pid_t pid, int signo) {
   if (pid > 0) ::kill(pid, signo);
+}
+
+void StopChildren(const std::vector<pid_t>& pids, absl::Duration grace) {
+  for (pid_t pid : pids) SignalChild(pid, SIGTERM);
+  const absl::Time deadline = absl::Now() + grace;
+  for (pid_t pid : pids) {
+    if (!WaitChild(pid, std::max(absl::ZeroDuration(), deadline - absl::Now())).has_value()) {
+      SignalChild(pid, SIGKILL);
+      WaitChild(pid, absl::Seconds(5));
+    }
+  }
 }
 
 absl::StatusOr<std::vector<int>> PickFreePorts(int n) {

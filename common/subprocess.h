@@ -46,6 +46,10 @@ std::optional<ChildExit> WaitChild(pid_t pid, absl::Duration timeout);
 // Sends `signo` to `pid` (no-op for pid <= 0).
 void SignalChild(pid_t pid, int signo);
 
+// Stops children: SIGTERM to each, then SIGKILL to any still running when
+// `grace` has passed (counted once for all), each reaped.
+void StopChildren(const std::vector<pid_t>& pids, absl::Duration grace);
+
 // Picks `n` distinct free TCP ports on 127.0.0.1 by binding port 0 (all
 // sockets held open until every port is chosen, then closed).
 absl::StatusOr<std::vector<int>> PickFreePorts(int n);

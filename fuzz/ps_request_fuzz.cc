@@ -15,16 +15,6 @@ pstrain::ps::ShardStore* Store() {
   return store;
 }
 
-std::vector<pstrain::ps::ShardStore::TensorRef> Refs(
-    const google::protobuf::RepeatedPtrField<pstrain::v1::TensorRef>& refs) {
-  std::vector<pstrain::ps::ShardStore::TensorRef> out;
-  for (const pstrain::v1::TensorRef& r : refs) {
-    out.push_back({r.key(), absl::MakeConstSpan(r.ids().data(), r.ids_size()), r.version(),
-                   r.bytes()});
-  }
-  return out;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -39,12 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     push.replica = h.replica();
     push.consistency = h.consistency();
     push.stop_step = h.stop_step();
-    push.tensors = Refs(h.push());
+    push.tensors = pstrain::ps::ShardStore::RefsOf(h.push());
     (void)store->Push(push, frame);
   }
   pstrain::ps::ShardStore::PullBatch pull;
   pull.replica = h.replica();
-  pull.tensors = Refs(h.pull());
+  pull.tensors = pstrain::ps::ShardStore::RefsOf(h.pull());
   auto bytes = store->PullSize(pull);
   if (bytes.ok() && *bytes <= (int64_t{1} << 20)) {
     std::vector<char> out(*bytes);

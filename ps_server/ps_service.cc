@@ -58,18 +58,6 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
   return def;
 }
 
-std::vector<ShardStore::TensorRef> Refs(
-    const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs) {
-  std::vector<ShardStore::TensorRef> out(refs.size());
-  for (int i = 0; i < refs.size(); ++i) {
-    out[i].key = refs[i].key();
-    out[i].ids = absl::MakeConstSpan(refs[i].ids().data(), refs[i].ids_size());
-    out[i].version = refs[i].version();
-    out[i].bytes = refs[i].bytes();
-  }
-  return out;
-}
-
 // One Exchange stream. Frames are handled one at a time, in order: the next
 // read starts once the current frame's response is queued, so a parked pull
 // holds back only its own stream. Deletes itself in OnDone, which gRPC calls
@@ -144,14 +132,14 @@ class ExchangeReactor final
     pull_.generation = h.generation();
     pull_.min_step = h.min_step();
     pull_.stop_step = h.stop_step();
-    pull_.tensors = Refs(h.pull());
+    pull_.tensors = ShardStore::RefsOf(h.pull());
     if (h.push_size() > 0) {
       ShardStore::PushBatch push;
       push.replica = h.replica();
       push.generation = h.generation();
       push.consistency = h.consistency();
       push.stop_step = h.stop_step();
-      push.tensors = Refs(h.push());
+      push.tensors = ShardStore::RefsOf(h.push());
       // A push-then-pull of the same async tensors: read the new values
       // back while applying, and answer at once.
       std::optional<BufferPool::Buffer> back;

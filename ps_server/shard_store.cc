@@ -232,6 +232,18 @@ absl::StatusOr<int64_t> ShardStore::TensorBytes(const Tensor& t, const TensorRef
   return static_cast<int64_t>(ref.ids.size()) * t.dim * 4;
 }
 
+std::vector<ShardStore::TensorRef> ShardStore::RefsOf(
+    const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs) {
+  std::vector<TensorRef> out(refs.size());
+  for (int i = 0; i < refs.size(); ++i) {
+    out[i].key = refs[i].key();
+    out[i].ids = absl::MakeConstSpan(refs[i].ids().data(), refs[i].ids_size());
+    out[i].version = refs[i].version();
+    out[i].bytes = refs[i].bytes();
+  }
+  return out;
+}
+
 float* ShardStore::RowLocked(Tensor& t, int64_t id) {
   const int64_t stride = t.dim * (1 + optimizer_->num_slots());
   auto [it, inserted] = t.row_of.try_emplace(id, static_cast<int64_t>(t.row_updates.size()));
@@ -265,9 +277,14 @@ void ShardStore::ReadRowLocked(const Tensor& t, int64_t id, char* out) const {
 
 absl::Status ShardStore::CheckRowLimitLocked(const Tensor& t,
                                              absl::Span<const int64_t> ids) const {
+  // Every pending and named row counted as new bounds the growth: within
+  // the limit, nothing needs counting exactly.
+  if (static_cast<int64_t>(t.row_of.size() + t.sparse_accum.size() + ids.size()) <=
+      max_table_rows_) {
+    return absl::OkStatus();
+  }
   int64_t rows = static_cast<int64_t>(t.row_of.size());
   for (const auto& [id, acc] : t.sparse_accum) rows += !t.row_of.contains(id);
-  if (rows + static_cast<int64_t>(ids.size()) <= max_table_rows_) return absl::OkStatus();
   for (int64_t id : ids) {
     rows += !t.row_of.contains(id) && !t.sparse_accum.contains(id);
   }

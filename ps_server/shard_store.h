@@ -146,6 +146,10 @@ class ShardStore {
     int64_t version = 0;            // push: the version the gradient came from
     int64_t bytes = -1;             // push: bytes the sender declared (-1: unchecked)
   };
+  // The tensors a request frame names (proto/ps_service.proto TensorRef),
+  // viewing `refs`, which must outlive the result.
+  static std::vector<TensorRef> RefsOf(
+      const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs);
 
   struct Pulled {
     int64_t version = 0;

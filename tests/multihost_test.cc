@@ -19,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/subprocess.h"
+#include "common/testing/certs.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
@@ -208,11 +209,11 @@ class MultiHostTest : public ::testing::Test {
   // Certificates for every task's address and a token, made as a user
   // would (deploy/make_certs.sh); the flags that give them to a task.
   std::vector<std::string> SecureFlags() {
-    const std::string dir = testing::TempDir() + "/certs";
-    std::string cmd = "bash deploy/make_certs.sh " + dir;
-    for (size_t k = 0; k < kTasks.size(); ++k) cmd += " " + Hosts::Address(k);
-    cmd += " >/dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::vector<std::string> hosts;
+    for (size_t k = 0; k < kTasks.size(); ++k) hosts.push_back(Hosts::Address(k));
+    auto made = testing::MakeCerts("job", hosts);
+    EXPECT_OK(made.status());
+    const std::string dir = made.value_or("");
     return {"--tls_cert=" + dir + "/cert.pem", "--tls_key=" + dir + "/key.pem",
             "--tls_ca=" + dir + "/ca.pem", "--token_file=" + dir + "/token"};
   }

@@ -1,7 +1,6 @@
 // The PS behind mutual TLS and a cluster token, with small limits, over real
 // gRPC on loopback: what a client without the token, without a certificate,
 // or past a limit gets back, and that none of it changes the stored values.
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/placement.h"
 #include "common/security.h"
+#include "common/testing/certs.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -27,12 +27,7 @@ using worker::PsClientOptions;
 class PsSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir = testing::TempDir() + "/certs";
-    for (const char* name : {"job", "other"}) {
-      const std::string cmd =
-          absl::StrCat("bash deploy/make_certs.sh ", dir, "/", name, " >/dev/null");
-      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
+    for (const char* name : {"job", "other"}) ASSERT_OK(testing::MakeCerts(name).status());
   }
   static SecurityConfig Config(bool tls, bool token) {
     const std::string dir = testing::TempDir() + "/certs/job/";
