@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "model/embedding_bag.h"
 
 namespace pstrain::chief {
 
@@ -294,10 +295,20 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
                              data::LoadMnistFormat(options_.job.data_dir, data::Split::kTest));
     std::vector<float> params(mlp_->num_parameters());
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
+    // An embedding bag's rows come from the PS, a chunk's ids at a time.
+    const model::EmbeddingBag* bag = mlp_->bag();
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult r,
-        mlp_->Evaluate(params.data(), test.features.data(), test.labels.data(),
-                       test.num_examples));
+        model::EvaluateExamples(
+            bag,
+            [&](absl::Span<const int64_t> ids, float* out) {
+              return client_->PullRows(bag->spec().table(), ids, out);
+            },
+            test.features.data(), test.labels.data(), test.num_examples,
+            static_cast<int>(test.example_dim), 1024,
+            [&](const float* in, const int32_t* labels, int n) {
+              return mlp_->Evaluate(params.data(), in, labels, n);
+            }));
     Json metrics = Json::Object();
     metrics.Set("test_accuracy", Json::Number(static_cast<double>(r.correct) / r.count));
     metrics.Set("test_loss", Json::Number(r.loss_sum / r.count));

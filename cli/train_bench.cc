@@ -35,15 +35,16 @@ struct Gemm {
 
 // The sgemm calls of one training step of `model` at `batch` (model/mlp.cc):
 // per layer the forward product, the weight gradient, and (except for the
-// first layer) the input gradient.
+// first layer, unless an embedding bag needs it) the input gradient.
 std::vector<Gemm> StepGemms(const model::MlpSpec& model, int batch) {
   std::vector<Gemm> out;
-  int in = model.input_dim;
+  const bool bag = model.embedding_bag.enabled();
+  int in = bag ? model.embedding_bag.dim : model.input_dim;
   for (size_t l = 0; l < model.layers.size(); ++l) {
     const int units = model.layers[l].units;
     out.push_back({CblasNoTrans, CblasNoTrans, batch, units, in});
     out.push_back({CblasTrans, CblasNoTrans, in, units, batch});
-    if (l > 0) out.push_back({CblasNoTrans, CblasTrans, batch, in, units});
+    if (l > 0 || bag) out.push_back({CblasNoTrans, CblasTrans, batch, in, units});
     in = units;
   }
   return out;
@@ -100,7 +101,7 @@ absl::Status CudaStepRate(const model::MlpSpec& spec, int batch, int steps, doub
   std::vector<float> grads(params.size());
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> pixel(0, 1);
-  std::vector<float> x(static_cast<size_t>(batch) * spec.input_dim);
+  std::vector<float> x(static_cast<size_t>(batch) * cuda->network().input_width());
   for (float& v : x) v = pixel(rng);
   std::vector<int32_t> y(batch);
   for (int i = 0; i < batch; ++i) y[i] = i % spec.num_classes();

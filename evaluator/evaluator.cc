@@ -37,7 +37,8 @@ std::vector<int64_t> CompleteSteps(const std::string& dir, int64_t after, int64_
 absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, int64_t step,
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
-                                                        int64_t num_parameters) {
+                                                        int64_t num_parameters,
+                                                        worker::LocalTable* table) {
   std::vector<float> params(num_parameters);
   std::map<std::string, int> variable_index;
   for (size_t v = 0; v < placement.variables.size(); ++v) {
@@ -48,6 +49,30 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
     PSTRAIN_ASSIGN_OR_RETURN(ps::ShardContents shard, ps::ReadShard(path));
     std::map<std::string, const v1::TensorCheckpoint*> by_key;
     for (const v1::TensorCheckpoint& t : shard.tensors) by_key[t.key()] = &t;
+    if (table != nullptr) {
+      auto it = by_key.find(table->name());
+      if (it == by_key.end() || !it->second->embedding()) {
+        return absl::DataLossError(
+            absl::StrCat("checkpoint shard ", path, ": no table ", table->name()));
+      }
+      const v1::TensorCheckpoint& t = *it->second;
+      const int64_t stride = t.dim() * (1 + shard.header.num_slots());
+      if (t.dim() != table->dim() ||
+          static_cast<int64_t>(t.data().size()) != t.row_ids_size() * stride * 4) {
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint shard ", path, ": table ", table->name(), " holds ", t.data().size(),
+            " bytes for ", t.row_ids_size(), " rows of dim ", t.dim(), " (the model's dim is ",
+            table->dim(), ")"));
+      }
+      std::vector<float> row(t.dim());
+      for (int r = 0; r < t.row_ids_size(); ++r) {
+        // Values first; the optimizer's slots follow.
+        std::memcpy(row.data(), t.data().data() + r * stride * 4, t.dim() * 4);
+        if (absl::Status s = table->Set(t.row_ids(r), row.data()); !s.ok()) {
+          return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.message()));
+        }
+      }
+    }
     for (const SliceDef& s : placement.SlicesOn(ps)) {
       auto it = by_key.find(s.key());
       if (it == by_key.end()) {
@@ -97,8 +122,15 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
     std::vector<int64_t> steps = CompleteSteps(options.output_dir, scored, index.step);
     if (options.once && !steps.empty()) steps = {steps.back()};
     for (int64_t step : steps) {
+      // An embedding bag's table: every row the checkpoint holds, the
+      // initial values for the rest.
+      std::unique_ptr<worker::LocalTable> table;
+      if (net.bag() != nullptr) {
+        PSTRAIN_ASSIGN_OR_RETURN(
+            table, worker::LocalTable::Create(net.variables().back(), job.seed, nullptr));
+      }
       auto params = LoadCheckpointParams(options.output_dir, step, placement, net.offsets(),
-                                         net.num_parameters());
+                                         net.num_parameters(), table.get());
       // A chief that does not know of this evaluator (one left out of the
       // cluster) may delete an old checkpoint while it is being read.
       if (params.status().code() == absl::StatusCode::kNotFound) {
@@ -109,8 +141,16 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       if (!params.ok()) return params.status();
       PSTRAIN_ASSIGN_OR_RETURN(
           model::BatchResult r,
-          backend->Evaluate(params->data(), test.features.data(), test.labels.data(),
-                            test.num_examples));
+          model::EvaluateExamples(
+              net.bag(),
+              [&table](absl::Span<const int64_t> ids, float* out) {
+                return table->Read(ids, out);
+              },
+              test.features.data(), test.labels.data(), test.num_examples,
+              static_cast<int>(test.example_dim), 1024,
+              [&](const float* in, const int32_t* labels, int n) {
+                return backend->Evaluate(params->data(), in, labels, n);
+              }));
       Score s{step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
       PSTRAIN_RETURN_IF_ERROR(
           events->WriteScalars(s.step, {{"loss", s.loss}, {"accuracy", s.accuracy}}));

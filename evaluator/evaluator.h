@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/placement.h"
 #include "model/job_spec.h"
+#include "worker/local_table.h"
 
 namespace pstrain::evaluator {
 
@@ -39,13 +40,16 @@ struct Score {
 };
 
 // The dense variables of checkpoint `step` under `dir`, flat (variable v at
-// offsets[v]), from the shards of `placement`'s PS. Errors name the file:
-// ReadShard's, or DataLoss for a slice missing from its shard or of the
-// wrong size.
+// offsets[v]), from the shards of `placement`'s PS. When `table` is not
+// null, the rows of the embedding table of its name that every shard holds
+// are set into it (rows never written keep their initial values). Errors
+// name the file: ReadShard's, or DataLoss for a slice or table missing from
+// its shard or of the wrong size, or a row id out of range.
 absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, int64_t step,
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
-                                                        int64_t num_parameters);
+                                                        int64_t num_parameters,
+                                                        worker::LocalTable* table = nullptr);
 
 // Runs until the final checkpoint is scored (or one, with `once`); returns
 // the scores written, in order.

@@ -18,8 +18,8 @@ class CpuBackend final : public Backend {
   const Mlp& network() const override { return *mlp_; }
   absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done) override {
-    return mlp_->ComputeGradients(params, x, labels, batch, grads, on_layer_done);
+      const std::function<void(int layer)>& on_layer_done, float* input_grad) override {
+    return mlp_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
   }
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                        const int32_t* labels, int64_t n) override {
@@ -37,7 +37,7 @@ class CudaBackend final : public Backend {
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
     const CudaDeviceInfo& d = devices->front();
-    std::vector<int> dims = {mlp->spec().input_dim}, relu;
+    std::vector<int> dims = {mlp->input_width()}, relu;
     for (const DenseLayerSpec& l : mlp->spec().layers) {
       dims.push_back(l.units);
       relu.push_back(l.relu ? 1 : 0);
@@ -61,7 +61,10 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done) override {
+      const std::function<void(int layer)>& on_layer_done, float* input_grad) override {
+    if (input_grad != nullptr) {
+      return absl::UnimplementedError("cuda: the input gradient is not computed on the device");
+    }
     if (batch < 1 || batch > max_batch_) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
@@ -87,7 +90,7 @@ class CudaBackend final : public Backend {
     if (absl::Status s = mlp_->CheckLabels(labels, n); !s.ok()) return s;
     BatchResult r;
     char err[512] = {0};
-    const int64_t dim = mlp_->spec().input_dim;
+    const int64_t dim = mlp_->input_width();
     for (int64_t start = 0; start < n; start += max_batch_) {
       const int b = static_cast<int>(std::min<int64_t>(max_batch_, n - start));
       if (pstrain_cuda_mlp_run(handle_, params, x + start * dim, labels + start, b, nullptr,
@@ -129,7 +132,17 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int 
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  if (device != "cpu") {
+  if (device != "cpu" && spec.embedding_bag.enabled()) {
+    // The bag's backward pass starts from the input gradient, which the CUDA
+    // kernels do not return yet.
+    if (device == "cuda") {
+      return absl::UnimplementedError(
+          "device cuda: models with an embedding_bag layer compute on the CPU only for now "
+          "(use --device=cpu or auto)");
+    }
+    Log("device auto: the model has an embedding_bag layer, which computes on the CPU only; "
+        "running on the CPU");
+  } else if (device != "cpu") {
     auto cuda_mlp = Mlp::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
     auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);

@@ -31,13 +31,14 @@ class Backend {
 
   // The contracts of Mlp::ComputeGradients and Mlp::Evaluate. On CUDA,
   // `on_layer_done` is called for every layer (last first) once the whole
-  // step's gradients are back on the host.
+  // step's gradients are back on the host, and `input_grad` is not
+  // supported (Unimplemented): models with an embedding bag run on the CPU.
   virtual absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done) = 0;
+      const std::function<void(int layer)>& on_layer_done, float* input_grad) = 0;
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
                                                const int32_t* labels, int batch, float* grads) {
-    return ComputeGradients(params, x, labels, batch, grads, nullptr);
+    return ComputeGradients(params, x, labels, batch, grads, nullptr, nullptr);
   }
   virtual absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                                const int32_t* labels, int64_t n) = 0;
@@ -51,8 +52,10 @@ class Backend {
 };
 
 // `device`: "cpu"; "cuda" (device 0; Unavailable, with CUDA's own message,
-// when the binary has no CUDA or no device is usable); "auto": CUDA when a
-// device is usable, else the CPU, logging one line that says why.
+// when the binary has no CUDA or no device is usable; Unimplemented for a
+// model with an embedding bag); "auto": CUDA when a device is usable and
+// the model has no embedding bag, else the CPU, logging one line that says
+// why.
 // InvalidArgument for another value or a bad spec (Mlp::Create).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int max_batch,
                                                        const std::string& device);

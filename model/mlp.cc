@@ -85,12 +85,22 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const MlpSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  return std::unique_ptr<Mlp>(new Mlp(spec, max_batch));
+  std::optional<EmbeddingBag> bag;
+  if (spec.embedding_bag.enabled()) {
+    auto created = EmbeddingBag::Create(spec.embedding_bag, spec.input_dim);
+    if (!created.ok()) return created.status();
+    if (names.count(spec.embedding_bag.name) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "embedding_bag ", spec.embedding_bag.name, ": the name is used by a dense layer too"));
+    }
+    bag = std::move(*created);
+  }
+  return std::unique_ptr<Mlp>(new Mlp(spec, max_batch, std::move(bag)));
 }
 
-Mlp::Mlp(const MlpSpec& spec, int max_batch)
-    : spec_(spec), max_batch_(max_batch) {
-  dims_.push_back(spec.input_dim);
+Mlp::Mlp(const MlpSpec& spec, int max_batch, std::optional<EmbeddingBag> bag)
+    : spec_(spec), max_batch_(max_batch), bag_(std::move(bag)) {
+  dims_.push_back(bag_.has_value() ? bag_->dim() : spec.input_dim);
   for (const DenseLayerSpec& l : spec.layers) dims_.push_back(l.units);
   const int layers = static_cast<int>(dims_.size()) - 1;
   for (int i = 0; i < layers; ++i) {
@@ -101,6 +111,14 @@ Mlp::Mlp(const MlpSpec& spec, int max_batch)
   for (const VariableDef& v : variables_) {
     offsets_.push_back(num_parameters_);
     num_parameters_ += v.elements();
+  }
+  if (bag_.has_value()) {
+    VariableDef table{bag_->spec().table(), {bag_->spec().vocabulary, bag_->dim()}};
+    table.embedding = true;
+    table.consistency = "async";
+    table.initializer = bag_->spec().initializer;
+    variables_.push_back(std::move(table));
+    offsets_.push_back(num_parameters_);
   }
   activations_.resize(dims_.size());
   deltas_.resize(dims_.size());
@@ -184,7 +202,7 @@ void Mlp::Forward(const float* params, const float* x, const int32_t* labels,
 
 absl::StatusOr<BatchResult> Mlp::ComputeGradients(
     const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-    const std::function<void(int layer)>& on_layer_done) {
+    const std::function<void(int layer)>& on_layer_done, float* input_grad) {
   if (batch < 1 || batch > max_batch_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "batch of ", batch, " is outside 1..", max_batch_));
@@ -230,6 +248,10 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(
           if (a[i] <= 0.0f) din[i] = 0.0f;
         }
       }
+    } else if (input_grad != nullptr) {
+      // dx = delta * W^T (the input has no activation of ours).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d, n,
+                  params + offsets_[0], n, 0.0f, input_grad, k);
     }
     if (on_layer_done) on_layer_done(l);
   }
@@ -243,9 +265,36 @@ absl::StatusOr<BatchResult> Mlp::Evaluate(const float* params, const float* x,
   BatchResult result;
   for (int64_t start = 0; start < n; start += max_batch_) {
     const int b = static_cast<int>(std::min<int64_t>(max_batch_, n - start));
-    Forward(params, x + start * spec_.input_dim, labels + start, b, &result);
+    Forward(params, x + start * dims_[0], labels + start, b, &result);
   }
   return result;
+}
+
+absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
+                                             const float* x, const int32_t* labels, int64_t n,
+                                             int input_dim, int chunk,
+                                             const ChunkEvaluator& evaluate) {
+  BatchResult total;
+  Bags bags;
+  std::vector<float> rows, input;
+  if (bag != nullptr) input.resize(static_cast<size_t>(chunk) * bag->dim());
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int b = static_cast<int>(std::min<int64_t>(chunk, n - start));
+    const float* in = x + start * input_dim;
+    if (bag != nullptr) {
+      bag->MakeBags(in, b, &bags);
+      rows.resize(bags.unique_ids.size() * bag->dim());
+      if (absl::Status s = fetch(bags.unique_ids, rows.data()); !s.ok()) return s;
+      bag->Forward(bags, rows.data(), input.data());
+      in = input.data();
+    }
+    absl::StatusOr<BatchResult> r = evaluate(in, labels + start, b);
+    if (!r.ok()) return r.status();
+    total.loss_sum += r->loss_sum;
+    total.correct += r->correct;
+    total.count += r->count;
+  }
+  return total;
 }
 
 }  // namespace pstrain::model

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/placement.h"
+#include "model/embedding_bag.h"
 
 namespace pstrain::model {
 
@@ -34,6 +36,9 @@ struct DenseLayerSpec {
 
 struct MlpSpec {
   int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
+  // Optional: an embedding bag between the input and the first dense layer
+  // (model/embedding_bag.h), which then reads embedding_bag.dim inputs.
+  EmbeddingBagSpec embedding_bag;
   // Applied in order; the last layer's outputs are the logits of the
   // softmax cross-entropy loss (so it has no ReLU, and its units are the
   // number of classes).
@@ -50,6 +55,20 @@ struct BatchResult {
   int64_t count = 0;
 };
 
+// Scores a chunk of examples already in the dense layers' input form
+// (Mlp::Evaluate, or a Backend's).
+using ChunkEvaluator =
+    std::function<absl::StatusOr<BatchResult>(const float* input, const int32_t* labels, int n)>;
+
+// Scores `n` examples of `input_dim` raw features each, in chunks of at most
+// `chunk`: as they are when `bag` is null, else as the bag's output, each
+// chunk's rows fetched with `fetch` (from the PS, a local table or a
+// checkpoint). Returns the chunks' results summed; the first error wins.
+absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
+                                             const float* x, const int32_t* labels, int64_t n,
+                                             int input_dim, int chunk,
+                                             const ChunkEvaluator& evaluate);
+
 class Mlp {
  public:
   // InvalidArgument naming the layer for no layers, a layer with < 1 units,
@@ -60,16 +79,26 @@ class Mlp {
                                                      int max_batch);
 
   const MlpSpec& spec() const { return spec_; }
+  // The dense variables, then the embedding bag's table when there is one
+  // (embedding: true, async: the hybrid sparse models need; its rows are not
+  // in the flat array, they move by id).
   const std::vector<VariableDef>& variables() const { return variables_; }
-  // Offset of each variable (same order) in the flat parameter array.
+  // Offset of each variable (same order) in the flat parameter array (the
+  // table's is num_parameters(): it takes no room there).
   const std::vector<int64_t>& offsets() const { return offsets_; }
   int64_t num_parameters() const { return num_parameters_; }
+  // The embedding bag, or null when the model has none.
+  const EmbeddingBag* bag() const { return bag_.has_value() ? &*bag_ : nullptr; }
+  // Floats per example that ComputeGradients and Evaluate read: input_dim,
+  // or the bag's dim when the model starts with an embedding bag (the
+  // caller combines the rows: EmbeddingBag::Forward).
+  int input_width() const { return dims_[0]; }
 
   // Each layer's initializers, reproducible from `seed` (one generator
   // drawn layer by layer, kernel then bias).
   std::vector<float> InitialParameters(uint64_t seed) const;
 
-  // Forward and backward over one batch. `x` is batch x input_dim row-major,
+  // Forward and backward over one batch. `x` is batch x input_width() row-major,
   // `labels` in [0, num_classes). Writes the mean-loss gradient into `grads`
   // (num_parameters() floats, same layout as `params`).
   // InvalidArgument when batch is outside 1..max_batch or a label is out of
@@ -79,20 +108,25 @@ class Mlp {
   // in `grads` and this call no longer reads that layer's parameters (so the
   // caller may push them and overwrite the parameters while the layers
   // below are still being differentiated).
+  // When `input_grad` is not null, the mean-loss gradient with respect to
+  // `x` goes there (batch x input_width()), before layer 0 is reported done:
+  // what an embedding bag's backward pass starts from.
   absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done = nullptr);
+      const std::function<void(int layer)>& on_layer_done = nullptr,
+      float* input_grad = nullptr);
 
   // InvalidArgument naming the first label outside [0, num_classes).
   absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
 
-  // Forward only over `n` examples (any n >= 0, processed in chunks of
-  // max_batch). Same errors as ComputeGradients for labels.
+  // Forward only over `n` examples of input_width() floats (any n >= 0,
+  // processed in chunks of max_batch). Same errors as ComputeGradients for
+  // labels.
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                        const int32_t* labels, int64_t n);
 
  private:
-  Mlp(const MlpSpec& spec, int max_batch);
+  Mlp(const MlpSpec& spec, int max_batch, std::optional<EmbeddingBag> bag);
   // Runs the forward pass for `batch` rows; fills activations_ and probs_ and
   // accumulates loss/accuracy into `result`.
   void Forward(const float* params, const float* x, const int32_t* labels,
@@ -100,6 +134,7 @@ class Mlp {
 
   const MlpSpec spec_;
   const int max_batch_;
+  std::optional<EmbeddingBag> bag_;
   std::vector<int> dims_;  // input, hidden..., classes
   std::vector<VariableDef> variables_;
   std::vector<int64_t> offsets_;

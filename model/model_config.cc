@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/consistency.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -121,15 +122,78 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
   }
   spec.input_dim = static_cast<int>(config.input_dim());
   int64_t width = spec.input_dim;
+  int dense_index = 0;
   for (int i = 0; i < config.layer_size(); ++i) {
     const v1::LayerConfig& l = config.layer(i);
-    const std::string name = l.name().empty() ? absl::StrCat("dense_", i) : l.name();
+    const std::string name =
+        !l.name().empty()        ? l.name()
+        : l.has_embedding_bag() ? std::string("embedding")
+                                : absl::StrCat("dense_", dense_index);
     const std::string at_layer = where.At(where.root(), type, "layer", i);
     const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
     const TextFormat::ParseInfoTree* layer_tree =
         where.root() == nullptr ? nullptr : where.root()->GetTreeForNested(
                                                 type->FindFieldByName("layer"), i);
-    if (!l.has_dense()) return Bad(at_layer, what + "no layer type is given (dense)");
+    if (l.has_dense() && l.has_embedding_bag()) {
+      return Bad(at_layer, what + "gives both dense and embedding_bag: one type per layer");
+    }
+    if (l.has_embedding_bag()) {
+      const TextFormat::ParseInfoTree* bag_tree =
+          layer_tree == nullptr
+              ? nullptr
+              : layer_tree->GetTreeForNested(layer_type->FindFieldByName("embedding_bag"), -1);
+      auto bat = [&](const std::string& field) {
+        return where.At(bag_tree, v1::EmbeddingBagLayer::descriptor(), field, -1, at_layer) +
+               what + "embedding_bag." + field + " ";
+      };
+      const v1::EmbeddingBagLayer& e = l.embedding_bag();
+      if (i != 0) {
+        return Bad(at_layer, what + "an embedding_bag layer must come first: it reads the "
+                                    "input's ids");
+      }
+      if (e.vocabulary() == 0) return Bad(at_layer, what + "embedding_bag.vocabulary is missing");
+      if (e.vocabulary() < 1 || e.vocabulary() > (int64_t{1} << 40)) {
+        return Bad(bat("vocabulary"), absl::StrCat(e.vocabulary(), " must be in 1..2^40"));
+      }
+      if (e.dim() == 0) return Bad(at_layer, what + "embedding_bag.dim is missing");
+      if (e.dim() < 1 || e.dim() > 4096) {
+        return Bad(bat("dim"), absl::StrCat(e.dim(), " must be in 1..4096"));
+      }
+      if (!e.combiner().empty() && e.combiner() != "sum" && e.combiner() != "mean") {
+        return Bad(bat("combiner"), absl::StrCat("\"", e.combiner(), "\" is not sum or mean"));
+      }
+      if (e.ids_from().empty()) {
+        return Bad(at_layer, what + "embedding_bag.ids_from is missing (pixel_buckets:B)");
+      }
+      if (!e.initializer().empty() && !ValidInitializer(e.initializer())) {
+        return Bad(bat("initializer"), absl::StrCat("\"", e.initializer(),
+                                                    "\" is not zeros or uniform:A (A >= 0)"));
+      }
+      EmbeddingBagSpec& bag = spec.embedding_bag;
+      bag.name = name;
+      bag.vocabulary = e.vocabulary();
+      bag.dim = static_cast<int>(e.dim());
+      if (!e.combiner().empty()) bag.combiner = e.combiner();
+      bag.ids_from = e.ids_from();
+      if (!e.initializer().empty()) bag.initializer = e.initializer();
+      // The rest (ids_from's form, a vocabulary too small for its ids).
+      auto checked = EmbeddingBag::Create(bag, spec.input_dim);
+      if (!checked.ok()) {
+        // "embedding_bag NAME: FIELD what" -> at FIELD: "what".
+        absl::string_view m = checked.status().message();
+        absl::ConsumePrefix(&m, absl::StrCat("embedding_bag ", name, ": "));
+        for (const char* field : {"ids_from", "vocabulary", "initializer"}) {
+          if (absl::ConsumePrefix(&m, absl::StrCat(field, " "))) return Bad(bat(field), m);
+        }
+        return Bad(at_layer, what + std::string(m));
+      }
+      width = bag.dim;
+      continue;
+    }
+    if (!l.has_dense()) {
+      return Bad(at_layer, what + "no layer type is given (dense or embedding_bag)");
+    }
+    ++dense_index;
     const TextFormat::ParseInfoTree* dense_tree =
         layer_tree == nullptr ? nullptr
                               : layer_tree->GetTreeForNested(layer_type->FindFieldByName("dense"), -1);
@@ -179,11 +243,18 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
     width = layer.units;
     spec.layers.push_back(layer);
   }
+  if (spec.layers.empty()) {
+    return Bad(where.At(where.root(), type, "layer", 0),
+               "the model has no dense layer: the last one gives the logits");
+  }
   std::set<std::string> names;
+  if (spec.embedding_bag.enabled()) names.insert(spec.embedding_bag.name);
+  const int first_dense = spec.embedding_bag.enabled() ? 1 : 0;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     if (!names.insert(spec.layers[i].name).second) {
-      return Bad(where.At(where.root(), type, "layer", static_cast<int>(i)),
-                 absl::StrCat("layer ", i, " (", spec.layers[i].name,
+      const int index = static_cast<int>(i) + first_dense;
+      return Bad(where.At(where.root(), type, "layer", index),
+                 absl::StrCat("layer ", index, " (", spec.layers[i].name,
                               "): the name is used twice"));
     }
   }

@@ -115,7 +115,7 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { conv { filters: 3 } }"),
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
-            "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense)");
+            "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense or embedding_bag)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
             "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
   EXPECT_EQ(message("layer { dense { units: 3 } }"),
@@ -154,6 +154,48 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:1: batch_size is set but there are no layers to train");
   EXPECT_EQ(message("variable { name: \"a\" shape: 1 }\ninput_dim: 1\nlayer { dense { units: 2 } }"),
             "m.pbtxt:3:1: a config lists variables or describes layers, not both");
+}
+
+TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
+    input_dim: 784
+    layer { name: "pixels" embedding_bag { vocabulary: 3136 dim: 32 ids_from: "pixel_buckets:4" } }
+    layer { dense { units: 64 activation: "relu" } }
+    layer { dense { units: 10 } }
+  )pb", "m.pbtxt"));
+  const EmbeddingBagSpec& bag = f.job.model.embedding_bag;
+  EXPECT_EQ(bag.name, "pixels");
+  EXPECT_EQ(bag.vocabulary, 3136);
+  EXPECT_EQ(bag.dim, 32);
+  EXPECT_EQ(bag.combiner, "mean");
+  EXPECT_EQ(bag.initializer, "uniform:0.05");
+  EXPECT_EQ(f.job.model.layers[0].name, "dense_0");
+  ASSERT_EQ(f.variables.size(), 5u);
+  EXPECT_EQ(f.variables[0].shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(f.variables[4].name, "pixels/embeddings");
+  EXPECT_TRUE(f.variables[4].embedding);
+
+  auto message = [](const std::string& text) {
+    return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
+  };
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\n"
+                    "layer { embedding_bag { vocabulary: 8 dim: 2 ids_from: \"pixel_buckets:2\" } }"),
+            "m.pbtxt:3:1: layer 1 (embedding): an embedding_bag layer must come first: it reads "
+            "the input's ids");
+  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag {\n  vocabulary: 7\n  dim: 2\n"
+                    "  ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.vocabulary 7 is smaller than the 8 ids that pixel_buckets:2 gives for 4 features");
+  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2\n"
+                    "  ids_from: \"words\" } }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.ids_from \"words\" is not pixel_buckets:B with B in 1..256");
+  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 ids_from: \"pixel_buckets:2\" } }"),
+            "m.pbtxt:2:1: layer 0 (embedding): embedding_bag.dim is missing");
+  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 combiner: \"max\" "
+                    "ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:2:46: layer 0 (embedding): embedding_bag.combiner \"max\" is not sum or mean");
+  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 "
+                    "ids_from: \"pixel_buckets:2\" } }"),
+            "m.pbtxt:2:1: the model has no dense layer: the last one gives the logits");
 }
 
 }  // namespace

@@ -545,6 +545,50 @@ TEST(ClusterTest, TrainLocalWithTheGuideModelConfig) {
   EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
 }
 
+// A model with an embedding bag: its table lives on the two PS (rows spread
+// by id hash, pushed and pulled by id), the dense layers beside it. The
+// evaluator scores the final checkpoint from the rows the PS wrote to it
+// and must agree with the chief, which scored the live PS's rows.
+TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
+  const std::string out = TmpDir("embedding_bag");
+  RunResult r = RunPstrain({"launch", "--ps=2", "--workers=1", "--evaluator",
+                            "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1",
+                            "--checkpoint_secs=0", "--eval_poll_secs=1", "--output_dir=" + out},
+                           "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  const double acc = metrics.Find("test_accuracy")->number_value();
+  EXPECT_GE(acc, 0.78) << text;
+  // Two replicas (the chief and the worker), 30000 examples each.
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 937);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
+  ASSERT_GE(eval.size(), 2u);
+  EXPECT_EQ(eval.back().step, 2 * 937);
+  EXPECT_EQ(eval.back().scalars[1].first, "accuracy");
+  EXPECT_FLOAT_EQ(eval.back().scalars[1].second, static_cast<float>(acc));
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr("step 937/937 - loss "));
+  // Both PS hold rows of the table, and checkpointed them.
+  for (int ps : {0, 1}) {
+    ASSERT_OK_AND_ASSIGN(std::string shard, ReadFile(ShardPath(out, 2 * 937, ps, 2)));
+    EXPECT_THAT(shard, HasSubstr("pixels/embeddings")) << ps;
+  }
+
+  RunResult local = RunPstrain({"train", "--local",
+                                "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1"},
+                               "", out + "/local.txt");
+  ASSERT_EQ(local.code, 0) << local.output;
+  const size_t at = local.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << local.output;
+  EXPECT_GE(std::stod(local.output.substr(at + 15)), 0.80) << local.output;
+  RunResult cuda = RunPstrain({"train", "--local", "--device=cuda",
+                               "--model_config=configs/fashion_mnist_bag.pbtxt", "--max_steps=5"},
+                              "", out + "/cuda.txt");
+  EXPECT_NE(cuda.code, 0) << cuda.output;
+  EXPECT_THAT(cuda.output, HasSubstr("embedding_bag layer compute on the CPU only"));
+}
+
 TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   const std::string out = TmpDir("bench");
   RunResult r = RunPstrain({"bench", "--model_config=configs/fashion_mnist_mlp.pbtxt",

@@ -11,8 +11,10 @@
 #include "data/dataset.h"
 #include "data/prefetcher.h"
 #include "model/backend.h"
+#include "model/embedding_bag.h"
 #include "model/mlp.h"
 #include "ps_server/optimizer.h"
+#include "worker/local_table.h"
 
 namespace pstrain::worker {
 
@@ -52,6 +54,17 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     slot_store[k].assign(n, opt->initial_slot_value(k));
     slots.push_back(absl::MakeSpan(slot_store[k]));
   }
+  // An embedding bag's table, held here with the PS's row semantics.
+  const model::EmbeddingBag* bag = mlp->bag();
+  std::unique_ptr<LocalTable> table;
+  model::Bags bags;
+  std::vector<float> rows, row_grads, bag_out, bag_grad;
+  if (bag != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(table,
+                             LocalTable::Create(mlp->variables().back(), job.seed, &job.optimizer));
+    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
+    bag_grad.resize(bag_out.size());
+  }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
   // Batches are gathered on a background thread, a few steps ahead.
@@ -63,12 +76,25 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   absl::Time window_start = start;
   for (int64_t step = 1; step <= total; ++step) {
     prefetch.Next(x.data(), y.data());
+    const float* input = x.data();
+    if (bag != nullptr) {
+      bag->MakeBags(x.data(), job.batch_size, &bags);
+      rows.resize(bags.unique_ids.size() * bag->dim());
+      PSTRAIN_RETURN_IF_ERROR(table->Read(bags.unique_ids, rows.data()));
+      bag->Forward(bags, rows.data(), bag_out.data());
+      input = bag_out.data();
+    }
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        backend->ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
-                                  grads.data()));
+        backend->ComputeGradients(params.data(), input, y.data(), job.batch_size, grads.data(),
+                                  nullptr, bag != nullptr ? bag_grad.data() : nullptr));
     opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
                step);
+    if (bag != nullptr) {
+      row_grads.resize(rows.size());
+      bag->Backward(bags, bag_grad.data(), row_grads.data());
+      PSTRAIN_RETURN_IF_ERROR(table->Apply(bags.unique_ids, row_grads.data()));
+    }
     window.loss_sum += br.loss_sum;
     window.correct += br.correct;
     window.count += br.count;
@@ -98,8 +124,14 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
   PSTRAIN_ASSIGN_OR_RETURN(
       model::BatchResult r,
-      backend->Evaluate(params.data(), test.features.data(), test.labels.data(),
-                        test.num_examples));
+      model::EvaluateExamples(
+          bag,
+          [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
+          test.features.data(), test.labels.data(), test.num_examples,
+          static_cast<int>(test.example_dim), 1024,
+          [&](const float* in, const int32_t* labels, int n) {
+            return backend->Evaluate(params.data(), in, labels, n);
+          }));
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
   result.test_loss = r.loss_sum / r.count;
   if (!summary_dir.empty()) {

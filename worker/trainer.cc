@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "model/backend.h"
+#include "model/embedding_bag.h"
 #include "model/mlp.h"
 
 namespace pstrain::worker {
@@ -120,8 +121,10 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
                                  : train.num_examples / options.num_replicas / job.batch_size;
   const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
   // Two sets of parameters and gradients when rounds overlap compute: one
-  // in use by the model, one in flight.
-  const bool overlap = options.overlap_communication && !sync;
+  // in use by the model, one in flight. A model with an embedding bag pulls
+  // each batch's rows before its step, so its steps do not overlap.
+  const model::EmbeddingBag* bag = mlp->bag();
+  const bool overlap = options.overlap_communication && !sync && bag == nullptr;
   std::vector<float> params[2], grads[2];
   for (int b = 0; b < (overlap ? 2 : 1); ++b) {
     params[b].resize(mlp->num_parameters());
@@ -129,6 +132,15 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
   }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
+  // The embedding bag's batch: its ids, their rows, the bag's output (the
+  // dense layers' input) and the gradients back.
+  model::Bags bags;
+  std::vector<float> rows, row_grads, bag_out, bag_grad;
+  if (bag != nullptr) {
+    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
+    bag_grad.resize(bag_out.size());
+  }
+  const std::string table = bag != nullptr ? bag->spec().table() : std::string();
   const std::vector<int64_t>& offsets = mlp->offsets();
   if (sync) client->set_stop_step(total_steps);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params[0].data(), offsets));
@@ -203,10 +215,28 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
             });
       };
     }
+    const float* input = x.data();
+    if (bag != nullptr) {
+      // No round is in flight here (the steps do not overlap).
+      bag->MakeBags(x.data(), job.batch_size, &bags);
+      rows.resize(bags.unique_ids.size() * bag->dim());
+      PSTRAIN_RETURN_IF_ERROR(client->PullRows(table, bags.unique_ids, rows.data()));
+      bag->Forward(bags, rows.data(), bag_out.data());
+      input = bag_out.data();
+    }
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        backend->ComputeGradients(params[b].data(), x.data(), y.data(), job.batch_size,
-                                  grads[b].data(), on_layer_done));
+        backend->ComputeGradients(params[b].data(), input, y.data(), job.batch_size,
+                                  grads[b].data(), on_layer_done,
+                                  bag != nullptr ? bag_grad.data() : nullptr));
+    if (bag != nullptr) {
+      row_grads.resize(rows.size());
+      bag->Backward(bags, bag_grad.data(), row_grads.data());
+      written_by[b] = rounds.Enqueue([client, &table, &bags, &row_grads]() -> absl::StatusOr<int64_t> {
+        PSTRAIN_RETURN_IF_ERROR(client->PushRows(table, bags.unique_ids, row_grads.data()));
+        return int64_t{0};
+      });
+    }
     if (!job.push_per_layer) {
       written_by[b] = rounds.Enqueue(
           [client, g, p, &offsets] { return client->PushPullAll(g, p, offsets); });

@@ -1,0 +1,64 @@
+#!/bin/bash
+# Builds the one image (deploy/Dockerfile) and runs a job from it: a PS, a
+# chief that trains, a worker and an evaluator, each a container of the same
+# image on the host's loopback with its own TF_CONFIG, sharing one output
+# directory as /data/output. Passes when every container exits 0 and the
+# evaluator's score of the final checkpoint equals the chief's.
+#
+#   deploy/image_check.sh [OUTPUT_DIR]
+#
+# ENGINE: docker (default) or podman. ENGINE_FLAGS: the engine's own global
+# options, e.g. for rootful podman where crun cannot manage cgroups:
+#   ENGINE=podman ENGINE_FLAGS="--runtime=runc --cgroup-manager=cgroupfs"
+# IMAGE (default pstrain:check); SKIP_BUILD=1 runs an image already built;
+# BASE_PORT (default 7200): the tasks use BASE_PORT..BASE_PORT+2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ENGINE=${ENGINE:-docker}
+read -r -a FLAGS <<< "${ENGINE_FLAGS:-}"
+IMAGE=${IMAGE:-pstrain:check}
+PORT=${BASE_PORT:-7200}
+OUT=$(realpath -m "${1:-output/image_check}")
+mkdir -p "$OUT"
+rm -rf "${OUT:?}"/*
+
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  start=$(date +%s)
+  "$ENGINE" "${FLAGS[@]}" build -f deploy/Dockerfile -t "$IMAGE" . > "$OUT/build.log" 2>&1 ||
+    { echo "image_check: the build failed; see $OUT/build.log" >&2; exit 1; }
+  echo "image_check: built $IMAGE in $(( $(date +%s) - start )) s"
+fi
+
+cluster="\"cluster\":{\"chief\":[\"127.0.0.1:$PORT\"],\"ps\":[\"127.0.0.1:$((PORT + 1))\"],"
+cluster+="\"worker\":[\"127.0.0.1:$((PORT + 2))\"]}"
+declare -A pids
+run() {  # NAME TYPE INDEX [FLAGS...]
+  local name=$1 type=$2 index=$3
+  shift 3
+  "$ENGINE" "${FLAGS[@]}" run --rm --network=host -v "$OUT:/data/output" \
+    -e TF_CONFIG="{$cluster,\"task\":{\"type\":\"$type\",\"index\":$index},\"environment\":\"cloud\"}" \
+    "$IMAGE" "$@" > "$OUT/$name.log" 2>&1 &
+  pids[$name]=$!
+}
+start=$(date +%s)
+run ps-0 ps 0
+run chief-0 chief 0 --epochs=1
+run worker-0 worker 0 --epochs=1
+run evaluator-0 evaluator 0 --epochs=1 --eval_poll_secs=1
+failed=0
+for name in ps-0 chief-0 worker-0 evaluator-0; do
+  code=0
+  wait "${pids[$name]}" || code=$?
+  echo "image_check: $name exited $code"
+  [[ $code == 0 ]] || failed=1
+done
+echo "image_check: the job took $(( $(date +%s) - start )) s; logs under $OUT"
+chief=$(grep -o 'test accuracy: [0-9.]*' "$OUT/chief-0.log" | tail -n 1 || true)
+eval_line=$(grep -o 'eval at step [0-9]*: loss [0-9.]* - accuracy [0-9.]*' "$OUT/evaluator-0.log" |
+            tail -n 1 || true)
+echo "image_check: chief: ${chief:-none}; evaluator: ${eval_line:-none}"
+if [[ $failed != 0 || -z "$chief" || "${chief##* }" != "${eval_line##* }" ]]; then
+  echo "image_check: FAILED" >&2
+  exit 1
+fi
+echo "image_check: passed"
