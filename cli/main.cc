@@ -19,6 +19,7 @@
 #include "common/malloc_tuning.h"
 #include "common/tf_config.h"
 #include "model/cuda_device.h"
+#include "cli/data_tool.h"
 #include "cli/describe.h"
 #include "cli/job_flags.h"
 #include "cli/launch.h"
@@ -57,6 +58,9 @@ constexpr char kUsage[] =
     "                               a ring all-reduce; --measure compares with this machine\n"
     "  pstrain tfconfig uai --nodes H0,H1,... [--ps-port P] [--worker-port W] [--out DIR]\n"
     "                               the TF_CONFIG of every task of a UAI-Train-style job\n"
+    "  pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
+    "                               a copy of the data set with its training split in N\n"
+    "                               files, which replicas then shard by file\n"
     "  pstrain status [--ps HOST:PORT,...] [--json] [security flags]\n"
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness; refused calls\n"
@@ -176,6 +180,7 @@ int main(int argc, char** argv) {
         {"experiment", {2, [&](pstrain::CliArgs& a) { return pstrain::ExperimentMain(self, a); }}},
         {"plan", {2, [&](pstrain::CliArgs& a) { return pstrain::PlanMain(self, a); }}},
         {"tfconfig", {1, [](pstrain::CliArgs& a) { return pstrain::TfConfigMain(a); }}},
+        {"data", {1, [](pstrain::CliArgs& a) { return pstrain::DataMain(a); }}},
         {"train", {2, [](pstrain::CliArgs& a) { return TrainLocal(a); }}},
         {"bench", {2, [&](pstrain::CliArgs& a) { return pstrain::TrainBenchMain(self, a); }}},
     };

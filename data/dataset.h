@@ -23,11 +23,53 @@ struct Dataset {
 
 enum class Split { kTrain, kTest };
 
-// Loads "<dir>/train-images-idx3-ubyte.gz" and "train-labels-idx1-ubyte.gz"
-// (or t10k-* for kTest); the ".gz" suffix may be absent. Errors from
-// ReadIdxFile, or DataLoss naming both files when their counts differ or a
-// label is above 9.
+// The files of one split in `dir`, in order: either one pair,
+// "train-images-idx3-ubyte" and "train-labels-idx1-ubyte" (t10k-* for
+// kTest), or N pairs "train-images-idx3-ubyte-SSSSS-of-NNNNN" and
+// "train-labels-idx1-ubyte-SSSSS-of-NNNNN" (`pstrain data shard` writes
+// these); each name with or without ".gz".
+struct SplitFiles {
+  std::vector<std::string> images, labels;
+};
+// NotFound naming the first file of the split when there is none;
+// FailedPrecondition naming the file when one of N is missing, a file's
+// pair is missing, or the directory holds both forms.
+absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split);
+
+// Loads every file of the split, concatenated in order. Errors from
+// FindSplitFiles and ReadIdxFile, or DataLoss naming the files when a
+// pair's counts differ, a label is above 9, or files disagree on the
+// example shape.
 absl::StatusOr<Dataset> LoadMnistFormat(const std::string& dir, Split split);
+
+// What one of R training replicas reads. With at least as many files as
+// replicas, replica r reads only files r, r + R, r + 2R... (sharding by
+// file: it iterates them whole, ShardIterator(dataset, 0, 1, ...));
+// otherwise every file, and each replica takes its share by record
+// (ShardIterator(dataset, r, R, ...)).
+struct ReplicaData {
+  Dataset dataset;
+  bool by_file = false;
+  int files_read = 0;
+  int files_total = 0;
+  // Examples in the whole split (all files, from their headers): what sync
+  // and ssp schedules count in.
+  int64_t split_examples = 0;
+};
+// REQUIRES: 0 <= replica < num_replicas. Errors as LoadMnistFormat.
+absl::StatusOr<ReplicaData> LoadReplicaData(const std::string& dir, Split split, int replica,
+                                            int num_replicas);
+
+// Writes a copy of the data set in `dir` to `out` (created if needed) whose
+// training split is `files` gzip pairs "train-*-SSSSS-of-NNNNN.gz", file i
+// holding examples [i * n / files, (i + 1) * n / files) in their order, and
+// whose test split is one pair: a data_dir any job reads, whose replicas
+// shard it by file when there are at least as many files as replicas.
+// Returns the examples written to each training file. InvalidArgument for
+// files outside 1..min(n, 99999) or `out` naming `dir`; errors of
+// FindSplitFiles, ReadIdxFile and WriteIdxFile.
+absl::StatusOr<std::vector<int64_t>> WriteShardedCopy(const std::string& dir,
+                                                      const std::string& out, int files);
 
 // Iterates one replica's shard, sharding by record: at the start of each
 // epoch the whole set is shuffled from (seed, epoch), the same permutation

@@ -1,9 +1,11 @@
 #include "data/dataset.h"
 
+#include <filesystem>
 #include <memory>
 #include <set>
 
 #include "common/testing/status_testing.h"
+#include "data/idx_reader.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::data {
@@ -126,6 +128,101 @@ TEST(ShardIteratorTest, DropsTheShortLastBatch) {
   EXPECT_EQ(it.Next(f, y), 0);
   EXPECT_EQ(it.Next(f, y), 0);
   EXPECT_EQ(it.Next(f, y), 1);
+}
+
+// A small data set on disk: `n` training examples of 2x2 pixels (example i
+// holds i, i+1, i+2, i+3) and 3 test examples, written as one pair each.
+std::string WriteSmallDataDir(const std::string& name, int n) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const auto& [prefix, count] : {std::make_pair("train", n), std::make_pair("t10k", 3)}) {
+    IdxArray images{{count, 2, 2}, {}}, labels{{count}, {}};
+    for (int i = 0; i < count; ++i) {
+      for (int j = 0; j < 4; ++j) images.values.push_back(static_cast<uint8_t>(i + j));
+      labels.values.push_back(static_cast<uint8_t>(i % 10));
+    }
+    EXPECT_OK(WriteIdxFile(dir + "/" + prefix + "-images-idx3-ubyte", images));
+    EXPECT_OK(WriteIdxFile(dir + "/" + prefix + "-labels-idx1-ubyte.gz", labels));
+  }
+  return dir;
+}
+
+TEST(DatasetTest, ShardedCopyIsReadBackWholeAndByFile) {
+  const std::string src = WriteSmallDataDir("sharded_src", 10);
+  const std::string out = ::testing::TempDir() + "/sharded_out";
+  std::filesystem::remove_all(out);
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> counts, WriteShardedCopy(src, out, 4));
+  EXPECT_EQ(counts, (std::vector<int64_t>{2, 3, 2, 3}));
+  ASSERT_OK_AND_ASSIGN(SplitFiles files, FindSplitFiles(out, Split::kTrain));
+  ASSERT_EQ(files.images.size(), 4u);
+  EXPECT_EQ(files.images[2], out + "/train-images-idx3-ubyte-00002-of-00004.gz");
+  EXPECT_EQ(files.labels[3], out + "/train-labels-idx1-ubyte-00003-of-00004.gz");
+  // All files together are the original, in order.
+  ASSERT_OK_AND_ASSIGN(Dataset whole, LoadMnistFormat(out, Split::kTrain));
+  ASSERT_OK_AND_ASSIGN(Dataset original, LoadMnistFormat(src, Split::kTrain));
+  EXPECT_EQ(whole.num_examples, 10);
+  EXPECT_EQ(whole.example_dim, 4);
+  EXPECT_EQ(whole.features, original.features);
+  EXPECT_EQ(whole.labels, original.labels);
+  ASSERT_OK_AND_ASSIGN(Dataset test, LoadMnistFormat(out, Split::kTest));
+  EXPECT_EQ(test.num_examples, 3);
+
+  // 2 replicas, 4 files: replica 1 reads files 1 and 3 (examples 2-4, 7-9).
+  ASSERT_OK_AND_ASSIGN(ReplicaData r1, LoadReplicaData(out, Split::kTrain, 1, 2));
+  EXPECT_TRUE(r1.by_file);
+  EXPECT_EQ(r1.files_read, 2);
+  EXPECT_EQ(r1.files_total, 4);
+  EXPECT_EQ(r1.split_examples, 10);
+  EXPECT_EQ(r1.dataset.labels, (std::vector<int32_t>{2, 3, 4, 7, 8, 9}));
+  // 5 replicas, 4 files: every file, sharded by record.
+  ASSERT_OK_AND_ASSIGN(ReplicaData r4, LoadReplicaData(out, Split::kTrain, 4, 5));
+  EXPECT_FALSE(r4.by_file);
+  EXPECT_EQ(r4.files_read, 4);
+  EXPECT_EQ(r4.dataset.num_examples, 10);
+  EXPECT_EQ(r4.split_examples, 10);
+  // One file (the original): by record whatever the replicas.
+  ASSERT_OK_AND_ASSIGN(ReplicaData single, LoadReplicaData(src, Split::kTrain, 0, 1));
+  EXPECT_FALSE(single.by_file);
+  EXPECT_EQ(single.dataset.num_examples, 10);
+}
+
+TEST(DatasetTest, ShardedFilesThatDoNotAddUpAreNamed) {
+  const std::string src = WriteSmallDataDir("sharded_bad_src", 6);
+  const std::string out = ::testing::TempDir() + "/sharded_bad";
+  std::filesystem::remove_all(out);
+  ASSERT_OK(WriteShardedCopy(src, out, 3).status());
+  EXPECT_EQ(WriteShardedCopy(src, out, 2).status().message(),
+            out + " already holds t10k-images-idx3-ubyte.gz: write the copy to a directory "
+                  "without data files");
+  EXPECT_EQ(WriteShardedCopy(src, out + "2", 7).status().message(),
+            "files=7: must be from 1 to 6 (the training examples, one at least per file)");
+  std::filesystem::remove(out + "/train-labels-idx1-ubyte-00001-of-00003.gz");
+  EXPECT_EQ(LoadMnistFormat(out, Split::kTrain).status().message(),
+            out + "/train-labels-idx1-ubyte-00001-of-00003[.gz] is missing: the split has 3 "
+                  "files");
+  std::filesystem::copy_file(src + "/train-images-idx3-ubyte", out + "/train-images-idx3-ubyte");
+  EXPECT_EQ(LoadMnistFormat(out, Split::kTrain).status().message(),
+            out + " holds both " + out + "/train-images-idx3-ubyte and 3 sharded "
+                  "train-images-idx3-ubyte-SSSSS-of-00003 files: keep one form");
+}
+
+TEST(IdxWriterTest, RoundTripsPlainAndGzipAndReadsDimsAlone) {
+  const std::string dir = ::testing::TempDir();
+  IdxArray a{{3, 2}, {1, 2, 3, 4, 5, 255}};
+  for (const std::string name : {"/w.idx", "/w.idx.gz"}) {
+    ASSERT_OK(WriteIdxFile(dir + name, a));
+    ASSERT_OK_AND_ASSIGN(IdxArray back, ReadIdxFile(dir + name));
+    EXPECT_EQ(back.dims, a.dims);
+    EXPECT_EQ(back.values, a.values);
+    ASSERT_OK_AND_ASSIGN(std::vector<int64_t> dims, ReadIdxDims(dir + name));
+    EXPECT_EQ(dims, a.dims);
+    EXPECT_FALSE(std::filesystem::exists(dir + name + ".tmp"));
+  }
+  EXPECT_EQ(WriteIdxFile(dir + "/bad.idx", IdxArray{{4}, {1, 2}}).message(),
+            "IDX file " + dir + "/bad.idx: 2 values for dimensions of 4");
+  EXPECT_EQ(WriteIdxFile(dir + "/no/such/dir.idx", a).message(),
+            "cannot write IDX file " + dir + "/no/such/dir.idx: open: No such file or directory");
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain::data {
@@ -29,9 +31,11 @@ int64_t ReadFully(gzFile f, void* buf, int64_t n) {
   return done;
 }
 
-}  // namespace
-
-absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+// Opens `path` and reads its header into out->dims; returns the file, left
+// at the first data byte, and the number of data bytes in `total`.
+absl::StatusOr<std::unique_ptr<gzFile_s, GzCloser>> OpenAndReadHeader(const std::string& path,
+                                                                      IdxArray* out,
+                                                                      int64_t* total) {
   // gzopen reads plain files transparently.
   std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
   if (f == nullptr) {
@@ -58,8 +62,7 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
   const int rank = magic[3];
   if (rank < 1 || rank > 4) return bad(absl::StrCat("rank ", rank, " is outside 1..4"));
-  IdxArray out;
-  int64_t total = 1;
+  *total = 1;
   for (int i = 0; i < rank; ++i) {
     uint8_t d[4];
     got = ReadFully(f.get(), d, 4);
@@ -67,11 +70,34 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     if (got < 4) return bad(absl::StrCat("truncated in dimension ", i, " of the header"));
     int64_t dim = (int64_t{d[0]} << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
     if (dim == 0) return bad(absl::StrCat("dimension ", i, " is zero"));
-    out.dims.push_back(dim);
+    out->dims.push_back(dim);
     // Checked before multiplying: four 32-bit dimensions overflow 64 bits.
-    if (dim > (int64_t{1} << 34) / total) return bad("larger than 16 GiB");
-    total *= dim;
+    if (dim > (int64_t{1} << 34) / *total) return bad("larger than 16 GiB");
+    *total *= dim;
   }
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path) {
+  IdxArray out;
+  int64_t total = 0;
+  auto f = OpenAndReadHeader(path, &out, &total);
+  if (!f.ok()) return f.status();
+  return out.dims;
+}
+
+absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+  IdxArray out;
+  int64_t total = 0;
+  auto opened = OpenAndReadHeader(path, &out, &total);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<gzFile_s, GzCloser> f = *std::move(opened);
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("IDX file ", path, ": ", why));
+  };
+  int64_t got = 0;
   // The data grows as it is read, 64 MiB at a time, so a short file whose
   // header promises gigabytes costs only what it holds.
   constexpr int64_t kChunk = int64_t{64} << 20;
@@ -94,6 +120,52 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
                        : "has bytes after the data its header describes");
   }
   return out;
+}
+
+absl::Status WriteIdxFile(const std::string& path, const IdxArray& array) {
+  const size_t rank = array.dims.size();
+  if (rank < 1 || rank > 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("IDX file ", path, ": rank ", rank, " is outside 1..4"));
+  }
+  int64_t total = 1;
+  std::string header = {0, 0, 0x08, static_cast<char>(rank)};
+  for (int64_t d : array.dims) {
+    if (d < 1 || d > 0xffffffffLL) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("IDX file ", path, ": dimension ", d, " is outside 1..2^32-1"));
+    }
+    total *= d;
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(static_cast<char>(d >> shift));
+  }
+  if (static_cast<int64_t>(array.values.size()) != total) {
+    return absl::InvalidArgumentError(absl::StrCat("IDX file ", path, ": ", array.values.size(),
+                                                   " values for dimensions of ", total));
+  }
+  const std::string tmp = path + ".tmp";
+  const bool gz = absl::EndsWith(path, ".gz");
+  // "wb6": zlib's default level; "wbT": plain, through the same calls.
+  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(tmp.c_str(), gz ? "wb6" : "wbT"));
+  auto failed = [&](absl::string_view what) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("cannot write IDX file ", path, ": ", what, ": ", std::strerror(errno)));
+  };
+  if (f == nullptr) return failed("open");
+  if (gzwrite(f.get(), header.data(), static_cast<unsigned>(header.size())) !=
+      static_cast<int>(header.size())) {
+    return failed("write");
+  }
+  for (int64_t done = 0; done < total;) {
+    const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(total - done, 1 << 30));
+    if (gzwrite(f.get(), array.values.data() + done, chunk) != static_cast<int>(chunk)) {
+      return failed("write");
+    }
+    done += chunk;
+  }
+  if (gzclose(f.release()) != Z_OK) return failed("close");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return failed("rename");
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain::data

@@ -24,6 +24,18 @@ struct IdxArray {
 // trailing bytes after the data.
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path);
 
+// The dimensions `path`'s header states, reading nothing after it. Errors
+// as ReadIdxFile's for the header.
+absl::StatusOr<std::vector<int64_t>> ReadIdxDims(const std::string& path);
+
+// Writes `array` (unsigned bytes; values.size() must be the product of dims)
+// to `path` in IDX format, gzip-compressed when the path ends in ".gz",
+// through "<path>.tmp" renamed into place, so a reader never sees half a
+// file. InvalidArgument for a rank outside 1..4, a dimension outside
+// 1..2^32-1 or a size that disagrees; Internal naming the file when it
+// cannot be written.
+absl::Status WriteIdxFile(const std::string& path, const IdxArray& array);
+
 }  // namespace pstrain::data
 
 #endif  // PSTRAIN_DATA_IDX_READER_H_

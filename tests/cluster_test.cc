@@ -589,6 +589,38 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
   EXPECT_THAT(cuda.output, HasSubstr("embedding_bag layer compute on the CPU only"));
 }
 
+// `pstrain data shard` splits the training set into files; with at least
+// as many files as replicas, each replica reads only its own (sharding by
+// file), and a sync job still counts its steps over the whole split.
+TEST(ClusterTest, DataShardedIntoFilesIsReadByFilePerReplica) {
+  const std::string out = TmpDir("by_file");
+  RunResult shard = RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=4"}, "",
+                               out + "/shard.txt");
+  ASSERT_EQ(shard.code, 0) << shard.output;
+  EXPECT_THAT(shard.output, HasSubstr("train-*-idx*-ubyte-00003-of-00004.gz: 15000 examples"));
+  RunResult again = RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=2"}, "",
+                               out + "/again.txt");
+  EXPECT_EQ(again.code, 1);
+  EXPECT_EQ(again.output, "pstrain data: " + out +
+                              "/data already holds t10k-images-idx3-ubyte.gz: write the copy to "
+                              "a directory without data files\n");
+  RunResult r = RunPstrain({"launch", "--ps=1", "--workers=1", "--consistency=sync",
+                            "--epochs=1", "--data_dir=" + out + "/data",
+                            "--output_dir=" + out + "/job"},
+                           "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* log : {"chief-0", "worker-0"}) {
+    ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(absl::StrCat(out, "/job/logs/", log, ".log")));
+    EXPECT_THAT(text, HasSubstr("reading 2 of the 4 training files (sharded by file): 30000 of "
+                                "60000 examples"))
+        << log;
+  }
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/job/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(metrics.Find("global_step")->number_value(), 60000 / 2 / 32);
+  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.78) << text;
+}
+
 TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   const std::string out = TmpDir("bench");
   RunResult r = RunPstrain({"bench", "--model_config=configs/fashion_mnist_mlp.pbtxt",

@@ -33,8 +33,14 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   client_options.wait_deadline = absl::Seconds(job.sync_wait_secs) + absl::Seconds(30);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            PsClient::Create(client_options, placement));
-  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
-                           data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      data::ReplicaData data,
+      data::LoadReplicaData(job.data_dir, data::Split::kTrain, replica, num_replicas));
+  if (data.by_file) {
+    Log(absl::StrFormat("reading %d of the %d training files (sharded by file): %d of %d examples",
+                        data.files_read, data.files_total, data.dataset.num_examples,
+                        data.split_examples));
+  }
   Log("training as replica ", replica, " of ", num_replicas,
       "; waiting for the ps to hold initialised variables");
   PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.ps_wait, true));
@@ -44,6 +50,8 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.replica = replica;
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
+  trainer.data_by_file = data.by_file;
+  trainer.split_examples = data.split_examples;
   auto straggler = job.stragglers.find(cfg.task.ToString());
   if (straggler == job.stragglers.end()) straggler = job.stragglers.find("all");
   if (straggler != job.stragglers.end()) {
@@ -59,7 +67,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
-  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, train, client.get()));
+  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.dataset, client.get()));
   Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps,
                       trained.seconds, trained.examples_per_sec));
   v1::ReportDoneRequest report;

@@ -100,8 +100,13 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
                        TrainerResult* result_out) {
   const model::JobSpec& job = options.job;
   const model::Mlp* mlp = &backend->network();
-  data::ShardIterator shard(&train, options.replica, options.num_replicas,
-                            job.batch_size, job.seed);
+  // By file, this replica's files are its shard; by record, every R-th
+  // example of the whole set.
+  data::ShardIterator shard(&train, options.data_by_file ? 0 : options.replica,
+                            options.data_by_file ? 1 : options.num_replicas, job.batch_size,
+                            job.seed);
+  const int64_t split_examples =
+      options.split_examples > 0 ? options.split_examples : train.num_examples;
   if (shard.batches_per_epoch() == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "replica %d's shard has %d examples, fewer than one batch of %d",
@@ -117,8 +122,8 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
                                                       : options.num_replicas;
   const int64_t batches =
       job.consistency == "async" ? shard.batches_per_epoch()
-      : sync                     ? train.num_examples / aggregate / job.batch_size
-                                 : train.num_examples / options.num_replicas / job.batch_size;
+      : sync                     ? split_examples / aggregate / job.batch_size
+                                 : split_examples / options.num_replicas / job.batch_size;
   const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
   // Two sets of parameters and gradients when rounds overlap compute: one
   // in use by the model, one in flight. A model with an embedding bag pulls

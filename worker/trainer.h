@@ -45,6 +45,12 @@ struct TrainerOptions {
   // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
   // them when a sync step times out waiting for some; may be empty.
   std::vector<std::string> replica_names;
+  // The replica's data holds only its own files of the split
+  // (data::ReplicaData::by_file): it iterates them whole instead of taking
+  // every num_replicas-th example, and `split_examples` gives the size of the
+  // whole split, which sync and ssp schedules count in (0: the data's own).
+  bool data_by_file = false;
+  int64_t split_examples = 0;
   // Straggler injection: sleep `step_delay` before a step, on each step
   // with `step_delay_probability` (drawn from the job's seed and replica).
   absl::Duration step_delay = absl::ZeroDuration();

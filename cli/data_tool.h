@@ -1,0 +1,18 @@
+// `pstrain data shard --data_dir=DIR --out=DIR --files=N`: writes a copy of
+// a data set whose training split is N files (data/dataset.h
+// WriteShardedCopy), so that a job's replicas can each read only their own
+// files. Prints one line per file written.
+#ifndef PSTRAIN_CLI_DATA_TOOL_H_
+#define PSTRAIN_CLI_DATA_TOOL_H_
+
+#include "common/cli_args.h"
+
+namespace pstrain {
+
+// Exit 0 when written; 2 for bad flags; 1 when the data cannot be read or
+// written (the message names the file).
+int DataMain(CliArgs& args);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CLI_DATA_TOOL_H_
