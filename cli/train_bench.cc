@@ -233,6 +233,10 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   std::printf("  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
               "limit (%.1f GFLOP/s of sgemm work)\n",
               local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
+  if (job->model.embedding_bag.enabled()) {
+    std::printf("  (the embedding bag's row sums, one row per id of an example, are not sgemm\n"
+                "   work: the limit leaves them out, and they dominate this model's steps)\n");
+  }
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
                 Median(cluster_rate[c]), Median(cluster_ratio[c]));
