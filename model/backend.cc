@@ -62,9 +62,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
       const std::function<void(int layer)>& on_layer_done, float* input_grad) override {
-    if (input_grad != nullptr) {
-      return absl::UnimplementedError("cuda: the input gradient is not computed on the device");
-    }
     if (batch < 1 || batch > max_batch_) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
@@ -73,8 +70,8 @@ class CudaBackend final : public Backend {
     BatchResult r;
     r.count = batch;
     char err[512] = {0};
-    if (pstrain_cuda_mlp_run(handle_, params, x, labels, batch, grads, &r.loss_sum, &r.correct,
-                             err, sizeof(err)) != 0) {
+    if (pstrain_cuda_mlp_run(handle_, params, x, labels, batch, grads, input_grad, &r.loss_sum,
+                             &r.correct, err, sizeof(err)) != 0) {
       return absl::InternalError(absl::StrCat("cuda: ", err));
     }
     if (on_layer_done) {
@@ -94,7 +91,7 @@ class CudaBackend final : public Backend {
     for (int64_t start = 0; start < n; start += max_batch_) {
       const int b = static_cast<int>(std::min<int64_t>(max_batch_, n - start));
       if (pstrain_cuda_mlp_run(handle_, params, x + start * dim, labels + start, b, nullptr,
-                               &r.loss_sum, &r.correct, err, sizeof(err)) != 0) {
+                               nullptr, &r.loss_sum, &r.correct, err, sizeof(err)) != 0) {
         return absl::InternalError(absl::StrCat("cuda: ", err));
       }
       r.count += b;
@@ -132,17 +129,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int 
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  if (device != "cpu" && spec.embedding_bag.enabled()) {
-    // The bag's backward pass starts from the input gradient, which the CUDA
-    // kernels do not return yet.
-    if (device == "cuda") {
-      return absl::UnimplementedError(
-          "device cuda: models with an embedding_bag layer compute on the CPU only for now "
-          "(use --device=cpu or auto)");
-    }
-    Log("device auto: the model has an embedding_bag layer, which computes on the CPU only; "
-        "running on the CPU");
-  } else if (device != "cpu") {
+  if (device != "cpu") {
     auto cuda_mlp = Mlp::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
     auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);

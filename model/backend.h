@@ -29,10 +29,11 @@ class Backend {
   // The network: its variables, layout and initial values.
   virtual const Mlp& network() const = 0;
 
-  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate. On CUDA,
+  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate (an embedding
+  // bag's rows are combined on the host: the backend sees the dense layers'
+  // input and returns its gradient in `input_grad`). On CUDA,
   // `on_layer_done` is called for every layer (last first) once the whole
-  // step's gradients are back on the host, and `input_grad` is not
-  // supported (Unimplemented): models with an embedding bag run on the CPU.
+  // step's gradients are back on the host.
   virtual absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
       const std::function<void(int layer)>& on_layer_done, float* input_grad) = 0;
@@ -52,10 +53,8 @@ class Backend {
 };
 
 // `device`: "cpu"; "cuda" (device 0; Unavailable, with CUDA's own message,
-// when the binary has no CUDA or no device is usable; Unimplemented for a
-// model with an embedding bag); "auto": CUDA when a device is usable and
-// the model has no embedding bag, else the CPU, logging one line that says
-// why.
+// when the binary has no CUDA or no device is usable); "auto": CUDA when a
+// device is usable, else the CPU, logging one line that says why.
 // InvalidArgument for another value or a bad spec (Mlp::Create).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int max_batch,
                                                        const std::string& device);

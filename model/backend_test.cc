@@ -84,6 +84,17 @@ TEST_P(BackendTest, RejectsBadBatchAndLabelsLeavingGradientsUntouched) {
 INSTANTIATE_TEST_SUITE_P(Devices, BackendTest, ::testing::Values("cpu", "cuda"),
                          [](const auto& info) { return info.param; });
 
+// The largest |a[i]| and the largest |a[i] - b[i]|.
+std::pair<double, double> LargestAndLargestDifference(const std::vector<float>& a,
+                                                      const std::vector<float>& b) {
+  double largest = 0, diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    largest = std::max(largest, std::fabs(double{a[i]}));
+    diff = std::max(diff, std::fabs(double{a[i]} - b[i]));
+  }
+  return {largest, diff};
+}
+
 // A full training step of the Fashion-MNIST guide model on both backends:
 // loss, accuracy and every gradient agree to float tolerance.
 TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
@@ -106,17 +117,42 @@ TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
                                                              g_cuda.data()));
   EXPECT_NEAR(a.loss_sum, b.loss_sum, 1e-3 * std::fabs(a.loss_sum));
   EXPECT_EQ(a.correct, b.correct);
-  double max_grad = 0, max_diff = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    max_grad = std::max(max_grad, std::fabs(double{g_cpu[i]}));
-    max_diff = std::max(max_diff, std::fabs(double{g_cpu[i]} - g_cuda[i]));
-  }
+  const auto [max_grad, max_diff] = LargestAndLargestDifference(g_cpu, g_cuda);
   EXPECT_GT(max_grad, 1e-3);
   EXPECT_LT(max_diff, 1e-4 * max_grad + 1e-6) << "largest gradient difference, CPU vs CUDA";
   double copy_s = 0, total_s = 0;
   cuda->LastStepTiming(&copy_s, &total_s);
   EXPECT_GT(total_s, 0);
   EXPECT_LE(copy_s, total_s * 2);  // copies overlap compute, but each is within the step
+}
+
+// An embedding-bag model's dense part on both backends: the gradient with
+// respect to its input (what the bag's backward pass starts from) agrees.
+TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
+  auto devices = ListCudaDevices();
+  if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+  MlpSpec spec = MlpSpec::FromWidths(784, {128}, 10);
+  spec.embedding_bag = {"pixels", 3136, 32, "sum", "pixel_buckets:4", "uniform:0.05"};
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
+  const std::vector<float> params = cpu->network().InitialParameters(7);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> in(32 * 32);
+  for (float& v : in) v = u(rng);
+  std::vector<int32_t> y(32);
+  for (int i = 0; i < 32; ++i) y[i] = i % 10;
+  std::vector<float> g_cpu(params.size()), g_cuda(params.size());
+  std::vector<float> dx_cpu(in.size()), dx_cuda(in.size());
+  ASSERT_OK(cpu->ComputeGradients(params.data(), in.data(), y.data(), 32, g_cpu.data(), nullptr,
+                                  dx_cpu.data())
+                .status());
+  ASSERT_OK(cuda->ComputeGradients(params.data(), in.data(), y.data(), 32, g_cuda.data(),
+                                   nullptr, dx_cuda.data())
+                .status());
+  const auto [max_dx, max_diff] = LargestAndLargestDifference(dx_cpu, dx_cuda);
+  EXPECT_GT(max_dx, 1e-4);
+  EXPECT_LT(max_diff, 1e-4 * max_dx + 1e-7) << "largest input-gradient difference, CPU vs CUDA";
 }
 
 TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {

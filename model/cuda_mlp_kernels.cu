@@ -25,6 +25,7 @@ struct PstrainCudaMlp {
   int32_t *d_labels = nullptr, *d_correct = nullptr;
   std::vector<float*> d_act, d_delta;  // [0]: the input batch
   float *h_params = nullptr, *h_grads = nullptr, *h_x = nullptr, *h_loss = nullptr;
+  float* h_dx = nullptr;  // the input gradient, when asked for
   int32_t *h_labels = nullptr, *h_correct = nullptr;
   std::vector<cudaEvent_t> param_ready, grad_ready;
   cudaEvent_t input_ready = nullptr, copies_done = nullptr, start = nullptr, end = nullptr;
@@ -162,11 +163,13 @@ extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* r
   for (int l = 0; l <= num_layers; ++l) {
     const size_t bytes = static_cast<size_t>(max_batch) * m->dims[l] * sizeof(float);
     CUDA_OK(cudaMalloc(&m->d_act[l], bytes));
-    if (l > 0) CUDA_OK(cudaMalloc(&m->d_delta[l], bytes));
+    // d_delta[0]: the input gradient (an embedding bag's backward pass).
+    CUDA_OK(cudaMalloc(&m->d_delta[l], bytes));
   }
   CUDA_OK(cudaMallocHost(&m->h_params, pbytes));
   CUDA_OK(cudaMallocHost(&m->h_grads, pbytes));
   CUDA_OK(cudaMallocHost(&m->h_x, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
+  CUDA_OK(cudaMallocHost(&m->h_dx, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
   CUDA_OK(cudaMallocHost(&m->h_labels, max_batch * sizeof(int32_t)));
   CUDA_OK(cudaMallocHost(&m->h_loss, max_batch * sizeof(float)));
   CUDA_OK(cudaMallocHost(&m->h_correct, max_batch * sizeof(int32_t)));
@@ -214,6 +217,7 @@ extern "C" void pstrain_cuda_mlp_destroy(PstrainCudaMlp* m) {
   cudaFreeHost(m->h_params);
   cudaFreeHost(m->h_grads);
   cudaFreeHost(m->h_x);
+  cudaFreeHost(m->h_dx);
   cudaFreeHost(m->h_labels);
   cudaFreeHost(m->h_loss);
   cudaFreeHost(m->h_correct);
@@ -225,8 +229,8 @@ extern "C" void pstrain_cuda_mlp_destroy(PstrainCudaMlp* m) {
 
 extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, const float* x,
                                     const int32_t* labels, int batch, float* grads,
-                                    double* loss_sum, int64_t* correct, char* err,
-                                    size_t err_len) {
+                                    float* input_grad, double* loss_sum, int64_t* correct,
+                                    char* err, size_t err_len) {
   if (batch < 1 || batch > m->max_batch) {
     return Fail(-1, "pstrain_cuda_mlp_run", "batch outside 1..max_batch", err, err_len);
   }
@@ -324,6 +328,16 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
                                                                             cnt);
           CUDA_OK(cudaGetLastError());
         }
+      } else if (input_grad != nullptr) {
+        // The input gradient: row-major dx[batch x k] = d * w^T (the input
+        // has no activation of ours), back on the compute stream after the
+        // step.
+        const float* w = m->d_params + m->w_off[0];
+        BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d, n,
+                            &zero, m->d_delta[0], k));
+        CUDA_OK(cudaMemcpyAsync(m->h_dx, m->d_delta[0],
+                                static_cast<size_t>(batch) * k * sizeof(float),
+                                cudaMemcpyDeviceToHost, m->compute));
       }
     }
   }
@@ -332,6 +346,9 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
   CUDA_OK(cudaEventRecord(m->end, m->compute));
   CUDA_OK(cudaEventSynchronize(m->end));
   if (grads != nullptr) std::memcpy(grads, m->h_grads, m->num_params * sizeof(float));
+  if (grads != nullptr && input_grad != nullptr) {
+    std::memcpy(input_grad, m->h_dx, static_cast<size_t>(batch) * m->dims[0] * sizeof(float));
+  }
   double loss = 0;
   int64_t right = 0;
   for (int r = 0; r < batch; ++r) {

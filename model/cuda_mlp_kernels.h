@@ -24,14 +24,15 @@ void pstrain_cuda_mlp_destroy(PstrainCudaMlp* mlp);
 
 // One batch (1 <= batch <= max_batch; labels already range-checked):
 // forward, and when `grads` is not null, backward into `grads` (the mean
-// loss gradient, flat layout). Adds the batch's summed loss and count of
+// loss gradient, flat layout) and, when `input_grad` is not null too, the
+// mean loss gradient with respect to `x` into it (batch x dims[0]). Adds the batch's summed loss and count of
 // correct argmax predictions to *loss_sum and *correct. Copies of each
 // layer's parameters to the device overlap the layers computed before it;
 // copies of each layer's gradients back overlap the backward pass of the
 // layers below it.
 int pstrain_cuda_mlp_run(PstrainCudaMlp* mlp, const float* params, const float* x,
-                         const int32_t* labels, int batch, float* grads, double* loss_sum,
-                         int64_t* correct, char* err, size_t err_len);
+                         const int32_t* labels, int batch, float* grads, float* input_grad,
+                         double* loss_sum, int64_t* correct, char* err, size_t err_len);
 
 // Seconds spent in the last run's host<->device copies (by CUDA events on
 // the copy stream) and in the whole run, for the share of step time spent

@@ -14,7 +14,8 @@ extern "C" int pstrain_cuda_mlp_create(int, const int*, const int*, int, int,
 extern "C" void pstrain_cuda_mlp_destroy(PstrainCudaMlp*) {}
 
 extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp*, const float*, const float*, const int32_t*,
-                                    int, float*, double*, int64_t*, char* err, size_t err_len) {
+                                    int, float*, float*, double*, int64_t*, char* err,
+                                    size_t err_len) {
   std::snprintf(err, err_len, "this binary was built without CUDA");
   return 35;
 }

@@ -36,13 +36,13 @@ struct DenseLayerSpec {
 
 struct MlpSpec {
   int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
-  // Optional: an embedding bag between the input and the first dense layer
-  // (model/embedding_bag.h), which then reads embedding_bag.dim inputs.
-  EmbeddingBagSpec embedding_bag;
   // Applied in order; the last layer's outputs are the logits of the
   // softmax cross-entropy loss (so it has no ReLU, and its units are the
   // number of classes).
   std::vector<DenseLayerSpec> layers;
+  // Optional: an embedding bag between the input and the first dense layer
+  // (model/embedding_bag.h), which then reads embedding_bag.dim inputs.
+  EmbeddingBagSpec embedding_bag;
 
   // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
   static MlpSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
