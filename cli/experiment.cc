@@ -17,17 +17,11 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/median.h"
+#include "common/staleness.h"
 #include "common/subprocess.h"
 
 namespace pstrain {
 namespace {
-
-// Upper bounds of the PS's staleness buckets (ps_server/shard_store.h); the
-// last is open (65 and more).
-constexpr double kBucketUpper[] = {0, 1, 2, 4, 8, 16, 32, 64, 65};
-constexpr double kBucketMid[] = {0, 1, 2, 3.5, 6.5, 12.5, 24.5, 48.5, 65};
-constexpr const char* kBucketName[] = {"0", "1", "2", "3-4", "5-8", "9-16", "17-32", "33-64",
-                                       "65+"};
 
 struct EvalPoint {
   double wall_s = 0;  // since the run started
@@ -148,11 +142,11 @@ absl::Status Plot(const std::string& dir, const std::vector<ExperimentMode>& mod
   std::string hist = "# bucket";
   for (const std::string& mode : modes) absl::StrAppend(&hist, ",", mode);
   hist += "\n";
-  for (size_t b = 0; b < std::size(kBucketName); ++b) {
-    absl::StrAppend(&hist, kBucketName[b]);
+  for (int b = 0; b < kStalenessBuckets; ++b) {
+    absl::StrAppend(&hist, StalenessBucketName(b));
     for (const std::string& mode : modes) {
       const std::vector<double>& f = staleness[mode];
-      absl::StrAppendFormat(&hist, ",%.5f", b < f.size() ? f[b] : 0.0);
+      absl::StrAppendFormat(&hist, ",%.5f", b < static_cast<int>(f.size()) ? f[b] : 0.0);
     }
     hist += "\n";
   }
@@ -237,17 +231,17 @@ absl::StatusOr<ExperimentMode> ParseExperimentMode(const std::string& mode, int 
 StalenessSummary SummarizeStaleness(const std::vector<double>& histogram) {
   StalenessSummary s;
   double total = 0, weighted = 0;
-  for (size_t b = 0; b < histogram.size() && b < std::size(kBucketMid); ++b) {
+  for (int b = 0; b < static_cast<int>(histogram.size()) && b < kStalenessBuckets; ++b) {
     total += histogram[b];
-    weighted += histogram[b] * kBucketMid[b];
+    weighted += histogram[b] * StalenessBucketMid(b);
   }
   if (total <= 0) return s;
   s.mean = weighted / total;
   double seen = 0;
-  for (size_t b = 0; b < histogram.size() && b < std::size(kBucketUpper); ++b) {
+  for (int b = 0; b < static_cast<int>(histogram.size()) && b < kStalenessBuckets; ++b) {
     seen += histogram[b];
     if (seen >= 0.99 * total) {
-      s.p99 = kBucketUpper[b];
+      s.p99 = StalenessBucketUpper(b);
       break;
     }
   }

@@ -57,8 +57,9 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     job = file.job;
   }
   PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, args.GetString("data_dir", job.data_dir));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t batch, args.GetInt("batch_size", job.batch_size));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetInt("epochs", job.epochs));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,
+                           args.GetIntInRange("batch_size", job.batch_size, 1, 65536));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetIntInRange("epochs", job.epochs, 1, 100000));
   PSTRAIN_ASSIGN_OR_RETURN(job.max_steps, args.GetInt("max_steps", job.max_steps));
   OptimizerSpec& opt = job.optimizer;
   PSTRAIN_ASSIGN_OR_RETURN(opt.name, args.GetString("optimizer", opt.name));
@@ -72,14 +73,6 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
                            args.GetDouble("initial_accumulator", opt.initial_accumulator));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
   PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", "128"));
-  if (batch < 1 || batch > 65536) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch_size=", batch, ": must be in 1..65536"));
-  }
-  if (epochs < 1 || epochs > 100000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs=", epochs, ": must be in 1..100000"));
-  }
   if (job.max_steps < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_steps=", job.max_steps, ": must be 0 (use epochs) or more"));
@@ -131,24 +124,18 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
                            args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
   PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,
                            args.GetInt("checkpoint_steps", job.checkpoint_every_steps));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep, args.GetInt("keep_checkpoints", job.keep_checkpoints));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep,
+                           args.GetIntInRange("keep_checkpoints", job.keep_checkpoints, 1, 1000));
   if (ckpt_secs < 0 || ckpt_secs > 86400 * 7 || job.checkpoint_every_steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--checkpoint_secs=", ckpt_secs, " --checkpoint_steps=", job.checkpoint_every_steps,
         ": each must be 0 (off) or positive, seconds at most a week"));
   }
-  if (keep < 1 || keep > 1000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--keep_checkpoints=", keep, ": must be in 1..1000"));
-  }
   job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
   job.keep_checkpoints = static_cast<int>(keep);
   PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, args.GetBool("chief_trains", job.chief_trains));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait, args.GetInt("sync_wait_secs", job.sync_wait_secs));
-  if (sync_wait < 1 || sync_wait > 86400) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--sync_wait_secs=", sync_wait, ": must be in 1..86400"));
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait,
+                           args.GetIntInRange("sync_wait_secs", job.sync_wait_secs, 1, 86400));
   job.sync_wait_secs = static_cast<int>(sync_wait);
   PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, args.GetString("straggler", ""));
   for (absl::string_view part : absl::StrSplit(straggler, ',', absl::SkipEmpty())) {

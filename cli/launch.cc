@@ -208,23 +208,16 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   };
   LaunchOptions options;
   options.self_path = self_path;
-  auto ps = args.GetInt("ps", options.num_ps);
-  auto workers = args.GetInt("workers", options.num_workers);
+  auto ps = args.GetIntInRange("ps", options.num_ps, 1, 64);
+  auto workers = args.GetIntInRange("workers", options.num_workers, 1, 64);
   auto chief = args.GetBool("chief", options.with_chief);
   auto evaluator = args.GetBool("evaluator", options.with_evaluator);
-  auto eval_poll = args.GetInt("eval_poll_secs", options.eval_poll_secs);
+  auto eval_poll = args.GetIntInRange("eval_poll_secs", options.eval_poll_secs, 1, 3600);
   auto timeout = args.GetInt("timeout_s", 7200);
   for (const absl::Status& s :
        {ps.status(), workers.status(), chief.status(), evaluator.status(), eval_poll.status(),
         timeout.status()}) {
     if (!s.ok()) return fail(s);
-  }
-  if (*ps < 1 || *ps > 64) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("--ps=", *ps, ": must be in 1..64")));
-  }
-  if (*workers < 1 || *workers > 64) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("--workers=", *workers, ": must be in 1..64")));
   }
   // Validate the job flags now, in this process, so a typo fails before any
   // task starts; then hand the same flags to the tasks.
@@ -244,10 +237,6 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   options.num_workers = static_cast<int>(*workers);
   options.with_chief = *chief;
   options.with_evaluator = *evaluator;
-  if (*eval_poll < 1 || *eval_poll > 3600) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("--eval_poll_secs=", *eval_poll, ": must be in 1..3600")));
-  }
   options.eval_poll_secs = static_cast<int>(*eval_poll);
   options.timeout = absl::Seconds(*timeout);
   options.output_dir = *output_dir;

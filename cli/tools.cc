@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/json.h"
+#include "common/staleness.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
 #include "model/mlp.h"
@@ -100,6 +101,13 @@ std::string PlacementJson(const Placement& p) {
 
 namespace {
 
+// "staleness 0|1|2|3-4|...|65+": the histogram's column heading.
+std::string StalenessHeader() {
+  std::vector<std::string> names;
+  for (int b = 0; b < kStalenessBuckets; ++b) names.push_back(StalenessBucketName(b));
+  return absl::StrCat("staleness ", absl::StrJoin(names, "|"));
+}
+
 // One PS's slices summed per variable, in first-seen order.
 std::vector<v1::SliceStats> PerVariable(const v1::StatsResponse& ps) {
   std::vector<v1::SliceStats> out;
@@ -146,7 +154,7 @@ std::string StatusTable(const std::vector<HostPort>& addresses,
     }
     out += absl::StrFormat("  %-24s %-7s %12s %9s %9s %8s %8s  %s\n", "variable", "mode",
                            "bytes", "pushes", "pulls", "step", "dropped",
-                           "staleness 0|1|2|3-4|5-8|9-16|17-32|33-64|65+");
+                           StalenessHeader());
     for (const v1::SliceStats& v : PerVariable(stats[i])) {
       out += absl::StrFormat("  %-24s %-7s %12d %9d %9d %8d %8d  %s\n", v.key(),
                              v.consistency(), v.bytes(), v.pushes(), v.pulls(), v.step(),

@@ -71,6 +71,16 @@ absl::StatusOr<int64_t> CliArgs::GetInt(absl::string_view name, int64_t def) {
   return v;
 }
 
+absl::StatusOr<int64_t> CliArgs::GetIntInRange(absl::string_view name, int64_t def, int64_t lo,
+                                               int64_t hi) {
+  absl::StatusOr<int64_t> v = GetInt(name, def);
+  if (v.ok() && (*v < lo || *v > hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", *v, ": must be in ", lo, "..", hi));
+  }
+  return v;
+}
+
 absl::StatusOr<double> CliArgs::GetDouble(absl::string_view name, double def) {
   used_.insert(std::string(name));
   auto it = values_.find(std::string(name));

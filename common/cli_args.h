@@ -30,6 +30,10 @@ class CliArgs {
   absl::StatusOr<std::string> GetString(absl::string_view name,
                                         absl::string_view def);
   absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t def);
+  // GetInt, and InvalidArgument "--NAME=V: must be in LO..HI" when the value
+  // (given or default) is outside [lo, hi].
+  absl::StatusOr<int64_t> GetIntInRange(absl::string_view name, int64_t def, int64_t lo,
+                                        int64_t hi);
   absl::StatusOr<double> GetDouble(absl::string_view name, double def);
   absl::StatusOr<bool> GetBool(absl::string_view name, bool def);
   bool Has(absl::string_view name) const;

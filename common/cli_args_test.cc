@@ -29,5 +29,16 @@ TEST(CliArgsTest, BadValuesAndUnknownFlagsAreNamed) {
   EXPECT_EQ(a.CheckAllUsed().message(), "unknown flag --epoch");
 }
 
+TEST(CliArgsTest, IntInRangeNamesTheFlagAndTheRange) {
+  const char* argv[] = {"prog", "--ps=0", "--workers=64", "--epochs=x"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(4, argv));
+  EXPECT_EQ(a.GetIntInRange("ps", 1, 1, 64).status().message(), "--ps=0: must be in 1..64");
+  EXPECT_EQ(*a.GetIntInRange("workers", 1, 1, 64), 64);
+  EXPECT_EQ(*a.GetIntInRange("absent", 5, 1, 64), 5);
+  EXPECT_EQ(a.GetIntInRange("epochs", 1, 1, 9).status().message(),
+            "--epochs=x: expected an integer");
+  EXPECT_OK(a.CheckAllUsed());
+}
+
 }  // namespace
 }  // namespace pstrain

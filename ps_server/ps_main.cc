@@ -17,31 +17,21 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   // Test-only: see PsServiceOptions::test_checkpoint_delay.
   auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
   PsServiceOptions defaults;
-  auto message_mib = args.GetInt("max_message_mib", 512);
-  auto per_client = args.GetInt("max_calls_per_client", defaults.calls.max_calls_per_client);
-  auto calls = args.GetInt("max_calls", defaults.calls.max_calls);
-  auto tensors = args.GetInt("max_tensors_per_request", defaults.max_tensors_per_request);
-  auto ids = args.GetInt("max_ids_per_request", defaults.max_ids_per_request);
-  auto rows = args.GetInt("max_table_rows", ShardStore::kDefaultMaxTableRows);
+  auto message_mib = args.GetIntInRange("max_message_mib", 512, 1, 2047);
+  auto per_client = args.GetIntInRange("max_calls_per_client",
+                                       defaults.calls.max_calls_per_client, 1, 1 << 20);
+  auto calls = args.GetIntInRange("max_calls", defaults.calls.max_calls, 1, 1 << 20);
+  auto tensors = args.GetIntInRange("max_tensors_per_request", defaults.max_tensors_per_request,
+                                    1, 1 << 30);
+  auto ids = args.GetIntInRange("max_ids_per_request", defaults.max_ids_per_request, 1,
+                                int64_t{1} << 40);
+  auto rows = args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1,
+                                 int64_t{1} << 40);
   absl::Status s;
   for (const absl::Status& each : {bind.status(), delay_ms.status(), message_mib.status(),
                                    per_client.status(), calls.status(), tensors.status(),
                                    ids.status(), rows.status()}) {
     if (s.ok()) s = each;
-  }
-  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    if (s.ok() && (v < lo || v > hi)) {
-      s = absl::InvalidArgumentError(
-          absl::StrCat("--", name, "=", v, ": must be in ", lo, "..", hi));
-    }
-  };
-  if (s.ok()) {
-    range("max_message_mib", *message_mib, 1, 2047);
-    range("max_calls_per_client", *per_client, 1, 1 << 20);
-    range("max_calls", *calls, 1, 1 << 20);
-    range("max_tensors_per_request", *tensors, 1, 1 << 30);
-    range("max_ids_per_request", *ids, 1, int64_t{1} << 40);
-    range("max_table_rows", *rows, 1, int64_t{1} << 40);
   }
   if (s.ok()) s = args.CheckAllUsed();
   if (!s.ok()) {

@@ -58,13 +58,6 @@ std::vector<float>& Scratch() {
 
 }  // namespace
 
-int StalenessBucket(int64_t s) {
-  if (s <= 2) return static_cast<int>(std::max<int64_t>(s, 0));
-  int width = 0;
-  for (uint64_t v = s - 1; v != 0; v >>= 1) ++width;
-  return std::min(kStalenessBuckets - 1, width + 1);
-}
-
 ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows)
     : ps_index_(ps_index), num_ps_(num_ps), max_table_rows_(max_table_rows) {}
 

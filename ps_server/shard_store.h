@@ -44,6 +44,7 @@
 #include "absl/types/span.h"
 #include "common/consistency.h"
 #include "common/placement.h"
+#include "common/staleness.h"
 #include "common/wire_frame.h"
 #include "ps_server/checkpoint_shard.h"
 #include "ps_server/reshard.h"
@@ -53,9 +54,6 @@
 
 namespace pstrain::ps {
 
-// Staleness buckets: 0, 1, 2, 3-4, 5-8, 9-16, 17-32, 33-64, 65 and more.
-inline constexpr int kStalenessBuckets = 9;
-int StalenessBucket(int64_t staleness);
 
 struct TensorStats {
   std::string key;       // slice key, or the table's name

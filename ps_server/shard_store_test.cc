@@ -142,12 +142,6 @@ TEST_F(ShardStoreTest, StalenessIsCountedInBuckets) {
   EXPECT_EQ(stats[1].staleness[1], 1);
   EXPECT_EQ(stats[1].staleness[2], 1);
   EXPECT_EQ(stats[1].staleness[3], 2);
-  EXPECT_EQ(StalenessBucket(5), 4);
-  EXPECT_EQ(StalenessBucket(8), 4);
-  EXPECT_EQ(StalenessBucket(9), 5);
-  EXPECT_EQ(StalenessBucket(64), 7);
-  EXPECT_EQ(StalenessBucket(65), 8);
-  EXPECT_EQ(StalenessBucket(1 << 30), 8);
 }
 
 TEST_F(ShardStoreTest, SecondInitializeKeepsValues) {
