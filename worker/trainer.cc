@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <array>
 #include <cstdio>
 #include <deque>
 #include <functional>
@@ -92,6 +93,16 @@ class RoundTrips {
   std::thread thread_;
 };
 
+// One batch on its way through an embedding bag: its examples, their ids,
+// the rows those name and the rows' gradients.
+struct BagBatch {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  model::Bags bags;
+  std::vector<float> rows, row_grads;
+  int64_t pulled_by = 0;  // the ticket of the round pulling its rows
+};
+
 // Trains from the step the PS hold until the schedule ends; adds the steps
 // it runs (and their loss) to `result` as it goes, so that they count when
 // a lost PS ends it early.
@@ -126,10 +137,9 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
                                  : split_examples / options.num_replicas / job.batch_size;
   const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
   // Two sets of parameters and gradients when rounds overlap compute: one
-  // in use by the model, one in flight. A model with an embedding bag pulls
-  // each batch's rows before its step, so its steps do not overlap.
+  // in use by the model, one in flight.
   const model::EmbeddingBag* bag = mlp->bag();
-  const bool overlap = options.overlap_communication && !sync && bag == nullptr;
+  const bool overlap = options.overlap_communication && !sync;
   std::vector<float> params[2], grads[2];
   for (int b = 0; b < (overlap ? 2 : 1); ++b) {
     params[b].resize(mlp->num_parameters());
@@ -137,11 +147,18 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
   }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
   std::vector<int32_t> y(job.batch_size);
-  // The embedding bag's batch: its ids, their rows, the bag's output (the
-  // dense layers' input) and the gradients back.
-  model::Bags bags;
-  std::vector<float> rows, row_grads, bag_out, bag_grad;
+  // With an embedding bag, batches go through a pipeline of three: while
+  // step s computes, the rows of step s+1's ids are being pulled and step
+  // s-1's row gradients pushed (the table is async: step s+1's rows may
+  // miss step s's update, as overlapped dense rounds do). The bag's output
+  // (the dense layers' input) and its gradient are the step's own.
+  std::array<BagBatch, 3> pipeline;
+  std::vector<float> bag_out, bag_grad;
   if (bag != nullptr) {
+    for (BagBatch& bb : pipeline) {
+      bb.x.resize(x.size());
+      bb.y.resize(y.size());
+    }
     bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
     bag_grad.resize(bag_out.size());
   }
@@ -194,6 +211,22 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
   const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
   std::mt19937_64 stall_rng(job.seed * 7919 + options.replica);
   std::uniform_real_distribution<double> stall(0, 1);
+  // Gathers batch `s` into its place in the pipeline and queues the pull of
+  // its rows. The place's last user, step s-3, queued its push at its end,
+  // before the pull of step s-1's rows was queued; rounds run in order, and
+  // every caller has waited for that pull: the place is free.
+  auto queue_rows = [&](int64_t s) {
+    BagBatch& bb = pipeline[s % 3];
+    prefetch.Next(bb.x.data(), bb.y.data());
+    bag->MakeBags(bb.x.data(), job.batch_size, &bb.bags);
+    bb.rows.resize(bb.bags.unique_ids.size() * bag->dim());
+    bb.pulled_by = rounds.Enqueue([client, &table, &bb]() -> absl::StatusOr<int64_t> {
+      PSTRAIN_RETURN_IF_ERROR(client->PullRows(table, bb.bags.unique_ids, bb.rows.data()));
+      return int64_t{0};
+    });
+  };
+  int64_t last_row_push = 0;
+  if (bag != nullptr) queue_rows(step + 1);
   while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
     ++step;
     ++result.steps;
@@ -206,7 +239,18 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
         (options.step_delay_probability >= 1 || stall(stall_rng) < options.step_delay_probability)) {
       absl::SleepFor(options.step_delay);
     }
-    prefetch.Next(x.data(), y.data());
+    const float* xs = x.data();
+    const int32_t* ys = y.data();
+    BagBatch* now = nullptr;
+    if (bag == nullptr) {
+      prefetch.Next(x.data(), y.data());
+    } else {
+      now = &pipeline[step % 3];
+      PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(now->pulled_by).status());
+      if (sync || step < total_steps) queue_rows(step + 1);
+      xs = now->x.data();
+      ys = now->y.data();
+    }
     const float* g = grads[b].data();
     float* p = params[b].data();
     // Each layer's gradient goes out as soon as backprop has produced it.
@@ -220,25 +264,21 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
             });
       };
     }
-    const float* input = x.data();
+    const float* input = xs;
     if (bag != nullptr) {
-      // No round is in flight here (the steps do not overlap).
-      bag->MakeBags(x.data(), job.batch_size, &bags);
-      rows.resize(bags.unique_ids.size() * bag->dim());
-      PSTRAIN_RETURN_IF_ERROR(client->PullRows(table, bags.unique_ids, rows.data()));
-      bag->Forward(bags, rows.data(), bag_out.data());
+      bag->Forward(now->bags, now->rows.data(), bag_out.data());
       input = bag_out.data();
     }
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
-        backend->ComputeGradients(params[b].data(), input, y.data(), job.batch_size,
-                                  grads[b].data(), on_layer_done,
-                                  bag != nullptr ? bag_grad.data() : nullptr));
+        backend->ComputeGradients(params[b].data(), input, ys, job.batch_size, grads[b].data(),
+                                  on_layer_done, bag != nullptr ? bag_grad.data() : nullptr));
     if (bag != nullptr) {
-      row_grads.resize(rows.size());
-      bag->Backward(bags, bag_grad.data(), row_grads.data());
-      written_by[b] = rounds.Enqueue([client, &table, &bags, &row_grads]() -> absl::StatusOr<int64_t> {
-        PSTRAIN_RETURN_IF_ERROR(client->PushRows(table, bags.unique_ids, row_grads.data()));
+      now->row_grads.resize(now->rows.size());
+      bag->Backward(now->bags, bag_grad.data(), now->row_grads.data());
+      last_row_push = rounds.Enqueue([client, &table, now]() -> absl::StatusOr<int64_t> {
+        PSTRAIN_RETURN_IF_ERROR(
+            client->PushRows(table, now->bags.unique_ids, now->row_grads.data()));
         return int64_t{0};
       });
     }
@@ -281,7 +321,7 @@ absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train
       window_steps = 0;
     }
   }
-  return rounds.WaitFor(std::max(written_by[0], written_by[1])).status();
+  return rounds.WaitFor(std::max({written_by[0], written_by[1], last_row_push})).status();
 }
 
 }  // namespace

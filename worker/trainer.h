@@ -3,9 +3,11 @@
 // soon as backprop produces it (job.push_per_layer; else the whole model in
 // one round trip after the step), with the next step's compute overlapping
 // the round trips where the mode allows; repeat, with Keras-like progress
-// lines. The consistency mode is the
-// PS's business: in sync mode the pull waits for the aggregated step, under
-// ssp for the slowest replica; async never waits. When a PS is lost, the
+// lines. A model with an embedding bag also pulls the rows its next batch
+// names while the current batch computes, and pushes the row gradients
+// behind it (its table is async). The consistency mode is the PS's
+// business: in sync mode the pull waits for the aggregated step, under ssp
+// for the slowest replica; async never waits. When a PS is lost, the
 // replica waits (logging whom and since when) for the chief to restore the
 // PS from a checkpoint and carries on from its step.
 // Thread-compatible; one Trainer per thread.
