@@ -81,15 +81,16 @@ absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split) {
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string images_stem = prefix + "-images-idx3-ubyte";
   const std::string labels_stem = prefix + "-labels-idx1-ubyte";
-  // Sharded files: the count comes from the first one's name.
+  // Sharded files: the count is the largest NNNNN an image file's name
+  // gives, and every one of that many pairs must be there.
   static const std::regex kShard(R"(-(\d{5})-of-(\d{5})(\.gz)?$)");
   int num_files = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     std::smatch m;
-    if (absl::StartsWith(name, images_stem + "-") &&
-        std::regex_search(name, m, kShard) && m.position(0) == static_cast<long>(images_stem.size())) {
+    if (absl::StartsWith(name, images_stem + "-") && std::regex_search(name, m, kShard) &&
+        m.position(0) == static_cast<long>(images_stem.size())) {
       num_files = std::max(num_files, std::stoi(m[2].str()));
     }
   }

@@ -10,6 +10,11 @@
 # ENGINE: docker (default) or podman. ENGINE_FLAGS: the engine's own global
 # options, e.g. for rootful podman where crun cannot manage cgroups:
 #   ENGINE=podman ENGINE_FLAGS="--runtime=runc --cgroup-manager=cgroupfs"
+# Where the host forbids containers to set resource limits ("error setting
+# rlimit ... operation not permitted"), give podman a containers.conf
+# without default limits:
+#   printf '[containers]\ndefault_ulimits = []\n' > /tmp/pc.conf
+#   CONTAINERS_CONF=/tmp/pc.conf ENGINE=podman ... deploy/image_check.sh
 # IMAGE (default pstrain:check); SKIP_BUILD=1 runs an image already built;
 # BASE_PORT (default 7200): the tasks use BASE_PORT..BASE_PORT+2.
 set -euo pipefail
