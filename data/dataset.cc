@@ -29,9 +29,10 @@ std::string FindFile(const std::string& dir, const std::string& stem) {
   return Exists(plain) ? plain : std::string();
 }
 
-// One pair of files appended to `ds` (empty: takes the pair's shape).
-absl::Status AppendPair(const std::string& images_path, const std::string& labels_path,
-                        Dataset* ds) {
+// One pair of files, read and checked: images of rank 2 or more, labels of
+// rank 1, as many of each.
+absl::Status ReadPair(const std::string& images_path, const std::string& labels_path,
+                      IdxArray* images_out, IdxArray* labels_out) {
   PSTRAIN_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
   PSTRAIN_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
   if (images.dims.size() < 2) {
@@ -49,6 +50,16 @@ absl::Status AppendPair(const std::string& images_path, const std::string& label
         images_path, " has ", images.dims[0], " images but ", labels_path,
         " has ", labels.dims[0], " labels"));
   }
+  *images_out = std::move(images);
+  *labels_out = std::move(labels);
+  return absl::OkStatus();
+}
+
+// One pair of files appended to `ds` (empty: takes the pair's shape).
+absl::Status AppendPair(const std::string& images_path, const std::string& labels_path,
+                        Dataset* ds) {
+  IdxArray images, labels;
+  PSTRAIN_RETURN_IF_ERROR(ReadPair(images_path, labels_path, &images, &labels));
   int64_t dim = 1;
   for (size_t i = 1; i < images.dims.size(); ++i) dim *= images.dims[i];
   if (ds->num_examples > 0 && dim != ds->example_dim) {
@@ -165,12 +176,8 @@ namespace {
 // Every file of a split, concatenated as raw IDX arrays.
 absl::Status ReadSplitRaw(const SplitFiles& files, IdxArray* images, IdxArray* labels) {
   for (size_t i = 0; i < files.images.size(); ++i) {
-    PSTRAIN_ASSIGN_OR_RETURN(IdxArray im, ReadIdxFile(files.images[i]));
-    PSTRAIN_ASSIGN_OR_RETURN(IdxArray lb, ReadIdxFile(files.labels[i]));
-    if (im.dims.size() < 2 || lb.dims.size() != 1 || im.dims[0] != lb.dims[0]) {
-      return absl::DataLossError(absl::StrCat(files.images[i], " and ", files.labels[i],
-                                              " are not a pair of images and labels"));
-    }
+    IdxArray im, lb;
+    PSTRAIN_RETURN_IF_ERROR(ReadPair(files.images[i], files.labels[i], &im, &lb));
     if (i == 0) {
       *images = std::move(im);
       *labels = std::move(lb);

@@ -159,15 +159,8 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
       if (e.dim() < 1 || e.dim() > 4096) {
         return Bad(bat("dim"), absl::StrCat(e.dim(), " must be in 1..4096"));
       }
-      if (!e.combiner().empty() && e.combiner() != "sum" && e.combiner() != "mean") {
-        return Bad(bat("combiner"), absl::StrCat("\"", e.combiner(), "\" is not sum or mean"));
-      }
       if (e.ids_from().empty()) {
         return Bad(at_layer, what + "embedding_bag.ids_from is missing (pixel_buckets:B)");
-      }
-      if (!e.initializer().empty() && !ValidInitializer(e.initializer())) {
-        return Bad(bat("initializer"), absl::StrCat("\"", e.initializer(),
-                                                    "\" is not zeros or uniform:A (A >= 0)"));
       }
       EmbeddingBagSpec& bag = spec.embedding_bag;
       bag.name = name;
@@ -176,13 +169,14 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
       if (!e.combiner().empty()) bag.combiner = e.combiner();
       bag.ids_from = e.ids_from();
       if (!e.initializer().empty()) bag.initializer = e.initializer();
-      // The rest (ids_from's form, a vocabulary too small for its ids).
+      // The rest (combiner, ids_from's form, a vocabulary too small for its
+      // ids, the initializer), at the field the bag names.
       auto checked = EmbeddingBag::Create(bag, spec.input_dim);
       if (!checked.ok()) {
         // "embedding_bag NAME: FIELD what" -> at FIELD: "what".
         absl::string_view m = checked.status().message();
         absl::ConsumePrefix(&m, absl::StrCat("embedding_bag ", name, ": "));
-        for (const char* field : {"ids_from", "vocabulary", "initializer"}) {
+        for (const char* field : {"combiner", "ids_from", "vocabulary", "initializer"}) {
           if (absl::ConsumePrefix(&m, absl::StrCat(field, " "))) return Bad(bat(field), m);
         }
         return Bad(at_layer, what + std::string(m));

@@ -91,6 +91,28 @@ void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
   }
 }
 
+void Optimizer::ApplyStrided(float* values, const float* grad, int64_t n, int64_t stride,
+                             int64_t t) const {
+  absl::Span<float> slots[kMaxSlots];
+  for (int k = 0; k < num_slots(); ++k) slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
+  Apply(absl::MakeSpan(values, n), absl::MakeConstSpan(grad, n),
+        absl::MakeConstSpan(slots, num_slots()), t);
+}
+
+void Optimizer::ApplyBytesStrided(float* values, const char* grad, int64_t n, int64_t stride,
+                                  int64_t t) const {
+  absl::Span<float> slots[kMaxSlots];
+  for (int k = 0; k < num_slots(); ++k) slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
+  ApplyBytes(absl::MakeSpan(values, n), grad, absl::MakeConstSpan(slots, num_slots()), t);
+}
+
+void Optimizer::InitSlots(float* values, int64_t n, int64_t stride) const {
+  for (int k = 0; k < num_slots(); ++k) {
+    const float v = initial_slot_value(k);
+    if (v != 0.0f) std::fill(values + (k + 1) * stride, values + (k + 1) * stride + n, v);
+  }
+}
+
 namespace {
 
 class Sgd final : public Optimizer {

@@ -45,6 +45,16 @@ class Optimizer {
   // at `grad`. The default copies through a small aligned buffer.
   virtual void ApplyBytes(absl::Span<float> values, const char* grad,
                           absl::Span<const absl::Span<float>> slots, int64_t t) const;
+
+  // The same on a block laid out as the PS keeps slices and table rows:
+  // `n` values at `values`, slot k's at values + (k + 1) * stride.
+  void ApplyStrided(float* values, const float* grad, int64_t n, int64_t stride,
+                    int64_t t) const;
+  void ApplyBytesStrided(float* values, const char* grad, int64_t n, int64_t stride,
+                         int64_t t) const;
+  // Gives the slots of such a block their initial values. REQUIRES: they
+  // hold zeros (freshly allocated), which slots starting at 0 keep.
+  void InitSlots(float* values, int64_t n, int64_t stride) const;
 };
 
 // InvalidArgument naming the field for an unknown name, a learning rate that

@@ -153,10 +153,7 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
         t->data.resize(n * (1 + slots));
         init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
       }
-      for (int k = 0; k < slots; ++k) {
-        const float v = opt->initial_slot_value(k);
-        if (v != 0.0f) std::fill(t->data.begin() + (k + 1) * n, t->data.begin() + (k + 2) * n, v);
-      }
+      opt->InitSlots(t->data.data(), n, n);
     }
     PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
   }
@@ -244,9 +241,7 @@ float* ShardStore::RowLocked(Tensor& t, int64_t id) {
     t.data.resize(t.data.size() + stride);
     float* row = t.data.data() + it->second * stride;
     t.init.Fill(job_.seed, t.variable, id * t.dim, t.dim, row);
-    for (int k = 0; k < optimizer_->num_slots(); ++k) {
-      std::fill(row + (k + 1) * t.dim, row + (k + 2) * t.dim, optimizer_->initial_slot_value(k));
-    }
+    optimizer_->InitSlots(row, t.dim, t.dim);
     t.row_updates.push_back(0);
     t.rows.store(static_cast<int64_t>(t.row_updates.size()), std::memory_order_relaxed);
   }
@@ -287,26 +282,6 @@ absl::Status ShardStore::CheckRowLimitLocked(const Tensor& t,
       max_table_rows_, " (--max_table_rows)"));
 }
 
-void ShardStore::Optimize(float* values, const float* grad, int64_t n, int64_t stride,
-                          int64_t step) const {
-  absl::Span<float> slots[Optimizer::kMaxSlots];
-  for (int k = 0; k < optimizer_->num_slots(); ++k) {
-    slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
-  }
-  optimizer_->Apply(absl::MakeSpan(values, n), absl::MakeConstSpan(grad, n),
-                    absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
-}
-
-void ShardStore::OptimizeBytes(float* values, const char* grad, int64_t n, int64_t stride,
-                               int64_t step) const {
-  absl::Span<float> slots[Optimizer::kMaxSlots];
-  for (int k = 0; k < optimizer_->num_slots(); ++k) {
-    slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
-  }
-  optimizer_->ApplyBytes(absl::MakeSpan(values, n), grad,
-                         absl::MakeConstSpan(slots, optimizer_->num_slots()), step);
-}
-
 void ShardStore::CountPushLocked(Tensor& t, int64_t version) {
   t.pushes.fetch_add(1, std::memory_order_relaxed);
   t.staleness[StalenessBucket(t.updates - version)].fetch_add(1, std::memory_order_relaxed);
@@ -330,7 +305,7 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
       for (size_t i = 0; i < nids; ++i) {
         float* row = RowLocked(t, ref.ids[i]);
         const int64_t r = t.row_of[ref.ids[i]];
-        Optimize(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
+        optimizer_->ApplyStrided(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
       }
       ++t.updates;
       return FinishUpdateLocked(t, replica);
@@ -356,13 +331,13 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
           for (float& v : acc) v *= scale;
           float* row = RowLocked(t, id);
           const int64_t r = t.row_of[id];
-          Optimize(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);
+          optimizer_->ApplyStrided(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);
         }
         t.sparse_accum.clear();
       } else {
         const int64_t n = t.def.elements();
         for (int64_t j = 0; j < n; ++j) t.accum[j] *= scale;
-        Optimize(t.data.data(), t.accum.data(), n, n, t.updates + 1);
+        optimizer_->ApplyStrided(t.data.data(), t.accum.data(), n, n, t.updates + 1);
         std::fill(t.accum.begin(), t.accum.end(), 0.0f);
       }
       ++t.updates;
@@ -391,7 +366,7 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replic
     frame.ForEachFloatRun(offset + first * 4, last - first, kRun,
                           [&](int64_t at, const char* grad, int64_t count) {
                             float* values = data + first + at;
-                            OptimizeBytes(values, grad, count, n, step);
+                            optimizer_->ApplyBytesStrided(values, grad, count, n, step);
                             if (read_back != nullptr) {
                               std::memcpy(read_back + (first + at) * 4, values, count * 4);
                             }

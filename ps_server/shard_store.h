@@ -301,12 +301,6 @@ class ShardStore {
   // After an update: publishes the version and, for ssp, moves the
   // replica's clock. Returns whether a waiting pull may now be ready.
   static bool FinishUpdateLocked(Tensor& t, int replica) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // Optimizer step on `n` values at `values` with slots every `stride`
-  // floats after them; the gradient as floats or as raw bytes.
-  void Optimize(float* values, const float* grad, int64_t n, int64_t stride,
-                int64_t t) const;
-  void OptimizeBytes(float* values, const char* grad, int64_t n, int64_t stride,
-                     int64_t t) const;
   bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);

@@ -52,9 +52,7 @@ float* LocalTable::Row(int64_t id) {
     data_.resize(data_.size() + stride_);
     float* row = data_.data() + it->second * stride_;
     init_.Fill(seed_, name_, id * dim_, dim_, row);
-    for (int k = 0; optimizer_ && k < optimizer_->num_slots(); ++k) {
-      std::fill(row + (k + 1) * dim_, row + (k + 2) * dim_, optimizer_->initial_slot_value(k));
-    }
+    if (optimizer_ != nullptr) optimizer_->InitSlots(row, dim_, dim_);
     updates_.push_back(0);
   }
   return data_.data() + it->second * stride_;
@@ -79,15 +77,9 @@ absl::Status LocalTable::Apply(absl::Span<const int64_t> ids, const float* grads
     return absl::FailedPreconditionError(absl::StrCat(name_, " is read-only here"));
   }
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
-  absl::Span<float> slots[ps::Optimizer::kMaxSlots];
   for (size_t i = 0; i < ids.size(); ++i) {
     float* row = Row(ids[i]);
-    for (int k = 0; k < optimizer_->num_slots(); ++k) {
-      slots[k] = absl::MakeSpan(row + (k + 1) * dim_, dim_);
-    }
-    optimizer_->Apply(absl::MakeSpan(row, dim_), absl::MakeConstSpan(grads + i * dim_, dim_),
-                      absl::MakeConstSpan(slots, optimizer_->num_slots()),
-                      ++updates_[row_of_[ids[i]]]);
+    optimizer_->ApplyStrided(row, grads + i * dim_, dim_, dim_, ++updates_[row_of_[ids[i]]]);
   }
   return absl::OkStatus();
 }
