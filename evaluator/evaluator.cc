@@ -56,14 +56,11 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
             absl::StrCat("checkpoint shard ", path, ": no table ", table->name()));
       }
       const v1::TensorCheckpoint& t = *it->second;
-      const int64_t stride = t.dim() * (1 + shard.header.num_slots());
-      if (t.dim() != table->dim() ||
-          static_cast<int64_t>(t.data().size()) != t.row_ids_size() * stride * 4) {
-        return absl::DataLossError(absl::StrCat(
-            "checkpoint shard ", path, ": table ", table->name(), " holds ", t.data().size(),
-            " bytes for ", t.row_ids_size(), " rows of dim ", t.dim(), " (the model's dim is ",
-            table->dim(), ")"));
+      if (absl::Status s = ps::CheckTableRecord(t, shard.header.num_slots(), table->dim());
+          !s.ok()) {
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.message()));
       }
+      const int64_t stride = t.dim() * (1 + shard.header.num_slots());
       std::vector<float> row(t.dim());
       for (int r = 0; r < t.row_ids_size(); ++r) {
         // Values first; the optimizer's slots follow.

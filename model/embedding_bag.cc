@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/initializer_spec.h"
 
 namespace pstrain::model {
 
@@ -41,12 +41,10 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
         where, "vocabulary ", spec.vocabulary, " is smaller than the ", ids,
         " ids that ", spec.ids_from, " gives for ", input_dim, " features"));
   }
-  float a = 0;
-  if (spec.initializer != "zeros" &&
-      !(absl::StartsWith(spec.initializer, "uniform:") &&
-        absl::SimpleAtof(spec.initializer.substr(8), &a) && a >= 0 && a < 1e30f)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "initializer \"", spec.initializer, "\" is not zeros or uniform:A (A >= 0)"));
+  auto init = ParseInitializerSpec(spec.initializer);
+  if (!init.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "initializer ", init.status().message()));
   }
   return EmbeddingBag(spec, input_dim, buckets);
 }
@@ -55,32 +53,40 @@ void EmbeddingBag::MakeBags(const float* x, int batch, Bags* out) const {
   out->starts.assign(1, 0);
   out->slot.clear();
   out->unique_ids.clear();
-  absl::flat_hash_map<int64_t, int32_t> slot_of;
+  // Ids are dense in [0, input_dim * buckets): a table of slots beats a
+  // hash map (every entry goes back to -1 before returning).
+  const size_t num_ids = static_cast<size_t>(input_dim_) * buckets_;
+  if (out->slot_of.size() != num_ids) out->slot_of.assign(num_ids, -1);
+  int32_t* slot_of = out->slot_of.data();
   const float steps = static_cast<float>(buckets_);
   for (int b = 0; b < batch; ++b) {
     const float* row = x + static_cast<int64_t>(b) * input_dim_;
     for (int f = 0; f < input_dim_; ++f) {
       const float v = row[f];
       if (!(v > 0.0f)) continue;  // zero, negative or NaN: no feature
-      const int bucket = std::min(buckets_ - 1, static_cast<int>(v * steps));
+      // Clamped before the conversion: values above 1 (or Inf) take the top bucket.
+      const int bucket = static_cast<int>(std::min(v * steps, steps - 1.0f));
       const int64_t id = int64_t{f} * buckets_ + bucket;
-      auto [it, inserted] =
-          slot_of.try_emplace(id, static_cast<int32_t>(out->unique_ids.size()));
-      if (inserted) out->unique_ids.push_back(id);
-      out->slot.push_back(it->second);
+      int32_t& s = slot_of[id];
+      if (s < 0) {
+        s = static_cast<int32_t>(out->unique_ids.size());
+        out->unique_ids.push_back(id);
+      }
+      out->slot.push_back(s);
     }
     out->starts.push_back(static_cast<int64_t>(out->slot.size()));
   }
+  for (int64_t id : out->unique_ids) slot_of[id] = -1;
 }
 
 void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out) const {
   const int d = spec_.dim;
   for (int b = 0; b < bags.batch(); ++b) {
-    float* o = out + static_cast<int64_t>(b) * d;
+    float* __restrict o = out + static_cast<int64_t>(b) * d;
     std::fill(o, o + d, 0.0f);
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     for (int64_t k = begin; k < end; ++k) {
-      const float* r = rows + static_cast<int64_t>(bags.slot[k]) * d;
+      const float* __restrict r = rows + static_cast<int64_t>(bags.slot[k]) * d;
       for (int j = 0; j < d; ++j) o[j] += r[j];
     }
     if (spec_.combiner == "mean" && end > begin) {
@@ -98,9 +104,9 @@ void EmbeddingBag::Backward(const Bags& bags, const float* d_out, float* row_gra
     if (end == begin) continue;
     const float scale =
         spec_.combiner == "mean" ? 1.0f / static_cast<float>(end - begin) : 1.0f;
-    const float* g = d_out + static_cast<int64_t>(b) * d;
+    const float* __restrict g = d_out + static_cast<int64_t>(b) * d;
     for (int64_t k = begin; k < end; ++k) {
-      float* r = row_grads + static_cast<int64_t>(bags.slot[k]) * d;
+      float* __restrict r = row_grads + static_cast<int64_t>(bags.slot[k]) * d;
       for (int j = 0; j < d; ++j) r[j] += scale * g[j];
     }
   }

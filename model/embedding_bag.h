@@ -50,6 +50,10 @@ struct Bags {
   std::vector<int32_t> slot;     // one per id occurrence
   std::vector<int64_t> unique_ids;
   int batch() const { return starts.empty() ? 0 : static_cast<int>(starts.size()) - 1; }
+
+  // MakeBags's scratch, kept so that a reused Bags allocates nothing: the
+  // slot of every possible id, -1 for ids not in the batch.
+  std::vector<int32_t> slot_of;
 };
 
 class EmbeddingBag {

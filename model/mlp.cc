@@ -8,25 +8,10 @@
 #include <random>
 #include <set>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/initializer_spec.h"
 
 namespace pstrain::model {
-
-namespace {
-
-// "uniform:A" -> A; -1 when `spec` is not of that form.
-float UniformLimit(const std::string& spec) {
-  float a = -1;
-  if (!absl::StartsWith(spec, "uniform:") || !absl::SimpleAtof(spec.substr(8), &a) ||
-      !(a >= 0 && a < 1e30f)) {
-    return -1;
-  }
-  return a;
-}
-
-}  // namespace
 
 MlpSpec MlpSpec::FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes) {
   MlpSpec spec;
@@ -60,15 +45,15 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(const MlpSpec& spec,
     if (l.units < 1) {
       return absl::InvalidArgumentError(absl::StrCat(where, "has ", l.units, " units"));
     }
-    if (l.kernel_initializer != "glorot_uniform" && l.kernel_initializer != "zeros" &&
-        UniformLimit(l.kernel_initializer) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "kernel initializer \"", l.kernel_initializer,
-          "\" is not glorot_uniform, zeros or uniform:A (A >= 0)"));
+    auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
+    if (!kernel.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "kernel initializer ", kernel.status().message()));
     }
-    if (l.bias_initializer != "zeros" && UniformLimit(l.bias_initializer) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "bias initializer \"", l.bias_initializer, "\" is not zeros or uniform:A (A >= 0)"));
+    auto bias = ParseInitializerSpec(l.bias_initializer);
+    if (!bias.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "bias initializer ", bias.status().message()));
     }
     if (i + 1 == spec.layers.size()) {
       if (l.relu) {
@@ -138,13 +123,16 @@ std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
   for (size_t l = 0; l + 1 < dims_.size(); ++l) {
     const DenseLayerSpec& layer = spec_.layers[l];
     const int64_t fan = static_cast<int64_t>(dims_[l]) * dims_[l + 1];
-    if (layer.kernel_initializer == "glorot_uniform") {
+    // Both were checked by Create.
+    const InitializerSpec kernel = *ParseInitializerSpec(layer.kernel_initializer, true);
+    const InitializerSpec bias = *ParseInitializerSpec(layer.bias_initializer);
+    if (kernel.kind == InitializerSpec::Kind::kGlorotUniform) {
       fill(std::sqrt(6.0f / (dims_[l] + dims_[l + 1])), params.data() + offsets_[2 * l], fan);
-    } else if (layer.kernel_initializer != "zeros") {
-      fill(UniformLimit(layer.kernel_initializer), params.data() + offsets_[2 * l], fan);
+    } else if (kernel.kind == InitializerSpec::Kind::kUniform) {
+      fill(kernel.limit, params.data() + offsets_[2 * l], fan);
     }
-    if (layer.bias_initializer != "zeros") {
-      fill(UniformLimit(layer.bias_initializer), params.data() + offsets_[2 * l + 1], dims_[l + 1]);
+    if (bias.kind == InitializerSpec::Kind::kUniform) {
+      fill(bias.limit, params.data() + offsets_[2 * l + 1], dims_[l + 1]);
     }
   }
   return params;

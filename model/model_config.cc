@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "common/consistency.h"
 #include "common/file_util.h"
+#include "common/initializer_spec.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -32,13 +33,6 @@ class FirstError : public google::protobuf::io::ErrorCollector {
  private:
   std::string error_;
 };
-
-bool ValidInitializer(absl::string_view spec) {
-  if (spec.empty() || spec == "zeros") return true;
-  float a;
-  return absl::StartsWith(spec, "uniform:") && absl::SimpleAtof(spec.substr(8), &a) &&
-         a >= 0 && a < 1e30f;
-}
 
 // Builds "NAME:LINE:COLUMN: " prefixes from the parser's record of where each
 // field was.
@@ -94,9 +88,9 @@ absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& c
       auto c = ParseConsistency(v.consistency());
       if (!c.ok()) return Bad(at, c.status().message());
     }
-    if (!ValidInitializer(v.initializer())) {
-      return Bad(at, absl::StrCat("initializer \"", v.initializer(),
-                                  "\" is not zeros or uniform:A (A >= 0)"));
+    if (!v.initializer().empty()) {  // empty: the PS's default
+      auto init = ParseInitializerSpec(v.initializer());
+      if (!init.ok()) return Bad(at, absl::StrCat("initializer ", init.status().message()));
     }
     VariableDef def{v.name(), {v.shape().begin(), v.shape().end()}};
     def.embedding = v.embedding();
@@ -215,16 +209,10 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
     layer.relu = d.activation() == "relu";
     if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
     if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
-    if (layer.kernel_initializer != "glorot_uniform" &&
-        (layer.kernel_initializer.empty() || !ValidInitializer(layer.kernel_initializer))) {
-      return Bad(at("kernel_initializer"),
-                 absl::StrCat("\"", layer.kernel_initializer,
-                              "\" is not glorot_uniform, zeros or uniform:A (A >= 0)"));
-    }
-    if (!ValidInitializer(layer.bias_initializer)) {
-      return Bad(at("bias_initializer"), absl::StrCat("\"", layer.bias_initializer,
-                                                      "\" is not zeros or uniform:A (A >= 0)"));
-    }
+    auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
+    if (!kernel.ok()) return Bad(at("kernel_initializer"), kernel.status().message());
+    auto bias = ParseInitializerSpec(layer.bias_initializer);
+    if (!bias.ok()) return Bad(at("bias_initializer"), bias.status().message());
     if (i + 1 == config.layer_size()) {
       if (layer.relu) {
         return Bad(at("activation"),

@@ -196,4 +196,23 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
   return shard;
 }
 
+absl::Status CheckTableRecord(const v1::TensorCheckpoint& t, int num_slots, int64_t dim) {
+  if (t.dim() != dim) {
+    return absl::DataLossError(
+        absl::StrCat("table ", t.key(), " has rows of dim ", t.dim(), ", not ", dim));
+  }
+  if (t.row_updates_size() != t.row_ids_size()) {
+    return absl::DataLossError(absl::StrCat("table ", t.key(), " has ", t.row_ids_size(),
+                                            " row ids but ", t.row_updates_size(),
+                                            " update counts"));
+  }
+  const int64_t need = int64_t{t.row_ids_size()} * dim * (1 + num_slots) * 4;
+  if (static_cast<int64_t>(t.data().size()) != need) {
+    return absl::DataLossError(absl::StrCat(
+        "table ", t.key(), " holds ", t.data().size(), " bytes; its ", t.row_ids_size(),
+        " rows of dim ", dim, " with ", num_slots, " optimizer slots take ", need));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pstrain::ps

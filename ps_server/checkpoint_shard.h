@@ -46,6 +46,13 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
 // or a tensor count that differs from the header's.
 absl::StatusOr<ShardContents> ReadShard(const std::string& path);
 
+// Checks embedding-table record `t` of a shard whose optimizer keeps
+// `num_slots` slots against a table of `dim` floats per row: the same dim,
+// one update count per row id, and (1 + num_slots) * dim floats per row.
+// DataLoss saying what disagrees and naming the table (callers add the
+// shard).
+absl::Status CheckTableRecord(const v1::TensorCheckpoint& t, int num_slots, int64_t dim);
+
 }  // namespace pstrain::ps
 
 #endif  // PSTRAIN_PS_SERVER_CHECKPOINT_SHARD_H_

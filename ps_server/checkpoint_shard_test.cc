@@ -76,5 +76,24 @@ TEST(CheckpointShardTest, CorruptionIsNamedWithTheFileAndTheTensor) {
   EXPECT_EQ(ReadShard(dir + "/missing").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(CheckpointShardTest, TableRecordsAreCheckedAgainstTheTableAndTheSlots) {
+  const v1::TensorCheckpoint table = Example().tensors[1];  // dim 1, Adam
+  EXPECT_OK(CheckTableRecord(table, 2, 1));
+  auto lost = [](const absl::Status& s) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    return std::string(s.message());
+  };
+  EXPECT_EQ(lost(CheckTableRecord(table, 2, 4)), "table emb has rows of dim 1, not 4");
+  EXPECT_EQ(lost(CheckTableRecord(table, 0, 1)),
+            "table emb holds 12 bytes; its 1 rows of dim 1 with 0 optimizer slots take 4");
+  v1::TensorCheckpoint counts = table;
+  counts.add_row_updates(3);
+  EXPECT_EQ(lost(CheckTableRecord(counts, 2, 1)), "table emb has 1 row ids but 2 update counts");
+  v1::TensorCheckpoint cut = table;
+  cut.mutable_data()->resize(8);
+  EXPECT_EQ(lost(CheckTableRecord(cut, 2, 1)),
+            "table emb holds 8 bytes; its 1 rows of dim 1 with 2 optimizer slots take 12");
+}
+
 }  // namespace
 }  // namespace pstrain::ps

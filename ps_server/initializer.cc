@@ -3,9 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/initializer_spec.h"
 
 namespace pstrain::ps {
 namespace {
@@ -26,16 +25,13 @@ uint64_t NameHash(absl::string_view s) {  // FNV-1a: stable across builds
 }  // namespace
 
 absl::StatusOr<Initializer> Initializer::Parse(absl::string_view spec) {
-  Initializer init;
-  if (spec == "zeros") return init;
-  float a;
-  if (absl::StartsWith(spec, "uniform:") && absl::SimpleAtof(spec.substr(8), &a) &&
-      std::isfinite(a) && a >= 0) {
-    init.scale_ = a;
-    return init;
+  auto parsed = ParseInitializerSpec(spec);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("initializer ", parsed.status().message()));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "initializer \"", spec, "\" is not zeros or uniform:A (A >= 0)"));
+  Initializer init;
+  init.scale_ = parsed->limit;  // zeros: 0
+  return init;
 }
 
 void Initializer::Fill(uint64_t seed, absl::string_view variable, int64_t first,

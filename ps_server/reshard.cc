@@ -77,12 +77,10 @@ absl::Status Resharder::Add(const ShardContents& old) {
       auto it = table_of.find(t.def.key);
       if (it == table_of.end()) continue;
       const v1::TensorCheckpoint& c = *it->second;
-      const int64_t stride = c.dim() * planes;
-      if (c.dim() != t.def.dim ||
-          c.data().size() != static_cast<size_t>(c.row_ids_size() * stride * sizeof(float)) ||
-          c.row_updates_size() != c.row_ids_size()) {
-        return bad(absl::StrCat(c.key(), ": its rows do not fit a table of dim ", t.def.dim));
+      if (absl::Status s = CheckTableRecord(c, planes - 1, t.def.dim); !s.ok()) {
+        return bad(s.message());
       }
+      const int64_t stride = c.dim() * planes;
       t.out.set_updates(std::max(t.out.updates(), c.updates()));
       std::string* data = t.out.mutable_data();
       for (int r = 0; r < c.row_ids_size(); ++r) {

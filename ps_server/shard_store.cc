@@ -770,22 +770,23 @@ absl::Status ShardStore::Restore(const ShardContents& shard, int64_t generation)
       return bad(absl::StrCat(c.key(), " is ", c.embedding() ? "a table" : "dense",
                               " there but not here"));
     }
-    const int64_t floats = static_cast<int64_t>(c.data().size() / sizeof(float));
     if (tensor.embedding) {
-      if (c.dim() != tensor.dim || c.row_ids_size() != c.row_updates_size() ||
-          floats != static_cast<int64_t>(c.row_ids_size()) * tensor.dim * per) {
-        return bad(absl::StrCat(c.key(), ": rows of ", c.dim(), " floats, ", c.row_ids_size(),
-                                " ids and ", floats, " floats do not fit a table of dim ",
-                                tensor.dim));
+      if (absl::Status s = CheckTableRecord(c, optimizer_->num_slots(), tensor.dim); !s.ok()) {
+        return bad(s.message());
       }
+      absl::flat_hash_set<int64_t> seen;
       for (int64_t id : c.row_ids()) {
         if (id < 0 || id >= tensor.vocabulary || EmbeddingOwner(id, num_ps_) != ps_index_) {
           return bad(absl::StrCat(c.key(), ": row id ", id, " does not belong on this PS"));
         }
+        if (!seen.insert(id).second) {
+          return bad(absl::StrCat(c.key(), ": row id ", id, " appears twice"));
+        }
       }
-    } else if (floats != tensor.def.elements() * per) {
-      return bad(absl::StrCat(c.key(), ": ", floats, " floats, expected ",
-                              tensor.def.elements() * per));
+    } else if (static_cast<int64_t>(c.data().size()) != tensor.def.elements() * per * 4) {
+      return bad(absl::StrCat(c.key(), ": ", c.data().size(), " bytes, expected ",
+                              tensor.def.elements() * per * 4, " (", tensor.def.elements(),
+                              " values and their ", per - 1, " optimizer slots)"));
     }
     source[tensor.index] = &c;
   }

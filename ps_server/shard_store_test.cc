@@ -509,6 +509,33 @@ TEST(ShardCheckpointTest, RequestsOfAnOlderGenerationAreAbortedAfterARestore) {
   EXPECT_EQ(w, (std::vector<float>{-1, -1}));  // 1 - mean(1, 3): the old push left no trace
 }
 
+// A table record that disagrees with the table or repeats a row is refused
+// whole; the table keeps its rows.
+TEST(ShardCheckpointTest, RestoreRefusesABrokenTableRecord) {
+  ShardStore store(0, 1);
+  ShardStore::EmbeddingInit table{"emb", 1000, 2, "", "zeros"};
+  ASSERT_OK(store.Initialize(Job({"adam", 0.1f}), {}, {table}).status());
+  ASSERT_OK(Push(store, {{"emb", {1, 2, 3, 4}, {7, 9}}}).status());
+  ASSERT_OK_AND_ASSIGN(ShardContents snap, store.Snapshot(1));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> before, Pull(store, "emb", {7, 9}));
+  ShardContents cut = snap;
+  cut.tensors[0].mutable_data()->resize(40);
+  EXPECT_EQ(store.Restore(cut).message(),
+            "checkpoint for ps:0 of 1 at step 1: table emb holds 40 bytes; its 2 rows of dim 2 "
+            "with 2 optimizer slots take 48");
+  ShardContents twice = snap;
+  twice.tensors[0].set_row_ids(1, 7);
+  EXPECT_EQ(store.Restore(twice).message(),
+            "checkpoint for ps:0 of 1 at step 1: emb: row id 7 appears twice");
+  ShardContents dim = snap;
+  dim.tensors[0].set_dim(3);
+  EXPECT_EQ(store.Restore(dim).message(),
+            "checkpoint for ps:0 of 1 at step 1: table emb has rows of dim 3, not 2");
+  ASSERT_OK_AND_ASSIGN(std::vector<float> after, Pull(store, "emb", {7, 9}));
+  EXPECT_EQ(after, before);
+  EXPECT_OK(store.Restore(snap));
+}
+
 TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
   ShardStore a(0, 1), b(0, 1);
   ASSERT_OK(a.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 2), Bytes({1, 2, 3, 4}))}, {})
@@ -518,7 +545,13 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
                 .status());
   ASSERT_OK_AND_ASSIGN(ShardContents snap, a.Snapshot(0));
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0: w/part_0: 4 floats, expected 6");
+            "checkpoint for ps:0 of 1 at step 0: w/part_0: 16 bytes, expected 24 (6 values and "
+            "their 0 optimizer slots)");
+  // Stray bytes after the floats are not read past.
+  snap.tensors[0].mutable_data()->resize(26, '\0');
+  EXPECT_EQ(b.Restore(snap).message(),
+            "checkpoint for ps:0 of 1 at step 0: w/part_0: 26 bytes, expected 24 (6 values and "
+            "their 0 optimizer slots)");
   snap.tensors[0].set_key("v/part_0");
   EXPECT_EQ(b.Restore(snap).message(),
             "checkpoint for ps:0 of 1 at step 0: it holds v/part_0, which this job does not have");
