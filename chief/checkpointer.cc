@@ -1,7 +1,5 @@
 #include "chief/checkpointer.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <limits>
@@ -64,58 +62,6 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
   }
   record.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return record;
-}
-
-namespace {
-
-// Whether checkpoint `step` under `dir` is complete; else what is wrong.
-absl::StatusOr<CompleteCheckpoint> CheckComplete(const std::string& dir, int64_t step) {
-  auto bad = [](const std::string& file, absl::string_view what) {
-    return absl::DataLossError(absl::StrCat(file, ": ", what));
-  };
-  const std::string manifest_path = ManifestPath(dir, step);
-  auto manifest_text = ReadFile(manifest_path);
-  if (!manifest_text.ok()) {
-    return bad(manifest_path, manifest_text.status().code() == absl::StatusCode::kNotFound
-                                  ? "missing (the save did not finish)"
-                                  : manifest_text.status().message());
-  }
-  auto manifest = ParseJson(*manifest_text);
-  const Json* shards = manifest.ok() ? manifest->Find("shards") : nullptr;
-  if (shards == nullptr || !shards->is_array() || shards->array_items().empty()) {
-    return bad(manifest_path, "no shard list");
-  }
-  const int num_ps = static_cast<int>(shards->array_items().size());
-  for (int i = 0; i < num_ps; ++i) {
-    const std::string path = ShardPath(dir, step, i, num_ps);
-    const Json* bytes = shards->array_items()[i].Find("bytes");
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return bad(path, "missing");
-    if (bytes == nullptr || !bytes->is_number() ||
-        static_cast<int64_t>(bytes->number_value()) != static_cast<int64_t>(st.st_size)) {
-      return bad(path, absl::StrCat("holds ", st.st_size, " bytes, the MANIFEST says ",
-                                    bytes == nullptr ? 0 : bytes->number_value()));
-    }
-  }
-  return CompleteCheckpoint{step, num_ps};
-}
-
-}  // namespace
-
-std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
-                                                    std::vector<std::string>* skipped) {
-  std::vector<CompleteCheckpoint> out;
-  std::vector<int64_t> steps = ListCheckpointSteps(dir);
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    auto c = CheckComplete(dir, *it);
-    if (c.ok()) {
-      out.push_back(*c);
-    } else if (skipped != nullptr) {
-      skipped->push_back(absl::StrCat("checkpoint at step ", *it, " is not complete: ",
-                                      c.status().message()));
-    }
-  }
-  return out;
 }
 
 void SetAsideCheckpoint(const std::string& dir, int64_t step, absl::string_view why) {

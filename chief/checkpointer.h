@@ -36,21 +36,6 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
                                                 bool spare_unscored = false,
                                                 absl::Duration timeout = absl::Minutes(10));
 
-// A checkpoint that looks whole on disk: its MANIFEST lists its shards,
-// whose files exist with the listed sizes. Their checksums are verified
-// when a PS loads them.
-struct CompleteCheckpoint {
-  int64_t step = 0;
-  int num_ps = 0;  // the PS that wrote it
-};
-
-// The complete checkpoints under `dir`, newest first. A ckpt-S directory
-// that is not complete (a save cut short, a shard missing or of another
-// size, a MANIFEST that does not parse) is skipped, with a line in
-// `skipped` naming the file and what is wrong.
-std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
-                                                    std::vector<std::string>* skipped);
-
 // Renames ckpt-S to ckpt-S.corrupt (kept for a person to look at, no longer
 // listed); logs what it did.
 void SetAsideCheckpoint(const std::string& dir, int64_t step, absl::string_view why);

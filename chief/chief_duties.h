@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "chief/checkpointer.h"
 #include "chief/coordinator.h"
+#include "common/checkpoint_layout.h"
 #include "common/grpc_server.h"
 #include "common/json.h"
 #include "common/tf_config.h"

@@ -48,6 +48,22 @@ absl::StatusOr<CheckpointIndex> ReadCheckpointIndex(const std::string& dir);
 // The step in ScoredPath(dir), or -1 when there is none (or it is unreadable).
 int64_t ReadScoredStep(const std::string& dir);
 
+// A checkpoint that looks whole on disk: its MANIFEST lists its shards,
+// whose files exist with the listed sizes. Their checksums are verified
+// when they are read.
+struct CompleteCheckpoint {
+  int64_t step = 0;
+  int num_ps = 0;  // the PS that wrote it
+};
+
+// The complete checkpoints under `dir`, newest first: what the chief
+// restores from and the evaluator scores. A ckpt-S directory that is not
+// complete (a save cut short, a shard missing or of another size, a
+// MANIFEST that does not parse) is skipped, with a line in `skipped` (when
+// not null) naming the file and what is wrong.
+std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
+                                                    std::vector<std::string>* skipped);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_COMMON_CHECKPOINT_LAYOUT_H_

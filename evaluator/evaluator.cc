@@ -1,9 +1,11 @@
 #include "evaluator/evaluator.h"
 
+#include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <map>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -19,17 +21,38 @@
 namespace pstrain::evaluator {
 namespace {
 
-// Steps of the complete checkpoints (a MANIFEST written) under `dir` in
-// (after, upto], ascending.
-std::vector<int64_t> CompleteSteps(const std::string& dir, int64_t after, int64_t upto) {
-  std::vector<int64_t> steps;
-  std::error_code ec;
-  for (int64_t step : ListCheckpointSteps(dir)) {
-    if (step > after && step <= upto && std::filesystem::exists(ManifestPath(dir, step), ec)) {
-      steps.push_back(step);
+// The complete checkpoints under `dir` with steps in (after, upto],
+// ascending, less those in `unusable`. The steps in that range that are not
+// complete go to `incomplete`, each logged once (`said`); they are looked
+// at again next time (a chief that fell back to an older checkpoint may be
+// writing one below the index's step).
+std::vector<CompleteCheckpoint> ToScore(const std::string& dir, int64_t after, int64_t upto,
+                                        const std::set<int64_t>& unusable,
+                                        std::set<int64_t>* said,
+                                        std::set<int64_t>* incomplete) {
+  std::vector<std::string> skipped;
+  std::vector<CompleteCheckpoint> all = CompleteCheckpoints(dir, &skipped);
+  std::vector<CompleteCheckpoint> out;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->step > after && it->step <= upto && unusable.count(it->step) == 0) {
+      out.push_back(*it);
     }
   }
-  return steps;
+  incomplete->clear();
+  for (int64_t step : ListCheckpointSteps(dir)) {
+    if (step <= after || step > upto) continue;
+    const bool complete = std::any_of(all.begin(), all.end(), [step](const CompleteCheckpoint& c) {
+      return c.step == step;
+    });
+    if (complete) continue;
+    incomplete->insert(step);
+    if (!said->insert(step).second) continue;
+    const std::string prefix = absl::StrCat("checkpoint at step ", step, " ");
+    for (const std::string& why : skipped) {
+      if (absl::StartsWith(why, prefix)) Log("evaluator: ", why, "; not scoring it");
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,8 +117,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(job.model, 1024, job.device));
   const model::Mlp& net = backend->network();
-  PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
-                           ComputePlacement(net.variables(), options.num_ps));
+  // Each checkpoint is read as the PS that wrote it placed the variables
+  // (a job restored onto another number of PS writes with the new count).
+  std::map<int, Placement> placements;
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
                            data::LoadMnistFormat(job.data_dir, data::Split::kTest));
   const std::string eval_dir = options.output_dir + "/eval";
@@ -105,6 +129,8 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   Log("evaluator: watching ", CheckpointIndexPath(options.output_dir),
       scored >= 0 ? absl::StrCat(" (scored up to step ", scored, ")") : std::string());
   std::vector<Score> scores;
+  std::set<int64_t> unusable;  // damaged checkpoints, said once
+  std::set<int64_t> said, incomplete;
   absl::Time last_new = absl::Now();
   while (true) {
     // No index yet: nothing written so far.
@@ -116,9 +142,21 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
     }
     // Every complete checkpoint not scored yet, oldest first (with `once`,
     // only the newest).
-    std::vector<int64_t> steps = CompleteSteps(options.output_dir, scored, index.step);
+    std::vector<CompleteCheckpoint> steps =
+        ToScore(options.output_dir, scored, index.step, unusable, &said, &incomplete);
+    // The index is written after the checkpoint it names is whole.
+    if (index.final && incomplete.count(index.step) > 0) {
+      return absl::DataLossError(absl::StrCat("evaluator: the job's final checkpoint, at step ",
+                                              index.step, ", cannot be scored (see above)"));
+    }
     if (options.once && !steps.empty()) steps = {steps.back()};
-    for (int64_t step : steps) {
+    for (const CompleteCheckpoint& c : steps) {
+      const int64_t step = c.step;
+      auto placement = placements.find(c.num_ps);
+      if (placement == placements.end()) {
+        PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(net.variables(), c.num_ps));
+        placement = placements.emplace(c.num_ps, std::move(p)).first;
+      }
       // An embedding bag's table: every row the checkpoint holds, the
       // initial values for the rest.
       std::unique_ptr<worker::LocalTable> table;
@@ -126,13 +164,22 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
         PSTRAIN_ASSIGN_OR_RETURN(
             table, worker::LocalTable::Create(net.variables().back(), job.seed, nullptr));
       }
-      auto params = LoadCheckpointParams(options.output_dir, step, placement, net.offsets(),
-                                         net.num_parameters(), table.get());
+      auto params = LoadCheckpointParams(options.output_dir, step, placement->second,
+                                         net.offsets(), net.num_parameters(), table.get());
       // A chief that does not know of this evaluator (one left out of the
       // cluster) may delete an old checkpoint while it is being read.
       if (params.status().code() == absl::StatusCode::kNotFound) {
         Log("checkpoint at step ", step, " is gone before it was scored: ",
             params.status().message());
+        continue;
+      }
+      // A damaged checkpoint (a checksum that fails, a tensor missing) is
+      // passed over with a line saying why, unless it is the job's last.
+      if (params.status().code() == absl::StatusCode::kDataLoss &&
+          !(index.final && step == index.step)) {
+        Log("evaluator: checkpoint at step ", step, " cannot be scored: ",
+            params.status().message(), "; not scoring it");
+        unusable.insert(step);
         continue;
       }
       if (!params.ok()) return params.status();

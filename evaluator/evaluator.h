@@ -1,13 +1,17 @@
 // The evaluator role: scores checkpoints from their files alone, never
 // talking to the PS or anything training waits on. It polls the
 // `checkpoint` index under the output directory (common/checkpoint_layout.h),
-// loads each complete checkpoint it has not scored, oldest first, up to the
-// one the index names (its shards, every checksum verified),
-// reassembles the dense variables in the model's flat layout, scores them on
-// the test set and writes eval loss and accuracy as summaries
+// loads each complete checkpoint it has not scored (CompleteCheckpoints, as
+// the chief restores from), oldest first, up to the one the index names (its
+// shards, every checksum verified, placed as the number of PS that wrote it
+// places them), reassembles the dense variables in the model's flat layout,
+// scores them on the test set and writes eval loss and accuracy as summaries
 // (<output_dir>/eval, common/event_file.h). It skips steps it has scored
 // (remembered in <output_dir>/eval/scored, across restarts) and exits after
-// scoring the checkpoint the index marks final, or after one with `once`.
+// scoring the checkpoint the index marks final, or after one with `once`. A
+// checkpoint that is incomplete or damaged is passed over with a log line
+// naming the file and what is wrong; when it is the final one, that is an
+// error (DataLoss).
 #ifndef PSTRAIN_EVALUATOR_EVALUATOR_H_
 #define PSTRAIN_EVALUATOR_EVALUATOR_H_
 
@@ -26,7 +30,6 @@ namespace pstrain::evaluator {
 struct EvaluatorOptions {
   model::JobSpec job;
   std::string output_dir = "./output";
-  int num_ps = 1;
   absl::Duration poll = absl::Seconds(2);
   bool once = false;
   // How long to wait for the next checkpoint before giving up.

@@ -24,7 +24,6 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   if (cfg.cluster.ps.empty()) {
     return absl::InvalidArgumentError("TF_CONFIG cluster has no ps: nothing to evaluate");
   }
-  options.num_ps = static_cast<int>(cfg.cluster.ps.size());
   options.poll = absl::Seconds(poll_s);
   options.idle_timeout = absl::Seconds(idle_s);
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<Score> scores, RunEvaluator(options));
