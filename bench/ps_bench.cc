@@ -3,7 +3,7 @@
 //
 //   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
-//       [--model_mib=MiB] [--repeat=R]
+//       [--model_mib=MiB] [--repeat=R] [--shared_memory]
 //
 // Servers run as separate processes (this binary, re-executed with --serve),
 // so their resident memory is their own. Clients are threads of this process.
@@ -13,6 +13,11 @@
 //              of raw ByteBuffers that the server writes back untouched, the
 //              client sending one reused buffer and reading in place.
 //              PS and echo runs alternate R times; medians are reported.
+//              With --shared_memory, each round also runs the PS with the
+//              clients' tensor bytes through shared memory (worker/
+//              ps_stream.h), which a worker on the PS's host uses by
+//              default; the PS and echo rows stay all-gRPC, as the
+//              transport between hosts is.
 //   pipelined  K pushes in flight on one stream per client, one way.
 //   memory     one PS holding a dense model of model_mib MiB with Adam's two
 //              slots, trained for a few rounds; its resident memory against
@@ -271,7 +276,8 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
   return *ComputePlacement(vars, num_ps, po);
 }
 
-absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds) {
+absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds,
+                                  bool shared_memory) {
   auto servers = StartServers("ps", num_ps);
   if (!servers.ok()) return servers.status();
   const Placement placement = OneTensorPerPs(num_ps, bytes);
@@ -282,6 +288,7 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
     worker::PsClientOptions o;
     o.ps_addresses = (*servers)->addresses;
     o.replica = c;
+    o.shared_memory = shared_memory;
     auto client = worker::PsClient::Create(o, placement);
     if (!client.ok()) return client.status();
     cs.push_back(*std::move(client));
@@ -622,6 +629,7 @@ int Main(int argc, char** argv) {
   const int inflight = static_cast<int>(args->GetInt("inflight", 4).value_or(4));
   const int64_t model_mib = args->GetInt("model_mib", 1024).value_or(1024);
   const int repeat = static_cast<int>(args->GetInt("repeat", 3).value_or(3));
+  const bool shared = args->GetBool("shared_memory", false).value_or(false);
   absl::Status unused = args->CheckAllUsed();
   const std::vector<int64_t> sizes = ParseSizes(sizes_text);
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
@@ -631,7 +639,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
-                 "[--inflight=K] [--model_mib=MiB] [--repeat=R]\n",
+                 "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
     return 2;
   }
@@ -656,9 +664,17 @@ int Main(int argc, char** argv) {
         // PS and echo alternate, `repeat` times each; the medians and the
         // median of the per-pair ratios are the figures (the machine is
         // shared and noisy).
-        std::vector<double> ps_rates, echo_rates, ratios;
+        std::vector<double> ps_rates, echo_rates, ratios, shm_rates;
         for (int rep = 0; rep < repeat; ++rep) {
-          auto ps = PsPushPull(m, n, b, seconds);
+          if (shared) {
+            auto shm = PsPushPull(m, n, b, seconds, true);
+            report(shm.status());
+            if (shm.ok()) {
+              Print("push_pull ps shm", m, n, b, *shm);
+              shm_rates.push_back(shm->calls_per_sec());
+            }
+          }
+          auto ps = PsPushPull(m, n, b, seconds, false);
           auto echo = EchoPushPull(m, n, b, seconds);
           report(ps.status());
           report(echo.status());
@@ -675,6 +691,12 @@ int Main(int argc, char** argv) {
                     "= %.3f GB/s; ps/echo %.2fx\n",
                     ratios.size(), ps_med, ps_med * m * b / 1e9, echo_med,
                     echo_med * m * b / 1e9, Median(ratios));
+        if (!shm_rates.empty()) {
+          const double shm_med = Median(shm_rates);
+          std::printf("  median of %zu: ps with shared memory %.0f calls/s = %.3f GB/s each "
+                      "way, %.2fx the echo's median\n",
+                      shm_rates.size(), shm_med, shm_med * m * b / 1e9, shm_med / echo_med);
+        }
         std::fflush(stdout);
       }
     }

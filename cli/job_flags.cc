@@ -14,7 +14,7 @@ const std::vector<std::string>& JobFlagNames() {
       "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer",
+      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer", "shared_memory",
       "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler"};
   return *names;
 }
@@ -25,7 +25,7 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer --[no]shared_memory "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
          "--output_dir=DIR";
@@ -120,6 +120,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
+  PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, args.GetBool("shared_memory", job.shared_memory));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
                            args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
   PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,

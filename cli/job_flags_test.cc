@@ -24,6 +24,10 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   EXPECT_EQ(d.model.layers[0].units, 128);
   EXPECT_TRUE(d.model.layers[0].relu);
   EXPECT_EQ(d.model.num_classes(), 10);
+  EXPECT_TRUE(d.shared_memory);
+  CliArgs no_shm = Args({"--noshared_memory"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec n, JobSpecFromFlags(no_shm));
+  EXPECT_FALSE(n.shared_memory);
   CliArgs some = Args({"--hidden=256,64", "--epochs=3", "--learning_rate=0.1", "--seed=9"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(some));
   ASSERT_EQ(j.model.layers.size(), 3u);

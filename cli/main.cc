@@ -72,6 +72,7 @@ constexpr char kUsage[] =
     "  --insecure    run without either where the cluster is not all loopback\n"
     "PS limits: --max_message_mib --max_tensors_per_request --max_ids_per_request\n"
     "  --max_table_rows --max_calls_per_client --max_calls\n"
+    "  --noshared_memory   refuse the shared memory a worker on this host offers\n"
     "\n"
     "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
     "            \"task\": {\"type\": \"ps\", \"index\": 0}}\n";

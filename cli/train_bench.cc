@@ -128,6 +128,7 @@ struct ClusterRun {
   std::string name;
   int workers;
   std::string consistency;
+  std::vector<std::string> flags;  // besides the bench's own
 };
 
 }  // namespace
@@ -179,6 +180,9 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       {"1 PS + 1 worker, async", 1, "async"},
       {"1 PS + 2 workers, async", 2, "async"},
       {"1 PS + 2 workers, sync", 2, "sync"},
+      // The same as the first without shared memory: every tensor byte
+      // through the loopback socket in the gRPC frames.
+      {"1 PS + 1 worker, async, bytes in the frames", 1, "async", {"--noshared_memory"}},
   };
   std::vector<double> gemm_rate, local_rate;
   std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());
@@ -202,6 +206,8 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       launch.job_flags = job_flags;
       launch.job_flags.push_back(absl::StrCat("--max_steps=", *steps));
       launch.job_flags.push_back(absl::StrCat("--consistency=", clusters[c].consistency));
+      launch.job_flags.insert(launch.job_flags.end(), clusters[c].flags.begin(),
+                              clusters[c].flags.end());
       // The chief coordinates only, so "N workers" are the N replicas.
       launch.job_flags.push_back("--chief_trains=false");
       launch.job_flags.push_back(absl::StrCat("--output_dir=", launch.output_dir));

@@ -9,7 +9,9 @@
 //   - clusters started as `pstrain launch` does (real processes on
 //     loopback, one BLAS thread per task): 1 PS + 1 worker async, 1 PS + 2
 //     workers async and sync, each for --steps steps, with examples/s and
-//     the ratio to the local run of the same round;
+//     the ratio to the local run of the same round; their tensor bytes go
+//     through shared memory (the default on one host), and once more, for
+//     1 PS + 1 worker async, in the gRPC frames (--noshared_memory);
 //   - where a CUDA device is usable, forward and backward on it at batch 32
 //     and 256: examples/s and the share of step time spent in copies.
 // Prints each round, then medians (of figures and of per-round ratios).

@@ -188,6 +188,17 @@ void DecodedFrame::ForEachPiece(int64_t offset, int64_t n, Fn fn) const {
   }
 }
 
+void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
+  piece_data_.clear();
+  piece_size_.clear();
+  piece_offset_.clear();
+  payload_size_ = size;
+  if (size == 0) return;
+  piece_data_.push_back(data);
+  piece_size_.push_back(size);
+  piece_offset_.push_back(0);
+}
+
 void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
   char* out = static_cast<char*>(dst);
   ForEachPiece(offset, n, [&](const char* p, int64_t len) {

@@ -46,6 +46,12 @@ class DecodedFrame {
   // buffer's slices, not copies.
   absl::Status Parse(const grpc::ByteBuffer& buffer);
 
+  // Makes the payload `size` bytes at `data` (memory the caller keeps valid
+  // and unchanged while this frame is read), for a frame whose payload lies
+  // outside it (common/shared_memory.h). REQUIRES: the parsed frame carried
+  // no payload of its own.
+  void SetExternalPayload(const char* data, int64_t size);
+
   const v1::FrameHeader& header() const { return header_; }
   int64_t payload_size() const { return payload_size_; }
 

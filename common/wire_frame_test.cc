@@ -83,6 +83,35 @@ TEST(WireFrameTest, FloatRunsCoverThePayloadInOrderWhateverTheSlicing) {
   }
 }
 
+TEST(WireFrameTest, AnExternalPayloadReadsLikeOneSlice) {
+  std::vector<char> memory(3 + 400);
+  std::vector<float> values(100);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 1.5f * static_cast<float>(i);
+  std::memcpy(memory.data() + 3, values.data(), 400);
+  v1::FrameHeader h;
+  h.set_request_id(9);
+  DecodedFrame f;
+  ASSERT_OK(f.Parse(EncodeFrame(h, {})));
+  f.SetExternalPayload(memory.data(), static_cast<int64_t>(memory.size()));
+  EXPECT_EQ(f.header().request_id(), 9u);
+  EXPECT_EQ(f.payload_size(), 403);
+  std::vector<float> got;
+  f.ForEachFloatRun(3, 100, 64, [&](int64_t first, const char* p, int64_t count) {
+    ASSERT_EQ(first, static_cast<int64_t>(got.size()));
+    for (int64_t k = 0; k < count; ++k) {
+      float v;
+      std::memcpy(&v, p + 4 * k, 4);
+      got.push_back(v);
+    }
+  });
+  EXPECT_EQ(got, values);
+  float last;
+  f.CopyPayload(399, 4, &last);
+  EXPECT_EQ(last, values[99]);
+  f.SetExternalPayload(nullptr, 0);
+  EXPECT_EQ(f.payload_size(), 0);
+}
+
 TEST(WireFrameTest, EmptyPayloadAndEmptyFrame) {
   v1::FrameHeader h;
   h.set_code(5);

@@ -40,6 +40,11 @@ struct JobSpec {
   // the compute they would overlap, three smaller rounds per step measured
   // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
   bool push_per_layer = false;
+  // Replicas offer each PS shared memory for the tensor bytes of their
+  // frames (worker/ps_stream.h): a PS on the same host maps it and the bytes
+  // skip the loopback socket; one on another host declines, and they travel
+  // in the frames.
+  bool shared_memory = true;
   // The chief checkpoints every this many seconds and/or global steps (0:
   // not on that account), and once more when the job ends; it keeps the
   // newest keep_checkpoints.

@@ -27,10 +27,11 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
                                 int64_t{1} << 40);
   auto rows = args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1,
                                  int64_t{1} << 40);
+  auto shared = args.GetBool("shared_memory", defaults.shared_memory);
   absl::Status s;
   for (const absl::Status& each : {bind.status(), delay_ms.status(), message_mib.status(),
                                    per_client.status(), calls.status(), tensors.status(),
-                                   ids.status(), rows.status()}) {
+                                   ids.status(), rows.status(), shared.status()}) {
     if (s.ok()) s = each;
   }
   if (s.ok()) s = args.CheckAllUsed();
@@ -55,6 +56,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   options.calls.max_calls = static_cast<int>(*calls);
   options.max_tensors_per_request = static_cast<int>(*tensors);
   options.max_ids_per_request = *ids;
+  options.shared_memory = *shared;
   PsServiceImpl service(&store,
                         [&](const std::string& reason) {
                           absl::MutexLock lock(&server_mu);

@@ -72,6 +72,8 @@ class ExchangeReactor final
         wait_timeout_(options.wait_timeout),
         max_tensors_(options.max_tensors_per_request),
         max_ids_(options.max_ids_per_request),
+        shared_memory_(options.shared_memory),
+        max_shared_bytes_(options.max_shared_region_bytes),
         admission_(std::move(admission)) {
     StartRead(&in_);
   }
@@ -123,8 +125,11 @@ class ExchangeReactor final
     in_.Clear();
     const v1::FrameHeader& h = request_.header();
     if (!parsed.ok()) return Respond(ErrorFrame(h.request_id(), parsed));
+    if (h.has_shm_attach()) return Respond(Attach(h));
     absl::Status within = CheckLimits(h);
     if (!within.ok()) return Respond(ErrorFrame(h.request_id(), within));
+    absl::Status shared = UseSharedRegion(h);
+    if (!shared.ok()) return Respond(ErrorFrame(h.request_id(), shared));
     v1::FrameHeader resp;
     resp.set_request_id(h.request_id());
     pull_ = ShardStore::PullBatch();
@@ -144,19 +149,20 @@ class ExchangeReactor final
       // back while applying, and answer at once.
       std::optional<BufferPool::Buffer> back;
       std::vector<ShardStore::Pulled> back_info;
+      int64_t back_size = -1;
       if (!pull_.tensors.empty() && store_->CanReadBack(push, pull_.tensors)) {
         auto size = store_->PullSize(pull_);
         if (size.ok()) {
-          back.emplace(pool_->Acquire(*size));
-          push.read_back = back->data();
+          back_size = *size;
+          push.read_back = ReplyBuffer(back_size, &back);
           push.read_back_versions = &back_info;
         }
       }
       auto applied = store_->Push(push, request_);
       if (!applied.ok()) return Respond(ErrorFrame(h.request_id(), applied.status()));
       for (bool a : *applied) resp.add_applied(a);
-      if (back.has_value()) {
-        return Respond(PullReply(std::move(resp), back_info, std::move(*back)));
+      if (back_size >= 0) {
+        return Respond(PullReply(std::move(resp), back_info, std::move(back), back_size));
       }
     } else if (request_.payload_size() != 0) {
       return Respond(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
@@ -192,18 +198,95 @@ class ExchangeReactor final
     return absl::OkStatus();
   }
 
+  // Maps the region a frame offers (the stream's first) and says whether it
+  // could; a region that cannot be used is no error: the stream carries its
+  // payloads inline.
+  grpc::ByteBuffer Attach(const v1::FrameHeader& h) {
+    v1::FrameHeader resp;
+    resp.set_request_id(h.request_id());
+    const v1::SharedRegionRef& ref = h.shm_attach();
+    if (!shared_memory_) {
+      resp.set_message("shared memory is off on this PS (--shared_memory=false)");
+    } else if (shm_ != nullptr) {
+      resp.set_message(absl::StrCat("the stream already has shared memory ", shm_->name()));
+    } else if (ref.bytes() > max_shared_bytes_) {
+      resp.set_message(absl::StrCat("shared memory of ", ref.bytes(),
+                                    " bytes is over this PS's limit of ", max_shared_bytes_));
+    } else {
+      auto opened = SharedRegion::Open(ref.name(), ref.bytes(), ref.token());
+      if (opened.ok()) {
+        shm_ = *std::move(opened);
+        resp.set_shm_attached(true);
+      } else {
+        resp.set_message(std::string(opened.status().message()));
+      }
+    }
+    return EncodeFrame(resp, {});
+  }
+
+  // Reads the frame's shared-memory fields: its payload from the region,
+  // and where its pull's values may go.
+  absl::Status UseSharedRegion(const v1::FrameHeader& h) {
+    reply_capacity_ = 0;
+    const bool payload_shared = h.shm_payload_bytes() != 0 || h.shm_payload_offset() != 0;
+    if (!payload_shared && h.shm_reply_capacity() == 0) return absl::OkStatus();
+    if (shm_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "the frame names shared memory, but the stream has none attached");
+    }
+    if (payload_shared) {
+      if (request_.payload_size() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the frame carries ", request_.payload_size(),
+            " payload bytes and names a payload in shared memory too"));
+      }
+      if (!shm_->Contains(h.shm_payload_offset(), h.shm_payload_bytes())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the frame's payload of ", h.shm_payload_bytes(), " bytes at offset ",
+            h.shm_payload_offset(), " lies outside the shared memory of ", shm_->size(),
+            " bytes"));
+      }
+      request_.SetExternalPayload(shm_->data() + h.shm_payload_offset(), h.shm_payload_bytes());
+    }
+    if (h.shm_reply_capacity() != 0) {
+      if (!shm_->Contains(h.shm_reply_offset(), h.shm_reply_capacity())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the frame's reply space of ", h.shm_reply_capacity(), " bytes at offset ",
+            h.shm_reply_offset(), " lies outside the shared memory of ", shm_->size(),
+            " bytes"));
+      }
+      reply_offset_ = h.shm_reply_offset();
+      reply_capacity_ = h.shm_reply_capacity();
+    }
+    return absl::OkStatus();
+  }
+
+  // Where `size` bytes of pulled values are written: the frame's reply space
+  // in shared memory when they fit there, else a pooled buffer put in `buf`.
+  char* ReplyBuffer(int64_t size, std::optional<BufferPool::Buffer>* buf) {
+    if (reply_capacity_ > 0 && size <= reply_capacity_) return shm_->data() + reply_offset_;
+    buf->emplace(pool_->Acquire(size));
+    return (*buf)->data();
+  }
+
   // The answer to a frame that pulled: `resp` with each tensor's version and
-  // bytes and the global step, the values in `values`.
+  // bytes and the global step; the `size` bytes of values are in `values`,
+  // or, without it, in the frame's reply space in shared memory.
   grpc::ByteBuffer PullReply(v1::FrameHeader resp, const std::vector<ShardStore::Pulled>& pulled,
-                             BufferPool::Buffer values) {
+                             std::optional<BufferPool::Buffer> values, int64_t size) {
     for (const ShardStore::Pulled& p : pulled) {
       v1::TensorRef* r = resp.add_pull();
       r->set_version(p.version);
       r->set_bytes(p.bytes);
     }
     resp.set_global_step(store_->global_step());
+    if (!values.has_value()) {
+      resp.set_shm_reply(true);
+      resp.set_shm_payload_bytes(size);
+      return EncodeFrame(resp, {});
+    }
     std::vector<grpc::Slice> payload;
-    payload.push_back(std::move(values).ToSlice());
+    payload.push_back(std::move(*values).ToSlice());
     return EncodeFrame(resp, std::move(payload));
   }
 
@@ -217,15 +300,16 @@ class ExchangeReactor final
         return true;
       }
     }
-    BufferPool::Buffer buf = pool_->Acquire(pull_size_);
+    std::optional<BufferPool::Buffer> buf;
+    char* into = ReplyBuffer(pull_size_, &buf);
     std::vector<ShardStore::Pulled> pulled;
-    auto ready = store_->TryPull(pull_, buf.data(), &pulled, &waiting_for_);
+    auto ready = store_->TryPull(pull_, into, &pulled, &waiting_for_);
     if (!ready.ok()) {
       Respond(ErrorFrame(pull_header_.request_id(), ready.status()));
       return true;
     }
     if (!*ready) return false;
-    Respond(PullReply(std::move(pull_header_), pulled, std::move(buf)));
+    Respond(PullReply(std::move(pull_header_), pulled, std::move(buf), pull_size_));
     return true;
   }
 
@@ -297,6 +381,8 @@ class ExchangeReactor final
   const absl::Duration wait_timeout_;
   const int64_t max_tensors_;
   const int64_t max_ids_;
+  const bool shared_memory_;
+  const int64_t max_shared_bytes_;
   // Holds this stream's place among the calls in flight until OnDone.
   const CallGuard::Admission admission_;
   grpc::ByteBuffer in_;
@@ -307,6 +393,11 @@ class ExchangeReactor final
   int64_t pull_size_ = 0;
   v1::FrameHeader pull_header_;
   std::string waiting_for_;
+  // The client's shared memory, once attached; the current frame's reply
+  // space in it (capacity 0: none).
+  std::unique_ptr<SharedRegion> shm_;
+  int64_t reply_offset_ = 0;
+  int64_t reply_capacity_ = 0;
 
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);

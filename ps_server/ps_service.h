@@ -4,7 +4,10 @@
 // are never copied through protobuf. Each stream handles its frames in order:
 // a frame's push is applied, then its pull is served, or parked in the
 // store's WaitList until a sync step or ssp clock allows it, without holding
-// a gRPC thread. No training logic here: ShardStore decides.
+// a gRPC thread. A client on this host may offer shared memory as its
+// stream's first frame (common/shared_memory.h); frames then name payloads
+// and reply space in it, checked against its bounds. No training logic
+// here: ShardStore decides.
 // Thread-safe.
 #ifndef PSTRAIN_PS_SERVER_PS_SERVICE_H_
 #define PSTRAIN_PS_SERVER_PS_SERVICE_H_
@@ -16,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/call_guard.h"
 #include "common/security.h"
+#include "common/shared_memory.h"
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/shard_store.h"
@@ -38,6 +42,10 @@ struct PsServiceOptions {
   // ids over all of them. Past either: ResourceExhausted naming the limit.
   int max_tensors_per_request = 65536;
   int64_t max_ids_per_request = int64_t{1} << 20;
+  // Whether a client on this host may offer shared memory for its frames'
+  // payloads (common/shared_memory.h), and the largest region mapped.
+  bool shared_memory = true;
+  int64_t max_shared_region_bytes = int64_t{4} << 30;
 };
 
 // Every method on the callback API; Exchange on raw byte buffers.

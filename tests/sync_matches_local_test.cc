@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/placement.h"
@@ -28,8 +29,9 @@ namespace {
 constexpr int kSteps = 60;
 
 // Whole-model pushes after each step, and pushes layer by layer as
-// backprop produces each gradient.
-class SyncMatchesLocalTest : public ::testing::TestWithParam<bool> {};
+// backprop produces each gradient; tensor bytes in the frames, and through
+// shared memory.
+class SyncMatchesLocalTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
@@ -37,7 +39,8 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   model::JobSpec job = config.job;  // 784-256-256-10, Adam 1e-3
   job.seed = 5;
   job.max_steps = kSteps;
-  job.push_per_layer = GetParam();
+  job.push_per_layer = std::get<0>(GetParam());
+  const bool shared_memory = std::get<1>(GetParam());
 
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
@@ -64,12 +67,14 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   job.batch_size = 32;
   job.consistency = "sync";
   absl::Status results[2];
+  int64_t shared_frames[2] = {0, 0};
   std::vector<std::thread> workers;
   for (int r = 0; r < 2; ++r) {
     workers.emplace_back([&, r] {
       worker::PsClientOptions options = observer;
       options.replica = r;
       options.consistency = "sync";
+      options.shared_memory = shared_memory;
       auto client = worker::PsClient::Create(options, placement);
       if (!client.ok()) {
         results[r] = client.status();
@@ -81,11 +86,21 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
       trainer.num_replicas = 2;
       trainer.log_every_steps = 1000;
       results[r] = worker::RunTrainer(trainer, train, client->get()).status();
+      shared_frames[r] = (*client)->SharedMemoryFrames();
     });
   }
   for (std::thread& t : workers) t.join();
   ASSERT_OK(results[0]);
   ASSERT_OK(results[1]);
+  for (int r = 0; r < 2; ++r) {
+    if (shared_memory) {
+      // Every step's exchange with each PS, bar the first few sent before
+      // the PS had mapped the region.
+      EXPECT_GT(shared_frames[r], kSteps) << "replica " << r;
+    } else {
+      EXPECT_EQ(shared_frames[r], 0) << "replica " << r;
+    }
+  }
 
   std::vector<float> params(mlp->num_parameters());
   ASSERT_OK_AND_ASSIGN(int64_t step, chief->PullAll(params.data(), mlp->offsets()));
@@ -107,8 +122,12 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   EXPECT_LT(max_diff, 2e-5) << "largest parameter difference, sync vs local";
 }
 
-INSTANTIATE_TEST_SUITE_P(Pushes, SyncMatchesLocalTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "PerLayer" : "WholeModel"; });
+INSTANTIATE_TEST_SUITE_P(Pushes, SyncMatchesLocalTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "PerLayer" : "WholeModel") +
+                                  (std::get<1>(info.param) ? "SharedMemory" : "InFrames");
+                         });
 
 }  // namespace
 }  // namespace pstrain

@@ -25,6 +25,21 @@ namespace {
 
 constexpr int64_t kParallelCopyBytes = 1 << 20;
 
+// The shared memory one stream offers its PS: room for a few frames in
+// flight at once (ExchangeEach sends two per PS, and pulls and pushes of
+// consecutive steps overlap), each pushing and pulling the PS's dense bytes
+// up to max_frame_bytes, plus 1 MiB for table rows; at most 256 MiB. A
+// frame that finds no room travels inline.
+int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes) {
+  int64_t total = 0, largest = 0;
+  for (const SliceDef& s : slices) {
+    total += s.bytes();
+    largest = std::max(largest, s.bytes());
+  }
+  const int64_t frame = std::min(total, std::max(max_frame_bytes, largest));
+  return std::min<int64_t>(8 * frame + (int64_t{1} << 20), int64_t{256} << 20);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
@@ -64,8 +79,10 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
         options.security == nullptr ? *Security::None() : *options.security;
     auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
     stubs_.push_back(v1::PsService::NewStub(channel));
-    streams_.push_back(std::make_unique<PsStream>(channel, PsName(i)));
     slices_on_[i] = placement.SlicesOn(i);
+    streams_.push_back(std::make_unique<PsStream>(
+        channel, PsName(i), "/pstrain.v1.PsService/Exchange",
+        options.shared_memory ? SharedBytes(slices_on_[i], options.max_frame_bytes) : 0));
     for (const SliceDef& s : slices_on_[i]) {
       slice_variable_[i].push_back(variable_index_.at(s.variable));
     }
@@ -431,6 +448,7 @@ void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
                           const std::vector<int64_t>& offsets, v1::FrameHeader* h,
                           std::vector<grpc::Slice>* payload) const {
   const std::vector<SliceDef>& slices = slices_on_[g.ps];
+  int64_t pulled_bytes = 0;
   for (int i : g.slices) {
     const SliceDef& sl = slices[i];
     const std::string key = sl.key();
@@ -442,8 +460,12 @@ void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
       payload->push_back(BorrowSlice(
           grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
     }
-    if (pull) h->add_pull()->set_key(key);
+    if (pull) {
+      h->add_pull()->set_key(key);
+      pulled_bytes += sl.bytes();
+    }
   }
+  if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
   if (grads != nullptr) h->set_consistency(options_.consistency);
 }
 
@@ -597,6 +619,9 @@ absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64
         v1::TensorRef* r = h->add_pull();
         r->set_key(table);
         r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
+        if (options_.shared_memory) {
+          h->set_shm_reply_capacity(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
+        }
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         const int ps = by.targets[i];
@@ -632,6 +657,12 @@ absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64
         CountDropped(f);
         return absl::OkStatus();
       });
+}
+
+int64_t PsClient::SharedMemoryFrames() const {
+  int64_t n = 0;
+  for (const auto& s : streams_) n += s->shared_frames();
+  return n;
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {

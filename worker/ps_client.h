@@ -63,6 +63,10 @@ struct PsClientOptions {
   std::string consistency;
   // TLS and token for every channel (common/security.h); null: neither.
   std::shared_ptr<const Security> security;
+  // Offer each PS shared memory for the tensor bytes of Exchange frames
+  // (worker/ps_stream.h); a PS on another host declines and frames carry
+  // them as before.
+  bool shared_memory = false;
 };
 
 // What the chief tells every PS besides the variables.
@@ -93,6 +97,9 @@ class PsClient {
   ~PsClient();
 
   int num_ps() const { return static_cast<int>(stubs_.size()); }
+  // Exchange frames sent so far whose tensor bytes went through shared
+  // memory (options.shared_memory), over all PS.
+  int64_t SharedMemoryFrames() const;
   // "ps:1 (127.0.0.1:4001)".
   std::string PsName(int ps) const;
 

@@ -3,6 +3,15 @@
 // matched to its request. Tensor bytes are sent from the caller's memory
 // without copying (BorrowSlice) and read from gRPC's received slices.
 //
+// With shared memory on (shared_bytes > 0), each stream first offers the PS a
+// region of that size (common/shared_memory.h). Once the PS has mapped it,
+// a request's payload is copied into the region instead of the frame, and a
+// request whose header asks for shm_reply_capacity bytes of reply space gets
+// that space there: the PS writes the pulled values into it, and `done` reads
+// them in place. A request that does not fit in the free part of the region,
+// and every request on a stream whose PS could not map it (another host),
+// travels inline as before; callers see no difference but speed.
+//
 // The stream opens on first use and reopens after it breaks (PS restarted,
 // connection lost): requests in flight when it breaks fail Unavailable; the
 // next request starts a fresh stream. Call() bounds each request by a
@@ -13,6 +22,8 @@
 #ifndef PSTRAIN_WORKER_PS_STREAM_H_
 #define PSTRAIN_WORKER_PS_STREAM_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -36,7 +47,7 @@ class PsStream {
   // stream's full gRPC method name (another service speaking Frames, such
   // as ps_bench's echo reference, may be named).
   PsStream(std::shared_ptr<grpc::Channel> channel, std::string name,
-           std::string method = "/pstrain.v1.PsService/Exchange");
+           std::string method = "/pstrain.v1.PsService/Exchange", int64_t shared_bytes = 0);
   // Cancels the stream and waits for gRPC to let go of it.
   ~PsStream();
   PsStream(const PsStream&) = delete;
@@ -48,7 +59,10 @@ class PsStream {
   using Done = std::function<void(const absl::Status& status, const DecodedFrame* frame)>;
 
   // Queues a request. `payload` slices that borrow memory must stay valid
-  // until `done` runs. request_id is assigned here.
+  // until `done` runs. request_id is set here; with shared memory on, so are
+  // the shm_* fields, shm_reply_capacity being the caller's hint of the bytes
+  // the response's payload will have. With it off the header goes as given, and
+  // a response's shm_reply is left to the caller.
   void Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Done done)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -65,6 +79,9 @@ class PsStream {
 
   const std::string& name() const { return name_; }
 
+  // Requests sent so far whose payload or reply went through shared memory.
+  int64_t shared_frames() const { return shared_frames_.load(std::memory_order_relaxed); }
+
  private:
   class Reactor;
   friend class Reactor;
@@ -73,6 +90,8 @@ class PsStream {
   grpc::GenericStub stub_;
   const std::string name_;
   const std::string method_;
+  const int64_t shared_bytes_;
+  std::atomic<int64_t> shared_frames_{0};
   absl::Mutex mu_;
   // The open stream, if any, and every stream gRPC has not finished with.
   std::shared_ptr<Reactor> reactor_ ABSL_GUARDED_BY(mu_);
