@@ -227,6 +227,9 @@ class MultiHostTest : public ::testing::Test {
         flags.push_back("--output_dir=" + out_);
         // A task cut off from the cluster gives up after this.
         flags.push_back("--ps_wait_s=20");
+        // The namespaces share this machine's /dev/shm, which separate hosts
+        // would not: tensor bytes cross the links, as between hosts.
+        flags.push_back("--noshared_memory");
       }
       hosts_.Start(task, TfConfigFor(hosts_, task), flags);
     }
