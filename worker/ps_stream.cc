@@ -23,7 +23,8 @@ class PsStream::Reactor final
       if (made.ok()) {
         shm_ = *std::move(made);
       } else {
-        Log(owner_->name_, ": payloads travel in the frames: ", made.status().message());
+        Log(owner_->name_, ": tensor bytes travel in the gRPC frames: ",
+            made.status().message());
       }
     }
     owner_->stub_.PrepareBidiStreamingCall(&ctx_, owner_->method_, grpc::StubOptions(), this);
@@ -203,10 +204,12 @@ class PsStream::Reactor final
     const bool ok = s.ok() && frame_.header().shm_attached();
     shm_->Unlink();
     if (!ok) {
-      Log(owner_->name_, ": payloads travel in the frames: ",
+      Log(owner_->name_, ": tensor bytes travel in the gRPC frames: ",
           s.ok() ? frame_.header().message() : s.message());
       return;
     }
+    Log(owner_->name_, ": tensor bytes through shared memory (", shm_->size() >> 10,
+        " KiB; this PS is on the same host)");
     absl::MutexLock lock(&mu_);
     ring_ = std::make_unique<RegionRing>(SharedRegion::kDataStart, shm_->size());
   }
