@@ -109,10 +109,10 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
   PSTRAIN_RETURN_IF_ERROR(chief->client_->WaitUntilReady(options.ps_wait, false));
   // A job whose output directory holds a complete checkpoint resumes from it.
-  std::vector<std::string> skipped;
+  std::vector<IncompleteCheckpoint> skipped;
   const std::vector<CompleteCheckpoint> candidates =
       CompleteCheckpoints(options.output_dir, &skipped);
-  for (const std::string& line : skipped) Log(line);
+  for (const IncompleteCheckpoint& c : skipped) Log(c.ToString());
   if (!candidates.empty()) {
     absl::MutexLock ps_lock(&chief->ps_mu_);
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, chief->RestoreNewest(candidates, 1));
@@ -236,10 +236,10 @@ void ChiefDuties::WatchLoop() {
     }
     if (restarted.empty()) continue;
     absl::MutexLock ps_lock(&ps_mu_);
-    std::vector<std::string> skipped;
+    std::vector<IncompleteCheckpoint> skipped;
     const std::vector<CompleteCheckpoint> candidates =
         CompleteCheckpoints(options_.output_dir, &skipped);
-    for (const std::string& line : skipped) Log(line);
+    for (const IncompleteCheckpoint& c : skipped) Log(c.ToString());
     const int64_t generation = ++generation_;
     for (int ps : restarted) {
       Log(client_->PsName(ps), " restarted without variables (",

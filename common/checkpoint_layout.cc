@@ -87,8 +87,12 @@ absl::StatusOr<CompleteCheckpoint> CheckComplete(const std::string& dir, int64_t
 
 }  // namespace
 
+std::string IncompleteCheckpoint::ToString() const {
+  return absl::StrCat("checkpoint at step ", step, " is not complete: ", why);
+}
+
 std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
-                                                    std::vector<std::string>* skipped) {
+                                                    std::vector<IncompleteCheckpoint>* skipped) {
   std::vector<CompleteCheckpoint> out;
   std::vector<int64_t> steps = ListCheckpointSteps(dir);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -96,8 +100,7 @@ std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
     if (c.ok()) {
       out.push_back(*c);
     } else if (skipped != nullptr) {
-      skipped->push_back(absl::StrCat("checkpoint at step ", *it, " is not complete: ",
-                                      c.status().message()));
+      skipped->push_back({*it, std::string(c.status().message())});
     }
   }
   return out;

@@ -56,13 +56,22 @@ struct CompleteCheckpoint {
   int num_ps = 0;  // the PS that wrote it
 };
 
+// A ckpt-S directory that is not complete, and why: the file and what is
+// wrong with it.
+struct IncompleteCheckpoint {
+  int64_t step = 0;
+  std::string why;
+  // "checkpoint at step S is not complete: <why>".
+  std::string ToString() const;
+};
+
 // The complete checkpoints under `dir`, newest first: what the chief
 // restores from and the evaluator scores. A ckpt-S directory that is not
 // complete (a save cut short, a shard missing or of another size, a
-// MANIFEST that does not parse) is skipped, with a line in `skipped` (when
-// not null) naming the file and what is wrong.
+// MANIFEST that does not parse) is skipped, and put in `skipped` (when not
+// null), also newest first.
 std::vector<CompleteCheckpoint> CompleteCheckpoints(const std::string& dir,
-                                                    std::vector<std::string>* skipped);
+                                                    std::vector<IncompleteCheckpoint>* skipped);
 
 }  // namespace pstrain
 

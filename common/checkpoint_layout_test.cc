@@ -40,8 +40,15 @@ TEST(CompleteCheckpointsTest, ListsWholeCheckpointsNewestFirstAndSaysWhyOthersAr
   ASSERT_EQ(std::remove(ManifestPath(dir, 50).c_str()), 0);
   WriteCheckpoint(dir, 60, 1, 10);
   ASSERT_OK(WriteFileAtomically(ManifestPath(dir, 60), "{\"step\":60}\n"));
+  std::vector<IncompleteCheckpoint> incomplete;
+  const std::vector<CompleteCheckpoint> found = CompleteCheckpoints(dir, &incomplete);
+  std::vector<int64_t> incomplete_steps;
   std::vector<std::string> skipped;
-  const std::vector<CompleteCheckpoint> found = CompleteCheckpoints(dir, &skipped);
+  for (const IncompleteCheckpoint& c : incomplete) {
+    incomplete_steps.push_back(c.step);
+    skipped.push_back(c.ToString());
+  }
+  EXPECT_EQ(incomplete_steps, (std::vector<int64_t>{60, 50, 40, 30}));
   ASSERT_EQ(found.size(), 2u);
   EXPECT_EQ(found[0].step, 20);
   EXPECT_EQ(found[0].num_ps, 3);

@@ -1,11 +1,9 @@
 #include "evaluator/evaluator.h"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -30,7 +28,7 @@ std::vector<CompleteCheckpoint> ToScore(const std::string& dir, int64_t after, i
                                         const std::set<int64_t>& unusable,
                                         std::set<int64_t>* said,
                                         std::set<int64_t>* incomplete) {
-  std::vector<std::string> skipped;
+  std::vector<IncompleteCheckpoint> skipped;
   std::vector<CompleteCheckpoint> all = CompleteCheckpoints(dir, &skipped);
   std::vector<CompleteCheckpoint> out;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
@@ -39,17 +37,11 @@ std::vector<CompleteCheckpoint> ToScore(const std::string& dir, int64_t after, i
     }
   }
   incomplete->clear();
-  for (int64_t step : ListCheckpointSteps(dir)) {
-    if (step <= after || step > upto) continue;
-    const bool complete = std::any_of(all.begin(), all.end(), [step](const CompleteCheckpoint& c) {
-      return c.step == step;
-    });
-    if (complete) continue;
-    incomplete->insert(step);
-    if (!said->insert(step).second) continue;
-    const std::string prefix = absl::StrCat("checkpoint at step ", step, " ");
-    for (const std::string& why : skipped) {
-      if (absl::StartsWith(why, prefix)) Log("evaluator: ", why, "; not scoring it");
+  for (auto it = skipped.rbegin(); it != skipped.rend(); ++it) {
+    if (it->step <= after || it->step > upto) continue;
+    incomplete->insert(it->step);
+    if (said->insert(it->step).second) {
+      Log("evaluator: ", it->ToString(), "; not scoring it");
     }
   }
   return out;
