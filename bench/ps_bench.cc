@@ -1,7 +1,8 @@
 // ps_bench: throughput, latency and memory of the PS data path, measured
 // side by side with a plain gRPC echo of the same bytes.
 //
-//   bazel-bin/bench/ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint]
+//   bazel-bin/bench/ps_bench
+//       [--scenario=all|push_pull|alternating|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
 //       [--model_mib=MiB] [--repeat=R] [--shared_memory]
 //
@@ -18,6 +19,11 @@
 //              ps_stream.h), which a worker on the PS's host uses by
 //              default; the PS and echo rows stay all-gRPC, as the
 //              transport between hosts is.
+//   alternating  1 PS and the echo, one client each, push-then-pull calls
+//              of B bytes taking turns call by call, so both see the same
+//              machine state (the separate runs of push_pull drift apart on
+//              a shared, noisy machine); median call times and their ratio,
+//              per round of S seconds, R rounds.
 //   pipelined  K pushes in flight on one stream per client, one way.
 //   memory     one PS holding a dense model of model_mib MiB with Adam's two
 //              slots, trained for a few rounds; its resident memory against
@@ -350,6 +356,71 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
   return r;
 }
 
+// 1 PS and 1 echo server, one client each, their push-then-pull calls of
+// `bytes` taking turns call by call for `seconds`: both see the same state of
+// a shared, noisy machine, so the ratio of their median call times holds
+// still where separate runs drift. Prints the medians; returns the ratio
+// (echo's median time over the PS's: the PS's calls/s relative to echo's).
+absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
+  auto ps_servers = StartServers("ps", 1);
+  if (!ps_servers.ok()) return ps_servers.status();
+  auto echo_servers = StartServers("echo", 1);
+  if (!echo_servers.ok()) return echo_servers.status();
+  const Placement placement = OneTensorPerPs(1, bytes);
+  const std::vector<int64_t> offsets = {0};
+  worker::PsClientOptions o;
+  o.ps_addresses = (*ps_servers)->addresses;
+  auto client = worker::PsClient::Create(o, placement);
+  if (!client.ok()) return client.status();
+  worker::CreateOptions create;
+  create.optimizer = {"sgd", 0.01f};
+  auto created = (*client)->CreateVariables({}, offsets, create);
+  if (!created.ok()) return created.status();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessage);
+  args.SetMaxSendMessageSize(kMaxMessage);
+  worker::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
+                                                  grpc::InsecureChannelCredentials(), args),
+                        "echo:0", kEchoMethod);
+  const std::string payload(bytes, '\1');
+  std::vector<float> grads(bytes / 4, 1e-3f), params(bytes / 4);
+  auto echo_call = [&]() -> absl::Status {
+    absl::Status result;
+    absl::Notification done;
+    v1::FrameHeader h;
+    h.add_push()->set_bytes(bytes);
+    echo.Send(h, {BorrowSlice(payload.data(), bytes)},
+              [&](const absl::Status& s, const DecodedFrame*) {
+                result = s;
+                done.Notify();
+              });
+    done.WaitForNotification();
+    return result;
+  };
+  std::vector<double> ps_ms, echo_ms;
+  const absl::Time warm_until = absl::Now() + absl::Milliseconds(300);
+  const absl::Time end = warm_until + absl::Seconds(seconds);
+  while (absl::Now() < end) {
+    const absl::Time t0 = absl::Now();
+    absl::Status s = (*client)->PushPullAll(grads.data(), params.data(), offsets).status();
+    const absl::Time t1 = absl::Now();
+    if (s.ok()) s = echo_call();
+    if (!s.ok()) return s;
+    if (t0 >= warm_until) {
+      ps_ms.push_back(absl::ToDoubleMilliseconds(t1 - t0));
+      echo_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t1));
+    }
+  }
+  if (ps_ms.empty()) return absl::InternalError("no calls were timed");
+  const double ps_med = Median(ps_ms), echo_med = Median(echo_ms);
+  std::printf("alternating %8s: %zu calls each; median ms ps %.3f (%.0f calls/s), echo %.3f "
+              "(%.0f calls/s); ps/echo %.2fx\n",
+              Size(bytes).c_str(), ps_ms.size(), ps_med, 1e3 / ps_med, echo_med, 1e3 / echo_med,
+              echo_med / ps_med);
+  std::fflush(stdout);
+  return echo_med / ps_med;
+}
+
 absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, double seconds) {
   auto servers = StartServers("ps", 1);
   if (!servers.ok()) return servers.status();
@@ -635,9 +706,10 @@ int Main(int argc, char** argv) {
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
       repeat < 1 ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
-       scenario != "memory" && scenario != "checkpoint")) {
+       scenario != "memory" && scenario != "checkpoint" && scenario != "alternating")) {
     std::fprintf(stderr,
-                 "ps_bench: %s\nusage: ps_bench [--scenario=all|push_pull|pipelined|memory|checkpoint] "
+                 "ps_bench: %s\nusage: ps_bench "
+                 "[--scenario=all|push_pull|alternating|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
                  "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
@@ -698,6 +770,21 @@ int Main(int argc, char** argv) {
                       shm_rates.size(), shm_med, shm_med * m * b / 1e9, shm_med / echo_med);
         }
         std::fflush(stdout);
+      }
+    }
+  }
+  if (scenario == "all" || scenario == "alternating") {
+    for (int64_t b : sizes) {
+      // Rounds of `seconds` each; the median of their ratios.
+      std::vector<double> ratios;
+      for (int rep = 0; rep < repeat; ++rep) {
+        auto r = Alternating(b, seconds);
+        report(r.status());
+        if (r.ok()) ratios.push_back(*r);
+      }
+      if (!ratios.empty()) {
+        std::printf("  median of %zu: ps/echo %.2fx, alternating call by call\n", ratios.size(),
+                    Median(ratios));
       }
     }
   }

@@ -59,14 +59,16 @@ class SliceCursor {
     }
     return true;
   }
-  // Calls fn(ptr, len) over the next n bytes without copying.
+  // Calls fn(ptr, len, slice, offset) over the next n bytes without
+  // copying: len bytes at ptr, which is byte `offset` of slices[slice].
   template <typename Fn>
   bool Walk(uint64_t n, Fn fn) {
     while (n > 0) {
       if (done()) return false;
       const size_t here =
           std::min<uint64_t>(n, slices_[index_].size() - offset_);
-      fn(reinterpret_cast<const char*>(slices_[index_].begin()) + offset_, here);
+      fn(reinterpret_cast<const char*>(slices_[index_].begin()) + offset_, here, index_,
+         offset_);
       Advance(here);
       n -= here;
     }
@@ -127,7 +129,10 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
   piece_data_.clear();
   piece_size_.clear();
   piece_offset_.clear();
+  piece_slice_.clear();
+  piece_within_.clear();
   payload_size_ = 0;
+  external_ = false;
   grpc::Status dumped = buffer.Dump(&slices_);
   if (!dumped.ok()) {
     return absl::DataLossError(absl::StrCat("frame: ", dumped.error_message()));
@@ -153,10 +158,13 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
     } else if (tag == kPayloadTag && !seen_payload) {
       seen_payload = true;
       int64_t at = 0;
-      const bool whole = cursor.Walk(len, [&](const char* p, size_t n) {
+      const bool whole = cursor.Walk(len, [&](const char* p, size_t n, size_t slice,
+                                              size_t within) {
         piece_data_.push_back(p);
         piece_size_.push_back(n);
         piece_offset_.push_back(at);
+        piece_slice_.push_back(slice);
+        piece_within_.push_back(within);
         at += n;
       });
       if (!whole) {
@@ -188,10 +196,30 @@ void DecodedFrame::ForEachPiece(int64_t offset, int64_t n, Fn fn) const {
   }
 }
 
+std::vector<grpc::Slice> DecodedFrame::PayloadSlices(int64_t offset, int64_t n) const {
+  std::vector<grpc::Slice> out;
+  if (n <= 0) return out;
+  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
+             piece_offset_.begin() - 1;
+  while (n > 0) {
+    const int64_t within = offset - piece_offset_[i];
+    const int64_t here = std::min(n, piece_size_[i] - within);
+    const size_t begin = piece_within_[i] + within;
+    out.push_back(slices_[piece_slice_[i]].sub(begin, begin + here));
+    offset += here;
+    n -= here;
+    ++i;
+  }
+  return out;
+}
+
 void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
   piece_data_.clear();
   piece_size_.clear();
   piece_offset_.clear();
+  piece_slice_.clear();
+  piece_within_.clear();
+  external_ = true;
   payload_size_ = size;
   if (size == 0) return;
   piece_data_.push_back(data);

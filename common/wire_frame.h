@@ -6,7 +6,8 @@
 //     payload slices, which gRPC writes to the socket without copying.
 //   - DecodedFrame parses a received buffer: the header is parsed with
 //     protobuf, the payload stays in gRPC's received slices until the caller
-//     copies (or reads in place) the ranges it needs.
+//     copies (or reads in place) the ranges it needs; a server may also
+//     rewrite it in place and send those slices back as its answer.
 //   - BufferPool hands out reusable byte buffers as gRPC slices; a buffer
 //     returns to the pool when gRPC releases the slice, so steady traffic
 //     allocates nothing at MiB sizes.
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -66,6 +68,25 @@ class DecodedFrame {
   template <typename Fn>
   void ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, Fn fn) const;
 
+  // As ForEachFloatRun, but fn(first, bytes, count) gets writable bytes and
+  // what it leaves there replaces those floats in the payload (a float split
+  // across two slices is written back to both). Used to answer a request in
+  // the memory it arrived in: a socket transport gives each received
+  // message memory of its own, which this frame's slices hold, so nothing
+  // else sees the change. REQUIRES: the buffer parsed came from a socket
+  // (not from slices the caller still uses), its payload in its slices
+  // (payload_in_slices()). Calls for disjoint ranges may run at once.
+  template <typename Fn>
+  void RewriteFloatRuns(int64_t offset, int64_t n, int64_t max_run, Fn fn);
+
+  // False after SetExternalPayload.
+  bool payload_in_slices() const { return !external_; }
+
+  // Payload bytes [offset, offset + n) as slices sharing the received
+  // memory (no copy), to send it back in another frame.
+  // REQUIRES: payload_in_slices(), offset + n <= payload_size().
+  std::vector<grpc::Slice> PayloadSlices(int64_t offset, int64_t n) const;
+
  private:
   // Calls fn(ptr, len) for each contiguous piece of [offset, offset + n).
   template <typename Fn>
@@ -78,7 +99,11 @@ class DecodedFrame {
   std::vector<const char*> piece_data_;
   std::vector<int64_t> piece_size_;
   std::vector<int64_t> piece_offset_;
+  // Where piece i lies in slices_: the slice's index and the byte within it.
+  std::vector<size_t> piece_slice_;
+  std::vector<size_t> piece_within_;
   int64_t payload_size_ = 0;
+  bool external_ = false;
 };
 
 template <typename Fn>
@@ -105,6 +130,30 @@ void DecodedFrame::ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, F
     }
     while (i + 1 < piece_offset_.size() && piece_offset_[i + 1] <= offset) ++i;
   }
+}
+
+template <typename Fn>
+void DecodedFrame::RewriteFloatRuns(int64_t offset, int64_t n, int64_t max_run, Fn fn) {
+  ForEachFloatRun(offset, n, max_run, [&](int64_t first, const char* bytes, int64_t count) {
+    const int64_t at = offset + 4 * first;
+    size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), at) -
+               piece_offset_.begin() - 1;
+    if (piece_size_[i] - (at - piece_offset_[i]) >= 4 * count) {
+      // The run lies in one slice: its bytes are the payload's own.
+      fn(first, const_cast<char*>(bytes), count);
+      return;
+    }
+    // A float split across slices, given from a copy: write it back.
+    char split[4];
+    std::memcpy(split, bytes, 4);
+    fn(first, split, count);
+    for (int64_t done = 0; done < 4; ++i) {
+      const int64_t within = at + done - piece_offset_[i];
+      const int64_t here = std::min<int64_t>(4 - done, piece_size_[i] - within);
+      std::memcpy(const_cast<char*>(piece_data_[i]) + within, split + done, here);
+      done += here;
+    }
+  });
 }
 
 // Thread-safe.

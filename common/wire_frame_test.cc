@@ -83,6 +83,62 @@ TEST(WireFrameTest, FloatRunsCoverThePayloadInOrderWhateverTheSlicing) {
   }
 }
 
+std::string Concat(const std::vector<grpc::Slice>& slices) {
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+TEST(WireFrameTest, RewrittenFloatsReplaceThePayloadAndGoBackInItsOwnSlices) {
+  std::vector<float> values(1000), doubled(1000);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = 0.5f * static_cast<float>(i);
+    doubled[i] = 2 * values[i] + 1;
+  }
+  v1::FrameHeader h;
+  const std::string pad = "xyz";  // floats start 3 bytes in: some straddle slices
+  const std::string wire = Flatten(EncodeFrame(
+      h, {BorrowSlice(pad.data(), pad.size()), BorrowSlice(values.data(), values.size() * 4)}));
+  const std::string want(reinterpret_cast<const char*>(doubled.data()), 4000);
+  for (size_t chunk : {1, 3, 4, 7, 64, 4096, 100000}) {
+    DecodedFrame f;
+    ASSERT_OK(f.Parse(Chunked(wire, chunk)));
+    ASSERT_TRUE(f.payload_in_slices());
+    int64_t seen = 0;
+    f.RewriteFloatRuns(3, 1000, 100, [&](int64_t first, char* p, int64_t count) {
+      ASSERT_EQ(first, seen) << chunk;
+      for (int64_t k = 0; k < count; ++k) {
+        float v;
+        std::memcpy(&v, p + 4 * k, 4);
+        ASSERT_EQ(v, values[first + k]) << chunk;
+        v = 2 * v + 1;
+        std::memcpy(p + 4 * k, &v, 4);
+      }
+      seen += count;
+    });
+    EXPECT_EQ(seen, 1000);
+    // Read back every way: the new floats, the bytes before them unchanged.
+    std::string got(4000, '?');
+    f.CopyPayload(3, 4000, got.data());
+    EXPECT_EQ(got, want) << chunk;
+    EXPECT_EQ(Concat(f.PayloadSlices(3, 4000)), want) << chunk;
+    EXPECT_EQ(Concat(f.PayloadSlices(0, 3)), "xyz") << chunk;
+    EXPECT_EQ(Concat(f.PayloadSlices(1001, 8)), want.substr(998, 8)) << chunk;
+    EXPECT_TRUE(f.PayloadSlices(5, 0).empty());
+  }
+  // The slices share the received memory: they hold what is written after.
+  DecodedFrame f;
+  ASSERT_OK(f.Parse(Chunked(wire, 1024)));
+  const std::vector<grpc::Slice> sent = f.PayloadSlices(3, 4000);
+  ASSERT_EQ(sent.size(), 4u);  // one per received slice
+  f.RewriteFloatRuns(3, 1000, 1000, [](int64_t, char* p, int64_t count) {
+    std::memset(p, 0, count * 4);
+  });
+  EXPECT_EQ(Concat(sent), std::string(4000, '\0'));
+  f.SetExternalPayload(pad.data(), 3);
+  EXPECT_FALSE(f.payload_in_slices());
+}
+
 TEST(WireFrameTest, AnExternalPayloadReadsLikeOneSlice) {
   std::vector<char> memory(3 + 400);
   std::vector<float> values(100);

@@ -352,17 +352,28 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
 
 bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
                                      const DecodedFrame& frame, int64_t offset,
-                                     char* read_back) {
+                                     char* read_back, DecodedFrame* rewrite) {
   CountPushLocked(t, ref.version);
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
   float* data = t.data.data();
+  // The gradient is read where gRPC received it, in runs of at most 16 KiB
+  // so the values written back are still in L1 when copied out.
+  constexpr int64_t kRun = 4096;
   // Shares of a large tensor run on several cores, on this thread's behalf
   // (it holds the tensor's lock throughout).
+  if (rewrite != nullptr) {
+    ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
+      rewrite->RewriteFloatRuns(offset + first * 4, last - first, kRun,
+                                [&](int64_t at, char* grad, int64_t count) {
+                                  float* values = data + first + at;
+                                  optimizer_->ApplyBytesStrided(values, grad, count, n, step);
+                                  std::memcpy(grad, values, count * 4);
+                                });
+    });
+    return FinishUpdateLocked(t, replica);
+  }
   ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
-    // The gradient is read where gRPC received it, in runs of at most 16 KiB
-    // so the values written back are still in L1 when copied to the reply.
-    constexpr int64_t kRun = 4096;
     frame.ForEachFloatRun(offset + first * 4, last - first, kRun,
                           [&](int64_t at, const char* grad, int64_t count) {
                             float* values = data + first + at;
@@ -428,7 +439,14 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
     streamed[i] = !targets[i]->embedding &&
                   targets[i]->consistency.mode != Consistency::Mode::kSync;
   }
-  if (batch.read_back != nullptr) {
+  if (batch.read_back != nullptr || batch.read_back_in_frame != nullptr) {
+    if (batch.read_back_in_frame != nullptr &&
+        (batch.read_back != nullptr || batch.read_back_in_frame != &frame ||
+         !frame.payload_in_slices())) {
+      return absl::InternalError(
+          "read_back_in_frame must be the pushed frame, its payload in its received slices, "
+          "and read_back unset");
+    }
     for (size_t i = 0; i < n; ++i) {
       if (!streamed[i] || targets[i]->consistency.mode != Consistency::Mode::kAsync) {
         return absl::InternalError("read-back push of a tensor that is not dense and async");
@@ -527,7 +545,8 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
       if (streamed[i]) {
         char* out = batch.read_back == nullptr ? nullptr : batch.read_back + offsets[i];
         progress |= ApplyStreamedLocked(t, ref, batch.replica, frame,
-                                        payload_offset + offsets[i], out);
+                                        payload_offset + offsets[i], out,
+                                        batch.read_back_in_frame);
         if (batch.read_back_versions != nullptr) {
           batch.read_back_versions->push_back({t.updates, t.bytes});
         }

@@ -170,6 +170,12 @@ class ShardStore {
     // back to back while they are still in cache, and each tensor's version
     // and bytes appended to read_back_versions, as TryPull would.
     char* read_back = nullptr;
+    // Or the new values overwrite the gradient in the pushed frame's own
+    // payload (DecodedFrame::RewriteFloatRuns), to be sent back from the
+    // memory they arrived in: set to the frame given to Push, whose payload
+    // lies in its received slices. The pulled bytes are then the pushed
+    // bytes' range. Exclusive with read_back.
+    DecodedFrame* read_back_in_frame = nullptr;
     std::vector<Pulled>* read_back_versions = nullptr;
   };
 
@@ -313,9 +319,11 @@ class ShardStore {
   absl::Status CheckRowLimitLocked(const Tensor& t, absl::Span<const int64_t> ids) const
       ABSL_SHARED_LOCKS_REQUIRED(t.mu);
   // Applies a dense, non-sync gradient read from the frame block by block;
-  // copies the new values to `read_back` when not null.
+  // copies the new values to `read_back` when not null, or over the
+  // gradient in the frame when `rewrite` (the same frame) is not null.
   bool ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
-                           const DecodedFrame& frame, int64_t offset, char* read_back)
+                           const DecodedFrame& frame, int64_t offset, char* read_back,
+                           DecodedFrame* rewrite)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const int ps_index_;

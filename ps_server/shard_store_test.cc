@@ -132,6 +132,61 @@ TEST_F(ShardStoreTest, PushAppliesSgdAndCountsVersions) {
   EXPECT_EQ(stats[0].staleness[0], 1);
 }
 
+TEST_F(ShardStoreTest, PushThenPullWritesTheNewValuesOverTheGradientInItsFrame) {
+  // w's floats straddle the received slices (chunks of 7 bytes).
+  const std::string payload = Bytes({2, -2, 4, 1, 0.5f, 6}) + Bytes({1, 3});
+  std::vector<grpc::Slice> chunks;
+  for (size_t i = 0; i < payload.size(); i += 7) {
+    chunks.emplace_back(payload.data() + i, std::min<size_t>(7, payload.size() - i));
+  }
+  std::vector<grpc::Slice> framed;
+  ASSERT_TRUE(EncodeFrame(v1::FrameHeader(), std::move(chunks)).Dump(&framed).ok());
+  DecodedFrame frame;
+  ASSERT_OK(frame.Parse(grpc::ByteBuffer(framed.data(), framed.size())));
+  ShardStore::PushBatch batch;
+  batch.tensors = {{"w/part_0", {}, 0, -1}, {"b/part_0", {}, 0, -1}};
+  ASSERT_TRUE(store_.CanReadBack(batch, {{"w/part_0"}, {"b/part_0"}}));
+  std::vector<ShardStore::Pulled> pulled;
+  batch.read_back_in_frame = &frame;
+  batch.read_back_versions = &pulled;
+  ASSERT_OK(store_.Push(batch, frame).status());
+  // lr 0.5: w = {1..6} - 0.5 g, b = {0.5, -0.5} - 0.5 g.
+  const std::vector<float> w = {0, 3, 1, 3.5f, 4.75f, 3}, b = {0, -2};
+  std::string back(32, '?');
+  frame.CopyPayload(0, 32, back.data());
+  EXPECT_EQ(back, Bytes(w) + Bytes(b));
+  std::string sent;
+  for (const grpc::Slice& s : frame.PayloadSlices(0, 32)) {
+    sent.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  EXPECT_EQ(sent, back);
+  ASSERT_EQ(pulled.size(), 2u);
+  EXPECT_EQ(pulled[0].version, 1);
+  EXPECT_EQ(pulled[0].bytes, 24);
+  ASSERT_OK_AND_ASSIGN(auto stored_w, Pull(store_, "w/part_0"));
+  EXPECT_EQ(stored_w, w);
+  ASSERT_OK_AND_ASSIGN(auto stored_b, Pull(store_, "b/part_0"));
+  EXPECT_EQ(stored_b, b);
+
+  // A non-finite gradient: refused, nothing stored changes.
+  const std::string bad = Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, NAN});
+  std::vector<grpc::Slice> bad_framed;
+  ASSERT_TRUE(EncodeFrame(v1::FrameHeader(), {grpc::Slice(bad)}).Dump(&bad_framed).ok());
+  DecodedFrame bad_frame;
+  ASSERT_OK(bad_frame.Parse(grpc::ByteBuffer(bad_framed.data(), bad_framed.size())));
+  batch.read_back_in_frame = &bad_frame;
+  pulled.clear();
+  auto refused = store_.Push(batch, bad_frame);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "gradient for b/part_0 has a non-finite value (nan) at element 1");
+  ASSERT_OK_AND_ASSIGN(stored_w, Pull(store_, "w/part_0"));
+  EXPECT_EQ(stored_w, w);
+  // Another frame than the one pushed is a caller's bug, refused.
+  batch.read_back_in_frame = &frame;
+  EXPECT_EQ(store_.Push(batch, bad_frame).status().code(), absl::StatusCode::kInternal);
+}
+
 TEST_F(ShardStoreTest, StalenessIsCountedInBuckets) {
   for (int i = 0; i < 5; ++i) {
     ASSERT_OK(Push(store_, {{"b/part_0", {0, 0}, {}, 0}}).status());  // computed at version 0

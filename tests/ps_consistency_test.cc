@@ -212,6 +212,45 @@ TEST_F(PsConsistencyTest, AsyncLosesNoUpdate) {
   }
 }
 
+TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {
+  Start("async", 1);
+  std::vector<float> g(total_), pulled(total_);
+  for (int64_t i = 0; i < total_; ++i) g[i] = 0.25f * static_cast<float>(i % 4);
+  for (int round = 1; round <= 3; ++round) {
+    ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PushPullAll(g.data(), pulled.data(), offsets_));
+    EXPECT_EQ(step, round);
+    for (int64_t i = 0; i < total_; ++i) {
+      ASSERT_EQ(pulled[i], init_[i] - round * g[i]) << "round " << round << " element " << i;
+    }
+  }
+  std::vector<float> seen(total_);
+  ASSERT_OK(clients_[0]->PullAll(seen.data(), offsets_).status());
+  EXPECT_EQ(seen, pulled);
+
+  // A raw push-then-pull of one slice of w with an infinity at its end: an
+  // error, and nothing stored moves.
+  const SliceDef w = placement_.SlicesOf("w")[1];
+  auto channel = grpc::CreateChannel(ps_->addresses()[w.ps].ToString(),
+                                     grpc::InsecureChannelCredentials());
+  worker::PsStream stream(channel, "ps:w");
+  std::vector<float> bad(w.elements(), 1.0f);
+  bad.back() = -INFINITY;
+  v1::FrameHeader h;
+  v1::TensorRef* r = h.add_push();
+  r->set_key(w.key());
+  r->set_bytes(w.bytes());
+  h.add_pull()->set_key(w.key());
+  absl::Status s = stream.Call(
+      h, {grpc::Slice(std::string(reinterpret_cast<const char*>(bad.data()), bad.size() * 4))},
+      absl::Seconds(10), [](const DecodedFrame&) { return absl::OkStatus(); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_EQ(std::string(s.message()), absl::StrCat("ps:w: Exchange: gradient for ", w.key(),
+                                      " has a non-finite value (-inf) at element ",
+                                      w.elements() - 1));
+  ASSERT_OK(clients_[0]->PullAll(seen.data(), offsets_).status());
+  EXPECT_EQ(seen, pulled);
+}
+
 TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
   Start("sync", 2, 0, /*emb_mode=*/"async");
   std::vector<int64_t> ids = {3, 500, 999, 3};

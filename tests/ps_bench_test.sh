@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# A short run of ps_bench's push_pull and alternating scenarios (real PS and
+# echo servers as processes): it must finish, time calls on both sides and
+# print their ratio. The figures themselves belong in BENCHMARKS.md, from
+# full runs; this checks the bench still measures what it says.
+set -euo pipefail
+out=$(bench/ps_bench --scenario=push_pull --ps=1 --clients=1 --bytes=65536 --seconds=0.3 --repeat=1)
+echo "$out"
+grep -Eq "^push_pull ps +1 +1 +64 KiB +[1-9][0-9]* " <<<"$out"
+grep -Eq "^push_pull echo +1 +1 +64 KiB +[1-9][0-9]* " <<<"$out"
+grep -Eq "median of 1: ps [1-9][0-9]* calls/s .* ps/echo [0-9.]+x$" <<<"$out"
+out=$(bench/ps_bench --scenario=alternating --bytes=65536,4096 --seconds=0.3 --repeat=2)
+echo "$out"
+[[ $(grep -Ec "^alternating +64 KiB: [1-9][0-9]* calls each; median ms ps [0-9.]+ \([0-9]+ calls/s\), echo [0-9.]+ \([0-9]+ calls/s\); ps/echo [0-9.]+x$" <<<"$out") == 2 ]]
+[[ $(grep -Ec "^  median of 2: ps/echo [0-9.]+x, alternating call by call$" <<<"$out") == 2 ]]
+# A bad flag is refused with the usage line.
+if bench/ps_bench --scenario=nonesuch 2>err.txt; then exit 1; fi
+grep -q "usage: ps_bench" err.txt
