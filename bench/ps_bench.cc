@@ -74,6 +74,15 @@ namespace {
 constexpr char kEchoMethod[] = "/pstrain.bench.Echo/Exchange";
 constexpr int kMaxMessage = 512 << 20;
 
+// Arguments of the bench's own channels (to the echo, raw PS streams):
+// messages up to kMaxMessage both ways.
+grpc::ChannelArguments LargeMessageArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessage);
+  args.SetMaxSendMessageSize(kMaxMessage);
+  return args;
+}
+
 // ---- servers (child processes) ----
 
 // Writes every frame it reads straight back: the same ByteBuffer, no copy.
@@ -323,11 +332,9 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
   std::vector<std::string> payload(clients, std::string(bytes, '\1'));
   for (int c = 0; c < clients; ++c) {
     for (int i = 0; i < num_ps; ++i) {
-      grpc::ChannelArguments args;
-      args.SetMaxReceiveMessageSize(kMaxMessage);
-      args.SetMaxSendMessageSize(kMaxMessage);
       auto channel = grpc::CreateCustomChannel((*servers)->addresses[i].ToString(),
-                                               grpc::InsecureChannelCredentials(), args);
+                                               grpc::InsecureChannelCredentials(),
+                                               LargeMessageArgs());
       streams[c].push_back(
           std::make_unique<worker::PsStream>(channel, absl::StrCat("echo:", i), kEchoMethod));
     }
@@ -376,11 +383,9 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
   create.optimizer = {"sgd", 0.01f};
   auto created = (*client)->CreateVariables({}, offsets, create);
   if (!created.ok()) return created.status();
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessage);
-  args.SetMaxSendMessageSize(kMaxMessage);
   worker::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
-                                                  grpc::InsecureChannelCredentials(), args),
+                                                  grpc::InsecureChannelCredentials(),
+                                                  LargeMessageArgs()),
                         "echo:0", kEchoMethod);
   const std::string payload(bytes, '\1');
   std::vector<float> grads(bytes / 4, 1e-3f), params(bytes / 4);
@@ -436,9 +441,7 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   if (!created.ok()) return created.status();
   std::vector<std::unique_ptr<worker::PsStream>> streams;
   for (int c = 0; c < clients; ++c) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxMessage);
-    args.SetMaxSendMessageSize(kMaxMessage);
+    grpc::ChannelArguments args = LargeMessageArgs();
     // A channel of its own per client: its own connection.
     args.SetInt("pstrain.bench_client", c);
     streams.push_back(std::make_unique<worker::PsStream>(

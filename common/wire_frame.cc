@@ -189,7 +189,7 @@ void DecodedFrame::ForEachPiece(int64_t offset, int64_t n, Fn fn) const {
   while (n > 0) {
     const int64_t within = offset - piece_offset_[i];
     const int64_t here = std::min(n, piece_size_[i] - within);
-    fn(piece_data_[i] + within, here);
+    fn(i, within, here);
     offset += here;
     n -= here;
     ++i;
@@ -199,18 +199,19 @@ void DecodedFrame::ForEachPiece(int64_t offset, int64_t n, Fn fn) const {
 std::vector<grpc::Slice> DecodedFrame::PayloadSlices(int64_t offset, int64_t n) const {
   std::vector<grpc::Slice> out;
   if (n <= 0) return out;
-  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
-             piece_offset_.begin() - 1;
-  while (n > 0) {
-    const int64_t within = offset - piece_offset_[i];
-    const int64_t here = std::min(n, piece_size_[i] - within);
+  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
     const size_t begin = piece_within_[i] + within;
-    out.push_back(slices_[piece_slice_[i]].sub(begin, begin + here));
-    offset += here;
-    n -= here;
-    ++i;
-  }
+    out.push_back(slices_[piece_slice_[i]].sub(begin, begin + len));
+  });
   return out;
+}
+
+void DecodedFrame::WritePayload(int64_t offset, int64_t n, const void* src) {
+  const char* from = static_cast<const char*>(src);
+  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
+    std::memcpy(const_cast<char*>(piece_data_[i]) + within, from, len);
+    from += len;
+  });
 }
 
 void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
@@ -229,8 +230,8 @@ void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
 
 void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
   char* out = static_cast<char*>(dst);
-  ForEachPiece(offset, n, [&](const char* p, int64_t len) {
-    std::memcpy(out, p, len);
+  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
+    std::memcpy(out, piece_data_[i] + within, len);
     out += len;
   });
 }

@@ -88,9 +88,12 @@ class DecodedFrame {
   std::vector<grpc::Slice> PayloadSlices(int64_t offset, int64_t n) const;
 
  private:
-  // Calls fn(ptr, len) for each contiguous piece of [offset, offset + n).
+  // Calls fn(piece, within, len) for each contiguous stretch of payload
+  // bytes [offset, offset + n): len bytes from byte `within` of piece `piece`.
   template <typename Fn>
   void ForEachPiece(int64_t offset, int64_t n, Fn fn) const;
+  // Copies `n` bytes from `src` over payload bytes [offset, offset + n).
+  void WritePayload(int64_t offset, int64_t n, const void* src);
 
   v1::FrameHeader header_;
   std::vector<grpc::Slice> slices_;
@@ -135,24 +138,15 @@ void DecodedFrame::ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, F
 template <typename Fn>
 void DecodedFrame::RewriteFloatRuns(int64_t offset, int64_t n, int64_t max_run, Fn fn) {
   ForEachFloatRun(offset, n, max_run, [&](int64_t first, const char* bytes, int64_t count) {
-    const int64_t at = offset + 4 * first;
-    size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), at) -
-               piece_offset_.begin() - 1;
-    if (piece_size_[i] - (at - piece_offset_[i]) >= 4 * count) {
-      // The run lies in one slice: its bytes are the payload's own.
+    if (count > 1) {  // a run within one slice: the payload's own bytes
       fn(first, const_cast<char*>(bytes), count);
       return;
     }
-    // A float split across slices, given from a copy: write it back.
-    char split[4];
-    std::memcpy(split, bytes, 4);
-    fn(first, split, count);
-    for (int64_t done = 0; done < 4; ++i) {
-      const int64_t within = at + done - piece_offset_[i];
-      const int64_t here = std::min<int64_t>(4 - done, piece_size_[i] - within);
-      std::memcpy(const_cast<char*>(piece_data_[i]) + within, split + done, here);
-      done += here;
-    }
+    // One float, which may lie across two slices and come from a copy.
+    char one[4];
+    std::memcpy(one, bytes, 4);
+    fn(first, one, int64_t{1});
+    WritePayload(offset + 4 * first, 4, one);
   });
 }
 

@@ -358,29 +358,31 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replic
   const int64_t step = ++t.updates;
   float* data = t.data.data();
   // The gradient is read where gRPC received it, in runs of at most 16 KiB
-  // so the values written back are still in L1 when copied out.
+  // so the values written back are still in L1 when copied out: to
+  // `read_back`, or over the gradient itself when `rewrite` is set.
   constexpr int64_t kRun = 4096;
+  auto apply_run = [&](int64_t first, int64_t at, const char* grad, int64_t count,
+                       char* out) {
+    float* values = data + first + at;
+    optimizer_->ApplyBytesStrided(values, grad, count, n, step);
+    if (out != nullptr) std::memcpy(out, values, count * 4);
+  };
   // Shares of a large tensor run on several cores, on this thread's behalf
   // (it holds the tensor's lock throughout).
-  if (rewrite != nullptr) {
-    ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
+  ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
+    if (rewrite != nullptr) {
       rewrite->RewriteFloatRuns(offset + first * 4, last - first, kRun,
                                 [&](int64_t at, char* grad, int64_t count) {
-                                  float* values = data + first + at;
-                                  optimizer_->ApplyBytesStrided(values, grad, count, n, step);
-                                  std::memcpy(grad, values, count * 4);
+                                  apply_run(first, at, grad, count, grad);
                                 });
-    });
-    return FinishUpdateLocked(t, replica);
-  }
-  ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
+      return;
+    }
     frame.ForEachFloatRun(offset + first * 4, last - first, kRun,
                           [&](int64_t at, const char* grad, int64_t count) {
-                            float* values = data + first + at;
-                            optimizer_->ApplyBytesStrided(values, grad, count, n, step);
-                            if (read_back != nullptr) {
-                              std::memcpy(read_back + (first + at) * 4, values, count * 4);
-                            }
+                            apply_run(first, at, grad, count,
+                                      read_back == nullptr
+                                          ? nullptr
+                                          : read_back + (first + at) * 4);
                           });
   });
   return FinishUpdateLocked(t, replica);
