@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/stream_copy.h"
 
 namespace pstrain {
 namespace {
@@ -232,6 +233,14 @@ void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
   char* out = static_cast<char*>(dst);
   ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
     std::memcpy(out, piece_data_[i] + within, len);
+    out += len;
+  });
+}
+
+void DecodedFrame::StreamPayload(int64_t offset, int64_t n, void* dst) const {
+  char* out = static_cast<char*>(dst);
+  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
+    StreamCopy(out, piece_data_[i] + within, len);
     out += len;
   });
 }

@@ -60,6 +60,9 @@ class DecodedFrame {
   // Copies payload bytes [offset, offset + n) to `dst`.
   // REQUIRES: offset + n <= payload_size().
   void CopyPayload(int64_t offset, int64_t n, void* dst) const;
+  // The same with stores that bypass the cache (common/stream_copy.h): for
+  // MiB-sized ranges copied into memory that is not read right after.
+  void StreamPayload(int64_t offset, int64_t n, void* dst) const;
 
   // Walks the n floats stored from payload byte `offset` in place:
   // fn(first, bytes, count) gets floats [first, first + count) at `bytes`

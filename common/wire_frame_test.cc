@@ -121,6 +121,10 @@ TEST(WireFrameTest, RewrittenFloatsReplaceThePayloadAndGoBackInItsOwnSlices) {
     std::string got(4000, '?');
     f.CopyPayload(3, 4000, got.data());
     EXPECT_EQ(got, want) << chunk;
+    std::string streamed(4001, '?');  // odd destination alignment too
+    f.StreamPayload(3, 4000, streamed.data() + 1);
+    EXPECT_EQ(streamed.substr(1), want) << chunk;
+    EXPECT_EQ(streamed[0], '?');
     EXPECT_EQ(Concat(f.PayloadSlices(3, 4000)), want) << chunk;
     EXPECT_EQ(Concat(f.PayloadSlices(0, 3)), "xyz") << chunk;
     EXPECT_EQ(Concat(f.PayloadSlices(1001, 8)), want.substr(998, 8)) << chunk;

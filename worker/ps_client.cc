@@ -491,10 +491,17 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     }
     char* dst = reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
                                         sl.element_offset());
-    // Large slices are copied by several cores (common/parallel_for.h).
-    ParallelFor(r.bytes(), kParallelCopyBytes, [&](int64_t b, int64_t e) {
-      f.CopyPayload(at + b, e - b, dst + b);
-    });
+    // Large slices are copied by several cores (common/parallel_for.h),
+    // with streaming stores: the caller's parameters were last written a
+    // step ago, so a plain copy would first read every line of them back
+    // from memory.
+    if (r.bytes() >= kParallelCopyBytes) {
+      ParallelFor(r.bytes(), kParallelCopyBytes, [&](int64_t b, int64_t e) {
+        f.StreamPayload(at + b, e - b, dst + b);
+      });
+    } else {
+      f.CopyPayload(at, r.bytes(), dst);
+    }
     at += r.bytes();
     versions_[g.ps][i] = r.version();
   }
