@@ -291,6 +291,28 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
   return *ComputePlacement(vars, num_ps, po);
 }
 
+// A client of the PS in `servers` as replica `replica`.
+absl::StatusOr<std::unique_ptr<worker::PsClient>> ClientOf(const Servers& servers,
+                                                           const Placement& placement,
+                                                           int replica = 0,
+                                                           bool shared_memory = false) {
+  worker::PsClientOptions o;
+  o.ps_addresses = servers.addresses;
+  o.replica = replica;
+  o.shared_memory = shared_memory;
+  return worker::PsClient::Create(o, placement);
+}
+
+// Creates the client's variables (at `offsets`) under SGD, lr 0.01, for a
+// job of `num_replicas` replicas.
+absl::Status CreateSgd(worker::PsClient& client, const std::vector<int64_t>& offsets,
+                       int num_replicas) {
+  worker::CreateOptions create;
+  create.optimizer = {"sgd", 0.01f};
+  create.num_replicas = num_replicas;
+  return client.CreateVariables({}, offsets, create).status();
+}
+
 absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds,
                                   bool shared_memory) {
   auto servers = StartServers("ps", num_ps);
@@ -300,19 +322,11 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
   for (int i = 0; i < num_ps; ++i) offsets.push_back(i * (bytes / 4));
   std::vector<std::unique_ptr<worker::PsClient>> cs;
   for (int c = 0; c < clients; ++c) {
-    worker::PsClientOptions o;
-    o.ps_addresses = (*servers)->addresses;
-    o.replica = c;
-    o.shared_memory = shared_memory;
-    auto client = worker::PsClient::Create(o, placement);
+    auto client = ClientOf(**servers, placement, c, shared_memory);
     if (!client.ok()) return client.status();
     cs.push_back(*std::move(client));
   }
-  worker::CreateOptions create;
-  create.optimizer = {"sgd", 0.01f};
-  create.num_replicas = clients;
-  auto created = cs[0]->CreateVariables({}, offsets, create);
-  if (!created.ok()) return created.status();
+  PSTRAIN_RETURN_IF_ERROR(CreateSgd(*cs[0], offsets, clients));
   const int64_t floats = num_ps * (bytes / 4);
   std::vector<std::vector<float>> grads(clients, std::vector<float>(floats, 1e-3f));
   std::vector<std::vector<float>> params(clients, std::vector<float>(floats));
@@ -375,14 +389,9 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
   if (!echo_servers.ok()) return echo_servers.status();
   const Placement placement = OneTensorPerPs(1, bytes);
   const std::vector<int64_t> offsets = {0};
-  worker::PsClientOptions o;
-  o.ps_addresses = (*ps_servers)->addresses;
-  auto client = worker::PsClient::Create(o, placement);
+  auto client = ClientOf(**ps_servers, placement);
   if (!client.ok()) return client.status();
-  worker::CreateOptions create;
-  create.optimizer = {"sgd", 0.01f};
-  auto created = (*client)->CreateVariables({}, offsets, create);
-  if (!created.ok()) return created.status();
+  PSTRAIN_RETURN_IF_ERROR(CreateSgd(**client, offsets, 1));
   worker::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
                                                   grpc::InsecureChannelCredentials(),
                                                   LargeMessageArgs()),
@@ -430,15 +439,9 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   auto servers = StartServers("ps", 1);
   if (!servers.ok()) return servers.status();
   const Placement placement = OneTensorPerPs(1, bytes);
-  worker::PsClientOptions o;
-  o.ps_addresses = (*servers)->addresses;
-  auto creator = worker::PsClient::Create(o, placement);
+  auto creator = ClientOf(**servers, placement);
   if (!creator.ok()) return creator.status();
-  worker::CreateOptions create;
-  create.optimizer = {"sgd", 0.01f};
-  create.num_replicas = clients;
-  auto created = (*creator)->CreateVariables({}, {0}, create);
-  if (!created.ok()) return created.status();
+  PSTRAIN_RETURN_IF_ERROR(CreateSgd(**creator, {0}, clients));
   std::vector<std::unique_ptr<worker::PsStream>> streams;
   for (int c = 0; c < clients; ++c) {
     grpc::ChannelArguments args = LargeMessageArgs();
@@ -536,9 +539,7 @@ absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& v
     if (!placement.ok()) return placement.status();
     auto servers = StartServers("ps", num_ps);
     if (!servers.ok()) return servers.status();
-    worker::PsClientOptions o;
-    o.ps_addresses = (*servers)->addresses;
-    auto client = worker::PsClient::Create(o, *placement);
+    auto client = ClientOf(**servers, *placement);
     if (!client.ok()) return client.status();
     if (round > 0) {
       create.restore_dir = dir;
@@ -635,9 +636,7 @@ absl::Status Memory(int64_t model_mib) {
   PlacementOptions po;
   auto placement = ComputePlacement(vars, 1, po);
   if (!placement.ok()) return placement.status();
-  worker::PsClientOptions o;
-  o.ps_addresses = (*servers)->addresses;
-  auto client = worker::PsClient::Create(o, *placement);
+  auto client = ClientOf(**servers, *placement);
   if (!client.ok()) return client.status();
   worker::CreateOptions create;
   create.optimizer.name = "adam";

@@ -229,20 +229,23 @@ void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
   piece_offset_.push_back(0);
 }
 
-void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
+template <typename Copy>
+void DecodedFrame::CopyOut(int64_t offset, int64_t n, void* dst, Copy copy) const {
   char* out = static_cast<char*>(dst);
   ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
-    std::memcpy(out, piece_data_[i] + within, len);
+    copy(out, piece_data_[i] + within, len);
     out += len;
   });
 }
 
-void DecodedFrame::StreamPayload(int64_t offset, int64_t n, void* dst) const {
-  char* out = static_cast<char*>(dst);
-  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
-    StreamCopy(out, piece_data_[i] + within, len);
-    out += len;
+void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
+  CopyOut(offset, n, dst, [](void* to, const void* from, size_t len) {
+    std::memcpy(to, from, len);
   });
+}
+
+void DecodedFrame::StreamPayload(int64_t offset, int64_t n, void* dst) const {
+  CopyOut(offset, n, dst, StreamCopy);
 }
 
 std::shared_ptr<BufferPool> BufferPool::Create(int64_t max_free_bytes) {

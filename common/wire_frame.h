@@ -97,6 +97,10 @@ class DecodedFrame {
   void ForEachPiece(int64_t offset, int64_t n, Fn fn) const;
   // Copies `n` bytes from `src` over payload bytes [offset, offset + n).
   void WritePayload(int64_t offset, int64_t n, const void* src);
+  // Payload bytes [offset, offset + n) to `dst`, each piece by
+  // copy(to, from, len): CopyPayload and StreamPayload.
+  template <typename Copy>
+  void CopyOut(int64_t offset, int64_t n, void* dst, Copy copy) const;
 
   v1::FrameHeader header_;
   std::vector<grpc::Slice> slices_;
