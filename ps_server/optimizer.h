@@ -52,6 +52,20 @@ class Optimizer {
                     int64_t t) const;
   void ApplyBytesStrided(float* values, const char* grad, int64_t n, int64_t stride,
                          int64_t t) const;
+  // Whether ApplyBytesExchanging works: true for optimizers without slots
+  // (SGD), whose step can be taken back from the previous values alone.
+  virtual bool can_exchange() const { return false; }
+  // Applies the n gradient floats at `grad` (raw bytes, any alignment) to
+  // `values` as ApplyBytes does, and writes each element's previous value
+  // over its gradient bytes: copying those bytes back undoes the step
+  // exactly. The gradient is checked for NaN and Inf in the same pass, a
+  // block of kExchangeBlock floats before it is applied; the pass stops at
+  // the first block holding one. Returns how many leading floats were
+  // applied: n, or the start of that block (whose bytes are as received).
+  // REQUIRES: can_exchange().
+  static constexpr int64_t kExchangeBlock = 64;
+  virtual int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n) const;
+
   // Gives the slots of such a block their initial values. REQUIRES: they
   // hold zeros (freshly allocated), which slots starting at 0 keep.
   void InitSlots(float* values, int64_t n, int64_t stride) const;

@@ -1,6 +1,7 @@
 #include "ps_server/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "common/testing/status_testing.h"
@@ -104,6 +105,73 @@ TEST(OptimizerTest, AdamFirstStepsByHand) {
   EXPECT_NEAR(v[0], -0.1, 1e-6);
   const double lr2 = 0.1 * std::sqrt(0.4375) / 0.75;
   EXPECT_NEAR(v[1], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
+}
+
+// SGD's exchanging step gives ApplyBytes's values bit for bit (at an odd
+// gradient alignment, over a length that is no multiple of a vector) and
+// leaves the previous values in the gradient's bytes, so copying them back
+// restores the variable exactly.
+TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
+  auto opt = CreateOptimizer(OptimizerSpec{"sgd", 0.37f});
+  ASSERT_OK(opt);
+  ASSERT_TRUE((*opt)->can_exchange());
+  constexpr int64_t kN = 1000 + 13;
+  std::vector<float> before(kN), grad(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    before[i] = std::sin(0.1f * i) * 3.0f;
+    grad[i] = std::cos(0.37f * i) / (1 + i % 7);
+  }
+  std::vector<char> bytes(kN * 4 + 3);
+  char* g = bytes.data() + 3;
+  std::memcpy(g, grad.data(), kN * 4);
+
+  std::vector<float> expected = before;
+  (*opt)->ApplyBytes(absl::MakeSpan(expected), g, {}, 1);
+  std::vector<float> values = before;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(values[i], expected[i]) << "element " << i;
+    ASSERT_NE(expected[i], before[i]) << "element " << i;
+  }
+  std::vector<float> undone(kN);
+  std::memcpy(undone.data(), g, kN * 4);
+  EXPECT_EQ(undone, before);
+
+  // A NaN at element 200 stops the pass at the start of its block (192):
+  // what comes before is applied, the rest untouched, its bytes as sent.
+  std::vector<float> bad = grad;
+  bad[200] = NAN;
+  std::memcpy(g, bad.data(), kN * 4);
+  values = before;
+  const int64_t block = Optimizer::kExchangeBlock;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), 200 / block * block);
+  for (int64_t i = 0; i < kN; ++i) {
+    float in_grad;
+    std::memcpy(&in_grad, g + 4 * i, 4);
+    if (i < 192) {
+      ASSERT_EQ(values[i], expected[i]) << "element " << i;
+      ASSERT_EQ(in_grad, before[i]) << "element " << i;
+    } else {
+      ASSERT_EQ(values[i], before[i]) << "element " << i;
+      if (i != 200) ASSERT_EQ(in_grad, grad[i]) << "element " << i;
+    }
+  }
+  // In the last, partial block too.
+  bad = grad;
+  bad[kN - 2] = -INFINITY;
+  std::memcpy(g, bad.data(), kN * 4);
+  values = before;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN / block * block);
+}
+
+TEST(OptimizerTest, OnlySgdExchanges) {
+  for (const char* name : {"momentum", "adagrad", "adam"}) {
+    OptimizerSpec s;
+    s.name = name;
+    auto opt = CreateOptimizer(s);
+    ASSERT_OK(opt);
+    EXPECT_FALSE((*opt)->can_exchange()) << name;
+  }
 }
 
 TEST(OptimizerTest, RejectsBadHyperParametersNamingTheField) {

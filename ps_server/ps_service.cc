@@ -93,6 +93,9 @@ class ExchangeReactor final
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
+      // Lets go of the payload now: an answer sent from a tensor's own
+      // values holds it from being written in place until then.
+      out_.Clear();
       if (!ok) {
         // The call is gone; drop what is queued.
         broken_ = true;
@@ -147,10 +150,13 @@ class ExchangeReactor final
       push.tensors = ShardStore::RefsOf(h.push());
       // A push-then-pull of the same async tensors: read the new values
       // back while applying, and answer at once. When the gradient came in
-      // the frame, the new values overwrite it where gRPC received it and
-      // go back from there (no reply buffer to fill, 4 MiB less to touch
-      // per 4 MiB tensor); in shared memory, they go to the reply space.
+      // the frame, no reply buffer is filled (4 MiB less to touch per 4 MiB
+      // tensor): the answer is sent from the stored values themselves (SGD)
+      // or from the new values written where gRPC received the gradient
+      // (PushBatch::read_back_in_frame); in shared memory, they go to the
+      // reply space.
       std::optional<BufferPool::Buffer> back;
+      std::vector<grpc::Slice> back_slices;
       std::vector<ShardStore::Pulled> back_info;
       int64_t back_size = -1;
       bool in_frame = false;
@@ -162,6 +168,7 @@ class ExchangeReactor final
                      back_size == request_.payload_size();
           if (in_frame) {
             push.read_back_in_frame = &request_;
+            push.read_back_slices = &back_slices;
           } else {
             push.read_back = ReplyBuffer(back_size, &back);
           }
@@ -173,7 +180,7 @@ class ExchangeReactor final
       for (bool a : *applied) resp.add_applied(a);
       if (in_frame) {
         DescribePull(back_info, &resp);
-        return Respond(EncodeFrame(resp, request_.PayloadSlices(0, back_size)));
+        return Respond(EncodeFrame(resp, std::move(back_slices)));
       }
       if (back_size >= 0) {
         return Respond(PullReply(std::move(resp), back_info, std::move(back), back_size));

@@ -1,8 +1,11 @@
 #include "ps_server/shard_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -58,10 +61,54 @@ std::vector<float>& Scratch() {
 
 }  // namespace
 
+struct ShardStore::ValuesPin {
+  // Slices of answers not yet released by gRPC.
+  std::atomic<int> slices{0};
+  // The values' buffer once the tensor has moved on (BeforeWriteLocked);
+  // freed with the last slice.
+  std::vector<float> orphan;
+};
+
+namespace {
+
+// The destroy callback of a pinned slice: user data is a heap-held
+// shared_ptr to the pin.
+template <typename Pin>
+void ReleasePin(void* user_data) {
+  auto* holder = static_cast<std::shared_ptr<Pin>*>(user_data);
+  // Release: gRPC's reads of the values happen before a writer that sees
+  // the count drop (BeforeWriteLocked's acquire).
+  (*holder)->slices.fetch_sub(1, std::memory_order_release);
+  delete holder;
+}
+
+}  // namespace
+
 ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows)
     : ps_index_(ps_index), num_ps_(num_ps), max_table_rows_(max_table_rows) {}
 
-ShardStore::~ShardStore() = default;
+ShardStore::~ShardStore() {
+  // Answers still in flight keep the buffers they are sent from.
+  for (const auto& t : tensors_) {
+    absl::MutexLock lock(&t->mu);
+    BeforeWriteLocked(*t);
+  }
+}
+
+void ShardStore::AppendPinnedLocked(Tensor& t, std::vector<grpc::Slice>* slices) {
+  if (t.pin == nullptr) t.pin = std::make_shared<ValuesPin>();
+  t.pin->slices.fetch_add(1, std::memory_order_relaxed);
+  slices->emplace_back(t.data.data(), static_cast<size_t>(t.bytes), &ReleasePin<ValuesPin>,
+                       new std::shared_ptr<ValuesPin>(t.pin));
+}
+
+void ShardStore::BeforeWriteLocked(Tensor& t) {
+  if (t.pin == nullptr || t.pin->slices.load(std::memory_order_acquire) == 0) return;
+  // Moving the vector keeps its buffer where the slices point.
+  t.pin->orphan = std::move(t.data);
+  t.data = t.pin->orphan;
+  t.pin.reset();
+}
 
 absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
                                             const std::vector<DenseInit>& dense,
@@ -297,6 +344,7 @@ bool ShardStore::FinishUpdateLocked(Tensor& t, int replica) {
 }
 
 bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) {
+  BeforeWriteLocked(t);
   CountPushLocked(t, ref.version);
   const size_t nids = ref.ids.size();
   switch (t.consistency.mode) {
@@ -353,6 +401,7 @@ bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float
 bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
                                      const DecodedFrame& frame, int64_t offset,
                                      char* read_back, DecodedFrame* rewrite) {
+  BeforeWriteLocked(t);
   CountPushLocked(t, ref.version);
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
@@ -386,6 +435,60 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replic
                           });
   });
   return FinishUpdateLocked(t, replica);
+}
+
+absl::Status ShardStore::ExchangeLocked(const std::vector<Tensor*>& targets,
+                                        const std::vector<TensorRef>& refs,
+                                        DecodedFrame& frame, int64_t payload_offset,
+                                        const std::vector<int64_t>& offsets) {
+  constexpr int64_t kRun = 4096;  // floats: 16 KiB
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Tensor& t = *targets[i];
+    BeforeWriteLocked(t);
+    const int64_t offset = payload_offset + offsets[i];
+    float* data = t.data.data();
+    absl::Mutex mu;
+    int64_t bad = -1;
+    float value = 0;
+    std::vector<std::pair<int64_t, int64_t>> done;  // per share: first, floats applied
+    ParallelFor((offsets[i + 1] - offsets[i]) / 4, kParallelGrain,
+                [&](int64_t first, int64_t last) {
+                  int64_t applied = 0;
+                  int64_t share_bad = -1;
+                  float share_value = 0;
+                  frame.RewriteFloatRuns(
+                      offset + first * 4, last - first, kRun,
+                      [&](int64_t at, char* grad, int64_t count) {
+                        if (share_bad >= 0) return;
+                        const int64_t ok =
+                            optimizer_->ApplyBytesExchanging(data + first + at, grad, count);
+                        applied = at + ok;
+                        if (ok == count) return;
+                        const int64_t k = ok + FirstNonFinite(grad + 4 * ok, count - ok);
+                        share_bad = first + at + k;
+                        std::memcpy(&share_value, grad + 4 * k, 4);
+                      });
+                  absl::MutexLock lock(&mu);
+                  done.emplace_back(first, applied);
+                  if (share_bad >= 0 && (bad < 0 || share_bad < bad)) {
+                    bad = share_bad;
+                    value = share_value;
+                  }
+                });
+    if (bad < 0) continue;
+    // Undo: the previous values now lie where the gradient was.
+    for (const auto& [first, applied] : done) {
+      frame.CopyPayload(offset + first * 4, applied * 4, data + first);
+    }
+    for (size_t j = 0; j < i; ++j) {
+      frame.CopyPayload(payload_offset + offsets[j], offsets[j + 1] - offsets[j],
+                        targets[j]->data.data());
+    }
+    return absl::InvalidArgumentError(absl::StrCat("gradient for ", refs[i].key,
+                                                   " has a non-finite value (", value,
+                                                   ") at element ", bad));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
@@ -444,10 +547,10 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
   if (batch.read_back != nullptr || batch.read_back_in_frame != nullptr) {
     if (batch.read_back_in_frame != nullptr &&
         (batch.read_back != nullptr || batch.read_back_in_frame != &frame ||
-         !frame.payload_in_slices())) {
+         !frame.payload_in_slices() || batch.read_back_slices == nullptr)) {
       return absl::InternalError(
           "read_back_in_frame must be the pushed frame, its payload in its received slices, "
-          "and read_back unset");
+          "with read_back_slices set and read_back unset");
     }
     for (size_t i = 0; i < n; ++i) {
       if (!streamed[i] || targets[i]->consistency.mode != Consistency::Mode::kAsync) {
@@ -455,9 +558,12 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
       }
     }
   }
+  // Exchanging checks the gradient block by block as it applies it.
+  const bool exchange = batch.read_back_in_frame != nullptr && optimizer_->can_exchange();
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
     const int64_t floats = (offsets[i + 1] - offsets[i]) / 4;
+    if (streamed[i] && exchange) continue;
     if (streamed[i]) {
       // In shares across cores for large tensors; the first bad element of
       // the earliest share is reported.
@@ -532,7 +638,22 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
     }
   }
   bool progress = false;
-  if (bad.ok()) {
+  if (bad.ok() && exchange) {
+    // Every tensor is dense and async here (checked above).
+    bad = ExchangeLocked(targets, batch.tensors, *batch.read_back_in_frame, payload_offset,
+                         offsets);
+    for (size_t i = 0; i < n && bad.ok(); ++i) {
+      Tensor& t = *targets[i];
+      t.mu.AssertHeld();
+      CountPushLocked(t, batch.tensors[i].version);
+      ++t.updates;
+      progress |= FinishUpdateLocked(t, batch.replica);
+      if (batch.read_back_versions != nullptr) {
+        batch.read_back_versions->push_back({t.updates, t.bytes});
+      }
+      AppendPinnedLocked(t, batch.read_back_slices);
+    }
+  } else if (bad.ok()) {
     for (size_t i = 0; i < n; ++i) {
       Tensor& t = *targets[i];
       t.mu.AssertHeld();
@@ -555,6 +676,9 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
       } else {
         progress |= ApplyLocked(t, ref, batch.replica, scratch.data() + offsets[i] / 4);
       }
+    }
+    if (batch.read_back_in_frame != nullptr) {
+      *batch.read_back_slices = frame.PayloadSlices(payload_offset, offsets[n]);
     }
   }
   for (size_t i : order) targets[i]->mu.Unlock();
@@ -817,6 +941,7 @@ absl::Status ShardStore::Restore(const ShardContents& shard, int64_t generation)
   for (const auto& t : tensors_) t->mu.Lock();
   for (const auto& t : tensors_) {
     const v1::TensorCheckpoint& c = *source[t->index];
+    BeforeWriteLocked(*t);
     t->data.resize(c.data().size() / sizeof(float));
     std::memcpy(t->data.data(), c.data().data(), c.data().size());
     t->updates = c.updates();

@@ -170,12 +170,23 @@ class ShardStore {
     // back to back while they are still in cache, and each tensor's version
     // and bytes appended to read_back_versions, as TryPull would.
     char* read_back = nullptr;
-    // Or the new values overwrite the gradient in the pushed frame's own
-    // payload (DecodedFrame::RewriteFloatRuns), to be sent back from the
-    // memory they arrived in: set to the frame given to Push, whose payload
-    // lies in its received slices. The pulled bytes are then the pushed
-    // bytes' range. Exclusive with read_back.
+    // Or the answer goes out without a reply buffer: set to the frame given
+    // to Push, whose payload lies in its received slices, with
+    // read_back_slices set; exclusive with read_back. The slices to send
+    // are appended to read_back_slices:
+    // - with an optimizer that can exchange (SGD): the stored values
+    //   themselves. Each run of gradient is checked for NaN/Inf and applied
+    //   while it is in L1, its previous values written over it
+    //   (Optimizer::ApplyBytesExchanging), so there is no separate pass to
+    //   check the gradient first; a bad value found part way copies the
+    //   previous values back. Until gRPC releases the slices, the next
+    //   write to such a tensor moves on to a copy of its values instead of
+    //   writing under the answer.
+    // - otherwise: the new values overwrite the gradient in the frame's own
+    //   payload (DecodedFrame::RewriteFloatRuns) and go back from the memory
+    //   they arrived in (the pushed bytes' range).
     DecodedFrame* read_back_in_frame = nullptr;
+    std::vector<grpc::Slice>* read_back_slices = nullptr;
     std::vector<Pulled>* read_back_versions = nullptr;
   };
 
@@ -184,8 +195,9 @@ class ShardStore {
   bool CanReadBack(const PushBatch& push, const std::vector<TensorRef>& pull) const;
   // Applies one push: tensor i's gradient is payload bytes
   // [offset_i, offset_i + bytes_i) of `frame`, back to back from
-  // `payload_offset`. Everything is checked before anything is applied, so
-  // an error leaves every tensor untouched. Returns, per tensor, whether the
+  // `payload_offset`. All or nothing: an error leaves every tensor as it
+  // was (everything is checked before anything is applied, or, when
+  // exchanging, what was applied is taken back). Returns, per tensor, whether the
   // gradient was applied or aggregated (false: dropped as stale).
   // FailedPrecondition before Initialize, for a mode mismatch, or a sync
   // push ahead of the tensor's version or repeated by a replica; NotFound for
@@ -252,6 +264,8 @@ class ShardStore {
  private:
   // A dense slice or an embedding table, with its optimizer state and
   // counters.
+  // Held by each slice of an answer sent straight from a tensor's values.
+  struct ValuesPin;
   struct Tensor {
     int index = 0;  // lock order
     std::string key;
@@ -268,6 +282,9 @@ class ShardStore {
     // Dense: values then slots. Tables: rows of (values, slots), stride
     // dim * (1 + slots), found through row_of.
     std::vector<float> data ABSL_GUARDED_BY(mu);
+    // Set while answers may be sent from `data` itself (AppendPinnedLocked);
+    // writers call BeforeWriteLocked first.
+    std::shared_ptr<ValuesPin> pin ABSL_GUARDED_BY(mu);
     absl::flat_hash_map<int64_t, int64_t> row_of ABSL_GUARDED_BY(mu);
     std::vector<int64_t> row_updates ABSL_GUARDED_BY(mu);  // lazy Adam's t
     int64_t updates ABSL_GUARDED_BY(mu) = 0;
@@ -294,6 +311,22 @@ class ShardStore {
   absl::StatusOr<Tensor*> Find(absl::string_view key) const;
   // Aborted when `generation` is neither 0 nor the store's.
   absl::Status CheckGeneration(int64_t generation) const;
+  // Applies every tensor's gradient from `frame` with
+  // Optimizer::ApplyBytesExchanging, checking each run for NaN/Inf just
+  // before; all or none: on a bad value, the tensors done so far get their
+  // previous values back from the frame and InvalidArgument names it.
+  // Tensor i's gradient is at payload_offset + offsets[i].
+  absl::Status ExchangeLocked(const std::vector<Tensor*>& targets,
+                              const std::vector<TensorRef>& refs, DecodedFrame& frame,
+                              int64_t payload_offset, const std::vector<int64_t>& offsets)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Appends a slice of t's values (its `bytes` from data) that holds them
+  // from being written in place until gRPC lets go of it.
+  static void AppendPinnedLocked(Tensor& t, std::vector<grpc::Slice>* slices)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Call before writing t.data: when an answer is still being sent from
+  // it, the answer keeps that buffer and the tensor goes on in a copy.
+  static void BeforeWriteLocked(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
   // Bytes a push or pull of `ref` moves; checks ids.
   absl::StatusOr<int64_t> TensorBytes(const Tensor& t, const TensorRef& ref) const;
   // Applies a gradient from scratch to a table (any mode) or a dense sync

@@ -132,59 +132,191 @@ TEST_F(ShardStoreTest, PushAppliesSgdAndCountsVersions) {
   EXPECT_EQ(stats[0].staleness[0], 1);
 }
 
-TEST_F(ShardStoreTest, PushThenPullWritesTheNewValuesOverTheGradientInItsFrame) {
-  // w's floats straddle the received slices (chunks of 7 bytes).
-  const std::string payload = Bytes({2, -2, 4, 1, 0.5f, 6}) + Bytes({1, 3});
+// A frame parsed from `payload` cut into received slices of `chunk` bytes,
+// as a socket read leaves a message.
+void ParseInChunks(const std::string& payload, size_t chunk, DecodedFrame* frame) {
   std::vector<grpc::Slice> chunks;
-  for (size_t i = 0; i < payload.size(); i += 7) {
-    chunks.emplace_back(payload.data() + i, std::min<size_t>(7, payload.size() - i));
+  for (size_t i = 0; i < payload.size(); i += chunk) {
+    chunks.emplace_back(payload.data() + i, std::min(chunk, payload.size() - i));
   }
   std::vector<grpc::Slice> framed;
   ASSERT_TRUE(EncodeFrame(v1::FrameHeader(), std::move(chunks)).Dump(&framed).ok());
+  ASSERT_OK(frame->Parse(grpc::ByteBuffer(framed.data(), framed.size())));
+}
+
+std::string Joined(const std::vector<grpc::Slice>& slices) {
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+// A push-then-pull answered in place with SGD: the answer's slices are the
+// stored values themselves and the frame's gradient bytes end up holding
+// the previous values.
+TEST_F(ShardStoreTest, PushThenPullWithSgdAnswersFromTheStoredValues) {
+  // w's floats straddle the received slices (chunks of 7 bytes).
   DecodedFrame frame;
-  ASSERT_OK(frame.Parse(grpc::ByteBuffer(framed.data(), framed.size())));
+  ParseInChunks(Bytes({2, -2, 4, 1, 0.5f, 6}) + Bytes({1, 3}), 7, &frame);
   ShardStore::PushBatch batch;
   batch.tensors = {{"w/part_0", {}, 0, -1}, {"b/part_0", {}, 0, -1}};
   ASSERT_TRUE(store_.CanReadBack(batch, {{"w/part_0"}, {"b/part_0"}}));
   std::vector<ShardStore::Pulled> pulled;
+  std::vector<grpc::Slice> answer;
   batch.read_back_in_frame = &frame;
+  batch.read_back_slices = &answer;
   batch.read_back_versions = &pulled;
   ASSERT_OK(store_.Push(batch, frame).status());
   // lr 0.5: w = {1..6} - 0.5 g, b = {0.5, -0.5} - 0.5 g.
   const std::vector<float> w = {0, 3, 1, 3.5f, 4.75f, 3}, b = {0, -2};
-  std::string back(32, '?');
-  frame.CopyPayload(0, 32, back.data());
-  EXPECT_EQ(back, Bytes(w) + Bytes(b));
-  std::string sent;
-  for (const grpc::Slice& s : frame.PayloadSlices(0, 32)) {
-    sent.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  EXPECT_EQ(sent, back);
+  ASSERT_EQ(answer.size(), 2u);
+  EXPECT_EQ(Joined(answer), Bytes(w) + Bytes(b));
+  std::string previous(32, '?');
+  frame.CopyPayload(0, 32, previous.data());
+  EXPECT_EQ(previous, w_ + b_);
   ASSERT_EQ(pulled.size(), 2u);
   EXPECT_EQ(pulled[0].version, 1);
   EXPECT_EQ(pulled[0].bytes, 24);
+  EXPECT_EQ(pulled[1].version, 1);
+  EXPECT_EQ(pulled[1].bytes, 8);
   ASSERT_OK_AND_ASSIGN(auto stored_w, Pull(store_, "w/part_0"));
   EXPECT_EQ(stored_w, w);
   ASSERT_OK_AND_ASSIGN(auto stored_b, Pull(store_, "b/part_0"));
   EXPECT_EQ(stored_b, b);
+  answer.clear();
 
-  // A non-finite gradient: refused, nothing stored changes.
-  const std::string bad = Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, NAN});
-  std::vector<grpc::Slice> bad_framed;
-  ASSERT_TRUE(EncodeFrame(v1::FrameHeader(), {grpc::Slice(bad)}).Dump(&bad_framed).ok());
+  // A non-finite gradient in the second tensor, after the first was
+  // applied: refused, and both keep their values.
   DecodedFrame bad_frame;
-  ASSERT_OK(bad_frame.Parse(grpc::ByteBuffer(bad_framed.data(), bad_framed.size())));
+  ParseInChunks(Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, NAN}), 5, &bad_frame);
   batch.read_back_in_frame = &bad_frame;
   pulled.clear();
   auto refused = store_.Push(batch, bad_frame);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.status().message(),
             "gradient for b/part_0 has a non-finite value (nan) at element 1");
+  EXPECT_TRUE(answer.empty());
   ASSERT_OK_AND_ASSIGN(stored_w, Pull(store_, "w/part_0"));
   EXPECT_EQ(stored_w, w);
-  // Another frame than the one pushed is a caller's bug, refused.
+  ASSERT_OK_AND_ASSIGN(stored_b, Pull(store_, "b/part_0"));
+  EXPECT_EQ(stored_b, b);
+  const auto stats = store_.Stats();
+  EXPECT_EQ(stats[0].version, 1);
+  EXPECT_EQ(stats[0].pushes, 1);
+  // Another frame than the one pushed, or no slices to answer with, is a
+  // caller's bug, refused.
   batch.read_back_in_frame = &frame;
   EXPECT_EQ(store_.Push(batch, bad_frame).status().code(), absl::StatusCode::kInternal);
+  batch.read_back_in_frame = &bad_frame;
+  batch.read_back_slices = nullptr;
+  EXPECT_EQ(store_.Push(batch, bad_frame).status().code(), absl::StatusCode::kInternal);
+}
+
+// While an answer's slices are held (gRPC still sending them), the next
+// write leaves them as they were and the tensor goes on in a copy; once
+// they are released, writes happen in place again.
+TEST_F(ShardStoreTest, HeldAnswersKeepTheirValuesWhileTheTensorMovesOn) {
+  auto push_pull = [&](float g, std::vector<grpc::Slice>* answer) {
+    DecodedFrame frame;
+    ParseInChunks(Bytes({g, g}), 8, &frame);
+    ShardStore::PushBatch batch;
+    batch.tensors = {{"b/part_0", {}, 0, -1}};
+    batch.read_back_in_frame = &frame;
+    batch.read_back_slices = answer;
+    return store_.Push(batch, frame).status();
+  };
+  std::vector<grpc::Slice> first, second, third;
+  ASSERT_OK(push_pull(1, &first));  // b = {0, -1}
+  ASSERT_OK(push_pull(2, &second));  // b = {-1, -2}, while `first` is held
+  EXPECT_EQ(Joined(first), Bytes({0, -1}));
+  EXPECT_EQ(Joined(second), Bytes({-1, -2}));
+  EXPECT_NE(first[0].begin(), second[0].begin());
+  // A plain push (no answer) also moves on from held values.
+  ASSERT_OK(Push(store_, {{"b/part_0", {2, 2}}}).status());  // b = {-2, -3}
+  EXPECT_EQ(Joined(second), Bytes({-1, -2}));
+  ASSERT_OK_AND_ASSIGN(auto b, Pull(store_, "b/part_0"));
+  EXPECT_EQ(b, (std::vector<float>{-2, -3}));
+  first.clear();
+  second.clear();
+  ASSERT_OK(push_pull(2, &third));  // b = {-3, -4}
+  const uint8_t* at = third[0].begin();
+  third.clear();
+  ASSERT_OK(push_pull(2, &third));  // b = {-4, -5}, in place
+  EXPECT_EQ(third[0].begin(), at);
+  EXPECT_EQ(Joined(third), Bytes({-4, -5}));
+}
+
+// A tensor large enough to be applied in shares on several cores: the
+// earliest bad element of all is reported, and every share is undone.
+TEST(ShardStoreExchangeTest, ABadValueInAnyShareUndoesEveryShare) {
+  constexpr int64_t kN = int64_t{1} << 20;
+  std::vector<float> init(kN);
+  for (int64_t i = 0; i < kN; ++i) init[i] = 0.25f * static_cast<float>(i % 1000);
+  const std::string init_bytes = Bytes(init);
+  ShardStore store(0, 1);
+  ASSERT_OK(store.Initialize(Job({"sgd", 1}), {Dense(Slice("big", kN, 1), init_bytes)}, {})
+                .status());
+  ShardStore::PushBatch batch;
+  batch.tensors = {{"big/part_0", {}, 0, -1}};
+  std::vector<float> grad(kN, 1.0f);
+  grad[900001] = NAN;
+  grad[300007] = -std::numeric_limits<float>::infinity();
+  DecodedFrame frame;
+  ParseInChunks(Bytes(grad), 65536 + 3, &frame);
+  std::vector<grpc::Slice> answer;
+  batch.read_back_in_frame = &frame;
+  batch.read_back_slices = &answer;
+  auto refused = store.Push(batch, frame);
+  EXPECT_EQ(refused.status().message(),
+            "gradient for big/part_0 has a non-finite value (-inf) at element 300007");
+  ASSERT_OK_AND_ASSIGN(auto values, Pull(store, "big/part_0"));
+  EXPECT_TRUE(values == init);
+
+  grad[900001] = grad[300007] = 1.0f;
+  DecodedFrame good;
+  ParseInChunks(Bytes(grad), 65536 + 3, &good);
+  batch.read_back_in_frame = &good;
+  ASSERT_OK(store.Push(batch, good).status());
+  std::vector<float> expected = init;
+  for (float& v : expected) v -= 1.0f;
+  const std::string sent = Joined(answer);
+  ASSERT_EQ(sent.size(), init_bytes.size());
+  EXPECT_TRUE(sent == Bytes(expected));
+}
+
+// Optimizers with slots answer from the frame: the new values overwrite the
+// gradient where it was received and go back from there.
+TEST(ShardStoreRewriteTest, PushThenPullWithMomentumWritesTheNewValuesOverTheGradient) {
+  ShardStore store(0, 1);
+  OptimizerSpec momentum{"momentum", 0.5f};
+  momentum.momentum = 0.5f;
+  ASSERT_OK(store.Initialize(Job(momentum),
+                             {Dense(Slice("w", 3, 2), Bytes({1, 2, 3, 4, 5, 6}))}, {})
+                .status());
+  DecodedFrame frame;
+  ParseInChunks(Bytes({2, -2, 4, 1, 0.5f, 6}), 7, &frame);
+  ShardStore::PushBatch batch;
+  batch.tensors = {{"w/part_0", {}, 0, -1}};
+  std::vector<grpc::Slice> answer;
+  batch.read_back_in_frame = &frame;
+  batch.read_back_slices = &answer;
+  ASSERT_OK(store.Push(batch, frame).status());
+  // First step: accum = g, w -= 0.5 g.
+  const std::vector<float> w = {0, 3, 1, 3.5f, 4.75f, 3};
+  std::string in_frame(24, '?');
+  frame.CopyPayload(0, 24, in_frame.data());
+  EXPECT_EQ(in_frame, Bytes(w));
+  EXPECT_EQ(Joined(answer), Bytes(w));
+  ASSERT_OK_AND_ASSIGN(auto stored, Pull(store, "w/part_0"));
+  EXPECT_EQ(stored, w);
+
+  DecodedFrame bad_frame;
+  ParseInChunks(Bytes({1, 1, INFINITY, 1, 1, 1}), 7, &bad_frame);
+  batch.read_back_in_frame = &bad_frame;
+  answer.clear();
+  EXPECT_EQ(store.Push(batch, bad_frame).status().message(),
+            "gradient for w/part_0 has a non-finite value (inf) at element 2");
+  ASSERT_OK_AND_ASSIGN(stored, Pull(store, "w/part_0"));
+  EXPECT_EQ(stored, w);
 }
 
 TEST_F(ShardStoreTest, StalenessIsCountedInBuckets) {
