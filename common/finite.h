@@ -10,22 +10,30 @@
 
 namespace pstrain {
 
-// Index of the first NaN or Inf among the `n` floats at `data` (any
-// alignment: the bytes of a received message), or -1.
-inline int64_t FirstNonFinite(const void* data, int64_t n) {
+inline constexpr uint32_t kFloatExponentBits = 0x7f800000u;  // all set: NaN or Inf
+
+// Whether any of the `n` floats at `data` (any alignment: the bytes of a
+// received message) is NaN or Inf, without an early exit.
+inline bool AnyNonFinite(const void* data, int64_t n) {
   const char* p = static_cast<const char*>(data);
-  constexpr uint32_t kExponent = 0x7f800000u;  // all set: NaN or Inf
   uint32_t any = 0;
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + 4 * i, 4);
-    any |= (bits & kExponent) == kExponent ? 1u : 0u;
+    any |= (bits & kFloatExponentBits) == kFloatExponentBits ? 1u : 0u;
   }
-  if (any == 0) return -1;
+  return any != 0;
+}
+
+// Index of the first NaN or Inf among the `n` floats at `data` (any
+// alignment), or -1.
+inline int64_t FirstNonFinite(const void* data, int64_t n) {
+  if (!AnyNonFinite(data, n)) return -1;
+  const char* p = static_cast<const char*>(data);
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + 4 * i, 4);
-    if ((bits & kExponent) == kExponent) return i;
+    if ((bits & kFloatExponentBits) == kFloatExponentBits) return i;
   }
   return -1;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/finite.h"
 
 namespace pstrain::ps {
 namespace {
@@ -40,17 +41,6 @@ void SgdBytesLoop(float* __restrict v, const char* __restrict g, size_t n, float
     std::memcpy(&x, g + 4 * i, 4);  // unaligned loads, vectorised
     v[i] -= lr * x;
   }
-}
-
-// Whether any of the n floats at g is NaN or Inf (exponent bits all set).
-inline bool AnyNonFinite(const char* __restrict g, size_t n) {
-  uint32_t any = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, g + 4 * i, 4);
-    any |= (bits & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
-  }
-  return any != 0;
 }
 
 inline void SgdExchange(float* __restrict v, char* __restrict g, size_t n, float lr) {

@@ -153,7 +153,9 @@ TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
       ASSERT_EQ(in_grad, before[i]) << "element " << i;
     } else {
       ASSERT_EQ(values[i], before[i]) << "element " << i;
-      if (i != 200) ASSERT_EQ(in_grad, grad[i]) << "element " << i;
+      if (i != 200) {
+        ASSERT_EQ(in_grad, grad[i]) << "element " << i;
+      }
     }
   }
   // In the last, partial block too.

@@ -52,6 +52,16 @@ int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float*
 // Tensors of more floats than this (1 MiB) are worked on by several cores.
 constexpr int64_t kParallelGrain = 1 << 18;
 
+// Update passes read the gradient where gRPC received it in runs of at
+// most this many floats (16 KiB), which stay in L1 while being worked on.
+constexpr int64_t kRun = 4096;
+
+// The error for a NaN or Inf in a push.
+absl::Status NonFiniteGradient(absl::string_view key, float value, int64_t element) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "gradient for ", key, " has a non-finite value (", value, ") at element ", element));
+}
+
 // Per-thread scratch for gradients, reused across calls so MiB-sized pushes
 // allocate nothing in steady state.
 std::vector<float>& Scratch() {
@@ -406,10 +416,9 @@ bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replic
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
   float* data = t.data.data();
-  // The gradient is read where gRPC received it, in runs of at most 16 KiB
-  // so the values written back are still in L1 when copied out: to
-  // `read_back`, or over the gradient itself when `rewrite` is set.
-  constexpr int64_t kRun = 4096;
+  // The gradient is read run by run (kRun), so the values written back are
+  // still in L1 when copied out: to `read_back`, or over the gradient itself
+  // when `rewrite` is set.
   auto apply_run = [&](int64_t first, int64_t at, const char* grad, int64_t count,
                        char* out) {
     float* values = data + first + at;
@@ -441,7 +450,6 @@ absl::Status ShardStore::ExchangeLocked(const std::vector<Tensor*>& targets,
                                         const std::vector<TensorRef>& refs,
                                         DecodedFrame& frame, int64_t payload_offset,
                                         const std::vector<int64_t>& offsets) {
-  constexpr int64_t kRun = 4096;  // floats: 16 KiB
   for (size_t i = 0; i < targets.size(); ++i) {
     Tensor& t = *targets[i];
     BeforeWriteLocked(t);
@@ -484,9 +492,7 @@ absl::Status ShardStore::ExchangeLocked(const std::vector<Tensor*>& targets,
       frame.CopyPayload(payload_offset + offsets[j], offsets[j + 1] - offsets[j],
                         targets[j]->data.data());
     }
-    return absl::InvalidArgumentError(absl::StrCat("gradient for ", refs[i].key,
-                                                   " has a non-finite value (", value,
-                                                   ") at element ", bad));
+    return NonFiniteGradient(refs[i].key, value, bad);
   }
   return absl::OkStatus();
 }
@@ -582,16 +588,14 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
         }
       });
       if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "gradient for ", ref.key, " has a non-finite value (", value, ") at element ", bad));
+        return NonFiniteGradient(ref.key, value, bad);
       }
       continue;
     }
     float* g = scratch.data() + offsets[i] / 4;
     const int64_t bad = CopyFinite(frame, payload_offset + offsets[i], floats, g);
     if (bad >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient for ", ref.key, " has a non-finite value (", g[bad], ") at element ", bad));
+      return NonFiniteGradient(ref.key, g[bad], bad);
     }
     if (targets[i]->embedding) {
       const int64_t dim = targets[i]->dim;
