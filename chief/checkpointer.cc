@@ -22,30 +22,29 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(worker::PsClient* client, const 
   if (!shards.ok()) return shards.status();
   CheckpointRecord record;
   record.step = step;
-  Json manifest = Json::Object();
-  manifest.Set("step", Json::Number(static_cast<double>(step)));
-  manifest.Set("wall_time",
-               Json::Number(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch())));
-  Json list = Json::Array();
+  Json manifest = Json::object();
+  manifest["step"] = step;
+  manifest["wall_time"] = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  Json list = Json::array();
   for (size_t i = 0; i < shards->size(); ++i) {
     const v1::SaveCheckpointResponse& r = (*shards)[i];
-    Json shard = Json::Object();
-    shard.Set("file", Json::String(std::filesystem::path(r.path()).filename().string()));
-    shard.Set("bytes", Json::Number(static_cast<double>(r.bytes())));
-    shard.Set("crc32c", Json::Number(r.crc32c()));
-    list.Append(std::move(shard));
+    Json shard = Json::object();
+    shard["file"] = std::filesystem::path(r.path()).filename().string();
+    shard["bytes"] = r.bytes();
+    shard["crc32c"] = r.crc32c();
+    list.push_back(std::move(shard));
     record.bytes += r.bytes();
     record.ps_seconds = std::max(record.ps_seconds, r.seconds());
   }
-  manifest.Set("shards", std::move(list));
-  if (absl::Status s = WriteFileAtomically(ManifestPath(dir, step), manifest.Dump() + "\n");
+  manifest["shards"] = std::move(list);
+  if (absl::Status s = WriteFileAtomically(ManifestPath(dir, step), manifest.dump() + "\n");
       !s.ok()) {
     return s;
   }
-  Json index = Json::Object();
-  index.Set("step", Json::Number(static_cast<double>(step)));
-  if (final) index.Set("final", Json::Bool(true));
-  if (absl::Status s = WriteFileAtomically(CheckpointIndexPath(dir), index.Dump() + "\n");
+  Json index = Json::object();
+  index["step"] = step;
+  if (final) index["final"] = true;
+  if (absl::Status s = WriteFileAtomically(CheckpointIndexPath(dir), index.dump() + "\n");
       !s.ok()) {
     return s;
   }

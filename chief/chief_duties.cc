@@ -309,31 +309,31 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
             [&](const float* in, const int32_t* labels, int n) {
               return mlp_->Evaluate(params.data(), in, labels, n);
             }));
-    Json metrics = Json::Object();
-    metrics.Set("test_accuracy", Json::Number(static_cast<double>(r.correct) / r.count));
-    metrics.Set("test_loss", Json::Number(r.loss_sum / r.count));
-    metrics.Set("test_examples", Json::Number(r.count));
-    metrics.Set("global_step", Json::Number(step));
-    Json replicas = Json::Array();
+    Json metrics = Json::object();
+    metrics["test_accuracy"] = static_cast<double>(r.correct) / r.count;
+    metrics["test_loss"] = r.loss_sum / r.count;
+    metrics["test_examples"] = r.count;
+    metrics["global_step"] = step;
+    Json replicas = Json::array();
     double total_rate = 0;
     for (const auto& [replica, rep] : tracker_.reports()) {
-      Json w = Json::Object();
-      w.Set("replica", Json::Number(replica));
-      w.Set("task", Json::String(absl::StrCat(rep.task_type(), ":", rep.task_index())));
-      w.Set("steps", Json::Number(rep.steps()));
-      w.Set("examples", Json::Number(rep.examples()));
-      w.Set("final_loss", Json::Number(rep.final_loss()));
-      w.Set("examples_per_sec", Json::Number(rep.examples_per_sec()));
+      Json w = Json::object();
+      w["replica"] = replica;
+      w["task"] = absl::StrCat(rep.task_type(), ":", rep.task_index());
+      w["steps"] = rep.steps();
+      w["examples"] = rep.examples();
+      w["final_loss"] = rep.final_loss();
+      w["examples_per_sec"] = rep.examples_per_sec();
       total_rate += rep.examples_per_sec();
-      replicas.Append(std::move(w));
+      replicas.push_back(std::move(w));
     }
-    metrics.Set("replicas", std::move(replicas));
-    metrics.Set("seconds", Json::Number(absl::ToDoubleSeconds(absl::Now() - started_)));
+    metrics["replicas"] = std::move(replicas);
+    metrics["seconds"] = absl::ToDoubleSeconds(absl::Now() - started_);
     // What the PS saw: gradients dropped as stale, and the staleness of
     // those applied (summed over every slice; buckets as SliceStats says).
     if (auto stats = client_->Stats(); stats.ok()) {
-      double dropped = 0;
-      std::vector<double> histogram;
+      int64_t dropped = 0;
+      std::vector<int64_t> histogram;
       for (const v1::StatsResponse& ps : *stats) {
         for (const v1::SliceStats& slice : ps.slices()) {
           dropped += slice.dropped_stale();
@@ -345,12 +345,12 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
           }
         }
       }
-      metrics.Set("dropped_gradients", Json::Number(dropped));
-      Json h = Json::Array();
-      for (double count : histogram) h.Append(Json::Number(count));
-      metrics.Set("staleness_histogram", std::move(h));
+      metrics["dropped_gradients"] = dropped;
+      Json h = Json::array();
+      for (int64_t count : histogram) h.push_back(count);
+      metrics["staleness_histogram"] = std::move(h);
     }
-    metrics.Set("examples_per_sec", Json::Number(total_rate));
+    metrics["examples_per_sec"] = total_rate;
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
     // With an evaluator in the cluster, output_dir/eval is its to write.
     if (cfg_.cluster.evaluator.empty()) {
@@ -361,7 +361,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
                  {"accuracy", static_cast<double>(r.correct) / r.count}}));
     }
     PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
-        options_.output_dir + "/final_metrics.json", metrics.Dump() + "\n"));
+        options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
     return metrics;
   }();
   StopParameterServers(scored.ok() ? "job finished" : "job failed");

@@ -49,10 +49,10 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
   const std::string line = absl::StrFormat(
       "test accuracy: %.4f (loss %.4f on %d examples, global step %d)",
-      metrics.Find("test_accuracy")->number_value(),
-      metrics.Find("test_loss")->number_value(),
-      static_cast<int64_t>(metrics.Find("test_examples")->number_value()),
-      static_cast<int64_t>(metrics.Find("global_step")->number_value()));
+      FindMember(metrics, "test_accuracy")->get<double>(),
+      FindMember(metrics, "test_loss")->get<double>(),
+      FindMember(metrics, "test_examples")->get<int64_t>(),
+      FindMember(metrics, "global_step")->get<int64_t>());
   Log(line);
   Log("metrics written to ", options.output_dir, "/final_metrics.json");
   return absl::OkStatus();

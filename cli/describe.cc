@@ -40,27 +40,27 @@ std::string DescribeText(const TfConfig& cfg) {
 }
 
 std::string DescribeJson(const TfConfig& cfg) {
-  Json task = Json::Object();
-  task.Set("type", Json::String(RoleLabel(cfg, cfg.task.role)));
-  task.Set("index", Json::Number(cfg.task.index));
+  Json task = Json::object();
+  task["type"] = RoleLabel(cfg, cfg.task.role);
+  task["index"] = cfg.task.index;
   auto addr = cfg.task_address();
-  task.Set("address", addr.has_value() ? Json::String(addr->ToString()) : Json());
-  Json cluster = Json::Array();
+  task["address"] = addr.has_value() ? Json(addr->ToString()) : Json();
+  Json cluster = Json::array();
   for (Role role : kOrder) {
     for (int i = 0; i < cfg.cluster.Count(role); ++i) {
-      Json t = Json::Object();
-      t.Set("type", Json::String(RoleLabel(cfg, role)));
-      t.Set("index", Json::Number(i));
-      t.Set("address", Json::String(cfg.cluster.Address(role, i).ToString()));
-      cluster.Append(std::move(t));
+      Json t = Json::object();
+      t["type"] = RoleLabel(cfg, role);
+      t["index"] = i;
+      t["address"] = cfg.cluster.Address(role, i).ToString();
+      cluster.push_back(std::move(t));
     }
   }
-  Json root = Json::Object();
-  root.Set("task", std::move(task));
-  root.Set("environment", Json::String(cfg.environment));
-  root.Set("chief_duties", Json::String(ChiefDuties(cfg)));
-  root.Set("cluster", std::move(cluster));
-  return root.Dump() + "\n";
+  Json root = Json::object();
+  root["task"] = std::move(task);
+  root["environment"] = cfg.environment;
+  root["chief_duties"] = ChiefDuties(cfg);
+  root["cluster"] = std::move(cluster);
+  return root.dump() + "\n";
 }
 
 }  // namespace pstrain

@@ -50,26 +50,26 @@ absl::Status ReadRun(const std::string& dir, double start_unix, double target, R
   auto metrics = ParseJson(*text);
   if (!metrics.ok()) return metrics.status();
   auto number = [&](const char* key) {
-    const Json* v = metrics->Find(key);
-    return v != nullptr && v->is_number() ? v->number_value() : 0.0;
+    const Json* v = FindMember(*metrics, key);
+    return v != nullptr && v->is_number() ? v->get<double>() : 0.0;
   };
   run->test_accuracy = number("test_accuracy");
   run->examples_per_sec = number("examples_per_sec");
   run->dropped = number("dropped_gradients");
-  if (const Json* h = metrics->Find("staleness_histogram"); h != nullptr && h->is_array()) {
-    for (const Json& c : h->array_items()) run->staleness.push_back(c.number_value());
+  if (const Json* h = FindMember(*metrics, "staleness_histogram"); h != nullptr && h->is_array()) {
+    for (const Json& c : *h) run->staleness.push_back(c.get<double>());
   }
-  if (const Json* r = metrics->Find("replicas"); r != nullptr && r->is_array()) {
-    for (const Json& rep : r->array_items()) {
-      const Json* replica = rep.Find("replica");
-      const Json* steps = rep.Find("steps");
-      const Json* rate = rep.Find("examples_per_sec");
-      const Json* examples = rep.Find("examples");
-      if (replica != nullptr && replica->number_value() == 0 && steps != nullptr &&
-          rate != nullptr && examples != nullptr && rate->number_value() > 0 &&
-          steps->number_value() > 0) {
-        const double seconds = examples->number_value() / rate->number_value();
-        run->ms_per_step = 1000 * seconds / steps->number_value();
+  if (const Json* r = FindMember(*metrics, "replicas"); r != nullptr && r->is_array()) {
+    for (const Json& rep : *r) {
+      const Json* replica = FindMember(rep, "replica");
+      const Json* steps = FindMember(rep, "steps");
+      const Json* rate = FindMember(rep, "examples_per_sec");
+      const Json* examples = FindMember(rep, "examples");
+      if (replica != nullptr && replica->get<double>() == 0 && steps != nullptr &&
+          rate != nullptr && examples != nullptr && rate->get<double>() > 0 &&
+          steps->get<double>() > 0) {
+        const double seconds = examples->get<double>() / rate->get<double>();
+        run->ms_per_step = 1000 * seconds / steps->get<double>();
       }
     }
   }
@@ -78,14 +78,14 @@ absl::Status ReadRun(const std::string& dir, double start_unix, double target, R
   for (absl::string_view line : absl::StrSplit(*lines, '\n', absl::SkipEmpty())) {
     auto json = ParseJson(line);
     if (!json.ok()) continue;
-    const Json* wall = json->Find("wall_time");
-    const Json* step = json->Find("step");
-    const Json* loss = json->Find("loss");
-    const Json* accuracy = json->Find("accuracy");
+    const Json* wall = FindMember(*json, "wall_time");
+    const Json* step = FindMember(*json, "step");
+    const Json* loss = FindMember(*json, "loss");
+    const Json* accuracy = FindMember(*json, "accuracy");
     if (wall == nullptr || step == nullptr || loss == nullptr || accuracy == nullptr) continue;
-    EvalPoint p{wall->number_value() - start_unix,
-                static_cast<int64_t>(step->number_value()), loss->number_value(),
-                accuracy->number_value()};
+    EvalPoint p{wall->get<double>() - start_unix,
+                static_cast<int64_t>(step->get<double>()), loss->get<double>(),
+                accuracy->get<double>()};
     run->evals.push_back(p);
     if (run->time_to_target < 0 && p.accuracy >= target) run->time_to_target = p.wall_s;
   }

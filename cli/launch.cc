@@ -186,16 +186,16 @@ int RunLaunch(const LaunchOptions& options) {
     return kExitPermanent;
   }
   auto metrics = ParseJson(*metrics_text);
-  const Json* acc = metrics.ok() ? metrics->Find("test_accuracy") : nullptr;
-  const Json* rate = metrics.ok() ? metrics->Find("examples_per_sec") : nullptr;
+  const Json* acc = metrics.ok() ? FindMember(*metrics, "test_accuracy") : nullptr;
+  const Json* rate = metrics.ok() ? FindMember(*metrics, "examples_per_sec") : nullptr;
   if (acc == nullptr || !acc->is_number()) {
     Say("final_metrics.json has no test_accuracy");
     return kExitPermanent;
   }
-  Say(absl::StrFormat("test accuracy: %.4f", acc->number_value()));
+  Say(absl::StrFormat("test accuracy: %.4f", acc->get<double>()));
   if (rate != nullptr && rate->is_number()) {
     Say(absl::StrFormat("training throughput: %.0f examples/s (all replicas)",
-                        rate->number_value()));
+                        rate->get<double>()));
   }
   Say(absl::StrCat("metrics: ", options.output_dir, "/final_metrics.json; logs: ", logs, "/"));
   return kExitOk;

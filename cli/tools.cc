@@ -65,38 +65,38 @@ std::string PlacementTable(const Placement& p) {
 }
 
 std::string PlacementJson(const Placement& p) {
-  Json slices = Json::Array();
+  Json slices = Json::array();
   for (const SliceDef& s : p.slices) {
-    Json j = Json::Object();
-    j.Set("variable", Json::String(s.variable));
-    j.Set("key", Json::String(s.key()));
-    j.Set("slice_index", Json::Number(s.slice_index));
-    j.Set("num_slices", Json::Number(s.num_slices));
-    j.Set("row_begin", Json::Number(s.row_begin));
-    j.Set("row_end", Json::Number(s.row_end));
-    j.Set("bytes", Json::Number(s.bytes()));
-    j.Set("ps", Json::Number(s.ps));
-    slices.Append(std::move(j));
+    Json j = Json::object();
+    j["variable"] = s.variable;
+    j["key"] = s.key();
+    j["slice_index"] = s.slice_index;
+    j["num_slices"] = s.num_slices;
+    j["row_begin"] = s.row_begin;
+    j["row_end"] = s.row_end;
+    j["bytes"] = s.bytes();
+    j["ps"] = s.ps;
+    slices.push_back(std::move(j));
   }
-  Json tables = Json::Array();
+  Json tables = Json::array();
   for (const VariableDef& e : p.embeddings) {
-    Json j = Json::Object();
-    j.Set("variable", Json::String(e.name));
-    j.Set("vocabulary", Json::Number(e.rows()));
-    j.Set("dim", Json::Number(e.row_elements()));
-    j.Set("bytes", Json::Number(e.bytes()));
-    j.Set("rows_on", Json::String("hash(id) mod num_ps"));
-    tables.Append(std::move(j));
+    Json j = Json::object();
+    j["variable"] = e.name;
+    j["vocabulary"] = e.rows();
+    j["dim"] = e.row_elements();
+    j["bytes"] = e.bytes();
+    j["rows_on"] = "hash(id) mod num_ps";
+    tables.push_back(std::move(j));
   }
-  Json per_ps = Json::Array();
-  for (int64_t b : p.bytes_per_ps) per_ps.Append(Json::Number(b));
-  Json root = Json::Object();
-  root.Set("num_ps", Json::Number(p.num_ps));
-  root.Set("slices", std::move(slices));
-  root.Set("embeddings", std::move(tables));
-  root.Set("bytes_per_ps", std::move(per_ps));
-  root.Set("imbalance_percent", Json::Number(ImbalancePercent(p)));
-  return root.Dump() + "\n";
+  Json per_ps = Json::array();
+  for (int64_t b : p.bytes_per_ps) per_ps.push_back(b);
+  Json root = Json::object();
+  root["num_ps"] = p.num_ps;
+  root["slices"] = std::move(slices);
+  root["embeddings"] = std::move(tables);
+  root["bytes_per_ps"] = std::move(per_ps);
+  root["imbalance_percent"] = ImbalancePercent(p);
+  return root.dump() + "\n";
 }
 
 namespace {
@@ -166,35 +166,35 @@ std::string StatusTable(const std::vector<HostPort>& addresses,
 
 std::string StatusJson(const std::vector<HostPort>& addresses,
                        const std::vector<v1::StatsResponse>& stats) {
-  Json root = Json::Array();
+  Json root = Json::array();
   for (size_t i = 0; i < stats.size(); ++i) {
-    Json ps = Json::Object();
-    ps.Set("ps", Json::Number(stats[i].ps_index()));
-    ps.Set("address", Json::String(addresses[i].ToString()));
-    ps.Set("global_step", Json::Number(stats[i].global_step()));
-    ps.Set("resident_bytes", Json::Number(stats[i].resident_bytes()));
-    ps.Set("refused_unauthenticated", Json::Number(stats[i].refused_unauthenticated()));
-    ps.Set("refused_over_limit", Json::Number(stats[i].refused_over_limit()));
-    Json vars = Json::Array();
+    Json ps = Json::object();
+    ps["ps"] = stats[i].ps_index();
+    ps["address"] = addresses[i].ToString();
+    ps["global_step"] = stats[i].global_step();
+    ps["resident_bytes"] = stats[i].resident_bytes();
+    ps["refused_unauthenticated"] = stats[i].refused_unauthenticated();
+    ps["refused_over_limit"] = stats[i].refused_over_limit();
+    Json vars = Json::array();
     for (const v1::SliceStats& v : PerVariable(stats[i])) {
-      Json j = Json::Object();
-      j.Set("variable", Json::String(v.key()));
-      j.Set("consistency", Json::String(v.consistency()));
-      j.Set("bytes", Json::Number(v.bytes()));
-      j.Set("rows", Json::Number(v.rows()));
-      j.Set("pushes", Json::Number(v.pushes()));
-      j.Set("pulls", Json::Number(v.pulls()));
-      j.Set("step", Json::Number(v.step()));
-      j.Set("dropped_stale", Json::Number(v.dropped_stale()));
-      Json hist = Json::Array();
-      for (int64_t b : v.staleness_histogram()) hist.Append(Json::Number(b));
-      j.Set("staleness_histogram", std::move(hist));
-      vars.Append(std::move(j));
+      Json j = Json::object();
+      j["variable"] = v.key();
+      j["consistency"] = v.consistency();
+      j["bytes"] = v.bytes();
+      j["rows"] = v.rows();
+      j["pushes"] = v.pushes();
+      j["pulls"] = v.pulls();
+      j["step"] = v.step();
+      j["dropped_stale"] = v.dropped_stale();
+      Json hist = Json::array();
+      for (int64_t b : v.staleness_histogram()) hist.push_back(b);
+      j["staleness_histogram"] = std::move(hist);
+      vars.push_back(std::move(j));
     }
-    ps.Set("variables", std::move(vars));
-    root.Append(std::move(ps));
+    ps["variables"] = std::move(vars);
+    root.push_back(std::move(ps));
   }
-  return root.Dump() + "\n";
+  return root.dump() + "\n";
 }
 
 int PlacementMain(CliArgs& args) {

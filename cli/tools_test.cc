@@ -27,11 +27,11 @@ TEST(ToolsTest, PlacementTableShowsSlicesBytesPerPsAndImbalance) {
 TEST(ToolsTest, PlacementJsonIsParseable) {
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement({{"w", {10, 10}}}, 3));
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(PlacementJson(p)));
-  EXPECT_EQ(j.Find("num_ps")->number_value(), 3);
-  ASSERT_EQ(j.Find("slices")->array_items().size(), 1u);
-  EXPECT_EQ(j.Find("slices")->array_items()[0].Find("key")->string_value(), "w/part_0");
-  EXPECT_EQ(j.Find("bytes_per_ps")->array_items()[0].number_value(), 400);
-  EXPECT_NEAR(j.Find("imbalance_percent")->number_value(), 200.0, 1e-9);
+  EXPECT_EQ(FindMember(j, "num_ps")->get<double>(), 3);
+  ASSERT_EQ(FindMember(j, "slices")->size(), 1u);
+  EXPECT_EQ(FindMember((*FindMember(j, "slices"))[0], "key")->get<std::string>(), "w/part_0");
+  EXPECT_EQ((*FindMember(j, "bytes_per_ps"))[0].get<double>(), 400);
+  EXPECT_NEAR(FindMember(j, "imbalance_percent")->get<double>(), 200.0, 1e-9);
 }
 
 }  // namespace
@@ -67,11 +67,11 @@ TEST(ToolsTest, StatusSumsSlicesPerVariableWithDropsAndStaleness) {
             std::string::npos)
       << table;
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(StatusJson(where, {ps})));
-  const Json& v = j.array_items()[0].Find("variables")->array_items()[0];
-  EXPECT_EQ(v.Find("variable")->string_value(), "w");
-  EXPECT_EQ(v.Find("dropped_stale")->number_value(), 1);
-  EXPECT_EQ(v.Find("staleness_histogram")->array_items()[1].number_value(), 1);
-  EXPECT_EQ(j.array_items()[0].Find("resident_bytes")->number_value(), 64 << 20);
+  const Json& v = (*FindMember(j[0], "variables"))[0];
+  EXPECT_EQ(FindMember(v, "variable")->get<std::string>(), "w");
+  EXPECT_EQ(FindMember(v, "dropped_stale")->get<double>(), 1);
+  EXPECT_EQ((*FindMember(v, "staleness_histogram"))[1].get<double>(), 1);
+  EXPECT_EQ(FindMember(j[0], "resident_bytes")->get<double>(), 64 << 20);
 }
 
 }  // namespace

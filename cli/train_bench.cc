@@ -220,12 +220,12 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       auto text = ReadFile(launch.output_dir + "/final_metrics.json");
       if (!text.ok()) return fail(text.status());
       auto metrics = ParseJson(*text);
-      const Json* rate = metrics.ok() ? metrics->Find("examples_per_sec") : nullptr;
+      const Json* rate = metrics.ok() ? FindMember(*metrics, "examples_per_sec") : nullptr;
       if (rate == nullptr || !rate->is_number()) {
         return fail(absl::DataLossError(launch.output_dir + "/final_metrics.json has no rate"));
       }
-      cluster_rate[c].push_back(rate->number_value());
-      cluster_ratio[c].push_back(rate->number_value() / local_rate.back());
+      cluster_rate[c].push_back(rate->get<double>());
+      cluster_ratio[c].push_back(rate->get<double>() / local_rate.back());
       std::printf("round %d: %s: %.0f examples/s (%.2fx local)\n", r + 1,
                   clusters[c].name.c_str(), cluster_rate[c].back(), cluster_ratio[c].back());
     }

@@ -32,14 +32,14 @@ absl::StatusOr<CheckpointIndex> ReadCheckpointIndex(const std::string& dir) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
   auto json = ParseJson(*text);
-  const Json* step = json.ok() ? json->Find("step") : nullptr;
-  if (step == nullptr || !step->is_number() || step->number_value() < 0) {
+  const Json* step = json.ok() ? FindMember(*json, "step") : nullptr;
+  if (step == nullptr || !step->is_number_integer() || step->get<int64_t>() < 0) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, ": not an index naming a step"));
   }
   CheckpointIndex index;
-  index.step = static_cast<int64_t>(step->number_value());
-  const Json* final = json->Find("final");
-  index.final = final != nullptr && final->is_bool() && final->bool_value();
+  index.step = step->get<int64_t>();
+  const Json* final = FindMember(*json, "final");
+  index.final = final != nullptr && final->is_boolean() && final->get<bool>();
   return index;
 }
 
@@ -66,20 +66,20 @@ absl::StatusOr<CompleteCheckpoint> CheckComplete(const std::string& dir, int64_t
                                   : manifest_text.status().message());
   }
   auto manifest = ParseJson(*manifest_text);
-  const Json* shards = manifest.ok() ? manifest->Find("shards") : nullptr;
-  if (shards == nullptr || !shards->is_array() || shards->array_items().empty()) {
+  const Json* shards = manifest.ok() ? FindMember(*manifest, "shards") : nullptr;
+  if (shards == nullptr || !shards->is_array() || shards->empty()) {
     return bad(manifest_path, "no shard list");
   }
-  const int num_ps = static_cast<int>(shards->array_items().size());
+  const int num_ps = static_cast<int>(shards->size());
   for (int i = 0; i < num_ps; ++i) {
     const std::string path = ShardPath(dir, step, i, num_ps);
-    const Json* bytes = shards->array_items()[i].Find("bytes");
+    const Json* bytes = FindMember((*shards)[i], "bytes");
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return bad(path, "missing");
-    if (bytes == nullptr || !bytes->is_number() ||
-        static_cast<int64_t>(bytes->number_value()) != static_cast<int64_t>(st.st_size)) {
+    if (bytes == nullptr || !bytes->is_number_integer() ||
+        bytes->get<int64_t>() != static_cast<int64_t>(st.st_size)) {
       return bad(path, absl::StrCat("holds ", st.st_size, " bytes, the MANIFEST says ",
-                                    bytes == nullptr ? 0 : bytes->number_value()));
+                                    bytes == nullptr ? "nothing" : bytes->dump()));
     }
   }
   return CompleteCheckpoint{step, num_ps};

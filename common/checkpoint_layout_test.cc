@@ -68,5 +68,26 @@ TEST(CompleteCheckpointsTest, ListsWholeCheckpointsNewestFirstAndSaysWhyOthersAr
   EXPECT_EQ(CompleteCheckpoints(dir + "/none", nullptr).size(), 0u);
 }
 
+TEST(CheckpointIndexTest, ReadsAStepAbove2To53Exactly) {
+  const std::string dir = pstrain::testing::TempDir() + "/big_step";
+  std::filesystem::create_directories(dir);
+  const int64_t step = (int64_t{1} << 53) + 1;  // a double would read 2^53
+  ASSERT_OK(WriteFileAtomically(CheckpointIndexPath(dir),
+                                absl::StrCat("{\"step\":", step, ",\"final\":true}\n")));
+  ASSERT_OK_AND_ASSIGN(CheckpointIndex index, ReadCheckpointIndex(dir));
+  EXPECT_EQ(index.step, step);
+  EXPECT_TRUE(index.final);
+}
+
+TEST(CheckpointIndexTest, AStepThatIsNotANonNegativeIntegerIsDataLoss) {
+  const std::string dir = pstrain::testing::TempDir() + "/bad_step";
+  std::filesystem::create_directories(dir);
+  for (const char* text : {"{\"step\":1.5}", "{\"step\":-3}", "{\"step\":\"7\"}", "[7]"}) {
+    ASSERT_OK(WriteFileAtomically(CheckpointIndexPath(dir), text));
+    auto index = ReadCheckpointIndex(dir);
+    EXPECT_EQ(index.status().code(), absl::StatusCode::kDataLoss) << text;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -1,73 +1,35 @@
-// A small JSON value type with a strict parser and a compact writer, enough
-// for TF_CONFIG, metrics files and `--json` output. Numbers are doubles.
+// JSON values for TF_CONFIG, metrics files, the checkpoint index and
+// `--json` output. The value type is nlohmann::json (Debian's
+// nlohmann-json3-dev): integers keep their 64-bit precision (a step or an id
+// above 2^53 reads back exactly), other numbers are doubles, and object
+// members are kept in key order. What this header adds is the strict parser
+// the rest of pstrain reads with: errors as a Status naming the byte
+// offset and what was expected, duplicate keys and deep nesting refused.
 // Values are plain data: not thread-safe to mutate, safe to read concurrently.
 #ifndef PSTRAIN_COMMON_JSON_H_
 #define PSTRAIN_COMMON_JSON_H_
 
-#include <map>
-#include <memory>
-#include <string>
-#include <vector>
+#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace pstrain {
 
-class Json {
- public:
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+using Json = nlohmann::json;
 
-  Json() = default;  // null
-  static Json Bool(bool b);
-  static Json Number(double d);
-  static Json String(std::string s);
-  static Json Array();
-  static Json Object();
+// Nesting deeper than this is refused, bounding the work a hostile input
+// can ask for.
+inline constexpr int kMaxJsonDepth = 64;
 
-  Type type() const { return type_; }
-  bool is_null() const { return type_ == Type::kNull; }
-  bool is_bool() const { return type_ == Type::kBool; }
-  bool is_number() const { return type_ == Type::kNumber; }
-  bool is_string() const { return type_ == Type::kString; }
-  bool is_array() const { return type_ == Type::kArray; }
-  bool is_object() const { return type_ == Type::kObject; }
-
-  // Accessors. REQUIRES: the value has the matching type.
-  bool bool_value() const { return bool_; }
-  double number_value() const { return number_; }
-  const std::string& string_value() const { return string_; }
-  const std::vector<Json>& array_items() const { return array_; }
-  // Object members in key order (JSON objects are unordered; the order of the
-  // input is not kept).
-  const std::map<std::string, Json>& object_items() const { return object_; }
-
-  // Object lookup; nullptr when absent or when this is not an object.
-  const Json* Find(absl::string_view key) const;
-
-  // Builders. REQUIRES: array (Append) or object (Set).
-  Json& Append(Json v);
-  Json& Set(absl::string_view key, Json v);
-
-  // Compact serialisation; strings are escaped per RFC 8259.
-  std::string Dump() const;
-
-  // Human name of a type, for error messages ("object", "string", ...).
-  static const char* TypeName(Type t);
-
- private:
-  Type type_ = Type::kNull;
-  bool bool_ = false;
-  double number_ = 0;
-  std::string string_;
-  std::vector<Json> array_;
-  std::map<std::string, Json> object_;
-};
-
-// Parses one JSON document (RFC 8259; duplicate object keys are rejected).
-// InvalidArgument with the byte offset and what was expected on bad input.
-// Nesting deeper than 64 levels is rejected to bound recursion.
+// Parses one JSON document (RFC 8259). InvalidArgument on bad input, e.g.
+// "expected a value at offset 11, found end of input", "expected end of
+// input at offset 28, found 'x'", "duplicate key \"a\" in an object",
+// "nesting deeper than 64 levels", or a number outside the double range.
 absl::StatusOr<Json> ParseJson(absl::string_view text);
+
+// The member `key` of `j`; nullptr when `j` is not an object or lacks it.
+const Json* FindMember(const Json& j, absl::string_view key);
 
 }  // namespace pstrain
 

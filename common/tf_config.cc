@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -162,29 +163,28 @@ absl::StatusOr<TaskId> ParseTaskName(absl::string_view name) {
 }
 
 std::string TfConfig::ToJson() const {
-  Json c = Json::Object();
+  Json c = Json::object();
   auto list = [](const std::vector<HostPort>& v) {
-    Json a = Json::Array();
-    for (const HostPort& hp : v) a.Append(Json::String(hp.ToString()));
+    Json a = Json::array();
+    for (const HostPort& hp : v) a.push_back(hp.ToString());
     return a;
   };
   if (cluster.chief.has_value()) {
-    c.Set(cluster.chief_named_master ? "master" : "chief",
-          list({*cluster.chief}));
+    c[cluster.chief_named_master ? "master" : "chief"] = list({*cluster.chief});
   }
-  if (!cluster.ps.empty()) c.Set("ps", list(cluster.ps));
-  if (!cluster.worker.empty()) c.Set("worker", list(cluster.worker));
-  if (!cluster.evaluator.empty()) c.Set("evaluator", list(cluster.evaluator));
-  Json t = Json::Object();
+  if (!cluster.ps.empty()) c["ps"] = list(cluster.ps);
+  if (!cluster.worker.empty()) c["worker"] = list(cluster.worker);
+  if (!cluster.evaluator.empty()) c["evaluator"] = list(cluster.evaluator);
+  Json t = Json::object();
   const char* type = RoleName(task.role);
   if (task.role == Role::kChief && cluster.chief_named_master) type = "master";
-  t.Set("type", Json::String(type));
-  t.Set("index", Json::Number(task.index));
-  Json root = Json::Object();
-  root.Set("cluster", std::move(c));
-  root.Set("task", std::move(t));
-  if (!environment.empty()) root.Set("environment", Json::String(environment));
-  return root.Dump();
+  t["type"] = type;
+  t["index"] = task.index;
+  Json root = Json::object();
+  root["cluster"] = std::move(c);
+  root["task"] = std::move(t);
+  if (!environment.empty()) root["environment"] = environment;
+  return root.dump();
 }
 
 namespace {
@@ -207,17 +207,17 @@ absl::StatusOr<std::vector<HostPort>> ParseAddressList(const std::string& key,
                                                        const Json& value) {
   if (!value.is_array()) {
     return Invalid(absl::StrCat("cluster.", key, " must be an array of \"host:port\" strings, not ",
-                                Json::TypeName(value.type())));
+                                value.type_name()));
   }
   std::vector<HostPort> out;
-  for (size_t i = 0; i < value.array_items().size(); ++i) {
-    const Json& item = value.array_items()[i];
+  for (size_t i = 0; i < value.size(); ++i) {
+    const Json& item = value[i];
     std::string what = absl::StrCat("cluster.", key, "[", i, "]");
     if (!item.is_string()) {
       return Invalid(absl::StrCat(what, " must be a \"host:port\" string, not ",
-                                  Json::TypeName(item.type())));
+                                  item.type_name()));
     }
-    auto hp = ParseHostPort(item.string_value(), what);
+    auto hp = ParseHostPort(item.get<std::string>(), what);
     if (!hp.ok()) return Invalid(hp.status().message());
     out.push_back(*hp);
   }
@@ -235,37 +235,37 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
   const Json& root = *parsed;
   if (!root.is_object()) {
     return Invalid(absl::StrCat("must be a JSON object, not ",
-                                Json::TypeName(root.type())));
+                                root.type_name()));
   }
-  const Json* cluster = root.Find("cluster");
+  const Json* cluster = FindMember(root, "cluster");
   if (cluster == nullptr) return Invalid("has no \"cluster\" object");
   if (!cluster->is_object()) {
     return Invalid(absl::StrCat("cluster must be an object, not ",
-                                Json::TypeName(cluster->type())));
+                                cluster->type_name()));
   }
-  const Json* task = root.Find("task");
+  const Json* task = FindMember(root, "task");
   if (task == nullptr) return Invalid("has no \"task\" object");
   if (!task->is_object()) {
     return Invalid(absl::StrCat("task must be an object, not ",
-                                Json::TypeName(task->type())));
+                                task->type_name()));
   }
 
   TfConfig cfg;
-  if (const Json* env = root.Find("environment"); env != nullptr) {
+  if (const Json* env = FindMember(root, "environment"); env != nullptr) {
     if (!env->is_string()) {
       return Invalid(absl::StrCat("environment must be a string, not ",
-                                  Json::TypeName(env->type())));
+                                  env->type_name()));
     }
-    cfg.environment = env->string_value();
+    cfg.environment = env->get<std::string>();
   }
 
   // Cluster entries.
-  if (cluster->Find("chief") != nullptr && cluster->Find("master") != nullptr) {
+  if (FindMember(*cluster, "chief") != nullptr && FindMember(*cluster, "master") != nullptr) {
     return Invalid("cluster has both \"chief\" and \"master\"; they are the same role, give one");
   }
   // Where each address was first seen, to name duplicates.
   std::map<std::string, std::string> seen;
-  for (const auto& [key, value] : cluster->object_items()) {
+  for (const auto& [key, value] : cluster->items()) {
     std::optional<Role> role = RoleFromName(key);
     if (!role.has_value()) {
       return Invalid(absl::StrCat("cluster.", key, " is not a known role (expected one of ",
@@ -298,32 +298,32 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
   }
 
   // Task.
-  const Json* type = task->Find("type");
+  const Json* type = FindMember(*task, "type");
   if (type == nullptr) return Invalid("task has no \"type\"");
   if (!type->is_string()) {
     return Invalid(absl::StrCat("task.type must be a string, not ",
-                                Json::TypeName(type->type())));
+                                type->type_name()));
   }
-  std::optional<Role> role = RoleFromName(type->string_value());
+  std::optional<Role> role = RoleFromName(type->get<std::string>());
   if (!role.has_value()) {
-    return Invalid(absl::StrCat("task.type \"", type->string_value(),
+    return Invalid(absl::StrCat("task.type \"", type->get<std::string>(),
                                 "\" is not one of ", kKnownTypes));
   }
   cfg.task.role = *role;
-  const Json* index = task->Find("index");
+  const Json* index = FindMember(*task, "index");
   if (index != nullptr) {
     double d = 0;
     if (index->is_number()) {
-      d = index->number_value();
+      d = index->get<double>();
     } else if (index->is_string()) {
       // Some generators quote the index; accept digits only.
-      if (!absl::SimpleAtod(index->string_value(), &d)) {
-        return Invalid(absl::StrCat("task.index \"", index->string_value(),
+      if (!absl::SimpleAtod(index->get<std::string>(), &d)) {
+        return Invalid(absl::StrCat("task.index \"", index->get<std::string>(),
                                     "\" is not an integer"));
       }
     } else {
       return Invalid(absl::StrCat("task.index must be an integer, not ",
-                                  Json::TypeName(index->type())));
+                                  index->type_name()));
     }
     if (d != std::floor(d) || d < 0 || d > 1e6) {
       return Invalid(absl::StrCat("task.index ", d,
@@ -333,7 +333,7 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
   }
   // "task.type: chief" with "cluster.master" (or the reverse) is accepted:
   // the two names are synonyms.
-  const std::string& type_name = type->string_value();
+  const std::string& type_name = type->get<std::string>();
   int count = cfg.cluster.Count(cfg.task.role);
   std::string list_name = type_name;
   if (cfg.task.role == Role::kChief && cfg.cluster.chief.has_value()) {

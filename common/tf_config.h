@@ -18,7 +18,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/json.h"
 
 namespace pstrain {
 

@@ -61,4 +61,11 @@ int64_t Prefetcher::Next(float* features, int32_t* labels) {
   return epoch;
 }
 
+bool Prefetcher::WaitUntilFull(absl::Duration timeout) {
+  const int64_t depth = static_cast<int64_t>(slots_.size());
+  absl::MutexLock lock(&mu_);
+  auto full = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return produced_ - consumed_ >= depth; };
+  return mu_.AwaitWithTimeout(absl::Condition(&full), timeout);
+}
+
 }  // namespace pstrain::data

@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "data/dataset.h"
 
 namespace pstrain::data {
@@ -29,6 +30,11 @@ class Prefetcher {
   // Copies the next batch out (batch_size x example_dim features and the
   // labels), waiting for it if it is not ready; returns its epoch.
   int64_t Next(float* features, int32_t* labels) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits until `depth` batches are ready, which leaves the thread waiting
+  // for room; false when that takes longer than `timeout`. For warming up
+  // before a timed run, and for tests.
+  bool WaitUntilFull(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Slot {

@@ -1,7 +1,13 @@
 #include "data/prefetcher.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::data {
@@ -36,16 +42,34 @@ TEST(PrefetcherTest, YieldsExactlyTheIteratorsBatchesInOrderAcrossEpochs) {
   }
 }
 
-TEST(PrefetcherTest, StopsWhileTheProducerWaitsForRoom) {
+TEST(PrefetcherTest, DestructorEndsAProducerWaitingForRoomAndTakesNoMoreBatches) {
   const Dataset d = Tiny(50, 2);
   ShardIterator it(&d, 0, 1, 5, 1);
-  std::vector<float> f(10);
-  std::vector<int32_t> l(5);
-  {
-    Prefetcher p(&it, 5, 2, 2);
-    p.Next(f.data(), l.data());
-  }  // the producer is blocked on a full ring: the destructor must end it
-  SUCCEED();
+  ShardIterator reference(&d, 0, 1, 5, 1);
+  std::vector<float> f(10), g(10);
+  std::vector<int32_t> l(5), m(5);
+  auto p = std::make_unique<Prefetcher>(&it, 5, 2, /*depth=*/2);
+  p->Next(f.data(), l.data());
+  // Both slots filled again: the producer now waits for room.
+  ASSERT_TRUE(p->WaitUntilFull(absl::Seconds(30)));
+  absl::Notification destroyed;
+  std::thread stopper([&] {
+    p.reset();
+    destroyed.Notify();
+  });
+  if (!destroyed.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    // The stopper is stuck in the destructor; ending here reports this test.
+    std::fprintf(stderr, "the destructor did not end the waiting producer in 30 s\n");
+    std::abort();
+  }
+  stopper.join();
+  // The producer took exactly 1 + depth batches from the iterator: the next
+  // one is the reference's fourth.
+  for (int i = 0; i < 3; ++i) reference.Next(g.data(), m.data());
+  it.Next(f.data(), l.data());
+  reference.Next(g.data(), m.data());
+  EXPECT_EQ(f, g);
+  EXPECT_EQ(l, m);
 }
 
 }  // namespace

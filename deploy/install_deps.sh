@@ -22,6 +22,8 @@ PACKAGES=(
   openssl                  # deploy/make_certs.sh (certificates, tokens)
   dataset-fashion-mnist    # the training data, in /usr/share/datasets
   gnuplot-nox              # `pstrain experiment` plots (PNG)
+  python3                  # tests/count_results.py counts the test reports
+  nlohmann-json3-dev       # JSON (TF_CONFIG, metrics, checkpoint index)
 )
 
 missing=()

@@ -25,6 +25,7 @@
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/task_set.h"
 
 namespace pstrain {
 namespace {
@@ -97,16 +98,16 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_THAT(r.output, HasSubstr("exited    code 0"));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  const double acc = metrics.Find("test_accuracy")->number_value();
+  const double acc = FindMember(metrics, "test_accuracy")->get<double>();
   EXPECT_GE(acc, 0.80) << text;
-  EXPECT_EQ(metrics.Find("test_examples")->number_value(), 10000);
+  EXPECT_EQ(FindMember(metrics, "test_examples")->get<double>(), 10000);
   // The chief trains as replica 0 beside the two workers: three replicas
   // of 20000 examples, 625 steps an epoch each, all applied by every PS.
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 3 * 1250);
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 3 * 1250);
   std::vector<std::string> tasks;
-  for (const Json& rep : metrics.Find("replicas")->array_items()) {
-    tasks.push_back(rep.Find("task")->string_value());
-    EXPECT_EQ(rep.Find("steps")->number_value(), 1250) << text;
+  for (const Json& rep : *FindMember(metrics, "replicas")) {
+    tasks.push_back(FindMember(rep, "task")->get<std::string>());
+    EXPECT_EQ(FindMember(rep, "steps")->get<double>(), 1250) << text;
   }
   EXPECT_EQ(tasks, (std::vector<std::string>{"chief:0", "worker:0", "worker:1"}));
   EXPECT_THAT(r.output, HasSubstr(absl::StrFormat("test accuracy: %.4f", acc)));
@@ -188,8 +189,8 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
                             "step 937"));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 1874);
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.80) << text;
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 2 * 1874);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.80) << text;
 
   // A flipped byte in a shard of the newest checkpoint: the relaunch names
   // the file, sets that checkpoint aside and resumes from the one before.
@@ -213,8 +214,8 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   ASSERT_OK_AND_ASSIGN(metrics, ParseJson(text));
   // Async steps count every replica's pushes: the resumed replicas redo
   // their share of the steps after the older checkpoint.
-  EXPECT_GE(metrics.Find("global_step")->number_value(), 2 * 1874);
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.80) << text;
+  EXPECT_GE(FindMember(metrics, "global_step")->get<double>(), 2 * 1874);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.80) << text;
 
   // The same job relaunched on 3 PS for a third epoch: the 2-PS checkpoint
   // is re-sliced onto the new placement and training carries on from it.
@@ -229,11 +230,11 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   EXPECT_THAT(ps2, HasSubstr("(written by 2 ps, re-sliced)"));
   ASSERT_OK_AND_ASSIGN(text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(metrics, ParseJson(text));
-  EXPECT_GE(metrics.Find("global_step")->number_value(), 3 * 1874);
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.82) << text;
+  EXPECT_GE(FindMember(metrics, "global_step")->get<double>(), 3 * 1874);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.82) << text;
   ASSERT_OK_AND_ASSIGN(manifest, ReadFile(out + "/ckpt-" +
                                           std::to_string(static_cast<int64_t>(
-                                              metrics.Find("global_step")->number_value())) +
+                                              FindMember(metrics, "global_step")->get<double>())) +
                                           "/MANIFEST"));
   EXPECT_THAT(manifest, HasSubstr("\"file\":\"shard-2-of-3\""));
 }
@@ -259,8 +260,8 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
   while (absl::Now() < give_up && seen.size() < 2) {
     if (auto index = ReadFile(out + "/checkpoint"); index.ok()) {
       auto json = ParseJson(*index);
-      if (json.ok() && json->Find("step") != nullptr) {
-        seen.insert(static_cast<int64_t>(json->Find("step")->number_value()));
+      if (json.ok() && FindMember(*json, "step") != nullptr) {
+        seen.insert(static_cast<int64_t>(FindMember(*json, "step")->get<double>()));
       }
     }
     absl::SleepFor(absl::Milliseconds(20));
@@ -273,7 +274,7 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
   {
     ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
     ASSERT_OK_AND_ASSIGN(Json json, ParseJson(index));
-    killed_at = static_cast<int64_t>(json.Find("step")->number_value());
+    killed_at = static_cast<int64_t>(FindMember(json, "step")->get<double>());
     EXPECT_GE(killed_at, *seen.rbegin());
   }
   // Every task dies with it.
@@ -310,15 +311,15 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
   // The relaunch trained only what was left: each of the three replicas
   // (the chief and two workers) resumed at killed_at / 3 of its 1250 steps.
   double steps = 0;
-  for (const Json& w : metrics.Find("replicas")->array_items()) {
-    steps += w.Find("steps")->number_value();
+  for (const Json& w : *FindMember(metrics, "replicas")) {
+    steps += FindMember(w, "steps")->get<double>();
   }
   EXPECT_EQ(steps, 3 * 1250 - 3 * (killed_at / 3)) << text;
-  EXPECT_GE(metrics.Find("global_step")->number_value(), 3 * 1250 - 2) << text;
+  EXPECT_GE(FindMember(metrics, "global_step")->get<double>(), 3 * 1250 - 2) << text;
   // One epoch of async training by three replicas lands near 0.83-0.84,
   // depending on how their updates interleave (one run: 0.8286): the bound
   // checks that the resumed job trains, not the epoch's exact outcome.
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.82) << text;
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.82) << text;
 }
 
 // An evaluator scores checkpoints from their files as they appear and exits
@@ -344,7 +345,7 @@ TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
   EXPECT_EQ(eval.back().scalars[1].first, "accuracy");
   EXPECT_FLOAT_EQ(eval.back().scalars[1].second,
-                  static_cast<float>(metrics.Find("test_accuracy")->number_value()));
+                  static_cast<float>(FindMember(metrics, "test_accuracy")->get<double>()));
   ASSERT_OK_AND_ASSIGN(std::string log, ReadFile(out + "/logs/evaluator-0.log"));
   EXPECT_THAT(log, HasSubstr("eval at step 3750: loss "));
   // Every checkpoint the chief wrote was scored, in order.
@@ -377,12 +378,12 @@ TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.75) << text;
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.75) << text;
   // 60000 examples per epoch, 2 batches of 32 per aggregated step.
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 937);
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 937);
   int64_t steps = 0;
-  for (const Json& w : metrics.Find("replicas")->array_items()) {
-    steps += w.Find("steps")->number_value();
+  for (const Json& w : *FindMember(metrics, "replicas")) {
+    steps += FindMember(w, "steps")->get<double>();
   }
   // Every aggregated step took 2 gradients; the rest were dropped as stale.
   EXPECT_GE(steps, 2 * 937);
@@ -425,8 +426,8 @@ TEST(ClusterTest, WorkerZeroTakesChiefDutiesWithoutChief) {
   EXPECT_THAT(w0, HasSubstr("test accuracy: "));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 600);
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.70) << text;
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 600);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.70) << text;
   ASSERT_OK_AND_ASSIGN(std::string ps_log, ReadFile(logs[2]));
   EXPECT_THAT(ps_log, HasSubstr("stopping: job finished; 600 pushes applied"));
 }
@@ -453,10 +454,10 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   o.log_path = out + "/ps.log";
   ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
   // Wait until it serves, then stop it.
-  for (int i = 0; i < 100; ++i) {
-    if (ReadFile(o.log_path).value_or("").find("serving on") != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return ReadFile(o.log_path).value_or("").find("serving on") != std::string::npos; },
+      absl::Seconds(30)))
+      << ReadFile(o.log_path).value_or("");
   // `pstrain status` asks the live PS.
   RunResult status = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
                                 out + "/status.txt");
@@ -487,18 +488,18 @@ TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
                            out + "/p.json");
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(r.output));
-  EXPECT_EQ(j.Find("num_ps")->number_value(), 4);
-  ASSERT_EQ(j.Find("embeddings")->array_items().size(), 2u);
-  EXPECT_EQ(j.Find("embeddings")->array_items()[0].Find("variable")->string_value(), "user_emb");
+  EXPECT_EQ(FindMember(j, "num_ps")->get<double>(), 4);
+  ASSERT_EQ(FindMember(j, "embeddings")->size(), 2u);
+  EXPECT_EQ(FindMember((*FindMember(j, "embeddings"))[0], "variable")->get<std::string>(), "user_emb");
   // Every dense row lives in exactly one slice.
   int64_t kernel_rows = 0;
-  for (const Json& s : j.Find("slices")->array_items()) {
-    if (s.Find("variable")->string_value() == "dense_1/kernel") {
-      kernel_rows += s.Find("row_end")->number_value() - s.Find("row_begin")->number_value();
+  for (const Json& s : *FindMember(j, "slices")) {
+    if (FindMember(s, "variable")->get<std::string>() == "dense_1/kernel") {
+      kernel_rows += FindMember(s, "row_end")->get<double>() - FindMember(s, "row_begin")->get<double>();
     }
   }
   EXPECT_EQ(kernel_rows, 1024);
-  EXPECT_LT(j.Find("imbalance_percent")->number_value(), 1.0);
+  EXPECT_LT(FindMember(j, "imbalance_percent")->get<double>(), 1.0);
   RunResult table = RunPstrain({"placement", "--config", config, "--ps", "4"}, "",
                                out + "/p.txt");
   EXPECT_THAT(table.output, HasSubstr("user_emb                     table    hash(id)%4"));
@@ -558,10 +559,10 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  const double acc = metrics.Find("test_accuracy")->number_value();
+  const double acc = FindMember(metrics, "test_accuracy")->get<double>();
   EXPECT_GE(acc, 0.78) << text;
   // Two replicas (the chief and the worker), 30000 examples each.
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 2 * 937);
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 2 * 937);
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
   ASSERT_GE(eval.size(), 2u);
   EXPECT_EQ(eval.back().step, 2 * 937);
@@ -619,8 +620,8 @@ TEST(ClusterTest, DataShardedIntoFilesIsReadByFilePerReplica) {
   }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/job/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
-  EXPECT_EQ(metrics.Find("global_step")->number_value(), 60000 / 2 / 32);
-  EXPECT_GE(metrics.Find("test_accuracy")->number_value(), 0.78) << text;
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 60000 / 2 / 32);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.78) << text;
 }
 
 TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
@@ -740,8 +741,8 @@ TEST(ClusterTest, DescribePrintsTaskAndCluster) {
   RunResult j = RunPstrain({"describe", "--json"}, tf, out + "/j.txt");
   EXPECT_EQ(j.code, 0);
   ASSERT_OK_AND_ASSIGN(Json parsed, ParseJson(j.output));
-  EXPECT_EQ(parsed.Find("task")->Find("address")->string_value(), "[::1]:2225");
-  EXPECT_EQ(parsed.Find("cluster")->array_items().size(), 4u);
+  EXPECT_EQ(FindMember(*FindMember(parsed, "task"), "address")->get<std::string>(), "[::1]:2225");
+  EXPECT_EQ(FindMember(parsed, "cluster")->size(), 4u);
 }
 
 TEST(ClusterTest, MissingTfConfigIsAClearError) {

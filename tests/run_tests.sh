@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything, and runs every test: the Bazel
-# unit and cluster tests (counted per test case from their XML reports) and
+# unit and cluster tests (counted per test case, tests/count_results.py) and
 # the build checks below. The last line is "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,31 +31,30 @@ if ! bazel build //... ; then
 fi
 
 echo "== bazel test //..."
-bazel test --keep_going //...
+# Cases are counted from the reports this run's build events name
+# (tests/count_results.py): a target that crashed, timed out or did not
+# build counts as failed, by name, and no report of an earlier run is read.
+results_dir=$(mktemp -d)
+trap 'rm -rf "$results_dir"' EXIT
+bazel query 'tests(//...)' >"$results_dir/labels" 2>"$results_dir/query.log" ||
+  { cat "$results_dir/query.log"; echo "0 passed, 1 failed"; exit 1; }
+bazel test --keep_going --build_event_json_file="$results_dir/events.json" //...
 bazel_rc=$?
-
-# Count test cases from the XML report of every test target in the tree
-# (reports of targets that no longer exist, or of earlier --runs_per_test
-# runs, are not counted).
-while IFS= read -r label; do
-  target=${label#//}
-  xml="bazel-testlogs/${target/://}/test.xml"
-  if [[ ! -f $xml ]]; then continue; fi
-  cases=$(grep -c '<testcase ' "$xml" || true)
-  skips=$(grep -c 'result="skipped"' "$xml" || true)
-  fails=$(grep -c '<failure' "$xml" || true)
-  if [[ $cases -eq 0 && $fails -eq 0 ]]; then continue; fi
-  if [[ $fails -gt $cases ]]; then fails=$cases; fi
-  failed=$((failed + fails))
-  skipped=$((skipped + skips))
-  passed=$((passed + cases - fails - skips))
-done < <(bazel query 'tests(//...)' 2>/dev/null)
-if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
-  # A test that failed to build or crashed before writing a report.
+/usr/bin/python3 tests/count_results.py "$results_dir/events.json" "$results_dir/labels" \
+  >"$results_dir/counts" || echo "FAIL: counting the test reports" >>"$results_dir/counts"
+grep '^FAIL: ' "$results_dir/counts"
+read -r p f s < <(tail -1 "$results_dir/counts" | grep -E '^[0-9]+ [0-9]+ [0-9]+$' || echo "0 1 0")
+passed=$((passed + p))
+failed=$((failed + f))
+skipped=$((skipped + s))
+if [[ $bazel_rc -ne 0 && $f -eq 0 ]]; then
+  echo "FAIL: bazel test exited $bazel_rc but no test case failed"
   failed=$((failed + 1))
 fi
 
 echo "== build checks"
+check "test-case counting (tests/count_results_test.py)" \
+  /usr/bin/python3 tests/count_results_test.py
 check "CUDA detection and CPU-only build" tests/build_variants.sh
 # clang with -Wthread-safety -Werror checks the lock annotations g++ ignores.
 # Its own output base keeps both compilers' caches warm between runs.

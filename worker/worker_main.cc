@@ -59,8 +59,8 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
   Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)",
-                      metrics.Find("test_accuracy")->number_value(),
-                      metrics.Find("test_loss")->number_value()));
+                      FindMember(metrics, "test_accuracy")->get<double>(),
+                      FindMember(metrics, "test_loss")->get<double>()));
   return absl::OkStatus();
 }
 
