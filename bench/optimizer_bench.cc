@@ -6,7 +6,7 @@
 
 #include "benchmark/benchmark.h"
 #include "common/optimizer_spec.h"
-#include "ps_server/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace pstrain::ps {
 namespace {
@@ -15,7 +15,7 @@ void BM_Apply(benchmark::State& state, const char* name) {
   OptimizerSpec spec;
   spec.name = name;
   spec.learning_rate = 1e-3f;
-  std::unique_ptr<Optimizer> opt = *CreateOptimizer(spec);
+  std::unique_ptr<optim::Optimizer> opt = *optim::CreateOptimizer(spec);
   const size_t n = static_cast<size_t>(state.range(0));
   std::vector<float> values(n, 0.5f), grad(n, 0.01f);
   std::vector<std::vector<float>> slot_store(opt->num_slots());

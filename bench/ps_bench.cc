@@ -65,8 +65,8 @@
 #include "grpcpp/grpcpp.h"
 #include "ps_server/ps_service.h"
 #include "ps_server/shard_store.h"
-#include "worker/ps_client.h"
-#include "worker/ps_stream.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 
 namespace pstrain::bench {
 namespace {
@@ -292,22 +292,22 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
 }
 
 // A client of the PS in `servers` as replica `replica`.
-absl::StatusOr<std::unique_ptr<worker::PsClient>> ClientOf(const Servers& servers,
+absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& servers,
                                                            const Placement& placement,
                                                            int replica = 0,
                                                            bool shared_memory = false) {
-  worker::PsClientOptions o;
+  client::PsClientOptions o;
   o.ps_addresses = servers.addresses;
   o.replica = replica;
   o.shared_memory = shared_memory;
-  return worker::PsClient::Create(o, placement);
+  return client::PsClient::Create(o, placement);
 }
 
 // Creates the client's variables (at `offsets`) under SGD, lr 0.01, for a
 // job of `num_replicas` replicas.
-absl::Status CreateSgd(worker::PsClient& client, const std::vector<int64_t>& offsets,
+absl::Status CreateSgd(client::PsClient& client, const std::vector<int64_t>& offsets,
                        int num_replicas) {
-  worker::CreateOptions create;
+  client::CreateOptions create;
   create.optimizer = {"sgd", 0.01f};
   create.num_replicas = num_replicas;
   return client.CreateVariables({}, offsets, create).status();
@@ -320,7 +320,7 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
   const Placement placement = OneTensorPerPs(num_ps, bytes);
   std::vector<int64_t> offsets;
   for (int i = 0; i < num_ps; ++i) offsets.push_back(i * (bytes / 4));
-  std::vector<std::unique_ptr<worker::PsClient>> cs;
+  std::vector<std::unique_ptr<client::PsClient>> cs;
   for (int c = 0; c < clients; ++c) {
     auto client = ClientOf(**servers, placement, c, shared_memory);
     if (!client.ok()) return client.status();
@@ -342,7 +342,7 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
   auto servers = StartServers("echo", num_ps);
   if (!servers.ok()) return servers.status();
   // Per client: one stream per server and one payload buffer, reused.
-  std::vector<std::vector<std::unique_ptr<worker::PsStream>>> streams(clients);
+  std::vector<std::vector<std::unique_ptr<client::PsStream>>> streams(clients);
   std::vector<std::string> payload(clients, std::string(bytes, '\1'));
   for (int c = 0; c < clients; ++c) {
     for (int i = 0; i < num_ps; ++i) {
@@ -350,7 +350,7 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
                                                grpc::InsecureChannelCredentials(),
                                                LargeMessageArgs());
       streams[c].push_back(
-          std::make_unique<worker::PsStream>(channel, absl::StrCat("echo:", i), kEchoMethod));
+          std::make_unique<client::PsStream>(channel, absl::StrCat("echo:", i), kEchoMethod));
     }
   }
   Result r = Measure(**servers, clients, seconds, [&](int c) -> absl::Status {
@@ -392,7 +392,7 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
   auto client = ClientOf(**ps_servers, placement);
   if (!client.ok()) return client.status();
   PSTRAIN_RETURN_IF_ERROR(CreateSgd(**client, offsets, 1));
-  worker::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
+  client::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
                                                   grpc::InsecureChannelCredentials(),
                                                   LargeMessageArgs()),
                         "echo:0", kEchoMethod);
@@ -442,12 +442,12 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   auto creator = ClientOf(**servers, placement);
   if (!creator.ok()) return creator.status();
   PSTRAIN_RETURN_IF_ERROR(CreateSgd(**creator, {0}, clients));
-  std::vector<std::unique_ptr<worker::PsStream>> streams;
+  std::vector<std::unique_ptr<client::PsStream>> streams;
   for (int c = 0; c < clients; ++c) {
     grpc::ChannelArguments args = LargeMessageArgs();
     // A channel of its own per client: its own connection.
     args.SetInt("pstrain.bench_client", c);
-    streams.push_back(std::make_unique<worker::PsStream>(
+    streams.push_back(std::make_unique<client::PsStream>(
         grpc::CreateCustomChannel((*servers)->addresses[0].ToString(),
                                   grpc::InsecureChannelCredentials(), args),
         "ps:0"));
@@ -510,7 +510,7 @@ void DenseModel(int64_t model_bytes, std::vector<VariableDef>* vars,
 
 // PS counts a checkpoint written by kSavePs PS is restored onto: the same
 // count (each PS reads its own shard) and others (re-sliced from every
-// shard, ps_server/reshard.h).
+// shard, checkpoint/reshard.h).
 constexpr int kSavePs = 2;
 constexpr int kRestorePs[] = {2, 3, 1};
 
@@ -527,7 +527,7 @@ struct CheckpointTimes {
 absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& vars,
                                                const std::vector<int64_t>& offsets,
                                                int64_t floats, const std::string& dir) {
-  worker::CreateOptions create;
+  client::CreateOptions create;
   create.optimizer.name = "adam";
   create.optimizer.learning_rate = 1e-3f;
   std::vector<float> before(floats), after(floats), grads(floats, 1e-3f);
@@ -638,7 +638,7 @@ absl::Status Memory(int64_t model_mib) {
   if (!placement.ok()) return placement.status();
   auto client = ClientOf(**servers, *placement);
   if (!client.ok()) return client.status();
-  worker::CreateOptions create;
+  client::CreateOptions create;
   create.optimizer.name = "adam";
   create.optimizer.learning_rate = 1e-3f;
   const absl::Time t0 = absl::Now();

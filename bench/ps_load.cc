@@ -41,8 +41,8 @@
 #include "common/security.h"
 #include "common/subprocess.h"
 #include "common/wire_frame.h"
-#include "worker/ps_client.h"
-#include "worker/ps_stream.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 
 namespace pstrain::bench {
 namespace {
@@ -146,13 +146,13 @@ int Run(CliArgs& args) {
   if (!placement.ok()) return fail(placement.status());
   const std::string w_key = placement->SlicesOf("w")[0].key();
   auto make_client = [&](std::shared_ptr<const Security> security, int replica) {
-    worker::PsClientOptions o;
+    client::PsClientOptions o;
     o.ps_addresses = {address};
     o.replica = replica;
     o.rpc_deadline = absl::Seconds(30);
     o.max_attempts = 1;
     o.security = std::move(security);
-    return worker::PsClient::Create(o, *placement);
+    return client::PsClient::Create(o, *placement);
   };
   auto admin = make_client(*good, -1);
   if (!admin.ok()) return fail(admin.status());
@@ -160,7 +160,7 @@ int Run(CliArgs& args) {
     stop_ps();
     return fail(s);
   }
-  worker::CreateOptions create;
+  client::CreateOptions create;
   create.optimizer = {"sgd", 1.0f};
   create.num_replicas = static_cast<int>(*clients);
   std::vector<float> zeros(*floats, 0.0f);
@@ -186,7 +186,7 @@ int Run(CliArgs& args) {
       if (!client.ok() || !wrong_client.ok() || !none_client.ok()) return;
       grpc::ChannelArguments channel_args;
       channel_args.SetInt("pstrain.load_client", c);
-      worker::PsStream raw((*good)->CreateChannel(address.ToString(), channel_args), "ps:0");
+      client::PsStream raw((*good)->CreateChannel(address.ToString(), channel_args), "ps:0");
       std::vector<float> grad(*floats, 1.0f), params(*floats);
       std::vector<double> latency;
       int64_t pushes = 0, good_failed = 0;

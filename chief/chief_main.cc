@@ -3,12 +3,12 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
-#include "chief/chief_duties.h"
-#include "cli/job_flags.h"
+#include "coordinator/chief_duties.h"
+#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "worker/replica.h"
+#include "train/replica.h"
 
 namespace pstrain::chief {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 absl::Status Run(const TfConfig& cfg, CliArgs& args,
                  const std::shared_ptr<const Security>& security) {
   PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
-  ChiefOptions options;
+  coordinator::ChiefOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(options.bind_address,
@@ -31,15 +31,15 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   options.security = security;
   openblas_set_num_threads(static_cast<int>(blas_threads));
 
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ChiefDuties> duties,
-                           ChiefDuties::Start(cfg, options));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::ChiefDuties> duties,
+                           coordinator::ChiefDuties::Start(cfg, options));
   if (options.job.chief_trains) {
-    worker::ReplicaOptions replica;
+    train::ReplicaOptions replica;
     replica.job = options.job;
     replica.output_dir = options.output_dir;
     replica.ps_wait = options.ps_wait;
     replica.security = security;
-    auto report = worker::TrainAsReplica(cfg, replica);
+    auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
       duties->StopParameterServers("job failed");
       return report.status();

@@ -11,7 +11,7 @@
 
 namespace pstrain::chief {
 
-// Flags: the job flags (cli/job_flags.h), --output_dir, --bind,
+// Flags: the job flags (job/job_flags.h), --output_dir, --bind,
 // --ps_wait_s, --job_timeout_s, --blas_threads. Prints "test accuracy: X" at the end.
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kChief.
 int ChiefMain(const TfConfig& cfg, CliArgs& args,

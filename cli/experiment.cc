@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "cli/job_flags.h"
+#include "job/job_flags.h"
 #include "cli/launch.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"

@@ -16,8 +16,8 @@
 #include "common/signals.h"
 #include "common/subprocess.h"
 #include "common/tf_config.h"
-#include "cli/job_flags.h"
-#include "cli/security_flags.h"
+#include "job/job_flags.h"
+#include "job/security_flags.h"
 
 namespace pstrain {
 namespace {

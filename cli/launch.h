@@ -30,7 +30,7 @@ struct LaunchOptions {
   // Flags passed to the chief and every worker (the job flags).
   std::vector<std::string> job_flags;
   // Flags passed to every task, the PS included: the security flags
-  // (cli/security_flags.h) and --config when it is given. PSTRAIN_TOKEN,
+  // (job/security_flags.h) and --config when it is given. PSTRAIN_TOKEN,
   // like the rest of the environment, is inherited.
   std::vector<std::string> task_flags;
   // 2 hours: far beyond any job this launcher is meant for on one machine.

@@ -14,23 +14,24 @@
 #include <map>
 #include <string>
 
-#include "common/cli_args.h"
-#include "common/exit_codes.h"
-#include "common/malloc_tuning.h"
-#include "common/tf_config.h"
-#include "model/cuda_device.h"
 #include "cli/data_tool.h"
 #include "cli/describe.h"
-#include "cli/job_flags.h"
-#include "cli/launch.h"
-#include "cli/role_main.h"
 #include "cli/experiment.h"
+#include "cli/launch.h"
 #include "cli/plan.h"
+#include "cli/role_main.h"
 #include "cli/tfconfig.h"
 #include "cli/tools.h"
 #include "cli/train_bench.h"
+#include "common/cli_args.h"
+#include "common/crash_handler.h"
+#include "common/exit_codes.h"
 #include "common/logging.h"
-#include "worker/local_trainer.h"
+#include "common/malloc_tuning.h"
+#include "common/tf_config.h"
+#include "job/job_flags.h"
+#include "model/cuda_device.h"
+#include "train/local_trainer.h"
 
 namespace {
 
@@ -84,7 +85,7 @@ std::string SelfPath(const char* argv0) {
   return argv0;
 }
 
-int Describe(int argc, char** argv) {
+int Describe(int argc, char** argv, const char* tf_config) {
   auto args = pstrain::CliArgs::Parse(argc, argv, 2);
   if (!args.ok()) {
     std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
@@ -96,12 +97,11 @@ int Describe(int argc, char** argv) {
     std::fprintf(stderr, "pstrain describe: %s\n", std::string(used.message()).c_str());
     return pstrain::kExitBadConfig;
   }
-  const char* env = std::getenv("TF_CONFIG");
-  if (env == nullptr) {
+  if (tf_config == nullptr) {
     std::fprintf(stderr, "TF_CONFIG is not set\n");
     return pstrain::kExitBadConfig;
   }
-  auto cfg = pstrain::ParseTfConfig(env);
+  auto cfg = pstrain::ParseTfConfig(tf_config);
   if (!cfg.ok()) {
     std::fprintf(stderr, "%s\n", std::string(cfg.status().message()).c_str());
     return pstrain::kExitBadConfig;
@@ -118,15 +118,15 @@ int Describe(int argc, char** argv) {
 }  // namespace
 
 // `pstrain train --local`.
-int TrainLocal(pstrain::CliArgs& args) {
+int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   pstrain::SetLogTag("local");
   auto local = args.GetBool("local", false);
   auto job = pstrain::JobSpecFromFlags(args);
   // A local run in a cloud container writes where the platform collects
   // outputs, as the cluster's tasks would.
   std::string environment;
-  if (const char* env = std::getenv("TF_CONFIG"); env != nullptr) {
-    auto cfg = pstrain::ParseTfConfig(env);
+  if (tf_config != nullptr) {
+    auto cfg = pstrain::ParseTfConfig(tf_config);
     if (cfg.ok()) environment = cfg->environment;
   }
   auto output_dir = pstrain::OutputDirFromFlags(args, environment);
@@ -143,24 +143,28 @@ int TrainLocal(pstrain::CliArgs& args) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
     return pstrain::ExitCodeFor(s);
   }
-  auto result = pstrain::worker::RunLocal(*job, 400, *output_dir);
+  auto result = pstrain::train::RunLocal(*job, 400, *output_dir);
   if (!result.ok()) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
     return pstrain::ExitCodeFor(result.status());
   }
-  std::printf("test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
-              "(%d steps in %.1f s)\n",
-              result->test_accuracy, result->test_loss, result->examples_per_sec,
-              static_cast<int>(result->steps), result->train_seconds);
+  std::printf(
+      "test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
+      "(%d steps in %.1f s)\n",
+      result->test_accuracy, result->test_loss, result->examples_per_sec,
+      static_cast<int>(result->steps), result->train_seconds);
   return pstrain::kExitOk;
 }
 
 int main(int argc, char** argv) {
+  pstrain::InstallCrashHandler(argv[0]);
   // Every role moves MiB-sized messages (common/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();
+  // Read once; every command and role is handed the text.
+  const char* const tf_config = std::getenv("TF_CONFIG");
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
-    if (cmd == "describe") return Describe(argc, argv);
+    if (cmd == "describe") return Describe(argc, argv, tf_config);
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
       return pstrain::kExitOk;
@@ -174,15 +178,14 @@ int main(int argc, char** argv) {
         {"placement", {2, [](pstrain::CliArgs& a) { return pstrain::PlacementMain(a); }}},
         {"status",
          {2,
-          [](pstrain::CliArgs& a) {
-            const char* env = std::getenv("TF_CONFIG");
-            return pstrain::StatusMain(a, env == nullptr ? "" : env);
+          [&](pstrain::CliArgs& a) {
+            return pstrain::StatusMain(a, tf_config == nullptr ? "" : tf_config);
           }}},
         {"experiment", {2, [&](pstrain::CliArgs& a) { return pstrain::ExperimentMain(self, a); }}},
         {"plan", {2, [&](pstrain::CliArgs& a) { return pstrain::PlanMain(self, a); }}},
         {"tfconfig", {1, [](pstrain::CliArgs& a) { return pstrain::TfConfigMain(a); }}},
         {"data", {1, [](pstrain::CliArgs& a) { return pstrain::DataMain(a); }}},
-        {"train", {2, [](pstrain::CliArgs& a) { return TrainLocal(a); }}},
+        {"train", {2, [&](pstrain::CliArgs& a) { return TrainLocal(a, tf_config); }}},
         {"bench", {2, [&](pstrain::CliArgs& a) { return pstrain::TrainBenchMain(self, a); }}},
     };
     auto it = commands.find(cmd);
@@ -202,5 +205,5 @@ int main(int argc, char** argv) {
     std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
     return pstrain::kExitOk;
   }
-  return pstrain::RunRoleFromEnvironment(argc, argv, std::nullopt);
+  return pstrain::RunAnyRole(tf_config, argc, argv);
 }

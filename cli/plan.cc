@@ -14,7 +14,7 @@
 #include "common/placement.h"
 #include "common/subprocess.h"
 #include "common/tf_config.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 namespace pstrain {
 namespace {
@@ -63,17 +63,17 @@ absl::StatusOr<double> MeasureStep(const std::string& self_path, double model_by
   if (!placement.ok()) return placement.status();
   auto ps = StartPs(self_path, num_ps);
   if (!ps.ok()) return ps.status();
-  std::vector<std::unique_ptr<worker::PsClient>> clients;
+  std::vector<std::unique_ptr<client::PsClient>> clients;
   for (int w = 0; w < workers; ++w) {
-    worker::PsClientOptions o;
+    client::PsClientOptions o;
     o.ps_addresses = (*ps)->addresses;
     o.replica = w;
-    auto client = worker::PsClient::Create(o, *placement);
+    auto client = client::PsClient::Create(o, *placement);
     if (!client.ok()) return client.status();
     clients.push_back(*std::move(client));
   }
   if (absl::Status s = clients[0]->WaitUntilReady(absl::Seconds(30), false); !s.ok()) return s;
-  worker::CreateOptions create;
+  client::CreateOptions create;
   create.optimizer = {"sgd", 1e-6f};
   create.num_replicas = workers;
   const std::vector<int64_t> offsets = {0};

@@ -1,68 +1,29 @@
 #include "cli/role_main.h"
 
-#include <cstdio>
-#include <cstdlib>
-
-#include "absl/strings/str_cat.h"
 #include "chief/chief_main.h"
-#include "cli/security_flags.h"
-#include "common/cli_args.h"
 #include "common/exit_codes.h"
-#include "common/logging.h"
 #include "evaluator/evaluator_main.h"
+#include "job/task_main.h"
 #include "ps_server/ps_main.h"
 #include "worker/worker_main.h"
 
 namespace pstrain {
-namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-  return ExitCodeFor(s);
-}
-
-}  // namespace
-
-int RunRoleFromEnvironment(int argc, char** argv, std::optional<Role> expected,
-                           int first) {
-  const char* env = std::getenv("TF_CONFIG");
-  if (env == nullptr) {
-    return Fail(absl::InvalidArgumentError(
-        "TF_CONFIG is not set: it names this task's role and the cluster "
-        "(see `pstrain help`)"));
-  }
-  auto cfg = ParseTfConfig(env);
-  if (!cfg.ok()) return Fail(cfg.status());
-  if (expected.has_value() && cfg->task.role != *expected) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "TF_CONFIG task.type is \"", RoleName(cfg->task.role), "\" but this binary runs the ",
-        RoleName(*expected), " role; use `pstrain` to run any role")));
-  }
-  auto args = CliArgs::Parse(argc, argv, first);
-  if (!args.ok()) return Fail(args.status());
-  SetLogTag(cfg->task.ToString());
-  auto security = SecurityFromFlags(*args);
-  if (!security.ok()) return Fail(security.status());
-  auto bind = args->GetString("bind", "");
-  if (!bind.ok()) return Fail(bind.status());
-  if (absl::Status exposed = CheckExposure(cfg->cluster, *bind, **security); !exposed.ok()) {
-    return Fail(exposed);
-  }
-  if ((*security)->insecure() && !(*security)->tls() && !(*security)->has_token()) {
-    Log("--insecure: no TLS and no cluster token; anyone who reaches this task's port can "
-        "read and change the model");
-  }
-  switch (cfg->task.role) {
-    case Role::kPs:
-      return ps::PsMain(*cfg, *args, *security);
-    case Role::kWorker:
-      return worker::WorkerMain(*cfg, *args, *security);
-    case Role::kChief:
-      return chief::ChiefMain(*cfg, *args, *security);
-    case Role::kEvaluator:
-      return evaluator::EvaluatorMain(*cfg, *args);
-  }
-  return kExitPermanent;
+int RunAnyRole(const char* tf_config, int argc, char** argv) {
+  return RunTask(tf_config, argc, argv, 1, std::nullopt,
+                 [](const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
+                   switch (cfg.task.role) {
+                     case Role::kPs:
+                       return ps::PsMain(cfg, args, std::move(security));
+                     case Role::kWorker:
+                       return worker::WorkerMain(cfg, args, std::move(security));
+                     case Role::kChief:
+                       return chief::ChiefMain(cfg, args, std::move(security));
+                     case Role::kEvaluator:
+                       return evaluator::EvaluatorMain(cfg, args);
+                   }
+                   return kExitPermanent;
+                 });
 }
 
 }  // namespace pstrain

@@ -1,21 +1,14 @@
-// Runs the task that TF_CONFIG names: the one entry point behind `pstrain`
-// (no subcommand) and the per-role binaries ps_server, worker, chief.
+// Runs the task that TF_CONFIG names, whatever its role: `pstrain` with no
+// subcommand. The only place besides cli/main.cc that knows every role.
 #ifndef PSTRAIN_CLI_ROLE_MAIN_H_
 #define PSTRAIN_CLI_ROLE_MAIN_H_
 
-#include <optional>
-
-#include "common/tf_config.h"
-
 namespace pstrain {
 
-// Reads the TF_CONFIG environment variable, validates it, and runs the
-// task's role with the flags in argv[first..argc). When `expected` is set
-// (a per-role binary), a TF_CONFIG naming another role is an error. Bad
-// TF_CONFIG or flags print one line naming the problem and return 2.
+// RunTask (job/task_main.h) with the role's main chosen by TF_CONFIG's
+// task.type; `tf_config` is the environment variable's value or nullptr.
 // Returns the process exit code.
-int RunRoleFromEnvironment(int argc, char** argv, std::optional<Role> expected,
-                           int first = 1);
+int RunAnyRole(const char* tf_config, int argc, char** argv);
 
 }  // namespace pstrain
 

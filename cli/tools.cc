@@ -14,9 +14,9 @@
 #include "common/tf_config.h"
 #include "model/mlp.h"
 #include "model/model_config.h"
-#include "cli/job_flags.h"
-#include "cli/security_flags.h"
-#include "worker/ps_client.h"
+#include "job/job_flags.h"
+#include "job/security_flags.h"
+#include "client/ps_client.h"
 
 namespace pstrain {
 namespace {
@@ -252,14 +252,14 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     if (addresses.empty()) {
       return absl::InvalidArgumentError("no ps to ask: give --ps=HOST:PORT,... or set TF_CONFIG");
     }
-    worker::PsClientOptions options;
+    client::PsClientOptions options;
     options.ps_addresses = addresses;
     options.rpc_deadline = absl::Seconds(5);
     options.max_attempts = 2;
     options.security = security;
     Placement empty;
     empty.num_ps = static_cast<int>(addresses.size());
-    PSTRAIN_ASSIGN_OR_RETURN(auto client, worker::PsClient::Create(options, empty));
+    PSTRAIN_ASSIGN_OR_RETURN(auto client, client::PsClient::Create(options, empty));
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client->Stats());
     return json ? StatusJson(addresses, stats) : StatusTable(addresses, stats);
   };

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "cli/job_flags.h"
+#include "job/job_flags.h"
 #include "cli/launch.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -21,7 +21,7 @@
 #include "common/status_macros.h"
 #include "model/backend.h"
 #include "model/cuda_device.h"
-#include "worker/local_trainer.h"
+#include "train/local_trainer.h"
 
 namespace pstrain {
 namespace {
@@ -190,7 +190,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
               flop_per_example / 1e6, job->batch_size, gemms.size());
   for (int r = 0; r < *repeat; ++r) {
     gemm_rate.push_back(MeasureGemms(gemms, 1.0));
-    auto local = worker::RunLocal(*job, 1 << 30);
+    auto local = train::RunLocal(*job, 1 << 30);
     if (!local.ok()) return fail(local.status());
     local_rate.push_back(local->examples_per_sec);
     std::printf("round %d: sgemm %.1f GFLOP/s -> limit %.0f examples/s; local %.0f examples/s "

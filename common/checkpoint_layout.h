@@ -1,5 +1,5 @@
 // Where a checkpoint's files live under a job's output directory:
-//   <dir>/ckpt-<step>/shard-<i>-of-<n>   each PS's part (ps_server/checkpoint_shard.h)
+//   <dir>/ckpt-<step>/shard-<i>-of-<n>   each PS's part (checkpoint/checkpoint_shard.h)
 //   <dir>/ckpt-<step>/MANIFEST           the chief's list of shards, written after them
 //   <dir>/checkpoint                     the newest complete step, written last
 //   <dir>/eval/scored                    the last step an evaluator scored

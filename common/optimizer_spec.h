@@ -1,6 +1,6 @@
 // The optimizer a job trains with and its hyper-parameters: chosen in the
 // job's flags, sent by the chief to every PS in CreateVariables, applied on
-// the PS (ps_server/optimizer.h). Plain data.
+// the PS (optim/optimizer.h). Plain data.
 #ifndef PSTRAIN_COMMON_OPTIMIZER_SPEC_H_
 #define PSTRAIN_COMMON_OPTIMIZER_SPEC_H_
 

@@ -30,9 +30,8 @@ void ParallelPool::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(
-        +[](ParallelPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-          return p->stopping_ || !p->tasks_.empty();
-        },
+        +[](ParallelPool* p)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) { return p->stopping_ || !p->tasks_.empty(); },
         this));
     if (tasks_.empty()) return;  // stopping, and nothing left to run
     Task task = std::move(tasks_.front());
@@ -45,8 +44,8 @@ void ParallelPool::For(int64_t n, int64_t grain, const std::function<void(int64_
                        int max_shares) {
   if (n <= 0) return;
   const int64_t grains = (n + grain - 1) / grain;
-  const int shares = static_cast<int>(
-      std::min<int64_t>({grains, helper_threads() + 1, std::max(max_shares, 1)}));
+  const int shares =
+      static_cast<int>(std::min<int64_t>({grains, helper_threads() + 1, std::max(max_shares, 1)}));
   if (shares <= 1) {
     fn(0, n);
     return;
@@ -112,8 +111,8 @@ std::shared_ptr<ParallelPool> DefaultPool() {
   absl::MutexLock lock(&default_mu);
   if (default_pool_gone) return nullptr;
   if (default_pool == nullptr) {
-    default_pool = new std::shared_ptr<ParallelPool>(
-        std::make_shared<ParallelPool>(UsableCores() - 1));
+    default_pool =
+        new std::shared_ptr<ParallelPool>(std::make_shared<ParallelPool>(UsableCores() - 1));
   }
   return *default_pool;
 }

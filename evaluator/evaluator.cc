@@ -14,7 +14,7 @@
 #include "common/status_macros.h"
 #include "data/dataset.h"
 #include "model/backend.h"
-#include "ps_server/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 
 namespace pstrain::evaluator {
 namespace {
@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
                                                         int64_t num_parameters,
-                                                        worker::LocalTable* table) {
+                                                        train::LocalTable* table) {
   std::vector<float> params(num_parameters);
   std::map<std::string, int> variable_index;
   for (size_t v = 0; v < placement.variables.size(); ++v) {
@@ -61,7 +61,7 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
   }
   for (int ps = 0; ps < placement.num_ps; ++ps) {
     const std::string path = ShardPath(dir, step, ps, placement.num_ps);
-    PSTRAIN_ASSIGN_OR_RETURN(ps::ShardContents shard, ps::ReadShard(path));
+    PSTRAIN_ASSIGN_OR_RETURN(ckpt::ShardContents shard, ckpt::ReadShard(path));
     std::map<std::string, const v1::TensorCheckpoint*> by_key;
     for (const v1::TensorCheckpoint& t : shard.tensors) by_key[t.key()] = &t;
     if (table != nullptr) {
@@ -71,7 +71,7 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
             absl::StrCat("checkpoint shard ", path, ": no table ", table->name()));
       }
       const v1::TensorCheckpoint& t = *it->second;
-      if (absl::Status s = ps::CheckTableRecord(t, shard.header.num_slots(), table->dim());
+      if (absl::Status s = ckpt::CheckTableRecord(t, shard.header.num_slots(), table->dim());
           !s.ok()) {
         return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.message()));
       }
@@ -151,10 +151,10 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       }
       // An embedding bag's table: every row the checkpoint holds, the
       // initial values for the rest.
-      std::unique_ptr<worker::LocalTable> table;
+      std::unique_ptr<train::LocalTable> table;
       if (net.bag() != nullptr) {
         PSTRAIN_ASSIGN_OR_RETURN(
-            table, worker::LocalTable::Create(net.variables().back(), job.seed, nullptr));
+            table, train::LocalTable::Create(net.variables().back(), job.seed, nullptr));
       }
       auto params = LoadCheckpointParams(options.output_dir, step, placement->second,
                                          net.offsets(), net.num_parameters(), table.get());

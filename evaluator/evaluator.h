@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "common/placement.h"
 #include "model/job_spec.h"
-#include "worker/local_table.h"
+#include "train/local_table.h"
 
 namespace pstrain::evaluator {
 
@@ -52,7 +52,7 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
                                                         int64_t num_parameters,
-                                                        worker::LocalTable* table = nullptr);
+                                                        train::LocalTable* table = nullptr);
 
 // Runs until the final checkpoint is scored (or one, with `once`); returns
 // the scores written, in order.

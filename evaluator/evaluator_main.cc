@@ -1,6 +1,6 @@
 #include "evaluator/evaluator_main.h"
 
-#include "cli/job_flags.h"
+#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"

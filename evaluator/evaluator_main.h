@@ -1,4 +1,4 @@
-// The evaluator task's main: flags are the job flags (cli/job_flags.h),
+// The evaluator task's main: flags are the job flags (job/job_flags.h),
 // --output_dir, --eval_poll_secs=S (2), --once, --idle_timeout_s=S (86400).
 #ifndef PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_
 #define PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_

@@ -12,7 +12,7 @@
 #include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "model/mlp.h"
-#include "ps_server/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "ps_server/shard_store.h"
 
 namespace pstrain::evaluator {
@@ -54,8 +54,8 @@ class LoadCheckpointParamsTest : public ::testing::Test {
       ps::ShardStore::JobConfig job;
       job.optimizer = {"adam", 0.01f};
       ASSERT_OK(store.Initialize(job, dense, {}).status());
-      ASSERT_OK_AND_ASSIGN(ps::ShardContents snap, store.Snapshot(9));
-      ASSERT_OK(ps::WriteShard(ShardPath(dir_, 9, ps, 2), snap).status());
+      ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(9));
+      ASSERT_OK(ckpt::WriteShard(ShardPath(dir_, 9, ps, 2), snap).status());
     }
   }
 
@@ -109,9 +109,9 @@ void WriteCheckpoint(const std::string& dir, int64_t step, int num_ps, const mod
     ps::ShardStore::JobConfig job;
     job.optimizer = {"sgd", 0.1f};
     ASSERT_OK(store.Initialize(job, dense, {}).status());
-    ASSERT_OK_AND_ASSIGN(ps::ShardContents snap, store.Snapshot(step));
-    ASSERT_OK_AND_ASSIGN(ps::ShardWritten w,
-                         ps::WriteShard(ShardPath(dir, step, ps, num_ps), snap));
+    ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(step));
+    ASSERT_OK_AND_ASSIGN(ckpt::ShardWritten w,
+                         ckpt::WriteShard(ShardPath(dir, step, ps, num_ps), snap));
     absl::StrAppend(&shards, ps > 0 ? "," : "", "{\"file\":\"shard-", ps, "-of-", num_ps,
                     "\",\"bytes\":", w.bytes, "}");
   }

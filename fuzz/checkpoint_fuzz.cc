@@ -5,7 +5,7 @@
 
 #include "fuzz/small_store.h"
 #include "fuzz/temp_file.h"
-#include "ps_server/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "ps_server/shard_store.h"
 
 namespace {
@@ -18,7 +18,7 @@ pstrain::ps::ShardStore* Store() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto shard = pstrain::ps::ReadShard(pstrain::fuzz::WriteTemp(data, size));
+  auto shard = pstrain::ckpt::ReadShard(pstrain::fuzz::WriteTemp(data, size));
   if (shard.ok()) (void)Store()->Restore(*shard);
   return 0;
 }

@@ -8,7 +8,7 @@
 #include "common/file_util.h"
 #include "common/wire_frame.h"
 #include "fuzz/small_store.h"
-#include "ps_server/checkpoint_shard.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "ps_server/shard_store.h"
 
 int main(int argc, char** argv) {
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   auto snap = store.Snapshot(5);
   if (!snap.ok() || !pstrain::MakeDirs(dir + "/checkpoint").ok() ||
       !pstrain::MakeDirs(dir + "/ps_request").ok() ||
-      !pstrain::ps::WriteShard(dir + "/checkpoint/shard", *snap).ok()) {
+      !pstrain::ckpt::WriteShard(dir + "/checkpoint/shard", *snap).ok()) {
     return 1;
   }
   // A push-then-pull of w and of two table rows, as a worker sends it.

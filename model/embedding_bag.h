@@ -36,7 +36,7 @@ struct EmbeddingBagSpec {
   int dim = 0;
   std::string combiner = "mean";  // "sum" or "mean"
   std::string ids_from;           // "pixel_buckets:B"
-  std::string initializer = "uniform:0.05";  // as the PS's (ps_server/initializer.h)
+  std::string initializer = "uniform:0.05";  // as the PS's (optim/initializer.h)
 
   bool enabled() const { return vocabulary > 0; }
   std::string table() const { return name + "/embeddings"; }

@@ -41,7 +41,7 @@ struct JobSpec {
   // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
   bool push_per_layer = false;
   // Replicas offer each PS shared memory for the tensor bytes of their
-  // frames (worker/ps_stream.h): a PS on the same host maps it and the bytes
+  // frames (client/ps_stream.h): a PS on the same host maps it and the bytes
   // skip the loopback socket; one on another host declines, and they travel
   // in the frames.
   bool shared_memory = true;

@@ -12,8 +12,8 @@
 #include "common/process_stats.h"
 #include "common/checkpoint_layout.h"
 #include "common/status_macros.h"
-#include "ps_server/checkpoint_shard.h"
-#include "ps_server/reshard.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/reshard.h"
 
 namespace pstrain::ps {
 namespace {
@@ -543,7 +543,7 @@ absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t ge
         "\", ", ref.step(), " and ", ref.num_ps()));
   }
   const absl::Time start = absl::Now();
-  auto shard = ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
+  auto shard = ckpt::ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
                                  store_->num_ps(), store_->Layout());
   if (!shard.ok()) return shard.status();
   PSTRAIN_RETURN_IF_ERROR(store_->Restore(*shard, generation));
@@ -586,7 +586,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
   const int tensors = static_cast<int>(snapshot->tensors.size());
   const std::string path =
       ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
-  auto written = WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
+  auto written = ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
   if (!written.ok()) return FinishWith(ctx, written.status());
   resp->set_path(path);
   resp->set_bytes(written->bytes);

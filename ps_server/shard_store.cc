@@ -126,7 +126,7 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
                                             bool await_restore) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_.load()) return false;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> opt, CreateOptimizer(job.optimizer));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::CreateOptimizer(job.optimizer));
   if (job.num_replicas < 1 || job.num_replicas > 4096) {
     return absl::InvalidArgumentError(absl::StrCat(
         "num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
@@ -203,7 +203,7 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
           return absl::InvalidArgumentError(absl::StrCat(
               "slice ", t->key, " has neither an initial value nor an initializer"));
         }
-        auto init = Initializer::Parse(d.initializer);
+        auto init = optim::Initializer::Parse(d.initializer);
         if (!init.ok()) {
           return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
         }
@@ -227,7 +227,7 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
     t->vocabulary = e.vocabulary;
     t->dim = e.dim;
     PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(e.consistency, t->key));
-    auto init = Initializer::Parse(e.initializer.empty() ? "uniform:0.05" : e.initializer);
+    auto init = optim::Initializer::Parse(e.initializer.empty() ? "uniform:0.05" : e.initializer);
     if (!init.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
     }
@@ -851,12 +851,12 @@ std::vector<TensorStats> ShardStore::Stats() const {
   return out;
 }
 
-absl::StatusOr<ShardContents> ShardStore::Snapshot(int64_t step) const {
+absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(int64_t step) const {
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: nothing to checkpoint"));
   }
-  ShardContents shard;
+  ckpt::ShardContents shard;
   shard.header.set_step(step);
   shard.header.set_ps_index(ps_index_);
   shard.header.set_num_ps(num_ps_);
@@ -890,7 +890,7 @@ absl::StatusOr<ShardContents> ShardStore::Snapshot(int64_t step) const {
   return shard;
 }
 
-absl::Status ShardStore::Restore(const ShardContents& shard, int64_t generation) {
+absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t generation) {
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: create them before restoring"));
@@ -920,7 +920,7 @@ absl::Status ShardStore::Restore(const ShardContents& shard, int64_t generation)
                               " there but not here"));
     }
     if (tensor.embedding) {
-      if (absl::Status s = CheckTableRecord(c, optimizer_->num_slots(), tensor.dim); !s.ok()) {
+      if (absl::Status s = ckpt::CheckTableRecord(c, optimizer_->num_slots(), tensor.dim); !s.ok()) {
         return bad(s.message());
       }
       absl::flat_hash_set<int64_t> seen;
@@ -983,11 +983,11 @@ absl::Status ShardStore::CheckGeneration(int64_t generation) const {
       ": pull again and carry on from there"));
 }
 
-std::vector<TargetTensor> ShardStore::Layout() const {
-  std::vector<TargetTensor> out;
+std::vector<ckpt::TargetTensor> ShardStore::Layout() const {
+  std::vector<ckpt::TargetTensor> out;
   if (!initialized()) return out;
   for (const auto& t : tensors_) {
-    TargetTensor target;
+    ckpt::TargetTensor target;
     target.key = t->key;
     target.variable = t->variable;
     target.embedding = t->embedding;

@@ -46,10 +46,10 @@
 #include "common/placement.h"
 #include "common/staleness.h"
 #include "common/wire_frame.h"
-#include "ps_server/checkpoint_shard.h"
-#include "ps_server/reshard.h"
-#include "ps_server/initializer.h"
-#include "ps_server/optimizer.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/reshard.h"
+#include "optim/initializer.h"
+#include "optim/optimizer.h"
 #include "ps_server/wait_list.h"
 
 namespace pstrain::ps {
@@ -242,7 +242,7 @@ class ShardStore {
   // Every tensor as it is at one moment (all locked together, then copied):
   // values, slots, update counts, table rows; the header says `step`.
   // FailedPrecondition before Initialize.
-  absl::StatusOr<ShardContents> Snapshot(int64_t step) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::StatusOr<ckpt::ShardContents> Snapshot(int64_t step) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Replaces every tensor's values, slots, update count and table rows with
   // those of `shard`, a Snapshot of a store initialised with the same
@@ -251,12 +251,12 @@ class ShardStore {
   // this store's tensors, has one it lacks, or a size disagrees, and then
   // nothing changes. FailedPrecondition before Initialize. Afterwards the
   // store serves `generation` (0: keeps its own) and is ready().
-  absl::Status Restore(const ShardContents& shard, int64_t generation = 0)
+  absl::Status Restore(const ckpt::ShardContents& shard, int64_t generation = 0)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // What the store holds, for re-slicing a checkpoint written by another
-  // number of PS (ps_server/reshard.h). Empty before Initialize.
-  std::vector<TargetTensor> Layout() const;
+  // number of PS (checkpoint/reshard.h). Empty before Initialize.
+  std::vector<ckpt::TargetTensor> Layout() const;
 
   // The step of the checkpoint last restored; 0 when none was.
   int64_t restored_step() const { return restored_step_.load(std::memory_order_acquire); }
@@ -275,7 +275,7 @@ class ShardStore {
     SliceDef def;            // dense
     int64_t vocabulary = 0;  // tables
     int64_t dim = 0;         // tables: floats per row
-    Initializer init;
+    optim::Initializer init;
     int64_t bytes = 0;       // dense: the slice's bytes
 
     mutable absl::Mutex mu;
@@ -374,7 +374,7 @@ class ShardStore {
   int aggregate_ = 1;
   std::vector<std::unique_ptr<Tensor>> tensors_;
   std::map<std::string, Tensor*, std::less<>> by_key_;
-  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   WaitList wait_list_;
   std::atomic<int64_t> restored_step_{0};
 };

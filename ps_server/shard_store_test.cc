@@ -644,14 +644,14 @@ TEST(ShardCheckpointTest, SnapshotRestoredIntoAFreshStoreContinuesIdentically) {
     ASSERT_OK(Push(a, {{"w/part_0", {0.5f, -1, 2, 0.25f}}, {"emb", {1, 2, 3, 4}, {7, 9}}})
                   .status());
   }
-  ASSERT_OK_AND_ASSIGN(ShardContents snap, a.Snapshot(3));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(3));
   EXPECT_EQ(snap.header.step(), 3);
   EXPECT_EQ(snap.header.num_slots(), 2);
   ASSERT_EQ(snap.tensors.size(), 2u);
   // Through the file format too.
   const std::string path = ShardPath(::testing::TempDir() + "/store_ckpt", 3, 0, 1);
-  ASSERT_OK(WriteShard(path, snap).status());
-  ASSERT_OK_AND_ASSIGN(ShardContents read, ReadShard(path));
+  ASSERT_OK(ckpt::WriteShard(path, snap).status());
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents read, ckpt::ReadShard(path));
   ASSERT_OK(b.Restore(read));
   for (ShardStore* s : {&a, &b}) {
     ASSERT_OK(Push(*s, {{"w/part_0", {1, 1, 1, 1}}, {"emb", {1, 1, 1, 1}, {7, 11}}}).status());
@@ -676,7 +676,7 @@ TEST(ShardCheckpointTest, RequestsOfAnOlderGenerationAreAbortedAfterARestore) {
   ShardStore store(0, 1);
   ASSERT_OK(store.Initialize(job, {Dense(Slice("w", 1, 2), Bytes({1, 1}))}, {}).status());
   EXPECT_EQ(store.generation(), 1);
-  ASSERT_OK_AND_ASSIGN(ShardContents step0, store.Snapshot(0));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents step0, store.Snapshot(0));
   ASSERT_OK(Push(store, {{"w/part_0", {1, 1}}}, 0, "", 1).status());
   bool ready = true;
   ASSERT_OK(Pull(store, "w/part_0", {}, 0, &ready, nullptr, 1).status());
@@ -703,18 +703,18 @@ TEST(ShardCheckpointTest, RestoreRefusesABrokenTableRecord) {
   ShardStore::EmbeddingInit table{"emb", 1000, 2, "", "zeros"};
   ASSERT_OK(store.Initialize(Job({"adam", 0.1f}), {}, {table}).status());
   ASSERT_OK(Push(store, {{"emb", {1, 2, 3, 4}, {7, 9}}}).status());
-  ASSERT_OK_AND_ASSIGN(ShardContents snap, store.Snapshot(1));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(1));
   ASSERT_OK_AND_ASSIGN(std::vector<float> before, Pull(store, "emb", {7, 9}));
-  ShardContents cut = snap;
+  ckpt::ShardContents cut = snap;
   cut.tensors[0].mutable_data()->resize(40);
   EXPECT_EQ(store.Restore(cut).message(),
             "checkpoint for ps:0 of 1 at step 1: table emb holds 40 bytes; its 2 rows of dim 2 "
             "with 2 optimizer slots take 48");
-  ShardContents twice = snap;
+  ckpt::ShardContents twice = snap;
   twice.tensors[0].set_row_ids(1, 7);
   EXPECT_EQ(store.Restore(twice).message(),
             "checkpoint for ps:0 of 1 at step 1: emb: row id 7 appears twice");
-  ShardContents dim = snap;
+  ckpt::ShardContents dim = snap;
   dim.tensors[0].set_dim(3);
   EXPECT_EQ(store.Restore(dim).message(),
             "checkpoint for ps:0 of 1 at step 1: table emb has rows of dim 3, not 2");
@@ -730,7 +730,7 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
   ASSERT_OK(b.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 3), Bytes({5, 5, 5, 5, 5, 5}))},
                          {})
                 .status());
-  ASSERT_OK_AND_ASSIGN(ShardContents snap, a.Snapshot(0));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(0));
   EXPECT_EQ(b.Restore(snap).message(),
             "checkpoint for ps:0 of 1 at step 0: w/part_0: 16 bytes, expected 24 (6 values and "
             "their 0 optimizer slots)");

@@ -11,15 +11,15 @@
 #include "common/wire_frame.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
-#include "worker/ps_client.h"
-#include "worker/ps_stream.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 
 namespace pstrain {
 namespace {
 
-using worker::CreateOptions;
-using worker::PsClient;
-using worker::PsClientOptions;
+using client::CreateOptions;
+using client::PsClient;
+using client::PsClientOptions;
 
 // A model with one variable split across 2 PS (2 x 64 KiB slices), a small
 // one, and an embedding table.
@@ -40,18 +40,18 @@ class PsConsistencyTest : public ::testing::Test {
     offsets_ = {0, 256 * 128, 256 * 128 + 10};
     total_ = 256 * 128 + 10;
     for (int r = 0; r < replicas; ++r) {
-      PsClientOptions o;
+      client::PsClientOptions o;
       o.ps_addresses = ps_->addresses();
       o.replica = r;
       o.consistency = mode;
       o.rpc_deadline = absl::Seconds(10);
       o.wait_deadline = absl::Seconds(10);
-      ASSERT_OK_AND_ASSIGN(auto c, PsClient::Create(o, placement_));
+      ASSERT_OK_AND_ASSIGN(auto c, client::PsClient::Create(o, placement_));
       clients_.push_back(std::move(c));
     }
     init_.resize(total_);
     for (int64_t i = 0; i < total_; ++i) init_[i] = static_cast<float>(i % 7);
-    CreateOptions create;
+    client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
     create.consistency = mode;
     create.num_replicas = replicas;
@@ -81,7 +81,7 @@ class PsConsistencyTest : public ::testing::Test {
   std::vector<int64_t> offsets_;
   int64_t total_ = 0;
   std::vector<float> init_;
-  std::vector<std::unique_ptr<PsClient>> clients_;
+  std::vector<std::unique_ptr<client::PsClient>> clients_;
 };
 
 TEST_F(PsConsistencyTest, SyncUpdateEqualsTheAverageGradientUpdate) {
@@ -117,11 +117,11 @@ TEST_F(PsConsistencyTest, SyncUpdateEqualsTheAverageGradientUpdate) {
   ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PushPullAll(g.data(), pulled[0].data(), offsets_));
   EXPECT_EQ(step, 1);
   // An observer (the chief) reads the values at once, mid-step.
-  PsClientOptions o;
+  client::PsClientOptions o;
   o.ps_addresses = ps_->addresses();
   o.replica = -1;
   o.wait_deadline = absl::Seconds(5);
-  ASSERT_OK_AND_ASSIGN(auto observer, PsClient::Create(o, placement_));
+  ASSERT_OK_AND_ASSIGN(auto observer, client::PsClient::Create(o, placement_));
   std::vector<float> seen(total_);
   ASSERT_OK(observer->PullAll(seen.data(), offsets_).status());
   EXPECT_EQ(seen, pulled[1]);
@@ -232,7 +232,7 @@ TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {
   const SliceDef w = placement_.SlicesOf("w")[1];
   auto channel = grpc::CreateChannel(ps_->addresses()[w.ps].ToString(),
                                      grpc::InsecureChannelCredentials());
-  worker::PsStream stream(channel, "ps:w");
+  client::PsStream stream(channel, "ps:w");
   std::vector<float> bad(w.elements(), 1.0f);
   bad.back() = -INFINITY;
   v1::FrameHeader h;
@@ -285,10 +285,10 @@ TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
 TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing) {
   Start("async", 1, 0, "", {}, /*max_message_bytes=*/1 << 20);
   // A pushing client that believes the job is sync.
-  PsClientOptions o;
+  client::PsClientOptions o;
   o.ps_addresses = ps_->addresses();
   o.consistency = "sync";
-  ASSERT_OK_AND_ASSIGN(auto wrong_mode, PsClient::Create(o, placement_));
+  ASSERT_OK_AND_ASSIGN(auto wrong_mode, client::PsClient::Create(o, placement_));
   const std::vector<float> g = GradOf(0);
   absl::Status s = wrong_mode->PushAll(g.data(), offsets_);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
@@ -300,7 +300,7 @@ TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing)
   const SliceDef b = placement_.SlicesOf("b")[0];
   auto channel = grpc::CreateChannel(ps_->addresses()[b.ps].ToString(),
                                      grpc::InsecureChannelCredentials());
-  worker::PsStream stream(channel, "ps:b");
+  client::PsStream stream(channel, "ps:b");
   auto push_b = [&](const std::string& bytes, int64_t declared) {
     v1::FrameHeader h;
     v1::TensorRef* r = h.add_push();

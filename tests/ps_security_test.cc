@@ -15,14 +15,14 @@
 #include "gtest/gtest.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/testing/local_ps.h"
-#include "worker/ps_client.h"
-#include "worker/ps_stream.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 
 namespace pstrain {
 namespace {
 
-using worker::PsClient;
-using worker::PsClientOptions;
+using client::PsClient;
+using client::PsClientOptions;
 
 class PsSecurityTest : public ::testing::Test {
  protected:
@@ -55,18 +55,18 @@ class PsSecurityTest : public ::testing::Test {
     init_.resize(100);
     for (int i = 0; i < 100; ++i) init_[i] = static_cast<float>(i);
     client_ = Client(security_);
-    worker::CreateOptions create;
+    client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
     ASSERT_OK(client_->CreateVariables(init_, {0}, create).status());
   }
 
-  std::unique_ptr<PsClient> Client(std::shared_ptr<const Security> security) {
-    PsClientOptions o;
+  std::unique_ptr<client::PsClient> Client(std::shared_ptr<const Security> security) {
+    client::PsClientOptions o;
     o.ps_addresses = ps_->addresses();
     o.rpc_deadline = absl::Seconds(5);
     o.max_attempts = 1;
     o.security = std::move(security);
-    auto c = PsClient::Create(o, placement_);
+    auto c = client::PsClient::Create(o, placement_);
     EXPECT_OK(c.status());
     return *std::move(c);
   }
@@ -90,7 +90,7 @@ class PsSecurityTest : public ::testing::Test {
   std::unique_ptr<ps::testing::LocalPs> ps_;
   Placement placement_;
   std::vector<float> init_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<client::PsClient> client_;
   int channels_ = 0;
 };
 
@@ -114,7 +114,7 @@ TEST_F(PsSecurityTest, EveryMethodRefusesCallsWithoutTheRightToken) {
       SCOPED_TRACE(absl::StrCat(who, ": ", path));
       ++calls;
       if (method->client_streaming()) {
-        worker::PsStream stream(channel, "ps:0", path);
+        client::PsStream stream(channel, "ps:0", path);
         v1::FrameHeader h;
         h.add_push()->set_key("w/part_0");
         std::vector<float> g(100, 1.0f);
@@ -182,13 +182,13 @@ TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {
 
 TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNothing) {
   auto channel = Channel(*security_);
-  auto call = [&](worker::PsStream& stream, const v1::FrameHeader& h, std::string payload) {
+  auto call = [&](client::PsStream& stream, const v1::FrameHeader& h, std::string payload) {
     return stream.Call(h, {grpc::Slice(payload)}, absl::Seconds(5),
                        [](const DecodedFrame&) { return absl::OkStatus(); });
   };
   absl::Status s;
   {
-  worker::PsStream stream(channel, "ps:0");
+  client::PsStream stream(channel, "ps:0");
   v1::FrameHeader many;
   for (int i = 0; i < 9; ++i) many.add_pull()->set_key("w/part_0");
   s = call(stream, many, "");
@@ -210,13 +210,13 @@ TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNo
   }
 
   // Streams held open on one connection: the fifth is refused.
-  std::vector<std::unique_ptr<worker::PsStream>> open;
+  std::vector<std::unique_ptr<client::PsStream>> open;
   v1::FrameHeader ping;
   for (int i = 0; i < 4; ++i) {
-    open.push_back(std::make_unique<worker::PsStream>(channel, "ps:0"));
+    open.push_back(std::make_unique<client::PsStream>(channel, "ps:0"));
     ASSERT_OK(call(*open.back(), ping, ""));
   }
-  worker::PsStream fifth(channel, "ps:0");
+  client::PsStream fifth(channel, "ps:0");
   s = call(fifth, ping, "");
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find(" already has 4 calls in flight, the limit per client "
@@ -227,7 +227,7 @@ TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNo
   ExpectUntouched();
   open.clear();
   // Once they close, the connection may open streams again.
-  worker::PsStream again(channel, "ps:0");
+  client::PsStream again(channel, "ps:0");
   absl::Status later;
   for (int attempt = 0; attempt < 50; ++attempt) {
     later = call(again, ping, "");

@@ -17,14 +17,14 @@
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
-#include "worker/ps_client.h"
-#include "worker/ps_stream.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 
 namespace pstrain {
 namespace {
 
-using worker::PsClient;
-using worker::PsClientOptions;
+using client::PsClient;
+using client::PsClientOptions;
 
 constexpr int kRows = 100;
 constexpr int kDim = 4;
@@ -54,18 +54,18 @@ class PsSharedMemoryTest : public ::testing::Test {
     init_.resize(kRows);
     for (int i = 0; i < kRows; ++i) init_[i] = static_cast<float>(i);
     auto creator = Client(false);
-    worker::CreateOptions create;
+    client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
     ASSERT_OK(creator->CreateVariables(init_, {0}, create).status());
   }
 
-  std::unique_ptr<PsClient> Client(bool shared_memory) {
-    PsClientOptions o;
+  std::unique_ptr<client::PsClient> Client(bool shared_memory) {
+    client::PsClientOptions o;
     o.ps_addresses = ps_->addresses();
     o.rpc_deadline = absl::Seconds(5);
     o.max_attempts = 1;
     o.shared_memory = shared_memory;
-    auto c = PsClient::Create(o, placement_);
+    auto c = client::PsClient::Create(o, placement_);
     EXPECT_OK(c.status());
     return *std::move(c);
   }
@@ -138,7 +138,7 @@ TEST_F(PsSharedMemoryTest, APsThatDeclinesGetsTheBytesInTheFrames) {
 
 // Sends `h` (and `payload` in the frame) on `stream`; returns the status
 // and, when OK, the response header.
-absl::Status Send(worker::PsStream& stream, const v1::FrameHeader& h, std::string payload,
+absl::Status Send(client::PsStream& stream, const v1::FrameHeader& h, std::string payload,
                   v1::FrameHeader* response = nullptr) {
   std::vector<grpc::Slice> slices;
   if (!payload.empty()) slices.push_back(grpc::Slice(payload));
@@ -153,7 +153,7 @@ TEST_F(PsSharedMemoryTest, TheProtocolOnARegionTheTestMakes) {
   auto channel = grpc::CreateChannel(ps_->addresses()[0].ToString(),
                                      grpc::InsecureChannelCredentials());
   // A stream with shared memory off sends headers as written.
-  worker::PsStream stream(channel, "ps:0");
+  client::PsStream stream(channel, "ps:0");
   v1::FrameHeader push;
   v1::TensorRef* r = push.add_push();
   r->set_key("w/part_0");

@@ -56,6 +56,7 @@ echo "== build checks"
 check "test-case counting (tests/count_results_test.py)" \
   /usr/bin/python3 tests/count_results_test.py
 check "CUDA detection and CPU-only build" tests/build_variants.sh
+check "package dependencies point one way (tests/check_layers.sh)" tests/check_layers.sh
 # clang with -Wthread-safety -Werror checks the lock annotations g++ ignores.
 # Its own output base keeps both compilers' caches warm between runs.
 clang_base="${HOME:-/tmp}/.cache/pstrain-clang-$(pwd | md5sum | cut -c1-8)"
@@ -64,7 +65,8 @@ clang_base="${HOME:-/tmp}/.cache/pstrain-clang-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build" \
   bazel --output_base="$clang_base" build --config=clang --symlink_prefix=/ -- \
   //:pstrain //cli/... //common/... //proto/... //ps_server/... //model/... \
-  //data/... //worker/... //chief/... //evaluator/... //tests/... //bench/...
+  //data/... //worker/... //chief/... //evaluator/... //tests/... //bench/... \
+  //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/...
 bazel --output_base="$clang_base" shutdown >/dev/null 2>&1 || true
 # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (leaks included), in an output base of their own. The cluster tests'
@@ -73,7 +75,8 @@ asan_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$asan_base" test --config=asan --symlink_prefix=/ -- \
   //common/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
-  //data/... //evaluator/...
+  //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
+  //train/... //coordinator/...
 bazel --output_base="$asan_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor: threads
 # sharing a store without gRPC in between) under ThreadSanitizer. Debian's

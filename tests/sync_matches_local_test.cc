@@ -19,9 +19,9 @@
 #include "model/mlp.h"
 #include "model/model_config.h"
 #include "ps_server/testing/local_ps.h"
-#include "worker/local_trainer.h"
-#include "worker/ps_client.h"
-#include "worker/trainer.h"
+#include "train/local_trainer.h"
+#include "client/ps_client.h"
+#include "train/trainer.h"
 
 namespace pstrain {
 namespace {
@@ -44,7 +44,7 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
 
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
-  ASSERT_OK_AND_ASSIGN(worker::LocalResult local, worker::RunLocal(local_job, 1000));
+  ASSERT_OK_AND_ASSIGN(train::LocalResult local, train::RunLocal(local_job, 1000));
   ASSERT_EQ(local.steps, kSteps);
 
   ASSERT_OK_AND_ASSIGN(data::Dataset train,
@@ -52,11 +52,11 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   ASSERT_OK_AND_ASSIGN(auto mlp, model::Mlp::Create(job.model, 64));
   ASSERT_OK_AND_ASSIGN(auto cluster, ps::testing::LocalPs::Start(2));
   ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(mlp->variables(), 2));
-  worker::PsClientOptions observer;
+  client::PsClientOptions observer;
   observer.ps_addresses = cluster->addresses();
   observer.replica = -1;
-  ASSERT_OK_AND_ASSIGN(auto chief, worker::PsClient::Create(observer, placement));
-  worker::CreateOptions create;
+  ASSERT_OK_AND_ASSIGN(auto chief, client::PsClient::Create(observer, placement));
+  client::CreateOptions create;
   create.optimizer = job.optimizer;
   create.consistency = "sync";
   create.num_replicas = 2;
@@ -71,21 +71,21 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   std::vector<std::thread> workers;
   for (int r = 0; r < 2; ++r) {
     workers.emplace_back([&, r] {
-      worker::PsClientOptions options = observer;
+      client::PsClientOptions options = observer;
       options.replica = r;
       options.consistency = "sync";
       options.shared_memory = shared_memory;
-      auto client = worker::PsClient::Create(options, placement);
+      auto client = client::PsClient::Create(options, placement);
       if (!client.ok()) {
         results[r] = client.status();
         return;
       }
-      worker::TrainerOptions trainer;
+      train::TrainerOptions trainer;
       trainer.job = job;
       trainer.replica = r;
       trainer.num_replicas = 2;
       trainer.log_every_steps = 1000;
-      results[r] = worker::RunTrainer(trainer, train, client->get()).status();
+      results[r] = train::RunTrainer(trainer, train, client->get()).status();
       shared_frames[r] = (*client)->SharedMemoryFrames();
     });
   }

@@ -3,12 +3,12 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
-#include "chief/chief_duties.h"
-#include "cli/job_flags.h"
+#include "coordinator/chief_duties.h"
+#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "worker/replica.h"
+#include "train/replica.h"
 
 namespace pstrain::worker {
 namespace {
@@ -16,7 +16,7 @@ namespace {
 absl::Status Run(const TfConfig& cfg, CliArgs& args,
                  const std::shared_ptr<const Security>& security) {
   PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
-  ReplicaOptions replica;
+  train::ReplicaOptions replica;
   PSTRAIN_ASSIGN_OR_RETURN(replica.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(replica.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
@@ -26,7 +26,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   // workers, and these matrices are too small to split well.
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
   const bool chief_duties = cfg.HasChiefDuties();
-  chief::ChiefOptions chief_options;
+  coordinator::ChiefOptions chief_options;
   // Only a worker with chief duties serves (the Coordinator); the others
   // accept --bind and --job_timeout_s too, so that one pod spec fits all.
   PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
@@ -42,18 +42,18 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
   openblas_set_num_threads(static_cast<int>(blas_threads));
 
-  std::unique_ptr<chief::ChiefDuties> duties;
+  std::unique_ptr<coordinator::ChiefDuties> duties;
   if (chief_duties) {
     Log("the cluster has no chief: worker:0 takes the chief's duties");
-    PSTRAIN_ASSIGN_OR_RETURN(duties, chief::ChiefDuties::Start(cfg, chief_options));
+    PSTRAIN_ASSIGN_OR_RETURN(duties, coordinator::ChiefDuties::Start(cfg, chief_options));
   }
-  auto report = TrainAsReplica(cfg, replica);
+  auto report = train::TrainAsReplica(cfg, replica);
   if (!report.ok()) {
     if (duties != nullptr) duties->StopParameterServers("job failed");
     return report.status();
   }
   if (duties == nullptr) {
-    return chief::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
+    return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
                                      *security);
   }
   PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));

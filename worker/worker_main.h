@@ -12,7 +12,7 @@
 
 namespace pstrain::worker {
 
-// Flags: the job flags (cli/job_flags.h), --ps_wait_s, --blas_threads,
+// Flags: the job flags (job/job_flags.h), --ps_wait_s, --blas_threads,
 // --bind and --job_timeout_s (used with chief duties, accepted without).
 // Returns the process exit code. REQUIRES: cfg.task.role == Role::kWorker.
 int WorkerMain(const TfConfig& cfg, CliArgs& args,

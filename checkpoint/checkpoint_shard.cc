@@ -1,0 +1,218 @@
+#include "checkpoint/checkpoint_shard.h"
+
+#include "absl/time/clock.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <initializer_list>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/crc32c.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace pstrain::ckpt {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'S', 'C', 'K', 'P', 'T', '0', '1'};
+
+// Appends to an open file, keeping the CRC-32C of everything written.
+class ShardFile {
+ public:
+  ShardFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  absl::Status Write(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    crc_ = Crc32c(p, n, crc_);
+    bytes_ += static_cast<int64_t>(n);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return FileError("cannot write", path_);
+      }
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return absl::OkStatus();
+  }
+  // One record whose bytes are the pieces back to back.
+  absl::Status Record(std::initializer_list<absl::string_view> pieces) {
+    uint8_t len[8], crc[4];
+    uint64_t n = 0;
+    uint32_t c = 0;
+    for (absl::string_view p : pieces) {
+      n += p.size();
+      c = Crc32c(p.data(), p.size(), c);
+    }
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+    c = MaskCrc32c(c);
+    for (int i = 0; i < 4; ++i) crc[i] = static_cast<uint8_t>(c >> (8 * i));
+    if (absl::Status s = Write(len, 8); !s.ok()) return s;
+    for (absl::string_view p : pieces) {
+      if (absl::Status s = Write(p.data(), p.size()); !s.ok()) return s;
+    }
+    return Write(crc, 4);
+  }
+  int64_t bytes() const { return bytes_; }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  const int fd_;
+  const std::string path_;
+  uint32_t crc_ = 0;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
+                                        absl::Duration pause_midway) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileError("cannot create", tmp);
+  ShardFile file(fd, tmp);
+  shard.header.set_num_tensors(static_cast<int32_t>(shard.tensors.size()));
+  absl::Status s = file.Write(kMagic, sizeof(kMagic));
+  if (s.ok()) s = file.Record({shard.header.SerializeAsString()});
+  for (size_t i = 0; s.ok() && i < shard.tensors.size(); ++i) {
+    if (i == shard.tensors.size() / 2 && pause_midway > absl::ZeroDuration()) {
+      absl::SleepFor(pause_midway);
+    }
+    // The tensor's other fields, then its data field (4, length-delimited)
+    // written from where it lies: the same protobuf encoding without
+    // copying the bytes into one serialised string.
+    v1::TensorCheckpoint& t = shard.tensors[i];
+    std::string data;
+    data.swap(*t.mutable_data());
+    std::string head = t.SerializeAsString();
+    if (!data.empty()) {
+      using google::protobuf::io::CodedOutputStream;
+      uint8_t field[16];
+      uint8_t* end = CodedOutputStream::WriteTagToArray(
+          google::protobuf::internal::WireFormatLite::MakeTag(
+              v1::TensorCheckpoint::kDataFieldNumber,
+              google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED),
+          field);
+      end = CodedOutputStream::WriteVarint64ToArray(data.size(), end);
+      head.append(reinterpret_cast<const char*>(field), end - field);
+    }
+    s = file.Record({head, data});
+  }
+  if (s.ok()) {
+    s = CommitFile(fd, tmp, path);
+  } else {
+    ::close(fd);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return ShardWritten{file.bytes(), file.crc()};
+}
+
+absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
+  // Record by record through one reused buffer: a GiB-sized shard is never
+  // held whole beside the tensors parsed from it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return FileError("cannot open checkpoint shard", path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return FileError("cannot stat", path);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t at = 0;
+  auto bad = [&](absl::string_view what) {
+    return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what));
+  };
+  // Reads exactly n bytes at the current position.
+  auto read_exactly = [&](char* dst, uint64_t n) -> absl::Status {
+    while (n > 0) {
+      const ssize_t got = ::read(fd, dst, std::min<uint64_t>(n, uint64_t{1} << 30));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return FileError("cannot read", path);
+      }
+      if (got == 0) return bad("cut short");
+      dst += got;
+      n -= static_cast<uint64_t>(got);
+      at += static_cast<uint64_t>(got);
+    }
+    return absl::OkStatus();
+  };
+  char magic[sizeof(kMagic)];
+  if (size < sizeof(kMagic) || !read_exactly(magic, sizeof(magic)).ok() ||
+      std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    return bad("not a checkpoint shard (bad magic)");
+  }
+  std::string body;
+  // Record i: 0 is the header, i >= 1 is tensor i - 1.
+  auto next = [&](int i, google::protobuf::MessageLite* out) -> absl::Status {
+    const std::string what = i == 0 ? "header" : absl::StrCat("tensor ", i - 1);
+    unsigned char len[8];
+    if (size - at < 8) return bad(absl::StrCat(what, ": cut short"));
+    PSTRAIN_RETURN_IF_ERROR(read_exactly(reinterpret_cast<char*>(len), 8));
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
+    if (n > size - at || size - at - n < 4) return bad(absl::StrCat(what, ": cut short"));
+    body.resize(n + 4);
+    PSTRAIN_RETURN_IF_ERROR(read_exactly(body.data(), n + 4));
+    uint32_t crc = 0;
+    for (int k = 3; k >= 0; --k) crc = (crc << 8) | static_cast<unsigned char>(body[n + k]);
+    if (UnmaskCrc32c(crc) != Crc32c(body.data(), n)) {
+      v1::TensorCheckpoint t;
+      const bool named =
+          i > 0 && t.ParseFromArray(body.data(), static_cast<int>(n)) && !t.key().empty();
+      return bad(absl::StrCat(what, named ? absl::StrCat(" (", t.key(), ")") : "",
+                              ": checksum mismatch"));
+    }
+    if (!out->ParseFromArray(body.data(), static_cast<int>(n))) {
+      return bad(absl::StrCat(what, ": does not parse"));
+    }
+    return absl::OkStatus();
+  };
+  ShardContents shard;
+  PSTRAIN_RETURN_IF_ERROR(next(0, &shard.header));
+  shard.tensors.resize(std::max(shard.header.num_tensors(), 0));
+  for (int i = 0; i < shard.header.num_tensors(); ++i) {
+    PSTRAIN_RETURN_IF_ERROR(next(i + 1, &shard.tensors[i]));
+  }
+  if (at != size) {
+    return bad(absl::StrCat(size - at, " bytes after the ", shard.header.num_tensors(),
+                            " tensors the header announces"));
+  }
+  return shard;
+}
+
+absl::Status CheckTableRecord(const v1::TensorCheckpoint& t, int num_slots, int64_t dim) {
+  if (t.dim() != dim) {
+    return absl::DataLossError(
+        absl::StrCat("table ", t.key(), " has rows of dim ", t.dim(), ", not ", dim));
+  }
+  if (t.row_updates_size() != t.row_ids_size()) {
+    return absl::DataLossError(absl::StrCat("table ", t.key(), " has ", t.row_ids_size(),
+                                            " row ids but ", t.row_updates_size(),
+                                            " update counts"));
+  }
+  const int64_t need = int64_t{t.row_ids_size()} * dim * (1 + num_slots) * 4;
+  if (static_cast<int64_t>(t.data().size()) != need) {
+    return absl::DataLossError(absl::StrCat(
+        "table ", t.key(), " holds ", t.data().size(), " bytes; its ", t.row_ids_size(),
+        " rows of dim ", dim, " with ", num_slots, " optimizer slots take ", need));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::ckpt

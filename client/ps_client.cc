@@ -1,0 +1,753 @@
+#include "client/ps_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <deque>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
+#include "common/checkpoint_layout.h"
+#include "common/finite.h"
+#include "common/logging.h"
+#include "common/parallel_for.h"
+#include "common/status_macros.h"
+#include "grpcpp/grpcpp.h"
+
+namespace pstrain::client {
+namespace {
+
+constexpr int64_t kParallelCopyBytes = 1 << 20;
+
+// The shared memory one stream offers its PS: room for a few frames in
+// flight at once (ExchangeEach sends two per PS, and pulls and pushes of
+// consecutive steps overlap), each pushing and pulling the PS's dense bytes
+// up to max_frame_bytes, plus 1 MiB for table rows; at most 256 MiB. A
+// frame that finds no room travels inline.
+int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes) {
+  int64_t total = 0, largest = 0;
+  for (const SliceDef& s : slices) {
+    total += s.bytes();
+    largest = std::max(largest, s.bytes());
+  }
+  const int64_t frame = std::min(total, std::max(max_frame_bytes, largest));
+  return std::min<int64_t>(8 * frame + (int64_t{1} << 20), int64_t{256} << 20);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    const PsClientOptions& options, const Placement& placement) {
+  if (options.ps_addresses.empty()) {
+    return absl::InvalidArgumentError("PsClient needs at least one ps address");
+  }
+  if (placement.num_ps != static_cast<int>(options.ps_addresses.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement is for ", placement.num_ps, " ps but the cluster has ",
+        options.ps_addresses.size()));
+  }
+  return std::unique_ptr<PsClient>(new PsClient(options, placement));
+}
+
+PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
+    : options_(options), placement_(placement) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  // A PS that restarts is back within seconds; gRPC's default reconnect
+  // backoff (up to 2 minutes) would notice it far later.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  // gRPC takes this as the least time a connection attempt gets (its
+  // "min connect timeout"): enough for a TLS handshake on a busy PS.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  const int n = static_cast<int>(options.ps_addresses.size());
+  for (size_t v = 0; v < placement.variables.size(); ++v) {
+    variable_index_[placement.variables[v].name] = static_cast<int>(v);
+  }
+  slices_on_.resize(n);
+  slice_variable_.resize(n);
+  versions_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const Security& security =
+        options.security == nullptr ? *Security::None() : *options.security;
+    auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
+    stubs_.push_back(v1::PsService::NewStub(channel));
+    slices_on_[i] = placement.SlicesOn(i);
+    streams_.push_back(std::make_unique<PsStream>(
+        channel, PsName(i), "/pstrain.v1.PsService/Exchange",
+        options.shared_memory ? SharedBytes(slices_on_[i], options.max_frame_bytes) : 0));
+    for (const SliceDef& s : slices_on_[i]) {
+      slice_variable_[i].push_back(variable_index_.at(s.variable));
+    }
+    versions_[i].assign(slices_on_[i].size(), 0);
+  }
+  groups_ = MakeGroups({});
+}
+
+std::vector<PsClient::Group> PsClient::MakeGroups(const std::vector<char>& wanted) const {
+  std::vector<Group> groups;
+  for (int i = 0; i < num_ps(); ++i) {
+    Group g{i, {}};
+    int64_t bytes = 0;
+    for (size_t k = 0; k < slices_on_[i].size(); ++k) {
+      if (!wanted.empty() && !wanted[slice_variable_[i][k]]) continue;
+      const SliceDef& s = slices_on_[i][k];
+      if (!g.slices.empty() && bytes + s.bytes() > options_.max_frame_bytes) {
+        groups.push_back(std::move(g));
+        g = Group{i, {}};
+        bytes = 0;
+      }
+      g.slices.push_back(static_cast<int>(k));
+      bytes += s.bytes();
+    }
+    if (!g.slices.empty()) groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+PsClient::~PsClient() = default;
+
+std::string PsClient::PsName(int ps) const {
+  return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps].ToString(), ")");
+}
+
+absl::Status PsClient::CallEach(const std::vector<int>& targets,
+                                absl::string_view method, const AsyncCall& call,
+                                absl::Duration deadline) {
+  std::vector<int> pending = targets;
+  absl::Duration backoff = absl::Milliseconds(50);
+  for (int attempt = 1; !pending.empty(); ++attempt) {
+    const size_t n = pending.size();
+    std::vector<grpc::ClientContext> contexts(n);
+    std::vector<grpc::Status> results(n);
+    // Each callback's last act is counting itself off; the last notifies.
+    std::atomic<size_t> remaining{n};
+    absl::Notification all_done;
+    const auto when = std::chrono::system_clock::now() +
+                      absl::ToChronoMilliseconds(deadline);
+    for (size_t i = 0; i < n; ++i) {
+      contexts[i].set_deadline(when);
+      call(pending[i], &contexts[i], [&, i](grpc::Status s) {
+        results[i] = std::move(s);
+        if (remaining.fetch_sub(1) == 1) all_done.Notify();
+      });
+    }
+    all_done.WaitForNotification();
+    std::vector<int> retry;
+    for (size_t i = 0; i < n; ++i) {
+      if (results[i].ok()) continue;
+      if (results[i].error_code() == grpc::StatusCode::UNAVAILABLE &&
+          attempt < options_.max_attempts) {
+        retry.push_back(pending[i]);
+        continue;
+      }
+      return FromGrpcStatus(results[i], PsName(pending[i]), method);
+    }
+    pending = std::move(retry);
+    if (!pending.empty()) {
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeout,
+                                                    bool wait_for_connection) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  ctx.set_wait_for_ready(wait_for_connection);
+  v1::HealthResponse resp;
+  grpc::Status s = stubs_[ps]->Health(&ctx, v1::HealthRequest(), &resp);
+  if (!s.ok()) return FromGrpcStatus(s, PsName(ps), "Health");
+  if (resp.ps_index() != ps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        PsName(ps), " says it is ps:", resp.ps_index(), ": the tasks' TF_CONFIG disagree"));
+  }
+  return resp;
+}
+
+std::string PsClient::TlsHint(const absl::Status& s) const {
+  if (options_.security == nullptr || !options_.security->tls() ||
+      s.code() != absl::StatusCode::kUnavailable ||
+      absl::StrContains(s.message(), "Connection refused")) {
+    return "";
+  }
+  // A server that refuses this task's certificate just closes the
+  // connection; only its own log says why.
+  return "; with mutual TLS this is also how a refused handshake looks: the PS's log "
+         "says why";
+}
+
+absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized,
+                                      int64_t newer_than) {
+  const absl::Time start = absl::Now();
+  absl::Time next_log = start + absl::Seconds(5);
+  std::vector<std::string> why(num_ps());
+  while (true) {
+    // Every PS each round: ready ones must agree on the generation.
+    std::vector<int> missing;
+    std::vector<v1::HealthResponse> health(num_ps());
+    int64_t newest = 0;
+    for (int ps = 0; ps < num_ps(); ++ps) {
+      // Waiting for the connection keeps gRPC working on it: a PS that
+      // comes up while the channel backs off is reached as soon as its
+      // handshake (with TLS, several round trips) completes.
+      auto resp = Health(ps, absl::Seconds(2), /*wait_for_connection=*/true);
+      if (!resp.ok() && resp.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        // Waiting hides why the connection fails; a call that does not wait
+        // reports the channel's last error ("Connection refused", the TLS
+        // handshake's failure).
+        auto now = Health(ps, absl::Milliseconds(200), /*wait_for_connection=*/false);
+        if (now.ok() || now.status().code() != absl::StatusCode::kDeadlineExceeded) {
+          resp = std::move(now);
+        }
+      }
+      if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
+        return resp.status();
+      }
+      if (!resp.ok()) {
+        why[ps] = absl::StrCat("not answering (", resp.status().message(), ")",
+                               TlsHint(resp.status()));
+        missing.push_back(ps);
+      } else if (require_initialized && !resp->initialized()) {
+        why[ps] = "variables not initialised yet";
+        missing.push_back(ps);
+      } else if (require_initialized && newer_than >= 0 && resp->generation() <= newer_than) {
+        why[ps] = absl::StrCat("not restored yet (still at generation ", resp->generation(), ")");
+        missing.push_back(ps);
+      } else {
+        health[ps] = *std::move(resp);
+        newest = std::max(newest, health[ps].generation());
+      }
+    }
+    if (missing.empty() && require_initialized) {
+      // A PS still on an older generation is being restored by the chief.
+      for (int ps = 0; ps < num_ps(); ++ps) {
+        if (health[ps].generation() != newest) {
+          why[ps] = absl::StrCat("being restored (generation ", health[ps].generation(),
+                                 ", others ", newest, ")");
+          missing.push_back(ps);
+        }
+      }
+    }
+    if (missing.empty()) {
+      if (require_initialized) {
+        generation_.store(newest, std::memory_order_release);
+        restored_step_ = 0;
+        for (const v1::HealthResponse& h : health) {
+          restored_step_ = std::max(restored_step_, h.restored_step());
+        }
+      }
+      return absl::OkStatus();
+    }
+    auto names = [&] {
+      return absl::StrJoin(missing, "; ", [&](std::string* out, int ps) {
+        absl::StrAppend(out, PsName(ps), ": ", why[ps]);
+      });
+    };
+    const absl::Time now = absl::Now();
+    if (now - start >= timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "after waiting ", absl::FormatDuration(timeout), ": ", names()));
+    }
+    if (now >= next_log) {
+      Log("waiting since ", absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
+          " for ", names());
+      next_log = now + absl::Seconds(5);
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
+                                              const std::vector<int64_t>& offsets,
+                                              const CreateOptions& create,
+                                              std::vector<int>* kept_ps) {
+  std::vector<v1::CreateVariablesRequest> reqs(num_ps());
+  std::vector<v1::CreateVariablesResponse> resps(num_ps());
+  std::vector<int> all;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    all.push_back(ps);
+    v1::CreateVariablesRequest& req = reqs[ps];
+    req.set_ps_index(ps);
+    req.set_num_ps(num_ps());
+    req.set_consistency(create.consistency);
+    req.set_num_replicas(create.num_replicas);
+    req.set_replicas_to_aggregate(create.replicas_to_aggregate);
+    req.set_seed(create.seed);
+    req.set_generation(create.generation);
+    req.set_sync_wait_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(create.sync_wait)));
+    if (create.restore_step >= 0) {
+      v1::CheckpointRef* ref = req.mutable_restore();
+      ref->set_dir(create.restore_dir);
+      ref->set_step(create.restore_step);
+      ref->set_num_ps(create.restore_num_ps > 0 ? create.restore_num_ps : num_ps());
+    }
+    const OptimizerSpec& optimizer = create.optimizer;
+    v1::OptimizerConfig* o = req.mutable_optimizer();
+    o->set_name(optimizer.name);
+    o->set_learning_rate(optimizer.learning_rate);
+    o->set_momentum(optimizer.momentum);
+    o->set_nesterov(optimizer.nesterov);
+    o->set_initial_accumulator(optimizer.initial_accumulator);
+    o->set_beta1(optimizer.beta1);
+    o->set_beta2(optimizer.beta2);
+    o->set_epsilon(optimizer.epsilon);
+    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
+      const SliceDef& s = slices_on_[ps][i];
+      const VariableDef& var = placement_.variables[slice_variable_[ps][i]];
+      v1::SliceSpec* spec = req.add_slices();
+      spec->set_variable(s.variable);
+      spec->set_slice_index(s.slice_index);
+      spec->set_num_slices(s.num_slices);
+      spec->set_row_begin(s.row_begin);
+      spec->set_row_end(s.row_end);
+      for (int64_t d : var.shape) spec->add_shape(d);
+      spec->set_consistency(var.consistency);
+      spec->set_initializer(var.initializer);
+      if (!params.empty()) {
+        const float* src = params.data() + offsets[slice_variable_[ps][i]] + s.element_offset();
+        req.add_initial_values(reinterpret_cast<const char*>(src), s.bytes());
+      }
+    }
+    for (const VariableDef& e : placement_.embeddings) {
+      v1::EmbeddingSpec* spec = req.add_embeddings();
+      spec->set_variable(e.name);
+      spec->set_vocabulary(e.rows());
+      spec->set_dim(e.row_elements());
+      spec->set_consistency(e.consistency);
+      spec->set_initializer(e.initializer);
+    }
+  }
+  absl::Status s = CallEach(
+      all, "CreateVariables",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->CreateVariables(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      // Reading a GiB-sized checkpoint shard takes far longer than a call.
+      create.restore_step >= 0 ? std::max(options_.rpc_deadline, absl::Minutes(10))
+                               : options_.rpc_deadline);
+  if (!s.ok()) return s;
+  int kept = 0;
+  if (kept_ps != nullptr) kept_ps->clear();
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (!resps[ps].already_initialized()) continue;
+    ++kept;
+    if (kept_ps != nullptr) kept_ps->push_back(ps);
+  }
+  return kept;
+}
+
+absl::Status PsClient::ExchangeEach(
+    const std::vector<int>& ps_of, absl::Duration timeout,
+    const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+    const std::function<absl::Status(int, const DecodedFrame&)>& on_response) {
+  if (ps_of.empty()) return absl::OkStatus();
+  // Each request ends by counting itself off `remaining` as its very last
+  // act; the last one fires `all_done`, after which this frame may go.
+  std::atomic<size_t> remaining{ps_of.size()};
+  absl::Notification all_done;
+  auto count_off = [&](size_t n) {
+    if (n > 0 && remaining.fetch_sub(n) == n) all_done.Notify();
+  };
+  absl::Mutex mu;
+  // Of several errors, the one of the lowest request (so the lowest PS)
+  // is returned, whichever came first.
+  absl::Status first_error;
+  size_t first_error_at = ps_of.size();
+  std::vector<char> answered(ps_of.size(), 0);
+  // Frames to each PS go out at most kMaxInFlight at a time: enough to keep
+  // the connection busy, few enough that a large model never sits whole in
+  // the PS's receive buffers.
+  constexpr size_t kMaxInFlight = 2;
+  std::vector<std::deque<int>> queued(num_ps());
+  for (size_t i = 0; i < ps_of.size(); ++i) queued[ps_of[i]].push_back(static_cast<int>(i));
+  std::function<void(int)> send_one;  // sends request i
+  // The next queued request for `ps`, or -1.
+  auto pop = [&](int ps) {
+    absl::MutexLock lock(&mu);
+    if (queued[ps].empty()) return -1;
+    const int i = queued[ps].front();
+    queued[ps].pop_front();
+    return i;
+  };
+  send_one = [&](int i) {
+    const int ps = ps_of[i];
+    v1::FrameHeader h;
+    h.set_replica(options_.replica);
+    h.set_generation(generation_.load(std::memory_order_acquire));
+    h.set_stop_step(stop_step_);
+    std::vector<grpc::Slice> payload;
+    build(i, &h, &payload);
+    streams_[ps]->Send(std::move(h), std::move(payload),
+                       [&, i, ps](const absl::Status& st, const DecodedFrame* frame) {
+                         absl::Status s = st.ok() ? on_response(i, *frame) : st;
+                         int next = -1;
+                         size_t dropped = 0;
+                         {
+                           absl::MutexLock lock(&mu);
+                           answered[i] = 1;
+                           if (!s.ok() && static_cast<size_t>(i) < first_error_at) {
+                             first_error = s;
+                             first_error_at = i;
+                           }
+                           if (!s.ok()) {  // the rest for this PS would fail alike
+                             dropped = queued[ps].size();
+                             queued[ps].clear();
+                           } else if (!queued[ps].empty()) {
+                             next = queued[ps].front();
+                             queued[ps].pop_front();
+                           }
+                         }
+                         if (next >= 0) send_one(next);
+                         count_off(dropped + 1);
+                       });
+  };
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    for (size_t k = 0; k < kMaxInFlight; ++k) {
+      const int i = pop(ps);
+      if (i >= 0) send_one(i);
+    }
+  }
+  if (!all_done.WaitForNotificationWithTimeout(timeout)) {
+    std::vector<std::string> silent;
+    size_t never_sent = 0;
+    {
+      absl::MutexLock lock(&mu);
+      for (size_t i = 0; i < ps_of.size(); ++i) {
+        const std::string name = PsName(ps_of[i]);
+        if (!answered[i] && std::find(silent.begin(), silent.end(), name) == silent.end()) {
+          silent.push_back(name);
+        }
+      }
+      for (auto& q : queued) {
+        never_sent += q.size();
+        q.clear();
+      }
+    }
+    count_off(never_sent);
+    for (int ps = 0; ps < num_ps(); ++ps) streams_[ps]->Cancel();
+    all_done.WaitForNotification();
+    return absl::DeadlineExceededError(absl::StrCat(
+        absl::StrJoin(silent, ", "), ": Exchange: no answer within ",
+        absl::FormatDuration(timeout)));
+  }
+  absl::MutexLock lock(&mu);
+  return first_error;
+}
+
+void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
+                          const std::vector<int64_t>& offsets, v1::FrameHeader* h,
+                          std::vector<grpc::Slice>* payload) const {
+  const std::vector<SliceDef>& slices = slices_on_[g.ps];
+  int64_t pulled_bytes = 0;
+  for (int i : g.slices) {
+    const SliceDef& sl = slices[i];
+    const std::string key = sl.key();
+    if (grads != nullptr) {
+      v1::TensorRef* r = h->add_push();
+      r->set_key(key);
+      r->set_bytes(sl.bytes());
+      r->set_version(versions_[g.ps][i]);
+      payload->push_back(BorrowSlice(
+          grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
+    }
+    if (pull) {
+      h->add_pull()->set_key(key);
+      pulled_bytes += sl.bytes();
+    }
+  }
+  if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
+  if (grads != nullptr) h->set_consistency(options_.consistency);
+}
+
+absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* params,
+                                 const std::vector<int64_t>& offsets) {
+  const std::vector<SliceDef>& slices = slices_on_[g.ps];
+  CountDropped(f);
+  if (params == nullptr) return absl::OkStatus();
+  if (f.header().pull_size() != static_cast<int>(g.slices.size())) {
+    return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull returned ",
+                                            f.header().pull_size(), " tensors for ",
+                                            g.slices.size(), " slices"));
+  }
+  int64_t at = 0;
+  for (size_t k = 0; k < g.slices.size(); ++k) {
+    const int i = g.slices[k];
+    const SliceDef& sl = slices[i];
+    const v1::TensorRef& r = f.header().pull(k);
+    if (r.bytes() != sl.bytes() || at + r.bytes() > f.payload_size()) {
+      return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(),
+                                              " returned ", r.bytes(), " bytes, expected ",
+                                              sl.bytes()));
+    }
+    char* dst = reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
+                                        sl.element_offset());
+    // Large slices are copied by several cores (common/parallel_for.h),
+    // with streaming stores: the caller's parameters were last written a
+    // step ago, so a plain copy would first read every line of them back
+    // from memory.
+    if (r.bytes() >= kParallelCopyBytes) {
+      ParallelFor(r.bytes(), kParallelCopyBytes, [&](int64_t b, int64_t e) {
+        f.StreamPayload(at + b, e - b, dst + b);
+      });
+    } else {
+      f.CopyPayload(at, r.bytes(), dst);
+    }
+    at += r.bytes();
+    versions_[g.ps][i] = r.version();
+  }
+  return absl::OkStatus();
+}
+
+void PsClient::CountDropped(const DecodedFrame& f) {
+  for (bool applied : f.header().applied()) {
+    if (!applied) dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float* grads,
+                                   const std::vector<int64_t>& offsets) const {
+  for (const Group& group : groups) {
+    const int ps = group.ps;
+    for (int i : group.slices) {
+      const SliceDef& sl = slices_on_[ps][i];
+      const float* g = grads + offsets[slice_variable_[ps][i]] + sl.element_offset();
+      // In shares across cores for large slices; the earliest hit wins.
+      absl::Mutex mu;
+      int64_t bad = -1;
+      ParallelFor(sl.elements(), kParallelCopyBytes / 4, [&](int64_t b, int64_t e) {
+        const int64_t at = FirstNonFinite(g + b, e - b);
+        if (at < 0) return;
+        absl::MutexLock lock(&mu);
+        if (bad < 0 || b + at < bad) bad = b + at;
+      });
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gradient for ", sl.key(), " has a non-finite value (", g[bad], ") at element ", bad,
+            "; nothing was pushed"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups,
+                                             const float* grads, float* params,
+                                             const std::vector<int64_t>& offsets,
+                                             absl::Duration timeout) {
+  // A push spanning several frames (and PS) is applied frame by frame; a bad
+  // gradient is refused here so that no frame of it is. A single frame is
+  // checked whole by its PS before anything is applied.
+  if (grads != nullptr && groups.size() > 1) {
+    PSTRAIN_RETURN_IF_ERROR(CheckFinite(groups, grads, offsets));
+  }
+  std::vector<int> ps_of;
+  for (const Group& g : groups) ps_of.push_back(g.ps);
+  std::vector<int64_t> steps(groups.size(), 0);
+  PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
+      ps_of, timeout,
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        BuildDense(groups[i], grads, params != nullptr, offsets, h, payload);
+      },
+      [&](int i, const DecodedFrame& f) {
+        steps[i] = f.header().global_step();
+        return ReadDense(groups[i], f, params, offsets);
+      }));
+  return steps.empty() ? 0 : *std::min_element(steps.begin(), steps.end());
+}
+
+absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
+  return DenseRound(groups_, nullptr, params, offsets, options_.wait_deadline);
+}
+
+absl::Status PsClient::PushAll(const float* grads, const std::vector<int64_t>& offsets) {
+  return DenseRound(groups_, grads, nullptr, offsets, options_.rpc_deadline).status();
+}
+
+absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
+                                              const std::vector<int64_t>& offsets) {
+  return DenseRound(groups_, grads, params, offsets, options_.wait_deadline);
+}
+
+absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& variables,
+                                                    const float* grads, float* params,
+                                                    const std::vector<int64_t>& offsets) {
+  std::vector<char> wanted(placement_.variables.size(), 0);
+  for (int v : variables) {
+    if (v < 0 || v >= static_cast<int>(wanted.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable index ", v, " is out of range: the model has ", wanted.size(), " variables"));
+    }
+    wanted[v] = 1;
+  }
+  return DenseRound(MakeGroups(wanted), grads, params, offsets, options_.wait_deadline);
+}
+
+absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {
+  for (const VariableDef& e : placement_.embeddings) {
+    if (e.name == table) return e.row_elements();
+  }
+  return absl::NotFoundError(absl::StrCat("the model has no embedding table \"", table, "\""));
+}
+
+PsClient::RowsByPs PsClient::GroupRows(absl::Span<const int64_t> ids) const {
+  RowsByPs by;
+  by.ids_on.resize(num_ps());
+  by.pos_on.resize(num_ps());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    // A negative id goes to ps:0, which names it in its error.
+    const int ps = ids[i] >= 0 ? EmbeddingOwner(ids[i], num_ps()) : 0;
+    by.ids_on[ps].push_back(ids[i]);
+    by.pos_on[ps].push_back(i);
+  }
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (!by.ids_on[ps].empty()) by.targets.push_back(ps);
+  }
+  return by;
+}
+
+absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64_t> ids,
+                                float* out) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
+  const RowsByPs by = GroupRows(ids);
+  return ExchangeEach(
+      by.targets, options_.wait_deadline,
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
+        const int ps = by.targets[i];
+        v1::TensorRef* r = h->add_pull();
+        r->set_key(table);
+        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
+        if (options_.shared_memory) {
+          h->set_shm_reply_capacity(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
+        }
+      },
+      [&](int i, const DecodedFrame& f) -> absl::Status {
+        const int ps = by.targets[i];
+        const int64_t row_bytes = dim * 4;
+        if (f.payload_size() != static_cast<int64_t>(by.ids_on[ps].size()) * row_bytes) {
+          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", table, " returned ",
+                                                  f.payload_size(), " bytes for ",
+                                                  by.ids_on[ps].size(), " rows"));
+        }
+        for (size_t k = 0; k < by.pos_on[ps].size(); ++k) {
+          f.CopyPayload(k * row_bytes, row_bytes, out + by.pos_on[ps][k] * dim);
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64_t> ids,
+                                const float* grads) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
+  const RowsByPs by = GroupRows(ids);
+  return ExchangeEach(
+      by.targets, options_.rpc_deadline,
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+        const int ps = by.targets[i];
+        v1::TensorRef* r = h->add_push();
+        r->set_key(table);
+        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
+        r->set_bytes(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
+        h->set_consistency(options_.consistency);
+        for (size_t p : by.pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
+      },
+      [&](int, const DecodedFrame& f) {
+        CountDropped(f);
+        return absl::OkStatus();
+      });
+}
+
+int64_t PsClient::SharedMemoryFrames() const {
+  int64_t n = 0;
+  for (const auto& s : streams_) n += s->shared_frames();
+  return n;
+}
+
+absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
+  std::vector<v1::StatsRequest> reqs(num_ps());
+  std::vector<v1::StatsResponse> resps(num_ps());
+  std::vector<int> all;
+  for (int i = 0; i < num_ps(); ++i) all.push_back(i);
+  absl::Status s = CallEach(
+      all, "Stats",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->Stats(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      options_.rpc_deadline);
+  if (!s.ok()) return s;
+  return resps;
+}
+
+absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint(
+    const std::string& dir, int64_t step, absl::Duration timeout) {
+  std::vector<v1::SaveCheckpointRequest> reqs(num_ps());
+  std::vector<v1::SaveCheckpointResponse> resps(num_ps());
+  std::vector<int> all;
+  for (int i = 0; i < num_ps(); ++i) {
+    reqs[i].set_dir(dir);
+    reqs[i].set_step(step);
+    all.push_back(i);
+  }
+  absl::Status s = CallEach(
+      all, "SaveCheckpoint",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->SaveCheckpoint(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      timeout);
+  if (!s.ok()) return s;
+  return resps;
+}
+
+absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
+    const std::vector<int>& targets, const std::string& dir, int64_t step, int written_by,
+    int64_t generation, absl::Duration timeout) {
+  std::vector<v1::RestoreRequest> reqs(num_ps());
+  std::vector<v1::RestoreResponse> resps(num_ps());
+  for (int ps : targets) {
+    v1::CheckpointRef* ref = reqs[ps].mutable_checkpoint();
+    ref->set_dir(dir);
+    ref->set_step(step);
+    ref->set_num_ps(written_by);
+    reqs[ps].set_generation(generation);
+  }
+  absl::Status s = CallEach(
+      targets, "Restore",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->Restore(ctx, &reqs[ps], &resps[ps], std::move(done));
+      },
+      timeout);
+  if (!s.ok()) return s;
+  return resps;
+}
+
+absl::Status PsClient::ShutdownAll(const std::string& reason) {
+  std::vector<v1::ShutdownRequest> reqs(num_ps());
+  std::vector<v1::ShutdownResponse> resps(num_ps());
+  std::vector<grpc::Status> results(num_ps());
+  std::vector<std::string> failures;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    reqs[ps].set_reason(reason);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    grpc::Status s = stubs_[ps]->Shutdown(&ctx, reqs[ps], &resps[ps]);
+    // A PS that is already gone has nothing left to stop.
+    if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      failures.push_back(FromGrpcStatus(s, PsName(ps), "Shutdown").ToString());
+    }
+  }
+  if (!failures.empty()) {
+    return absl::UnknownError(absl::StrJoin(failures, "; "));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::client

@@ -1,0 +1,277 @@
+// Client side of the PS service for every role that talks to the PS: the
+// worker (pull, push), the chief (create, final pull, shutdown) and tools
+// (stats). Owns one channel, one control stub and one Exchange stream
+// (ps_stream.h) per PS.
+//
+// Pulls and pushes of dense slices go straight between the caller's flat
+// parameter/gradient arrays and the wire: gradients are sent from `grads`
+// without a copy, pulled values are copied once, from gRPC's buffers into
+// `params`. Calls that span several PS run in parallel, one frame per PS.
+//
+// The client remembers, per slice, the version it last pulled and sends it
+// with the next push (sync aggregation, staleness); the PS does the waiting
+// a mode asks for. Every call has a deadline. Control calls retry
+// Unavailable with backoff up to `max_attempts`; data calls do not (callers
+// wait for the PS with WaitUntilReady first, and a PS lost mid-job is
+// reported, not waited for).
+// Errors name the PS: "ps:1 (127.0.0.1:4001): Exchange: <what the PS
+// said>".
+//
+// Thread-compatible: one PsClient per thread.
+#ifndef PSTRAIN_CLIENT_PS_CLIENT_H_
+#define PSTRAIN_CLIENT_PS_CLIENT_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/optimizer_spec.h"
+#include "common/placement.h"
+#include "common/security.h"
+#include "common/tf_config.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "client/ps_stream.h"
+
+namespace pstrain::client {
+
+struct PsClientOptions {
+  std::vector<HostPort> ps_addresses;
+  // 30 s: a pull or push of the largest slice on loopback takes
+  // milliseconds; anything this slow is a lost peer. Sync and ssp pulls wait
+  // for other replicas on the PS side, up to the PS's own wait timeout, so
+  // pulls get `wait_deadline` instead.
+  absl::Duration rpc_deadline = absl::Seconds(30);
+  absl::Duration wait_deadline = absl::Seconds(150);
+  // Attempts per call for Unavailable, with backoff 50 ms doubling to 2 s.
+  int max_attempts = 8;
+  int max_message_bytes = 512 << 20;
+  // Dense slices of one PS travel in frames of at most this many tensor
+  // bytes (one slice larger than this gets a frame of its own), so a large
+  // model never needs one huge message or buffer on either side.
+  int64_t max_frame_bytes = 4 << 20;
+  // This client's replica index, sent with every pull and push; -1 for a
+  // client that only observes (the chief, tools): its pulls never wait.
+  int replica = 0;
+  // The job's consistency mode as this client was told it; sent with pushes
+  // so a PS running another mode refuses them. Empty: not sent.
+  std::string consistency;
+  // TLS and token for every channel (common/security.h); null: neither.
+  std::shared_ptr<const Security> security;
+  // Offer each PS shared memory for the tensor bytes of Exchange frames
+  // (client/ps_stream.h); a PS on another host declines and frames carry
+  // them as before.
+  bool shared_memory = false;
+};
+
+// What the chief tells every PS besides the variables.
+struct CreateOptions {
+  OptimizerSpec optimizer;
+  std::string consistency = "async";
+  int num_replicas = 1;
+  int replicas_to_aggregate = 0;  // sync: 0 means all
+  uint64_t seed = 1;
+  // When restore_step >= 0: each PS loads checkpoint restore_step under
+  // restore_dir, written by restore_num_ps PS (0: as many as now), after
+  // creating the variables, and reports itself initialised only then.
+  std::string restore_dir;
+  int64_t restore_step = -1;
+  int restore_num_ps = 0;
+  // The recovery generation the PS serve (proto/ps_service.proto, Frame).
+  int64_t generation = 1;
+  // A pull's bound on waiting for other replicas (0: the PS's default).
+  absl::Duration sync_wait = absl::ZeroDuration();
+};
+
+class PsClient {
+ public:
+  // `placement` fixes which slices pull and push move. InvalidArgument when
+  // the placement's PS count differs from the addresses given.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(
+      const PsClientOptions& options, const Placement& placement);
+  ~PsClient();
+
+  int num_ps() const { return static_cast<int>(stubs_.size()); }
+  // Exchange frames sent so far whose tensor bytes went through shared
+  // memory (options.shared_memory), over all PS.
+  int64_t SharedMemoryFrames() const;
+  // "ps:1 (127.0.0.1:4001)".
+  std::string PsName(int ps) const;
+
+  // Polls every PS's Health until all answer (and, if `require_initialized`,
+  // report initialised variables of one generation, newer than
+  // `newer_than` when that is >= 0) or `timeout` passes. Logs, every 5 s,
+  // whom it still waits for and since when. DeadlineExceeded naming every
+  // PS still missing and why. With `require_initialized`, the client then
+  // sends that generation with its pushes and pulls.
+  absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized,
+                              int64_t newer_than = -1);
+
+  // After WaitUntilReady(..., true): the step of the checkpoint the PS
+  // restored the variables from (the largest any PS reported), 0 when they
+  // were created fresh.
+  int64_t restored_step() const { return restored_step_; }
+  // After WaitUntilReady(..., true): the generation the PS serve.
+  int64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  // One PS's Health within `timeout`; errors name the PS (FailedPrecondition
+  // when it says it is another PS). With `wait_for_connection` the call
+  // waits (within `timeout`) for the connection, TLS handshake included,
+  // instead of failing at once while the channel is reconnecting.
+  absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout,
+                                            bool wait_for_connection = false);
+
+  // Sends every PS its slices with values taken from `params` (the flat
+  // layout: variable v starts at `offsets[v]`, in placement.variables
+  // order), or, when `params` is empty, lets each PS fill them from the
+  // variables' initializers; and every PS the embedding tables. Returns how
+  // many PS were already initialised (and kept their values); their
+  // indices go to `kept_ps` when it is not null.
+  absl::StatusOr<int> CreateVariables(const std::vector<float>& params,
+                                      const std::vector<int64_t>& offsets,
+                                      const CreateOptions& create,
+                                      std::vector<int>* kept_ps = nullptr);
+
+  // Pulls every dense slice into `params` (flat layout as above). On error
+  // the contents of `params` are unspecified. Returns the smallest global
+  // step among the PS (each counts its own; ShardStore::global_step).
+  absl::StatusOr<int64_t> PullAll(float* params, const std::vector<int64_t>& offsets);
+
+  // Pushes the gradient of every dense slice from `grads` (flat layout).
+  // A gradient holding NaN or Inf is refused before anything is applied:
+  // by this client when the push spans several frames, else by the PS. Each
+  // frame is all-or-nothing on its PS; other errors (a PS that does not
+  // know a slice, say) may leave earlier frames of a multi-frame push
+  // applied.
+  absl::Status PushAll(const float* grads, const std::vector<int64_t>& offsets);
+
+  // Push then pull in one round trip per PS: what a training step ends with.
+  // `grads` and `params` may not overlap. Returns as PullAll.
+  absl::StatusOr<int64_t> PushPullAll(const float* grads, float* params,
+                                      const std::vector<int64_t>& offsets);
+
+  // PushPullAll restricted to the slices of `variables` (indices into
+  // placement.variables): what a worker sends for one layer as soon as
+  // backprop has produced its gradient. Returns the smallest global step
+  // among the PS holding those slices. InvalidArgument for an index out of
+  // range. Calls on one PsClient must not overlap.
+  absl::StatusOr<int64_t> PushPullVariables(const std::vector<int>& variables,
+                                            const float* grads, float* params,
+                                            const std::vector<int64_t>& offsets);
+
+  // Rows `ids` of embedding table `table` into `out` (ids.size() * dim
+  // floats), asking each PS for the ids it owns.
+  absl::Status PullRows(const std::string& table, absl::Span<const int64_t> ids, float* out);
+  // Gradients for rows `ids` (ids.size() * dim floats; repeated ids add up).
+  absl::Status PushRows(const std::string& table, absl::Span<const int64_t> ids,
+                        const float* grads);
+
+  // sync: the global step the job ends at; pulls of tensors that reached it
+  // no longer wait for other replicas (0: none).
+  void set_stop_step(int64_t step) { stop_step_ = step; }
+
+  // Gradients the PS dropped as stale (sync) among this client's pushes.
+  int64_t dropped_pushes() const { return dropped_; }
+
+  absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+
+  // Every PS writes its shard of checkpoint `step` under `dir`
+  // (SaveCheckpointRequest); the answers in PS order. Errors name the PS.
+  absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,
+                                                                         int64_t step,
+                                                                         absl::Duration timeout);
+
+  // PS `targets` replace their values with checkpoint `step` under `dir`,
+  // written by `written_by` PS, and serve `generation` (RestoreRequest);
+  // the answers by PS index. Errors name the PS and, from the PS, the file.
+  absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(const std::vector<int>& targets,
+                                                           const std::string& dir, int64_t step,
+                                                           int written_by, int64_t generation,
+                                                           absl::Duration timeout);
+
+  // Asks every PS to exit; PS that are already gone are not an error.
+  absl::Status ShutdownAll(const std::string& reason);
+
+ private:
+  PsClient(const PsClientOptions& options, const Placement& placement);
+  // For an Unavailable that a refused TLS handshake could explain: a hint
+  // saying so (empty without TLS or when the port refused the connection).
+  std::string TlsHint(const absl::Status& s) const;
+
+  // Runs `call(ps, ctx, done)` for each PS in `targets` concurrently and
+  // waits for all, retrying Unavailable ones with backoff. `call` must start
+  // an async RPC on ctx and arrange for done(status) to run when it ends.
+  using AsyncCall = std::function<void(int ps, grpc::ClientContext* ctx,
+                                       std::function<void(grpc::Status)> done)>;
+  absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
+                        const AsyncCall& call, absl::Duration deadline);
+
+  // Sends frame i to PS ps_of[i], all concurrently; `build(i, header,
+  // payload)` fills each request and `on_response(i, frame)` reads each
+  // answer (on a gRPC thread). Waits for all; the first error wins.
+  absl::Status ExchangeEach(
+      const std::vector<int>& ps_of, absl::Duration timeout,
+      const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+      const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
+
+  // Dense slices are moved in groups: some slices of one PS, at most
+  // max_frame_bytes together.
+  struct Group {
+    int ps = 0;
+    std::vector<int> slices;  // indices into slices_on_[ps]
+  };
+  // One group's request: pushes from `grads` (may be null), pulls (when
+  // `pull`).
+  void BuildDense(const Group& g, const float* grads, bool pull,
+                  const std::vector<int64_t>& offsets, v1::FrameHeader* h,
+                  std::vector<grpc::Slice>* payload) const;
+  // Reads one group's response into `params` (may be null: push only);
+  // records versions and dropped pushes.
+  absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
+                         const std::vector<int64_t>& offsets);
+  // The groups of the slices of the wanted variables (empty: all), in PS
+  // order.
+  std::vector<Group> MakeGroups(const std::vector<char>& wanted) const;
+  // Counts the pushes of a response the PS dropped as stale.
+  void CountDropped(const DecodedFrame& f);
+  // InvalidArgument naming the slice and element of the first NaN or Inf in
+  // the groups' slices.
+  absl::Status CheckFinite(const std::vector<Group>& groups, const float* grads,
+                           const std::vector<int64_t>& offsets) const;
+  // Push and/or pull of `groups`; returns the smallest global step seen.
+  absl::StatusOr<int64_t> DenseRound(const std::vector<Group>& groups, const float* grads,
+                                     float* params, const std::vector<int64_t>& offsets,
+                                     absl::Duration timeout);
+  absl::StatusOr<int64_t> TableDim(const std::string& table) const;
+  // Embedding ids grouped by owning PS, with their positions in `ids`.
+  struct RowsByPs {
+    std::vector<std::vector<int64_t>> ids_on;
+    std::vector<std::vector<size_t>> pos_on;
+    std::vector<int> targets;  // PS with at least one id
+  };
+  RowsByPs GroupRows(absl::Span<const int64_t> ids) const;
+
+  const PsClientOptions options_;
+  const Placement placement_;
+  std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;
+  std::vector<std::unique_ptr<PsStream>> streams_;
+  // Per PS: its slices (placement order) and the version of each last pulled.
+  std::vector<std::vector<SliceDef>> slices_on_;
+  std::vector<std::vector<int>> slice_variable_;  // index into placement.variables
+  std::vector<std::vector<int64_t>> versions_;
+  std::vector<Group> groups_;  // every dense slice
+  std::map<std::string, int> variable_index_;
+  std::atomic<int64_t> dropped_{0};
+  int64_t stop_step_ = 0;
+  int64_t restored_step_ = 0;
+  std::atomic<int64_t> generation_{0};
+};
+
+}  // namespace pstrain::client
+
+#endif  // PSTRAIN_CLIENT_PS_CLIENT_H_

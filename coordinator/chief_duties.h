@@ -1,0 +1,134 @@
+// What the task with chief duties does for a job (the chief, or worker 0 when
+// the cluster has no chief):
+//   Start():  serve the Coordinator service on its own address, wait for every
+//             PS (naming any that never answers), then either restore the
+//             variables from the newest complete checkpoint in output_dir
+//             (falling back to older ones when a shard fails its checks,
+//             setting the bad one aside), or create and initialise them and
+//             write the checkpoint of step 0; then checkpoint every
+//             job.checkpoint_every_secs seconds and/or
+//             job.checkpoint_every_steps global steps (coordinator/checkpointer.h),
+//             and watch the PS by heartbeat, on threads of their own. A PS
+//             that stops answering and comes back empty (restarted at the
+//             same address) gets the newest complete checkpoint, and every
+//             other PS is rolled back to the same step under a new
+//             generation, which tells the training replicas to carry on
+//             from there (train/trainer.h). A PS away longer than
+//             options.ps_wait fails the job, naming it;
+//   Finish(): wait for every training replica (chief:0 when it trains, the
+//             workers) to report done, write the final
+//             checkpoint, score the final parameters on the test set, write
+//             output_dir/final_metrics.json and output_dir/eval summaries,
+//             and tell every PS to exit.
+// Thread-compatible: call Start, then Finish, from one thread.
+#ifndef PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
+#define PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/checkpointer.h"
+#include "coordinator/coordinator.h"
+#include "common/checkpoint_layout.h"
+#include "common/grpc_server.h"
+#include "common/json.h"
+#include "common/tf_config.h"
+#include "model/job_spec.h"
+#include "model/mlp.h"
+#include "client/ps_client.h"
+
+namespace pstrain::coordinator {
+
+struct ChiefOptions {
+  model::JobSpec job;
+  std::string output_dir = "./output";
+  std::string bind_address;  // where the Coordinator service listens
+  // 2 minutes: PS processes start in well under a second; containers being
+  // scheduled may take longer.
+  absl::Duration ps_wait = absl::Minutes(2);
+  // 24 hours: the longest a job may train before the chief gives up.
+  absl::Duration job_timeout = absl::Hours(24);
+  // TLS and token for the Coordinator server and the PS channels.
+  std::shared_ptr<const Security> security;
+};
+
+class ChiefDuties {
+ public:
+  // Errors: Unavailable when the coordinator address cannot be bound;
+  // DeadlineExceeded naming each PS that never answered; errors of the
+  // CreateVariables RPC naming the PS.
+  static absl::StatusOr<std::unique_ptr<ChiefDuties>> Start(
+      const TfConfig& cfg, const ChiefOptions& options);
+  ~ChiefDuties();
+
+  // For the task with chief duties when it trains too: record its own
+  // result without an RPC.
+  absl::Status ReportLocal(const v1::ReportDoneRequest& report) {
+    return tracker_.MarkDone(report);
+  }
+
+  // Returns the metrics it wrote: {"test_accuracy", "test_loss",
+  // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
+  // "task", "steps", "examples", "final_loss", "examples_per_sec"}...],
+  // "seconds" (since Start), "dropped_gradients", "staleness_histogram"}. The PS are told to
+  // exit whether or not the scoring succeeded.
+  absl::StatusOr<Json> Finish();
+
+  // Tells every PS to exit (used when the job fails).
+  void StopParameterServers(const std::string& reason);
+
+  // Heartbeat period and per-call deadline of the PS watch.
+  static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);
+
+ private:
+  ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
+
+  // The job's global step: the lowest any PS reports.
+  absl::StatusOr<int64_t> GlobalStep();
+  // Checkpoints while the job runs, until stopping_ is set.
+  void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Heartbeats every PS until stopping_ is set; restores those that come
+  // back empty; fails the job (tracker_.Fail) when that is impossible.
+  void WatchLoop() ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
+  // Puts every PS on checkpoint `candidates` (newest first), under
+  // `generation`: creates the variables where missing, loads the newest
+  // candidate whose files pass every check, setting aside those that do
+  // not. Returns the step restored. DataLoss when none could be.
+  absl::StatusOr<int64_t> RestoreNewest(const std::vector<CompleteCheckpoint>& candidates,
+                                        int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
+  // The options CreateVariables gets (restoring nothing).
+  client::CreateOptions CreateOptionsFor(int64_t generation) const;
+  // Checkpoints the current global step unless it was saved already
+  // (`final`: the job's last; saved even then, to mark it final).
+  absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
+  void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const TfConfig cfg_;
+  const ChiefOptions options_;
+  absl::Time started_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;
+  // PS the watch finds not answering; checkpoints wait while any is.
+  int ps_down_ ABSL_GUARDED_BY(mu_) = 0;
+  // Held while checkpoints are written or the PS restored, so that the two
+  // never overlap. Acquired before mu_.
+  absl::Mutex ps_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(ps_mu_) = 1;
+  std::thread checkpointer_;
+  std::thread watcher_;
+  JobTracker tracker_;
+  CoordinatorServiceImpl service_;
+  std::unique_ptr<GrpcServer> server_;
+  std::unique_ptr<model::Mlp> mlp_;
+  std::unique_ptr<client::PsClient> client_;
+};
+
+}  // namespace pstrain::coordinator
+
+#endif  // PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_

@@ -1,0 +1,199 @@
+#include "job/job_flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/consistency.h"
+#include "common/status_macros.h"
+#include "model/model_config.h"
+
+namespace pstrain {
+
+const std::vector<std::string>& JobFlagNames() {
+  static const auto* names = new std::vector<std::string>{
+      "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
+      "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
+      "epsilon",   "initial_accumulator",   "seed",     "hidden",
+      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer", "shared_memory",
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler"};
+  return *names;
+}
+
+const char* JobFlagsUsage() {
+  return "job flags: --data_dir=DIR --batch_size=N --epochs=N --max_steps=N "
+         "--optimizer=sgd|momentum|adagrad|adam --learning_rate=X --momentum=X "
+         "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
+         "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
+         "--replicas_to_aggregate=N "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer --[no]shared_memory "
+         "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
+         "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
+         "--output_dir=DIR";
+}
+
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
+  model::JobSpec job;
+  // A model config sets the model and the job settings it states; flags
+  // given as well override those settings.
+  PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("model_config", ""));
+  // --config is the short name `pstrain launch --config FILE` users expect.
+  PSTRAIN_ASSIGN_OR_RETURN(std::string short_config, args.GetString("config", ""));
+  if (!short_config.empty() && !config.empty()) {
+    return absl::InvalidArgumentError("--config and --model_config both name a file: use one");
+  }
+  if (config.empty()) config = short_config;
+  if (!config.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
+    if (!file.trainable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--model_config=", config,
+          ": the file lists variables but no layers, so there is no model to train (it is "
+          "for `pstrain placement --config`)"));
+    }
+    if (args.Has("hidden")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--hidden and --model_config=", config, " both give the layers: use one"));
+    }
+    job = file.job;
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, args.GetString("data_dir", job.data_dir));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,
+                           args.GetIntInRange("batch_size", job.batch_size, 1, 65536));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetIntInRange("epochs", job.epochs, 1, 100000));
+  PSTRAIN_ASSIGN_OR_RETURN(job.max_steps, args.GetInt("max_steps", job.max_steps));
+  OptimizerSpec& opt = job.optimizer;
+  PSTRAIN_ASSIGN_OR_RETURN(opt.name, args.GetString("optimizer", opt.name));
+  PSTRAIN_ASSIGN_OR_RETURN(double lr, args.GetDouble("learning_rate", opt.learning_rate));
+  PSTRAIN_ASSIGN_OR_RETURN(double momentum, args.GetDouble("momentum", opt.momentum));
+  PSTRAIN_ASSIGN_OR_RETURN(opt.nesterov, args.GetBool("nesterov", opt.nesterov));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta1, args.GetDouble("beta1", opt.beta1));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta2, args.GetDouble("beta2", opt.beta2));
+  PSTRAIN_ASSIGN_OR_RETURN(double epsilon, args.GetDouble("epsilon", opt.epsilon));
+  PSTRAIN_ASSIGN_OR_RETURN(double init_acc,
+                           args.GetDouble("initial_accumulator", opt.initial_accumulator));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", "128"));
+  if (job.max_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_steps=", job.max_steps, ": must be 0 (use epochs) or more"));
+  }
+  if (!(lr > 0) || lr > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate=", lr, ": must be in (0, 100]"));
+  }
+  if (seed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--seed=", seed, ": must be >= 0"));
+  }
+  job.batch_size = static_cast<int>(batch);
+  job.epochs = static_cast<int>(epochs);
+  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" &&
+      opt.name != "adam") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer=", opt.name, ": must be sgd, momentum, adagrad or adam"));
+  }
+  if (!(momentum >= 0 && momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
+  }
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--beta1=", beta1, " --beta2=", beta2, ": each must be in [0, 1)"));
+  }
+  if (!(epsilon > 0) || !(init_acc > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--epsilon=", epsilon, " --initial_accumulator=", init_acc, ": each must be positive"));
+  }
+  opt.learning_rate = static_cast<float>(lr);
+  opt.momentum = static_cast<float>(momentum);
+  opt.beta1 = static_cast<float>(beta1);
+  opt.beta2 = static_cast<float>(beta2);
+  opt.epsilon = static_cast<float>(epsilon);
+  opt.initial_accumulator = static_cast<float>(init_acc);
+  job.seed = static_cast<uint64_t>(seed);
+  PSTRAIN_ASSIGN_OR_RETURN(job.consistency, args.GetString("consistency", job.consistency));
+  auto mode = ParseConsistency(job.consistency);
+  if (!mode.ok()) return absl::InvalidArgumentError(absl::StrCat("--", mode.status().message()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
+                           args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
+  if (aggregate < 0 || aggregate > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replicas_to_aggregate=", aggregate, ": must be from 0 (all replicas) to 4096"));
+  }
+  job.replicas_to_aggregate = static_cast<int>(aggregate);
+  PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
+  PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, args.GetBool("shared_memory", job.shared_memory));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
+                           args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
+  PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,
+                           args.GetInt("checkpoint_steps", job.checkpoint_every_steps));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep,
+                           args.GetIntInRange("keep_checkpoints", job.keep_checkpoints, 1, 1000));
+  if (ckpt_secs < 0 || ckpt_secs > 86400 * 7 || job.checkpoint_every_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--checkpoint_secs=", ckpt_secs, " --checkpoint_steps=", job.checkpoint_every_steps,
+        ": each must be 0 (off) or positive, seconds at most a week"));
+  }
+  job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
+  job.keep_checkpoints = static_cast<int>(keep);
+  PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, args.GetBool("chief_trains", job.chief_trains));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait,
+                           args.GetIntInRange("sync_wait_secs", job.sync_wait_secs, 1, 86400));
+  job.sync_wait_secs = static_cast<int>(sync_wait);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, args.GetString("straggler", ""));
+  for (absl::string_view part : absl::StrSplit(straggler, ',', absl::SkipEmpty())) {
+    // TASK:MS or TASK:MS@P; TASK is worker:1, chief:0, ... or "all".
+    model::JobSpec::Straggler s;
+    absl::string_view spec = part;
+    const size_t at = spec.find('@');
+    bool ok = true;
+    if (at != absl::string_view::npos) {
+      ok = absl::SimpleAtod(spec.substr(at + 1), &s.probability) && s.probability > 0 &&
+           s.probability <= 1;
+      spec = spec.substr(0, at);
+    }
+    const size_t colon = spec.rfind(':');
+    std::string task;
+    if (ok && colon != absl::string_view::npos) {
+      if (spec.substr(0, colon) == "all") {
+        task = "all";
+      } else if (auto id = ParseTaskName(spec.substr(0, colon)); id.ok()) {
+        task = id->ToString();
+      }
+    }
+    if (task.empty() || !absl::SimpleAtoi(spec.substr(colon + 1), &s.ms) || s.ms < 0 ||
+        s.ms > 60000) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--straggler=", straggler, ": \"", part,
+          "\" is not TASK:MS[@P] (a task such as worker:1 or chief:0, or all; 0..60000 ms; a "
+          "probability per step in (0, 1])"));
+    }
+    job.stragglers[task] = s;
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
+  if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", job.device, ": must be auto, cpu or cuda"));
+  }
+  if (!config.empty()) return job;
+  std::vector<int> widths;
+  for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
+    int width = 0;
+    if (!absl::SimpleAtoi(part, &width) || width < 1 || width > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--hidden=", hidden, ": \"", part, "\" is not a layer width in 1..65536"));
+    }
+    widths.push_back(width);
+  }
+  job.model = model::MlpSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
+  return job;
+}
+
+absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args,
+                                               const std::string& environment) {
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::string dir,
+      args.GetString("output_dir", environment == "cloud" ? "/data/output" : "./output"));
+  if (dir.empty()) return absl::InvalidArgumentError("--output_dir is empty");
+  return dir;
+}
+
+}  // namespace pstrain

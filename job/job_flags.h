@@ -1,0 +1,42 @@
+// The flags that describe a training job, shared by the chief, the workers
+// and `pstrain launch` (which passes them on to each). Main-layer code only.
+#ifndef PSTRAIN_JOB_JOB_FLAGS_H_
+#define PSTRAIN_JOB_JOB_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cli_args.h"
+#include "common/tf_config.h"
+#include "model/job_spec.h"
+
+namespace pstrain {
+
+// Names of the job flags: data_dir, batch_size, epochs, max_steps,
+// learning_rate, optimizer (and its hyper-parameters), seed, hidden,
+// consistency, replicas_to_aggregate, model_config, device, push_per_layer,
+// checkpoint_secs, checkpoint_steps, keep_checkpoints, chief_trains,
+// sync_wait_secs, config (= model_config), output_dir.
+const std::vector<std::string>& JobFlagNames();
+
+// Reads the job flags into a JobSpec (defaults from model/job_spec.h, or
+// from the file --model_config names: its layers and the settings it states,
+// which the other flags override). --hidden is a comma-separated list of
+// layer widths ("256,256"; "" for softmax regression) for the default MLP.
+// InvalidArgument naming the flag for a value that does not parse or is out
+// of range, the config file's own errors (model/model_config.h), a config
+// without layers, or --hidden given with --model_config.
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
+
+// --output_dir, defaulting to /data/output when TF_CONFIG's environment is
+// "cloud", else ./output.
+absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args,
+                                               const std::string& environment);
+
+// One-line usage text for the job flags.
+const char* JobFlagsUsage();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_JOB_JOB_FLAGS_H_

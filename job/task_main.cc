@@ -1,0 +1,52 @@
+#include "job/task_main.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "job/security_flags.h"
+
+namespace pstrain {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+  return ExitCodeFor(s);
+}
+
+}  // namespace
+
+int RunTask(const char* tf_config, int argc, char** argv, int first, std::optional<Role> expected,
+            const RoleMain& role_main) {
+  if (tf_config == nullptr) {
+    return Fail(absl::InvalidArgumentError(
+        "TF_CONFIG is not set: it names this task's role and the cluster "
+        "(see `pstrain help`)"));
+  }
+  auto cfg = ParseTfConfig(tf_config);
+  if (!cfg.ok()) return Fail(cfg.status());
+  if (expected.has_value() && cfg->task.role != *expected) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "TF_CONFIG task.type is \"", RoleName(cfg->task.role), "\" but this binary runs the ",
+        RoleName(*expected), " role; use `pstrain` to run any role")));
+  }
+  auto args = CliArgs::Parse(argc, argv, first);
+  if (!args.ok()) return Fail(args.status());
+  SetLogTag(cfg->task.ToString());
+  auto security = SecurityFromFlags(*args);
+  if (!security.ok()) return Fail(security.status());
+  auto bind = args->GetString("bind", "");
+  if (!bind.ok()) return Fail(bind.status());
+  if (absl::Status exposed = CheckExposure(cfg->cluster, *bind, **security); !exposed.ok()) {
+    return Fail(exposed);
+  }
+  if ((*security)->insecure() && !(*security)->tls() && !(*security)->has_token()) {
+    Log("--insecure: no TLS and no cluster token; anyone who reaches this task's port can "
+        "read and change the model");
+  }
+  return role_main(*cfg, *args, *security);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,33 @@
+// What every task does before its role runs, the same in `pstrain` and in
+// the per-role binaries (ps_server, worker, chief, evaluator): parse
+// TF_CONFIG, check the task's role, parse the flags and the security flags,
+// refuse to expose an insecure task beyond loopback, and tag the log with
+// the task's name.
+#ifndef PSTRAIN_JOB_TASK_MAIN_H_
+#define PSTRAIN_JOB_TASK_MAIN_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "common/cli_args.h"
+#include "common/security.h"
+#include "common/tf_config.h"
+
+namespace pstrain {
+
+// A role's main: returns the process exit code (common/exit_codes.h).
+using RoleMain = std::function<int(const TfConfig& cfg, CliArgs& args,
+                                   std::shared_ptr<const Security> security)>;
+
+// Runs `role_main` for the task that `tf_config` (the TF_CONFIG environment
+// variable's value; nullptr when it is not set) names, with the flags in
+// argv[first..argc). When `expected` is set (a per-role binary), a TF_CONFIG
+// naming another role is an error. Bad TF_CONFIG or flags print one line
+// naming the problem and return its exit code.
+int RunTask(const char* tf_config, int argc, char** argv, int first, std::optional<Role> expected,
+            const RoleMain& role_main);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_JOB_TASK_MAIN_H_

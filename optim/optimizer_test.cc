@@ -1,0 +1,199 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::optim {
+namespace {
+
+// Applies `grads` one after another to a one-element variable starting at
+// `v0` and returns the value after each step.
+std::vector<float> ApplySequence(const OptimizerSpec& spec, float v0, const std::vector<float>& grads) {
+  auto opt = CreateOptimizer(spec);
+  EXPECT_OK(opt);
+  std::vector<float> value = {v0};
+  std::vector<std::vector<float>> slot_store((*opt)->num_slots());
+  std::vector<absl::Span<float>> slots;
+  for (int s = 0; s < (*opt)->num_slots(); ++s) {
+    slot_store[s] = {(*opt)->initial_slot_value(s)};
+    slots.push_back(absl::MakeSpan(slot_store[s]));
+  }
+  std::vector<float> out;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    (*opt)->Apply(absl::MakeSpan(value), absl::MakeConstSpan(&grads[t], 1), slots, t + 1);
+    out.push_back(value[0]);
+  }
+  return out;
+}
+
+TEST(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
+  OptimizerSpec s{"sgd", 0.5f};
+  EXPECT_EQ(ApplySequence(s, 1.0f, {2, 2, -4}), (std::vector<float>{0, -1, 1}));
+}
+
+TEST(OptimizerTest, MomentumByHand) {
+  OptimizerSpec s;
+  s.name = "momentum";
+  s.learning_rate = 0.1f;
+  s.momentum = 0.5f;
+  // accum: 1, 1.5, 1.75 ; var: 1-0.1, -0.15, -0.175
+  auto v = ApplySequence(s, 1.0f, {1, 1, 1});
+  EXPECT_FLOAT_EQ(v[0], 0.9f);
+  EXPECT_FLOAT_EQ(v[1], 0.75f);
+  EXPECT_FLOAT_EQ(v[2], 0.575f);
+}
+
+TEST(OptimizerTest, NesterovByHand) {
+  OptimizerSpec s;
+  s.name = "momentum";
+  s.learning_rate = 0.1f;
+  s.momentum = 0.5f;
+  s.nesterov = true;
+  // accum 1: var -= 0.1*(1 + 0.5*1) = 0.15 ; accum 1.5: var -= 0.1*(1+0.75) = 0.175
+  auto v = ApplySequence(s, 1.0f, {1, 1});
+  EXPECT_FLOAT_EQ(v[0], 0.85f);
+  EXPECT_FLOAT_EQ(v[1], 0.675f);
+}
+
+TEST(OptimizerTest, AdagradByHand) {
+  OptimizerSpec s;
+  s.name = "adagrad";
+  s.learning_rate = 1.0f;
+  s.initial_accumulator = 0.0001f;
+  s.epsilon = 1e-7f;
+  // accum 4.0001: var -= 2/sqrt(4.0001) ; accum 8.0001: var -= 2/sqrt(8.0001)
+  auto v = ApplySequence(s, 0.0f, {2, 2});
+  const double e0 = -2 / (std::sqrt(4.0001) + 1e-7);
+  const double e1 = e0 - 2 / (std::sqrt(8.0001) + 1e-7);
+  EXPECT_NEAR(v[0], e0, 1e-6);
+  EXPECT_NEAR(v[1], e1, 1e-6);
+}
+
+TEST(OptimizerTest, AdamMatchesClosedFormForAConstantGradient) {
+  // With a constant gradient g, m_t = (1-b1^t) g and v_t = (1-b2^t) g^2, so
+  // each step moves the variable by lr * g/(|g| + eps_hat) with
+  // eps_hat = eps*sqrt(1-b2^t)... i.e. almost exactly lr per step.
+  OptimizerSpec s;
+  s.name = "adam";
+  s.learning_rate = 0.01f;
+  const std::vector<float> grads(50, 3.0f);
+  auto v = ApplySequence(s, 1.0f, grads);
+  double expected = 1.0;
+  for (int t = 1; t <= 50; ++t) {
+    const double b1t = std::pow(0.9, t), b2t = std::pow(0.999, t);
+    const double m = (1 - b1t) * 3.0, vv = (1 - b2t) * 9.0;
+    expected -= 0.01 * std::sqrt(1 - b2t) / (1 - b1t) * m / (std::sqrt(vv) + 1e-7);
+    EXPECT_NEAR(v[t - 1], expected, 1e-5) << "step " << t;
+  }
+  EXPECT_NEAR(v.back(), 1.0 - 0.5, 1e-4);
+}
+
+TEST(OptimizerTest, AdamFirstStepsByHand) {
+  OptimizerSpec s;
+  s.name = "adam";
+  s.learning_rate = 0.1f;
+  s.beta1 = 0.5f;
+  s.beta2 = 0.75f;
+  s.epsilon = 1e-7f;
+  // t=1, g=1: m=0.5, v=0.25, lr_t=0.1*sqrt(0.25)/0.5=0.1 -> var -= 0.1*0.5/0.5 = 0.1
+  // t=2, g=-2: m=0.25-1=-0.75, v=0.1875+1=1.1875, lr_t=0.1*sqrt(1-0.5625)/0.75
+  auto v = ApplySequence(s, 0.0f, {1, -2});
+  EXPECT_NEAR(v[0], -0.1, 1e-6);
+  const double lr2 = 0.1 * std::sqrt(0.4375) / 0.75;
+  EXPECT_NEAR(v[1], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
+}
+
+// SGD's exchanging step gives ApplyBytes's values bit for bit (at an odd
+// gradient alignment, over a length that is no multiple of a vector) and
+// leaves the previous values in the gradient's bytes, so copying them back
+// restores the variable exactly.
+TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
+  auto opt = CreateOptimizer(OptimizerSpec{"sgd", 0.37f});
+  ASSERT_OK(opt);
+  ASSERT_TRUE((*opt)->can_exchange());
+  constexpr int64_t kN = 1000 + 13;
+  std::vector<float> before(kN), grad(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    before[i] = std::sin(0.1f * i) * 3.0f;
+    grad[i] = std::cos(0.37f * i) / (1 + i % 7);
+  }
+  std::vector<char> bytes(kN * 4 + 3);
+  char* g = bytes.data() + 3;
+  std::memcpy(g, grad.data(), kN * 4);
+
+  std::vector<float> expected = before;
+  (*opt)->ApplyBytes(absl::MakeSpan(expected), g, {}, 1);
+  std::vector<float> values = before;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(values[i], expected[i]) << "element " << i;
+    ASSERT_NE(expected[i], before[i]) << "element " << i;
+  }
+  std::vector<float> undone(kN);
+  std::memcpy(undone.data(), g, kN * 4);
+  EXPECT_EQ(undone, before);
+
+  // A NaN at element 200 stops the pass at the start of its block (192):
+  // what comes before is applied, the rest untouched, its bytes as sent.
+  std::vector<float> bad = grad;
+  bad[200] = NAN;
+  std::memcpy(g, bad.data(), kN * 4);
+  values = before;
+  const int64_t block = Optimizer::kExchangeBlock;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), 200 / block * block);
+  for (int64_t i = 0; i < kN; ++i) {
+    float in_grad;
+    std::memcpy(&in_grad, g + 4 * i, 4);
+    if (i < 192) {
+      ASSERT_EQ(values[i], expected[i]) << "element " << i;
+      ASSERT_EQ(in_grad, before[i]) << "element " << i;
+    } else {
+      ASSERT_EQ(values[i], before[i]) << "element " << i;
+      if (i != 200) {
+        ASSERT_EQ(in_grad, grad[i]) << "element " << i;
+      }
+    }
+  }
+  // In the last, partial block too.
+  bad = grad;
+  bad[kN - 2] = -INFINITY;
+  std::memcpy(g, bad.data(), kN * 4);
+  values = before;
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN / block * block);
+}
+
+TEST(OptimizerTest, OnlySgdExchanges) {
+  for (const char* name : {"momentum", "adagrad", "adam"}) {
+    OptimizerSpec s;
+    s.name = name;
+    auto opt = CreateOptimizer(s);
+    ASSERT_OK(opt);
+    EXPECT_FALSE((*opt)->can_exchange()) << name;
+  }
+}
+
+TEST(OptimizerTest, RejectsBadHyperParametersNamingTheField) {
+  OptimizerSpec s;
+  s.name = "rmsprop";
+  EXPECT_EQ(CreateOptimizer(s).status().message(),
+            "unknown optimizer \"rmsprop\" (known: sgd, momentum, adagrad, adam)");
+  s.name = "sgd";
+  s.learning_rate = -1;
+  EXPECT_EQ(CreateOptimizer(s).status().message(),
+            "optimizer learning_rate -1 must be a positive finite number");
+  s = OptimizerSpec();
+  s.name = "momentum";
+  s.momentum = 1.5f;
+  EXPECT_EQ(CreateOptimizer(s).status().message(), "optimizer momentum 1.5 must be in [0, 1)");
+  s = OptimizerSpec();
+  s.name = "adam";
+  s.beta2 = 1.0f;
+  EXPECT_EQ(CreateOptimizer(s).status().message(), "optimizer beta2 1 must be in [0, 1)");
+}
+
+}  // namespace
+}  // namespace pstrain::optim

@@ -1,0 +1,93 @@
+#include "train/local_table.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain::train {
+
+absl::StatusOr<std::unique_ptr<LocalTable>> LocalTable::Create(const VariableDef& table,
+                                                               uint64_t seed,
+                                                               const OptimizerSpec* optimizer) {
+  if (!table.embedding || table.shape.size() != 2 || table.shape[0] < 1 || table.shape[1] < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(table.name, " is not an embedding table [vocabulary, dim]"));
+  }
+  auto init = optim::Initializer::Parse(table.initializer.empty() ? "uniform:0.05"
+                                                               : table.initializer);
+  if (!init.ok()) return init.status();
+  std::unique_ptr<optim::Optimizer> opt;
+  if (optimizer != nullptr) {
+    auto created = optim::CreateOptimizer(*optimizer);
+    if (!created.ok()) return created.status();
+    opt = *std::move(created);
+  }
+  return std::unique_ptr<LocalTable>(new LocalTable(table, seed, *init, std::move(opt)));
+}
+
+LocalTable::LocalTable(const VariableDef& table, uint64_t seed, optim::Initializer init,
+                       std::unique_ptr<optim::Optimizer> optimizer)
+    : name_(table.name),
+      vocabulary_(table.shape[0]),
+      dim_(table.shape[1]),
+      seed_(seed),
+      init_(init),
+      optimizer_(std::move(optimizer)),
+      stride_(dim_ * (1 + (optimizer_ ? optimizer_->num_slots() : 0))) {}
+
+absl::Status LocalTable::CheckIds(absl::Span<const int64_t> ids) const {
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocabulary_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": id ", id, " is outside [0, ", vocabulary_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+float* LocalTable::Row(int64_t id) {
+  auto [it, inserted] = row_of_.try_emplace(id, static_cast<int64_t>(updates_.size()));
+  if (inserted) {
+    data_.resize(data_.size() + stride_);
+    float* row = data_.data() + it->second * stride_;
+    init_.Fill(seed_, name_, id * dim_, dim_, row);
+    if (optimizer_ != nullptr) optimizer_->InitSlots(row, dim_, dim_);
+    updates_.push_back(0);
+  }
+  return data_.data() + it->second * stride_;
+}
+
+absl::Status LocalTable::Read(absl::Span<const int64_t> ids, float* out) const {
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    float* dst = out + i * dim_;
+    auto it = row_of_.find(ids[i]);
+    if (it != row_of_.end()) {
+      std::memcpy(dst, data_.data() + it->second * stride_, dim_ * sizeof(float));
+    } else {
+      init_.Fill(seed_, name_, ids[i] * dim_, dim_, dst);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTable::Apply(absl::Span<const int64_t> ids, const float* grads) {
+  if (optimizer_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, " is read-only here"));
+  }
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    float* row = Row(ids[i]);
+    optimizer_->ApplyStrided(row, grads + i * dim_, dim_, dim_, ++updates_[row_of_[ids[i]]]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTable::Set(int64_t id, const float* values) {
+  if (absl::Status s = CheckIds({&id, 1}); !s.ok()) return s;
+  std::memcpy(Row(id), values, dim_ * sizeof(float));
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::train

@@ -1,0 +1,76 @@
+// An embedding table held in one process, with the PS's row semantics
+// (ps_server/shard_store.h): a row is created on first touch from the
+// table's initializer and the job's seed (optim/initializer.h), so a
+// row never pushed reads the same as on any PS; each row keeps its own
+// optimizer slots and update count (lazy Adam and Adagrad). `pstrain train
+// --local` trains an embedding bag's table in one, and the evaluator loads
+// a checkpoint's rows into one (no optimizer: read only).
+// Thread-compatible.
+#ifndef PSTRAIN_TRAIN_LOCAL_TABLE_H_
+#define PSTRAIN_TRAIN_LOCAL_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/optimizer_spec.h"
+#include "common/placement.h"
+#include "optim/initializer.h"
+#include "optim/optimizer.h"
+
+namespace pstrain::train {
+
+class LocalTable {
+ public:
+  // `table` is an embedding VariableDef ([vocabulary, dim]); `optimizer`
+  // null for a read-only table. InvalidArgument for a variable that is not
+  // a table, an initializer or optimizer that does not parse.
+  static absl::StatusOr<std::unique_ptr<LocalTable>> Create(const VariableDef& table,
+                                                            uint64_t seed,
+                                                            const OptimizerSpec* optimizer);
+
+  const std::string& name() const { return name_; }
+  int64_t dim() const { return dim_; }
+  int64_t vocabulary() const { return vocabulary_; }
+  // Rows created so far.
+  int64_t rows() const { return static_cast<int64_t>(row_of_.size()); }
+
+  // Rows `ids` into `out` (ids.size() x dim): stored values, or the
+  // initializer's for rows never written. InvalidArgument naming the first
+  // id outside [0, vocabulary), with `out` then unspecified.
+  absl::Status Read(absl::Span<const int64_t> ids, float* out) const;
+
+  // Applies one gradient row per id (ids distinct) with the optimizer, each
+  // row counting its own updates. InvalidArgument (nothing applied) for an
+  // id out of range, or FailedPrecondition on a read-only table.
+  absl::Status Apply(absl::Span<const int64_t> ids, const float* grads);
+
+  // Sets row `id`'s values (a checkpoint's), creating it if needed.
+  // InvalidArgument for an id out of range.
+  absl::Status Set(int64_t id, const float* values);
+
+ private:
+  LocalTable(const VariableDef& table, uint64_t seed, optim::Initializer init,
+             std::unique_ptr<optim::Optimizer> optimizer);
+  absl::Status CheckIds(absl::Span<const int64_t> ids) const;
+  float* Row(int64_t id);
+
+  const std::string name_;
+  const int64_t vocabulary_;
+  const int64_t dim_;
+  const uint64_t seed_;
+  const optim::Initializer init_;
+  const std::unique_ptr<optim::Optimizer> optimizer_;
+  const int64_t stride_;  // dim * (1 + slots): values then each slot
+  absl::flat_hash_map<int64_t, int64_t> row_of_;
+  std::vector<float> data_;
+  std::vector<int64_t> updates_;
+};
+
+}  // namespace pstrain::train
+
+#endif  // PSTRAIN_TRAIN_LOCAL_TABLE_H_

@@ -1,0 +1,147 @@
+#include "train/local_trainer.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/event_file.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "data/dataset.h"
+#include "data/prefetcher.h"
+#include "model/backend.h"
+#include "model/embedding_bag.h"
+#include "model/mlp.h"
+#include "optim/optimizer.h"
+#include "train/local_table.h"
+
+namespace pstrain::train {
+
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps,
+                                     const std::string& summary_dir) {
+  std::unique_ptr<EventWriter> train_summaries;
+  if (!summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(train_summaries, EventWriter::Open(summary_dir + "/train"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
+                           data::LoadMnistFormat(job.data_dir, data::Split::kTest));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Backend> backend,
+      model::CreateBackend(job.model, std::max(job.batch_size, 1024), job.device));
+  Log("computing on ", backend->Describe());
+  const model::Mlp* mlp = &backend->network();
+  if (train.example_dim != job.model.input_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "data examples have %d features but the model's input_dim is %d", train.example_dim,
+        job.model.input_dim));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::CreateOptimizer(job.optimizer));
+  data::ShardIterator shard(&train, 0, 1, job.batch_size, job.seed);
+  if (shard.batches_per_epoch() == 0) {
+    return absl::InvalidArgumentError("the training set is smaller than one batch");
+  }
+  const int64_t total = job.max_steps > 0 ? job.max_steps : job.epochs * shard.batches_per_epoch();
+  std::vector<float> params = mlp->InitialParameters(job.seed);
+  const size_t n = params.size();
+  std::vector<float> grads(n);
+  // Slots after the values, as the PS keeps them.
+  std::vector<std::vector<float>> slot_store(opt->num_slots());
+  std::vector<absl::Span<float>> slots;
+  for (int k = 0; k < opt->num_slots(); ++k) {
+    slot_store[k].assign(n, opt->initial_slot_value(k));
+    slots.push_back(absl::MakeSpan(slot_store[k]));
+  }
+  // An embedding bag's table, held here with the PS's row semantics.
+  const model::EmbeddingBag* bag = mlp->bag();
+  std::unique_ptr<LocalTable> table;
+  model::Bags bags;
+  std::vector<float> rows, row_grads, bag_out, bag_grad;
+  if (bag != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(table,
+                             LocalTable::Create(mlp->variables().back(), job.seed, &job.optimizer));
+    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
+    bag_grad.resize(bag_out.size());
+  }
+  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
+  std::vector<int32_t> y(job.batch_size);
+  // Batches are gathered on a background thread, a few steps ahead.
+  data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
+  Log("training locally: ", total, " steps of batch ", job.batch_size, " over ",
+      train.num_examples, " examples");
+  model::BatchResult window;
+  const absl::Time start = absl::Now();
+  absl::Time window_start = start;
+  for (int64_t step = 1; step <= total; ++step) {
+    prefetch.Next(x.data(), y.data());
+    const float* input = x.data();
+    if (bag != nullptr) {
+      bag->MakeBags(x.data(), job.batch_size, &bags);
+      rows.resize(bags.unique_ids.size() * bag->dim());
+      PSTRAIN_RETURN_IF_ERROR(table->Read(bags.unique_ids, rows.data()));
+      bag->Forward(bags, rows.data(), bag_out.data());
+      input = bag_out.data();
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(
+        model::BatchResult br,
+        backend->ComputeGradients(params.data(), input, y.data(), job.batch_size, grads.data(),
+                                  nullptr, bag != nullptr ? bag_grad.data() : nullptr));
+    opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
+               step);
+    if (bag != nullptr) {
+      row_grads.resize(rows.size());
+      bag->Backward(bags, bag_grad.data(), row_grads.data());
+      PSTRAIN_RETURN_IF_ERROR(table->Apply(bags.unique_ids, row_grads.data()));
+    }
+    window.loss_sum += br.loss_sum;
+    window.correct += br.correct;
+    window.count += br.count;
+    if (step % log_every_steps == 0 || step == total) {
+      const absl::Time now = absl::Now();
+      const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      Log(absl::StrFormat(
+          "step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+          step, total, window.loss_sum / window.count,
+          static_cast<double>(window.correct) / window.count, rate,
+          absl::ToDoubleSeconds(now - start), (total - step) * job.batch_size / rate));
+      if (train_summaries != nullptr) {
+        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(
+            step, {{"loss", window.loss_sum / window.count},
+                   {"accuracy", static_cast<double>(window.correct) / window.count},
+                   {"examples_per_sec", rate},
+                   {"steps_per_sec", rate / job.batch_size},
+                   {"global_step", static_cast<double>(step)}}));
+      }
+      window = model::BatchResult();
+      window_start = now;
+    }
+  }
+  LocalResult result;
+  result.steps = total;
+  result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
+  PSTRAIN_ASSIGN_OR_RETURN(
+      model::BatchResult r,
+      model::EvaluateExamples(
+          bag,
+          [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
+          test.features.data(), test.labels.data(), test.num_examples,
+          static_cast<int>(test.example_dim), 1024,
+          [&](const float* in, const int32_t* labels, int n) {
+            return backend->Evaluate(params.data(), in, labels, n);
+          }));
+  result.test_accuracy = static_cast<double>(r.correct) / r.count;
+  result.test_loss = r.loss_sum / r.count;
+  if (!summary_dir.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
+                             EventWriter::Open(summary_dir + "/eval"));
+    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
+        total, {{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
+  }
+  result.params = std::move(params);
+  return result;
+}
+
+}  // namespace pstrain::train

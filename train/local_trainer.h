@@ -1,0 +1,37 @@
+// `pstrain train --local`: the job's model, data pipeline and optimizer in
+// one process with no PS, the reference for a cluster's accuracy and speed.
+// The same MLP, the same sharding code (one replica), the same optimizer
+// formulas the PS applies (optim/optimizer.h).
+#ifndef PSTRAIN_TRAIN_LOCAL_TRAINER_H_
+#define PSTRAIN_TRAIN_LOCAL_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/job_spec.h"
+
+namespace pstrain::train {
+
+struct LocalResult {
+  int64_t steps = 0;
+  double train_seconds = 0;
+  double examples_per_sec = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  std::vector<float> params;  // the trained values, flat (model::Mlp's layout)
+};
+
+// Trains job.epochs (or job.max_steps) over the whole training set, then
+// scores the test set. Logs Keras-like progress lines every
+// `log_every_steps`. Errors for bad data, a bad model or optimizer.
+// When `summary_dir` is not empty, the progress scalars go to TensorBoard
+// event files and JSON lines in <summary_dir>/train, and the test loss and
+// accuracy in <summary_dir>/eval (common/event_file.h).
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400,
+                                     const std::string& summary_dir = "");
+
+}  // namespace pstrain::train
+
+#endif  // PSTRAIN_TRAIN_LOCAL_TRAINER_H_

@@ -1,0 +1,84 @@
+#include "train/replica.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "data/dataset.h"
+#include "client/ps_client.h"
+#include "train/trainer.h"
+
+namespace pstrain::train {
+
+absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
+                                                     const ReplicaOptions& options) {
+  const model::JobSpec& job = options.job;
+  const int replica = ReplicaIndexOf(cfg.cluster, cfg.task, job.chief_trains);
+  if (replica < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
+  }
+  const int num_replicas =
+      static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
+                           ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
+  client::PsClientOptions client_options;
+  client_options.ps_addresses = cfg.cluster.ps;
+  client_options.replica = replica;
+  client_options.consistency = job.consistency;
+  client_options.security = options.security;
+  client_options.shared_memory = job.shared_memory;
+  // Pulls wait on the PS for other replicas up to sync_wait; the PS then
+  // answers, naming them.
+  client_options.wait_deadline = absl::Seconds(job.sync_wait_secs) + absl::Seconds(30);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<client::PsClient> client,
+                           client::PsClient::Create(client_options, placement));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      data::ReplicaData data,
+      data::LoadReplicaData(job.data_dir, data::Split::kTrain, replica, num_replicas));
+  if (data.by_file) {
+    Log(absl::StrFormat("reading %d of the %d training files (sharded by file): %d of %d examples",
+                        data.files_read, data.files_total, data.dataset.num_examples,
+                        data.split_examples));
+  }
+  Log("training as replica ", replica, " of ", num_replicas,
+      "; waiting for the ps to hold initialised variables");
+  PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.ps_wait, true));
+
+  TrainerOptions trainer;
+  trainer.job = job;
+  trainer.replica = replica;
+  trainer.num_replicas = num_replicas;
+  trainer.recovery_wait = options.ps_wait;
+  trainer.data_by_file = data.by_file;
+  trainer.split_examples = data.split_examples;
+  auto straggler = job.stragglers.find(cfg.task.ToString());
+  if (straggler == job.stragglers.end()) straggler = job.stragglers.find("all");
+  if (straggler != job.stragglers.end()) {
+    trainer.step_delay = absl::Milliseconds(straggler->second.ms);
+    trainer.step_delay_probability = straggler->second.probability;
+    Log("straggler: ", cfg.task.ToString(), " sleeps ", straggler->second.ms, " ms before ",
+        straggler->second.probability >= 1
+            ? std::string("every step")
+            : absl::StrCat("a step, on ", 100 * straggler->second.probability, "% of steps"));
+  }
+  for (const TaskId& id : TrainingReplicas(cfg.cluster, job.chief_trains)) {
+    trainer.replica_names.push_back(id.ToString());
+  }
+  // Replica 0 reports the training scalars for the job.
+  if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
+  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.dataset, client.get()));
+  Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps,
+                      trained.seconds, trained.examples_per_sec));
+  v1::ReportDoneRequest report;
+  report.set_task_type(RoleName(cfg.task.role));
+  report.set_task_index(cfg.task.index);
+  report.set_steps(trained.steps);
+  report.set_examples(trained.examples);
+  report.set_final_loss(trained.final_loss);
+  report.set_examples_per_sec(trained.examples_per_sec);
+  return report;
+}
+
+}  // namespace pstrain::train

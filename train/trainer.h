@@ -1,0 +1,82 @@
+// The training loop of one replica: pull the parameters, compute gradients on
+// the next local batch, push each layer's gradient and pull its new values as
+// soon as backprop produces it (job.push_per_layer; else the whole model in
+// one round trip after the step), with the next step's compute overlapping
+// the round trips where the mode allows; repeat, with Keras-like progress
+// lines. A model with an embedding bag also pulls the rows its next batch
+// names while the current batch computes, and pushes the row gradients
+// behind it (its table is async). The consistency mode is the PS's
+// business: in sync mode the pull waits for the aggregated step, under ssp
+// for the slowest replica; async never waits. When a PS is lost, the
+// replica waits (logging whom and since when) for the chief to restore the
+// PS from a checkpoint and carries on from its step.
+// Thread-compatible; one Trainer per thread.
+#ifndef PSTRAIN_TRAIN_TRAINER_H_
+#define PSTRAIN_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "data/dataset.h"
+#include "model/job_spec.h"
+#include "client/ps_client.h"
+
+namespace pstrain::train {
+
+struct TrainerOptions {
+  model::JobSpec job;
+  int replica = 0;
+  int num_replicas = 1;
+  // Progress line every 200 steps: a few lines per epoch on Fashion-MNIST.
+  int log_every_steps = 200;
+  // async and ssp: compute the next step while this step's push-then-pull
+  // is in flight (its gradient then misses this replica's own last update;
+  // async updates allow that). sync jobs always wait for the step.
+  bool overlap_communication = true;
+  // When not empty, the progress scalars (loss, accuracy, examples/s,
+  // steps/s, global step) also go to TensorBoard event files and JSON lines
+  // in this directory at every progress line (common/event_file.h).
+  std::string summary_dir;
+  // How long to wait, when a PS is lost or restored from a checkpoint under
+  // this replica, for the chief to put every PS back on one checkpoint
+  // before carrying on from its step. Zero: fail at once.
+  absl::Duration recovery_wait = absl::Minutes(2);
+  // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
+  // them when a sync step times out waiting for some; may be empty.
+  std::vector<std::string> replica_names;
+  // The replica's data holds only its own files of the split
+  // (data::ReplicaData::by_file): it iterates them whole instead of taking
+  // every num_replicas-th example, and `split_examples` gives the size of the
+  // whole split, which sync and ssp schedules count in (0: the data's own).
+  bool data_by_file = false;
+  int64_t split_examples = 0;
+  // Straggler injection: sleep `step_delay` before a step, on each step
+  // with `step_delay_probability` (drawn from the job's seed and replica).
+  absl::Duration step_delay = absl::ZeroDuration();
+  double step_delay_probability = 1;
+};
+
+struct TrainerResult {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double final_loss = 0;       // mean over the last logging window
+  double final_accuracy = 0;   // training accuracy over the same window
+  double seconds = 0;
+  double examples_per_sec = 0;
+  int64_t last_global_step = 0;  // as the last step began
+  int recoveries = 0;            // times it carried on after PS were restored
+};
+
+// Runs the whole schedule (job.epochs over this replica's shard, or
+// job.max_steps). `client` must be ready (variables initialised). Errors from
+// the PS client (naming the PS) or the model.
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
+                                         const data::Dataset& train,
+                                         client::PsClient* client);
+
+}  // namespace pstrain::train
+
+#endif  // PSTRAIN_TRAIN_TRAINER_H_
