@@ -84,7 +84,7 @@ absl::Status ReadRun(const std::string& dir, double start_unix, double target, R
     const Json* accuracy = FindMember(*json, "accuracy");
     if (wall == nullptr || step == nullptr || loss == nullptr || accuracy == nullptr) continue;
     EvalPoint p{wall->get<double>() - start_unix,
-                static_cast<int64_t>(step->get<double>()), loss->get<double>(),
+                step->get<int64_t>(), loss->get<double>(),
                 accuracy->get<double>()};
     run->evals.push_back(p);
     if (run->time_to_target < 0 && p.accuracy >= target) run->time_to_target = p.wall_s;

@@ -79,9 +79,9 @@ std::optional<int> CgroupCpuQuotaCores(const std::string& proc_self_cgroup,
     }
     const std::vector<absl::string_view> controllers = absl::StrSplit(f[1], ',');
     if (std::find(controllers.begin(), controllers.end(), "cpu") == controllers.end()) continue;
-    for (const std::string& mount : {cgroup_root + "/" + f[1], cgroup_root + "/cpu"}) {
-      cores = Min(cores, Tightest(mount, path, V1Cores));
-    }
+    // Mounted under the controllers' joint name ("cpu,cpuacct") or as "cpu".
+    cores = Min(cores, Tightest(cgroup_root + "/" + f[1], path, V1Cores));
+    if (f[1] != "cpu") cores = Min(cores, Tightest(cgroup_root + "/cpu", path, V1Cores));
   }
   return cores;
 }

@@ -1,9 +1,11 @@
 #include "job/task_main.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/crash_handler.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "job/security_flags.h"
@@ -47,6 +49,11 @@ int RunTask(const char* tf_config, int argc, char** argv, int first, std::option
         "read and change the model");
   }
   return role_main(*cfg, *args, *security);
+}
+
+int RoleBinaryMain(int argc, char** argv, Role role, const RoleMain& role_main) {
+  InstallCrashHandler(argv[0]);
+  return RunTask(std::getenv("TF_CONFIG"), argc, argv, 1, role, role_main);
 }
 
 }  // namespace pstrain

@@ -28,6 +28,11 @@ using RoleMain = std::function<int(const TfConfig& cfg, CliArgs& args,
 int RunTask(const char* tf_config, int argc, char** argv, int first, std::optional<Role> expected,
             const RoleMain& role_main);
 
+// The whole main of a per-role binary (ps_server, worker, chief,
+// evaluator): installs the crash handler (common/crash_handler.h), then
+// RunTask with the TF_CONFIG environment variable, `role` expected.
+int RoleBinaryMain(int argc, char** argv, Role role, const RoleMain& role_main);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_JOB_TASK_MAIN_H_

@@ -130,7 +130,6 @@ def count(bep_path, labels_path):
             try:
                 cases = cases_from_xml(xml) if xml else None
             except (OSError, ElementTree.ParseError) as e:
-                cases = None
                 print(f"FAIL: {label}: its report {xml} cannot be read ({e})")
                 failed += 1
                 continue
