@@ -5,7 +5,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/stream_copy.h"
 
 namespace pstrain {
 namespace {
@@ -127,12 +126,9 @@ grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header,
 absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
   header_.Clear();
   slices_.clear();
-  piece_data_.clear();
-  piece_size_.clear();
-  piece_offset_.clear();
+  payload_.Clear();
   piece_slice_.clear();
   piece_within_.clear();
-  payload_size_ = 0;
   external_ = false;
   grpc::Status dumped = buffer.Dump(&slices_);
   if (!dumped.ok()) {
@@ -158,21 +154,17 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
       }
     } else if (tag == kPayloadTag && !seen_payload) {
       seen_payload = true;
-      int64_t at = 0;
       const bool whole = cursor.Walk(len, [&](const char* p, size_t n, size_t slice,
                                               size_t within) {
-        piece_data_.push_back(p);
-        piece_size_.push_back(n);
-        piece_offset_.push_back(at);
+        payload_.Append(p, static_cast<int64_t>(n));
         piece_slice_.push_back(slice);
         piece_within_.push_back(within);
-        at += n;
       });
       if (!whole) {
         return absl::DataLossError(absl::StrCat(
             "frame: payload of ", len, " bytes is truncated"));
       }
-      payload_size_ = at;
+      payload_.set_writable(true);
     } else {
       return absl::DataLossError(absl::StrCat(
           "frame: unexpected field tag ", tag,
@@ -182,70 +174,22 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
   return absl::OkStatus();
 }
 
-template <typename Fn>
-void DecodedFrame::ForEachPiece(int64_t offset, int64_t n, Fn fn) const {
-  // The piece holding `offset`: the last one starting at or before it.
-  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
-             piece_offset_.begin() - 1;
-  while (n > 0) {
-    const int64_t within = offset - piece_offset_[i];
-    const int64_t here = std::min(n, piece_size_[i] - within);
-    fn(i, within, here);
-    offset += here;
-    n -= here;
-    ++i;
-  }
-}
-
 std::vector<grpc::Slice> DecodedFrame::PayloadSlices(int64_t offset, int64_t n) const {
   std::vector<grpc::Slice> out;
   if (n <= 0) return out;
-  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
+  payload_.ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
     const size_t begin = piece_within_[i] + within;
     out.push_back(slices_[piece_slice_[i]].sub(begin, begin + len));
   });
   return out;
 }
 
-void DecodedFrame::WritePayload(int64_t offset, int64_t n, const void* src) {
-  const char* from = static_cast<const char*>(src);
-  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
-    std::memcpy(const_cast<char*>(piece_data_[i]) + within, from, len);
-    from += len;
-  });
-}
-
 void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
-  piece_data_.clear();
-  piece_size_.clear();
-  piece_offset_.clear();
+  payload_.Clear();
   piece_slice_.clear();
   piece_within_.clear();
   external_ = true;
-  payload_size_ = size;
-  if (size == 0) return;
-  piece_data_.push_back(data);
-  piece_size_.push_back(size);
-  piece_offset_.push_back(0);
-}
-
-template <typename Copy>
-void DecodedFrame::CopyOut(int64_t offset, int64_t n, void* dst, Copy copy) const {
-  char* out = static_cast<char*>(dst);
-  ForEachPiece(offset, n, [&](size_t i, int64_t within, int64_t len) {
-    copy(out, piece_data_[i] + within, len);
-    out += len;
-  });
-}
-
-void DecodedFrame::CopyPayload(int64_t offset, int64_t n, void* dst) const {
-  CopyOut(offset, n, dst, [](void* to, const void* from, size_t len) {
-    std::memcpy(to, from, len);
-  });
-}
-
-void DecodedFrame::StreamPayload(int64_t offset, int64_t n, void* dst) const {
-  CopyOut(offset, n, dst, StreamCopy);
+  payload_.Append(data, size);
 }
 
 std::shared_ptr<BufferPool> BufferPool::Create(int64_t max_free_bytes) {

@@ -5,9 +5,9 @@
 //     (field tags, lengths, the serialized header) followed by the caller's
 //     payload slices, which gRPC writes to the socket without copying.
 //   - DecodedFrame parses a received buffer: the header is parsed with
-//     protobuf, the payload stays in gRPC's received slices until the caller
-//     copies (or reads in place) the ranges it needs; a server may also
-//     rewrite it in place and send those slices back as its answer.
+//     protobuf, the payload stays in gRPC's received slices, seen as a
+//     Payload (common/payload.h) that the caller copies from, reads in place
+//     or rewrites in place before sending those slices back as its answer.
 //   - BufferPool hands out reusable byte buffers as gRPC slices; a buffer
 //     returns to the pool when gRPC releases the slice, so steady traffic
 //     allocates nothing at MiB sizes.
@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/payload.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/ps_service.pb.h"
@@ -45,42 +46,28 @@ class DecodedFrame {
  public:
   // DataLoss naming the problem when `buffer` is not a Frame (bad tag or
   // varint, truncated field, unparsable header). Keeps references to the
-  // buffer's slices, not copies.
+  // buffer's slices, not copies. The payload is writable (a socket
+  // transport gives each received message memory of its own, which this
+  // frame's slices hold, so a rewrite is seen by no one else): the parsed
+  // buffer must not be one whose slices the caller still reads.
   absl::Status Parse(const grpc::ByteBuffer& buffer);
 
   // Makes the payload `size` bytes at `data` (memory the caller keeps valid
   // and unchanged while this frame is read), for a frame whose payload lies
-  // outside it (common/shared_memory.h). REQUIRES: the parsed frame carried
-  // no payload of its own.
+  // outside it (common/shared_memory.h); read-only. REQUIRES: the parsed
+  // frame carried no payload of its own.
   void SetExternalPayload(const char* data, int64_t size);
 
   const v1::FrameHeader& header() const { return header_; }
-  int64_t payload_size() const { return payload_size_; }
 
-  // Copies payload bytes [offset, offset + n) to `dst`.
-  // REQUIRES: offset + n <= payload_size().
-  void CopyPayload(int64_t offset, int64_t n, void* dst) const;
-  // The same with stores that bypass the cache (common/stream_copy.h): for
-  // MiB-sized ranges copied into memory that is not read right after.
-  void StreamPayload(int64_t offset, int64_t n, void* dst) const;
-
-  // Walks the n floats stored from payload byte `offset` in place:
-  // fn(first, bytes, count) gets floats [first, first + count) at `bytes`
-  // (unaligned), count <= max_run. A float split across two received slices
-  // comes alone, from a 4-byte copy. REQUIRES: offset + 4n <= payload_size().
-  template <typename Fn>
-  void ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, Fn fn) const;
-
-  // As ForEachFloatRun, but fn(first, bytes, count) gets writable bytes and
-  // what it leaves there replaces those floats in the payload (a float split
-  // across two slices is written back to both). Used to answer a request in
-  // the memory it arrived in: a socket transport gives each received
-  // message memory of its own, which this frame's slices hold, so nothing
-  // else sees the change. REQUIRES: the buffer parsed came from a socket
-  // (not from slices the caller still uses), its payload in its slices
-  // (payload_in_slices()). Calls for disjoint ranges may run at once.
-  template <typename Fn>
-  void RewriteFloatRuns(int64_t offset, int64_t n, int64_t max_run, Fn fn);
+  // The payload's bytes where they were received (common/payload.h).
+  const Payload& payload() const { return payload_; }
+  Payload& mutable_payload() { return payload_; }
+  int64_t payload_size() const { return payload_.size(); }
+  void CopyPayload(int64_t offset, int64_t n, void* dst) const { payload_.Copy(offset, n, dst); }
+  void StreamPayload(int64_t offset, int64_t n, void* dst) const {
+    payload_.Stream(offset, n, dst);
+  }
 
   // False after SetExternalPayload.
   bool payload_in_slices() const { return !external_; }
@@ -91,71 +78,15 @@ class DecodedFrame {
   std::vector<grpc::Slice> PayloadSlices(int64_t offset, int64_t n) const;
 
  private:
-  // Calls fn(piece, within, len) for each contiguous stretch of payload
-  // bytes [offset, offset + n): len bytes from byte `within` of piece `piece`.
-  template <typename Fn>
-  void ForEachPiece(int64_t offset, int64_t n, Fn fn) const;
-  // Copies `n` bytes from `src` over payload bytes [offset, offset + n).
-  void WritePayload(int64_t offset, int64_t n, const void* src);
-  // Payload bytes [offset, offset + n) to `dst`, each piece by
-  // copy(to, from, len): CopyPayload and StreamPayload.
-  template <typename Copy>
-  void CopyOut(int64_t offset, int64_t n, void* dst, Copy copy) const;
-
   v1::FrameHeader header_;
   std::vector<grpc::Slice> slices_;
-  // The payload as pieces of slices_: piece i starts at payload offset
-  // piece_offset_[i] and is piece_[i] bytes at piece_data_[i].
-  std::vector<const char*> piece_data_;
-  std::vector<int64_t> piece_size_;
-  std::vector<int64_t> piece_offset_;
-  // Where piece i lies in slices_: the slice's index and the byte within it.
+  Payload payload_;
+  // Where the payload's piece i lies in slices_: the slice's index and the
+  // byte within it.
   std::vector<size_t> piece_slice_;
   std::vector<size_t> piece_within_;
-  int64_t payload_size_ = 0;
   bool external_ = false;
 };
-
-template <typename Fn>
-void DecodedFrame::ForEachFloatRun(int64_t offset, int64_t n, int64_t max_run, Fn fn) const {
-  if (n <= 0) return;
-  // The piece holding `offset`: the last one starting at or before it.
-  size_t i = std::upper_bound(piece_offset_.begin(), piece_offset_.end(), offset) -
-             piece_offset_.begin() - 1;
-  int64_t first = 0;
-  while (first < n) {
-    const int64_t within = offset - piece_offset_[i];
-    const int64_t left = piece_size_[i] - within;
-    if (left < 4) {
-      char split[4];
-      CopyPayload(offset, 4, split);
-      fn(first, static_cast<const char*>(split), int64_t{1});
-      first += 1;
-      offset += 4;
-    } else {
-      const int64_t count = std::min({left / 4, n - first, max_run});
-      fn(first, piece_data_[i] + within, count);
-      first += count;
-      offset += 4 * count;
-    }
-    while (i + 1 < piece_offset_.size() && piece_offset_[i + 1] <= offset) ++i;
-  }
-}
-
-template <typename Fn>
-void DecodedFrame::RewriteFloatRuns(int64_t offset, int64_t n, int64_t max_run, Fn fn) {
-  ForEachFloatRun(offset, n, max_run, [&](int64_t first, const char* bytes, int64_t count) {
-    if (count > 1) {  // a run within one slice: the payload's own bytes
-      fn(first, const_cast<char*>(bytes), count);
-      return;
-    }
-    // One float, which may lie across two slices and come from a copy.
-    char one[4];
-    std::memcpy(one, bytes, 4);
-    fn(first, one, int64_t{1});
-    WritePayload(offset + 4 * first, 4, one);
-  });
-}
 
 // Thread-safe.
 class BufferPool : public std::enable_shared_from_this<BufferPool> {

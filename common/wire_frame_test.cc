@@ -67,7 +67,7 @@ TEST(WireFrameTest, FloatRunsCoverThePayloadInOrderWhateverTheSlicing) {
     ASSERT_OK(f.Parse(Chunked(wire, chunk)));
     std::vector<float> got;
     int64_t runs = 0;
-    f.ForEachFloatRun(3, 1000, 100, [&](int64_t first, const char* p, int64_t count) {
+    f.payload().ForEachFloatRun(3, 1000, 100, [&](int64_t first, const char* p, int64_t count) {
       ASSERT_EQ(first, static_cast<int64_t>(got.size())) << chunk;
       ASSERT_GE(count, 1);
       ASSERT_LE(count, 100);
@@ -105,7 +105,7 @@ TEST(WireFrameTest, RewrittenFloatsReplaceThePayloadAndGoBackInItsOwnSlices) {
     ASSERT_OK(f.Parse(Chunked(wire, chunk)));
     ASSERT_TRUE(f.payload_in_slices());
     int64_t seen = 0;
-    f.RewriteFloatRuns(3, 1000, 100, [&](int64_t first, char* p, int64_t count) {
+    f.mutable_payload().RewriteFloatRuns(3, 1000, 100, [&](int64_t first, char* p, int64_t count) {
       ASSERT_EQ(first, seen) << chunk;
       for (int64_t k = 0; k < count; ++k) {
         float v;
@@ -135,7 +135,7 @@ TEST(WireFrameTest, RewrittenFloatsReplaceThePayloadAndGoBackInItsOwnSlices) {
   ASSERT_OK(f.Parse(Chunked(wire, 1024)));
   const std::vector<grpc::Slice> sent = f.PayloadSlices(3, 4000);
   ASSERT_EQ(sent.size(), 4u);  // one per received slice
-  f.RewriteFloatRuns(3, 1000, 1000, [](int64_t, char* p, int64_t count) {
+  f.mutable_payload().RewriteFloatRuns(3, 1000, 1000, [](int64_t, char* p, int64_t count) {
     std::memset(p, 0, count * 4);
   });
   EXPECT_EQ(Concat(sent), std::string(4000, '\0'));
@@ -156,7 +156,7 @@ TEST(WireFrameTest, AnExternalPayloadReadsLikeOneSlice) {
   EXPECT_EQ(f.header().request_id(), 9u);
   EXPECT_EQ(f.payload_size(), 403);
   std::vector<float> got;
-  f.ForEachFloatRun(3, 100, 64, [&](int64_t first, const char* p, int64_t count) {
+  f.payload().ForEachFloatRun(3, 100, 64, [&](int64_t first, const char* p, int64_t count) {
     ASSERT_EQ(first, static_cast<int64_t>(got.size()));
     for (int64_t k = 0; k < count; ++k) {
       float v;

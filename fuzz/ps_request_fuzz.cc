@@ -6,6 +6,7 @@
 
 #include "common/wire_frame.h"
 #include "fuzz/small_store.h"
+#include "ps_server/exchange_session.h"
 #include "ps_server/shard_store.h"
 
 namespace {
@@ -29,12 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     push.replica = h.replica();
     push.consistency = h.consistency();
     push.stop_step = h.stop_step();
-    push.tensors = pstrain::ps::ShardStore::RefsOf(h.push());
-    (void)store->Push(push, frame);
+    push.tensors = pstrain::ps::RefsOf(h.push());
+    (void)store->Push(push, frame.payload());
   }
   pstrain::ps::ShardStore::PullBatch pull;
   pull.replica = h.replica();
-  pull.tensors = pstrain::ps::ShardStore::RefsOf(h.pull());
+  pull.tensors = pstrain::ps::RefsOf(h.pull());
   auto bytes = store->PullSize(pull);
   if (bytes.ok() && *bytes <= (int64_t{1} << 20)) {
     std::vector<char> out(*bytes);

@@ -1,7 +1,6 @@
 #include "ps_server/ps_service.h"
 
 #include <deque>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "common/process_stats.h"
 #include "common/checkpoint_layout.h"
 #include "common/status_macros.h"
+#include "ps_server/exchange_session.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
 
@@ -58,23 +58,21 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
   return def;
 }
 
-// One Exchange stream. Frames are handled one at a time, in order: the next
-// read starts once the current frame's response is queued, so a parked pull
-// holds back only its own stream. Deletes itself in OnDone, which gRPC calls
-// only after Finish, and Finish waits until no pull is parked.
+// The transport of one Exchange stream: reads frames, hands each to its
+// ExchangeSession (the frame logic), and writes the answers in order. The
+// next read starts once the current frame's answer is queued, so a parked
+// pull holds back only its own stream. Deletes itself in OnDone, which gRPC
+// calls only after Finish, and Finish waits until no pull is parked (no
+// read is outstanding while one is).
 class ExchangeReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool,
-                  const PsServiceOptions& options, CallGuard::Admission admission)
+                  const ExchangeLimits& limits, CallGuard::Admission admission)
       : store_(store),
-        pool_(std::move(pool)),
-        wait_timeout_(options.wait_timeout),
-        max_tensors_(options.max_tensors_per_request),
-        max_ids_(options.max_ids_per_request),
-        shared_memory_(options.shared_memory),
-        max_shared_bytes_(options.max_shared_region_bytes),
-        admission_(std::move(admission)) {
+        admission_(std::move(admission)),
+        session_(store, std::move(pool), limits,
+                 [this](grpc::ByteBuffer answer) { Respond(std::move(answer)); }) {
     StartRead(&in_);
   }
 
@@ -85,7 +83,10 @@ class ExchangeReactor final
       MaybeFinishLocked();
       return;
     }
-    Handle();
+    // Taken out of in_ first: the answer may start the next read into it.
+    grpc::ByteBuffer received;
+    received.Swap(&in_);
+    session_.Handle(received);
   }
 
   void OnWriteDone(bool ok) override {
@@ -113,258 +114,15 @@ class ExchangeReactor final
   }
 
   void OnCancel() override {
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-    }
+    session_.Cancel();
     store_->wait_list().Notify();  // lets a parked pull give up now
   }
 
   void OnDone() override { delete this; }
 
  private:
-  void Handle() {
-    absl::Status parsed = request_.Parse(in_);
-    in_.Clear();
-    const v1::FrameHeader& h = request_.header();
-    if (!parsed.ok()) return Respond(ErrorFrame(h.request_id(), parsed));
-    if (h.has_shm_attach()) return Respond(Attach(h));
-    absl::Status within = CheckLimits(h);
-    if (!within.ok()) return Respond(ErrorFrame(h.request_id(), within));
-    absl::Status shared = UseSharedRegion(h);
-    if (!shared.ok()) return Respond(ErrorFrame(h.request_id(), shared));
-    v1::FrameHeader resp;
-    resp.set_request_id(h.request_id());
-    pull_ = ShardStore::PullBatch();
-    pull_.replica = h.replica();
-    pull_.generation = h.generation();
-    pull_.min_step = h.min_step();
-    pull_.stop_step = h.stop_step();
-    pull_.tensors = ShardStore::RefsOf(h.pull());
-    if (h.push_size() > 0) {
-      ShardStore::PushBatch push;
-      push.replica = h.replica();
-      push.generation = h.generation();
-      push.consistency = h.consistency();
-      push.stop_step = h.stop_step();
-      push.tensors = ShardStore::RefsOf(h.push());
-      // A push-then-pull of the same async tensors: read the new values
-      // back while applying, and answer at once. When the gradient came in
-      // the frame, no reply buffer is filled (4 MiB less to touch per 4 MiB
-      // tensor): the answer is sent from the stored values themselves (SGD)
-      // or from the new values written where gRPC received the gradient
-      // (PushBatch::read_back_in_frame); in shared memory, they go to the
-      // reply space.
-      std::optional<BufferPool::Buffer> back;
-      std::vector<grpc::Slice> back_slices;
-      std::vector<ShardStore::Pulled> back_info;
-      int64_t back_size = -1;
-      bool in_frame = false;
-      if (!pull_.tensors.empty() && store_->CanReadBack(push, pull_.tensors)) {
-        auto size = store_->PullSize(pull_);
-        if (size.ok()) {
-          back_size = *size;
-          in_frame = request_.payload_in_slices() && reply_capacity_ == 0 &&
-                     back_size == request_.payload_size();
-          if (in_frame) {
-            push.read_back_in_frame = &request_;
-            push.read_back_slices = &back_slices;
-          } else {
-            push.read_back = ReplyBuffer(back_size, &back);
-          }
-          push.read_back_versions = &back_info;
-        }
-      }
-      auto applied = store_->Push(push, request_);
-      if (!applied.ok()) return Respond(ErrorFrame(h.request_id(), applied.status()));
-      for (bool a : *applied) resp.add_applied(a);
-      if (in_frame) {
-        DescribePull(back_info, &resp);
-        return Respond(EncodeFrame(resp, std::move(back_slices)));
-      }
-      if (back_size >= 0) {
-        return Respond(PullReply(std::move(resp), back_info, std::move(back), back_size));
-      }
-    } else if (request_.payload_size() != 0) {
-      return Respond(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
-          "frame carries ", request_.payload_size(), " payload bytes but pushes nothing"))));
-    }
-    if (pull_.tensors.empty()) {
-      resp.set_global_step(store_->global_step());
-      return Respond(EncodeFrame(resp, {}));
-    }
-    auto size = store_->PullSize(pull_);
-    if (!size.ok()) return Respond(ErrorFrame(h.request_id(), size.status()));
-    pull_size_ = *size;
-    pull_header_ = std::move(resp);
-    store_->wait_list().RunWhenReady([this] { return TryPull(); },
-                                     absl::Now() + WaitTimeout(), [this] { Expire(); });
-  }
-
-  absl::Status CheckLimits(const v1::FrameHeader& h) const {
-    const int64_t tensors = int64_t{h.push_size()} + h.pull_size();
-    if (tensors > max_tensors_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the frame names ", tensors, " tensors; the limit is ", max_tensors_,
-          " per request (--max_tensors_per_request)"));
-    }
-    int64_t ids = 0;
-    for (const v1::TensorRef& r : h.push()) ids += r.ids_size();
-    for (const v1::TensorRef& r : h.pull()) ids += r.ids_size();
-    if (ids > max_ids_) {
-      return absl::ResourceExhaustedError(absl::StrCat("the frame names ", ids,
-                                                       " table ids; the limit is ", max_ids_,
-                                                       " per request (--max_ids_per_request)"));
-    }
-    return absl::OkStatus();
-  }
-
-  // Maps the region a frame offers (the stream's first) and says whether it
-  // could; a region that cannot be used is no error: the stream carries its
-  // payloads inline.
-  grpc::ByteBuffer Attach(const v1::FrameHeader& h) {
-    v1::FrameHeader resp;
-    resp.set_request_id(h.request_id());
-    const v1::SharedRegionRef& ref = h.shm_attach();
-    if (!shared_memory_) {
-      resp.set_message("shared memory is off on this PS (--shared_memory=false)");
-    } else if (shm_ != nullptr) {
-      resp.set_message(absl::StrCat("the stream already has shared memory ", shm_->name()));
-    } else if (ref.bytes() > max_shared_bytes_) {
-      resp.set_message(absl::StrCat("shared memory of ", ref.bytes(),
-                                    " bytes is over this PS's limit of ", max_shared_bytes_));
-    } else {
-      auto opened = SharedRegion::Open(ref.name(), ref.bytes(), ref.token());
-      if (opened.ok()) {
-        shm_ = *std::move(opened);
-        resp.set_shm_attached(true);
-      } else {
-        resp.set_message(std::string(opened.status().message()));
-      }
-    }
-    return EncodeFrame(resp, {});
-  }
-
-  // Reads the frame's shared-memory fields: its payload from the region,
-  // and where its pull's values may go.
-  absl::Status UseSharedRegion(const v1::FrameHeader& h) {
-    reply_capacity_ = 0;
-    const bool payload_shared = h.shm_payload_bytes() != 0 || h.shm_payload_offset() != 0;
-    if (!payload_shared && h.shm_reply_capacity() == 0) return absl::OkStatus();
-    if (shm_ == nullptr) {
-      return absl::FailedPreconditionError(
-          "the frame names shared memory, but the stream has none attached");
-    }
-    if (payload_shared) {
-      if (request_.payload_size() != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the frame carries ", request_.payload_size(),
-            " payload bytes and names a payload in shared memory too"));
-      }
-      if (!shm_->Contains(h.shm_payload_offset(), h.shm_payload_bytes())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the frame's payload of ", h.shm_payload_bytes(), " bytes at offset ",
-            h.shm_payload_offset(), " lies outside the shared memory of ", shm_->size(),
-            " bytes"));
-      }
-      request_.SetExternalPayload(shm_->data() + h.shm_payload_offset(), h.shm_payload_bytes());
-    }
-    if (h.shm_reply_capacity() != 0) {
-      if (!shm_->Contains(h.shm_reply_offset(), h.shm_reply_capacity())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the frame's reply space of ", h.shm_reply_capacity(), " bytes at offset ",
-            h.shm_reply_offset(), " lies outside the shared memory of ", shm_->size(),
-            " bytes"));
-      }
-      reply_offset_ = h.shm_reply_offset();
-      reply_capacity_ = h.shm_reply_capacity();
-    }
-    return absl::OkStatus();
-  }
-
-  // Where `size` bytes of pulled values are written: the frame's reply space
-  // in shared memory when they fit there, else a pooled buffer put in `buf`.
-  char* ReplyBuffer(int64_t size, std::optional<BufferPool::Buffer>* buf) {
-    if (reply_capacity_ > 0 && size <= reply_capacity_) return shm_->data() + reply_offset_;
-    buf->emplace(pool_->Acquire(size));
-    return (*buf)->data();
-  }
-
-  // Adds to `resp`, the answer to a frame that pulled, each tensor's version
-  // and bytes and the global step.
-  void DescribePull(const std::vector<ShardStore::Pulled>& pulled, v1::FrameHeader* resp) const {
-    for (const ShardStore::Pulled& p : pulled) {
-      v1::TensorRef* r = resp->add_pull();
-      r->set_version(p.version);
-      r->set_bytes(p.bytes);
-    }
-    resp->set_global_step(store_->global_step());
-  }
-
-  // The answer to a frame that pulled: `resp` described by DescribePull; the
-  // `size` bytes of values are in `values`, or, without it, in the frame's
-  // reply space in shared memory.
-  grpc::ByteBuffer PullReply(v1::FrameHeader resp, const std::vector<ShardStore::Pulled>& pulled,
-                             std::optional<BufferPool::Buffer> values, int64_t size) {
-    DescribePull(pulled, &resp);
-    if (!values.has_value()) {
-      resp.set_shm_reply(true);
-      resp.set_shm_payload_bytes(size);
-      return EncodeFrame(resp, {});
-    }
-    std::vector<grpc::Slice> payload;
-    payload.push_back(std::move(*values).ToSlice());
-    return EncodeFrame(resp, std::move(payload));
-  }
-
-  // Serves the pull if it is ready (or failed); false to keep waiting.
-  bool TryPull() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (cancelled_) {
-        Respond(ErrorFrame(pull_header_.request_id(),
-                           absl::CancelledError("the call was cancelled")));
-        return true;
-      }
-    }
-    std::optional<BufferPool::Buffer> buf;
-    char* into = ReplyBuffer(pull_size_, &buf);
-    std::vector<ShardStore::Pulled> pulled;
-    auto ready = store_->TryPull(pull_, into, &pulled, &waiting_for_);
-    if (!ready.ok()) {
-      Respond(ErrorFrame(pull_header_.request_id(), ready.status()));
-      return true;
-    }
-    if (!*ready) return false;
-    Respond(PullReply(std::move(pull_header_), pulled, std::move(buf), pull_size_));
-    return true;
-  }
-
-  // The job's own bound on waiting for other replicas, else the service's.
-  absl::Duration WaitTimeout() const {
-    if (store_->initialized() && store_->job().sync_wait > absl::ZeroDuration()) {
-      return store_->job().sync_wait;
-    }
-    return wait_timeout_;
-  }
-
-  void Expire() {
-    Respond(ErrorFrame(pull_header_.request_id(),
-                       absl::DeadlineExceededError(absl::StrCat(
-                           "pull waited ", absl::FormatDuration(WaitTimeout()), ": ",
-                           waiting_for_))));
-  }
-
-  static grpc::ByteBuffer ErrorFrame(uint64_t id, const absl::Status& s) {
-    v1::FrameHeader h;
-    h.set_request_id(id);
-    h.set_code(static_cast<int>(s.code()));
-    h.set_message(std::string(s.message()));
-    return EncodeFrame(h, {});
-  }
-
-  // Queues the response to the current frame and reads the next one, unless
-  // responses are piling up unsent: then reading waits for writes to drain,
+  // Queues the answer to the current frame and reads the next one, unless
+  // answers are piling up unsent: then reading waits for writes to drain,
   // so a client pipelining many large frames cannot make this PS buffer
   // them all (flow control holds them back in the client instead).
   void Respond(grpc::ByteBuffer frame) {
@@ -398,33 +156,16 @@ class ExchangeReactor final
     Finish(grpc::Status::OK);
   }
 
-  // Bytes of responses queued behind the one being written at which reading
+  // Bytes of answers queued behind the one being written at which reading
   // pauses: one large pull's worth (small push acknowledgements never stop
   // a pipelining client).
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
 
   ShardStore* const store_;
-  const std::shared_ptr<BufferPool> pool_;
-  const absl::Duration wait_timeout_;
-  const int64_t max_tensors_;
-  const int64_t max_ids_;
-  const bool shared_memory_;
-  const int64_t max_shared_bytes_;
   // Holds this stream's place among the calls in flight until OnDone.
   const CallGuard::Admission admission_;
   grpc::ByteBuffer in_;
-  // The frame being handled and its pull; touched by one thread at a time
-  // (the read callback, then whoever runs the parked attempt).
-  DecodedFrame request_;
-  ShardStore::PullBatch pull_;
-  int64_t pull_size_ = 0;
-  v1::FrameHeader pull_header_;
-  std::string waiting_for_;
-  // The client's shared memory, once attached; the current frame's reply
-  // space in it (capacity 0: none).
-  std::unique_ptr<SharedRegion> shm_;
-  int64_t reply_offset_ = 0;
-  int64_t reply_capacity_ = 0;
+  ExchangeSession session_;
 
   absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
@@ -432,7 +173,6 @@ class ExchangeReactor final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -462,7 +202,13 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exch
     grpc::CallbackServerContext* ctx) {
   auto admitted = guard_.Admit(*ctx, "Exchange");
   if (!admitted.ok()) return new RefusedExchange(admitted.status());
-  return new ExchangeReactor(store_, pool_, options_, *std::move(admitted));
+  ExchangeLimits limits;
+  limits.wait_timeout = options_.wait_timeout;
+  limits.max_tensors = options_.max_tensors_per_request;
+  limits.max_ids = options_.max_ids_per_request;
+  limits.shared_memory = options_.shared_memory;
+  limits.max_shared_bytes = options_.max_shared_region_bytes;
+  return new ExchangeReactor(store_, pool_, limits, *std::move(admitted));
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(

@@ -7,89 +7,24 @@
 #include <memory>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "common/finite.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
+#include "ps_server/round_gate.h"
+#include "ps_server/store_checkpoint.h"
 
 namespace pstrain::ps {
 
 namespace {
 
-// Copies n floats of gradient out of the frame into `dst`, checking each is
-// finite, in blocks small enough to stay in L1. Returns the index of the
-// first non-finite element, or -1.
-int64_t CopyFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* dst) {
-  constexpr int64_t kBlock = 4096;  // floats: 16 KiB
-  for (int64_t begin = 0; begin < n; begin += kBlock) {
-    const int64_t len = std::min(kBlock, n - begin);
-    frame.CopyPayload(offset + begin * 4, len * 4, dst + begin);
-    const int64_t at = FirstNonFinite(dst + begin, len);
-    if (at >= 0) return begin + at;
-  }
-  return -1;
-}
-
-// Checks n floats of gradient in the frame without keeping a copy: a block
-// lying in one received slice is read in place, any other passes through a
-// small buffer that stays in L1. Returns the index of the first non-finite
-// element (and its value in *bad_value), or -1.
-int64_t CheckFinite(const DecodedFrame& frame, int64_t offset, int64_t n, float* bad_value) {
-  int64_t bad = -1;
-  frame.ForEachFloatRun(offset, n, n, [&](int64_t first, const char* p, int64_t count) {
-    if (bad >= 0) return;
-    const int64_t at = FirstNonFinite(p, count);
-    if (at >= 0) {
-      std::memcpy(bad_value, p + 4 * at, 4);
-      bad = first + at;
-    }
-  });
-  return bad;
-}
-
-// Tensors of more floats than this (1 MiB) are worked on by several cores.
+// Tensors of more floats than this (1 MiB) are copied out by several cores.
 constexpr int64_t kParallelGrain = 1 << 18;
-
-// Update passes read the gradient where gRPC received it in runs of at
-// most this many floats (16 KiB), which stay in L1 while being worked on.
-constexpr int64_t kRun = 4096;
-
-// The error for a NaN or Inf in a push.
-absl::Status NonFiniteGradient(absl::string_view key, float value, int64_t element) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "gradient for ", key, " has a non-finite value (", value, ") at element ", element));
-}
 
 // Per-thread scratch for gradients, reused across calls so MiB-sized pushes
 // allocate nothing in steady state.
 std::vector<float>& Scratch() {
   thread_local std::vector<float> scratch;
   return scratch;
-}
-
-}  // namespace
-
-struct ShardStore::ValuesPin {
-  // Slices of answers not yet released by gRPC.
-  std::atomic<int> slices{0};
-  // The values' buffer once the tensor has moved on (BeforeWriteLocked);
-  // freed with the last slice.
-  std::vector<float> orphan;
-};
-
-namespace {
-
-// The destroy callback of a pinned slice: user data is a heap-held
-// shared_ptr to the pin.
-template <typename Pin>
-void ReleasePin(void* user_data) {
-  auto* holder = static_cast<std::shared_ptr<Pin>*>(user_data);
-  // Release: gRPC's reads of the values happen before a writer that sees
-  // the count drop (BeforeWriteLocked's acquire).
-  (*holder)->slices.fetch_sub(1, std::memory_order_release);
-  delete holder;
 }
 
 }  // namespace
@@ -105,78 +40,60 @@ ShardStore::~ShardStore() {
   }
 }
 
-void ShardStore::AppendPinnedLocked(Tensor& t, std::vector<grpc::Slice>* slices) {
-  if (t.pin == nullptr) t.pin = std::make_shared<ValuesPin>();
-  t.pin->slices.fetch_add(1, std::memory_order_relaxed);
-  slices->emplace_back(t.data.data(), static_cast<size_t>(t.bytes), &ReleasePin<ValuesPin>,
-                       new std::shared_ptr<ValuesPin>(t.pin));
-}
-
-void ShardStore::BeforeWriteLocked(Tensor& t) {
-  if (t.pin == nullptr || t.pin->slices.load(std::memory_order_acquire) == 0) return;
-  // Moving the vector keeps its buffer where the slices point.
-  t.pin->orphan = std::move(t.data);
-  t.data = t.pin->orphan;
-  t.pin.reset();
-}
-
 absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
                                             const std::vector<DenseInit>& dense,
                                             const std::vector<EmbeddingInit>& embeddings,
                                             bool await_restore) {
   absl::MutexLock lock(&init_mu_);
   if (initialized_.load()) return false;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::CreateOptimizer(job.optimizer));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt,
+                           optim::CreateOptimizer(job.optimizer));
   if (job.num_replicas < 1 || job.num_replicas > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
   }
   if (job.replicas_to_aggregate < 0 || job.replicas_to_aggregate > job.num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicas_to_aggregate is ", job.replicas_to_aggregate,
-        "; it must be from 1 to num_replicas (", job.num_replicas, "), or 0 for all"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas_to_aggregate is ", job.replicas_to_aggregate,
+                     "; it must be from 1 to num_replicas (", job.num_replicas, "), or 0 for all"));
   }
   const int slots = opt->num_slots();
-  std::vector<std::unique_ptr<Tensor>> built;
-  std::map<std::string, Tensor*, std::less<>> keys;
-  auto mode_of = [&](const std::string& text, const std::string& key) -> absl::StatusOr<Consistency> {
+  std::vector<std::unique_ptr<StoredTensor>> built;
+  std::map<std::string, StoredTensor*, std::less<>> keys;
+  auto mode_of = [&](const std::string& text,
+                     const std::string& key) -> absl::StatusOr<Consistency> {
     if (text.empty()) return job.consistency;
     auto c = ParseConsistency(text);
     if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", c.status().message()));
     return c;
   };
-  auto add = [&](std::unique_ptr<Tensor> t) -> absl::Status {
+  auto add = [&](std::unique_ptr<StoredTensor> t) -> absl::Status {
     t->index = static_cast<int>(built.size());
     if (!keys.emplace(t->key, t.get()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor ", t->key, " appears twice in CreateVariables"));
     }
+    t->seed = job.seed;
+    t->slots = slots;
     absl::MutexLock tl(&t->mu);
-    if (t->consistency.mode == Consistency::Mode::kSync) {
-      t->contributed.assign(job.num_replicas, 0);
-      t->last_pushed.assign(job.num_replicas, -1);
-      if (!t->embedding) t->accum.assign(t->def.elements(), 0.0f);
-    }
-    if (t->consistency.mode == Consistency::Mode::kSsp) {
-      t->clocks.assign(job.num_replicas, 0);
-    }
+    InitRoundsLocked(*t, job.num_replicas);
     built.push_back(std::move(t));
     return absl::OkStatus();
   };
   for (const DenseInit& d : dense) {
     const SliceDef& def = d.def;
-    auto t = std::make_unique<Tensor>();
+    auto t = std::make_unique<StoredTensor>();
     t->key = def.key();
     t->variable = def.variable;
     t->def = def;
     if (def.ps != ps_index_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice ", t->key, " is placed on ps:", def.ps, ", not on this ps:", ps_index_));
+      return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " is placed on ps:", def.ps,
+                                                     ", not on this ps:", ps_index_));
     }
     if (def.row_begin < 0 || def.row_end <= def.row_begin || def.row_elements < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice ", t->key, " has rows [", def.row_begin, ", ", def.row_end, ") of ",
-          def.row_elements, " elements"));
+      return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " has rows [", def.row_begin,
+                                                     ", ", def.row_end, ") of ", def.row_elements,
+                                                     " elements"));
     }
     PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(d.consistency, t->key));
     t->bytes = def.bytes();
@@ -185,23 +102,23 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
       absl::MutexLock tl(&t->mu);
       if (d.has_value) {
         if (static_cast<int64_t>(d.value.size()) != def.bytes()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "initial value for ", t->key, " has ", d.value.size(), " bytes, expected ",
-              def.bytes()));
+          return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key, " has ",
+                                                         d.value.size(), " bytes, expected ",
+                                                         def.bytes()));
         }
         t->data.resize(n * (1 + slots));
         std::memcpy(t->data.data(), d.value.data(), d.value.size());
         for (int64_t i = 0; i < n; ++i) {
           if (!std::isfinite(t->data[i])) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "initial value for ", t->key, " has a non-finite value (", t->data[i],
-                ") at element ", i));
+            return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key,
+                                                           " has a non-finite value (", t->data[i],
+                                                           ") at element ", i));
           }
         }
       } else {
         if (d.initializer.empty()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "slice ", t->key, " has neither an initial value nor an initializer"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("slice ", t->key, " has neither an initial value nor an initializer"));
         }
         auto init = optim::Initializer::Parse(d.initializer);
         if (!init.ok()) {
@@ -215,14 +132,14 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
     PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
   }
   for (const EmbeddingInit& e : embeddings) {
-    auto t = std::make_unique<Tensor>();
+    auto t = std::make_unique<StoredTensor>();
     t->key = e.variable;
     t->variable = e.variable;
     t->embedding = true;
     if (e.variable.empty() || e.vocabulary < 1 || e.dim < 1 || e.dim > (1 << 20)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "embedding table \"", e.variable, "\" has vocabulary ", e.vocabulary, " and dim ",
-          e.dim, "; both must be positive (dim at most 1048576)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("embedding table \"", e.variable, "\" has vocabulary ", e.vocabulary,
+                       " and dim ", e.dim, "; both must be positive (dim at most 1048576)"));
     }
     t->vocabulary = e.vocabulary;
     t->dim = e.dim;
@@ -239,13 +156,14 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
   tensors_ = std::move(built);
   by_key_ = std::move(keys);
   optimizer_ = std::move(opt);
+  rules_ = std::make_unique<UpdateRules>(optimizer_.get(), aggregate_);
   generation_.store(job.generation, std::memory_order_release);
   initialized_.store(true, std::memory_order_release);
   ready_.store(!await_restore, std::memory_order_release);
   return true;
 }
 
-absl::StatusOr<ShardStore::Tensor*> ShardStore::Find(absl::string_view key) const {
+absl::StatusOr<StoredTensor*> ShardStore::Find(absl::string_view key) const {
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: the chief has not initialised them"));
@@ -257,438 +175,192 @@ absl::StatusOr<ShardStore::Tensor*> ShardStore::Find(absl::string_view key) cons
   return it->second;
 }
 
-absl::StatusOr<int64_t> ShardStore::TensorBytes(const Tensor& t, const TensorRef& ref) const {
-  if (!t.embedding) {
-    if (!ref.ids.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(t.key, " is dense but the request names ", ref.ids.size(), " ids"));
-    }
-    return t.bytes;
-  }
-  for (int64_t id : ref.ids) {
-    if (id < 0 || id >= t.vocabulary) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "id ", id, " is out of range [0, ", t.vocabulary, ") for table ", t.key));
-    }
-    const int owner = EmbeddingOwner(id, num_ps_);
-    if (owner != ps_index_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "id ", id, " of table ", t.key, " belongs to ps:", owner, ", not ps:", ps_index_));
-    }
-  }
-  return static_cast<int64_t>(ref.ids.size()) * t.dim * 4;
-}
+struct ShardStore::PushPlan {
+  std::vector<StoredTensor*> targets;
+  // Tensor i's gradient is payload bytes [offsets[i], offsets[i + 1]).
+  std::vector<int64_t> offsets;
+  // Dense tensors applied on arrival stream their gradient from the payload
+  // in L1-sized runs instead of going through scratch.
+  std::vector<char> streamed;
+  // Checked run by run as it is applied (PushBatch::read_back_in_payload
+  // with an optimizer that can exchange).
+  bool exchange = false;
+  // Gradients applied from memory (tables, dense sync) in scratch at
+  // offsets[i] / 4; a table's distinct ids, their rows merged.
+  float* scratch = nullptr;
+  std::vector<std::vector<int64_t>> unique_ids;
+  // Per tensor: taken (true) or dropped as stale.
+  std::vector<bool> applied;
+};
 
-std::vector<ShardStore::TensorRef> ShardStore::RefsOf(
-    const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs) {
-  std::vector<TensorRef> out(refs.size());
-  for (int i = 0; i < refs.size(); ++i) {
-    out[i].key = refs[i].key();
-    out[i].ids = absl::MakeConstSpan(refs[i].ids().data(), refs[i].ids_size());
-    out[i].version = refs[i].version();
-    out[i].bytes = refs[i].bytes();
-  }
-  return out;
-}
-
-float* ShardStore::RowLocked(Tensor& t, int64_t id) {
-  const int64_t stride = t.dim * (1 + optimizer_->num_slots());
-  auto [it, inserted] = t.row_of.try_emplace(id, static_cast<int64_t>(t.row_updates.size()));
-  if (inserted) {
-    t.data.resize(t.data.size() + stride);
-    float* row = t.data.data() + it->second * stride;
-    t.init.Fill(job_.seed, t.variable, id * t.dim, t.dim, row);
-    optimizer_->InitSlots(row, t.dim, t.dim);
-    t.row_updates.push_back(0);
-    t.rows.store(static_cast<int64_t>(t.row_updates.size()), std::memory_order_relaxed);
-  }
-  return t.data.data() + it->second * stride;
-}
-
-void ShardStore::ReadRowLocked(const Tensor& t, int64_t id, char* out) const {
-  auto it = t.row_of.find(id);
-  if (it != t.row_of.end()) {
-    const int64_t stride = t.dim * (1 + optimizer_->num_slots());
-    std::memcpy(out, t.data.data() + it->second * stride, t.dim * 4);
-    return;
-  }
-  float row[256];
-  for (int64_t done = 0; done < t.dim; done += 256) {
-    const int64_t n = std::min<int64_t>(256, t.dim - done);
-    t.init.Fill(job_.seed, t.variable, id * t.dim + done, n, row);
-    std::memcpy(out + done * 4, row, n * 4);
-  }
-}
-
-absl::Status ShardStore::CheckRowLimitLocked(const Tensor& t,
-                                             absl::Span<const int64_t> ids) const {
-  // Every pending and named row counted as new bounds the growth: within
-  // the limit, nothing needs counting exactly.
-  if (static_cast<int64_t>(t.row_of.size() + t.sparse_accum.size() + ids.size()) <=
-      max_table_rows_) {
-    return absl::OkStatus();
-  }
-  int64_t rows = static_cast<int64_t>(t.row_of.size());
-  for (const auto& [id, acc] : t.sparse_accum) rows += !t.row_of.contains(id);
-  for (int64_t id : ids) {
-    rows += !t.row_of.contains(id) && !t.sparse_accum.contains(id);
-  }
-  if (rows <= max_table_rows_) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "table ", t.key, " would grow to ", rows, " rows on ps:", ps_index_, "; the limit is ",
-      max_table_rows_, " (--max_table_rows)"));
-}
-
-void ShardStore::CountPushLocked(Tensor& t, int64_t version) {
-  t.pushes.fetch_add(1, std::memory_order_relaxed);
-  t.staleness[StalenessBucket(t.updates - version)].fetch_add(1, std::memory_order_relaxed);
-}
-
-bool ShardStore::FinishUpdateLocked(Tensor& t, int replica) {
-  t.version.store(t.updates, std::memory_order_release);
-  if (t.consistency.mode != Consistency::Mode::kSsp) return false;
-  ++t.clocks[replica];
-  t.min_clock.store(*std::min_element(t.clocks.begin(), t.clocks.end()),
-                    std::memory_order_release);
-  return true;
-}
-
-bool ShardStore::ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad) {
-  BeforeWriteLocked(t);
-  CountPushLocked(t, ref.version);
-  const size_t nids = ref.ids.size();
-  switch (t.consistency.mode) {
-    case Consistency::Mode::kAsync:
-    case Consistency::Mode::kSsp: {  // tables only
-      for (size_t i = 0; i < nids; ++i) {
-        float* row = RowLocked(t, ref.ids[i]);
-        const int64_t r = t.row_of[ref.ids[i]];
-        optimizer_->ApplyStrided(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
-      }
-      ++t.updates;
-      return FinishUpdateLocked(t, replica);
-    }
-    case Consistency::Mode::kSync: {
-      if (t.embedding) {
-        for (size_t i = 0; i < nids; ++i) {
-          std::vector<float>& acc = t.sparse_accum[ref.ids[i]];
-          if (acc.empty()) acc.assign(t.dim, 0.0f);
-          for (int64_t j = 0; j < t.dim; ++j) acc[j] += grad[i * t.dim + j];
-        }
-      } else {
-        float* acc = t.accum.data();
-        const int64_t n = t.def.elements();
-        for (int64_t j = 0; j < n; ++j) acc[j] += grad[j];
-      }
-      t.contributed[replica] = 1;
-      t.last_pushed[replica] = ref.version;
-      if (++t.contributors < aggregate_) return false;
-      const float scale = 1.0f / static_cast<float>(aggregate_);
-      if (t.embedding) {
-        for (auto& [id, acc] : t.sparse_accum) {
-          for (float& v : acc) v *= scale;
-          float* row = RowLocked(t, id);
-          const int64_t r = t.row_of[id];
-          optimizer_->ApplyStrided(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);
-        }
-        t.sparse_accum.clear();
-      } else {
-        const int64_t n = t.def.elements();
-        for (int64_t j = 0; j < n; ++j) t.accum[j] *= scale;
-        optimizer_->ApplyStrided(t.data.data(), t.accum.data(), n, n, t.updates + 1);
-        std::fill(t.accum.begin(), t.accum.end(), 0.0f);
-      }
-      ++t.updates;
-      FinishUpdateLocked(t, replica);
-      std::fill(t.contributed.begin(), t.contributed.end(), 0);
-      t.contributors = 0;
-      return true;
-    }
-  }
-  return false;
-}
-
-bool ShardStore::ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
-                                     const DecodedFrame& frame, int64_t offset,
-                                     char* read_back, DecodedFrame* rewrite) {
-  BeforeWriteLocked(t);
-  CountPushLocked(t, ref.version);
-  const int64_t n = t.def.elements();
-  const int64_t step = ++t.updates;
-  float* data = t.data.data();
-  // The gradient is read run by run (kRun), so the values written back are
-  // still in L1 when copied out: to `read_back`, or over the gradient itself
-  // when `rewrite` is set.
-  auto apply_run = [&](int64_t first, int64_t at, const char* grad, int64_t count,
-                       char* out) {
-    float* values = data + first + at;
-    optimizer_->ApplyBytesStrided(values, grad, count, n, step);
-    if (out != nullptr) std::memcpy(out, values, count * 4);
-  };
-  // Shares of a large tensor run on several cores, on this thread's behalf
-  // (it holds the tensor's lock throughout).
-  ParallelFor(n, kParallelGrain, [&](int64_t first, int64_t last) {
-    if (rewrite != nullptr) {
-      rewrite->RewriteFloatRuns(offset + first * 4, last - first, kRun,
-                                [&](int64_t at, char* grad, int64_t count) {
-                                  apply_run(first, at, grad, count, grad);
-                                });
-      return;
-    }
-    frame.ForEachFloatRun(offset + first * 4, last - first, kRun,
-                          [&](int64_t at, const char* grad, int64_t count) {
-                            apply_run(first, at, grad, count,
-                                      read_back == nullptr
-                                          ? nullptr
-                                          : read_back + (first + at) * 4);
-                          });
-  });
-  return FinishUpdateLocked(t, replica);
-}
-
-absl::Status ShardStore::ExchangeLocked(const std::vector<Tensor*>& targets,
-                                        const std::vector<TensorRef>& refs,
-                                        DecodedFrame& frame, int64_t payload_offset,
-                                        const std::vector<int64_t>& offsets) {
-  for (size_t i = 0; i < targets.size(); ++i) {
-    Tensor& t = *targets[i];
-    BeforeWriteLocked(t);
-    const int64_t offset = payload_offset + offsets[i];
-    float* data = t.data.data();
-    absl::Mutex mu;
-    int64_t bad = -1;
-    float value = 0;
-    std::vector<std::pair<int64_t, int64_t>> done;  // per share: first, floats applied
-    ParallelFor((offsets[i + 1] - offsets[i]) / 4, kParallelGrain,
-                [&](int64_t first, int64_t last) {
-                  int64_t applied = 0;
-                  int64_t share_bad = -1;
-                  float share_value = 0;
-                  frame.RewriteFloatRuns(
-                      offset + first * 4, last - first, kRun,
-                      [&](int64_t at, char* grad, int64_t count) {
-                        if (share_bad >= 0) return;
-                        const int64_t ok =
-                            optimizer_->ApplyBytesExchanging(data + first + at, grad, count);
-                        applied = at + ok;
-                        if (ok == count) return;
-                        const int64_t k = ok + FirstNonFinite(grad + 4 * ok, count - ok);
-                        share_bad = first + at + k;
-                        std::memcpy(&share_value, grad + 4 * k, 4);
-                      });
-                  absl::MutexLock lock(&mu);
-                  done.emplace_back(first, applied);
-                  if (share_bad >= 0 && (bad < 0 || share_bad < bad)) {
-                    bad = share_bad;
-                    value = share_value;
-                  }
-                });
-    if (bad < 0) continue;
-    // Undo: the previous values now lie where the gradient was.
-    for (const auto& [first, applied] : done) {
-      frame.CopyPayload(offset + first * 4, applied * 4, data + first);
-    }
-    for (size_t j = 0; j < i; ++j) {
-      frame.CopyPayload(payload_offset + offsets[j], offsets[j + 1] - offsets[j],
-                        targets[j]->data.data());
-    }
-    return NonFiniteGradient(refs[i].key, value, bad);
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch,
-                                                   const DecodedFrame& frame,
-                                                   int64_t payload_offset) {
+absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& batch,
+                                                             const Payload& payload) const {
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: the chief has not initialised them"));
   }
   if (!batch.consistency.empty() && batch.consistency != job_.consistency.ToString()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "push is for a ", batch.consistency, " job but this job runs ",
-        job_.consistency.ToString()));
+    return absl::FailedPreconditionError(absl::StrCat("push is for a ", batch.consistency,
+                                                      " job but this job runs ",
+                                                      job_.consistency.ToString()));
   }
   if (batch.replica < 0 || batch.replica >= job_.num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replica ", batch.replica, " is out of range: the job has ", job_.num_replicas,
-        " replicas"));
+    return absl::InvalidArgumentError(absl::StrCat("replica ", batch.replica,
+                                                   " is out of range: the job has ",
+                                                   job_.num_replicas, " replicas"));
   }
   const size_t n = batch.tensors.size();
-  std::vector<Tensor*> targets(n);
-  std::vector<int64_t> offsets(n + 1, 0);
+  PushPlan plan;
+  plan.targets.resize(n);
+  plan.offsets.assign(n + 1, 0);
+  plan.streamed.resize(n);
+  plan.unique_ids.resize(n);
+  plan.applied.assign(n, true);
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
-    PSTRAIN_ASSIGN_OR_RETURN(targets[i], Find(ref.key));
+    PSTRAIN_ASSIGN_OR_RETURN(plan.targets[i], Find(ref.key));
     for (size_t j = 0; j < i; ++j) {
-      if (targets[j] == targets[i]) {
+      if (plan.targets[j] == plan.targets[i]) {
         return absl::InvalidArgumentError(absl::StrCat("push names ", ref.key, " twice"));
       }
     }
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TensorBytes(*targets[i], ref));
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes,
+                             TransferBytes(*plan.targets[i], ref.ids, ps_index_, num_ps_));
     if (ref.bytes >= 0 && ref.bytes != bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient for ", ref.key, " has ", ref.bytes, " bytes, expected ", bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gradient for ", ref.key, " has ", ref.bytes, " bytes, expected ", bytes));
     }
-    offsets[i + 1] = offsets[i] + bytes;
+    plan.offsets[i + 1] = plan.offsets[i] + bytes;
+    plan.streamed[i] = !plan.targets[i]->embedding &&
+                       plan.targets[i]->consistency.mode != Consistency::Mode::kSync;
   }
-  if (payload_offset + offsets[n] != frame.payload_size()) {
+  if (plan.offsets[n] != payload.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "push payload has ", frame.payload_size() - payload_offset,
-        " bytes but its tensors need ", offsets[n]));
+        "push payload has ", payload.size(), " bytes but its tensors need ", plan.offsets[n]));
   }
-  // Gradients into scratch, checked for NaN/Inf; table rows with repeated ids
-  // are summed into the first occurrence.
-  std::vector<float>& scratch = Scratch();
-  if (scratch.size() < static_cast<size_t>(offsets[n] / 4)) scratch.resize(offsets[n] / 4);
-  std::vector<std::vector<int64_t>> unique_ids(n);
-  // Dense tensors applied on arrival stream their gradient from the frame
-  // in L1-sized blocks (checked in one pass, applied in a second) instead of
-  // going through scratch.
-  std::vector<char> streamed(n);
-  for (size_t i = 0; i < n; ++i) {
-    streamed[i] = !targets[i]->embedding &&
-                  targets[i]->consistency.mode != Consistency::Mode::kSync;
-  }
-  if (batch.read_back != nullptr || batch.read_back_in_frame != nullptr) {
-    if (batch.read_back_in_frame != nullptr &&
-        (batch.read_back != nullptr || batch.read_back_in_frame != &frame ||
-         !frame.payload_in_slices() || batch.read_back_slices == nullptr)) {
+  if (batch.read_back != nullptr || batch.read_back_in_payload != nullptr) {
+    if (batch.read_back_in_payload != nullptr &&
+        (batch.read_back != nullptr || batch.read_back_in_payload != &payload ||
+         !payload.writable() || batch.read_back_in_place == nullptr)) {
       return absl::InternalError(
-          "read_back_in_frame must be the pushed frame, its payload in its received slices, "
-          "with read_back_slices set and read_back unset");
+          "read_back_in_payload must be the pushed payload, writable, with "
+          "read_back_in_place set and read_back unset");
     }
     for (size_t i = 0; i < n; ++i) {
-      if (!streamed[i] || targets[i]->consistency.mode != Consistency::Mode::kAsync) {
+      if (!plan.streamed[i] || plan.targets[i]->consistency.mode != Consistency::Mode::kAsync) {
         return absl::InternalError("read-back push of a tensor that is not dense and async");
       }
     }
   }
-  // Exchanging checks the gradient block by block as it applies it.
-  const bool exchange = batch.read_back_in_frame != nullptr && optimizer_->can_exchange();
+  plan.exchange = batch.read_back_in_payload != nullptr && optimizer_->can_exchange();
+  return plan;
+}
+
+absl::Status ShardStore::StageGradients(const PushBatch& batch, const Payload& payload,
+                                        PushPlan& plan) const {
+  std::vector<float>& scratch = Scratch();
+  const size_t n = batch.tensors.size();
+  const size_t floats_in_all = static_cast<size_t>(plan.offsets[n] / 4);
+  if (scratch.size() < floats_in_all) scratch.resize(floats_in_all);
+  plan.scratch = scratch.data();
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
-    const int64_t floats = (offsets[i + 1] - offsets[i]) / 4;
-    if (streamed[i] && exchange) continue;
-    if (streamed[i]) {
-      // In shares across cores for large tensors; the first bad element of
-      // the earliest share is reported.
-      absl::Mutex bad_mu;
-      int64_t bad = -1;
+    const int64_t floats = (plan.offsets[i + 1] - plan.offsets[i]) / 4;
+    if (plan.streamed[i]) {
+      if (plan.exchange) continue;  // checked as it is applied
       float value = 0;
-      ParallelFor(floats, kParallelGrain, [&](int64_t begin, int64_t end) {
-        float v = 0;
-        const int64_t at = CheckFinite(frame, payload_offset + offsets[i] + begin * 4,
-                                       end - begin, &v);
-        if (at < 0) return;
-        absl::MutexLock lock(&bad_mu);
-        if (bad < 0 || begin + at < bad) {
-          bad = begin + at;
-          value = v;
-        }
-      });
-      if (bad >= 0) {
-        return NonFiniteGradient(ref.key, value, bad);
-      }
+      const int64_t bad = CheckFinite(payload, plan.offsets[i], floats, &value);
+      if (bad >= 0) return NonFiniteGradient(ref.key, value, bad);
       continue;
     }
-    float* g = scratch.data() + offsets[i] / 4;
-    const int64_t bad = CopyFinite(frame, payload_offset + offsets[i], floats, g);
-    if (bad >= 0) {
-      return NonFiniteGradient(ref.key, g[bad], bad);
-    }
-    if (targets[i]->embedding) {
-      const int64_t dim = targets[i]->dim;
-      absl::flat_hash_map<int64_t, int64_t> first;
-      for (size_t r = 0; r < ref.ids.size(); ++r) {
-        auto [it, inserted] = first.try_emplace(ref.ids[r], unique_ids[i].size());
-        float* dst = g + it->second * dim;
-        if (inserted) {
-          unique_ids[i].push_back(ref.ids[r]);
-          if (dst != g + r * dim) std::memmove(dst, g + r * dim, dim * 4);
-        } else {
-          for (int64_t j = 0; j < dim; ++j) dst[j] += g[r * dim + j];
-        }
-      }
+    float* g = plan.scratch + plan.offsets[i] / 4;
+    const int64_t bad = CopyFinite(payload, plan.offsets[i], floats, g);
+    if (bad >= 0) return NonFiniteGradient(ref.key, g[bad], bad);
+    if (plan.targets[i]->embedding) {
+      MergeRepeatedRows(ref.ids, plan.targets[i]->dim, g, &plan.unique_ids[i]);
     }
   }
-  // Lock every target in index order, check what depends on their state,
-  // then apply.
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return targets[a]->index < targets[b]->index; });
-  for (size_t i : order) targets[i]->mu.Lock();
-  absl::Status bad = CheckGeneration(batch.generation);
-  std::vector<bool> applied(n, true);
-  for (size_t i = 0; i < n && bad.ok(); ++i) {
-    const Tensor& t = *targets[i];
-    const TensorRef& ref = batch.tensors[i];
-    t.mu.AssertHeld();
+  return absl::OkStatus();
+}
+
+absl::Status ShardStore::AdmitLocked(const PushBatch& batch, PushPlan& plan) const {
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
+  for (size_t i = 0; i < plan.targets.size(); ++i) {
+    const StoredTensor& t = *plan.targets[i];
     if (t.embedding) {
-      bad = CheckRowLimitLocked(t, unique_ids[i]);
-      if (!bad.ok()) break;
+      PSTRAIN_RETURN_IF_ERROR(
+          CheckRowLimitLocked(t, plan.unique_ids[i], max_table_rows_, ps_index_));
     }
-    if (t.consistency.mode != Consistency::Mode::kSync) continue;
-    if (ref.version < t.updates || (batch.stop_step > 0 && t.updates >= batch.stop_step)) {
-      applied[i] = false;  // a step that has passed: dropped below
-    } else if (ref.version > t.updates) {
-      bad = absl::FailedPreconditionError(absl::StrCat(
-          "sync push for version ", ref.version, " of ", ref.key, " but it is at version ",
-          t.updates, ": replica ", batch.replica, " did not wait for the step to complete"));
-    } else if (t.contributed[batch.replica]) {
-      bad = absl::FailedPreconditionError(absl::StrCat(
-          "replica ", batch.replica, " already pushed version ", ref.version, " of ", ref.key));
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(plan.applied[i], AdmitPushLocked(t, batch.tensors[i].version,
+                                                              batch.replica, batch.stop_step));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ShardStore::ApplyExchangingLocked(const PushBatch& batch, PushPlan& plan) {
+  // Every tensor is dense and async here (ResolvePush).
+  PSTRAIN_RETURN_IF_ERROR(
+      rules_->ExchangeLocked(plan.targets, *batch.read_back_in_payload, plan.offsets));
   bool progress = false;
-  if (bad.ok() && exchange) {
-    // Every tensor is dense and async here (checked above).
-    bad = ExchangeLocked(targets, batch.tensors, *batch.read_back_in_frame, payload_offset,
-                         offsets);
-    for (size_t i = 0; i < n && bad.ok(); ++i) {
-      Tensor& t = *targets[i];
-      t.mu.AssertHeld();
-      CountPushLocked(t, batch.tensors[i].version);
-      ++t.updates;
-      progress |= FinishUpdateLocked(t, batch.replica);
-      if (batch.read_back_versions != nullptr) {
-        batch.read_back_versions->push_back({t.updates, t.bytes});
-      }
-      AppendPinnedLocked(t, batch.read_back_slices);
+  for (size_t i = 0; i < plan.targets.size(); ++i) {
+    StoredTensor& t = *plan.targets[i];
+    CountPushLocked(t, batch.tensors[i].version);
+    ++t.updates;
+    progress |= FinishUpdateLocked(t, batch.replica);
+    if (batch.read_back_versions != nullptr) {
+      batch.read_back_versions->push_back({t.updates, t.bytes});
     }
-  } else if (bad.ok()) {
-    for (size_t i = 0; i < n; ++i) {
-      Tensor& t = *targets[i];
-      t.mu.AssertHeld();
-      TensorRef ref = batch.tensors[i];
-      ref.ids = unique_ids[i];
-      if (!applied[i]) {
-        t.last_pushed[batch.replica] = std::max(t.last_pushed[batch.replica], ref.version);
-        CountPushLocked(t, ref.version);
-        t.dropped_stale.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      if (streamed[i]) {
-        char* out = batch.read_back == nullptr ? nullptr : batch.read_back + offsets[i];
-        progress |= ApplyStreamedLocked(t, ref, batch.replica, frame,
-                                        payload_offset + offsets[i], out,
-                                        batch.read_back_in_frame);
-        if (batch.read_back_versions != nullptr) {
-          batch.read_back_versions->push_back({t.updates, t.bytes});
-        }
-      } else {
-        progress |= ApplyLocked(t, ref, batch.replica, scratch.data() + offsets[i] / 4);
-      }
+    batch.read_back_in_place->held.push_back(HoldValuesLocked(t));
+  }
+  return progress;
+}
+
+bool ShardStore::ApplyAllLocked(const PushBatch& batch, const Payload& payload, PushPlan& plan) {
+  bool progress = false;
+  for (size_t i = 0; i < plan.targets.size(); ++i) {
+    StoredTensor& t = *plan.targets[i];
+    const TensorRef& ref = batch.tensors[i];
+    if (!plan.applied[i]) {
+      DropStaleLocked(t, ref.version, batch.replica);
+      continue;
     }
-    if (batch.read_back_in_frame != nullptr) {
-      *batch.read_back_slices = frame.PayloadSlices(payload_offset, offsets[n]);
+    if (!plan.streamed[i]) {
+      progress |= rules_->ApplyLocked(t, plan.unique_ids[i], ref.version, batch.replica,
+                                      plan.scratch + plan.offsets[i] / 4);
+      continue;
+    }
+    char* out = batch.read_back == nullptr ? nullptr : batch.read_back + plan.offsets[i];
+    progress |= rules_->ApplyStreamedLocked(t, ref.version, batch.replica, payload, plan.offsets[i],
+                                            out, batch.read_back_in_payload);
+    if (batch.read_back_versions != nullptr) {
+      batch.read_back_versions->push_back({t.updates, t.bytes});
     }
   }
-  for (size_t i : order) targets[i]->mu.Unlock();
-  if (!bad.ok()) return bad;
-  if (progress) wait_list_.Notify();
-  return applied;
+  if (batch.read_back_in_payload != nullptr) batch.read_back_in_place->in_payload = true;
+  return progress;
+}
+
+absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch, const Payload& payload) {
+  PSTRAIN_ASSIGN_OR_RETURN(PushPlan plan, ResolvePush(batch, payload));
+  PSTRAIN_RETURN_IF_ERROR(StageGradients(batch, payload, plan));
+  // Every target locked in index order while its state is checked and the
+  // gradients applied.
+  std::vector<StoredTensor*> order = plan.targets;
+  std::sort(order.begin(), order.end(),
+            [](const StoredTensor* a, const StoredTensor* b) { return a->index < b->index; });
+  for (StoredTensor* t : order) t->mu.Lock();
+  absl::StatusOr<bool> progress = false;
+  if (absl::Status admitted = AdmitLocked(batch, plan); !admitted.ok()) {
+    progress = admitted;
+  } else if (plan.exchange) {
+    progress = ApplyExchangingLocked(batch, plan);
+  } else {
+    progress = ApplyAllLocked(batch, payload, plan);
+  }
+  for (StoredTensor* t : order) t->mu.Unlock();
+  if (!progress.ok()) return progress.status();
+  if (*progress) wait_list_.Notify();
+  return plan.applied;
 }
 
 bool ShardStore::CanReadBack(const PushBatch& push, const std::vector<TensorRef>& pull) const {
@@ -706,74 +378,40 @@ bool ShardStore::CanReadBack(const PushBatch& push, const std::vector<TensorRef>
 absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
   int64_t total = 0;
   for (const TensorRef& ref : batch.tensors) {
-    PSTRAIN_ASSIGN_OR_RETURN(Tensor * t, Find(ref.key));
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TensorBytes(*t, ref));
+    PSTRAIN_ASSIGN_OR_RETURN(StoredTensor * t, Find(ref.key));
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t bytes, TransferBytes(*t, ref.ids, ps_index_, num_ps_));
     total += bytes;
   }
   // Replica -1 is an observer (the chief, tools): it reads without waiting.
   if (initialized() && (batch.replica < -1 || batch.replica >= job_.num_replicas)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replica ", batch.replica, " is out of range: the job has ", job_.num_replicas,
-        " replicas"));
+    return absl::InvalidArgumentError(absl::StrCat("replica ", batch.replica,
+                                                   " is out of range: the job has ",
+                                                   job_.num_replicas, " replicas"));
   }
   return total;
 }
 
-bool ShardStore::ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const {
-  if (b.replica < 0) return true;  // an observer never waits
-  if (t.consistency.mode == Consistency::Mode::kSync) {
-    const int64_t need = std::max(b.min_step, t.last_pushed[b.replica] + 1);
-    if (t.updates >= need) return true;
-    if (b.stop_step > 0 && t.updates >= b.stop_step) return true;  // the job is over
-    std::vector<int> missing;
-    for (int r = 0; r < job_.num_replicas; ++r) {
-      if (!t.contributed[r]) missing.push_back(r);
-    }
-    *why = absl::StrCat(t.key, " is at step ", t.updates, " and replica ", b.replica,
-                        " needs step ", need, "; ", t.contributors, " of ", aggregate_,
-                        " gradients are in, none yet from replicas ",
-                        absl::StrJoin(missing, ", "));
-    return false;
-  }
-  if (t.consistency.mode == Consistency::Mode::kSsp) {
-    const int64_t mine = t.clocks[b.replica];
-    const int64_t need = mine - t.consistency.staleness;
-    std::vector<int> slow;
-    for (int r = 0; r < job_.num_replicas; ++r) {
-      if (t.clocks[r] < need) slow.push_back(r);
-    }
-    if (!slow.empty()) {
-      *why = absl::StrCat("replica ", b.replica, " is at clock ", mine, " of ", t.key,
-                          " and may run at most ", t.consistency.staleness,
-                          " ahead of the slowest; replicas ", absl::StrJoin(slow, ", "),
-                          " are below clock ", need);
-      return false;
-    }
-  }
-  return true;
-}
-
 absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
-                                         std::vector<Pulled>* pulled,
-                                         std::string* waiting_for) {
+                                         std::vector<Pulled>* pulled, std::string* waiting_for) {
   // First: a pull parked before a restore must fail, not wait for a step
   // the restored values will not reach in its generation.
   PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
-  std::vector<Tensor*> targets;
+  std::vector<StoredTensor*> targets;
   targets.reserve(batch.tensors.size());
   for (const TensorRef& ref : batch.tensors) {
-    PSTRAIN_ASSIGN_OR_RETURN(Tensor * t, Find(ref.key));
-    PSTRAIN_RETURN_IF_ERROR(TensorBytes(*t, ref).status());
+    PSTRAIN_ASSIGN_OR_RETURN(StoredTensor * t, Find(ref.key));
+    PSTRAIN_RETURN_IF_ERROR(TransferBytes(*t, ref.ids, ps_index_, num_ps_).status());
     targets.push_back(t);
   }
-  for (Tensor* t : targets) {
+  const PullWait wait{batch.replica, batch.min_step, batch.stop_step};
+  for (StoredTensor* t : targets) {
     if (t->consistency.mode == Consistency::Mode::kAsync) continue;
     absl::MutexLock lock(&t->mu);
-    if (!ReadyLocked(*t, batch, waiting_for)) return false;
+    if (!ReadyLocked(*t, wait, job_.num_replicas, aggregate_, waiting_for)) return false;
   }
   pulled->clear();
   for (size_t i = 0; i < targets.size(); ++i) {
-    Tensor& t = *targets[i];
+    StoredTensor& t = *targets[i];
     const TensorRef& ref = batch.tensors[i];
     {
       absl::MutexLock lock(&t.mu);
@@ -787,9 +425,8 @@ absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
       } else {
         const float* src = t.data.data();
         char* dst = out;
-        ParallelFor(t.bytes / 4, kParallelGrain, [&](int64_t b, int64_t e) {
-          std::memcpy(dst + b * 4, src + b, (e - b) * 4);
-        });
+        ParallelFor(t.bytes / 4, kParallelGrain,
+                    [&](int64_t b, int64_t e) { std::memcpy(dst + b * 4, src + b, (e - b) * 4); });
         out += t.bytes;
       }
       pulled->push_back({t.updates, out - start});
@@ -853,8 +490,8 @@ std::vector<TensorStats> ShardStore::Stats() const {
 
 absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(int64_t step) const {
   if (!initialized()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ps:", ps_index_, " has no variables yet: nothing to checkpoint"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps:", ps_index_, " has no variables yet: nothing to checkpoint"));
   }
   ckpt::ShardContents shard;
   shard.header.set_step(step);
@@ -864,41 +501,20 @@ absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(int64_t step) const {
   shard.header.set_num_slots(optimizer_->num_slots());
   // One moment for every tensor: all locked (in index order) while copying.
   for (const auto& t : tensors_) t->mu.Lock();
-  for (const auto& t : tensors_) {
-    v1::TensorCheckpoint c;
-    c.set_key(t->key);
-    c.set_embedding(t->embedding);
-    c.set_updates(t->updates);
-    c.set_data(std::string(reinterpret_cast<const char*>(t->data.data()),
-                           t->data.size() * sizeof(float)));
-    if (t->embedding) {
-      c.set_dim(t->dim);
-      std::vector<int64_t> ids(t->row_updates.size());
-      for (const auto& [id, row] : t->row_of) ids[row] = id;
-      c.mutable_row_ids()->Add(ids.begin(), ids.end());
-      c.mutable_row_updates()->Add(t->row_updates.begin(), t->row_updates.end());
-    } else {
-      c.set_elements(t->def.elements());
-      c.set_variable(t->variable);
-      c.set_row_begin(t->def.row_begin);
-      c.set_row_end(t->def.row_end);
-      c.set_row_elements(t->def.row_elements);
-    }
-    shard.tensors.push_back(std::move(c));
-  }
+  for (const auto& t : tensors_) shard.tensors.push_back(RecordOfLocked(*t));
   for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
   return shard;
 }
 
 absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t generation) {
   if (!initialized()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ps:", ps_index_, " has no variables yet: create them before restoring"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps:", ps_index_, " has no variables yet: create them before restoring"));
   }
   auto bad = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("checkpoint for ps:", shard.header.ps_index(), " of ",
-                                            shard.header.num_ps(), " at step ",
-                                            shard.header.step(), ": ", what));
+                                            shard.header.num_ps(), " at step ", shard.header.step(),
+                                            ": ", what));
   };
   if (shard.header.ps_index() != ps_index_ || shard.header.num_ps() != num_ps_) {
     return bad(absl::StrCat("this is ps:", ps_index_, " of ", num_ps_));
@@ -908,62 +524,23 @@ absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t gener
                             shard.header.optimizer(), ") but this job's ", job_.optimizer.name,
                             " has ", optimizer_->num_slots()));
   }
-  const int per = 1 + optimizer_->num_slots();
   std::vector<const v1::TensorCheckpoint*> source(tensors_.size(), nullptr);
   for (const v1::TensorCheckpoint& c : shard.tensors) {
     auto t = Find(c.key());
     if (!t.ok()) return bad(absl::StrCat("it holds ", c.key(), ", which this job does not have"));
-    Tensor& tensor = **t;
-    if (source[tensor.index] != nullptr) return bad(absl::StrCat(c.key(), " appears twice"));
-    if (c.embedding() != tensor.embedding) {
-      return bad(absl::StrCat(c.key(), " is ", c.embedding() ? "a table" : "dense",
-                              " there but not here"));
+    if (source[(*t)->index] != nullptr) return bad(absl::StrCat(c.key(), " appears twice"));
+    if (absl::Status fits = CheckRecordFits(**t, c, ps_index_, num_ps_); !fits.ok()) {
+      return bad(fits.message());
     }
-    if (tensor.embedding) {
-      if (absl::Status s = ckpt::CheckTableRecord(c, optimizer_->num_slots(), tensor.dim); !s.ok()) {
-        return bad(s.message());
-      }
-      absl::flat_hash_set<int64_t> seen;
-      for (int64_t id : c.row_ids()) {
-        if (id < 0 || id >= tensor.vocabulary || EmbeddingOwner(id, num_ps_) != ps_index_) {
-          return bad(absl::StrCat(c.key(), ": row id ", id, " does not belong on this PS"));
-        }
-        if (!seen.insert(id).second) {
-          return bad(absl::StrCat(c.key(), ": row id ", id, " appears twice"));
-        }
-      }
-    } else if (static_cast<int64_t>(c.data().size()) != tensor.def.elements() * per * 4) {
-      return bad(absl::StrCat(c.key(), ": ", c.data().size(), " bytes, expected ",
-                              tensor.def.elements() * per * 4, " (", tensor.def.elements(),
-                              " values and their ", per - 1, " optimizer slots)"));
-    }
-    source[tensor.index] = &c;
+    source[(*t)->index] = &c;
   }
   for (const auto& t : tensors_) {
     if (source[t->index] == nullptr) return bad(absl::StrCat("it lacks ", t->key));
   }
   for (const auto& t : tensors_) t->mu.Lock();
   for (const auto& t : tensors_) {
-    const v1::TensorCheckpoint& c = *source[t->index];
-    BeforeWriteLocked(*t);
-    t->data.resize(c.data().size() / sizeof(float));
-    std::memcpy(t->data.data(), c.data().data(), c.data().size());
-    t->updates = c.updates();
-    if (t->embedding) {
-      t->row_of.clear();
-      for (int r = 0; r < c.row_ids_size(); ++r) t->row_of[c.row_ids(r)] = r;
-      t->row_updates.assign(c.row_updates().begin(), c.row_updates().end());
-      t->rows.store(c.row_ids_size(), std::memory_order_relaxed);
-      t->sparse_accum.clear();
-    } else if (!t->accum.empty()) {
-      std::fill(t->accum.begin(), t->accum.end(), 0.0f);
-    }
-    std::fill(t->contributed.begin(), t->contributed.end(), 0);
-    t->contributors = 0;
-    std::fill(t->last_pushed.begin(), t->last_pushed.end(), int64_t{-1});
-    std::fill(t->clocks.begin(), t->clocks.end(), int64_t{0});
-    t->min_clock.store(0, std::memory_order_release);
-    t->version.store(t->updates, std::memory_order_release);
+    LoadRecordLocked(*t, *source[t->index]);
+    ResetRoundsLocked(*t);
   }
   restored_step_.store(shard.header.step(), std::memory_order_release);
   if (generation != 0) generation_.store(generation, std::memory_order_release);
@@ -977,29 +554,16 @@ absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t gener
 absl::Status ShardStore::CheckGeneration(int64_t generation) const {
   const int64_t mine = generation_.load(std::memory_order_acquire);
   if (generation == 0 || generation == mine) return absl::OkStatus();
-  return absl::AbortedError(absl::StrCat(
-      "ps:", ps_index_, " was restored from the checkpoint at step ", restored_step(),
-      " (generation ", mine, "); this request is of generation ", generation,
-      ": pull again and carry on from there"));
+  return absl::AbortedError(
+      absl::StrCat("ps:", ps_index_, " was restored from the checkpoint at step ", restored_step(),
+                   " (generation ", mine, "); this request is of generation ", generation,
+                   ": pull again and carry on from there"));
 }
 
 std::vector<ckpt::TargetTensor> ShardStore::Layout() const {
   std::vector<ckpt::TargetTensor> out;
   if (!initialized()) return out;
-  for (const auto& t : tensors_) {
-    ckpt::TargetTensor target;
-    target.key = t->key;
-    target.variable = t->variable;
-    target.embedding = t->embedding;
-    if (t->embedding) {
-      target.dim = t->dim;
-    } else {
-      target.row_begin = t->def.row_begin;
-      target.row_end = t->def.row_end;
-      target.row_elements = t->def.row_elements;
-    }
-    out.push_back(std::move(target));
-  }
+  for (const auto& t : tensors_) out.push_back(TargetOf(*t));
   return out;
 }
 

@@ -25,6 +25,13 @@
 // Lifecycle: created empty; Initialize() fills it once; afterwards the set of
 // tensors never changes, so lookups need no lock. Each tensor has its own
 // mutex. Thread-safe.
+//
+// The store is the coordinator of its parts, each with one reason to change:
+// stored_tensor.h (storage, table rows, answers held in place),
+// update_rules.h (optimizer application, NaN/Inf checks), round_gate.h
+// (sync rounds, the ssp bound), store_checkpoint.h (checkpoint records). It
+// knows nothing of gRPC: gradients arrive as a Payload (common/payload.h)
+// and in-place answers leave as HeldBytes; ps_service.cc speaks the wire.
 #ifndef PSTRAIN_PS_SERVER_SHARD_STORE_H_
 #define PSTRAIN_PS_SERVER_SHARD_STORE_H_
 
@@ -44,12 +51,13 @@
 #include "absl/types/span.h"
 #include "common/consistency.h"
 #include "common/placement.h"
+#include "common/payload.h"
 #include "common/staleness.h"
-#include "common/wire_frame.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
-#include "optim/initializer.h"
 #include "optim/optimizer.h"
+#include "ps_server/stored_tensor.h"
+#include "ps_server/update_rules.h"
 #include "ps_server/wait_list.h"
 
 namespace pstrain::ps {
@@ -144,11 +152,6 @@ class ShardStore {
     int64_t version = 0;            // push: the version the gradient came from
     int64_t bytes = -1;             // push: bytes the sender declared (-1: unchecked)
   };
-  // The tensors a request frame names (proto/ps_service.proto TensorRef),
-  // viewing `refs`, which must outlive the result.
-  static std::vector<TensorRef> RefsOf(
-      const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs);
-
   struct Pulled {
     int64_t version = 0;
     int64_t bytes = 0;
@@ -170,35 +173,39 @@ class ShardStore {
     // back to back while they are still in cache, and each tensor's version
     // and bytes appended to read_back_versions, as TryPull would.
     char* read_back = nullptr;
-    // Or the answer goes out without a reply buffer: set to the frame given
-    // to Push, whose payload lies in its received slices, with
-    // read_back_slices set; exclusive with read_back. The slices to send
-    // are appended to read_back_slices:
-    // - with an optimizer that can exchange (SGD): the stored values
-    //   themselves. Each run of gradient is checked for NaN/Inf and applied
-    //   while it is in L1, its previous values written over it
+    // Or the answer goes out without a reply buffer: set to the payload
+    // given to Push (writable: received memory no one else reads), with
+    // read_back_in_place set; exclusive with read_back. Then:
+    // - with an optimizer that can exchange (SGD): the answer is the stored
+    //   values themselves, appended to read_back_in_place->held. Each run
+    //   of gradient is checked for NaN/Inf and applied while it is in L1,
+    //   its previous values written over it
     //   (Optimizer::ApplyBytesExchanging), so there is no separate pass to
     //   check the gradient first; a bad value found part way copies the
-    //   previous values back. Until gRPC releases the slices, the next
-    //   write to such a tensor moves on to a copy of its values instead of
-    //   writing under the answer.
-    // - otherwise: the new values overwrite the gradient in the frame's own
-    //   payload (DecodedFrame::RewriteFloatRuns) and go back from the memory
-    //   they arrived in (the pushed bytes' range).
-    DecodedFrame* read_back_in_frame = nullptr;
-    std::vector<grpc::Slice>* read_back_slices = nullptr;
+    //   previous values back. While a hold lives, the next write to such a
+    //   tensor moves on to a copy of its values instead of writing under
+    //   the answer.
+    // - otherwise: the new values overwrite the gradient in the payload
+    //   (Payload::RewriteFloatRuns) and the answer is the payload's own
+    //   bytes (read_back_in_place->in_payload).
+    Payload* read_back_in_payload = nullptr;
+    struct InPlaceAnswer {
+      std::vector<HeldBytes> held;
+      bool in_payload = false;
+    };
+    InPlaceAnswer* read_back_in_place = nullptr;
     std::vector<Pulled>* read_back_versions = nullptr;
   };
 
   // True when a push of `push` followed by a pull of `pull` may use
   // PushBatch::read_back: the same dense async tensors in the same order.
   bool CanReadBack(const PushBatch& push, const std::vector<TensorRef>& pull) const;
-  // Applies one push: tensor i's gradient is payload bytes
-  // [offset_i, offset_i + bytes_i) of `frame`, back to back from
-  // `payload_offset`. All or nothing: an error leaves every tensor as it
-  // was (everything is checked before anything is applied, or, when
-  // exchanging, what was applied is taken back). Returns, per tensor, whether the
-  // gradient was applied or aggregated (false: dropped as stale).
+  // Applies one push: tensor i's gradient is bytes [offset_i, offset_i +
+  // bytes_i) of `payload`, back to back from its start. All or nothing: an
+  // error leaves every tensor as it was (everything is checked before
+  // anything is applied, or, when exchanging, what was applied is taken
+  // back). Returns, per tensor, whether the gradient was applied or
+  // aggregated (false: dropped as stale).
   // FailedPrecondition before Initialize, for a mode mismatch, or a sync
   // push ahead of the tensor's version or repeated by a replica; NotFound for
   // an unknown key; InvalidArgument for a key named twice, a byte length
@@ -206,9 +213,7 @@ class ShardStore {
   // a NaN or Inf, a replica out of range, or a payload of the wrong size.
   // (Locks a run-time set of tensors in index order, which the static
   // analysis cannot follow.)
-  absl::StatusOr<std::vector<bool>> Push(const PushBatch& batch,
-                                         const DecodedFrame& frame,
-                                         int64_t payload_offset = 0)
+  absl::StatusOr<std::vector<bool>> Push(const PushBatch& batch, const Payload& payload)
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   struct PullBatch {
@@ -262,102 +267,31 @@ class ShardStore {
   int64_t restored_step() const { return restored_step_.load(std::memory_order_acquire); }
 
  private:
-  // A dense slice or an embedding table, with its optimizer state and
-  // counters.
-  // Held by each slice of an answer sent straight from a tensor's values.
-  struct ValuesPin;
-  struct Tensor {
-    int index = 0;  // lock order
-    std::string key;
-    std::string variable;
-    bool embedding = false;
-    Consistency consistency;
-    SliceDef def;            // dense
-    int64_t vocabulary = 0;  // tables
-    int64_t dim = 0;         // tables: floats per row
-    optim::Initializer init;
-    int64_t bytes = 0;       // dense: the slice's bytes
+  // A push resolved against the store: its tensors, where each one's
+  // gradient lies, how it is applied.
+  struct PushPlan;
 
-    mutable absl::Mutex mu;
-    // Dense: values then slots. Tables: rows of (values, slots), stride
-    // dim * (1 + slots), found through row_of.
-    std::vector<float> data ABSL_GUARDED_BY(mu);
-    // Set while answers may be sent from `data` itself (AppendPinnedLocked);
-    // writers call BeforeWriteLocked first.
-    std::shared_ptr<ValuesPin> pin ABSL_GUARDED_BY(mu);
-    absl::flat_hash_map<int64_t, int64_t> row_of ABSL_GUARDED_BY(mu);
-    std::vector<int64_t> row_updates ABSL_GUARDED_BY(mu);  // lazy Adam's t
-    int64_t updates ABSL_GUARDED_BY(mu) = 0;
-    // sync: the sum so far for version `updates`, and who contributed.
-    std::vector<float> accum ABSL_GUARDED_BY(mu);
-    absl::flat_hash_map<int64_t, std::vector<float>> sparse_accum ABSL_GUARDED_BY(mu);
-    std::vector<char> contributed ABSL_GUARDED_BY(mu);
-    int contributors ABSL_GUARDED_BY(mu) = 0;
-    // sync: the newest version each replica pushed (-1: none).
-    std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);
-    // ssp: pushes per replica.
-    std::vector<int64_t> clocks ABSL_GUARDED_BY(mu);
-
-    // Mirrors for lock-free reads (stats, global step).
-    std::atomic<int64_t> version{0};
-    std::atomic<int64_t> min_clock{0};
-    std::atomic<int64_t> rows{0};
-    std::atomic<int64_t> pushes{0};
-    std::atomic<int64_t> pulls{0};
-    std::atomic<int64_t> dropped_stale{0};
-    std::array<std::atomic<int64_t>, kStalenessBuckets> staleness{};
-  };
-
-  absl::StatusOr<Tensor*> Find(absl::string_view key) const;
+  absl::StatusOr<StoredTensor*> Find(absl::string_view key) const;
   // Aborted when `generation` is neither 0 nor the store's.
   absl::Status CheckGeneration(int64_t generation) const;
-  // Applies every tensor's gradient from `frame` with
-  // Optimizer::ApplyBytesExchanging, checking each run for NaN/Inf just
-  // before; all or none: on a bad value, the tensors done so far get their
-  // previous values back from the frame and InvalidArgument names it.
-  // Tensor i's gradient is at payload_offset + offsets[i].
-  absl::Status ExchangeLocked(const std::vector<Tensor*>& targets,
-                              const std::vector<TensorRef>& refs, DecodedFrame& frame,
-                              int64_t payload_offset, const std::vector<int64_t>& offsets)
+
+  // Push, phase by phase. Resolve: the batch against the job and the
+  // tensors (mode, replica, keys, byte lengths, payload size, read-back use).
+  absl::StatusOr<PushPlan> ResolvePush(const PushBatch& batch, const Payload& payload) const;
+  // Stage: checks every gradient that is not exchanged for NaN/Inf; those
+  // applied from memory are copied to scratch, table rows merged by id.
+  absl::Status StageGradients(const PushBatch& batch, const Payload& payload,
+                              PushPlan& plan) const;
+  // Admit, with every target locked: the generation, table row limits, and
+  // which sync pushes are taken or dropped as stale.
+  absl::Status AdmitLocked(const PushBatch& batch, PushPlan& plan) const
       ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  // Appends a slice of t's values (its `bytes` from data) that holds them
-  // from being written in place until gRPC lets go of it.
-  static void AppendPinnedLocked(Tensor& t, std::vector<grpc::Slice>* slices)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // Call before writing t.data: when an answer is still being sent from
-  // it, the answer keeps that buffer and the tensor goes on in a copy.
-  static void BeforeWriteLocked(Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // Bytes a push or pull of `ref` moves; checks ids.
-  absl::StatusOr<int64_t> TensorBytes(const Tensor& t, const TensorRef& ref) const;
-  // Applies a gradient from scratch to a table (any mode) or a dense sync
-  // slice (dense async and ssp slices stream: ApplyStreamedLocked).
-  // `grad` holds ref.ids.size() rows for tables. Returns whether a waiting
-  // pull may now be ready.
-  bool ApplyLocked(Tensor& t, const TensorRef& ref, int replica, float* grad)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // Counts a gradient received for `t` and its staleness.
-  static void CountPushLocked(Tensor& t, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // After an update: publishes the version and, for ssp, moves the
-  // replica's clock. Returns whether a waiting pull may now be ready.
-  static bool FinishUpdateLocked(Tensor& t, int replica) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  bool ReadyLocked(const Tensor& t, const PullBatch& b, std::string* why) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  float* RowLocked(Tensor& t, int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-  // Copies row `id`'s values to `out`: the stored row, or, for a row not
-  // created yet, its initial values (creating nothing).
-  void ReadRowLocked(const Tensor& t, int64_t id, char* out) const
-      ABSL_SHARED_LOCKS_REQUIRED(t.mu);
-  // ResourceExhausted when creating the rows `ids` names (and, for sync,
-  // those waiting in the step's sum) would take `t` past max_table_rows_.
-  absl::Status CheckRowLimitLocked(const Tensor& t, absl::Span<const int64_t> ids) const
-      ABSL_SHARED_LOCKS_REQUIRED(t.mu);
-  // Applies a dense, non-sync gradient read from the frame block by block;
-  // copies the new values to `read_back` when not null, or over the
-  // gradient in the frame when `rewrite` (the same frame) is not null.
-  bool ApplyStreamedLocked(Tensor& t, const TensorRef& ref, int replica,
-                           const DecodedFrame& frame, int64_t offset, char* read_back,
-                           DecodedFrame* rewrite)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // Apply, with every target locked: returns whether a waiting pull may now
+  // be ready.
+  absl::StatusOr<bool> ApplyExchangingLocked(const PushBatch& batch, PushPlan& plan)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  bool ApplyAllLocked(const PushBatch& batch, const Payload& payload, PushPlan& plan)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const int ps_index_;
   const int num_ps_;
@@ -372,9 +306,10 @@ class ShardStore {
   // read-only afterwards.
   JobConfig job_;
   int aggregate_ = 1;
-  std::vector<std::unique_ptr<Tensor>> tensors_;
-  std::map<std::string, Tensor*, std::less<>> by_key_;
+  std::vector<std::unique_ptr<StoredTensor>> tensors_;
+  std::map<std::string, StoredTensor*, std::less<>> by_key_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<UpdateRules> rules_;
   WaitList wait_list_;
   std::atomic<int64_t> restored_step_{0};
 };

@@ -52,7 +52,7 @@ struct Grad {
   int64_t version = 0;
 };
 
-// One push through the same frame parsing the service uses.
+// One push of gradients received in one piece.
 absl::StatusOr<std::vector<bool>> Push(ShardStore& store, const std::vector<Grad>& grads,
                                        int replica = 0, const std::string& mode = "",
                                        int64_t generation = 0) {
@@ -62,14 +62,12 @@ absl::StatusOr<std::vector<bool>> Push(ShardStore& store, const std::vector<Grad
   batch.generation = generation;
   batch.consistency = mode;
   for (const Grad& g : grads) payload += Bytes(g.values);
-  v1::FrameHeader h;
-  grpc::ByteBuffer buf = EncodeFrame(h, {grpc::Slice(payload)});
-  DecodedFrame frame;
-  EXPECT_OK(frame.Parse(buf));
+  Payload received;
+  received.Append(payload.data(), static_cast<int64_t>(payload.size()));
   for (const Grad& g : grads) {
     batch.tensors.push_back({g.key, g.ids, g.version, -1});
   }
-  return store.Push(batch, frame);
+  return store.Push(batch, received);
 }
 
 // Pulls one tensor; nullopt-like empty vector plus `ready` false when it must wait.
@@ -132,47 +130,50 @@ TEST_F(ShardStoreTest, PushAppliesSgdAndCountsVersions) {
   EXPECT_EQ(stats[0].staleness[0], 1);
 }
 
-// A frame parsed from `payload` cut into received slices of `chunk` bytes,
-// as a socket read leaves a message.
-void ParseInChunks(const std::string& payload, size_t chunk, DecodedFrame* frame) {
-  std::vector<grpc::Slice> chunks;
-  for (size_t i = 0; i < payload.size(); i += chunk) {
-    chunks.emplace_back(payload.data() + i, std::min(chunk, payload.size() - i));
+// A writable payload holding `bytes` cut into pieces of `chunk` bytes, as a
+// socket read leaves a message; the pieces live in *this.
+struct Received {
+  Received(const std::string& bytes, size_t chunk) {
+    for (size_t i = 0; i < bytes.size(); i += chunk) pieces.push_back(bytes.substr(i, chunk));
+    for (const std::string& p : pieces) payload.Append(p.data(), static_cast<int64_t>(p.size()));
+    payload.set_writable(true);
   }
-  std::vector<grpc::Slice> framed;
-  ASSERT_TRUE(EncodeFrame(v1::FrameHeader(), std::move(chunks)).Dump(&framed).ok());
-  ASSERT_OK(frame->Parse(grpc::ByteBuffer(framed.data(), framed.size())));
-}
+  std::string Bytes() const {
+    std::string out(payload.size(), '?');
+    payload.Copy(0, payload.size(), out.data());
+    return out;
+  }
+  std::vector<std::string> pieces;
+  Payload payload;
+};
 
-std::string Joined(const std::vector<grpc::Slice>& slices) {
+std::string Joined(const std::vector<HeldBytes>& held) {
   std::string out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const HeldBytes& h : held) out.append(h.data, h.size);
   return out;
 }
 
-// A push-then-pull answered in place with SGD: the answer's slices are the
-// stored values themselves and the frame's gradient bytes end up holding
-// the previous values.
+// A push-then-pull answered in place with SGD: the answer is the stored
+// values themselves and the gradient's bytes end up holding the previous
+// values.
 TEST_F(ShardStoreTest, PushThenPullWithSgdAnswersFromTheStoredValues) {
-  // w's floats straddle the received slices (chunks of 7 bytes).
-  DecodedFrame frame;
-  ParseInChunks(Bytes({2, -2, 4, 1, 0.5f, 6}) + Bytes({1, 3}), 7, &frame);
+  // w's floats straddle the received pieces (chunks of 7 bytes).
+  Received frame(Bytes({2, -2, 4, 1, 0.5f, 6}) + Bytes({1, 3}), 7);
   ShardStore::PushBatch batch;
   batch.tensors = {{"w/part_0", {}, 0, -1}, {"b/part_0", {}, 0, -1}};
   ASSERT_TRUE(store_.CanReadBack(batch, {{"w/part_0"}, {"b/part_0"}}));
   std::vector<ShardStore::Pulled> pulled;
-  std::vector<grpc::Slice> answer;
-  batch.read_back_in_frame = &frame;
-  batch.read_back_slices = &answer;
+  ShardStore::PushBatch::InPlaceAnswer answer;
+  batch.read_back_in_payload = &frame.payload;
+  batch.read_back_in_place = &answer;
   batch.read_back_versions = &pulled;
-  ASSERT_OK(store_.Push(batch, frame).status());
+  ASSERT_OK(store_.Push(batch, frame.payload).status());
   // lr 0.5: w = {1..6} - 0.5 g, b = {0.5, -0.5} - 0.5 g.
   const std::vector<float> w = {0, 3, 1, 3.5f, 4.75f, 3}, b = {0, -2};
-  ASSERT_EQ(answer.size(), 2u);
-  EXPECT_EQ(Joined(answer), Bytes(w) + Bytes(b));
-  std::string previous(32, '?');
-  frame.CopyPayload(0, 32, previous.data());
-  EXPECT_EQ(previous, w_ + b_);
+  EXPECT_FALSE(answer.in_payload);
+  ASSERT_EQ(answer.held.size(), 2u);
+  EXPECT_EQ(Joined(answer.held), Bytes(w) + Bytes(b));
+  EXPECT_EQ(frame.Bytes(), w_ + b_);
   ASSERT_EQ(pulled.size(), 2u);
   EXPECT_EQ(pulled[0].version, 1);
   EXPECT_EQ(pulled[0].bytes, 24);
@@ -182,19 +183,18 @@ TEST_F(ShardStoreTest, PushThenPullWithSgdAnswersFromTheStoredValues) {
   EXPECT_EQ(stored_w, w);
   ASSERT_OK_AND_ASSIGN(auto stored_b, Pull(store_, "b/part_0"));
   EXPECT_EQ(stored_b, b);
-  answer.clear();
+  answer.held.clear();
 
   // A non-finite gradient in the second tensor, after the first was
   // applied: refused, and both keep their values.
-  DecodedFrame bad_frame;
-  ParseInChunks(Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, NAN}), 5, &bad_frame);
-  batch.read_back_in_frame = &bad_frame;
+  Received bad_frame(Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, NAN}), 5);
+  batch.read_back_in_payload = &bad_frame.payload;
   pulled.clear();
-  auto refused = store_.Push(batch, bad_frame);
+  auto refused = store_.Push(batch, bad_frame.payload);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(refused.status().message(),
             "gradient for b/part_0 has a non-finite value (nan) at element 1");
-  EXPECT_TRUE(answer.empty());
+  EXPECT_TRUE(answer.held.empty());
   ASSERT_OK_AND_ASSIGN(stored_w, Pull(store_, "w/part_0"));
   EXPECT_EQ(stored_w, w);
   ASSERT_OK_AND_ASSIGN(stored_b, Pull(store_, "b/part_0"));
@@ -202,34 +202,43 @@ TEST_F(ShardStoreTest, PushThenPullWithSgdAnswersFromTheStoredValues) {
   const auto stats = store_.Stats();
   EXPECT_EQ(stats[0].version, 1);
   EXPECT_EQ(stats[0].pushes, 1);
-  // Another frame than the one pushed, or no slices to answer with, is a
-  // caller's bug, refused.
-  batch.read_back_in_frame = &frame;
-  EXPECT_EQ(store_.Push(batch, bad_frame).status().code(), absl::StatusCode::kInternal);
-  batch.read_back_in_frame = &bad_frame;
-  batch.read_back_slices = nullptr;
-  EXPECT_EQ(store_.Push(batch, bad_frame).status().code(), absl::StatusCode::kInternal);
+  // Another payload than the one pushed, one that may not be written, or
+  // nowhere to put the answer is a caller's bug, refused.
+  batch.read_back_in_payload = &frame.payload;
+  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(),
+            absl::StatusCode::kInternal);
+  Received read_only(Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, 1}), 8);
+  read_only.payload.set_writable(false);
+  batch.read_back_in_payload = &read_only.payload;
+  EXPECT_EQ(store_.Push(batch, read_only.payload).status().code(),
+            absl::StatusCode::kInternal);
+  batch.read_back_in_payload = &bad_frame.payload;
+  batch.read_back_in_place = nullptr;
+  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(),
+            absl::StatusCode::kInternal);
 }
 
-// While an answer's slices are held (gRPC still sending them), the next
-// write leaves them as they were and the tensor goes on in a copy; once
-// they are released, writes happen in place again.
+// While an answer's values are held (still being sent), the next write
+// leaves them as they were and the tensor goes on in a copy; once they are
+// released, writes happen in place again.
 TEST_F(ShardStoreTest, HeldAnswersKeepTheirValuesWhileTheTensorMovesOn) {
-  auto push_pull = [&](float g, std::vector<grpc::Slice>* answer) {
-    DecodedFrame frame;
-    ParseInChunks(Bytes({g, g}), 8, &frame);
+  auto push_pull = [&](float g, std::vector<HeldBytes>* held) {
+    Received frame(Bytes({g, g}), 8);
     ShardStore::PushBatch batch;
     batch.tensors = {{"b/part_0", {}, 0, -1}};
-    batch.read_back_in_frame = &frame;
-    batch.read_back_slices = answer;
-    return store_.Push(batch, frame).status();
+    ShardStore::PushBatch::InPlaceAnswer answer;
+    batch.read_back_in_payload = &frame.payload;
+    batch.read_back_in_place = &answer;
+    absl::Status s = store_.Push(batch, frame.payload).status();
+    *held = std::move(answer.held);
+    return s;
   };
-  std::vector<grpc::Slice> first, second, third;
+  std::vector<HeldBytes> first, second, third;
   ASSERT_OK(push_pull(1, &first));  // b = {0, -1}
   ASSERT_OK(push_pull(2, &second));  // b = {-1, -2}, while `first` is held
   EXPECT_EQ(Joined(first), Bytes({0, -1}));
   EXPECT_EQ(Joined(second), Bytes({-1, -2}));
-  EXPECT_NE(first[0].begin(), second[0].begin());
+  EXPECT_NE(first[0].data, second[0].data);
   // A plain push (no answer) also moves on from held values.
   ASSERT_OK(Push(store_, {{"b/part_0", {2, 2}}}).status());  // b = {-2, -3}
   EXPECT_EQ(Joined(second), Bytes({-1, -2}));
@@ -238,10 +247,10 @@ TEST_F(ShardStoreTest, HeldAnswersKeepTheirValuesWhileTheTensorMovesOn) {
   first.clear();
   second.clear();
   ASSERT_OK(push_pull(2, &third));  // b = {-3, -4}
-  const uint8_t* at = third[0].begin();
+  const char* at = third[0].data;
   third.clear();
   ASSERT_OK(push_pull(2, &third));  // b = {-4, -5}, in place
-  EXPECT_EQ(third[0].begin(), at);
+  EXPECT_EQ(third[0].data, at);
   EXPECT_EQ(Joined(third), Bytes({-4, -5}));
 }
 
@@ -260,25 +269,23 @@ TEST(ShardStoreExchangeTest, ABadValueInAnyShareUndoesEveryShare) {
   std::vector<float> grad(kN, 1.0f);
   grad[900001] = NAN;
   grad[300007] = -std::numeric_limits<float>::infinity();
-  DecodedFrame frame;
-  ParseInChunks(Bytes(grad), 65536 + 3, &frame);
-  std::vector<grpc::Slice> answer;
-  batch.read_back_in_frame = &frame;
-  batch.read_back_slices = &answer;
-  auto refused = store.Push(batch, frame);
+  Received frame(Bytes(grad), 65536 + 3);
+  ShardStore::PushBatch::InPlaceAnswer answer;
+  batch.read_back_in_payload = &frame.payload;
+  batch.read_back_in_place = &answer;
+  auto refused = store.Push(batch, frame.payload);
   EXPECT_EQ(refused.status().message(),
             "gradient for big/part_0 has a non-finite value (-inf) at element 300007");
   ASSERT_OK_AND_ASSIGN(auto values, Pull(store, "big/part_0"));
   EXPECT_TRUE(values == init);
 
   grad[900001] = grad[300007] = 1.0f;
-  DecodedFrame good;
-  ParseInChunks(Bytes(grad), 65536 + 3, &good);
-  batch.read_back_in_frame = &good;
-  ASSERT_OK(store.Push(batch, good).status());
+  Received good(Bytes(grad), 65536 + 3);
+  batch.read_back_in_payload = &good.payload;
+  ASSERT_OK(store.Push(batch, good.payload).status());
   std::vector<float> expected = init;
   for (float& v : expected) v -= 1.0f;
-  const std::string sent = Joined(answer);
+  const std::string sent = Joined(answer.held);
   ASSERT_EQ(sent.size(), init_bytes.size());
   EXPECT_TRUE(sent == Bytes(expected));
 }
@@ -292,28 +299,25 @@ TEST(ShardStoreRewriteTest, PushThenPullWithMomentumWritesTheNewValuesOverTheGra
   ASSERT_OK(store.Initialize(Job(momentum),
                              {Dense(Slice("w", 3, 2), Bytes({1, 2, 3, 4, 5, 6}))}, {})
                 .status());
-  DecodedFrame frame;
-  ParseInChunks(Bytes({2, -2, 4, 1, 0.5f, 6}), 7, &frame);
+  Received frame(Bytes({2, -2, 4, 1, 0.5f, 6}), 7);
   ShardStore::PushBatch batch;
   batch.tensors = {{"w/part_0", {}, 0, -1}};
-  std::vector<grpc::Slice> answer;
-  batch.read_back_in_frame = &frame;
-  batch.read_back_slices = &answer;
-  ASSERT_OK(store.Push(batch, frame).status());
+  ShardStore::PushBatch::InPlaceAnswer answer;
+  batch.read_back_in_payload = &frame.payload;
+  batch.read_back_in_place = &answer;
+  ASSERT_OK(store.Push(batch, frame.payload).status());
   // First step: accum = g, w -= 0.5 g.
   const std::vector<float> w = {0, 3, 1, 3.5f, 4.75f, 3};
-  std::string in_frame(24, '?');
-  frame.CopyPayload(0, 24, in_frame.data());
-  EXPECT_EQ(in_frame, Bytes(w));
-  EXPECT_EQ(Joined(answer), Bytes(w));
+  EXPECT_TRUE(answer.in_payload);
+  EXPECT_TRUE(answer.held.empty());
+  EXPECT_EQ(frame.Bytes(), Bytes(w));
   ASSERT_OK_AND_ASSIGN(auto stored, Pull(store, "w/part_0"));
   EXPECT_EQ(stored, w);
 
-  DecodedFrame bad_frame;
-  ParseInChunks(Bytes({1, 1, INFINITY, 1, 1, 1}), 7, &bad_frame);
-  batch.read_back_in_frame = &bad_frame;
-  answer.clear();
-  EXPECT_EQ(store.Push(batch, bad_frame).status().message(),
+  Received bad_frame(Bytes({1, 1, INFINITY, 1, 1, 1}), 7);
+  batch.read_back_in_payload = &bad_frame.payload;
+  answer = {};
+  EXPECT_EQ(store.Push(batch, bad_frame.payload).status().message(),
             "gradient for w/part_0 has a non-finite value (inf) at element 2");
   ASSERT_OK_AND_ASSIGN(stored, Pull(store, "w/part_0"));
   EXPECT_EQ(stored, w);

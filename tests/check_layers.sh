@@ -46,5 +46,15 @@ for pkg in $(printf '%s\n' "${!ALLOWED[@]}" | sort); do
     fi
   done
 done
-[[ $bad -eq 0 ]] && echo "every package depends only on the packages below it"
+# The PS's store and its parts know nothing of gRPC: gradients arrive as a
+# Payload, in-place answers leave as HeldBytes (ps_server/shard_store.h).
+for target in //ps_server:shard_store //common:payload; do
+  path=$(bazel query --noshow_progress "somepath($target, @system_libs//:grpc)" 2>/dev/null)
+  if [[ -n "$path" ]]; then
+    echo "$target reaches gRPC, which it may not:"
+    echo "$path" | sed 's/^/    /'
+    bad=1
+  fi
+done
+[[ $bad -eq 0 ]] && echo "every package depends only on the packages below it; the PS store knows nothing of gRPC"
 exit $bad
