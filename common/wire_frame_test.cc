@@ -79,7 +79,9 @@ TEST(WireFrameTest, FloatRunsCoverThePayloadInOrderWhateverTheSlicing) {
       ++runs;
     });
     EXPECT_EQ(got, values) << chunk;
-    if (chunk == 100000) EXPECT_EQ(runs, 10);  // one slice: runs of max_run
+    if (chunk == 100000) {
+      EXPECT_EQ(runs, 10);  // one slice: runs of max_run
+    }
   }
 }
 

@@ -15,7 +15,9 @@ absl::StatusOr<std::shared_ptr<const Security>> FromFlags(std::vector<const char
   auto args = CliArgs::Parse(static_cast<int>(flags.size()), flags.data(), 1);
   if (!args.ok()) return args.status();
   auto security = SecurityFromFlags(*args);
-  if (security.ok()) EXPECT_OK(args->CheckAllUsed());
+  if (security.ok()) {
+    EXPECT_OK(args->CheckAllUsed());
+  }
   return security;
 }
 

@@ -127,12 +127,25 @@ int TimedCopy(PstrainCudaMlp* mlp, void* dst, const void* src, size_t bytes,
 }  // namespace
 
 extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu,
-                                       int num_layers, int max_batch, PstrainCudaMlp** out,
-                                       char* err, size_t err_len) {
+                                       int num_layers, const int64_t* kernel_offsets,
+                                       const int64_t* bias_offsets, int64_t num_params,
+                                       int max_batch, PstrainCudaMlp** out, char* err,
+                                       size_t err_len) {
   *out = nullptr;
   if (num_layers < 1 || max_batch < 1) {
     return Fail(-1, "pstrain_cuda_mlp_create", "need at least one layer and max_batch >= 1",
                 err, err_len);
+  }
+  // Each layer's parameters go to the device in one copy: its bias must
+  // follow its kernel, both inside the flat array.
+  for (int l = 0; l < num_layers; ++l) {
+    const int64_t kernel = static_cast<int64_t>(dims[l]) * dims[l + 1];
+    if (kernel_offsets[l] < 0 || bias_offsets[l] != kernel_offsets[l] + kernel ||
+        bias_offsets[l] + dims[l + 1] > num_params) {
+      return Fail(-1, "pstrain_cuda_mlp_create",
+                  "each layer's bias must follow its kernel inside the flat parameters", err,
+                  err_len);
+    }
   }
   CUDA_OK(cudaSetDevice(device));
   PstrainCudaMlp* m = new PstrainCudaMlp;
@@ -142,12 +155,9 @@ extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* r
   m->max_batch = max_batch;
   m->dims.assign(dims, dims + num_layers + 1);
   m->relu.assign(relu, relu + num_layers);
-  for (int l = 0; l < num_layers; ++l) {
-    m->w_off.push_back(m->num_params);
-    m->num_params += static_cast<int64_t>(m->dims[l]) * m->dims[l + 1];
-    m->b_off.push_back(m->num_params);
-    m->num_params += m->dims[l + 1];
-  }
+  m->w_off.assign(kernel_offsets, kernel_offsets + num_layers);
+  m->b_off.assign(bias_offsets, bias_offsets + num_layers);
+  m->num_params = num_params;
   CUDA_OK(cudaStreamCreateWithFlags(&m->compute, cudaStreamNonBlocking));
   CUDA_OK(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking));
   BLAS_OK(cublasCreate(&m->blas));

@@ -1,7 +1,7 @@
 // C interface to the CUDA MLP (model/cuda_mlp_kernels.cu), so nvcc compiles
 // no Abseil headers. The network is the one model::Mlp describes: dense
-// layers in the flat parameter layout ("<layer>/kernel" [in, out] row-major,
-// then "<layer>/bias"), optional ReLU, softmax cross-entropy over the last
+// layers whose kernels ([in, out] row-major) and biases lie where the
+// model's ParamLayout puts them (model/param_layout.h), optional ReLU, softmax cross-entropy over the last
 // layer. Functions return 0 on success, else a CUDA or cuBLAS error code
 // with a message in `err` (NUL-terminated, at most err_len bytes).
 #ifndef PSTRAIN_MODEL_CUDA_MLP_KERNELS_H_
@@ -15,10 +15,14 @@ extern "C" {
 typedef struct PstrainCudaMlp PstrainCudaMlp;
 
 // dims: num_layers + 1 widths (input first); relu[l] != 0 when layer l has
-// one. Allocates device buffers for `max_batch` rows and pinned host
-// staging buffers, on device `device`.
+// one. Layer l's kernel and bias lie at kernel_offsets[l] and
+// bias_offsets[l] of the flat parameters (num_params floats; the model's
+// ParamLayout): the bias must follow the kernel. Allocates device buffers
+// for `max_batch` rows and pinned host staging buffers, on device `device`.
 int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu, int num_layers,
-                            int max_batch, PstrainCudaMlp** out, char* err, size_t err_len);
+                            const int64_t* kernel_offsets, const int64_t* bias_offsets,
+                            int64_t num_params, int max_batch, PstrainCudaMlp** out, char* err,
+                            size_t err_len);
 
 void pstrain_cuda_mlp_destroy(PstrainCudaMlp* mlp);
 

@@ -88,6 +88,9 @@ TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   EXPECT_EQ(table.consistency, "async");
   EXPECT_EQ(mlp->num_parameters(), 8 * 16 + 16 + 16 * 10 + 10);
   EXPECT_EQ(mlp->offsets()[4], mlp->num_parameters());
+  EXPECT_EQ(mlp->layout().FirstTable(), 4);
+  EXPECT_FALSE(mlp->layout().in_flat(4));
+  EXPECT_EQ(mlp->layout().role_of(4), ParamRole::kTable);
   EXPECT_EQ(mlp->input_width(), 8);
   spec.embedding_bag.name = "dense_0";
   EXPECT_EQ(Mlp::Create(spec, 4).status().message(),

@@ -90,20 +90,19 @@ Mlp::Mlp(const MlpSpec& spec, int max_batch, std::optional<EmbeddingBag> bag)
   const int layers = static_cast<int>(dims_.size()) - 1;
   for (int i = 0; i < layers; ++i) {
     const std::string& name = spec.layers[i].name;
-    variables_.push_back({name + "/kernel", {dims_[i], dims_[i + 1]}});
-    variables_.push_back({name + "/bias", {dims_[i + 1]}});
-  }
-  for (const VariableDef& v : variables_) {
-    offsets_.push_back(num_parameters_);
-    num_parameters_ += v.elements();
+    layout_.AddFlat({name + "/kernel", {dims_[i], dims_[i + 1]}}, i, ParamRole::kKernel);
+    layout_.AddFlat({name + "/bias", {dims_[i + 1]}}, i, ParamRole::kBias);
   }
   if (bag_.has_value()) {
     VariableDef table{bag_->spec().table(), {bag_->spec().vocabulary, bag_->dim()}};
     table.embedding = true;
     table.consistency = "async";
     table.initializer = bag_->spec().initializer;
-    variables_.push_back(std::move(table));
-    offsets_.push_back(num_parameters_);
+    layout_.AddTable(std::move(table));
+  }
+  for (int i = 0; i < layers; ++i) {
+    kernel_at_.push_back(layout_.OffsetOf(i, ParamRole::kKernel));
+    bias_at_.push_back(layout_.OffsetOf(i, ParamRole::kBias));
   }
   activations_.resize(dims_.size());
   deltas_.resize(dims_.size());
@@ -114,7 +113,7 @@ Mlp::Mlp(const MlpSpec& spec, int max_batch, std::optional<EmbeddingBag> bag)
 }
 
 std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
-  std::vector<float> params(num_parameters_, 0.0f);
+  std::vector<float> params(num_parameters(), 0.0f);
   std::mt19937_64 rng(seed);
   auto fill = [&rng](float limit, float* out, int64_t n) {
     std::uniform_real_distribution<float> dist(-limit, limit);
@@ -127,12 +126,12 @@ std::vector<float> Mlp::InitialParameters(uint64_t seed) const {
     const InitializerSpec kernel = *ParseInitializerSpec(layer.kernel_initializer, true);
     const InitializerSpec bias = *ParseInitializerSpec(layer.bias_initializer);
     if (kernel.kind == InitializerSpec::Kind::kGlorotUniform) {
-      fill(std::sqrt(6.0f / (dims_[l] + dims_[l + 1])), params.data() + offsets_[2 * l], fan);
+      fill(std::sqrt(6.0f / (dims_[l] + dims_[l + 1])), params.data() + kernel_at_[l], fan);
     } else if (kernel.kind == InitializerSpec::Kind::kUniform) {
-      fill(kernel.limit, params.data() + offsets_[2 * l], fan);
+      fill(kernel.limit, params.data() + kernel_at_[l], fan);
     }
     if (bias.kind == InitializerSpec::Kind::kUniform) {
-      fill(bias.limit, params.data() + offsets_[2 * l + 1], dims_[l + 1]);
+      fill(bias.limit, params.data() + bias_at_[l], dims_[l + 1]);
     }
   }
   return params;
@@ -155,8 +154,8 @@ void Mlp::Forward(const float* params, const float* x, const int32_t* labels,
   const float* in = x;
   for (int l = 0; l < layers; ++l) {
     const int k = dims_[l], n = dims_[l + 1];
-    const float* w = params + offsets_[2 * l];
-    const float* b = params + offsets_[2 * l + 1];
+    const float* w = params + kernel_at_[l];
+    const float* b = params + bias_at_[l];
     float* out = activations_[l + 1].data();
     for (int r = 0; r < batch; ++r) std::memcpy(out + r * n, b, n * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f,
@@ -215,8 +214,8 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(
     const int k = dims_[l], n = dims_[l + 1];
     const float* in = l == 0 ? x : activations_[l].data();
     const float* d = deltas_[l + 1].data();
-    float* gw = grads + offsets_[2 * l];
-    float* gb = grads + offsets_[2 * l + 1];
+    float* gw = grads + kernel_at_[l];
+    float* gb = grads + bias_at_[l];
     // dW = in^T * delta  (k x n)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in,
                 k, d, n, 0.0f, gw, n);
@@ -226,7 +225,7 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(
     }
     if (l > 0) {
       // delta_in = (delta * W^T) masked by ReLU'(in).
-      const float* w = params + offsets_[2 * l];
+      const float* w = params + kernel_at_[l];
       float* din = deltas_[l].data();
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d,
                   n, w, n, 0.0f, din, k);
@@ -239,7 +238,7 @@ absl::StatusOr<BatchResult> Mlp::ComputeGradients(
     } else if (input_grad != nullptr) {
       // dx = delta * W^T (the input has no activation of ours).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d, n,
-                  params + offsets_[0], n, 0.0f, input_grad, k);
+                  params + kernel_at_[0], n, 0.0f, input_grad, k);
     }
     if (on_layer_done) on_layer_done(l);
   }

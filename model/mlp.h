@@ -3,9 +3,10 @@
 // Matrix products go through OpenBLAS's cblas_sgemm; the rest are plain loops
 // the compiler vectorises.
 //
-// Parameters live in one flat float array, variable after variable in the
-// order of variables() ("dense_0/kernel" [in, out], "dense_0/bias" [out],
-// "dense_1/kernel", ...), so a worker can pull straight into it.
+// Parameters live in one flat float array, variable after variable as
+// layout() describes them ("dense_0/kernel" [in, out], "dense_0/bias" [out],
+// "dense_1/kernel", ...; model/param_layout.h), so a worker can pull
+// straight into it.
 //
 // Thread-compatible: an Mlp owns scratch buffers, so use one per thread.
 #ifndef PSTRAIN_MODEL_MLP_H_
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "common/placement.h"
 #include "model/embedding_bag.h"
+#include "model/param_layout.h"
 
 namespace pstrain::model {
 
@@ -79,14 +81,14 @@ class Mlp {
                                                      int max_batch);
 
   const MlpSpec& spec() const { return spec_; }
-  // The dense variables, then the embedding bag's table when there is one
-  // (embedding: true, async: the hybrid sparse models need; its rows are not
-  // in the flat array, they move by id).
-  const std::vector<VariableDef>& variables() const { return variables_; }
-  // Offset of each variable (same order) in the flat parameter array (the
-  // table's is num_parameters(): it takes no room there).
-  const std::vector<int64_t>& offsets() const { return offsets_; }
-  int64_t num_parameters() const { return num_parameters_; }
+  // Where each variable lives: the dense layers' kernels and biases in the
+  // flat array, then the embedding bag's table when there is one
+  // (embedding: true, async: the hybrid sparse models need; its rows are
+  // not in the flat array, they move by id).
+  const ParamLayout& layout() const { return layout_; }
+  const std::vector<VariableDef>& variables() const { return layout_.variables(); }
+  const std::vector<int64_t>& offsets() const { return layout_.offsets(); }
+  int64_t num_parameters() const { return layout_.num_parameters(); }
   // The embedding bag, or null when the model has none.
   const EmbeddingBag* bag() const { return bag_.has_value() ? &*bag_ : nullptr; }
   // Floats per example that ComputeGradients and Evaluate read: input_dim,
@@ -136,9 +138,9 @@ class Mlp {
   const int max_batch_;
   std::optional<EmbeddingBag> bag_;
   std::vector<int> dims_;  // input, hidden..., classes
-  std::vector<VariableDef> variables_;
-  std::vector<int64_t> offsets_;
-  int64_t num_parameters_ = 0;
+  ParamLayout layout_;
+  // Per dense layer, from layout_: its kernel's and its bias's offsets.
+  std::vector<int64_t> kernel_at_, bias_at_;
   // Scratch, sized for max_batch_: activations_[0] is unused (the input);
   // activations_[i] is layer i's output (after its ReLU if it has one,
   // softmax probabilities for the last).

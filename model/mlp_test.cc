@@ -20,6 +20,13 @@ TEST(MlpTest, VariablesAndLayout) {
   EXPECT_EQ(mlp->variables()[3].name, "dense_1/bias");
   EXPECT_EQ(mlp->offsets()[2], 784 * 128 + 128);
   EXPECT_EQ(mlp->num_parameters(), 784 * 128 + 128 + 128 * 10 + 10);
+  // The layout says which variables each layer has and where they are.
+  const ParamLayout& layout = mlp->layout();
+  EXPECT_EQ(layout.num_layers(), 2);
+  EXPECT_EQ(layout.LayerVariables(1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(layout.OffsetOf(1, ParamRole::kKernel), 784 * 128 + 128);
+  EXPECT_EQ(layout.OffsetOf(1, ParamRole::kBias), 784 * 128 + 128 + 128 * 10);
+  EXPECT_EQ(layout.FirstTable(), -1);
   EXPECT_EQ(mlp->InitialParameters(5), mlp->InitialParameters(5));
   EXPECT_NE(mlp->InitialParameters(5), mlp->InitialParameters(6));
 }

@@ -61,7 +61,8 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   std::vector<float> rows, row_grads, bag_out, bag_grad;
   if (bag != nullptr) {
     PSTRAIN_ASSIGN_OR_RETURN(table,
-                             LocalTable::Create(mlp->variables().back(), job.seed, &job.optimizer));
+                             LocalTable::Create(mlp->variables()[mlp->layout().FirstTable()], job.seed,
+                                                &job.optimizer));
     bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
     bag_grad.resize(bag_out.size());
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -11,12 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "data/prefetcher.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/event_file.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "data/prefetcher.h"
 #include "model/backend.h"
 #include "model/embedding_bag.h"
 #include "model/mlp.h"
@@ -62,9 +63,8 @@ class RoundTrips {
       std::function<absl::StatusOr<int64_t>()> round;
       {
         absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return quit_ || !queue_.empty();
-        };
+        auto ready = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return quit_ || !queue_.empty(); };
         mu_.Await(absl::Condition(&ready));
         if (queue_.empty()) return;
         round = std::move(queue_.front());
@@ -105,238 +105,361 @@ struct BagBatch {
 
 // Trains from the step the PS hold until the schedule ends; adds the steps
 // it runs (and their loss) to `result` as it goes, so that they count when
-// a lost PS ends it early.
-absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train,
-                       client::PsClient* client, model::Backend* backend, EventWriter* summaries,
-                       TrainerResult* result_out) {
-  const model::JobSpec& job = options.job;
-  const model::Mlp* mlp = &backend->network();
-  // By file, this replica's files are its shard; by record, every R-th
-  // example of the whole set.
-  data::ShardIterator shard(&train, options.data_by_file ? 0 : options.replica,
-                            options.data_by_file ? 1 : options.num_replicas, job.batch_size,
-                            job.seed);
-  const int64_t split_examples =
-      options.split_examples > 0 ? options.split_examples : train.num_examples;
-  if (shard.batches_per_epoch() == 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "replica %d's shard has %d examples, fewer than one batch of %d",
-        options.replica, shard.shard_size(), job.batch_size));
-  }
-  // Async replicas each run their own shard's schedule. Ssp replicas wait
-  // for each other, so all run the same number of steps: that of the
-  // smallest shard (shards differ by at most one example). Sync jobs count
-  // aggregated steps, each of replicas_to_aggregate batches; every replica
-  // (backups included) keeps pushing until the PS reach that global step.
-  const bool sync = job.consistency == "sync";
-  const int aggregate = job.replicas_to_aggregate > 0 ? job.replicas_to_aggregate
-                                                      : options.num_replicas;
-  const int64_t batches =
-      job.consistency == "async" ? shard.batches_per_epoch()
-      : sync                     ? split_examples / aggregate / job.batch_size
-                                 : split_examples / options.num_replicas / job.batch_size;
-  const int64_t total_steps = job.max_steps > 0 ? job.max_steps : job.epochs * batches;
-  // Two sets of parameters and gradients when rounds overlap compute: one
-  // in use by the model, one in flight.
-  const model::EmbeddingBag* bag = mlp->bag();
-  const bool overlap = options.overlap_communication && !sync;
-  std::vector<float> params[2], grads[2];
-  for (int b = 0; b < (overlap ? 2 : 1); ++b) {
-    params[b].resize(mlp->num_parameters());
-    grads[b].resize(mlp->num_parameters());
-  }
-  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
-  std::vector<int32_t> y(job.batch_size);
-  // With an embedding bag, batches go through a pipeline of three: while
-  // step s computes, the rows of step s+1's ids are being pulled and step
-  // s-1's row gradients pushed (the table is async: step s+1's rows may
-  // miss step s's update, as overlapped dense rounds do). The bag's output
-  // (the dense layers' input) and its gradient are the step's own.
-  std::array<BagBatch, 3> pipeline;
-  std::vector<float> bag_out, bag_grad;
-  if (bag != nullptr) {
-    for (BagBatch& bb : pipeline) {
-      bb.x.resize(x.size());
-      bb.y.resize(y.size());
-    }
-    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
-    bag_grad.resize(bag_out.size());
-  }
-  const std::string table = bag != nullptr ? bag->spec().table() : std::string();
-  const std::vector<int64_t>& offsets = mlp->offsets();
-  if (sync) client->set_stop_step(total_steps);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t global_step, client->PullAll(params[0].data(), offsets));
-  // A job restored from a checkpoint carries on from the checkpoint's step:
-  // this replica's steps so far (async steps count every replica's pushes;
-  // sync and ssp steps are each replica's), and its place in the data.
-  int64_t step = 0;
-  if (const int64_t restored = client->restored_step(); restored > 0) {
-    step = std::min(total_steps, job.consistency == "async"
-                                     ? restored / std::max(options.num_replicas, 1)
-                                     : restored);
-    shard.Skip(step);
-    Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
-        step);
-  }
-  // Batches are gathered on a background thread, a few steps ahead.
-  data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
+// a lost PS ends it early. One object per attempt (RunTrainer makes a new
+// one after a recovery). Run() is the sequence of named steps:
+//   Plan        the schedule: how many steps, whether rounds overlap compute
+//   Start       pull the parameters; after a restore, skip to its step
+//   per step:   AwaitParameters, TakeBatch, Compute (pushing each layer as
+//               backprop finishes it), PushRows, PushModel, FinishStep,
+//               Report
+//   Drain       wait for every round still in flight
+class StepLoop {
+ public:
+  StepLoop(const TrainerOptions& options, const data::Dataset& train, client::PsClient* client,
+           model::Backend* backend, EventWriter* summaries, TrainerResult* result)
+      : options_(options),
+        job_(options.job),
+        train_(train),
+        client_(client),
+        backend_(backend),
+        mlp_(&backend->network()),
+        bag_(mlp_->bag()),
+        summaries_(summaries),
+        result_(*result),
+        // By file, this replica's files are its shard; by record, every R-th
+        // example of the whole set.
+        shard_(&train, options.data_by_file ? 0 : options.replica,
+               options.data_by_file ? 1 : options.num_replicas, job_.batch_size, job_.seed),
+        stall_rng_(job_.seed * 7919 + options.replica) {}
 
-  Log("training replica ", options.replica, " of ", options.num_replicas, ": ",
-      total_steps, " steps of batch ", job.batch_size, " (", shard.shard_size(),
-      " examples in this shard)");
-  TrainerResult& result = *result_out;
-  model::BatchResult window;
-  int64_t window_steps = 0;
-  const absl::Time start = absl::Now();
-  absl::Time window_start = start;
-  // Each step ends with push-then-pull round trips, one per layer as
-  // backprop produces its gradient (or one for the whole model); the PS
-  // makes the pulls wait as the consistency mode requires. Where the mode
-  // allows (async, ssp), step s+1 is computed while step s's round trips
-  // are in flight, on the parameters step s-1's round trips brought back.
-  if (overlap) params[1] = params[0];
-  // Layer l's variables are 2l (kernel) and 2l + 1 (bias).
-  std::vector<std::vector<int>> layer_variables(job.model.layers.size());
-  for (size_t l = 0; l < layer_variables.size(); ++l) {
-    layer_variables[l] = {static_cast<int>(2 * l), static_cast<int>(2 * l + 1)};
+  absl::Status Run() {
+    PSTRAIN_RETURN_IF_ERROR(Plan());
+    PSTRAIN_RETURN_IF_ERROR(Start());
+    while (!Done()) {
+      PSTRAIN_RETURN_IF_ERROR(RunStep());
+    }
+    return Drain();
   }
-  // Declared after everything its rounds use, so that on an early return
-  // its destructor (which runs what is still queued) comes first.
-  RoundTrips rounds;
-  // The ticket of the last round queued to write into params[b].
-  int64_t written_by[2] = {0, 0};
-  int cur = 0;
-  // A bound on local steps that a sync replica cannot reach unless the PS
-  // stop advancing, which the PS's own wait timeout reports first.
-  const int64_t max_local = sync ? total_steps * options.num_replicas + 1 : total_steps;
-  std::mt19937_64 stall_rng(job.seed * 7919 + options.replica);
-  std::uniform_real_distribution<double> stall(0, 1);
+
+ private:
+  // A step's batch: its examples and, with an embedding bag, its place in
+  // the pipeline.
+  struct Batch {
+    const float* x = nullptr;
+    const int32_t* y = nullptr;
+    BagBatch* bag = nullptr;
+  };
+
+  absl::Status Plan() {
+    const int64_t split_examples =
+        options_.split_examples > 0 ? options_.split_examples : train_.num_examples;
+    if (shard_.batches_per_epoch() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("replica %d's shard has %d examples, fewer than one batch of %d",
+                          options_.replica, shard_.shard_size(), job_.batch_size));
+    }
+    // Async replicas each run their own shard's schedule. Ssp replicas wait
+    // for each other, so all run the same number of steps: that of the
+    // smallest shard (shards differ by at most one example). Sync jobs count
+    // aggregated steps, each of replicas_to_aggregate batches; every replica
+    // (backups included) keeps pushing until the PS reach that global step.
+    sync_ = job_.consistency == "sync";
+    const int aggregate =
+        job_.replicas_to_aggregate > 0 ? job_.replicas_to_aggregate : options_.num_replicas;
+    const int64_t batches = job_.consistency == "async" ? shard_.batches_per_epoch()
+                            : sync_ ? split_examples / aggregate / job_.batch_size
+                                    : split_examples / options_.num_replicas / job_.batch_size;
+    total_steps_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * batches;
+    // A bound on local steps that a sync replica cannot reach unless the PS
+    // stop advancing, which the PS's own wait timeout reports first.
+    max_local_ = sync_ ? total_steps_ * options_.num_replicas + 1 : total_steps_;
+    // Two sets of parameters and gradients when rounds overlap compute: one
+    // in use by the model, one in flight. Where the mode allows (async,
+    // ssp), step s+1 is computed while step s's round trips are in flight,
+    // on the parameters step s-1's round trips brought back.
+    overlap_ = options_.overlap_communication && !sync_;
+    for (int b = 0; b < (overlap_ ? 2 : 1); ++b) {
+      params_[b].resize(mlp_->num_parameters());
+      grads_[b].resize(mlp_->num_parameters());
+    }
+    x_.resize(static_cast<size_t>(job_.batch_size) * train_.example_dim);
+    y_.resize(job_.batch_size);
+    // With an embedding bag, batches go through a pipeline of three: while
+    // step s computes, the rows of step s+1's ids are being pulled and step
+    // s-1's row gradients pushed (the table is async: step s+1's rows may
+    // miss step s's update, as overlapped dense rounds do). The bag's output
+    // (the dense layers' input) and its gradient are the step's own.
+    if (bag_ != nullptr) {
+      for (BagBatch& bb : pipeline_) {
+        bb.x.resize(x_.size());
+        bb.y.resize(y_.size());
+      }
+      bag_out_.resize(static_cast<size_t>(job_.batch_size) * bag_->dim());
+      bag_grad_.resize(bag_out_.size());
+      table_ = bag_->spec().table();
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Start() {
+    if (sync_) client_->set_stop_step(total_steps_);
+    PSTRAIN_ASSIGN_OR_RETURN(global_step_, client_->PullAll(params_[0].data(), offsets()));
+    // A job restored from a checkpoint carries on from the checkpoint's
+    // step: this replica's steps so far (async steps count every replica's
+    // pushes; sync and ssp steps are each replica's), and its place in the
+    // data.
+    if (const int64_t restored = client_->restored_step(); restored > 0) {
+      step_ = std::min(total_steps_, job_.consistency == "async"
+                                         ? restored / std::max(options_.num_replicas, 1)
+                                         : restored);
+      shard_.Skip(step_);
+      Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
+          step_);
+    }
+    // Batches are gathered on a background thread, a few steps ahead.
+    prefetch_.emplace(&shard_, job_.batch_size, static_cast<int>(train_.example_dim));
+    Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ", total_steps_,
+        " steps of batch ", job_.batch_size, " (", shard_.shard_size(), " examples in this shard)");
+    start_ = window_start_ = absl::Now();
+    if (overlap_) params_[1] = params_[0];
+    if (bag_ != nullptr) QueueRows(step_ + 1);
+    return absl::OkStatus();
+  }
+
+  bool Done() const {
+    return step_ >= max_local_ || (sync_ ? global_step_ >= total_steps_ : step_ >= total_steps_);
+  }
+
+  absl::Status RunStep() {
+    ++step_;
+    ++result_.steps;
+    result_.last_global_step = global_step_;
+    const int b = cur_;
+    PSTRAIN_RETURN_IF_ERROR(AwaitParameters(b));
+    MaybeStall();
+    PSTRAIN_ASSIGN_OR_RETURN(Batch batch, TakeBatch());
+    PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult br, Compute(batch, b));
+    if (batch.bag != nullptr) PushRows(batch.bag);
+    if (!job_.push_per_layer) PushModel(b);
+    PSTRAIN_RETURN_IF_ERROR(FinishStep(b));
+    return Report(br);
+  }
+
+  // The parameters in buffer b are those the last round written into it
+  // brought back.
+  absl::Status AwaitParameters(int b) {
+    if (written_by_[b] > 0) {
+      PSTRAIN_ASSIGN_OR_RETURN(global_step_, rounds_.WaitFor(written_by_[b]));
+    }
+    return absl::OkStatus();
+  }
+
+  // Straggler injection (TrainerOptions::step_delay).
+  void MaybeStall() {
+    if (options_.step_delay > absl::ZeroDuration() &&
+        (options_.step_delay_probability >= 1 ||
+         stall_(stall_rng_) < options_.step_delay_probability)) {
+      absl::SleepFor(options_.step_delay);
+    }
+  }
+
   // Gathers batch `s` into its place in the pipeline and queues the pull of
   // its rows. The place's last user, step s-3, queued its push at its end,
   // before the pull of step s-1's rows was queued; rounds run in order, and
   // every caller has waited for that pull: the place is free.
-  auto queue_rows = [&](int64_t s) {
-    BagBatch& bb = pipeline[s % 3];
-    prefetch.Next(bb.x.data(), bb.y.data());
-    bag->MakeBags(bb.x.data(), job.batch_size, &bb.bags);
-    bb.rows.resize(bb.bags.unique_ids.size() * bag->dim());
-    bb.pulled_by = rounds.Enqueue([client, &table, &bb]() -> absl::StatusOr<int64_t> {
-      PSTRAIN_RETURN_IF_ERROR(client->PullRows(table, bb.bags.unique_ids, bb.rows.data()));
+  void QueueRows(int64_t s) {
+    BagBatch& bb = pipeline_[s % 3];
+    prefetch_->Next(bb.x.data(), bb.y.data());
+    bag_->MakeBags(bb.x.data(), job_.batch_size, &bb.bags);
+    bb.rows.resize(bb.bags.unique_ids.size() * bag_->dim());
+    client::PsClient* client = client_;
+    const std::string* table = &table_;
+    bb.pulled_by = rounds_.Enqueue([client, table, &bb]() -> absl::StatusOr<int64_t> {
+      PSTRAIN_RETURN_IF_ERROR(client->PullRows(*table, bb.bags.unique_ids, bb.rows.data()));
       return int64_t{0};
     });
-  };
-  int64_t last_row_push = 0;
-  if (bag != nullptr) queue_rows(step + 1);
-  while (step < max_local && (sync ? global_step < total_steps : step < total_steps)) {
-    ++step;
-    ++result.steps;
-    result.last_global_step = global_step;
-    const int b = cur;
-    if (written_by[b] > 0) {
-      PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
+  }
+
+  // This step's examples: the next prefetched batch, or, with an embedding
+  // bag, the pipeline's (once its rows are in), queueing the next one's.
+  absl::StatusOr<Batch> TakeBatch() {
+    Batch batch;
+    if (bag_ == nullptr) {
+      prefetch_->Next(x_.data(), y_.data());
+      batch.x = x_.data();
+      batch.y = y_.data();
+      return batch;
     }
-    if (options.step_delay > absl::ZeroDuration() &&
-        (options.step_delay_probability >= 1 || stall(stall_rng) < options.step_delay_probability)) {
-      absl::SleepFor(options.step_delay);
-    }
-    const float* xs = x.data();
-    const int32_t* ys = y.data();
-    BagBatch* now = nullptr;
-    if (bag == nullptr) {
-      prefetch.Next(x.data(), y.data());
-    } else {
-      now = &pipeline[step % 3];
-      PSTRAIN_RETURN_IF_ERROR(rounds.WaitFor(now->pulled_by).status());
-      if (sync || step < total_steps) queue_rows(step + 1);
-      xs = now->x.data();
-      ys = now->y.data();
-    }
-    const float* g = grads[b].data();
-    float* p = params[b].data();
-    // Each layer's gradient goes out as soon as backprop has produced it.
+    batch.bag = &pipeline_[step_ % 3];
+    PSTRAIN_RETURN_IF_ERROR(rounds_.WaitFor(batch.bag->pulled_by).status());
+    if (sync_ || step_ < total_steps_) QueueRows(step_ + 1);
+    batch.x = batch.bag->x.data();
+    batch.y = batch.bag->y.data();
+    return batch;
+  }
+
+  // Forward and backward on buffer b's parameters; with push_per_layer,
+  // each layer's gradient goes out as soon as backprop has produced it (the
+  // layer's variables are the layout's).
+  absl::StatusOr<model::BatchResult> Compute(const Batch& batch, int b) {
+    const float* g = grads_[b].data();
+    float* p = params_[b].data();
     std::function<void(int)> on_layer_done;
-    if (job.push_per_layer) {
-      on_layer_done = [&, g, p](int l) {
-        const std::vector<int>& vars = layer_variables[l];
-        written_by[b] =
-            rounds.Enqueue([client, &vars, g, p, &offsets] {
-              return client->PushPullVariables(vars, g, p, offsets);
-            });
+    if (job_.push_per_layer) {
+      on_layer_done = [this, b, g, p](int l) {
+        const std::vector<int>* vars = &mlp_->layout().LayerVariables(l);
+        client::PsClient* client = client_;
+        const std::vector<int64_t>* offsets = &this->offsets();
+        written_by_[b] = rounds_.Enqueue([client, vars, g, p, offsets] {
+          return client->PushPullVariables(*vars, g, p, *offsets);
+        });
       };
     }
-    const float* input = xs;
-    if (bag != nullptr) {
-      bag->Forward(now->bags, now->rows.data(), bag_out.data());
-      input = bag_out.data();
+    const float* input = batch.x;
+    if (batch.bag != nullptr) {
+      bag_->Forward(batch.bag->bags, batch.bag->rows.data(), bag_out_.data());
+      input = bag_out_.data();
     }
-    PSTRAIN_ASSIGN_OR_RETURN(
-        model::BatchResult br,
-        backend->ComputeGradients(params[b].data(), input, ys, job.batch_size, grads[b].data(),
-                                  on_layer_done, bag != nullptr ? bag_grad.data() : nullptr));
-    if (bag != nullptr) {
-      now->row_grads.resize(now->rows.size());
-      bag->Backward(now->bags, bag_grad.data(), now->row_grads.data());
-      last_row_push = rounds.Enqueue([client, &table, now]() -> absl::StatusOr<int64_t> {
-        PSTRAIN_RETURN_IF_ERROR(
-            client->PushRows(table, now->bags.unique_ids, now->row_grads.data()));
-        return int64_t{0};
-      });
-    }
-    if (!job.push_per_layer) {
-      written_by[b] = rounds.Enqueue(
-          [client, g, p, &offsets] { return client->PushPullAll(g, p, offsets); });
-    }
-    if (overlap) {
-      cur = 1 - cur;
-    } else {
-      PSTRAIN_ASSIGN_OR_RETURN(global_step, rounds.WaitFor(written_by[b]));
-    }
-    const int64_t shown = sync ? std::min(global_step, total_steps) : step;
-    const bool last = sync ? global_step >= total_steps : step == total_steps;
-    window.loss_sum += br.loss_sum;
-    window.correct += br.correct;
-    window.count += br.count;
-    ++window_steps;
-    if (step % options.log_every_steps == 0 || last) {
-      const absl::Time now = absl::Now();
-      const double elapsed = absl::ToDoubleSeconds(now - start);
-      const double window_seconds = std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
-      const double rate = window.count / window_seconds;
-      const double eta = (total_steps - shown) * job.batch_size / std::max(rate, 1e-9);
-      result.final_loss = window.loss_sum / window.count;
-      result.final_accuracy = static_cast<double>(window.correct) / window.count;
-      Log(absl::StrFormat("step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
-                          shown, total_steps, result.final_loss,
-                          result.final_accuracy, rate, elapsed, eta));
-      if (summaries != nullptr) {
-        PSTRAIN_RETURN_IF_ERROR(summaries->WriteScalars(
-            shown, {{"loss", result.final_loss},
-                    {"accuracy", result.final_accuracy},
-                    {"examples_per_sec", rate},
-                    {"steps_per_sec", window_steps / window_seconds},
-                    {"global_step", static_cast<double>(global_step)}}));
-      }
-      window = model::BatchResult();
-      window_start = now;
-      window_steps = 0;
-    }
+    return backend_->ComputeGradients(params_[b].data(), input, batch.y, job_.batch_size,
+                                      grads_[b].data(), on_layer_done,
+                                      batch.bag != nullptr ? bag_grad_.data() : nullptr);
   }
-  return rounds.WaitFor(std::max({written_by[0], written_by[1], last_row_push})).status();
+
+  // The bag's row gradients, pushed behind the step.
+  void PushRows(BagBatch* now) {
+    now->row_grads.resize(now->rows.size());
+    bag_->Backward(now->bags, bag_grad_.data(), now->row_grads.data());
+    client::PsClient* client = client_;
+    const std::string* table = &table_;
+    last_row_push_ = rounds_.Enqueue([client, table, now]() -> absl::StatusOr<int64_t> {
+      PSTRAIN_RETURN_IF_ERROR(
+          client->PushRows(*table, now->bags.unique_ids, now->row_grads.data()));
+      return int64_t{0};
+    });
+  }
+
+  // The whole model in one push-then-pull after the step.
+  void PushModel(int b) {
+    client::PsClient* client = client_;
+    const float* g = grads_[b].data();
+    float* p = params_[b].data();
+    const std::vector<int64_t>* offsets = &this->offsets();
+    written_by_[b] =
+        rounds_.Enqueue([client, g, p, offsets] { return client->PushPullAll(g, p, *offsets); });
+  }
+
+  // Overlapping: the next step computes on the other buffer. Else: wait for
+  // this step's rounds.
+  absl::Status FinishStep(int b) {
+    if (overlap_) {
+      cur_ = 1 - cur_;
+      return absl::OkStatus();
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(global_step_, rounds_.WaitFor(written_by_[b]));
+    return absl::OkStatus();
+  }
+
+  // Adds the step to the logging window; every log_every_steps steps (and
+  // at the last) a Keras-like progress line and the summaries.
+  absl::Status Report(const model::BatchResult& br) {
+    const int64_t shown = sync_ ? std::min(global_step_, total_steps_) : step_;
+    const bool last = sync_ ? global_step_ >= total_steps_ : step_ == total_steps_;
+    window_.loss_sum += br.loss_sum;
+    window_.correct += br.correct;
+    window_.count += br.count;
+    ++window_steps_;
+    if (step_ % options_.log_every_steps != 0 && !last) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    const double elapsed = absl::ToDoubleSeconds(now - start_);
+    const double window_seconds = std::max(1e-9, absl::ToDoubleSeconds(now - window_start_));
+    const double rate = window_.count / window_seconds;
+    const double eta = (total_steps_ - shown) * job_.batch_size / std::max(rate, 1e-9);
+    result_.final_loss = window_.loss_sum / window_.count;
+    result_.final_accuracy = static_cast<double>(window_.correct) / window_.count;
+    Log(absl::StrFormat(
+        "step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+        shown, total_steps_, result_.final_loss, result_.final_accuracy, rate, elapsed, eta));
+    if (summaries_ != nullptr) {
+      PSTRAIN_RETURN_IF_ERROR(
+          summaries_->WriteScalars(shown, {{"loss", result_.final_loss},
+                                           {"accuracy", result_.final_accuracy},
+                                           {"examples_per_sec", rate},
+                                           {"steps_per_sec", window_steps_ / window_seconds},
+                                           {"global_step", static_cast<double>(global_step_)}}));
+    }
+    window_ = model::BatchResult();
+    window_start_ = now;
+    window_steps_ = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status Drain() {
+    return rounds_.WaitFor(std::max({written_by_[0], written_by_[1], last_row_push_})).status();
+  }
+
+  const std::vector<int64_t>& offsets() const { return mlp_->offsets(); }
+
+  const TrainerOptions& options_;
+  const model::JobSpec& job_;
+  const data::Dataset& train_;
+  client::PsClient* const client_;
+  model::Backend* const backend_;
+  const model::Mlp* const mlp_;
+  const model::EmbeddingBag* const bag_;
+  EventWriter* const summaries_;
+  TrainerResult& result_;
+  data::ShardIterator shard_;
+  std::mt19937_64 stall_rng_;
+  std::uniform_real_distribution<double> stall_{0, 1};
+
+  // The schedule (Plan).
+  bool sync_ = false;
+  bool overlap_ = false;
+  int64_t total_steps_ = 0;
+  int64_t max_local_ = 0;
+
+  std::vector<float> params_[2], grads_[2];
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  std::array<BagBatch, 3> pipeline_;
+  std::vector<float> bag_out_, bag_grad_;
+  std::string table_;
+  std::optional<data::Prefetcher> prefetch_;
+
+  int64_t step_ = 0;
+  int64_t global_step_ = 0;
+  // The ticket of the last round queued to write into params_[b].
+  int64_t written_by_[2] = {0, 0};
+  int64_t last_row_push_ = 0;
+  int cur_ = 0;
+  model::BatchResult window_;
+  int64_t window_steps_ = 0;
+  absl::Time start_, window_start_;
+
+  // Declared last: destroyed first, it runs what is still queued while
+  // everything its rounds use is alive.
+  RoundTrips rounds_;
+};
+
+absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train,
+                       client::PsClient* client, model::Backend* backend, EventWriter* summaries,
+                       TrainerResult* result) {
+  StepLoop loop(options, train, client, backend, summaries, result);
+  return loop.Run();
 }
 
 }  // namespace
 
-absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
-                                         const data::Dataset& train,
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, const data::Dataset& train,
                                          client::PsClient* client) {
   const model::JobSpec& job = options.job;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(job.model, job.batch_size, job.device));
   Log("replica ", options.replica, " computes on ", backend->Describe());
   if (train.example_dim != job.model.input_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "data examples have %d features but the model's input_dim is %d",
-        train.example_dim, job.model.input_dim));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("data examples have %d features but the model's input_dim is %d",
+                        train.example_dim, job.model.input_dim));
   }
   std::unique_ptr<EventWriter> summaries;
   if (!options.summary_dir.empty()) {
@@ -345,8 +468,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
   TrainerResult result;
   const absl::Time start = absl::Now();
   while (true) {
-    absl::Status s =
-        TrainFrom(options, train, client, backend.get(), summaries.get(), &result);
+    absl::Status s = TrainFrom(options, train, client, backend.get(), summaries.get(), &result);
     if (s.ok()) break;
     // A PS lost (Unavailable) or restored under the replica (Aborted): the
     // chief puts every PS back on the newest checkpoint; carry on from it.
@@ -372,8 +494,8 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
     Log("the ps were restored to the checkpoint at global step ", client->restored_step(),
         " (generation ", client->generation(), ") after ",
         absl::FormatDuration(absl::Trunc(absl::Now() - lost, absl::Milliseconds(1))),
-        "; global steps lost: ", std::max<int64_t>(0, result.last_global_step -
-                                                          client->restored_step()));
+        "; global steps lost: ",
+        std::max<int64_t>(0, result.last_global_step - client->restored_step()));
   }
   result.examples = result.steps * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);
