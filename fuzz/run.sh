@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 seconds=${1:-20}
-targets=(tf_config model_config idx_reader checkpoint ps_request)
+targets=(tf_config model_config idx_reader tfrecord checkpoint ps_request)
 base="${HOME:-/tmp}/.cache/pstrain-fuzz-$(pwd | md5sum | cut -c1-8)"
 labels=()
 for t in "${targets[@]}"; do labels+=("//fuzz:${t}_fuzz"); done

@@ -1,0 +1,96 @@
+// TFRecord files, as TensorFlow's TFRecordWriter and tf.data read them: a
+// sequence of records, each
+//   uint64 length (little-endian), uint32 masked CRC-32C of those 8 bytes,
+//   `length` bytes of data, uint32 masked CRC-32C of the data
+// (common/crc32c.h for the masking), the whole file optionally compressed
+// with GZIP (a name ending in ".gz", or compression "GZIP"). Records are
+// usually serialized tf.train.Example messages (proto/example.proto).
+//
+// Errors name the file and the byte offset of the record in the
+// uncompressed stream: DataLoss for a corrupt length, a corrupt data
+// checksum, a record cut short or a GZIP stream cut short or corrupt.
+// Thread-compatible: one reader or writer per thread.
+#ifndef PSTRAIN_DATA_TFRECORD_H_
+#define PSTRAIN_DATA_TFRECORD_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pstrain::data {
+
+enum class Compression { kNone, kGzip };
+
+// "" or "NONE": none; "GZIP": GZIP (tf.data's compression_type). Anything
+// else: InvalidArgument naming it.
+absl::StatusOr<Compression> ParseCompression(absl::string_view name);
+// GZIP for a path ending in ".gz", else none.
+Compression CompressionForPath(absl::string_view path);
+
+// The bytes of one framed record.
+std::string FrameRecord(absl::string_view data);
+
+class TfRecordWriter {
+ public:
+  // Writes to a temporary file beside `path`; Close() makes it `path`
+  // (fsync, then rename), so a reader never sees half a file.
+  static absl::StatusOr<std::unique_ptr<TfRecordWriter>> Open(const std::string& path,
+                                                              Compression compression);
+  ~TfRecordWriter();  // without Close(): the temporary file is removed
+
+  absl::Status Write(absl::string_view record);
+  absl::Status Close();
+  int64_t records() const { return records_; }
+
+ private:
+  struct File;
+  TfRecordWriter(std::string path, std::unique_ptr<File> file);
+  const std::string path_;
+  std::unique_ptr<File> file_;
+  int64_t records_ = 0;
+};
+
+class TfRecordReader {
+ public:
+  // NotFound or a read error naming the path.
+  static absl::StatusOr<std::unique_ptr<TfRecordReader>> Open(const std::string& path,
+                                                              Compression compression);
+  ~TfRecordReader();
+
+  // The next record into `*record`: true, or false at the end of the file.
+  // DataLoss naming the file and offset when the record is bad. After a
+  // bad data checksum the reader is at the next record (can_continue());
+  // after a bad length or a stream cut short the rest of the file cannot
+  // be framed and Next returns false from then on.
+  absl::StatusOr<bool> Next(std::string* record);
+  bool can_continue() const { return !lost_; }
+  // Byte offset (uncompressed) of the next record.
+  int64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Source;
+  TfRecordReader(std::string path, std::unique_ptr<Source> source);
+  // Reads exactly n bytes; returns how many were there (fewer at the end),
+  // or an error for a corrupt stream.
+  absl::StatusOr<int64_t> Read(char* out, int64_t n);
+  absl::Status Bad(int64_t at, absl::string_view what);
+
+  const std::string path_;
+  std::unique_ptr<Source> source_;
+  int64_t offset_ = 0;
+  bool lost_ = false;
+};
+
+// Every record of a file (for tests and converters).
+absl::StatusOr<std::vector<std::string>> ReadAllRecords(const std::string& path,
+                                                        Compression compression);
+
+}  // namespace pstrain::data
+
+#endif  // PSTRAIN_DATA_TFRECORD_H_
