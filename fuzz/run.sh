@@ -12,7 +12,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 seconds=${1:-20}
 targets=(tf_config model_config idx_reader tfrecord checkpoint ps_request)
-base="${HOME:-/tmp}/.cache/pstrain-fuzz-$(pwd | md5sum | cut -c1-8)"
+# The output base of the test command's ASan build, whose objects the fuzz
+# configuration shares (.bazelrc).
+base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 labels=()
 for t in "${targets[@]}"; do labels+=("//fuzz:${t}_fuzz"); done
 bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ -- "${labels[@]}" \

@@ -57,27 +57,27 @@ check "test-case counting (tests/count_results_test.py)" \
   /usr/bin/python3 tests/count_results_test.py
 check "CUDA detection and CPU-only build" tests/build_variants.sh
 check "package dependencies point one way (tests/check_layers.sh)" tests/check_layers.sh
-# clang with -Wthread-safety -Werror checks the lock annotations g++ ignores.
-# Its own output base keeps both compilers' caches warm between runs.
-clang_base="${HOME:-/tmp}/.cache/pstrain-clang-$(pwd | md5sum | cut -c1-8)"
-# The packages are named: with a second output base, //... would wander into
-# the first one's bazel-* convenience links. No links are made for this build.
-check "clang -Wthread-safety -Werror build" \
-  bazel --output_base="$clang_base" build --config=clang --symlink_prefix=/ -- \
+# clang compiles the tree once, in an output base of its own, for three
+# checks (.bazelrc's asan configuration): -Wthread-safety -Werror checks the
+# lock annotations g++ ignores; the unit tests run again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (leaks included); and the
+# fuzz targets below link the same objects. The packages are named: with a
+# second output base, //... would wander into the first one's bazel-*
+# convenience links. No links are made for these builds. The cluster tests'
+# processes are not instrumented: they would take too long.
+san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
+check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
+  bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
   //:pstrain //cli/... //common/... //proto/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //tests/... //bench/... \
-  //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/...
-bazel --output_base="$clang_base" shutdown >/dev/null 2>&1 || true
-# The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-# (leaks included), in an output base of their own. The cluster tests'
-# processes are not instrumented: they would take too long.
-asan_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
+  //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
+  //fuzz/...
 check "unit tests under ASan + UBSan" \
-  bazel --output_base="$asan_base" test --config=asan --symlink_prefix=/ -- \
+  bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
   //common/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
   //train/... //coordinator/...
-bazel --output_base="$asan_base" shutdown >/dev/null 2>&1 || true
+bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor: threads
 # sharing a store without gRPC in between) under ThreadSanitizer. Debian's
 # Abseil is annotated for it by //common/testing:tsan_absl; tests whose
@@ -88,7 +88,8 @@ check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
   //ps_server:shard_store_test //ps_server:wait_list_test //common:parallel_for_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
-# Every fuzz target (libFuzzer, ASan + UBSan) for 20 s from its corpus.
+# Every fuzz target (libFuzzer, ASan + UBSan) for 20 s from its corpus,
+# built in the sanitizer output base above.
 check "fuzz targets, 20 s each" fuzz/run.sh 20
 
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
