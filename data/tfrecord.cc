@@ -34,6 +34,16 @@ uint32_t GetUint32(const char* p) {
   return v;
 }
 
+// A record's 12 bytes before its data: the length and its masked CRC.
+void PutHeader(uint64_t length, char* head) {
+  PutUint64(length, head);
+  PutUint32(MaskCrc32c(Crc32c(head, 8)), head + 8);
+}
+// A record's 4 bytes after its data: the data's masked CRC.
+void PutFooter(absl::string_view data, char* tail) {
+  PutUint32(MaskCrc32c(Crc32c(data.data(), data.size())), tail);
+}
+
 // Records over this are taken for a corrupt length that its CRC happens to
 // match, rather than allocated.
 constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 31;
@@ -54,10 +64,9 @@ Compression CompressionForPath(absl::string_view path) {
 
 std::string FrameRecord(absl::string_view data) {
   std::string out(12 + data.size() + 4, '\0');
-  PutUint64(data.size(), &out[0]);
-  PutUint32(MaskCrc32c(Crc32c(&out[0], 8)), &out[8]);
+  PutHeader(data.size(), &out[0]);
   if (!data.empty()) std::memcpy(&out[12], data.data(), data.size());
-  PutUint32(MaskCrc32c(Crc32c(data.data(), data.size())), &out[12 + data.size()]);
+  PutFooter(data, &out[12 + data.size()]);
   return out;
 }
 
@@ -101,9 +110,8 @@ absl::StatusOr<std::unique_ptr<TfRecordWriter>> TfRecordWriter::Open(const std::
 absl::Status TfRecordWriter::Write(absl::string_view record) {
   if (file_ == nullptr) return absl::FailedPreconditionError(path_ + " is already closed");
   char head[12], tail[4];
-  PutUint64(record.size(), head);
-  PutUint32(MaskCrc32c(Crc32c(head, 8)), head + 8);
-  PutUint32(MaskCrc32c(Crc32c(record.data(), record.size())), tail);
+  PutHeader(record.size(), head);
+  PutFooter(record, tail);
   auto put = [&](const char* p, size_t n) {
     while (n > 0) {
       const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n, 1u << 30));

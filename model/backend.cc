@@ -38,14 +38,13 @@ class CudaBackend final : public Backend {
     if (!devices.ok()) return devices.status();
     const CudaDeviceInfo& d = devices->front();
     std::vector<int> dims = {mlp->input_width()}, relu;
-    std::vector<int64_t> kernel_at, bias_at;
-    const ParamLayout& layout = mlp->layout();
-    for (size_t l = 0; l < mlp->spec().layers.size(); ++l) {
-      dims.push_back(mlp->spec().layers[l].units);
-      relu.push_back(mlp->spec().layers[l].relu ? 1 : 0);
-      kernel_at.push_back(layout.OffsetOf(static_cast<int>(l), ParamRole::kKernel));
-      bias_at.push_back(layout.OffsetOf(static_cast<int>(l), ParamRole::kBias));
+    for (const DenseLayerSpec& l : mlp->spec().layers) {
+      dims.push_back(l.units);
+      relu.push_back(l.relu ? 1 : 0);
     }
+    const ParamLayout& layout = mlp->layout();
+    const std::vector<int64_t> kernel_at = layout.LayerOffsets(ParamRole::kKernel);
+    const std::vector<int64_t> bias_at = layout.LayerOffsets(ParamRole::kBias);
     char err[512] = {0};
     PstrainCudaMlp* handle = nullptr;
     if (pstrain_cuda_mlp_create(d.index, dims.data(), relu.data(), static_cast<int>(relu.size()),

@@ -100,10 +100,8 @@ Mlp::Mlp(const MlpSpec& spec, int max_batch, std::optional<EmbeddingBag> bag)
     table.initializer = bag_->spec().initializer;
     layout_.AddTable(std::move(table));
   }
-  for (int i = 0; i < layers; ++i) {
-    kernel_at_.push_back(layout_.OffsetOf(i, ParamRole::kKernel));
-    bias_at_.push_back(layout_.OffsetOf(i, ParamRole::kBias));
-  }
+  kernel_at_ = layout_.LayerOffsets(ParamRole::kKernel);
+  bias_at_ = layout_.LayerOffsets(ParamRole::kBias);
   activations_.resize(dims_.size());
   deltas_.resize(dims_.size());
   for (size_t i = 1; i < dims_.size(); ++i) {

@@ -51,6 +51,12 @@ int64_t ParamLayout::OffsetOf(int layer, ParamRole role) const {
   return -1;
 }
 
+std::vector<int64_t> ParamLayout::LayerOffsets(ParamRole role) const {
+  std::vector<int64_t> out;
+  for (int l = 0; l < num_layers(); ++l) out.push_back(OffsetOf(l, role));
+  return out;
+}
+
 int ParamLayout::FirstTable() const {
   for (size_t i = 0; i < variables_.size(); ++i) {
     if (variables_[i].embedding) return static_cast<int>(i);

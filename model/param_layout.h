@@ -53,6 +53,9 @@ class ParamLayout {
   // The offset of layer `layer`'s variable with `role`, or -1 when it has
   // none.
   int64_t OffsetOf(int layer, ParamRole role) const;
+  // OffsetOf(l, role) for each layer l in order: what the MLP and the CUDA
+  // kernels index by layer.
+  std::vector<int64_t> LayerOffsets(ParamRole role) const;
   // The index of the first table, or -1 when there is none.
   int FirstTable() const;
 

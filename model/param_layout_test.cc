@@ -22,6 +22,8 @@ TEST(ParamLayoutTest, FlatVariablesFollowEachOtherAndTablesTakeNoRoom) {
   EXPECT_EQ(layout.OffsetOf(0, ParamRole::kBias), 32);
   EXPECT_EQ(layout.OffsetOf(0, ParamRole::kTable), -1);
   EXPECT_EQ(layout.OffsetOf(2, ParamRole::kKernel), -1);
+  EXPECT_EQ(layout.LayerOffsets(ParamRole::kKernel), (std::vector<int64_t>{0, 36}));
+  EXPECT_EQ(layout.LayerOffsets(ParamRole::kBias), (std::vector<int64_t>{32, 48}));
   EXPECT_EQ(layout.FirstTable(), 0);
   EXPECT_FALSE(layout.in_flat(0));
   EXPECT_EQ(layout.layer_of(0), -1);

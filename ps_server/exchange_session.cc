@@ -48,7 +48,10 @@ ExchangeSession::ExchangeSession(ShardStore* store, std::shared_ptr<BufferPool> 
                                  ExchangeLimits limits, Respond respond)
     : store_(store), pool_(std::move(pool)), limits_(limits), respond_(std::move(respond)) {}
 
-void ExchangeSession::Cancel() { cancelled_.store(true, std::memory_order_release); }
+void ExchangeSession::Cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  store_->wait_list().Notify();  // lets a parked pull give up now
+}
 
 void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
   absl::Status parsed = request_.Parse(in);

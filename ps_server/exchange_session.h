@@ -62,7 +62,8 @@ class ExchangeSession {
   // `in` may be cleared once this returns.
   void Handle(const grpc::ByteBuffer& in);
 
-  // The call was cancelled: a waiting pull gives up (answering Cancelled).
+  // The call was cancelled: a waiting pull gives up now (answering
+  // Cancelled).
   void Cancel();
 
  private:

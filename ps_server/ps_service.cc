@@ -69,8 +69,7 @@ class ExchangeReactor final
  public:
   ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool,
                   const ExchangeLimits& limits, CallGuard::Admission admission)
-      : store_(store),
-        admission_(std::move(admission)),
+      : admission_(std::move(admission)),
         session_(store, std::move(pool), limits,
                  [this](grpc::ByteBuffer answer) { Respond(std::move(answer)); }) {
     StartRead(&in_);
@@ -113,10 +112,7 @@ class ExchangeReactor final
     if (resume_reading) StartRead(&in_);
   }
 
-  void OnCancel() override {
-    session_.Cancel();
-    store_->wait_list().Notify();  // lets a parked pull give up now
-  }
+  void OnCancel() override { session_.Cancel(); }
 
   void OnDone() override { delete this; }
 
@@ -161,7 +157,6 @@ class ExchangeReactor final
   // a pipelining client).
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
 
-  ShardStore* const store_;
   // Holds this stream's place among the calls in flight until OnDone.
   const CallGuard::Admission admission_;
   grpc::ByteBuffer in_;
