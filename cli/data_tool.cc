@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/exit_codes.h"
+#include "data/convert.h"
 #include "data/dataset.h"
+#include "data/tfrecord.h"
 
 namespace pstrain {
 
@@ -15,16 +17,47 @@ int DataMain(CliArgs& args) {
     std::fprintf(stderr, "pstrain data: %s\n", std::string(s.message()).c_str());
     return code;
   };
-  if (args.positional().size() != 2 || args.positional()[1] != "shard") {
+  const std::string what = args.positional().size() == 2 ? args.positional()[1] : "";
+  if (what != "shard" && what != "to-tfrecord") {
     return fail(absl::InvalidArgumentError(
-                    "usage: pstrain data shard --data_dir=DIR --out=DIR --files=N"),
+                    "usage: pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
+                    "       pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N] "
+                    "[--compression=GZIP|NONE]"),
                 kExitBadConfig);
   }
   auto data_dir = args.GetString("data_dir", "/usr/share/datasets/fashion-mnist");
   auto out = args.GetString("out", "");
-  auto files = args.GetInt("files", 0);
-  for (const absl::Status& s : {data_dir.status(), out.status(), files.status()}) {
+  auto files = args.GetInt("files", what == "shard" ? 0 : 1);
+  auto compression_name = args.GetString("compression", "GZIP");
+  for (const absl::Status& s :
+       {data_dir.status(), out.status(), files.status(), compression_name.status()}) {
     if (!s.ok()) return fail(s, kExitBadConfig);
+  }
+  if (what == "to-tfrecord") {
+    auto compression = data::ParseCompression(*compression_name);
+    if (!compression.ok()) return fail(compression.status(), kExitBadConfig);
+    if (absl::Status s = args.CheckAllUsed(); !s.ok()) return fail(s, kExitBadConfig);
+    if (out->empty()) {
+      return fail(absl::InvalidArgumentError("--out=DIR is missing: where to write the files"),
+                  kExitBadConfig);
+    }
+    auto splits = data::WriteIdxAsTfRecord(*data_dir, *out, static_cast<int>(*files),
+                                           *compression);
+    if (!splits.ok()) {
+      return fail(splits.status(), splits.status().code() == absl::StatusCode::kInvalidArgument
+                                       ? kExitBadConfig
+                                       : kExitPermanent);
+    }
+    for (const data::ConvertedSplit& split : *splits) {
+      for (size_t i = 0; i < split.files.size(); ++i) {
+        std::printf("%s: %lld examples\n", split.files[i].c_str(),
+                    static_cast<long long>(split.examples[i]));
+      }
+    }
+    std::printf("features: image (float, 784 values in [0, 1]), label (int64); "
+                "configs/fashion_mnist_tfrecord.pbtxt reads them with --data_dir=%s\n",
+                out->c_str());
+    return kExitOk;
   }
   if (absl::Status s = args.CheckAllUsed(); !s.ok()) return fail(s, kExitBadConfig);
   if (out->empty()) {

@@ -2,6 +2,9 @@
 // a data set whose training split is N files (data/dataset.h
 // WriteShardedCopy), so that a job's replicas can each read only their own
 // files. Prints one line per file written.
+// `pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N]
+// [--compression=GZIP|NONE]`: writes the IDX data set as TFRecord files of
+// tf.train.Example (data/convert.h).
 #ifndef PSTRAIN_CLI_DATA_TOOL_H_
 #define PSTRAIN_CLI_DATA_TOOL_H_
 

@@ -6,6 +6,7 @@
 //   pstrain help
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +61,7 @@ constexpr char kUsage[] =
     "  pstrain tfconfig uai --nodes H0,H1,... [--ps-port P] [--worker-port W] [--out DIR]\n"
     "                               the TF_CONFIG of every task of a UAI-Train-style job\n"
     "  pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
+    "  pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N] [--compression=GZIP|NONE]\n"
     "                               a copy of the data set with its training split in N\n"
     "                               files, which replicas then shard by file\n"
     "  pstrain status [--ps HOST:PORT,...] [--json] [security flags]\n"
@@ -150,9 +152,11 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   }
   std::printf(
       "test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
-      "(%d steps in %.1f s)\n",
+      "(%d steps in %.1f s)\ninput: %.1f s to load; training waited for input %.2f%% of the "
+      "time\n",
       result->test_accuracy, result->test_loss, result->examples_per_sec,
-      static_cast<int>(result->steps), result->train_seconds);
+      static_cast<int>(result->steps), result->train_seconds, result->load_seconds,
+      100.0 * result->input_wait_seconds / std::max(result->train_seconds, 1e-9));
   return pstrain::kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "data/input.h"
 #include "model/embedding_bag.h"
 
 namespace pstrain::coordinator {
@@ -292,7 +293,9 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
   }
   auto scored = [&]() -> absl::StatusOr<Json> {
     PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                             data::LoadMnistFormat(options_.job.data_dir, data::Split::kTest));
+                             data::LoadInputSplit(options_.job.data_dir, options_.job.input,
+                                                  data::Split::kTest,
+                                                  options_.job.model.num_classes()));
     std::vector<float> params(mlp_->num_parameters());
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
     // An embedding bag's rows come from the PS, a chunk's ids at a time.

@@ -280,13 +280,18 @@ void ShardIterator::StartEpoch() {
   }
 }
 
-int64_t ShardIterator::Next(float* features, int32_t* labels) {
+int64_t ShardIterator::Next(float* features, int32_t* labels, int64_t* ids) {
   if (epoch_ < 0 || position_ + batch_size_ > shard_size()) StartEpoch();
   const int64_t dim = dataset_->example_dim;
+  const int64_t ids_dim = ids == nullptr ? 0 : dataset_->ids_dim;
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t idx = indices_[position_ + b];
     std::memcpy(features + b * dim, dataset_->features.data() + idx * dim,
                 dim * sizeof(float));
+    if (ids_dim > 0) {
+      std::memcpy(ids + b * ids_dim, dataset_->ids.data() + idx * ids_dim,
+                  ids_dim * sizeof(int64_t));
+    }
     labels[b] = dataset_->labels[idx];
   }
   position_ += batch_size_;

@@ -13,11 +13,15 @@
 
 namespace pstrain::data {
 
-// Examples as floats in [0, 1], row-major, with int32 labels.
+// Examples in the layout every input gives (data/feature_spec.h): dense
+// floats (pixels in [0, 1] for IDX files) and id sequences, row-major, with
+// int32 labels.
 struct Dataset {
   int64_t num_examples = 0;
-  int64_t example_dim = 0;
+  int64_t example_dim = 0;       // dense floats per example
+  int64_t ids_dim = 0;           // ids per example (0 for IDX files)
   std::vector<float> features;   // num_examples * example_dim
+  std::vector<int64_t> ids;      // num_examples * ids_dim
   std::vector<int32_t> labels;   // num_examples
 };
 
@@ -55,6 +59,8 @@ struct ReplicaData {
   // Examples in the whole split (all files, from their headers): what sync
   // and ssp schedules count in.
   int64_t split_examples = 0;
+  // Bad records passed over (skip_bad_records).
+  int64_t skipped_records = 0;
 };
 // REQUIRES: 0 <= replica < num_replicas. Errors as LoadMnistFormat.
 absl::StatusOr<ReplicaData> LoadReplicaData(const std::string& dir, Split split, int replica,
@@ -90,10 +96,11 @@ class ShardIterator {
   int64_t shard_size() const { return static_cast<int64_t>(indices_.size()); }
   int64_t batches_per_epoch() const { return shard_size() / batch_size_; }
 
-  // Fills the next batch (batch_size x example_dim features and labels),
-  // advancing to a new epoch when the current one is used up. Returns the
-  // epoch (0-based) the batch belongs to.
-  int64_t Next(float* features, int32_t* labels);
+  // Fills the next batch (batch_size x example_dim features, batch_size x
+  // ids_dim ids unless `ids` is null, and labels), advancing to a new epoch
+  // when the current one is used up. Returns the epoch (0-based) the batch
+  // belongs to.
+  int64_t Next(float* features, int32_t* labels, int64_t* ids = nullptr);
 
   // Moves past the next `batches` batches without gathering them, as if
   // Next had been called that many times (resuming from a checkpoint).

@@ -4,10 +4,12 @@
 
 namespace pstrain::data {
 
-Prefetcher::Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth)
+Prefetcher::Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth,
+                       int64_t ids_dim)
     : it_(it), slots_(depth) {
   for (Slot& s : slots_) {
     s.features.resize(static_cast<size_t>(batch_size) * example_dim);
+    s.ids.resize(static_cast<size_t>(batch_size) * ids_dim);
     s.labels.resize(batch_size);
   }
   thread_ = std::thread([this] { Produce(); });
@@ -36,29 +38,41 @@ void Prefetcher::Produce() {
     }
     // The slot is ours until produced_ moves past it.
     Slot& s = slots_[next % depth];
-    s.epoch = it_->Next(s.features.data(), s.labels.data());
+    s.epoch = it_->Next(s.features.data(), s.labels.data(), s.ids.empty() ? nullptr : s.ids.data());
     absl::MutexLock lock(&mu_);
     ++produced_;
   }
 }
 
-int64_t Prefetcher::Next(float* features, int32_t* labels) {
+int64_t Prefetcher::Next(float* features, int32_t* labels, int64_t* ids) {
   const int64_t depth = static_cast<int64_t>(slots_.size());
   int64_t index;
   {
     absl::MutexLock lock(&mu_);
     auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return produced_ > consumed_; };
-    mu_.Await(absl::Condition(&ready));
+    if (!ready()) {
+      const absl::Time start = absl::Now();
+      mu_.Await(absl::Condition(&ready));
+      waited_ += absl::Now() - start;
+    }
     index = consumed_;
   }
   // The slot is ours until consumed_ moves past it.
   const Slot& s = slots_[index % depth];
   std::memcpy(features, s.features.data(), s.features.size() * sizeof(float));
   std::memcpy(labels, s.labels.data(), s.labels.size() * sizeof(int32_t));
+  if (ids != nullptr && !s.ids.empty()) {
+    std::memcpy(ids, s.ids.data(), s.ids.size() * sizeof(int64_t));
+  }
   const int64_t epoch = s.epoch;
   absl::MutexLock lock(&mu_);
   ++consumed_;
   return epoch;
+}
+
+absl::Duration Prefetcher::waited() {
+  absl::MutexLock lock(&mu_);
+  return waited_;
 }
 
 bool Prefetcher::WaitUntilFull(absl::Duration timeout) {

@@ -20,16 +20,24 @@ namespace pstrain::data {
 class Prefetcher {
  public:
   // Starts the thread. REQUIRES: `it` outlives the prefetcher and is not
-  // used by anyone else meanwhile; depth >= 1.
-  Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth = 4);
+  // used by anyone else meanwhile; depth >= 1. With ids_dim > 0 batches
+  // carry batch_size x ids_dim ids too.
+  Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth = 4,
+             int64_t ids_dim = 0);
   // Stops the thread (a batch being prepared is finished first).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  // Copies the next batch out (batch_size x example_dim features and the
-  // labels), waiting for it if it is not ready; returns its epoch.
-  int64_t Next(float* features, int32_t* labels) ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies the next batch out (batch_size x example_dim features, the ids
+  // unless `ids` is null, and the labels), waiting for it if it is not
+  // ready; returns its epoch.
+  int64_t Next(float* features, int32_t* labels, int64_t* ids = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How long Next has waited for batches in all: the time training stood
+  // still for its input.
+  absl::Duration waited() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until `depth` batches are ready, which leaves the thread waiting
   // for room; false when that takes longer than `timeout`. For warming up
@@ -39,6 +47,7 @@ class Prefetcher {
  private:
   struct Slot {
     std::vector<float> features;
+    std::vector<int64_t> ids;
     std::vector<int32_t> labels;
     int64_t epoch = 0;
   };
@@ -50,6 +59,7 @@ class Prefetcher {
   int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;  // batches filled so far
   int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;  // batches taken so far
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration waited_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -42,6 +42,25 @@ TEST(PrefetcherTest, YieldsExactlyTheIteratorsBatchesInOrderAcrossEpochs) {
   }
 }
 
+TEST(PrefetcherTest, CarriesEachExamplesIdsWithItsFeatures) {
+  Dataset d = Tiny(40, 2);
+  d.ids_dim = 3;
+  for (int64_t i = 0; i < 40 * 3; ++i) d.ids.push_back(i / 3 * 1000 + i % 3);
+  ShardIterator it(&d, 0, 1, 4, 5);
+  Prefetcher prefetch(&it, 4, 2, /*depth=*/2, /*ids_dim=*/3);
+  std::vector<float> f(8);
+  std::vector<int64_t> ids(12);
+  std::vector<int32_t> l(4);
+  for (int step = 0; step < 25; ++step) {
+    prefetch.Next(f.data(), l.data(), ids.data());
+    for (int b = 0; b < 4; ++b) {
+      const int64_t example = static_cast<int64_t>(f[b * 2]) / 100;  // features say which
+      for (int k = 0; k < 3; ++k) ASSERT_EQ(ids[b * 3 + k], example * 1000 + k) << step;
+      ASSERT_EQ(l[b], example % 10);
+    }
+  }
+}
+
 TEST(PrefetcherTest, DestructorEndsAProducerWaitingForRoomAndTakesNoMoreBatches) {
   const Dataset d = Tiny(50, 2);
   ShardIterator it(&d, 0, 1, 5, 1);

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "data/input.h"
 #include "model/backend.h"
 #include "checkpoint/checkpoint_shard.h"
 
@@ -113,7 +114,8 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   // (a job restored onto another number of PS writes with the new count).
   std::map<int, Placement> placements;
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                           data::LoadMnistFormat(job.data_dir, data::Split::kTest));
+                           data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest,
+                                                  job.model.num_classes()));
   const std::string eval_dir = options.output_dir + "/eval";
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events, EventWriter::Open(eval_dir));
   const std::string scored_path = ScoredPath(options.output_dir);

@@ -15,7 +15,8 @@ const std::vector<std::string>& JobFlagNames() {
       "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
       "epsilon",   "initial_accumulator",   "seed",     "hidden",
       "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer", "shared_memory",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler"};
+      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler",
+      "train_files", "test_files", "skip_bad_records"};
   return *names;
 }
 
@@ -28,6 +29,7 @@ const char* JobFlagsUsage() {
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer --[no]shared_memory "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
+         "--train_files=GLOB --test_files=GLOB --[no]skip_bad_records "
          "--output_dir=DIR";
 }
 
@@ -57,6 +59,18 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     job = file.job;
   }
   PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, args.GetString("data_dir", job.data_dir));
+  // The input's files and policy; its features come from the config.
+  data::InputSpec& input = job.input;
+  PSTRAIN_ASSIGN_OR_RETURN(input.train_files, args.GetString("train_files", input.train_files));
+  PSTRAIN_ASSIGN_OR_RETURN(input.test_files, args.GetString("test_files", input.test_files));
+  PSTRAIN_ASSIGN_OR_RETURN(input.skip_bad_records,
+                           args.GetBool("skip_bad_records", input.skip_bad_records));
+  if (input.format == data::InputFormat::kIdx &&
+      (args.Has("train_files") || args.Has("test_files"))) {
+    return absl::InvalidArgumentError(
+        "--train_files and --test_files name TFRecord files, whose features the model "
+        "config's input block gives (format: \"tfrecord\"); this job reads IDX files");
+  }
   PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,
                            args.GetIntInRange("batch_size", job.batch_size, 1, 65536));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetIntInRange("epochs", job.epochs, 1, 100000));

@@ -123,5 +123,19 @@ TEST(JobFlagsTest, OutputDirDependsOnEnvironment) {
   EXPECT_EQ(*OutputDirFromFlags(b, "cloud"), "/tmp/x");
 }
 
+TEST(JobFlagsTest, InputFlagsOverrideTheConfigsFilesAndPolicy) {
+  CliArgs tf = Args({"--config=configs/fashion_mnist_tfrecord.pbtxt", "--train_files=/d/tr-*",
+                     "--skip_bad_records"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(tf));
+  EXPECT_EQ(j.input.format, data::InputFormat::kTfRecord);
+  EXPECT_EQ(j.input.train_files, "/d/tr-*");
+  EXPECT_EQ(j.input.test_files, "test-*.tfrecord*");  // the config's
+  EXPECT_TRUE(j.input.skip_bad_records);
+  CliArgs idx = Args({"--train_files=/d/tr-*"});
+  EXPECT_EQ(JobSpecFromFlags(idx).status().message(),
+            "--train_files and --test_files name TFRecord files, whose features the model "
+            "config's input block gives (format: \"tfrecord\"); this job reads IDX files");
+}
+
 }  // namespace
 }  // namespace pstrain

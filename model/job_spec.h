@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/optimizer_spec.h"
+#include "data/input.h"
 #include "model/mlp.h"
 
 namespace pstrain::model {
@@ -19,6 +20,9 @@ struct JobSpec {
   MlpSpec model = MlpSpec::FromWidths(784, {128}, 10);
   // Debian's dataset-fashion-mnist package installs the files here.
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // What files of it are read and how (data/input.h): by default its IDX
+  // files.
+  data::InputSpec input;
   int batch_size = 32;           // per replica, as in TensorFlow's guides
   int epochs = 2;                // over each replica's shard
   // 0 means "epochs decide"; otherwise stop each replica after this many.

@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/initializer_spec.h"
 #include "common/status_macros.h"
+#include "data/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "model/mlp.h"
@@ -243,6 +244,64 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
   return spec;
 }
 
+absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data::InputSpec* in) {
+  const auto* type = v1::ModelConfig::descriptor();
+  const v1::InputConfig& c = config.input();
+  const TextFormat::ParseInfoTree* tree =
+      where.root() == nullptr ? nullptr
+                              : where.root()->GetTreeForNested(type->FindFieldByName("input"), -1);
+  const std::string fallback = where.At(where.root(), type, "input");
+  // "NAME:LINE:COLUMN: input: " at the field.
+  auto iat = [&](const std::string& field, int index = -1) {
+    return where.At(tree, v1::InputConfig::descriptor(), field, index, fallback) + "input: ";
+  };
+  auto format = data::ParseInputFormat(c.format());
+  if (!format.ok()) return Bad(iat("format"), format.status().message());
+  in->format = *format;
+  if (in->format == data::InputFormat::kIdx) {
+    if (!c.train_files().empty() || !c.test_files().empty() || c.feature_size() > 0) {
+      return Bad(fallback, "input: train_files, test_files and feature are for format "
+                           "\"tfrecord\" (the IDX files of the data directory need none)");
+    }
+    return absl::OkStatus();
+  }
+  if (c.train_files().empty()) return Bad(fallback, "input.train_files is missing (a glob)");
+  if (c.test_files().empty()) {
+    return Bad(fallback, "input.test_files is missing (the examples the chief and evaluator score)");
+  }
+  if (c.feature_size() == 0) return Bad(fallback, "input.feature is missing: no feature is read");
+  auto compression = data::ParseCompression(c.compression());
+  if (!compression.ok()) return Bad(iat("compression"), compression.status().message());
+  in->train_files = c.train_files();
+  in->test_files = c.test_files();
+  in->compression = c.compression();
+  in->skip_bad_records = c.skip_bad_records();
+  if (!c.label().empty()) in->features.label = c.label();
+  for (int i = 0; i < c.feature_size(); ++i) {
+    const v1::FeatureConfig& f = c.feature(i);
+    data::FeatureDef def;
+    def.name = f.name();
+    if (!f.type().empty()) {
+      auto t = data::ParseFeatureType(f.type());
+      if (!t.ok()) return Bad(iat("feature", i), t.status().message());
+      def.type = *t;
+    }
+    if (f.has_length()) def.length = f.length();
+    def.max_len = f.max_len();
+    def.has_default = f.has_default_value();
+    def.default_value = f.default_value();
+    def.vocabulary_file = f.vocabulary_file();
+    def.hash_buckets = f.hash_buckets();
+    def.vocabulary = f.vocabulary();
+    in->features.features.push_back(std::move(def));
+    data::FeatureSpec one = in->features;
+    if (absl::Status s = data::CheckFeatureSpec(one); !s.ok()) {
+      return Bad(iat("feature", i), s.message());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec* job) {
   const auto* type = v1::ModelConfig::descriptor();
   auto at = [&](const std::string& field) {
@@ -362,7 +421,7 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
       return absl::InvalidArgumentError(absl::StrCat(name, ": no variable or layer is defined"));
     }
     for (const char* field : {"input_dim", "loss", "optimizer", "batch_size", "epochs", "steps",
-                              "consistency", "replicas_to_aggregate", "seed"}) {
+                              "consistency", "replicas_to_aggregate", "seed", "input"}) {
       const auto loc = tree.GetLocation(type->FindFieldByName(field), -1);
       if (loc.line >= 0) {
         return Bad(where.At(&tree, type, field),
@@ -372,7 +431,26 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
     PSTRAIN_ASSIGN_OR_RETURN(out.variables, ParseVariables(config, where));
     return out;
   }
+  PSTRAIN_RETURN_IF_ERROR(ParseInput(config, where, &out.job.input));
+  const data::InputSpec& input = out.job.input;
+  const int64_t dense = data::DenseWidth(input.features);
+  const bool tfrecord = input.format == data::InputFormat::kTfRecord;
+  if (tfrecord && !config.has_input_dim() && dense > 0) config.set_input_dim(dense);
   PSTRAIN_ASSIGN_OR_RETURN(out.job.model, ParseLayers(config, where));
+  if (tfrecord && out.job.model.input_dim != dense) {
+    return Bad(where.At(&tree, type, "input_dim"),
+               absl::StrCat("input_dim ", out.job.model.input_dim,
+                            " is not the width of the input's float features (", dense, ")"));
+  }
+  if (tfrecord && data::IdsWidth(input.features) > 0) {
+    std::string names;
+    for (const data::FeatureDef& f : input.features.features) {
+      if (!f.is_dense()) absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+    }
+    return Bad(where.At(&tree, type, "input"),
+               absl::StrCat("no layer reads the input's id features (", names,
+                            "): these layers take float features only"));
+  }
   PSTRAIN_RETURN_IF_ERROR(ParseJob(config, where, &out.job));
   auto mlp = Mlp::Create(out.job.model, 1);
   if (!mlp.ok()) return Bad(name + ": ", mlp.status().message());

@@ -3,6 +3,7 @@
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
+#include "data/input.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::model {
@@ -196,6 +197,52 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 "
                     "ids_from: \"pixel_buckets:2\" } }"),
             "m.pbtxt:2:1: the model has no dense layer: the last one gives the logits");
+}
+
+TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile file,
+                       LoadModelConfigFile("configs/fashion_mnist_tfrecord.pbtxt"));
+  const data::InputSpec& in = file.job.input;
+  EXPECT_EQ(in.format, data::InputFormat::kTfRecord);
+  EXPECT_EQ(in.train_files, "train-*.tfrecord*");
+  EXPECT_EQ(in.test_files, "test-*.tfrecord*");
+  ASSERT_EQ(in.features.features.size(), 1u);
+  EXPECT_EQ(in.features.features[0].name, "image");
+  EXPECT_EQ(in.features.features[0].length, 784);
+  EXPECT_EQ(in.features.label, "label");
+  EXPECT_FALSE(in.skip_bad_records);
+  // input_dim left out: the float features' width.
+  EXPECT_EQ(file.job.model.input_dim, 784);
+  // The model is the default job's.
+  EXPECT_EQ(file.job.model.layers.size(), 2u);
+  EXPECT_EQ(file.job.model.layers[0].units, 128);
+
+  const std::string layers = "layer { dense { units: 10 } }\n";
+  auto error = [&](const std::string& input, const std::string& extra = "") {
+    auto f = ParseModelConfigFile(extra + input + layers, "m.pbtxt");
+    return f.ok() ? std::string("ok") : std::string(f.status().message());
+  };
+  const std::string files = "format: \"tfrecord\" train_files: \"a*\" test_files: \"b*\"\n";
+  EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" length: 3 }\n}\n"), "ok");
+  EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" length: 3 }\n}\n", "input_dim: 4\n"),
+            "m.pbtxt:1:1: input_dim 4 is not the width of the input's float features (3)");
+  EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" type: \"double\" }\n}\n"),
+            "m.pbtxt:3:2: input: type \"double\" is not one of float, int64, string");
+  EXPECT_EQ(error("input {\n" + files +
+                  " feature { name: \"x\" }\n feature { name: \"w\" type: \"string\" }\n}\n"),
+            "m.pbtxt:4:2: input: feature \"w\": a string feature needs one of "
+            "vocabulary_file and hash_buckets to map its tokens to ids");
+  EXPECT_EQ(error("input {\n" + files +
+                  " feature { name: \"x\" }\n feature { name: \"w\" type: \"int64\" max_len: 5 }\n}\n"),
+            "m.pbtxt:1:1: no layer reads the input's id features (w): these layers take float "
+            "features only");
+  EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
+            "m.pbtxt:1:1: input.train_files is missing (a glob)");
+  EXPECT_EQ(error("input { format: \"csv\" }\n", "input_dim: 1\n"),
+            "m.pbtxt:2:9: input: format \"csv\" is not one of idx, tfrecord");
+  EXPECT_EQ(error("input { train_files: \"a\" }\n", "input_dim: 1\n"),
+            "m.pbtxt:2:1: input: train_files, test_files and feature are for format \"tfrecord\" "
+            "(the IDX files of the data directory need none)");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "data/input.h"
 #include "data/prefetcher.h"
 #include "model/backend.h"
 #include "model/embedding_bag.h"
@@ -24,10 +25,18 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   if (!summary_dir.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(train_summaries, EventWriter::Open(summary_dir + "/train"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset train,
-                           data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  const absl::Time load_start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(data::ReplicaData train_data,
+                           data::LoadInput(job.data_dir, job.input, data::Split::kTrain, 0, 1,
+                                           job.model.num_classes()));
+  data::Dataset& train = train_data.dataset;
+  if (train_data.skipped_records > 0) {
+    Log("skipped ", train_data.skipped_records, " bad training records (skip_bad_records)");
+  }
   PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                           data::LoadMnistFormat(job.data_dir, data::Split::kTest));
+                           data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest,
+                                                job.model.num_classes()));
+  const double load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<model::Backend> backend,
       model::CreateBackend(job.model, std::max(job.batch_size, 1024), job.device));
@@ -122,6 +131,8 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   LocalResult result;
   result.steps = total;
   result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.load_seconds = load_seconds;
+  result.input_wait_seconds = absl::ToDoubleSeconds(prefetch.waited());
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
   PSTRAIN_ASSIGN_OR_RETURN(
       model::BatchResult r,

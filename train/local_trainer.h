@@ -20,6 +20,10 @@ struct LocalResult {
   double examples_per_sec = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  // Reading the training and test sets before the first step.
+  double load_seconds = 0;
+  // Of train_seconds, how long steps stood waiting for their batch.
+  double input_wait_seconds = 0;
   std::vector<float> params;  // the trained values, flat (model::Mlp's layout)
 };
 

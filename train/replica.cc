@@ -5,6 +5,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
+#include "data/input.h"
 #include "client/ps_client.h"
 #include "train/trainer.h"
 
@@ -36,7 +37,11 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
                            client::PsClient::Create(client_options, placement));
   PSTRAIN_ASSIGN_OR_RETURN(
       data::ReplicaData data,
-      data::LoadReplicaData(job.data_dir, data::Split::kTrain, replica, num_replicas));
+      data::LoadInput(job.data_dir, job.input, data::Split::kTrain, replica, num_replicas,
+                      job.model.num_classes()));
+  if (data.skipped_records > 0) {
+    Log("skipped ", data.skipped_records, " bad training records (skip_bad_records)");
+  }
   if (data.by_file) {
     Log(absl::StrFormat("reading %d of the %d training files (sharded by file): %d of %d examples",
                         data.files_read, data.files_total, data.dataset.num_examples,

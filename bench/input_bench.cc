@@ -1,0 +1,132 @@
+// Google Benchmark of the input side on one core: reading the 60,000
+// Fashion-MNIST training examples (/usr/share/datasets/fashion-mnist, or
+// $PSTRAIN_DATA_DIR) into memory and cutting one epoch of shuffled batches
+// of 32 from them, from
+//   Idx          the IDX files as Debian ships them (gzip)
+//   TfRecordGzip TFRecord files of tf.train.Example, GZIP, as
+//                `pstrain data to-tfrecord` writes them (its default)
+//   TfRecord     the same, uncompressed
+// and, apart, decoding Examples already in memory (Decode: parse and lay
+// out, no file). The TFRecord files are written to a temporary directory
+// first, and removed at exit. Items are examples.
+//   bazel build -c opt //bench:input_bench && bazel-bin/bench/input_bench \
+//       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "data/convert.h"
+#include "data/dataset.h"
+#include "data/input.h"
+
+namespace pstrain::data {
+namespace {
+
+constexpr int kBatch = 32;
+
+std::string DataDir() {
+  const char* dir = std::getenv("PSTRAIN_DATA_DIR");
+  return dir != nullptr ? dir : "/usr/share/datasets/fashion-mnist";
+}
+
+void Die(const absl::Status& s) {
+  std::fprintf(stderr, "input_bench: %s\n", std::string(s.message()).c_str());
+  std::exit(1);
+}
+
+// The TFRecord copies, written once per run.
+const std::string& Converted(Compression c) {
+  static const std::string* base = [] {
+    char tmpl[] = "/tmp/pstrain-input-bench.XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) Die(absl::InternalError("cannot make a temporary directory"));
+    static const std::string* made = new std::string(tmpl);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*made, ec);
+    });
+    const std::string& dir = *made;
+    for (Compression each : {Compression::kNone, Compression::kGzip}) {
+      const std::string out = dir + (each == Compression::kGzip ? "/gzip" : "/plain");
+      auto written = WriteIdxAsTfRecord(DataDir(), out, 1, each);
+      if (!written.ok()) Die(written.status());
+    }
+    return new std::string(dir);
+  }();
+  static const std::string* plain = new std::string(*base + "/plain");
+  static const std::string* gzip = new std::string(*base + "/gzip");
+  return c == Compression::kGzip ? *gzip : *plain;
+}
+
+InputSpec TfRecordInput() {
+  InputSpec in;
+  in.format = InputFormat::kTfRecord;
+  in.train_files = "train-*";
+  in.test_files = "test-*";
+  FeatureDef image;
+  image.name = "image";
+  image.length = 784;
+  in.features.features = {image};
+  return in;
+}
+
+// One epoch of batches from a loaded split.
+void Batch(const Dataset& ds, benchmark::State& state) {
+  ShardIterator it(&ds, 0, 1, kBatch, 1);
+  std::vector<float> x(static_cast<size_t>(kBatch) * ds.example_dim);
+  std::vector<int32_t> y(kBatch);
+  for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
+    it.Next(x.data(), y.data());
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.items_processed() + ds.num_examples);
+}
+
+void BM_Idx(benchmark::State& state) {
+  for (auto _ : state) {
+    auto ds = LoadMnistFormat(DataDir(), Split::kTrain);
+    if (!ds.ok()) Die(ds.status());
+    Batch(*ds, state);
+  }
+}
+
+void TfRecord(benchmark::State& state, Compression c) {
+  const std::string& dir = Converted(c);
+  for (auto _ : state) {
+    auto ds = LoadInputSplit(dir, TfRecordInput(), Split::kTrain, 10);
+    if (!ds.ok()) Die(ds.status());
+    Batch(*ds, state);
+  }
+}
+void BM_TfRecordGzip(benchmark::State& state) { TfRecord(state, Compression::kGzip); }
+void BM_TfRecord(benchmark::State& state) { TfRecord(state, Compression::kNone); }
+
+void BM_Decode(benchmark::State& state) {
+  auto records = ReadAllRecords(Converted(Compression::kNone) + "/train-00000-of-00001.tfrecord",
+                                Compression::kNone);
+  if (!records.ok()) Die(records.status());
+  auto decoder = ExampleDecoder::Create(TfRecordInput().features);
+  if (!decoder.ok()) Die(decoder.status());
+  std::vector<float> x(784);
+  int32_t label;
+  ParsedExample parsed;
+  size_t i = 0;
+  for (auto _ : state) {
+    absl::Status s = (*decoder)->Decode((*records)[i], &parsed, x.data(), nullptr, &label, 10);
+    if (!s.ok()) Die(s);
+    benchmark::DoNotOptimize(x.data());
+    if (++i == records->size()) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_TfRecord)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_Decode);
+
+}  // namespace
+}  // namespace pstrain::data

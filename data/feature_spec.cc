@@ -1,0 +1,312 @@
+#include "data/feature_spec.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+
+namespace pstrain::data {
+namespace {
+
+constexpr int64_t kMaxWidth = int64_t{1} << 24;
+constexpr int64_t kMaxBuckets = int64_t{1} << 40;
+
+absl::Status BadFeature(const FeatureDef& f, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("feature \"", f.name, "\": ", what));
+}
+
+// The tokens of a vocabulary file, one per line, by id.
+absl::StatusOr<absl::flat_hash_map<std::string, int64_t>> ReadVocabulary(const FeatureDef& f) {
+  auto text = ReadFile(f.vocabulary_file);
+  if (!text.ok()) {
+    return absl::Status(
+        text.status().code(),
+        absl::StrCat("feature \"", f.name, "\": vocabulary_file ", text.status().message()));
+  }
+  absl::flat_hash_map<std::string, int64_t> ids;
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n');
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    absl::string_view token = lines[i];
+    if (!token.empty() && token.back() == '\r') token.remove_suffix(1);
+    if (token.empty()) {
+      return BadFeature(
+          f, absl::StrCat("vocabulary_file ", f.vocabulary_file, " line ", i + 1, " is empty"));
+    }
+    if (!ids.emplace(std::string(token), static_cast<int64_t>(i) + 2).second) {
+      return BadFeature(f, absl::StrCat("vocabulary_file ", f.vocabulary_file, " line ", i + 1,
+                                        ": \"", token, "\" is there already"));
+    }
+  }
+  if (ids.empty()) {
+    return BadFeature(f, absl::StrCat("vocabulary_file ", f.vocabulary_file, " has no tokens"));
+  }
+  return ids;
+}
+
+}  // namespace
+
+absl::StatusOr<FeatureType> ParseFeatureType(absl::string_view name) {
+  if (name == "float") return FeatureType::kFloat;
+  if (name == "int64") return FeatureType::kInt64;
+  if (name == "string") return FeatureType::kString;
+  return absl::InvalidArgumentError(
+      absl::StrCat("type \"", name, "\" is not one of float, int64, string"));
+}
+
+const char* FeatureTypeName(FeatureType type) {
+  switch (type) {
+    case FeatureType::kFloat:
+      return "float";
+    case FeatureType::kInt64:
+      return "int64";
+    case FeatureType::kString:
+      return "string";
+  }
+  return "?";
+}
+
+uint64_t StableHash(absl::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
+  if (spec.label.empty()) return absl::InvalidArgumentError("the label feature has no name");
+  absl::flat_hash_set<std::string> names;
+  for (const FeatureDef& f : spec.features) {
+    if (f.name.empty()) return absl::InvalidArgumentError("a feature has no name");
+    if (f.name == spec.label) return BadFeature(f, "is the label too");
+    if (!names.insert(f.name).second) return BadFeature(f, "is given twice");
+    if (f.max_len < 0 || f.max_len > kMaxWidth) {
+      return BadFeature(f, absl::StrCat("max_len ", f.max_len, " is not in 0..", kMaxWidth));
+    }
+    if (f.max_len == 0 && (f.length < 1 || f.length > kMaxWidth)) {
+      return BadFeature(f, absl::StrCat("length ", f.length, " is not in 1..", kMaxWidth));
+    }
+    if (f.hash_buckets < 0 || f.hash_buckets > kMaxBuckets || f.vocabulary < 0) {
+      return BadFeature(
+          f, absl::StrCat("hash_buckets must be in 0..", kMaxBuckets, " and vocabulary 0 or more"));
+    }
+    const bool ids_options = !f.vocabulary_file.empty() || f.hash_buckets > 0 || f.vocabulary > 0;
+    switch (f.type) {
+      case FeatureType::kFloat:
+        if (ids_options) {
+          return BadFeature(f,
+                            "a float feature takes no vocabulary_file, hash_buckets or "
+                            "vocabulary (those map ids)");
+        }
+        break;
+      case FeatureType::kInt64:
+        if (!f.vocabulary_file.empty()) {
+          return BadFeature(f,
+                            "an int64 feature's values are ids already: give vocabulary "
+                            "(their range) or hash_buckets, not vocabulary_file");
+        }
+        if (f.hash_buckets > 0 && f.vocabulary > 0) {
+          return BadFeature(f, "give hash_buckets or vocabulary, not both");
+        }
+        break;
+      case FeatureType::kString:
+        if (f.vocabulary_file.empty() == (f.hash_buckets == 0) || f.vocabulary > 0) {
+          return BadFeature(f,
+                            "a string feature needs one of vocabulary_file and hash_buckets "
+                            "to map its tokens to ids");
+        }
+        break;
+    }
+    if (f.has_default && (f.type != FeatureType::kFloat || f.max_len > 0)) {
+      return BadFeature(f, "only a fixed-length float feature takes a default_value");
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t DenseWidth(const FeatureSpec& spec) {
+  int64_t w = 0;
+  for (const FeatureDef& f : spec.features) w += f.is_dense() ? f.width() : 0;
+  return w;
+}
+
+int64_t IdsWidth(const FeatureSpec& spec) {
+  int64_t w = 0;
+  for (const FeatureDef& f : spec.features) w += f.is_dense() ? 0 : f.width();
+  return w;
+}
+
+absl::StatusOr<std::unique_ptr<ExampleDecoder>> ExampleDecoder::Create(const FeatureSpec& spec) {
+  if (absl::Status s = CheckFeatureSpec(spec); !s.ok()) return s;
+  std::unique_ptr<ExampleDecoder> d(new ExampleDecoder(spec));
+  for (const FeatureDef& f : spec.features) {
+    absl::flat_hash_map<std::string, int64_t> vocabulary;
+    if (!f.vocabulary_file.empty()) {
+      auto v = ReadVocabulary(f);
+      if (!v.ok()) return v.status();
+      vocabulary = std::move(*v);
+    }
+    if (f.is_dense()) {
+      d->offsets_.push_back(d->dense_width_);
+      d->dense_width_ += f.width();
+    } else {
+      d->offsets_.push_back(d->ids_width_);
+      d->ids_width_ += f.width();
+    }
+    d->vocabularies_.push_back(std::move(vocabulary));
+  }
+  return d;
+}
+
+int64_t ExampleDecoder::IdRange(size_t i) const {
+  const FeatureDef& f = spec_.features[i];
+  if (!f.vocabulary_file.empty()) return static_cast<int64_t>(vocabularies_[i].size()) + 2;
+  if (f.hash_buckets > 0) return f.hash_buckets + 1;
+  return f.vocabulary;
+}
+
+int64_t ExampleDecoder::IdOf(size_t i, absl::string_view token) const {
+  const FeatureDef& f = spec_.features[i];
+  if (f.hash_buckets > 0) {
+    return 1 + static_cast<int64_t>(StableHash(token) % static_cast<uint64_t>(f.hash_buckets));
+  }
+  auto it = vocabularies_[i].find(token);
+  return it == vocabularies_[i].end() ? 1 : it->second;
+}
+
+absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
+                                           int64_t* ids) const {
+  const FeatureDef& f = spec_.features[i];
+  const int64_t width = f.width();
+  auto count_error = [&](int64_t n) {
+    return BadFeature(f, absl::StrCat("has ", n, " values; the spec says length ", f.length,
+                                      " (give max_len for a variable length)"));
+  };
+  auto kind_error = [&](absl::string_view wanted) {
+    return BadFeature(f, absl::StrCat("is a ", ListKindName(view->kind),
+                                      f.type == FeatureType::kInt64 ? "; an " : "; a ",
+                                      FeatureTypeName(f.type), " feature needs ", wanted));
+  };
+  if (view == nullptr || view->kind == ListKind::kNone) {
+    if (f.max_len > 0) {
+      if (f.is_dense()) std::fill(dense, dense + width, 0.0f);
+      if (!f.is_dense()) std::fill(ids, ids + width, int64_t{0});
+      return absl::OkStatus();
+    }
+    if (f.has_default) {
+      std::fill(dense, dense + width, f.default_value);
+      return absl::OkStatus();
+    }
+    return view == nullptr ? BadFeature(f, "is missing") : count_error(0);
+  }
+  int64_t n = 0;
+  switch (f.type) {
+    case FeatureType::kFloat: {
+      if (view->kind == ListKind::kFloat) {
+        auto got = ReadFloats(*view, dense, width);
+        if (!got.ok()) return BadFeature(f, got.status().message());
+        n = *got;
+      } else if (view->kind == ListKind::kInt64) {
+        // Integers are taken as numbers (a writer's int column).
+        std::vector<int64_t> values(width);
+        auto got = ReadInt64s(*view, values.data(), width);
+        if (!got.ok()) return BadFeature(f, got.status().message());
+        n = *got;
+        for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] = static_cast<float>(values[k]);
+      } else {
+        return kind_error("a float_list or an int64_list");
+      }
+      if (f.max_len == 0 && n != f.length) return count_error(n);
+      if (n < width) std::fill(dense + n, dense + width, 0.0f);
+      return absl::OkStatus();
+    }
+    case FeatureType::kInt64: {
+      if (view->kind != ListKind::kInt64) return kind_error("an int64_list");
+      auto got = ReadInt64s(*view, ids, width);
+      if (!got.ok()) return BadFeature(f, got.status().message());
+      n = *got;
+      const int64_t kept = std::min(n, width);
+      for (int64_t k = 0; k < kept; ++k) {
+        if (f.hash_buckets > 0) {
+          ids[k] = IdOf(i, absl::StrCat(ids[k]));
+        } else if (ids[k] < 0 || (f.vocabulary > 0 && ids[k] >= f.vocabulary)) {
+          return BadFeature(
+              f, absl::StrCat("id ", ids[k], " is outside its vocabulary [0, ", f.vocabulary, ")"));
+        }
+      }
+      break;
+    }
+    case FeatureType::kString: {
+      if (view->kind != ListKind::kBytes) return kind_error("a bytes_list");
+      auto got = ReadBytes(*view, [&](absl::string_view token) {
+        if (n < width) ids[n] = IdOf(i, token);
+        ++n;
+      });
+      if (!got.ok()) return BadFeature(f, got.status().message());
+      break;
+    }
+  }
+  if (f.max_len == 0 && n != f.length) return count_error(n);
+  if (n < width) std::fill(ids + n, ids + width, int64_t{0});
+  return absl::OkStatus();
+}
+
+absl::Status ExampleDecoder::Decode(absl::string_view example, ParsedExample* parsed, float* dense,
+                                    int64_t* ids, int32_t* label, int64_t num_classes) const {
+  if (absl::Status s = parsed->Parse(example); !s.ok()) return s;
+  for (size_t i = 0; i < spec_.features.size(); ++i) {
+    const FeatureDef& f = spec_.features[i];
+    absl::Status s =
+        DecodeFeature(i, parsed->Find(f.name), f.is_dense() ? dense + offsets_[i] : nullptr,
+                      f.is_dense() ? nullptr : ids + offsets_[i]);
+    if (!s.ok()) return s;
+  }
+  const FeatureView* view = parsed->Find(spec_.label);
+  const std::string& name = spec_.label;
+  if (view == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is missing"));
+  }
+  int64_t value = 0;
+  int64_t n = 0;
+  if (view->kind == ListKind::kInt64) {
+    auto got = ReadInt64s(*view, &value, 1);
+    if (!got.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("label \"", name, "\": ", got.status().message()));
+    n = *got;
+  } else if (view->kind == ListKind::kFloat) {
+    float v = 0;
+    auto got = ReadFloats(*view, &v, 1);
+    if (!got.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("label \"", name, "\": ", got.status().message()));
+    n = *got;
+    if (n == 1 && !(std::floor(v) == v && std::abs(v) < 1e9f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label \"", name, "\" is ", v, ", not a class number"));
+    }
+    value = static_cast<int64_t>(v);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is a ",
+                                                   ListKindName(view->kind),
+                                                   "; it needs an int64_list (or float_list)"));
+  }
+  if (n != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("label \"", name, "\" has ", n, " values; it needs one"));
+  }
+  if (value < 0 || (num_classes > 0 && value >= num_classes) || value > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is ", value,
+                                                   ", outside the classes [0, ", num_classes, ")"));
+  }
+  *label = static_cast<int32_t>(value);
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain::data

@@ -1,0 +1,124 @@
+// What a job reads from each example, as TensorFlow's feature columns say
+// it: named features, each a float vector or a sequence of ids, and a
+// label. Every input format (TFRecord of tf.train.Example, CSV) is decoded
+// through a spec into the same layout, so a model never knows where its
+// examples came from:
+//   dense  floats: each float feature in spec order, `width()` values each
+//   ids    int64:  each id feature (int64, string) in spec order, `width()`
+//                  ids each; 0 pads a variable-length feature
+//   label  int32:  a class in [0, num_classes)
+// Thread-compatible; a built ExampleDecoder is immutable and thread-safe.
+#ifndef PSTRAIN_DATA_FEATURE_SPEC_H_
+#define PSTRAIN_DATA_FEATURE_SPEC_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "data/example_parser.h"
+
+namespace pstrain::data {
+
+enum class FeatureType { kFloat, kInt64, kString };
+
+// "float", "int64", "string"; InvalidArgument naming anything else.
+absl::StatusOr<FeatureType> ParseFeatureType(absl::string_view name);
+const char* FeatureTypeName(FeatureType type);
+
+struct FeatureDef {
+  std::string name;
+  FeatureType type = FeatureType::kFloat;
+  // A fixed number of values (every example must have exactly this many),
+  // unless max_len > 0: then any number, the first max_len kept and the
+  // rest padded (floats with 0, ids with id 0).
+  int64_t length = 1;
+  int64_t max_len = 0;
+  // A fixed-length float feature an example lacks takes this value, when
+  // given; otherwise a missing feature is an error (a variable-length one
+  // is all padding).
+  bool has_default = false;
+  float default_value = 0;
+  // Ids. int64 values are ids as they are, checked against `vocabulary`
+  // (0: unchecked); or hashed, as strings are. Strings need one of:
+  //   vocabulary_file  one token per line; the token on line i (from 0)
+  //                    has id i + 2, 0 being padding and 1 out of
+  //                    vocabulary (the files `pstrain data` writes)
+  //   hash_buckets: N  id 1 + StableHash(token) % N (an int64 hashed as
+  //                    its decimal text, as TensorFlow hashes integers)
+  std::string vocabulary_file;
+  int64_t hash_buckets = 0;
+  int64_t vocabulary = 0;
+
+  bool is_dense() const { return type == FeatureType::kFloat; }
+  int64_t width() const { return max_len > 0 ? max_len : length; }
+};
+
+struct FeatureSpec {
+  std::vector<FeatureDef> features;
+  // The label feature: an int64 (or an integral float) class.
+  std::string label = "label";
+};
+
+// The checks ExampleDecoder::Create makes without reading any file (for a
+// config parser); its errors.
+absl::Status CheckFeatureSpec(const FeatureSpec& spec);
+// The widths of the dense and id layouts.
+int64_t DenseWidth(const FeatureSpec& spec);
+int64_t IdsWidth(const FeatureSpec& spec);
+
+// 64-bit FNV-1a: stable across machines and releases, so ids hashed today
+// name the same rows tomorrow.
+uint64_t StableHash(absl::string_view bytes);
+
+class ExampleDecoder {
+ public:
+  // Checks the spec and reads the vocabulary files. InvalidArgument naming
+  // the feature: no name, a name given twice or equal to the label, a
+  // length or max_len out of range, ids options on a float feature, a
+  // string feature without vocabulary_file or hash_buckets, or both;
+  // NotFound for a vocabulary file that cannot be read, InvalidArgument for
+  // one that is empty or repeats a token (naming the line).
+  static absl::StatusOr<std::unique_ptr<ExampleDecoder>> Create(const FeatureSpec& spec);
+
+  const FeatureSpec& spec() const { return spec_; }
+  int64_t dense_width() const { return dense_width_; }
+  int64_t ids_width() const { return ids_width_; }
+  // The rows an embedding table needs for feature `i`'s ids: its
+  // vocabulary file's tokens + 2, hash_buckets + 1, or its vocabulary (0
+  // when unchecked).
+  int64_t IdRange(size_t i) const;
+  // Where feature `i` starts in the dense or id layout.
+  int64_t OffsetOf(size_t i) const { return offsets_[i]; }
+
+  // Decodes one serialized Example into dense[dense_width()],
+  // ids[ids_width()] and *label. `num_classes` > 0 bounds the label.
+  // InvalidArgument naming the feature and the problem: the Example does
+  // not parse (with the byte), a feature missing without a default, of the
+  // wrong list kind, with the wrong number of values, an id outside its
+  // vocabulary, a label missing, not one integral value, or out of range.
+  // `parsed` is scratch (reused to avoid allocating).
+  absl::Status Decode(absl::string_view example, ParsedExample* parsed, float* dense, int64_t* ids,
+                      int32_t* label, int64_t num_classes) const;
+
+  // The id of a token of feature `i` (a string or an int64's decimal text).
+  int64_t IdOf(size_t i, absl::string_view token) const;
+
+ private:
+  explicit ExampleDecoder(FeatureSpec spec) : spec_(std::move(spec)) {}
+  absl::Status DecodeFeature(size_t i, const FeatureView* view, float* dense, int64_t* ids) const;
+
+  FeatureSpec spec_;
+  int64_t dense_width_ = 0;
+  int64_t ids_width_ = 0;
+  std::vector<int64_t> offsets_;
+  std::vector<absl::flat_hash_map<std::string, int64_t>> vocabularies_;  // per feature
+};
+
+}  // namespace pstrain::data
+
+#endif  // PSTRAIN_DATA_FEATURE_SPEC_H_

@@ -1,0 +1,215 @@
+#include "data/feature_spec.h"
+
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
+#include "gtest/gtest.h"
+#include "proto/example.pb.h"
+
+namespace pstrain::data {
+namespace {
+
+FeatureDef Def(const std::string& name, FeatureType type, int64_t length, int64_t max_len = 0) {
+  FeatureDef f;
+  f.name = name;
+  f.type = type;
+  f.length = length;
+  f.max_len = max_len;
+  return f;
+}
+
+v1::Feature& Add(v1::Example* e, const std::string& name) {
+  return (*e->mutable_features()->mutable_feature())[name];
+}
+
+struct Decoded {
+  std::vector<float> dense;
+  std::vector<int64_t> ids;
+  int32_t label = -1;
+};
+
+absl::StatusOr<Decoded> DecodeWith(const ExampleDecoder& d, const v1::Example& e,
+                                   int64_t num_classes = 10) {
+  Decoded out;
+  out.dense.assign(d.dense_width(), -7.0f);
+  out.ids.assign(d.ids_width(), -7);
+  ParsedExample parsed;
+  const std::string bytes = e.SerializeAsString();
+  absl::Status s =
+      d.Decode(bytes, &parsed, out.dense.data(), out.ids.data(), &out.label, num_classes);
+  if (!s.ok()) return s;
+  return out;
+}
+
+TEST(FeatureSpecTest, LaysOutDenseFloatsIdsAndTheLabel) {
+  const std::string vocab = testing::TempDir() + "/vocab.txt";
+  ASSERT_OK(WriteFileAtomically(vocab, "the\nfox\r\njumps\n"));
+  FeatureSpec spec;
+  spec.features.push_back(Def("pixels", FeatureType::kFloat, 3));
+  spec.features.push_back(Def("words", FeatureType::kString, 1, 4));
+  spec.features.back().vocabulary_file = vocab;
+  spec.features.push_back(Def("scores", FeatureType::kFloat, 1, 2));
+  spec.features.push_back(Def("user", FeatureType::kInt64, 1));
+  spec.features.back().vocabulary = 100;
+  spec.features.push_back(Def("city", FeatureType::kString, 2));
+  spec.features.back().hash_buckets = 1000;
+  spec.label = "y";
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  EXPECT_EQ(d->dense_width(), 3 + 2);
+  EXPECT_EQ(d->ids_width(), 4 + 1 + 2);
+  EXPECT_EQ(d->OffsetOf(2), 3);  // scores after pixels
+  EXPECT_EQ(d->OffsetOf(3), 4);  // user after words
+  EXPECT_EQ(d->IdRange(1), 3 + 2);
+  EXPECT_EQ(d->IdRange(3), 100);
+  EXPECT_EQ(d->IdRange(4), 1001);
+
+  v1::Example e;
+  for (float v : {0.25f, 0.5f, 1.0f}) Add(&e, "pixels").mutable_float_list()->add_value(v);
+  for (const char* w : {"fox", "the", "cat"}) Add(&e, "words").mutable_bytes_list()->add_value(w);
+  for (float v : {1, 2, 3}) Add(&e, "scores").mutable_float_list()->add_value(v);  // cut to 2
+  Add(&e, "user").mutable_int64_list()->add_value(42);
+  Add(&e, "city").mutable_bytes_list()->add_value("Paris");
+  Add(&e, "city").mutable_bytes_list()->add_value("Lyon");
+  Add(&e, "unused").mutable_float_list()->add_value(5);
+  Add(&e, "y").mutable_int64_list()->add_value(3);
+  ASSERT_OK_AND_ASSIGN(Decoded got, DecodeWith(*d, e));
+  EXPECT_EQ(got.dense, (std::vector<float>{0.25f, 0.5f, 1.0f, 1, 2}));
+  const int64_t paris = 1 + StableHash("Paris") % 1000, lyon = 1 + StableHash("Lyon") % 1000;
+  // fox = line 2 -> id 3, the -> 2, cat unknown -> 1, then padding 0.
+  EXPECT_EQ(got.ids, (std::vector<int64_t>{3, 2, 1, 0, 42, paris, lyon}));
+  EXPECT_EQ(got.label, 3);
+}
+
+TEST(FeatureSpecTest, HashesAreStableAndIntegersHashAsTheirText) {
+  // FNV-1a 64 of "" and "a": the algorithm's published values.
+  EXPECT_EQ(StableHash(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(StableHash("a"), 0xaf63dc4c8601ec8cull);
+  FeatureSpec spec;
+  spec.features.push_back(Def("n", FeatureType::kInt64, 1));
+  spec.features.back().hash_buckets = 50;
+  spec.features.push_back(Def("s", FeatureType::kString, 1));
+  spec.features.back().hash_buckets = 50;
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  v1::Example e;
+  Add(&e, "n").mutable_int64_list()->add_value(-12);
+  Add(&e, "s").mutable_bytes_list()->add_value("-12");
+  Add(&e, "label").mutable_int64_list()->add_value(0);
+  ASSERT_OK_AND_ASSIGN(Decoded got, DecodeWith(*d, e));
+  EXPECT_EQ(got.ids[0], got.ids[1]);
+  EXPECT_EQ(got.ids[0], static_cast<int64_t>(1 + StableHash("-12") % 50));
+}
+
+TEST(FeatureSpecTest, DefaultsPaddingAndIntegersAsFloats) {
+  FeatureSpec spec;
+  spec.features.push_back(Def("age", FeatureType::kFloat, 1));
+  spec.features.back().has_default = true;
+  spec.features.back().default_value = 30;
+  spec.features.push_back(Def("counts", FeatureType::kFloat, 2));
+  spec.features.push_back(Def("tags", FeatureType::kInt64, 1, 3));
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  v1::Example e;
+  Add(&e, "counts").mutable_int64_list()->add_value(4);
+  Add(&e, "counts").mutable_int64_list()->add_value(-5);
+  Add(&e, "label").mutable_float_list()->add_value(2.0f);  // an integral float label
+  ASSERT_OK_AND_ASSIGN(Decoded got, DecodeWith(*d, e));
+  EXPECT_EQ(got.dense, (std::vector<float>{30, 4, -5}));
+  EXPECT_EQ(got.ids, (std::vector<int64_t>{0, 0, 0}));  // tags missing: all padding
+  EXPECT_EQ(got.label, 2);
+}
+
+TEST(FeatureSpecTest, NamesWhatIsWrongWithAnExample) {
+  FeatureSpec spec;
+  spec.features.push_back(Def("x", FeatureType::kFloat, 2));
+  spec.features.push_back(Def("id", FeatureType::kInt64, 1));
+  spec.features.back().vocabulary = 10;
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  auto base = [] {
+    v1::Example e;
+    Add(&e, "x").mutable_float_list()->add_value(1);
+    Add(&e, "x").mutable_float_list()->add_value(2);
+    Add(&e, "id").mutable_int64_list()->add_value(3);
+    Add(&e, "label").mutable_int64_list()->add_value(1);
+    return e;
+  };
+  ASSERT_OK(DecodeWith(*d, base()).status());
+
+  v1::Example e = base();
+  e.mutable_features()->mutable_feature()->erase("x");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(), "feature \"x\": is missing");
+  e = base();
+  Add(&e, "x").mutable_float_list()->add_value(3);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"x\": has 3 values; the spec says length 2 (give max_len for a variable "
+            "length)");
+  e = base();
+  Add(&e, "x").mutable_bytes_list()->add_value("1");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"x\": is a bytes_list; a float feature needs a float_list or an int64_list");
+  e = base();
+  Add(&e, "id").mutable_int64_list()->set_value(0, 10);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"id\": id 10 is outside its vocabulary [0, 10)");
+  e = base();
+  Add(&e, "id").mutable_float_list()->add_value(3);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"id\": is a float_list; an int64 feature needs an int64_list");
+  e = base();
+  e.mutable_features()->mutable_feature()->erase("label");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(), "label \"label\" is missing");
+  e = base();
+  Add(&e, "label").mutable_int64_list()->set_value(0, 10);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "label \"label\" is 10, outside the classes [0, 10)");
+  e = base();
+  Add(&e, "label").mutable_int64_list()->add_value(2);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(), "label \"label\" has 2 values; it needs one");
+  e = base();
+  Add(&e, "label").mutable_float_list()->add_value(0.5f);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(), "label \"label\" is 0.5, not a class number");
+
+  Decoded out;
+  out.dense.resize(2);
+  out.ids.resize(1);
+  ParsedExample parsed;
+  EXPECT_EQ(d->Decode(std::string("\x0a\x09", 2), &parsed, out.dense.data(), out.ids.data(),
+                      &out.label, 10)
+                .message(),
+            "Example at byte 0: field 1 says 9 bytes but 0 remain");
+}
+
+TEST(FeatureSpecTest, RefusesSpecsThatCannotWork) {
+  auto error = [](const FeatureSpec& spec) {
+    auto d = ExampleDecoder::Create(spec);
+    return d.ok() ? std::string("ok") : std::string(d.status().message());
+  };
+  FeatureSpec spec;
+  spec.features.push_back(Def("s", FeatureType::kString, 1));
+  EXPECT_EQ(error(spec),
+            "feature \"s\": a string feature needs one of vocabulary_file and hash_buckets to "
+            "map its tokens to ids");
+  spec.features[0].vocabulary_file = testing::TempDir() + "/no-such-vocab";
+  EXPECT_EQ(error(spec).rfind("feature \"s\": vocabulary_file ", 0), 0u) << error(spec);
+  const std::string dup = testing::TempDir() + "/dup.txt";
+  ASSERT_OK(WriteFileAtomically(dup, "a\nb\na\n"));
+  spec.features[0].vocabulary_file = dup;
+  EXPECT_EQ(error(spec),
+            "feature \"s\": vocabulary_file " + dup + " line 3: \"a\" is there already");
+  spec.features[0] = Def("f", FeatureType::kFloat, 0);
+  EXPECT_EQ(error(spec), "feature \"f\": length 0 is not in 1..16777216");
+  spec.features[0] = Def("f", FeatureType::kFloat, 1);
+  spec.features[0].hash_buckets = 5;
+  EXPECT_EQ(error(spec),
+            "feature \"f\": a float feature takes no vocabulary_file, hash_buckets or vocabulary "
+            "(those map ids)");
+  spec.features[0] = Def("label", FeatureType::kFloat, 1);
+  EXPECT_EQ(error(spec), "feature \"label\": is the label too");
+  spec.features[0] = Def("f", FeatureType::kFloat, 1);
+  spec.features.push_back(Def("f", FeatureType::kFloat, 1));
+  EXPECT_EQ(error(spec), "feature \"f\": is given twice");
+}
+
+}  // namespace
+}  // namespace pstrain::data

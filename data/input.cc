@@ -1,0 +1,213 @@
+#include "data/input.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain::data {
+namespace {
+
+absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path) {
+  if (input.compression.empty()) return CompressionForPath(path);
+  return ParseCompression(input.compression);
+}
+
+// The uncompressed bytes of a file: its size, or for GZIP the size its
+// trailer states (modulo 2^32, which is only an estimate's concern); 0 when
+// unknown.
+int64_t UncompressedBytes(const std::string& path, Compression compression) {
+  FILE* f = std::fopen(path.c_str(), "rbe");
+  if (f == nullptr) return 0;
+  int64_t size = 0;
+  if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
+  if (compression == Compression::kGzip) {
+    unsigned char tail[4];
+    size = size >= 18 && std::fseek(f, -4, SEEK_END) == 0 && std::fread(tail, 1, 4, f) == 4
+               ? static_cast<int64_t>(tail[0] | tail[1] << 8 | tail[2] << 16 |
+                                      static_cast<uint32_t>(tail[3]) << 24)
+               : 0;
+  }
+  std::fclose(f);
+  return std::max<int64_t>(size, 0);
+}
+
+void LogSkip(absl::string_view what) {
+  std::fprintf(stderr, "pstrain: skipping a bad record (skip_bad_records): %s\n",
+               std::string(what).c_str());
+}
+
+// The records a file frames, reading nothing into memory.
+absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compression,
+                                    bool skip_bad) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
+                           TfRecordReader::Open(path, compression));
+  int64_t n = 0;
+  std::string record;
+  while (true) {
+    absl::StatusOr<bool> more = reader->Next(&record);
+    if (!more.ok()) {
+      if (!skip_bad) return more.status();
+      if (!reader->can_continue()) return n;
+      continue;
+    }
+    if (!*more) return n;
+    ++n;
+  }
+}
+
+absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const InputSpec& input,
+                                              Split split, int replica, int num_replicas,
+                                              int64_t num_classes) {
+  const std::string& pattern = split == Split::kTrain ? input.train_files : input.test_files;
+  if (pattern.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the input is TFRecord but names no ",
+                                                   split == Split::kTrain ? "train" : "test",
+                                                   "_files"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
+  // Vocabulary files named relative to the data directory, as the files.
+  FeatureSpec spec = input.features;
+  for (FeatureDef& f : spec.features) {
+    if (!f.vocabulary_file.empty() && f.vocabulary_file[0] != '/' && !data_dir.empty()) {
+      f.vocabulary_file = data_dir + "/" + f.vocabulary_file;
+    }
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, ExampleDecoder::Create(spec));
+  ReplicaData out;
+  out.dataset.example_dim = decoder->dense_width();
+  out.dataset.ids_dim = decoder->ids_width();
+  out.files_total = static_cast<int>(files.size());
+  out.by_file = out.files_total >= num_replicas && out.files_total > 1;
+  ReadCounts counts;
+  for (int i = 0; i < out.files_total; ++i) {
+    PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files[i]));
+    int64_t framed = 0;
+    if (!out.by_file || i % num_replicas == replica) {
+      PSTRAIN_RETURN_IF_ERROR(AppendTfRecordFile(files[i], compression, *decoder,
+                                                 input.skip_bad_records, num_classes, &out.dataset,
+                                                 &counts, &framed));
+      ++out.files_read;
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(framed, CountFramed(files[i], compression, input.skip_bad_records));
+    }
+    out.split_examples += framed;
+  }
+  out.skipped_records = counts.skipped;
+  if (!out.by_file) out.split_examples = out.dataset.num_examples;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name) {
+  if (name.empty() || name == "idx") return InputFormat::kIdx;
+  if (name == "tfrecord") return InputFormat::kTfRecord;
+  return absl::InvalidArgumentError(
+      absl::StrCat("format \"", name, "\" is not one of idx, tfrecord"));
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
+                                                     const std::string& data_dir) {
+  const std::string full = !pattern.empty() && pattern[0] != '/' && !data_dir.empty()
+                               ? data_dir + "/" + pattern
+                               : pattern;
+  glob_t g{};
+  const int rc = glob(full.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> files;
+  if (rc == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
+  }
+  globfree(&g);
+  if (rc == GLOB_NOMATCH || (rc == 0 && files.empty())) {
+    return absl::NotFoundError(absl::StrCat("no file matches ", full));
+  }
+  if (rc != 0) return absl::InternalError(absl::StrCat("cannot list the files of ", full));
+  // glob sorts by the locale's collation; sort bytewise so every task
+  // agrees whatever its locale.
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+absl::Status AppendTfRecordFile(const std::string& path, Compression compression,
+                                const ExampleDecoder& decoder, bool skip_bad, int64_t num_classes,
+                                Dataset* ds, ReadCounts* counts, int64_t* framed) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
+                           TfRecordReader::Open(path, compression));
+  const int64_t dense = decoder.dense_width(), ids = decoder.ids_width();
+  ds->example_dim = dense;
+  ds->ids_dim = ids;
+  ParsedExample parsed;
+  std::string record;
+  int64_t framed_here = 0;
+  while (true) {
+    const int64_t at = reader->offset();
+    absl::StatusOr<bool> more = reader->Next(&record);
+    if (!more.ok()) {
+      if (!skip_bad) return more.status();
+      ++counts->skipped;
+      LogSkip(more.status().message());
+      if (!reader->can_continue()) {
+        LogSkip(absl::StrCat("the rest of ", path, " cannot be framed; skipping it"));
+        break;
+      }
+      continue;
+    }
+    if (!*more) break;
+    ++framed_here;
+    if (framed_here == 1) {
+      // Room for the file's examples at once, estimated from its size and
+      // the first record's: growing by doubling would copy the set.
+      const int64_t estimate =
+          UncompressedBytes(path, compression) / static_cast<int64_t>(record.size() + 16) + 1;
+      ds->features.reserve(ds->features.size() + estimate * dense);
+      ds->ids.reserve(ds->ids.size() + estimate * ids);
+      ds->labels.reserve(ds->labels.size() + estimate);
+    }
+    const size_t f = ds->features.size(), d = ds->ids.size();
+    ds->features.resize(f + dense);
+    ds->ids.resize(d + ids);
+    int32_t label = 0;
+    absl::Status s = decoder.Decode(record, &parsed, ds->features.data() + f, ds->ids.data() + d,
+                                    &label, num_classes);
+    if (!s.ok()) {
+      ds->features.resize(f);
+      ds->ids.resize(d);
+      absl::Status bad =
+          absl::DataLossError(absl::StrCat(path, " at byte ", at, ": ", s.message()));
+      if (!skip_bad) return bad;
+      ++counts->skipped;
+      LogSkip(bad.message());
+      continue;
+    }
+    ds->labels.push_back(label);
+    ++ds->num_examples;
+    ++counts->records;
+  }
+  if (framed != nullptr) *framed = framed_here;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
+                                      Split split, int replica, int num_replicas,
+                                      int64_t num_classes) {
+  switch (input.format) {
+    case InputFormat::kIdx:
+      return LoadReplicaData(data_dir, split, replica, num_replicas);
+    case InputFormat::kTfRecord:
+      return LoadTfRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
+  }
+  return absl::InternalError("unknown input format");
+}
+
+absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,
+                                       Split split, int64_t num_classes) {
+  PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, split, 0, 1, num_classes));
+  return std::move(data.dataset);
+}
+
+}  // namespace pstrain::data
