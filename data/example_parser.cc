@@ -11,7 +11,18 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace pstrain::data {
 namespace {
 
-enum WireType { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
+enum WireType {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLengthDelimited = 2,
+  kStartGroup = 3,
+  kEndGroup = 4,
+  kFixed32 = 5
+};
+
+// Protobuf's parser refuses messages and groups nested deeper than this
+// (its default recursion limit), so a deeper group is refused by both.
+constexpr int kMaxGroupDepth = 100;
 
 // One field of a message.
 struct Field {
@@ -32,8 +43,22 @@ class FieldReader {
         end_(message.data() + message.size()),
         base_(base) {}
 
-  // The next field into `*f`: true, false at the end, or an error.
+  // The next field into `*f`: true, false at the end, or an error. A group
+  // (wire type 3) is unknown to every message here, as to protobuf, and is
+  // returned with its contents skipped.
   absl::StatusOr<bool> Next(Field* f) {
+    auto more = Read(f, 0);
+    if (more.ok() && *more && f->wire == kEndGroup) {
+      return Bad(f->at, absl::StrCat("field ", f->number, " ends a group that was not started"));
+    }
+    return more;
+  }
+
+  int64_t Offset() const { return base_ + (p_ - begin_); }
+
+ private:
+  // Next(), inside `depth` groups; an end-group tag is returned as a field.
+  absl::StatusOr<bool> Read(Field* f, int depth) {
     if (p_ == end_) return false;
     f->at = Offset();
     uint64_t tag;
@@ -55,15 +80,34 @@ class FieldReader {
         if (!Varint(&n)) return Bad(f->at, "a length runs past the end");
         return Take(n, f);
       }
+      case kStartGroup: {
+        if (depth == kMaxGroupDepth) {
+          return Bad(f->at, absl::StrCat("groups nested more than ", kMaxGroupDepth, " deep"));
+        }
+        Field inner;
+        while (true) {
+          auto more = Read(&inner, depth + 1);
+          if (!more.ok()) return more.status();
+          if (!*more) {
+            return Bad(f->at,
+                       absl::StrCat("field ", f->number, " starts a group that does not end"));
+          }
+          if (inner.wire != kEndGroup) continue;
+          if (inner.number != f->number) {
+            return Bad(inner.at, absl::StrCat("field ", inner.number, " ends the group of field ",
+                                              f->number));
+          }
+          return true;
+        }
+      }
+      case kEndGroup:
+        return true;
       default:
         return Bad(f->at, absl::StrCat("field ", f->number, " has wire type ", f->wire,
-                                       " (a group, or none), which this reader refuses"));
+                                       ", which protobuf does not define"));
     }
   }
 
-  int64_t Offset() const { return base_ + (p_ - begin_); }
-
- private:
   bool Varint(uint64_t* v) {
     uint64_t result = 0;
     for (int shift = 0; shift < 70 && p_ < end_; shift += 7) {

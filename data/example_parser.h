@@ -13,9 +13,10 @@
 // rules hold: of a name given twice the last entry counts, of a Feature's
 // kinds the last one set, a kind's list given in pieces is their
 // concatenation, and unknown fields (a known number with another wire type
-// among them) are skipped. Two things protobuf would take are refused with
-// an error: a map entry whose value is itself given in pieces, and groups
-// (wire types 3 and 4); no Example writer produces either.
+// among them, and groups, wire types 3 and 4, with all they hold) are
+// skipped. One thing protobuf would take is refused with an error: a map
+// entry whose value is itself given in pieces, which no Example writer
+// produces.
 //
 // Errors are InvalidArgument "Example at byte N: what", N counted from the
 // start of the serialized message. Stateless; thread-safe.

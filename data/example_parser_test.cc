@@ -162,6 +162,29 @@ TEST(ExampleParserTest, SkipsUnknownFields) {
   EXPECT_EQ(Floats(*parsed.Find("f")), std::vector<float>{2.5f});
 }
 
+TEST(ExampleParserTest, SkipsGroupsAsProtobufDoes) {
+  // A group of field N: its start tag, what it holds (a nested group among
+  // it), its end tag. Unknown at every level, so protobuf skips it whole.
+  auto group = [](int n) {
+    return Varint(n << 3 | 3) + Varint(1 << 3 | 0) + Varint(5) + Varint(2 << 3 | 3) +
+           Bytes(1, "in") + Varint(2 << 3 | 4) + Varint(n << 3 | 4);
+  };
+  // In an Int64List among packed values, in a Feature, in an entry, in
+  // Features and in the Example.
+  const std::string feature =
+      group(3) + Bytes(3, Varint(1 << 3 | 0) + Varint(4) + group(1) + Bytes(1, Varint(9)));
+  const std::string bytes =
+      group(1) + ExampleOf(group(1) + Bytes(1, group(2) + Bytes(1, "ids") + Bytes(2, feature)));
+  ParsedExample parsed;
+  ASSERT_OK(parsed.Parse(bytes));
+  ASSERT_NE(parsed.Find("ids"), nullptr);
+  EXPECT_EQ(Int64s(*parsed.Find("ids")), (std::vector<int64_t>{4, 9}));
+  v1::Example theirs;
+  ASSERT_TRUE(theirs.ParseFromString(bytes));
+  const auto& list = theirs.features().feature().at("ids").int64_list().value();
+  EXPECT_EQ(std::vector<int64_t>(list.begin(), list.end()), (std::vector<int64_t>{4, 9}));
+}
+
 TEST(ExampleParserTest, NamesTheByteOfBadInput) {
   ParsedExample parsed;
   // Features says 5 bytes; 1 follows.
@@ -170,10 +193,19 @@ TEST(ExampleParserTest, NamesTheByteOfBadInput) {
   // A tag cut short.
   EXPECT_EQ(parsed.Parse(std::string("\x0a\x01\x80", 3)).message(),
             "Example at byte 2: a field tag runs past the end");
-  // A group (wire type 3).
-  EXPECT_EQ(parsed.Parse(std::string("\x0b", 1)).message(),
-            "Example at byte 0: field 1 has wire type 3 (a group, or none), which this reader "
-            "refuses");
+  // An end-group tag with no group open; a group never ended; a group
+  // ended by another field's tag; wire type 6.
+  EXPECT_EQ(parsed.Parse(std::string("\x0c", 1)).message(),
+            "Example at byte 0: field 1 ends a group that was not started");
+  EXPECT_EQ(parsed.Parse(std::string("\x0b\x08\x01", 3)).message(),
+            "Example at byte 0: field 1 starts a group that does not end");
+  EXPECT_EQ(parsed.Parse(std::string("\x0b\x08\x01\x14", 4)).message(),
+            "Example at byte 3: field 2 ends the group of field 1");
+  EXPECT_EQ(parsed.Parse(std::string("\x0e", 1)).message(),
+            "Example at byte 0: field 1 has wire type 6, which protobuf does not define");
+  // Groups nested past protobuf's recursion limit.
+  EXPECT_EQ(parsed.Parse(std::string(101, '\x0b') + std::string(101, '\x0c')).message(),
+            "Example at byte 100: groups nested more than 100 deep");
   // A feature's value in two pieces.
   const std::string twice = ExampleOf(Bytes(1, Bytes(1, "f") + Bytes(2, "") + Bytes(2, "")));
   EXPECT_EQ(parsed.Parse(twice).message(),

@@ -268,42 +268,31 @@ absl::Status ExampleDecoder::Decode(absl::string_view example, ParsedExample* pa
     if (!s.ok()) return s;
   }
   const FeatureView* view = parsed->Find(spec_.label);
-  const std::string& name = spec_.label;
-  if (view == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is missing"));
-  }
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("label \"", spec_.label, "\"", what));
+  };
+  if (view == nullptr) return bad(" is missing");
   int64_t value = 0;
-  int64_t n = 0;
+  absl::StatusOr<int64_t> n = 0;
   if (view->kind == ListKind::kInt64) {
-    auto got = ReadInt64s(*view, &value, 1);
-    if (!got.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat("label \"", name, "\": ", got.status().message()));
-    n = *got;
+    n = ReadInt64s(*view, &value, 1);
   } else if (view->kind == ListKind::kFloat) {
     float v = 0;
-    auto got = ReadFloats(*view, &v, 1);
-    if (!got.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat("label \"", name, "\": ", got.status().message()));
-    n = *got;
-    if (n == 1 && !(std::floor(v) == v && std::abs(v) < 1e9f)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("label \"", name, "\" is ", v, ", not a class number"));
+    n = ReadFloats(*view, &v, 1);
+    if (n.ok() && *n == 1) {
+      if (!(std::floor(v) == v && std::abs(v) < 1e9f)) {
+        return bad(absl::StrCat(" is ", v, ", not a class number"));
+      }
+      value = static_cast<int64_t>(v);
     }
-    value = static_cast<int64_t>(v);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is a ",
-                                                   ListKindName(view->kind),
-                                                   "; it needs an int64_list (or float_list)"));
+    return bad(absl::StrCat(" is a ", ListKindName(view->kind),
+                            "; it needs an int64_list (or float_list)"));
   }
-  if (n != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("label \"", name, "\" has ", n, " values; it needs one"));
-  }
+  if (!n.ok()) return bad(absl::StrCat(": ", n.status().message()));
+  if (*n != 1) return bad(absl::StrCat(" has ", *n, " values; it needs one"));
   if (value < 0 || (num_classes > 0 && value >= num_classes) || value > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat("label \"", name, "\" is ", value,
-                                                   ", outside the classes [0, ", num_classes, ")"));
+    return bad(absl::StrCat(" is ", value, ", outside the classes [0, ", num_classes, ")"));
   }
   *label = static_cast<int32_t>(value);
   return absl::OkStatus();

@@ -41,20 +41,22 @@ void LogSkip(absl::string_view what) {
                std::string(what).c_str());
 }
 
-// The records a file frames, reading nothing into memory.
+// `path` as the job names it: a relative one is under `data_dir`.
+std::string UnderDataDir(const std::string& path, const std::string& data_dir) {
+  return !path.empty() && path[0] != '/' && !data_dir.empty() ? data_dir + "/" + path : path;
+}
+
+// The records a file frames (AppendTfRecordFile's `framed`), seeking over
+// their data.
 absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compression,
                                     bool skip_bad) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
                            TfRecordReader::Open(path, compression));
   int64_t n = 0;
-  std::string record;
   while (true) {
-    absl::StatusOr<bool> more = reader->Next(&record);
-    if (!more.ok()) {
-      if (!skip_bad) return more.status();
-      if (!reader->can_continue()) return n;
-      continue;
-    }
+    absl::StatusOr<bool> more = reader->Skip();
+    if (!more.ok() && skip_bad) return n;  // Skip's errors end the framing
+    if (!more.ok()) return more.status();
     if (!*more) return n;
     ++n;
   }
@@ -72,15 +74,9 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
   // Vocabulary files named relative to the data directory, as the files.
   FeatureSpec spec = input.features;
-  for (FeatureDef& f : spec.features) {
-    if (!f.vocabulary_file.empty() && f.vocabulary_file[0] != '/' && !data_dir.empty()) {
-      f.vocabulary_file = data_dir + "/" + f.vocabulary_file;
-    }
-  }
+  for (FeatureDef& f : spec.features) f.vocabulary_file = UnderDataDir(f.vocabulary_file, data_dir);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, ExampleDecoder::Create(spec));
   ReplicaData out;
-  out.dataset.example_dim = decoder->dense_width();
-  out.dataset.ids_dim = decoder->ids_width();
   out.files_total = static_cast<int>(files.size());
   out.by_file = out.files_total >= num_replicas && out.files_total > 1;
   ReadCounts counts;
@@ -98,6 +94,7 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
     out.split_examples += framed;
   }
   out.skipped_records = counts.skipped;
+  // By record, every replica reads every file: the split is what decoded.
   if (!out.by_file) out.split_examples = out.dataset.num_examples;
   return out;
 }
@@ -113,9 +110,7 @@ absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name) {
 
 absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
                                                      const std::string& data_dir) {
-  const std::string full = !pattern.empty() && pattern[0] != '/' && !data_dir.empty()
-                               ? data_dir + "/" + pattern
-                               : pattern;
+  const std::string full = UnderDataDir(pattern, data_dir);
   glob_t g{};
   const int rc = glob(full.c_str(), GLOB_ERR, nullptr, &g);
   std::vector<std::string> files;
@@ -149,6 +144,9 @@ absl::Status AppendTfRecordFile(const std::string& path, Compression compression
     absl::StatusOr<bool> more = reader->Next(&record);
     if (!more.ok()) {
       if (!skip_bad) return more.status();
+      // A bad data checksum leaves the record framed: counted, as
+      // CountFramed (which does not read data) counts it.
+      if (reader->can_continue()) ++framed_here;
       ++counts->skipped;
       LogSkip(more.status().message());
       if (!reader->can_continue()) {

@@ -1,9 +1,11 @@
 #include "data/tfrecord.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -209,7 +211,7 @@ absl::Status TfRecordReader::Bad(int64_t at, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path_, " at byte ", at, ": ", what));
 }
 
-absl::StatusOr<bool> TfRecordReader::Next(std::string* record) {
+absl::StatusOr<bool> TfRecordReader::Frame(uint64_t* length) {
   if (lost_) return false;
   const int64_t at = offset_;
   char head[12];
@@ -223,27 +225,37 @@ absl::StatusOr<bool> TfRecordReader::Next(std::string* record) {
     lost_ = true;
     return Bad(at, absl::StrCat("record header cut short (", *got, " of 12 bytes)"));
   }
-  const uint64_t length = GetUint64(head);
+  *length = GetUint64(head);
   if (MaskCrc32c(Crc32c(head, 8)) != GetUint32(head + 8)) {
     lost_ = true;
     return Bad(at, "the record length's checksum does not match (corrupt length or checksum)");
   }
-  if (length > kMaxRecordBytes) {
+  if (*length > kMaxRecordBytes) {
     lost_ = true;
     return Bad(at,
-               absl::StrCat("record length ", length, " is over the limit of ", kMaxRecordBytes));
+               absl::StrCat("record length ", *length, " is over the limit of ", kMaxRecordBytes));
   }
+  return true;
+}
+
+absl::Status TfRecordReader::CutShort(int64_t at, uint64_t length, int64_t got) {
+  lost_ = true;
+  return Bad(at, absl::StrCat("record of ", length, " bytes cut short (the file ends ", got,
+                              " bytes into its ", length + 4, ")"));
+}
+
+absl::StatusOr<bool> TfRecordReader::Next(std::string* record) {
+  const int64_t at = offset_;
+  uint64_t length = 0;
+  absl::StatusOr<bool> framed = Frame(&length);
+  if (!framed.ok() || !*framed) return framed;
   record->resize(length + 4);
-  got = Read(record->data(), static_cast<int64_t>(length) + 4);
+  absl::StatusOr<int64_t> got = Read(record->data(), static_cast<int64_t>(length) + 4);
   if (!got.ok()) {
     lost_ = true;
     return got.status();
   }
-  if (*got < static_cast<int64_t>(length) + 4) {
-    lost_ = true;
-    return Bad(at, absl::StrCat("record of ", length, " bytes cut short (the file ends ", *got,
-                                " bytes into its ", length + 4, ")"));
-  }
+  if (*got < static_cast<int64_t>(length) + 4) return CutShort(at, length, *got);
   offset_ = at + 12 + static_cast<int64_t>(length) + 4;
   const uint32_t stored = GetUint32(record->data() + length);
   record->resize(length);
@@ -251,6 +263,38 @@ absl::StatusOr<bool> TfRecordReader::Next(std::string* record) {
     return Bad(at, absl::StrCat("the checksum of the record's ", length,
                                 " bytes of data does not match (corrupt data or checksum)"));
   }
+  return true;
+}
+
+absl::StatusOr<bool> TfRecordReader::Skip() {
+  const int64_t at = offset_;
+  uint64_t length = 0;
+  absl::StatusOr<bool> framed = Frame(&length);
+  if (!framed.ok() || !*framed) return framed;
+  const int64_t want = static_cast<int64_t>(length) + 4;
+  int64_t got = 0;
+  if (source_->plain != nullptr) {
+    // Seek over the data, then see whether the file held it.
+    const int64_t here = at + 12;
+    if (fseeko(source_->plain, want, SEEK_CUR) != 0) return FileError("seek in", path_);
+    struct stat st;
+    if (fstat(fileno(source_->plain), &st) != 0) return FileError("stat", path_);
+    got = std::min<int64_t>(want, std::max<int64_t>(0, st.st_size - here));
+  } else {
+    scratch_.resize(std::min<int64_t>(want, 1 << 16));
+    while (got < want) {
+      const int64_t n = std::min<int64_t>(want - got, static_cast<int64_t>(scratch_.size()));
+      absl::StatusOr<int64_t> r = Read(scratch_.data(), n);
+      if (!r.ok()) {
+        lost_ = true;
+        return r.status();
+      }
+      got += *r;
+      if (*r < n) break;
+    }
+  }
+  if (got < want) return CutShort(at, length, got);
+  offset_ = at + 12 + want;
   return true;
 }
 

@@ -68,6 +68,11 @@ class TfRecordReader {
   // after a bad length or a stream cut short the rest of the file cannot
   // be framed and Next returns false from then on.
   absl::StatusOr<bool> Next(std::string* record);
+  // Frames the next record without reading or checking its data (so a bad
+  // data checksum goes unseen): true, false at the end, or Next's errors
+  // for its header and for a file that ends inside it. For counting
+  // records: a plain file's data is seeked over, not read.
+  absl::StatusOr<bool> Skip();
   bool can_continue() const { return !lost_; }
   // Byte offset (uncompressed) of the next record.
   int64_t offset() const { return offset_; }
@@ -79,12 +84,17 @@ class TfRecordReader {
   // Reads exactly n bytes; returns how many were there (fewer at the end),
   // or an error for a corrupt stream.
   absl::StatusOr<int64_t> Read(char* out, int64_t n);
+  // Reads the next record's header: true with its data's length in
+  // `*length`, false at a clean end, or an error (and the rest is lost).
+  absl::StatusOr<bool> Frame(uint64_t* length);
+  absl::Status CutShort(int64_t at, uint64_t length, int64_t got);
   absl::Status Bad(int64_t at, absl::string_view what);
 
   const std::string path_;
   std::unique_ptr<Source> source_;
   int64_t offset_ = 0;
   bool lost_ = false;
+  std::string scratch_;  // Skip's sink for compressed data
 };
 
 // Every record of a file (for tests and converters).

@@ -1,5 +1,7 @@
 #include "data/tfrecord.h"
 
+#include <zlib.h>
+
 #include <string>
 #include <vector>
 
@@ -138,6 +140,56 @@ TEST(TfRecordTest, CorruptionIsNamedWithFileAndOffset) {
   s = FirstError("header.tfrecord", file.substr(0, at + 5), Compression::kNone);
   EXPECT_EQ(s.message(), Path("header.tfrecord") + " at byte " + std::to_string(at) +
                              ": record header cut short (5 of 12 bytes)");
+}
+
+// Skip frames what Next reads, without the data: the same count, the same
+// offsets and errors for a file that ends inside a record; a bad data
+// checksum goes unseen.
+TEST(TfRecordTest, SkipFramesAsNextReads) {
+  const std::vector<std::string> records = SomeRecords();
+  for (Compression c : {Compression::kNone, Compression::kGzip}) {
+    const std::string path = Path(c == Compression::kGzip ? "skip.tfrecord.gz" : "skip.tfrecord");
+    ASSERT_OK(WriteRecords(path, c, records));
+    ASSERT_OK_AND_ASSIGN(auto reader, TfRecordReader::Open(path, c));
+    int n = 0;
+    while (true) {
+      ASSERT_OK_AND_ASSIGN(bool more, reader->Skip());
+      if (!more) break;
+      ++n;
+    }
+    EXPECT_EQ(n, static_cast<int>(records.size()));
+    int64_t bytes = 0;
+    for (const std::string& r : records) bytes += 16 + static_cast<int64_t>(r.size());
+    EXPECT_EQ(reader->offset(), bytes);
+  }
+  const std::string first = FrameRecord("first record"), second = FrameRecord("second");
+  std::string bad = first + second;
+  bad[first.size() + 12 + 3] ^= 0x01;  // the second record's data
+  const std::string cut = (first + second).substr(0, first.size() + second.size() - 3);
+  for (Compression c : {Compression::kNone, Compression::kGzip}) {
+    const std::string ext = c == Compression::kGzip ? ".tfrecord.gz" : ".tfrecord";
+    // The files' bytes, compressed as their names say.
+    auto write = [&](const std::string& name, const std::string& bytes) {
+      if (c == Compression::kNone) return WriteFileAtomically(Path(name), bytes);
+      gzFile gz = gzopen(Path(name).c_str(), "wb");
+      gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
+      gzclose(gz);
+      return absl::OkStatus();
+    };
+    ASSERT_OK(write("skipbad" + ext, bad));
+    ASSERT_OK_AND_ASSIGN(auto reader, TfRecordReader::Open(Path("skipbad" + ext), c));
+    EXPECT_TRUE(*reader->Skip());
+    EXPECT_TRUE(*reader->Skip());
+    EXPECT_FALSE(*reader->Skip());
+    ASSERT_OK(write("skipcut" + ext, cut));
+    ASSERT_OK_AND_ASSIGN(reader, TfRecordReader::Open(Path("skipcut" + ext), c));
+    EXPECT_TRUE(*reader->Skip());
+    absl::StatusOr<bool> more = reader->Skip();
+    EXPECT_EQ(more.status().message(),
+              Path("skipcut" + ext) + " at byte " + std::to_string(first.size()) +
+                  ": record of 6 bytes cut short (the file ends 7 bytes into its 10)");
+    EXPECT_FALSE(reader->can_continue());
+  }
 }
 
 TEST(TfRecordTest, AGzipFileCutShortIsNamed) {

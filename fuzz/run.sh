@@ -32,6 +32,9 @@ for t in "${targets[@]}"; do
   else
     result="FAILED (see $scratch/$t.log)"
     status=1
+    # What failed, and the input as base64, for the log of a run that is gone.
+    grep -E "^(==[0-9]+==|SUMMARY|Base64|    #[0-9] )|runtime error" "$scratch/$t.log" | head -20 \
+      | sed "s/^/    $t: /" || true
   fi
   runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$scratch/$t.log" | grep -o '[0-9]*$' || echo 0)
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$scratch/$t.log" | tail -1 || true)

@@ -45,8 +45,7 @@ class Where {
   // The position of `field` (index `index` when repeated) in `tree`, or of
   // `fallback` when the field was not written.
   std::string At(const TextFormat::ParseInfoTree* tree, const google::protobuf::Descriptor* type,
-                 const std::string& field, int index = -1,
-                 const std::string& fallback = "") const {
+                 const std::string& field, int index = -1, const std::string& fallback = "") const {
     const auto* f = type->FindFieldByName(field);
     if (tree != nullptr && f != nullptr) {
       const auto loc = tree->GetLocation(f, index);
@@ -73,9 +72,8 @@ absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& c
   std::set<std::string> names;
   for (int i = 0; i < config.variable_size(); ++i) {
     const v1::VariableConfig& v = config.variable(i);
-    const std::string at =
-        absl::StrCat(where.At(where.root(), type, "variable", i), "variable ", i, " (",
-                     v.name().empty() ? "no name" : v.name(), "): ");
+    const std::string at = absl::StrCat(where.At(where.root(), type, "variable", i), "variable ", i,
+                                        " (", v.name().empty() ? "no name" : v.name(), "): ");
     if (v.name().empty()) return Bad(at, "name is missing");
     if (!names.insert(v.name()).second) return Bad(at, "the name is used twice");
     if (v.shape_size() == 0) return Bad(at, "shape is missing");
@@ -120,15 +118,14 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
   int dense_index = 0;
   for (int i = 0; i < config.layer_size(); ++i) {
     const v1::LayerConfig& l = config.layer(i);
-    const std::string name =
-        !l.name().empty()        ? l.name()
-        : l.has_embedding_bag() ? std::string("embedding")
-                                : absl::StrCat("dense_", dense_index);
+    const std::string name = !l.name().empty()       ? l.name()
+                             : l.has_embedding_bag() ? std::string("embedding")
+                                                     : absl::StrCat("dense_", dense_index);
     const std::string at_layer = where.At(where.root(), type, "layer", i);
     const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
     const TextFormat::ParseInfoTree* layer_tree =
-        where.root() == nullptr ? nullptr : where.root()->GetTreeForNested(
-                                                type->FindFieldByName("layer"), i);
+        where.root() == nullptr ? nullptr
+                                : where.root()->GetTreeForNested(type->FindFieldByName("layer"), i);
     if (l.has_dense() && l.has_embedding_bag()) {
       return Bad(at_layer, what + "gives both dense and embedding_bag: one type per layer");
     }
@@ -138,13 +135,14 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
               ? nullptr
               : layer_tree->GetTreeForNested(layer_type->FindFieldByName("embedding_bag"), -1);
       auto bat = [&](const std::string& field) {
-        return where.At(bag_tree, v1::EmbeddingBagLayer::descriptor(), field, -1, at_layer) +
-               what + "embedding_bag." + field + " ";
+        return where.At(bag_tree, v1::EmbeddingBagLayer::descriptor(), field, -1, at_layer) + what +
+               "embedding_bag." + field + " ";
       };
       const v1::EmbeddingBagLayer& e = l.embedding_bag();
       if (i != 0) {
-        return Bad(at_layer, what + "an embedding_bag layer must come first: it reads the "
-                                    "input's ids");
+        return Bad(at_layer, what +
+                                 "an embedding_bag layer must come first: it reads the "
+                                 "input's ids");
       }
       if (e.vocabulary() == 0) return Bad(at_layer, what + "embedding_bag.vocabulary is missing");
       if (e.vocabulary() < 1 || e.vocabulary() > (int64_t{1} << 40)) {
@@ -184,11 +182,11 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
     }
     ++dense_index;
     const TextFormat::ParseInfoTree* dense_tree =
-        layer_tree == nullptr ? nullptr
-                              : layer_tree->GetTreeForNested(layer_type->FindFieldByName("dense"), -1);
+        layer_tree == nullptr
+            ? nullptr
+            : layer_tree->GetTreeForNested(layer_type->FindFieldByName("dense"), -1);
     auto at = [&](const std::string& field) {
-      return where.At(dense_tree, dense_type, field, -1, at_layer) + what + "dense." +
-             field + " ";
+      return where.At(dense_tree, dense_type, field, -1, at_layer) + what + "dense." + field + " ";
     };
     const v1::DenseLayer& d = l.dense();
     if (d.units() == 0) return Bad(at_layer, what + "dense.units is missing");
@@ -236,9 +234,9 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     if (!names.insert(spec.layers[i].name).second) {
       const int index = static_cast<int>(i) + first_dense;
-      return Bad(where.At(where.root(), type, "layer", index),
-                 absl::StrCat("layer ", index, " (", spec.layers[i].name,
-                              "): the name is used twice"));
+      return Bad(
+          where.At(where.root(), type, "layer", index),
+          absl::StrCat("layer ", index, " (", spec.layers[i].name, "): the name is used twice"));
     }
   }
   return spec;
@@ -260,14 +258,16 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
   in->format = *format;
   if (in->format == data::InputFormat::kIdx) {
     if (!c.train_files().empty() || !c.test_files().empty() || c.feature_size() > 0) {
-      return Bad(fallback, "input: train_files, test_files and feature are for format "
-                           "\"tfrecord\" (the IDX files of the data directory need none)");
+      return Bad(fallback,
+                 "input: train_files, test_files and feature are for format "
+                 "\"tfrecord\" (the IDX files of the data directory need none)");
     }
     return absl::OkStatus();
   }
   if (c.train_files().empty()) return Bad(fallback, "input.train_files is missing (a glob)");
   if (c.test_files().empty()) {
-    return Bad(fallback, "input.test_files is missing (the examples the chief and evaluator score)");
+    return Bad(fallback,
+               "input.test_files is missing (the examples the chief and evaluator score)");
   }
   if (c.feature_size() == 0) return Bad(fallback, "input.feature is missing: no feature is read");
   auto compression = data::ParseCompression(c.compression());
@@ -294,8 +294,8 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
     def.hash_buckets = f.hash_buckets();
     def.vocabulary = f.vocabulary();
     in->features.features.push_back(std::move(def));
-    data::FeatureSpec one = in->features;
-    if (absl::Status s = data::CheckFeatureSpec(one); !s.ok()) {
+    // Checked as it grows, so an error names the feature that caused it.
+    if (absl::Status s = data::CheckFeatureSpec(in->features); !s.ok()) {
       return Bad(iat("feature", i), s.message());
     }
   }
@@ -348,17 +348,21 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
   if (config.has_optimizer()) {
     const v1::OptimizerSettings& o = config.optimizer();
     const TextFormat::ParseInfoTree* tree =
-        where.root() == nullptr ? nullptr
-                                : where.root()->GetTreeForNested(type->FindFieldByName("optimizer"), -1);
+        where.root() == nullptr
+            ? nullptr
+            : where.root()->GetTreeForNested(type->FindFieldByName("optimizer"), -1);
     const std::string fallback = where.At(where.root(), type, "optimizer");
     auto oat = [&](const std::string& field) {
       return where.At(tree, v1::OptimizerSettings::descriptor(), field, -1, fallback) +
              "optimizer." + field + " ";
     };
     OptimizerSpec& opt = job->optimizer;
-    if (o.name().empty()) return Bad(fallback, "optimizer.name is missing (sgd, momentum, adagrad or adam)");
-    if (o.name() != "sgd" && o.name() != "momentum" && o.name() != "adagrad" && o.name() != "adam") {
-      return Bad(oat("name"), absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad or adam"));
+    if (o.name().empty())
+      return Bad(fallback, "optimizer.name is missing (sgd, momentum, adagrad or adam)");
+    if (o.name() != "sgd" && o.name() != "momentum" && o.name() != "adagrad" &&
+        o.name() != "adam") {
+      return Bad(oat("name"),
+                 absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad or adam"));
     }
     opt.name = o.name();
     if (o.has_learning_rate()) {
@@ -378,7 +382,8 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
          {std::make_tuple("beta1", o.has_beta1(), o.beta1(), &opt.beta1),
           std::make_tuple("beta2", o.has_beta2(), o.beta2(), &opt.beta2)}) {
       if (!has) continue;
-      if (!(value >= 0 && value < 1)) return Bad(oat(field), absl::StrCat(value, " must be in [0, 1)"));
+      if (!(value >= 0 && value < 1))
+        return Bad(oat(field), absl::StrCat(value, " must be in [0, 1)"));
       *target = value;
     }
     for (auto [field, has, value, target] :
