@@ -6,6 +6,10 @@
 //   TfRecordGzip TFRecord files of tf.train.Example, GZIP, as
 //                `pstrain data to-tfrecord` writes them (its default)
 //   TfRecord     the same, uncompressed
+// and streamed from the same TFRecord files through a shuffle buffer of
+// 10,000 examples instead of loaded (data/example_stream.h):
+//   StreamGzip, Stream   opening the stream (its counting pass) and one epoch
+//   StreamEpochGzip      each further epoch of an open stream
 // and, apart, decoding Examples already in memory (Decode: parse and lay
 // out, no file). The TFRecord files are written to a temporary directory
 // first, and removed at exit. Items are examples.
@@ -73,16 +77,22 @@ InputSpec TfRecordInput() {
   return in;
 }
 
+// One epoch of batches from a source.
+void Epoch(BatchSource* source, benchmark::State& state) {
+  std::vector<float> x(static_cast<size_t>(kBatch) * source->example_dim());
+  std::vector<int32_t> y(kBatch);
+  for (int64_t b = 0; b < source->batches_per_epoch(); ++b) {
+    auto epoch = source->Next(x.data(), y.data());
+    if (!epoch.ok()) Die(epoch.status());
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.items_processed() + source->batches_per_epoch() * kBatch);
+}
+
 // One epoch of batches from a loaded split.
 void Batch(const Dataset& ds, benchmark::State& state) {
   ShardIterator it(&ds, 0, 1, kBatch, 1);
-  std::vector<float> x(static_cast<size_t>(kBatch) * ds.example_dim);
-  std::vector<int32_t> y(kBatch);
-  for (int64_t b = 0; b < it.batches_per_epoch(); ++b) {
-    it.Next(x.data(), y.data());
-    benchmark::DoNotOptimize(x.data());
-  }
-  state.SetItemsProcessed(state.items_processed() + ds.num_examples);
+  Epoch(&it, state);
 }
 
 void BM_Idx(benchmark::State& state) {
@@ -103,6 +113,28 @@ void TfRecord(benchmark::State& state, Compression c) {
 }
 void BM_TfRecordGzip(benchmark::State& state) { TfRecord(state, Compression::kGzip); }
 void BM_TfRecord(benchmark::State& state) { TfRecord(state, Compression::kNone); }
+
+std::unique_ptr<BatchSource> OpenStream(Compression c) {
+  InputSpec in = TfRecordInput();
+  in.shuffle_buffer = 10000;
+  auto opened = OpenTrainingInput(Converted(c), in, 0, 1, kBatch, 1, 10);
+  if (!opened.ok()) Die(opened.status());
+  return std::move(opened->source);
+}
+
+void Stream(benchmark::State& state, Compression c) {
+  for (auto _ : state) {
+    std::unique_ptr<BatchSource> source = OpenStream(c);
+    Epoch(source.get(), state);
+  }
+}
+void BM_StreamGzip(benchmark::State& state) { Stream(state, Compression::kGzip); }
+void BM_Stream(benchmark::State& state) { Stream(state, Compression::kNone); }
+
+void BM_StreamEpochGzip(benchmark::State& state) {
+  std::unique_ptr<BatchSource> source = OpenStream(Compression::kGzip);
+  for (auto _ : state) Epoch(source.get(), state);
+}
 
 void BM_Decode(benchmark::State& state) {
   auto records = ReadAllRecords(Converted(Compression::kNone) + "/train-00000-of-00001.tfrecord",
@@ -126,6 +158,9 @@ void BM_Decode(benchmark::State& state) {
 BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecord)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_StreamGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_StreamEpochGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Decode);
 
 }  // namespace

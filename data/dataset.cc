@@ -37,18 +37,15 @@ absl::Status ReadPair(const std::string& images_path, const std::string& labels_
   PSTRAIN_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
   if (images.dims.size() < 2) {
     return absl::DataLossError(absl::StrCat(
-        "IDX file ", images_path, ": images need rank 2 or more, got rank ",
-        images.dims.size()));
+        "IDX file ", images_path, ": images need rank 2 or more, got rank ", images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    return absl::DataLossError(absl::StrCat(
-        "IDX file ", labels_path, ": labels need rank 1, got rank ",
-        labels.dims.size()));
+    return absl::DataLossError(absl::StrCat("IDX file ", labels_path,
+                                            ": labels need rank 1, got rank ", labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
-    return absl::DataLossError(absl::StrCat(
-        images_path, " has ", images.dims[0], " images but ", labels_path,
-        " has ", labels.dims[0], " labels"));
+    return absl::DataLossError(absl::StrCat(images_path, " has ", images.dims[0], " images but ",
+                                            labels_path, " has ", labels.dims[0], " labels"));
   }
   *images_out = std::move(images);
   *labels_out = std::move(labels);
@@ -64,15 +61,14 @@ absl::Status AppendPair(const std::string& images_path, const std::string& label
   for (size_t i = 1; i < images.dims.size(); ++i) dim *= images.dims[i];
   if (ds->num_examples > 0 && dim != ds->example_dim) {
     return absl::DataLossError(absl::StrCat("IDX file ", images_path, " holds examples of ", dim,
-                                            " values; the files before it, of ",
-                                            ds->example_dim));
+                                            " values; the files before it, of ", ds->example_dim));
   }
   const int64_t n = images.dims[0];
   for (int64_t i = 0; i < n; ++i) {
     if (labels.values[i] > 9) {
-      return absl::DataLossError(absl::StrCat(
-          "IDX file ", labels_path, ": label ", int{labels.values[i]},
-          " of example ", i, " is above 9"));
+      return absl::DataLossError(absl::StrCat("IDX file ", labels_path, ": label ",
+                                              int{labels.values[i]}, " of example ", i,
+                                              " is above 9"));
     }
   }
   ds->example_dim = dim;
@@ -109,14 +105,14 @@ absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split) {
   const std::string single_images = FindFile(dir, images_stem);
   if (num_files == 0) {
     if (single_images.empty()) {
-      return absl::NotFoundError(absl::StrCat("cannot open IDX file ", dir, "/", images_stem,
-                                              "[.gz]: no such file"));
+      return absl::NotFoundError(
+          absl::StrCat("cannot open IDX file ", dir, "/", images_stem, "[.gz]: no such file"));
     }
     const std::string single_labels = FindFile(dir, labels_stem);
     if (single_labels.empty()) {
       return absl::NotFoundError(absl::StrCat("cannot open IDX file ", dir, "/", labels_stem,
-                                              "[.gz]: no such file (the labels of ",
-                                              single_images, ")"));
+                                              "[.gz]: no such file (the labels of ", single_images,
+                                              ")"));
     }
     files.images = {single_images};
     files.labels = {single_labels};
@@ -132,9 +128,9 @@ absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split) {
     const std::string images = FindFile(dir, images_stem + suffix);
     const std::string labels = FindFile(dir, labels_stem + suffix);
     if (images.empty() || labels.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          dir, "/", images.empty() ? images_stem : labels_stem, suffix,
-          "[.gz] is missing: the split has ", num_files, " files"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(dir, "/", images.empty() ? images_stem : labels_stem, suffix,
+                       "[.gz] is missing: the split has ", num_files, " files"));
     }
     files.images.push_back(images);
     files.labels.push_back(labels);
@@ -210,9 +206,9 @@ absl::StatusOr<std::vector<int64_t>> WriteShardedCopy(const std::string& dir,
   PSTRAIN_RETURN_IF_ERROR(ReadSplitRaw(train_files, &images, &labels));
   const int64_t n = images.dims[0];
   if (files < 1 || files > std::min<int64_t>(n, 99999)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "files=", files, ": must be from 1 to ", std::min<int64_t>(n, 99999),
-        " (the training examples, one at least per file)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("files=", files, ": must be from 1 to ", std::min<int64_t>(n, 99999),
+                     " (the training examples, one at least per file)"));
   }
   std::vector<std::string> present;
   for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
@@ -253,8 +249,8 @@ absl::StatusOr<std::vector<int64_t>> WriteShardedCopy(const std::string& dir,
   return counts;
 }
 
-ShardIterator::ShardIterator(const Dataset* dataset, int replica,
-                             int num_replicas, int batch_size, uint64_t seed)
+ShardIterator::ShardIterator(const Dataset* dataset, int replica, int num_replicas, int batch_size,
+                             uint64_t seed)
     : dataset_(dataset),
       replica_(replica),
       num_replicas_(num_replicas),
@@ -280,14 +276,13 @@ void ShardIterator::StartEpoch() {
   }
 }
 
-int64_t ShardIterator::Next(float* features, int32_t* labels, int64_t* ids) {
+absl::StatusOr<int64_t> ShardIterator::Next(float* features, int32_t* labels, int64_t* ids) {
   if (epoch_ < 0 || position_ + batch_size_ > shard_size()) StartEpoch();
   const int64_t dim = dataset_->example_dim;
   const int64_t ids_dim = ids == nullptr ? 0 : dataset_->ids_dim;
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t idx = indices_[position_ + b];
-    std::memcpy(features + b * dim, dataset_->features.data() + idx * dim,
-                dim * sizeof(float));
+    std::memcpy(features + b * dim, dataset_->features.data() + idx * dim, dim * sizeof(float));
     if (ids_dim > 0) {
       std::memcpy(ids + b * ids_dim, dataset_->ids.data() + idx * ids_dim,
                   ids_dim * sizeof(int64_t));
@@ -298,11 +293,15 @@ int64_t ShardIterator::Next(float* features, int32_t* labels, int64_t* ids) {
   return epoch_;
 }
 
-void ShardIterator::Skip(int64_t batches) {
-  for (int64_t i = 0; i < batches; ++i) {
-    if (epoch_ < 0 || position_ + batch_size_ > shard_size()) StartEpoch();
-    position_ += batch_size_;
-  }
+absl::Status ShardIterator::Seek(int64_t batch) {
+  epoch_ = -1;
+  position_ = 0;
+  if (batch == 0 || batches_per_epoch() == 0) return absl::OkStatus();
+  // Batch k of an epoch ends at position (k + 1) x batch_size.
+  epoch_ = (batch - 1) / batches_per_epoch() - 1;
+  StartEpoch();
+  position_ = ((batch - 1) % batches_per_epoch() + 1) * batch_size_;
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain::data

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/batch_source.h"
 
 namespace pstrain::data {
 
@@ -18,11 +19,11 @@ namespace pstrain::data {
 // int32 labels.
 struct Dataset {
   int64_t num_examples = 0;
-  int64_t example_dim = 0;       // dense floats per example
-  int64_t ids_dim = 0;           // ids per example (0 for IDX files)
-  std::vector<float> features;   // num_examples * example_dim
-  std::vector<int64_t> ids;      // num_examples * ids_dim
-  std::vector<int32_t> labels;   // num_examples
+  int64_t example_dim = 0;      // dense floats per example
+  int64_t ids_dim = 0;          // ids per example (0 for IDX files)
+  std::vector<float> features;  // num_examples * example_dim
+  std::vector<int64_t> ids;     // num_examples * ids_dim
+  std::vector<int32_t> labels;  // num_examples
 };
 
 enum class Split { kTrain, kTest };
@@ -86,25 +87,21 @@ absl::StatusOr<std::vector<int64_t>> WriteShardedCopy(const std::string& dir,
 // hold exactly the examples of the k-th batch of one replica with batch
 // R x batch_size: a sync job sees the data of a single larger batch.
 // Thread-compatible.
-class ShardIterator {
+class ShardIterator : public BatchSource {
  public:
   // REQUIRES: dataset outlives the iterator; 0 <= replica < num_replicas;
   // batch_size >= 1.
-  ShardIterator(const Dataset* dataset, int replica, int num_replicas,
-                int batch_size, uint64_t seed);
+  ShardIterator(const Dataset* dataset, int replica, int num_replicas, int batch_size,
+                uint64_t seed);
 
-  int64_t shard_size() const { return static_cast<int64_t>(indices_.size()); }
-  int64_t batches_per_epoch() const { return shard_size() / batch_size_; }
+  int64_t example_dim() const override { return dataset_->example_dim; }
+  int64_t ids_dim() const override { return dataset_->ids_dim; }
+  int batch_size() const override { return batch_size_; }
+  int64_t shard_size() const override { return static_cast<int64_t>(indices_.size()); }
 
-  // Fills the next batch (batch_size x example_dim features, batch_size x
-  // ids_dim ids unless `ids` is null, and labels), advancing to a new epoch
-  // when the current one is used up. Returns the epoch (0-based) the batch
-  // belongs to.
-  int64_t Next(float* features, int32_t* labels, int64_t* ids = nullptr);
-
-  // Moves past the next `batches` batches without gathering them, as if
-  // Next had been called that many times (resuming from a checkpoint).
-  void Skip(int64_t batches);
+  // BatchSource's; never fails.
+  absl::StatusOr<int64_t> Next(float* features, int32_t* labels, int64_t* ids = nullptr) override;
+  absl::Status Seek(int64_t batch) override;
 
  private:
   void StartEpoch();

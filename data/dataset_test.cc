@@ -55,12 +55,12 @@ TEST(ShardIteratorTest, ShardsAreDisjointAndCoverEveryRecordEachEpoch) {
       for (int64_t i = 0; i < it.shard_size() * epoch; ++i) {  // skip earlier epochs
         float f;
         int32_t y;
-        it.Next(&f, &y);
+        ASSERT_TRUE(it.Next(&f, &y).ok());
       }
       for (int64_t i = 0; i < it.shard_size(); ++i) {
         float f;
         int32_t y;
-        EXPECT_EQ(it.Next(&f, &y), epoch);
+        EXPECT_EQ(*it.Next(&f, &y), epoch);
         EXPECT_TRUE(seen.insert(static_cast<int>(f)).second);
       }
     }
@@ -80,12 +80,12 @@ TEST(ShardIteratorTest, ReplicaBatchesTogetherAreTheBatchOfOneLargerReplica) {
   for (int step = 0; step < 32; ++step) {
     std::vector<float> big(replicas * batch);
     std::vector<int32_t> y(replicas * batch);
-    whole.Next(big.data(), y.data());
+    ASSERT_TRUE(whole.Next(big.data(), y.data()).ok());
     std::multiset<float> want(big.begin(), big.end()), got;
     for (int r = 0; r < replicas; ++r) {
       std::vector<float> small(batch);
       std::vector<int32_t> ys(batch);
-      parts[r]->Next(small.data(), ys.data());
+      ASSERT_TRUE(parts[r]->Next(small.data(), ys.data()).ok());
       got.insert(small.begin(), small.end());
     }
     EXPECT_EQ(got, want) << "step " << step;
@@ -98,7 +98,7 @@ TEST(ShardIteratorTest, ShuffleIsSeededAndChangesPerEpoch) {
     ShardIterator it(&ds, 0, 1, 8, seed);
     std::vector<float> out(64 * epochs);
     std::vector<int32_t> y(8);
-    for (int b = 0; b < 8 * epochs; ++b) it.Next(out.data() + 8 * b, y.data());
+    for (int b = 0; b < 8 * epochs; ++b) EXPECT_TRUE(it.Next(out.data() + 8 * b, y.data()).ok());
     return out;
   };
   auto a = epoch_order(7, 2), b = epoch_order(7, 2), c = epoch_order(8, 2);
@@ -113,9 +113,10 @@ TEST(ShardIteratorTest, SkipLandsWhereNextWouldHave) {
   ShardIterator walked(&ds, 1, 2, 4, 3), skipped(&ds, 1, 2, 4, 3);
   std::vector<float> a(4), b(4);
   std::vector<int32_t> y(4);
-  for (int i = 0; i < 13; ++i) walked.Next(a.data(), y.data());  // across two epochs
-  skipped.Skip(13);
-  EXPECT_EQ(walked.Next(a.data(), y.data()), skipped.Next(b.data(), y.data()));
+  for (int i = 0; i < 13; ++i)
+    ASSERT_TRUE(walked.Next(a.data(), y.data()).ok());  // across two epochs
+  ASSERT_TRUE(skipped.Seek(13).ok());
+  EXPECT_EQ(*walked.Next(a.data(), y.data()), *skipped.Next(b.data(), y.data()));
   EXPECT_EQ(a, b);
 }
 
@@ -125,9 +126,9 @@ TEST(ShardIteratorTest, DropsTheShortLastBatch) {
   EXPECT_EQ(it.batches_per_epoch(), 2);
   float f[4];
   int32_t y[4];
-  EXPECT_EQ(it.Next(f, y), 0);
-  EXPECT_EQ(it.Next(f, y), 0);
-  EXPECT_EQ(it.Next(f, y), 1);
+  EXPECT_EQ(*it.Next(f, y), 0);
+  EXPECT_EQ(*it.Next(f, y), 0);
+  EXPECT_EQ(*it.Next(f, y), 1);
 }
 
 // A small data set on disk: `n` training examples of 2x2 pixels (example i
@@ -193,18 +194,21 @@ TEST(DatasetTest, ShardedFilesThatDoNotAddUpAreNamed) {
   std::filesystem::remove_all(out);
   ASSERT_OK(WriteShardedCopy(src, out, 3).status());
   EXPECT_EQ(WriteShardedCopy(src, out, 2).status().message(),
-            out + " already holds t10k-images-idx3-ubyte.gz: write the copy to a directory "
-                  "without data files");
+            out +
+                " already holds t10k-images-idx3-ubyte.gz: write the copy to a directory "
+                "without data files");
   EXPECT_EQ(WriteShardedCopy(src, out + "2", 7).status().message(),
             "files=7: must be from 1 to 6 (the training examples, one at least per file)");
   std::filesystem::remove(out + "/train-labels-idx1-ubyte-00001-of-00003.gz");
   EXPECT_EQ(LoadMnistFormat(out, Split::kTrain).status().message(),
-            out + "/train-labels-idx1-ubyte-00001-of-00003[.gz] is missing: the split has 3 "
-                  "files");
+            out +
+                "/train-labels-idx1-ubyte-00001-of-00003[.gz] is missing: the split has 3 "
+                "files");
   std::filesystem::copy_file(src + "/train-images-idx3-ubyte", out + "/train-images-idx3-ubyte");
   EXPECT_EQ(LoadMnistFormat(out, Split::kTrain).status().message(),
-            out + " holds both " + out + "/train-images-idx3-ubyte and 3 sharded "
-                  "train-images-idx3-ubyte-SSSSS-of-00003 files: keep one form");
+            out + " holds both " + out +
+                "/train-images-idx3-ubyte and 3 sharded "
+                "train-images-idx3-ubyte-SSSSS-of-00003 files: keep one form");
 }
 
 TEST(IdxWriterTest, RoundTripsPlainAndGzipAndReadsDimsAlone) {

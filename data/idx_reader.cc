@@ -53,8 +53,7 @@ absl::StatusOr<std::unique_ptr<gzFile_s, GzCloser>> OpenAndReadHeader(const std:
     return bad(absl::StrCat("bad magic number 0x", absl::Hex(magic[0], absl::kZeroPad2),
                             absl::Hex(magic[1], absl::kZeroPad2),
                             absl::Hex(magic[2], absl::kZeroPad2),
-                            absl::Hex(magic[3], absl::kZeroPad2),
-                            " (expected 0x0000TTRR)"));
+                            absl::Hex(magic[3], absl::kZeroPad2), " (expected 0x0000TTRR)"));
   }
   if (magic[2] != 0x08) {
     return bad(absl::StrCat("data type 0x", absl::Hex(magic[2], absl::kZeroPad2),
@@ -109,8 +108,8 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     if (got < 0) return bad("gzip stream is corrupt");
     have += got;
     if (got < want) {
-      return bad(absl::StrCat("truncated: header promises ", total,
-                              " data bytes, file has ", have));
+      return bad(
+          absl::StrCat("truncated: header promises ", total, " data bytes, file has ", have));
     }
   }
   uint8_t extra;

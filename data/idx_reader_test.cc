@@ -12,9 +12,7 @@
 namespace pstrain::data {
 namespace {
 
-std::string TempPath(const std::string& name) {
-  return pstrain::testing::TempDir() + "/" + name;
-}
+std::string TempPath(const std::string& name) { return pstrain::testing::TempDir() + "/" + name; }
 
 std::string WritePlain(const std::string& name, const std::string& bytes) {
   std::string path = TempPath(name);
@@ -70,21 +68,19 @@ TEST(IdxReaderTest, RejectsBadHeadersAndTrailingBytes) {
   p = WritePlain("hdr.idx", Matrix2x3().substr(0, 6));
   EXPECT_EQ(ReadIdxFile(p).status().message(),
             "IDX file " + p + ": truncated in dimension 0 of the header");
-  EXPECT_EQ(ReadIdxFile(TempPath("absent.idx")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadIdxFile(TempPath("absent.idx")).status().code(), absl::StatusCode::kNotFound);
 }
 
 // Headers that promise more than the file holds: the size is checked
 // without overflowing, and a short file is refused without first allocating
 // what its header promises.
 TEST(IdxReaderTest, HugeOrOverflowingHeadersAreRefused) {
-  const std::string four_max =
-      std::string("\x00\x00\x08\x04", 4) + std::string(16, '\xff');
+  const std::string four_max = std::string("\x00\x00\x08\x04", 4) + std::string(16, '\xff');
   std::string p = WritePlain("overflow.idx", four_max);
   EXPECT_EQ(ReadIdxFile(p).status().message(), "IDX file " + p + ": larger than 16 GiB");
   // 8 GiB promised, 3 bytes given.
-  const std::string eight_gib = std::string("\x00\x00\x08\x02\x00\x02\x00\x00\x00\x01\x00\x00", 12) +
-                                std::string("abc");
+  const std::string eight_gib =
+      std::string("\x00\x00\x08\x02\x00\x02\x00\x00\x00\x01\x00\x00", 12) + std::string("abc");
   p = WritePlain("short.idx", eight_gib);
   EXPECT_EQ(ReadIdxFile(p).status().message(),
             "IDX file " + p + ": truncated: header promises 8589934592 data bytes, file has 3");

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "data/example_stream.h"
 
 namespace pstrain::data {
 namespace {
@@ -36,11 +37,6 @@ int64_t UncompressedBytes(const std::string& path, Compression compression) {
   return std::max<int64_t>(size, 0);
 }
 
-void LogSkip(absl::string_view what) {
-  std::fprintf(stderr, "pstrain: skipping a bad record (skip_bad_records): %s\n",
-               std::string(what).c_str());
-}
-
 // `path` as the job names it: a relative one is under `data_dir`.
 std::string UnderDataDir(const std::string& path, const std::string& data_dir) {
   return !path.empty() && path[0] != '/' && !data_dir.empty() ? data_dir + "/" + path : path;
@@ -62,6 +58,14 @@ absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compres
   }
 }
 
+absl::StatusOr<std::unique_ptr<ExampleDecoder>> DecoderOf(const std::string& data_dir,
+                                                          const InputSpec& input) {
+  // Vocabulary files named relative to the data directory, as the files.
+  FeatureSpec spec = input.features;
+  for (FeatureDef& f : spec.features) f.vocabulary_file = UnderDataDir(f.vocabulary_file, data_dir);
+  return ExampleDecoder::Create(spec);
+}
+
 absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const InputSpec& input,
                                               Split split, int replica, int num_replicas,
                                               int64_t num_classes) {
@@ -72,10 +76,7 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
                                                    "_files"));
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
-  // Vocabulary files named relative to the data directory, as the files.
-  FeatureSpec spec = input.features;
-  for (FeatureDef& f : spec.features) f.vocabulary_file = UnderDataDir(f.vocabulary_file, data_dir);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, ExampleDecoder::Create(spec));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, DecoderOf(data_dir, input));
   ReplicaData out;
   out.files_total = static_cast<int>(files.size());
   out.by_file = out.files_total >= num_replicas && out.files_total > 1;
@@ -148,9 +149,9 @@ absl::Status AppendTfRecordFile(const std::string& path, Compression compression
       // CountFramed (which does not read data) counts it.
       if (reader->can_continue()) ++framed_here;
       ++counts->skipped;
-      LogSkip(more.status().message());
+      LogSkippedRecord(more.status().message());
       if (!reader->can_continue()) {
-        LogSkip(absl::StrCat("the rest of ", path, " cannot be framed; skipping it"));
+        LogSkippedRecord(absl::StrCat("the rest of ", path, " cannot be framed; skipping it"));
         break;
       }
       continue;
@@ -179,7 +180,7 @@ absl::Status AppendTfRecordFile(const std::string& path, Compression compression
           absl::DataLossError(absl::StrCat(path, " at byte ", at, ": ", s.message()));
       if (!skip_bad) return bad;
       ++counts->skipped;
-      LogSkip(bad.message());
+      LogSkippedRecord(bad.message());
       continue;
     }
     ds->labels.push_back(label);
@@ -200,6 +201,77 @@ absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSp
       return LoadTfRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
   }
   return absl::InternalError("unknown input format");
+}
+
+namespace {
+
+// A replica's share held in memory, with the iterator over it.
+class InMemoryShard : public BatchSource {
+ public:
+  InMemoryShard(Dataset data, bool by_file, int replica, int num_replicas, int batch_size,
+                uint64_t seed)
+      : data_(std::move(data)),
+        it_(&data_, by_file ? 0 : replica, by_file ? 1 : num_replicas, batch_size, seed) {}
+  int64_t example_dim() const override { return it_.example_dim(); }
+  int64_t ids_dim() const override { return it_.ids_dim(); }
+  int batch_size() const override { return it_.batch_size(); }
+  int64_t shard_size() const override { return it_.shard_size(); }
+  absl::StatusOr<int64_t> Next(float* features, int32_t* labels, int64_t* ids) override {
+    return it_.Next(features, labels, ids);
+  }
+  absl::Status Seek(int64_t batch) override { return it_.Seek(batch); }
+
+ private:
+  const Dataset data_;
+  ShardIterator it_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, const InputSpec& input,
+                                                int replica, int num_replicas, int batch_size,
+                                                uint64_t seed, int64_t num_classes) {
+  TrainingInput out;
+  if (input.format != InputFormat::kTfRecord || input.shuffle_buffer <= 0) {
+    PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, Split::kTrain, replica,
+                                                         num_replicas, num_classes));
+    out.by_file = data.by_file;
+    out.files_read = data.files_read;
+    out.files_total = data.files_total;
+    out.split_examples = data.split_examples;
+    out.skipped_records = data.skipped_records;
+    out.source = std::make_unique<InMemoryShard>(std::move(data.dataset), data.by_file, replica,
+                                                 num_replicas, batch_size, seed);
+    return out;
+  }
+  if (input.train_files.empty()) {
+    return absl::InvalidArgumentError("the input is TFRecord but names no train_files");
+  }
+  StreamSpec spec;
+  PSTRAIN_ASSIGN_OR_RETURN(spec.files, ExpandFiles(input.train_files, data_dir));
+  for (const std::string& f : spec.files) {
+    PSTRAIN_ASSIGN_OR_RETURN(Compression c, CompressionOf(input, f));
+    spec.compressions.push_back(c);
+  }
+  spec.replica = replica;
+  spec.num_replicas = num_replicas;
+  out.files_total = static_cast<int>(spec.files.size());
+  spec.by_file = out.files_total >= num_replicas && out.files_total > 1;
+  spec.batch_size = batch_size;
+  spec.seed = seed;
+  spec.shuffle_buffer = input.shuffle_buffer;
+  spec.skip_bad = input.skip_bad_records;
+  spec.num_classes = num_classes;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, DecoderOf(data_dir, input));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
+                           ExampleStream::Open(spec, std::move(decoder)));
+  out.streamed = true;
+  out.by_file = spec.by_file;
+  out.files_read = stream->files_read();
+  out.split_examples = stream->split_examples();
+  out.skipped_records = stream->skipped_records();
+  out.source = std::move(stream);
+  return out;
 }
 
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/batch_source.h"
 #include "data/dataset.h"
 #include "data/feature_spec.h"
 #include "data/tfrecord.h"
@@ -39,6 +40,11 @@ struct InputSpec {
   // A record that cannot be read or decoded is skipped, counted and logged,
   // instead of failing the job.
   bool skip_bad_records = false;
+  // TFRecord training files: 0 loads the replica's share into memory and
+  // shuffles it whole each epoch; N > 0 streams it through a shuffle
+  // buffer of N examples (data/example_stream.h), for a set larger than
+  // memory.
+  int64_t shuffle_buffer = 0;
 };
 
 // The files `pattern` names, sorted; relative patterns under `data_dir`.
@@ -70,6 +76,23 @@ absl::Status AppendTfRecordFile(const std::string& path, Compression compression
 absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
                                       Split split, int replica, int num_replicas,
                                       int64_t num_classes);
+
+// One replica's training batches: the share LoadInput loads, iterated by a
+// ShardIterator (by file: its files whole; by record: every R-th example),
+// or with a shuffle_buffer an ExampleStream over the files.
+struct TrainingInput {
+  std::unique_ptr<BatchSource> source;
+  bool streamed = false;
+  bool by_file = false;
+  int files_read = 0;
+  int files_total = 0;
+  int64_t split_examples = 0;   // ReplicaData's
+  int64_t skipped_records = 0;  // ReplicaData's
+};
+// REQUIRES: batch_size >= 1. Errors as LoadInput and ExampleStream::Open.
+absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, const InputSpec& input,
+                                                int replica, int num_replicas, int batch_size,
+                                                uint64_t seed, int64_t num_classes);
 
 // The whole split (one replica).
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,

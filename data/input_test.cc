@@ -104,7 +104,7 @@ std::vector<std::multiset<int>> EpochOfEachReplica(const std::string& dir, int r
     float x[2];
     int32_t y;
     for (int64_t i = 0; i < it.batches_per_epoch(); ++i) {
-      it.Next(x, &y);
+      EXPECT_OK(it.Next(x, &y).status());
       seen[r].insert(static_cast<int>(x[0]));
     }
   }

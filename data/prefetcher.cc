@@ -4,13 +4,13 @@
 
 namespace pstrain::data {
 
-Prefetcher::Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth,
-                       int64_t ids_dim)
-    : it_(it), slots_(depth) {
+Prefetcher::Prefetcher(BatchSource* source, int depth, bool with_ids)
+    : source_(source), slots_(depth) {
+  const size_t batch = static_cast<size_t>(source->batch_size());
   for (Slot& s : slots_) {
-    s.features.resize(static_cast<size_t>(batch_size) * example_dim);
-    s.ids.resize(static_cast<size_t>(batch_size) * ids_dim);
-    s.labels.resize(batch_size);
+    s.features.resize(batch * source->example_dim());
+    s.ids.resize(with_ids ? batch * source->ids_dim() : 0);
+    s.labels.resize(batch);
   }
   thread_ = std::thread([this] { Produce(); });
 }
@@ -38,13 +38,16 @@ void Prefetcher::Produce() {
     }
     // The slot is ours until produced_ moves past it.
     Slot& s = slots_[next % depth];
-    s.epoch = it_->Next(s.features.data(), s.labels.data(), s.ids.empty() ? nullptr : s.ids.data());
+    s.epoch =
+        source_->Next(s.features.data(), s.labels.data(), s.ids.empty() ? nullptr : s.ids.data());
     absl::MutexLock lock(&mu_);
     ++produced_;
+    // After an error the source is done: its slot stays for Next to repeat.
+    if (!s.epoch.ok()) return;
   }
 }
 
-int64_t Prefetcher::Next(float* features, int32_t* labels, int64_t* ids) {
+absl::StatusOr<int64_t> Prefetcher::Next(float* features, int32_t* labels, int64_t* ids) {
   const int64_t depth = static_cast<int64_t>(slots_.size());
   int64_t index;
   {
@@ -59,12 +62,13 @@ int64_t Prefetcher::Next(float* features, int32_t* labels, int64_t* ids) {
   }
   // The slot is ours until consumed_ moves past it.
   const Slot& s = slots_[index % depth];
+  if (!s.epoch.ok()) return s.epoch.status();  // not consumed: every later call sees it
   std::memcpy(features, s.features.data(), s.features.size() * sizeof(float));
   std::memcpy(labels, s.labels.data(), s.labels.size() * sizeof(int32_t));
   if (ids != nullptr && !s.ids.empty()) {
     std::memcpy(ids, s.ids.data(), s.ids.size() * sizeof(int64_t));
   }
-  const int64_t epoch = s.epoch;
+  const int64_t epoch = *s.epoch;
   absl::MutexLock lock(&mu_);
   ++consumed_;
   return epoch;

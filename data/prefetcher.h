@@ -1,7 +1,9 @@
 // Prepares batches ahead of the training loop: a background thread draws
-// them from a ShardIterator (gathering shuffled examples into contiguous
-// batches) up to `depth` batches ahead, so a step never waits for its input.
-// Batches come out in exactly the iterator's order.
+// them from a BatchSource (gathering shuffled examples into contiguous
+// batches, or reading and decoding a stream) up to `depth` batches ahead,
+// so a step never waits for its input. Batches come out in exactly the
+// source's order; the source's first error comes out in its batch's place,
+// and again from every later call.
 // Thread-safe for one consumer.
 #ifndef PSTRAIN_DATA_PREFETCHER_H_
 #define PSTRAIN_DATA_PREFETCHER_H_
@@ -11,19 +13,19 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "data/dataset.h"
+#include "data/batch_source.h"
 
 namespace pstrain::data {
 
 class Prefetcher {
  public:
-  // Starts the thread. REQUIRES: `it` outlives the prefetcher and is not
-  // used by anyone else meanwhile; depth >= 1. With ids_dim > 0 batches
-  // carry batch_size x ids_dim ids too.
-  Prefetcher(ShardIterator* it, int batch_size, int example_dim, int depth = 4,
-             int64_t ids_dim = 0);
+  // Starts the thread. REQUIRES: `source` outlives the prefetcher and is
+  // not used by anyone else meanwhile; depth >= 1. With `with_ids` batches
+  // carry the source's ids too.
+  explicit Prefetcher(BatchSource* source, int depth = 4, bool with_ids = false);
   // Stops the thread (a batch being prepared is finished first).
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -31,8 +33,8 @@ class Prefetcher {
 
   // Copies the next batch out (batch_size x example_dim features, the ids
   // unless `ids` is null, and the labels), waiting for it if it is not
-  // ready; returns its epoch.
-  int64_t Next(float* features, int32_t* labels, int64_t* ids = nullptr)
+  // ready; returns its epoch, or the source's error.
+  absl::StatusOr<int64_t> Next(float* features, int32_t* labels, int64_t* ids = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // How long Next has waited for batches in all: the time training stood
@@ -49,13 +51,13 @@ class Prefetcher {
     std::vector<float> features;
     std::vector<int64_t> ids;
     std::vector<int32_t> labels;
-    int64_t epoch = 0;
+    absl::StatusOr<int64_t> epoch = 0;
   };
   void Produce() ABSL_LOCKS_EXCLUDED(mu_);
 
-  ShardIterator* const it_;
+  BatchSource* const source_;
   absl::Mutex mu_;
-  std::vector<Slot> slots_;  // a ring; contents owned by whoever the counters say
+  std::vector<Slot> slots_;                    // a ring; contents owned by whoever the counters say
   int64_t produced_ ABSL_GUARDED_BY(mu_) = 0;  // batches filled so far
   int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;  // batches taken so far
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -257,9 +257,10 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
   if (!format.ok()) return Bad(iat("format"), format.status().message());
   in->format = *format;
   if (in->format == data::InputFormat::kIdx) {
-    if (!c.train_files().empty() || !c.test_files().empty() || c.feature_size() > 0) {
+    if (!c.train_files().empty() || !c.test_files().empty() || c.feature_size() > 0 ||
+        c.shuffle_buffer() != 0) {
       return Bad(fallback,
-                 "input: train_files, test_files and feature are for format "
+                 "input: train_files, test_files, feature and shuffle_buffer are for format "
                  "\"tfrecord\" (the IDX files of the data directory need none)");
     }
     return absl::OkStatus();
@@ -276,6 +277,12 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
   in->test_files = c.test_files();
   in->compression = c.compression();
   in->skip_bad_records = c.skip_bad_records();
+  if (c.shuffle_buffer() < 0 || c.shuffle_buffer() > (int64_t{1} << 30)) {
+    return Bad(iat("shuffle_buffer"),
+               absl::StrCat("shuffle_buffer ", c.shuffle_buffer(),
+                            " is not in 0..2^30 (0 holds the training files in memory)"));
+  }
+  in->shuffle_buffer = c.shuffle_buffer();
   if (!c.label().empty()) in->features.label = c.label();
   for (int i = 0; i < c.feature_size(); ++i) {
     const v1::FeatureConfig& f = c.feature(i);

@@ -13,11 +13,15 @@ TEST(ModelConfigTest, LoadsVariablesWithKindsAndOverrides) {
   const std::string path = pstrain::testing::TempDir() + "/model.pbtxt";
   ASSERT_OK(WriteFileAtomically(path, R"pb(
     # dense layers train sync, the table async
-    variable { name: "dense_0/kernel" shape: [784, 256] consistency: "sync" }
+    variable {
+      name: "dense_0/kernel"
+      shape: [ 784, 256 ]
+      consistency: "sync"
+    }
     variable { name: "dense_0/bias" shape: 256 }
     variable {
       name: "emb"
-      shape: [100000, 16]
+      shape: [ 100000, 16 ]
       embedding: true
       consistency: "async"
       initializer: "uniform:0.05"
@@ -86,14 +90,21 @@ TEST(ModelConfigTest, TheFashionMnistMlpConfigDescribesTheGuideModel) {
 }
 
 TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
-  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
-    input_dim: 4
-    layer { dense { units: 3 activation: "relu" kernel_initializer: "uniform:0.1" } }
-    layer { name: "logits" dense { units: 2 input_dim: 3 } }
-    optimizer { name: "momentum" nesterov: true }
-    steps: 50
-    consistency: "ssp:2"
-  )pb", "m.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile(
+          R"pb(
+            input_dim: 4
+            layer { dense { units: 3 activation: "relu" kernel_initializer: "uniform:0.1" } }
+            layer {
+              name: "logits"
+              dense { units: 2 input_dim: 3 }
+            }
+            optimizer { name: "momentum" nesterov: true }
+            steps: 50
+            consistency: "ssp:2"
+          )pb",
+          "m.pbtxt"));
   const JobSpec defaults;
   EXPECT_EQ(f.job.model.layers[0].name, "dense_0");
   EXPECT_EQ(f.job.model.layers[0].kernel_initializer, "uniform:0.1");
@@ -117,8 +128,10 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense or embedding_bag)");
-  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
-            "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
+  EXPECT_EQ(
+      message(
+          "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
+      "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
   EXPECT_EQ(message("layer { dense { units: 3 } }"),
             "m.pbtxt:1:1: input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
   // Shapes that do not chain.
@@ -153,17 +166,25 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "integer from 0 to 1000000)");
   EXPECT_EQ(message("variable { name: \"a\" shape: 1 }\nbatch_size: 4"),
             "m.pbtxt:2:1: batch_size is set but there are no layers to train");
-  EXPECT_EQ(message("variable { name: \"a\" shape: 1 }\ninput_dim: 1\nlayer { dense { units: 2 } }"),
-            "m.pbtxt:3:1: a config lists variables or describes layers, not both");
+  EXPECT_EQ(
+      message("variable { name: \"a\" shape: 1 }\ninput_dim: 1\nlayer { dense { units: 2 } }"),
+      "m.pbtxt:3:1: a config lists variables or describes layers, not both");
 }
 
 TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
-  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
-    input_dim: 784
-    layer { name: "pixels" embedding_bag { vocabulary: 3136 dim: 32 ids_from: "pixel_buckets:4" } }
-    layer { dense { units: 64 activation: "relu" } }
-    layer { dense { units: 10 } }
-  )pb", "m.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile(
+          R"pb(
+            input_dim: 784
+            layer {
+              name: "pixels"
+              embedding_bag { vocabulary: 3136 dim: 32 ids_from: "pixel_buckets:4" }
+            }
+            layer { dense { units: 64 activation: "relu" } }
+            layer { dense { units: 10 } }
+          )pb",
+          "m.pbtxt"));
   const EmbeddingBagSpec& bag = f.job.model.embedding_bag;
   EXPECT_EQ(bag.name, "pixels");
   EXPECT_EQ(bag.vocabulary, 3136);
@@ -179,18 +200,23 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
   auto message = [](const std::string& text) {
     return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
   };
-  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\n"
-                    "layer { embedding_bag { vocabulary: 8 dim: 2 ids_from: \"pixel_buckets:2\" } }"),
-            "m.pbtxt:3:1: layer 1 (embedding): an embedding_bag layer must come first: it reads "
-            "the input's ids");
+  EXPECT_EQ(
+      message("input_dim: 4\nlayer { dense { units: 3 } }\n"
+              "layer { embedding_bag { vocabulary: 8 dim: 2 ids_from: \"pixel_buckets:2\" } }"),
+      "m.pbtxt:3:1: layer 1 (embedding): an embedding_bag layer must come first: it reads "
+      "the input's ids");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag {\n  vocabulary: 7\n  dim: 2\n"
                     "  ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
-            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.vocabulary 7 is smaller than the 8 ids that pixel_buckets:2 gives for 4 features");
+            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.vocabulary 7 is smaller than the 8 "
+            "ids that pixel_buckets:2 gives for 4 features");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2\n"
                     "  ids_from: \"words\" } }\nlayer { dense { units: 2 } }"),
-            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.ids_from \"words\" is not pixel_buckets:B with B in 1..256");
-  EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 ids_from: \"pixel_buckets:2\" } }"),
-            "m.pbtxt:2:1: layer 0 (embedding): embedding_bag.dim is missing");
+            "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.ids_from \"words\" is not "
+            "pixel_buckets:B with B in 1..256");
+  EXPECT_EQ(
+      message(
+          "input_dim: 4\nlayer { embedding_bag { vocabulary: 8 ids_from: \"pixel_buckets:2\" } }"),
+      "m.pbtxt:2:1: layer 0 (embedding): embedding_bag.dim is missing");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 combiner: \"max\" "
                     "ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
             "m.pbtxt:2:46: layer 0 (embedding): embedding_bag.combiner \"max\" is not sum or mean");
@@ -224,25 +250,34 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
   };
   const std::string files = "format: \"tfrecord\" train_files: \"a*\" test_files: \"b*\"\n";
   EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" length: 3 }\n}\n"), "ok");
-  EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" length: 3 }\n}\n", "input_dim: 4\n"),
-            "m.pbtxt:1:1: input_dim 4 is not the width of the input's float features (3)");
+  EXPECT_EQ(
+      error("input {\n" + files + " feature { name: \"x\" length: 3 }\n}\n", "input_dim: 4\n"),
+      "m.pbtxt:1:1: input_dim 4 is not the width of the input's float features (3)");
   EXPECT_EQ(error("input {\n" + files + " feature { name: \"x\" type: \"double\" }\n}\n"),
             "m.pbtxt:3:2: input: type \"double\" is not one of float, int64, string");
   EXPECT_EQ(error("input {\n" + files +
                   " feature { name: \"x\" }\n feature { name: \"w\" type: \"string\" }\n}\n"),
             "m.pbtxt:4:2: input: feature \"w\": a string feature needs one of "
             "vocabulary_file and hash_buckets to map its tokens to ids");
-  EXPECT_EQ(error("input {\n" + files +
-                  " feature { name: \"x\" }\n feature { name: \"w\" type: \"int64\" max_len: 5 }\n}\n"),
-            "m.pbtxt:1:1: no layer reads the input's id features (w): these layers take float "
-            "features only");
+  EXPECT_EQ(
+      error("input {\n" + files +
+            " feature { name: \"x\" }\n feature { name: \"w\" type: \"int64\" max_len: 5 }\n}\n"),
+      "m.pbtxt:1:1: no layer reads the input's id features (w): these layers take float "
+      "features only");
   EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
   EXPECT_EQ(error("input { format: \"csv\" }\n", "input_dim: 1\n"),
             "m.pbtxt:2:9: input: format \"csv\" is not one of idx, tfrecord");
   EXPECT_EQ(error("input { train_files: \"a\" }\n", "input_dim: 1\n"),
-            "m.pbtxt:2:1: input: train_files, test_files and feature are for format \"tfrecord\" "
-            "(the IDX files of the data directory need none)");
+            "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for "
+            "format \"tfrecord\" (the IDX files of the data directory need none)");
+  EXPECT_EQ(error("input { shuffle_buffer: 100 }\n", "input_dim: 1\n"),
+            "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for "
+            "format \"tfrecord\" (the IDX files of the data directory need none)");
+  EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+                  "  shuffle_buffer: -5 feature { name: \"x\" } }\n"),
+            "m.pbtxt:2:3: input: shuffle_buffer -5 is not in 0..2^30 (0 holds the training files "
+            "in memory)");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "client/ps_client.h"
 #include "common/placement.h"
 #include "common/testing/status_testing.h"
 #include "data/dataset.h"
@@ -20,7 +21,6 @@
 #include "model/model_config.h"
 #include "ps_server/testing/local_ps.h"
 #include "train/local_trainer.h"
-#include "client/ps_client.h"
 #include "train/trainer.h"
 
 namespace pstrain {
@@ -61,8 +61,8 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   create.consistency = "sync";
   create.num_replicas = 2;
   create.seed = job.seed;
-  ASSERT_OK(chief->CreateVariables(mlp->InitialParameters(job.seed), mlp->offsets(), create)
-                .status());
+  ASSERT_OK(
+      chief->CreateVariables(mlp->InitialParameters(job.seed), mlp->offsets(), create).status());
 
   job.batch_size = 32;
   job.consistency = "sync";
@@ -85,7 +85,9 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
       trainer.replica = r;
       trainer.num_replicas = 2;
       trainer.log_every_steps = 1000;
-      results[r] = train::RunTrainer(trainer, train, client->get()).status();
+      trainer.split_examples = train.num_examples;
+      data::ShardIterator shard(&train, r, 2, job.batch_size, job.seed);
+      results[r] = train::RunTrainer(trainer, &shard, client->get()).status();
       shared_frames[r] = (*client)->SharedMemoryFrames();
     });
   }
@@ -115,9 +117,10 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   // Adam moves a parameter by up to about lr = 1e-3 per step; the two runs
   // differ only by the rounding of summing 64 per-example gradients in two
   // halves, orders of magnitude below one step.
-  std::printf("after %d steps: parameters moved up to %.3g from their initial values; "
-              "sync and local differ by at most %.3g\n",
-              kSteps, max_moved, max_diff);
+  std::printf(
+      "after %d steps: parameters moved up to %.3g from their initial values; "
+      "sync and local differ by at most %.3g\n",
+      kSteps, max_moved, max_diff);
   EXPECT_GT(max_moved, 0.02);
   EXPECT_LT(max_diff, 2e-5) << "largest parameter difference, sync vs local";
 }

@@ -26,33 +26,33 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     PSTRAIN_ASSIGN_OR_RETURN(train_summaries, EventWriter::Open(summary_dir + "/train"));
   }
   const absl::Time load_start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(data::ReplicaData train_data,
-                           data::LoadInput(job.data_dir, job.input, data::Split::kTrain, 0, 1,
-                                           job.model.num_classes()));
-  data::Dataset& train = train_data.dataset;
+  PSTRAIN_ASSIGN_OR_RETURN(data::TrainingInput train_data,
+                           data::OpenTrainingInput(job.data_dir, job.input, 0, 1, job.batch_size,
+                                                   job.seed, job.model.num_classes()));
+  data::BatchSource& train = *train_data.source;
   if (train_data.skipped_records > 0) {
     Log("skipped ", train_data.skipped_records, " bad training records (skip_bad_records)");
   }
-  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                           data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest,
-                                                job.model.num_classes()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      data::Dataset test,
+      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
   const double load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<model::Backend> backend,
       model::CreateBackend(job.model, std::max(job.batch_size, 1024), job.device));
   Log("computing on ", backend->Describe());
   const model::Mlp* mlp = &backend->network();
-  if (train.example_dim != job.model.input_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "data examples have %d features but the model's input_dim is %d", train.example_dim,
-        job.model.input_dim));
+  if (train.example_dim() != job.model.input_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("data examples have %d features but the model's input_dim is %d",
+                        train.example_dim(), job.model.input_dim));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::CreateOptimizer(job.optimizer));
-  data::ShardIterator shard(&train, 0, 1, job.batch_size, job.seed);
-  if (shard.batches_per_epoch() == 0) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt,
+                           optim::CreateOptimizer(job.optimizer));
+  if (train.batches_per_epoch() == 0) {
     return absl::InvalidArgumentError("the training set is smaller than one batch");
   }
-  const int64_t total = job.max_steps > 0 ? job.max_steps : job.epochs * shard.batches_per_epoch();
+  const int64_t total = job.max_steps > 0 ? job.max_steps : job.epochs * train.batches_per_epoch();
   std::vector<float> params = mlp->InitialParameters(job.seed);
   const size_t n = params.size();
   std::vector<float> grads(n);
@@ -69,23 +69,22 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   model::Bags bags;
   std::vector<float> rows, row_grads, bag_out, bag_grad;
   if (bag != nullptr) {
-    PSTRAIN_ASSIGN_OR_RETURN(table,
-                             LocalTable::Create(mlp->variables()[mlp->layout().FirstTable()], job.seed,
-                                                &job.optimizer));
+    PSTRAIN_ASSIGN_OR_RETURN(table, LocalTable::Create(mlp->variables()[mlp->layout().FirstTable()],
+                                                       job.seed, &job.optimizer));
     bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
     bag_grad.resize(bag_out.size());
   }
-  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim);
+  std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim());
   std::vector<int32_t> y(job.batch_size);
   // Batches are gathered on a background thread, a few steps ahead.
-  data::Prefetcher prefetch(&shard, job.batch_size, static_cast<int>(train.example_dim));
-  Log("training locally: ", total, " steps of batch ", job.batch_size, " over ",
-      train.num_examples, " examples");
+  data::Prefetcher prefetch(&train);
+  Log("training locally: ", total, " steps of batch ", job.batch_size, " over ", train.shard_size(),
+      " examples", train_data.streamed ? " (streamed)" : "");
   model::BatchResult window;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
   for (int64_t step = 1; step <= total; ++step) {
-    prefetch.Next(x.data(), y.data());
+    PSTRAIN_RETURN_IF_ERROR(prefetch.Next(x.data(), y.data()).status());
     const float* input = x.data();
     if (bag != nullptr) {
       bag->MakeBags(x.data(), job.batch_size, &bags);

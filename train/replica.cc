@@ -2,11 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/ps_client.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
 #include "data/input.h"
-#include "client/ps_client.h"
 #include "train/trainer.h"
 
 namespace pstrain::train {
@@ -19,8 +19,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
     return absl::FailedPreconditionError(
         absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
   }
-  const int num_replicas =
-      static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
+  const int num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp, model::Mlp::Create(job.model, 1));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
                            ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
@@ -36,16 +35,20 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<client::PsClient> client,
                            client::PsClient::Create(client_options, placement));
   PSTRAIN_ASSIGN_OR_RETURN(
-      data::ReplicaData data,
-      data::LoadInput(job.data_dir, job.input, data::Split::kTrain, replica, num_replicas,
-                      job.model.num_classes()));
+      data::TrainingInput data,
+      data::OpenTrainingInput(job.data_dir, job.input, replica, num_replicas, job.batch_size,
+                              job.seed, job.model.num_classes()));
   if (data.skipped_records > 0) {
     Log("skipped ", data.skipped_records, " bad training records (skip_bad_records)");
   }
   if (data.by_file) {
     Log(absl::StrFormat("reading %d of the %d training files (sharded by file): %d of %d examples",
-                        data.files_read, data.files_total, data.dataset.num_examples,
+                        data.files_read, data.files_total, data.source->shard_size(),
                         data.split_examples));
+  }
+  if (data.streamed) {
+    Log("streaming the training files through a shuffle buffer of ", job.input.shuffle_buffer,
+        " examples");
   }
   Log("training as replica ", replica, " of ", num_replicas,
       "; waiting for the ps to hold initialised variables");
@@ -56,7 +59,6 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.replica = replica;
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
-  trainer.data_by_file = data.by_file;
   trainer.split_examples = data.split_examples;
   auto straggler = job.stragglers.find(cfg.task.ToString());
   if (straggler == job.stragglers.end()) straggler = job.stragglers.find("all");
@@ -73,9 +75,10 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
-  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.dataset, client.get()));
-  Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps,
-                      trained.seconds, trained.examples_per_sec));
+  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained,
+                           RunTrainer(trainer, data.source.get(), client.get()));
+  Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps, trained.seconds,
+                      trained.examples_per_sec));
   v1::ReportDoneRequest report;
   report.set_task_type(RoleName(cfg.task.role));
   report.set_task_index(cfg.task.index);

@@ -115,21 +115,17 @@ struct BagBatch {
 //   Drain       wait for every round still in flight
 class StepLoop {
  public:
-  StepLoop(const TrainerOptions& options, const data::Dataset& train, client::PsClient* client,
+  StepLoop(const TrainerOptions& options, data::BatchSource* source, client::PsClient* client,
            model::Backend* backend, EventWriter* summaries, TrainerResult* result)
       : options_(options),
         job_(options.job),
-        train_(train),
+        source_(*source),
         client_(client),
         backend_(backend),
         mlp_(&backend->network()),
         bag_(mlp_->bag()),
         summaries_(summaries),
         result_(*result),
-        // By file, this replica's files are its shard; by record, every R-th
-        // example of the whole set.
-        shard_(&train, options.data_by_file ? 0 : options.replica,
-               options.data_by_file ? 1 : options.num_replicas, job_.batch_size, job_.seed),
         stall_rng_(job_.seed * 7919 + options.replica) {}
 
   absl::Status Run() {
@@ -151,12 +147,13 @@ class StepLoop {
   };
 
   absl::Status Plan() {
-    const int64_t split_examples =
-        options_.split_examples > 0 ? options_.split_examples : train_.num_examples;
-    if (shard_.batches_per_epoch() == 0) {
+    const int64_t split_examples = options_.split_examples > 0
+                                       ? options_.split_examples
+                                       : source_.shard_size() * options_.num_replicas;
+    if (source_.batch_size() != job_.batch_size || source_.batches_per_epoch() == 0) {
       return absl::InvalidArgumentError(
           absl::StrFormat("replica %d's shard has %d examples, fewer than one batch of %d",
-                          options_.replica, shard_.shard_size(), job_.batch_size));
+                          options_.replica, source_.shard_size(), job_.batch_size));
     }
     // Async replicas each run their own shard's schedule. Ssp replicas wait
     // for each other, so all run the same number of steps: that of the
@@ -166,7 +163,7 @@ class StepLoop {
     sync_ = job_.consistency == "sync";
     const int aggregate =
         job_.replicas_to_aggregate > 0 ? job_.replicas_to_aggregate : options_.num_replicas;
-    const int64_t batches = job_.consistency == "async" ? shard_.batches_per_epoch()
+    const int64_t batches = job_.consistency == "async" ? source_.batches_per_epoch()
                             : sync_ ? split_examples / aggregate / job_.batch_size
                                     : split_examples / options_.num_replicas / job_.batch_size;
     total_steps_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * batches;
@@ -182,7 +179,7 @@ class StepLoop {
       params_[b].resize(mlp_->num_parameters());
       grads_[b].resize(mlp_->num_parameters());
     }
-    x_.resize(static_cast<size_t>(job_.batch_size) * train_.example_dim);
+    x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
     // With an embedding bag, batches go through a pipeline of three: while
     // step s computes, the rows of step s+1's ids are being pulled and step
@@ -212,17 +209,19 @@ class StepLoop {
       step_ = std::min(total_steps_, job_.consistency == "async"
                                          ? restored / std::max(options_.num_replicas, 1)
                                          : restored);
-      shard_.Skip(step_);
       Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
           step_);
     }
+    // The source may be where an earlier attempt's prefetcher left it.
+    PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
     // Batches are gathered on a background thread, a few steps ahead.
-    prefetch_.emplace(&shard_, job_.batch_size, static_cast<int>(train_.example_dim));
+    prefetch_.emplace(&source_);
     Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ", total_steps_,
-        " steps of batch ", job_.batch_size, " (", shard_.shard_size(), " examples in this shard)");
+        " steps of batch ", job_.batch_size, " (", source_.shard_size(),
+        " examples in this shard)");
     start_ = window_start_ = absl::Now();
     if (overlap_) params_[1] = params_[0];
-    if (bag_ != nullptr) QueueRows(step_ + 1);
+    if (bag_ != nullptr) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     return absl::OkStatus();
   }
 
@@ -267,9 +266,9 @@ class StepLoop {
   // its rows. The place's last user, step s-3, queued its push at its end,
   // before the pull of step s-1's rows was queued; rounds run in order, and
   // every caller has waited for that pull: the place is free.
-  void QueueRows(int64_t s) {
+  absl::Status QueueRows(int64_t s) {
     BagBatch& bb = pipeline_[s % 3];
-    prefetch_->Next(bb.x.data(), bb.y.data());
+    PSTRAIN_RETURN_IF_ERROR(prefetch_->Next(bb.x.data(), bb.y.data()).status());
     bag_->MakeBags(bb.x.data(), job_.batch_size, &bb.bags);
     bb.rows.resize(bb.bags.unique_ids.size() * bag_->dim());
     client::PsClient* client = client_;
@@ -278,6 +277,7 @@ class StepLoop {
       PSTRAIN_RETURN_IF_ERROR(client->PullRows(*table, bb.bags.unique_ids, bb.rows.data()));
       return int64_t{0};
     });
+    return absl::OkStatus();
   }
 
   // This step's examples: the next prefetched batch, or, with an embedding
@@ -285,14 +285,14 @@ class StepLoop {
   absl::StatusOr<Batch> TakeBatch() {
     Batch batch;
     if (bag_ == nullptr) {
-      prefetch_->Next(x_.data(), y_.data());
+      PSTRAIN_RETURN_IF_ERROR(prefetch_->Next(x_.data(), y_.data()).status());
       batch.x = x_.data();
       batch.y = y_.data();
       return batch;
     }
     batch.bag = &pipeline_[step_ % 3];
     PSTRAIN_RETURN_IF_ERROR(rounds_.WaitFor(batch.bag->pulled_by).status());
-    if (sync_ || step_ < total_steps_) QueueRows(step_ + 1);
+    if (sync_ || step_ < total_steps_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     batch.x = batch.bag->x.data();
     batch.y = batch.bag->y.data();
     return batch;
@@ -401,14 +401,13 @@ class StepLoop {
 
   const TrainerOptions& options_;
   const model::JobSpec& job_;
-  const data::Dataset& train_;
   client::PsClient* const client_;
   model::Backend* const backend_;
   const model::Mlp* const mlp_;
   const model::EmbeddingBag* const bag_;
   EventWriter* const summaries_;
   TrainerResult& result_;
-  data::ShardIterator shard_;
+  data::BatchSource& source_;
   std::mt19937_64 stall_rng_;
   std::uniform_real_distribution<double> stall_{0, 1};
 
@@ -441,25 +440,25 @@ class StepLoop {
   RoundTrips rounds_;
 };
 
-absl::Status TrainFrom(const TrainerOptions& options, const data::Dataset& train,
+absl::Status TrainFrom(const TrainerOptions& options, data::BatchSource* source,
                        client::PsClient* client, model::Backend* backend, EventWriter* summaries,
                        TrainerResult* result) {
-  StepLoop loop(options, train, client, backend, summaries, result);
+  StepLoop loop(options, source, client, backend, summaries, result);
   return loop.Run();
 }
 
 }  // namespace
 
-absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, const data::Dataset& train,
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::BatchSource* source,
                                          client::PsClient* client) {
   const model::JobSpec& job = options.job;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(job.model, job.batch_size, job.device));
   Log("replica ", options.replica, " computes on ", backend->Describe());
-  if (train.example_dim != job.model.input_dim) {
+  if (source->example_dim() != job.model.input_dim) {
     return absl::InvalidArgumentError(
         absl::StrFormat("data examples have %d features but the model's input_dim is %d",
-                        train.example_dim, job.model.input_dim));
+                        source->example_dim(), job.model.input_dim));
   }
   std::unique_ptr<EventWriter> summaries;
   if (!options.summary_dir.empty()) {
@@ -468,7 +467,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, const da
   TrainerResult result;
   const absl::Time start = absl::Now();
   while (true) {
-    absl::Status s = TrainFrom(options, train, client, backend.get(), summaries.get(), &result);
+    absl::Status s = TrainFrom(options, source, client, backend.get(), summaries.get(), &result);
     if (s.ok()) break;
     // A PS lost (Unavailable) or restored under the replica (Aborted): the
     // chief puts every PS back on the newest checkpoint; carry on from it.

@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "data/dataset.h"
-#include "model/job_spec.h"
 #include "client/ps_client.h"
+#include "data/batch_source.h"
+#include "model/job_spec.h"
 
 namespace pstrain::train {
 
@@ -47,11 +47,8 @@ struct TrainerOptions {
   // The tasks behind replica numbers ("chief:0", "worker:0", ...), to name
   // them when a sync step times out waiting for some; may be empty.
   std::vector<std::string> replica_names;
-  // The replica's data holds only its own files of the split
-  // (data::ReplicaData::by_file): it iterates them whole instead of taking
-  // every num_replicas-th example, and `split_examples` gives the size of the
-  // whole split, which sync and ssp schedules count in (0: the data's own).
-  bool data_by_file = false;
+  // The size of the whole training split (data::TrainingInput's), which
+  // sync and ssp schedules count in; 0: the source's share x num_replicas.
   int64_t split_examples = 0;
   // Straggler injection: sleep `step_delay` before a step, on each step
   // with `step_delay_probability` (drawn from the job's seed and replica).
@@ -62,8 +59,8 @@ struct TrainerOptions {
 struct TrainerResult {
   int64_t steps = 0;
   int64_t examples = 0;
-  double final_loss = 0;       // mean over the last logging window
-  double final_accuracy = 0;   // training accuracy over the same window
+  double final_loss = 0;      // mean over the last logging window
+  double final_accuracy = 0;  // training accuracy over the same window
   double seconds = 0;
   double examples_per_sec = 0;
   int64_t last_global_step = 0;  // as the last step began
@@ -71,10 +68,11 @@ struct TrainerResult {
 };
 
 // Runs the whole schedule (job.epochs over this replica's shard, or
-// job.max_steps). `client` must be ready (variables initialised). Errors from
-// the PS client (naming the PS) or the model.
-absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options,
-                                         const data::Dataset& train,
+// job.max_steps), drawing batches from `source` (REQUIRES: of the job's
+// batch size; not used by anyone else meanwhile). `client` must be ready
+// (variables initialised). Errors from the PS client (naming the PS), the
+// model or the source.
+absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::BatchSource* source,
                                          client::PsClient* client);
 
 }  // namespace pstrain::train

@@ -1,0 +1,116 @@
+// Streams one replica's share of a training split held in TFRecord files of
+// tf.train.Example, epoch after epoch, without holding the split in memory:
+// records are read, decoded (data/feature_spec.h) and mixed through a
+// bounded shuffle buffer as tf.data's shuffle(buffer_size) does.
+//
+// Each epoch e reads the files in an order drawn from (seed, e), the same
+// on every replica. Sharding follows tf.data's auto-sharding: by file
+// (replica r of R reads files r, r + R, ... of the sorted list) or by
+// record (every replica reads every file and takes records r, r + R, ...
+// of the epoch's sequence). The shuffle buffer is drawn from (seed, e, r).
+// An epoch is exactly batches_per_epoch() batches (its last, short batch
+// is dropped), so a replica's position is (epoch, batches into it): Seek
+// opens that epoch and replays it to the batch, which is how a job resumes
+// from a checkpoint at its place in the stream.
+//
+// Open() counts the records once (the framing only, seeking over the data
+// of plain files; with skip_bad_records each record is decoded so that bad
+// ones are not counted): every replica learns the size of every share
+// without reading the data into memory.
+//
+// Errors: Open's are TfRecordReader's and the decoder's; Next's are a bad
+// record (DataLoss "FILE at byte N: what") unless skip_bad, and DataLoss
+// when the files hold fewer records than they did at Open.
+// Thread-compatible.
+#ifndef PSTRAIN_DATA_EXAMPLE_STREAM_H_
+#define PSTRAIN_DATA_EXAMPLE_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/batch_source.h"
+#include "data/feature_spec.h"
+#include "data/tfrecord.h"
+
+namespace pstrain::data {
+
+// Logs a bad record passed over (skip_bad_records) to stderr.
+void LogSkippedRecord(absl::string_view what);
+
+struct StreamSpec {
+  std::vector<std::string> files;         // the whole split, sorted
+  std::vector<Compression> compressions;  // one per file
+  int replica = 0;
+  int num_replicas = 1;
+  bool by_file = false;  // REQUIRES: files.size() >= num_replicas when set
+  int batch_size = 1;
+  uint64_t seed = 0;
+  int64_t shuffle_buffer = 1;  // examples held; 1 reads in file order
+  bool skip_bad = false;       // log and count bad records instead of failing
+  int64_t num_classes = 0;     // > 0: labels must be below it
+};
+
+class ExampleStream : public BatchSource {
+ public:
+  // REQUIRES: batch_size >= 1, shuffle_buffer >= 1, 0 <= replica <
+  // num_replicas.
+  static absl::StatusOr<std::unique_ptr<ExampleStream>> Open(
+      const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder);
+
+  int64_t example_dim() const override { return decoder_->dense_width(); }
+  int64_t ids_dim() const override { return decoder_->ids_width(); }
+  int batch_size() const override { return spec_.batch_size; }
+  int64_t shard_size() const override { return shard_size_; }
+  // Records in the whole split (every replica's share).
+  int64_t split_examples() const { return split_examples_; }
+  // Files this replica reads each epoch.
+  int files_read() const { return static_cast<int>(own_files_.size()); }
+  // Bad records passed over so far (skip_bad), counting Open's pass.
+  int64_t skipped_records() const { return skipped_; }
+
+  absl::StatusOr<int64_t> Next(float* features, int32_t* labels, int64_t* ids = nullptr) override;
+  absl::Status Seek(int64_t batch) override;
+
+ private:
+  ExampleStream(const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder);
+
+  absl::Status Count();
+  void StartEpoch(int64_t epoch);
+  // Decodes this replica's next record of the epoch into buffer slot
+  // `slot`: true, or false when the epoch's files are used up.
+  absl::StatusOr<bool> ReadInto(int64_t slot);
+  // Hands out one example (copying it unless `dense` is null).
+  absl::Status Emit(float* dense, int64_t* ids, int32_t* label);
+
+  const StreamSpec spec_;
+  const std::shared_ptr<const ExampleDecoder> decoder_;
+  std::vector<int> own_files_;  // indices of the files this replica reads
+  int64_t shard_size_ = 0;
+  int64_t split_examples_ = 0;
+  int64_t skipped_ = 0;
+
+  // The epoch being read.
+  int64_t epoch_ = -1;
+  int64_t emitted_ = 0;          // examples handed out in this epoch
+  std::vector<int> file_order_;  // this epoch's order of the files read
+  size_t next_file_ = 0;
+  std::unique_ptr<TfRecordReader> reader_;
+  int64_t sequence_ = 0;  // by record: the epoch's records so far
+  std::mt19937_64 rng_;
+  // The shuffle buffer: `held_` examples in slots [0, held_).
+  std::vector<float> dense_;
+  std::vector<int64_t> ids_;
+  std::vector<int32_t> labels_;
+  int64_t held_ = 0;
+  bool drained_ = false;  // the epoch's files are used up
+  std::string record_;
+  ParsedExample parsed_;
+};
+
+}  // namespace pstrain::data
+
+#endif  // PSTRAIN_DATA_EXAMPLE_STREAM_H_
