@@ -174,8 +174,10 @@ absl::Status ExampleStream::Emit(float* dense, int64_t* ids, int32_t* label) {
   --held_;
   if (i != held_) {
     std::memcpy(dense_.data() + i * dim, dense_.data() + held_ * dim, dim * sizeof(float));
-    std::memcpy(ids_.data() + i * ids_dim, ids_.data() + held_ * ids_dim,
-                ids_dim * sizeof(int64_t));
+    if (ids_dim > 0) {
+      std::memcpy(ids_.data() + i * ids_dim, ids_.data() + held_ * ids_dim,
+                  ids_dim * sizeof(int64_t));
+    }
     labels_[i] = labels_[held_];
   }
   return absl::OkStatus();
