@@ -152,7 +152,7 @@ absl::StatusOr<ReplicaData> LoadReplicaData(const std::string& dir, Split split,
   PSTRAIN_ASSIGN_OR_RETURN(SplitFiles files, FindSplitFiles(dir, split));
   ReplicaData out;
   out.files_total = static_cast<int>(files.images.size());
-  out.by_file = out.files_total >= num_replicas && out.files_total > 1;
+  out.by_file = ShardsByFile(out.files_total, num_replicas);
   for (int i = 0; i < out.files_total; ++i) {
     if (!out.by_file || i % num_replicas == replica) {
       PSTRAIN_RETURN_IF_ERROR(AppendPair(files.images[i], files.labels[i], &out.dataset));

@@ -52,6 +52,10 @@ absl::StatusOr<Dataset> LoadMnistFormat(const std::string& dir, Split split);
 // file: it iterates them whole, ShardIterator(dataset, 0, 1, ...));
 // otherwise every file, and each replica takes its share by record
 // (ShardIterator(dataset, r, R, ...)).
+// Whether R replicas shard a split of `files` files by file (at least as
+// many files as replicas, and more than one) rather than by record.
+inline bool ShardsByFile(int files, int num_replicas) { return files >= num_replicas && files > 1; }
+
 struct ReplicaData {
   Dataset dataset;
   bool by_file = false;

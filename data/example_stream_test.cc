@@ -11,6 +11,7 @@
 #include "common/testing/temp_dir.h"
 #include "data/input.h"
 #include "data/prefetcher.h"
+#include "data/testing/tfrecord_files.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 
@@ -47,16 +48,10 @@ InputSpec Streamed(const std::string& dir, int64_t buffer) {
 
 // `files` files of consecutive examples, `per_file` each.
 std::string WriteFiles(const std::string& name, int files, int per_file, bool gzip = false) {
-  const std::string dir = testing::TempDir() + "/" + name;
-  EXPECT_OK(MakeDirs(dir));
-  for (int f = 0; f < files; ++f) {
-    const std::string path = absl::StrFormat("%s/part-%05d.tfrecord%s", dir, f, gzip ? ".gz" : "");
-    auto w = TfRecordWriter::Open(path, gzip ? Compression::kGzip : Compression::kNone);
-    EXPECT_OK(w.status());
-    for (int i = 0; i < per_file; ++i) EXPECT_OK((*w)->Write(ExampleBytes(f * per_file + i)));
-    EXPECT_OK((*w)->Close());
-  }
-  return dir;
+  absl::StatusOr<std::string> dir =
+      testing::WriteExampleFiles(name, files, per_file, gzip, ExampleBytes);
+  EXPECT_OK(dir.status());
+  return dir.ok() ? *dir : "";
 }
 
 // The example numbers of the next `batches` batches, checking that each
@@ -189,12 +184,7 @@ TEST(ExampleStreamTest, ABadRecordStopsTheStreamOrIsSkipped) {
   const std::string path = dir + "/part-00001.tfrecord";
   std::vector<std::string> records;
   for (int i = 0; i < 6; ++i) records.push_back(i == 2 ? "\x0a\x05" : ExampleBytes(6 + i));
-  {
-    auto w = TfRecordWriter::Open(path, Compression::kNone);
-    ASSERT_OK(w.status());
-    for (const std::string& r : records) ASSERT_OK((*w)->Write(r));
-    ASSERT_OK((*w)->Close());
-  }
+  ASSERT_OK(testing::WriteRecords(path, Compression::kNone, records));
   int64_t at = 0;
   for (int i = 0; i < 2; ++i) at += 16 + static_cast<int64_t>(records[i].size());
   // Strict: Open frames it without complaint; reading it fails, named.
@@ -222,12 +212,9 @@ TEST(ExampleStreamTest, ABadRecordStopsTheStreamOrIsSkipped) {
 TEST(ExampleStreamTest, FilesThatShrinkAfterOpenAreNamed) {
   const std::string dir = WriteFiles("shrink", 1, 10);
   ASSERT_OK_AND_ASSIGN(TrainingInput in, Open(dir, 4, 0, 1, /*batch=*/5));
-  {
-    auto w = TfRecordWriter::Open(dir + "/part-00000.tfrecord", Compression::kNone);
-    ASSERT_OK(w.status());
-    for (int i = 0; i < 7; ++i) ASSERT_OK((*w)->Write(ExampleBytes(i)));
-    ASSERT_OK((*w)->Close());
-  }
+  std::vector<std::string> seven;
+  for (int i = 0; i < 7; ++i) seven.push_back(ExampleBytes(i));
+  ASSERT_OK(testing::WriteRecords(dir + "/part-00000.tfrecord", Compression::kNone, seven));
   // Through a Prefetcher, as a trainer reads it.
   Prefetcher prefetch(in.source.get(), /*depth=*/2);
   std::vector<float> x(10);

@@ -79,7 +79,7 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, DecoderOf(data_dir, input));
   ReplicaData out;
   out.files_total = static_cast<int>(files.size());
-  out.by_file = out.files_total >= num_replicas && out.files_total > 1;
+  out.by_file = ShardsByFile(out.files_total, num_replicas);
   ReadCounts counts;
   for (int i = 0; i < out.files_total; ++i) {
     PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files[i]));
@@ -256,7 +256,7 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
   spec.replica = replica;
   spec.num_replicas = num_replicas;
   out.files_total = static_cast<int>(spec.files.size());
-  spec.by_file = out.files_total >= num_replicas && out.files_total > 1;
+  spec.by_file = ShardsByFile(out.files_total, num_replicas);
   spec.batch_size = batch_size;
   spec.seed = seed;
   spec.shuffle_buffer = input.shuffle_buffer;

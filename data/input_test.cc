@@ -8,6 +8,7 @@
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
+#include "data/testing/tfrecord_files.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 
@@ -44,16 +45,10 @@ InputSpec Spec(const std::string& train, const std::string& test = "") {
 // `files` files of consecutive examples, `per_file` each, under a fresh
 // directory: part-00000.tfrecord[.gz]...
 std::string WriteFiles(const std::string& name, int files, int per_file, bool gzip = false) {
-  const std::string dir = testing::TempDir() + "/" + name;
-  EXPECT_OK(MakeDirs(dir));
-  for (int f = 0; f < files; ++f) {
-    const std::string path = absl::StrFormat("%s/part-%05d.tfrecord%s", dir, f, gzip ? ".gz" : "");
-    auto w = TfRecordWriter::Open(path, gzip ? Compression::kGzip : Compression::kNone);
-    EXPECT_OK(w.status());
-    for (int i = 0; i < per_file; ++i) EXPECT_OK((*w)->Write(ExampleBytes(f * per_file + i)));
-    EXPECT_OK((*w)->Close());
-  }
-  return dir;
+  absl::StatusOr<std::string> dir =
+      testing::WriteExampleFiles(name, files, per_file, gzip, ExampleBytes);
+  EXPECT_OK(dir.status());
+  return dir.ok() ? *dir : "";
 }
 
 TEST(InputTest, ReadsEveryExampleOfTheFilesAPatternNames) {

@@ -8,6 +8,7 @@
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
+#include "data/testing/tfrecord_files.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 
@@ -24,15 +25,7 @@ std::vector<std::string> SomeRecords() {
   return records;
 }
 
-absl::Status WriteRecords(const std::string& path, Compression c,
-                          const std::vector<std::string>& records) {
-  auto writer = TfRecordWriter::Open(path, c);
-  if (!writer.ok()) return writer.status();
-  for (const std::string& r : records) {
-    if (absl::Status s = (*writer)->Write(r); !s.ok()) return s;
-  }
-  return (*writer)->Close();
-}
+using testing::WriteRecords;
 
 // The format's bytes, with masked CRC-32Cs worked out by hand (a bitwise
 // CRC-32C outside this code base): "abc" and the empty record.
