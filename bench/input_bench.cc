@@ -6,6 +6,9 @@
 //   TfRecordGzip TFRecord files of tf.train.Example, GZIP, as
 //                `pstrain data to-tfrecord` writes them (its default)
 //   TfRecord     the same, uncompressed
+//   Csv          CSV in Kaggle's Fashion-MNIST layout (label, pixel1..784
+//                as integers), as `pstrain data to-csv` writes it, read
+//                through configs/fashion_mnist_csv.pbtxt's spec
 // and streamed from the same TFRecord files through a shuffle buffer of
 // 10,000 examples instead of loaded (data/example_stream.h):
 //   StreamGzip, Stream   opening the stream (its counting pass) and one epoch
@@ -58,6 +61,8 @@ const std::string& Converted(Compression c) {
       auto written = WriteIdxAsTfRecord(DataDir(), out, 1, each);
       if (!written.ok()) Die(written.status());
     }
+    auto csv = WriteIdxAsCsv(DataDir(), dir + "/csv");
+    if (!csv.ok()) Die(csv.status());
     return new std::string(dir);
   }();
   static const std::string* plain = new std::string(*base + "/plain");
@@ -114,6 +119,26 @@ void TfRecord(benchmark::State& state, Compression c) {
 void BM_TfRecordGzip(benchmark::State& state) { TfRecord(state, Compression::kGzip); }
 void BM_TfRecord(benchmark::State& state) { TfRecord(state, Compression::kNone); }
 
+void BM_Csv(benchmark::State& state) {
+  Converted(Compression::kNone);
+  const std::string dir =
+      std::filesystem::path(Converted(Compression::kNone)).parent_path().string() + "/csv";
+  InputSpec in;
+  if (absl::Status s = SetInputFormat("csv", &in); !s.ok()) Die(s);
+  in.train_files = "fashion-mnist_train.csv";
+  FeatureDef image;
+  image.name = "image";
+  image.column = "pixel1";
+  image.length = 784;
+  image.scale = 1.0f / 255.0f;
+  in.features.features = {image};
+  for (auto _ : state) {
+    auto ds = LoadInputSplit(dir, in, Split::kTrain, 10);
+    if (!ds.ok()) Die(ds.status());
+    Batch(*ds, state);
+  }
+}
+
 std::unique_ptr<BatchSource> OpenStream(Compression c) {
   InputSpec in = TfRecordInput();
   in.shuffle_buffer = 10000;
@@ -158,6 +183,7 @@ void BM_Decode(benchmark::State& state) {
 BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecord)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_Csv)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamEpochGzip)->Unit(benchmark::kMillisecond)->MinTime(3);

@@ -5,6 +5,12 @@
 // `pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N]
 // [--compression=GZIP|NONE]`: writes the IDX data set as TFRecord files of
 // tf.train.Example (data/convert.h).
+// `pstrain data to-csv --data_dir=DIR --out=DIR`: writes the IDX data set
+// as CSV in the layout of Kaggle's Fashion-MNIST CSV (data/convert.h).
+// `pstrain data csv-to-tfrecord --model_config=FILE --out=DIR
+// [--data_dir=DIR] [--compression=GZIP|NONE] [--skip_bad_records]`: writes
+// the CSV or TSV files the config's input block names as TFRecord files of
+// tf.train.Example (data/convert.h WriteCsvAsTfRecord).
 #ifndef PSTRAIN_CLI_DATA_TOOL_H_
 #define PSTRAIN_CLI_DATA_TOOL_H_
 

@@ -1,6 +1,7 @@
 #include "data/convert.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -14,14 +15,19 @@
 namespace pstrain::data {
 namespace {
 
+std::string SplitPath(const std::string& out, const std::string& prefix, int i, int files,
+                      Compression compression) {
+  return absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord%s", out, prefix, i, files,
+                         compression == Compression::kGzip ? ".gz" : "");
+}
+
 absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& out,
                                           const std::string& prefix, int files,
                                           Compression compression) {
   ConvertedSplit split;
   const int64_t n = ds.num_examples;
   for (int i = 0; i < files; ++i) {
-    const std::string path = absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord%s", out, prefix, i, files,
-                                             compression == Compression::kGzip ? ".gz" : "");
+    const std::string path = SplitPath(out, prefix, i, files, compression);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordWriter> writer,
                              TfRecordWriter::Open(path, compression));
     const int64_t begin = i * n / files, end = (i + 1) * n / files;
@@ -32,6 +38,94 @@ absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& 
     PSTRAIN_RETURN_IF_ERROR(writer->Close());
     split.files.push_back(path);
     split.examples.push_back(end - begin);
+  }
+  return split;
+}
+
+// FailedPrecondition when `out` holds train-* or test-* files already.
+absl::Status CheckNoDataFiles(const std::string& out) {
+  std::error_code ec;
+  std::vector<std::string> present;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "train-") || absl::StartsWith(name, "test-")) {
+      present.push_back(name);
+    }
+  }
+  if (present.empty()) return absl::OkStatus();
+  std::sort(present.begin(), present.end());
+  return absl::FailedPreconditionError(absl::StrCat(out, " already holds ", present[0],
+                                                    ": write to a directory without data files"));
+}
+
+// The Example of one CSV row's values.
+std::string CsvExample(const FeatureSpec& spec, const std::vector<CsvFeatureValues>& values,
+                       int64_t label) {
+  v1::Example e;
+  auto& features = *e.mutable_features()->mutable_feature();
+  for (size_t i = 0; i < spec.features.size(); ++i) {
+    v1::Feature& f = features[spec.features[i].name];
+    const CsvFeatureValues& v = values[i];
+    switch (spec.features[i].type) {
+      case FeatureType::kFloat:
+        f.mutable_float_list()->mutable_value()->Add(v.floats.begin(), v.floats.end());
+        break;
+      case FeatureType::kInt64:
+        f.mutable_int64_list()->mutable_value()->Add(v.ints.begin(), v.ints.end());
+        break;
+      case FeatureType::kString:
+        for (const std::string& s : v.strings) f.mutable_bytes_list()->add_value(s);
+        break;
+    }
+  }
+  features[spec.label].mutable_int64_list()->add_value(label);
+  return e.SerializeAsString();
+}
+
+absl::StatusOr<ConvertedSplit> WriteCsvSplit(const std::string& data_dir, const InputSpec& input,
+                                             const std::string& pattern, const std::string& out,
+                                             const std::string& prefix, Compression compression) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
+  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> opened,
+                           OpenFormat(data_dir, input, files));
+  auto format = std::dynamic_pointer_cast<const CsvFormat>(opened);
+  if (format == nullptr) return absl::InvalidArgumentError("the input is not CSV or TSV");
+  ConvertedSplit split;
+  const int n = static_cast<int>(files.size());
+  CsvRow row;
+  std::vector<CsvFeatureValues> values;
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    PSTRAIN_ASSIGN_OR_RETURN(const Compression in_compression, CompressionOf(input, files[i]));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                             format->OpenFile(files[i], in_compression));
+    const std::string path = SplitPath(out, prefix, i, n, compression);
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordWriter> writer,
+                             TfRecordWriter::Open(path, compression));
+    while (true) {
+      const int64_t at = reader->offset();
+      absl::StatusOr<bool> more = reader->Next(&text);
+      absl::Status bad = more.status();
+      if (more.ok() && !*more) break;
+      int64_t label = 0;
+      if (bad.ok()) {
+        bad = row.Parse(text, format->dialect());
+        if (bad.ok()) bad = format->Values(row, &values, &label);
+        if (!bad.ok())
+          bad = absl::DataLossError(absl::StrCat(reader->Where(at), ": ", bad.message()));
+      }
+      if (!bad.ok()) {
+        if (!input.skip_bad_records) return bad;
+        ++split.skipped;
+        LogSkippedRecord(bad.message());
+        if (!reader->can_continue()) break;
+        continue;
+      }
+      PSTRAIN_RETURN_IF_ERROR(writer->Write(CsvExample(format->spec(), values, label)));
+    }
+    split.examples.push_back(writer->records());
+    PSTRAIN_RETURN_IF_ERROR(writer->Close());
+    split.files.push_back(path);
   }
   return split;
 }
@@ -62,24 +156,67 @@ absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string
         absl::StrCat("files=", files, ": must be from 1 to ", max_files,
                      " (the training examples, one at least per file)"));
   }
-  std::vector<std::string> present;
-  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, "train-") || absl::StartsWith(name, "test-")) {
-      present.push_back(name);
-    }
-  }
-  if (!present.empty()) {
-    std::sort(present.begin(), present.end());
-    return absl::FailedPreconditionError(absl::StrCat(out, " already holds ", present[0],
-                                                      ": write to a directory without data files"));
-  }
+  PSTRAIN_RETURN_IF_ERROR(CheckNoDataFiles(out));
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
   std::vector<ConvertedSplit> splits;
   PSTRAIN_ASSIGN_OR_RETURN(ConvertedSplit t, WriteSplit(train, out, "train", files, compression));
   splits.push_back(std::move(t));
   PSTRAIN_ASSIGN_OR_RETURN(t, WriteSplit(test, out, "test", 1, compression));
   splits.push_back(std::move(t));
+  return splits;
+}
+
+absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsCsv(const std::string& dir,
+                                                          const std::string& out) {
+  std::vector<ConvertedSplit> splits;
+  for (Split split : {Split::kTrain, Split::kTest}) {
+    const std::string path =
+        absl::StrCat(out, "/fashion-mnist_", split == Split::kTrain ? "train" : "test", ".csv");
+    if (std::filesystem::exists(path)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " is there already"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(Dataset ds, LoadMnistFormat(dir, split));
+    std::string text = "label";
+    for (int64_t k = 1; k <= ds.example_dim; ++k) absl::StrAppend(&text, ",pixel", k);
+    text.push_back('\n');
+    text.reserve(ds.num_examples * ds.example_dim * 3);
+    for (int64_t e = 0; e < ds.num_examples; ++e) {
+      absl::StrAppend(&text, ds.labels[e]);
+      const float* image = ds.features.data() + e * ds.example_dim;
+      // The loader's pixel * (1 / 255), back to the pixel.
+      for (int64_t k = 0; k < ds.example_dim; ++k) {
+        absl::StrAppend(&text, ",", std::lround(image[k] * 255.0f));
+      }
+      text.push_back('\n');
+    }
+    PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
+    PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(path, text));
+    ConvertedSplit written;
+    written.files.push_back(path);
+    written.examples.push_back(ds.num_examples);
+    splits.push_back(std::move(written));
+  }
+  return splits;
+}
+
+absl::StatusOr<std::vector<ConvertedSplit>> WriteCsvAsTfRecord(const std::string& data_dir,
+                                                               const InputSpec& input,
+                                                               const std::string& out,
+                                                               Compression compression) {
+  if (input.format != InputFormat::kCsv) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the input is ", InputFormatName(input), ", not CSV or TSV: there is nothing to convert"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(CheckNoDataFiles(out));
+  PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
+  std::vector<ConvertedSplit> splits;
+  for (const auto& [pattern, prefix] :
+       {std::pair{input.train_files, "train"}, std::pair{input.test_files, "test"}}) {
+    if (pattern.empty()) continue;
+    PSTRAIN_ASSIGN_OR_RETURN(ConvertedSplit split,
+                             WriteCsvSplit(data_dir, input, pattern, out, prefix, compression));
+    splits.push_back(std::move(split));
+  }
   return splits;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
+#include "data/input.h"
 #include "data/tfrecord.h"
 
 namespace pstrain::data {
@@ -23,6 +24,7 @@ std::string IdxExample(const float* image, int64_t dim, int32_t label);
 struct ConvertedSplit {
   std::vector<std::string> files;
   std::vector<int64_t> examples;  // per file
+  int64_t skipped = 0;            // bad records passed over (skip_bad_records)
 };
 
 // Writes the MNIST IDX data set in `dir` to `out` (created if needed) as
@@ -35,6 +37,33 @@ struct ConvertedSplit {
 // errors of LoadMnistFormat and the writer.
 absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string& dir,
                                                                const std::string& out, int files,
+                                                               Compression compression);
+
+// Writes the MNIST IDX data set in `dir` to `out` (created if needed) as
+// CSV files in the layout of Kaggle's Fashion-MNIST CSV: a header
+// "label,pixel1,...,pixelD" and one row per example, its label and its D
+// pixels as integers 0..255; fashion-mnist_train.csv and
+// fashion-mnist_test.csv. Each file is written whole or not at all.
+// Errors of LoadMnistFormat and of writing; FailedPrecondition when a file
+// is there already.
+absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsCsv(const std::string& dir,
+                                                          const std::string& out);
+
+// Writes the CSV or TSV splits `input` names (REQUIRES: format kCsv;
+// relative patterns and vocabulary files under `data_dir`) to `out` as
+// TFRecord files of tf.train.Example: train-SSSSS-of-NNNNN.tfrecord[.gz],
+// one per training file in their sorted order (so a job shards them as it
+// shards the CSV files), and test-... likewise. Each row becomes an Example
+// with one feature per spec feature holding the row's values
+// (CsvFormat::Values: a float_list, an int64_list, or a bytes_list of the
+// cells or of a text column's words) and the label as an int64_list, so the
+// same features with format "tfrecord" decode each Example as the CSV row
+// decodes. A bad row stops the conversion (DataLoss "FILE line N: what")
+// unless input.skip_bad_records: then it is logged and counted. Errors as
+// WriteIdxAsTfRecord's for `out`, and the input's.
+absl::StatusOr<std::vector<ConvertedSplit>> WriteCsvAsTfRecord(const std::string& data_dir,
+                                                               const InputSpec& input,
+                                                               const std::string& out,
                                                                Compression compression);
 
 }  // namespace pstrain::data

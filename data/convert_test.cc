@@ -1,7 +1,9 @@
 #include "data/convert.h"
 
+#include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
@@ -70,6 +72,104 @@ TEST(ConvertTest, TfRecordsHoldExactlyTheIdxExamples) {
       "files=24: must be from 1 to 23 (the training examples, one at least per file)");
   EXPECT_EQ(WriteIdxAsTfRecord(idx, idx, 1, Compression::kNone).status().message(),
             idx + " is the data directory itself");
+}
+
+// A CSV input of every kind of feature: "px" two float columns, "color" a
+// string column (vocabulary file), "n" an int64 column, "text" a text
+// column of up to 3 words (hashed); a header names the columns.
+InputSpec CsvKinds(const std::string& dir) {
+  EXPECT_OK(WriteFileAtomically(dir + "/colors.txt", "red\ngreen\n"));
+  InputSpec in;
+  EXPECT_OK(SetInputFormat("csv", &in));
+  in.train_files = "train-*.csv";
+  in.test_files = "held out.csv";
+  FeatureDef px;
+  px.name = "px";
+  px.column = "p0";
+  px.length = 2;
+  px.has_default = true;
+  px.default_value = -1;
+  FeatureDef color;
+  color.name = "color";
+  color.type = FeatureType::kString;
+  color.vocabulary_file = "colors.txt";
+  FeatureDef n;
+  n.name = "n";
+  n.type = FeatureType::kInt64;
+  n.vocabulary = 1000;
+  FeatureDef text;
+  text.name = "text";
+  text.type = FeatureType::kString;
+  text.max_len = 3;
+  text.hash_buckets = 50;
+  in.features.features = {px, color, n, text};
+  return in;
+}
+
+TEST(ConvertTest, CsvRowsBecomeExamplesThatDecodeAsTheRowsDo) {
+  const std::string dir = testing::TempDir() + "/csv";
+  ASSERT_OK(MakeDirs(dir));
+  const std::string header = "label,p0,p1,color,n,text\n";
+  ASSERT_OK(WriteFileAtomically(
+      dir + "/train-a.csv", header + "1,0.25,,red,3,\"One, two; THREE four\"\n2,1,2,blue,4,\n"));
+  ASSERT_OK(WriteFileAtomically(dir + "/train-b.csv", header + "0,5,6,,999,\"say \"\"hi\"\"\"\n"));
+  ASSERT_OK(WriteFileAtomically(dir + "/held out.csv", header + "1,7,8,green,0,words\n"));
+  const InputSpec csv = CsvKinds(dir);
+  const std::string out = dir + "/tfrecord";
+  ASSERT_OK_AND_ASSIGN(std::vector<ConvertedSplit> splits,
+                       WriteCsvAsTfRecord(dir, csv, out, Compression::kGzip));
+  ASSERT_EQ(splits.size(), 2u);
+  EXPECT_EQ(splits[0].files, (std::vector<std::string>{out + "/train-00000-of-00002.tfrecord.gz",
+                                                       out + "/train-00001-of-00002.tfrecord.gz"}));
+  EXPECT_EQ(splits[0].examples, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(splits[1].files, (std::vector<std::string>{out + "/test-00000-of-00001.tfrecord.gz"}));
+
+  InputSpec tfrecord = csv;
+  tfrecord.format = InputFormat::kTfRecord;
+  tfrecord.train_files = out + "/train-*";
+  tfrecord.test_files = out + "/test-*";
+  for (Split split : {Split::kTrain, Split::kTest}) {
+    ASSERT_OK_AND_ASSIGN(Dataset from_csv, LoadInputSplit(dir, csv, split, 3));
+    ASSERT_OK_AND_ASSIGN(Dataset from_tfrecord, LoadInputSplit(dir, tfrecord, split, 3));
+    EXPECT_EQ(from_tfrecord.features, from_csv.features);
+    EXPECT_EQ(from_tfrecord.ids, from_csv.ids);
+    EXPECT_EQ(from_tfrecord.labels, from_csv.labels);
+  }
+  ASSERT_OK_AND_ASSIGN(Dataset train, LoadInputSplit(dir, csv, Split::kTrain, 3));
+  EXPECT_EQ(train.features, (std::vector<float>{0.25, -1, 1, 2, 5, 6}));
+  ASSERT_EQ(train.ids.size(), 3u * 5);
+  // red 2, blue 1 (unknown), empty 0; the text's first three words.
+  EXPECT_EQ(train.ids[0], 2);
+  EXPECT_EQ(train.ids[1], 3);
+  EXPECT_EQ(train.ids[2], static_cast<int64_t>(1 + StableHash("one") % 50));
+  EXPECT_EQ(train.ids[4], static_cast<int64_t>(1 + StableHash("three") % 50));
+  EXPECT_EQ(train.ids[5], 1);
+  EXPECT_EQ(std::vector<int64_t>(train.ids.begin() + 7, train.ids.begin() + 10),
+            (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(train.ids[10], 0);
+
+  // A bad row stops it, named by line, and leaves no half-written file.
+  ASSERT_OK(WriteFileAtomically(dir + "/train-b.csv", header + "0,5,6,,9999,x\n"));
+  const std::string out2 = dir + "/tfrecord2";
+  absl::StatusOr<std::vector<ConvertedSplit>> bad =
+      WriteCsvAsTfRecord(dir, csv, out2, Compression::kGzip);
+  EXPECT_EQ(bad.status().message(),
+            dir +
+                "/train-b.csv line 2: column \"n\": feature \"n\": id 9999 is outside its "
+                "vocabulary [0, 1000)");
+  EXPECT_FALSE(std::filesystem::exists(out2 + "/train-00001-of-00002.tfrecord.gz"));
+  EXPECT_FALSE(std::filesystem::exists(out2 + "/train-00001-of-00002.tfrecord.gz.tmp"));
+  InputSpec skipping = csv;
+  skipping.skip_bad_records = true;
+  ASSERT_OK_AND_ASSIGN(splits,
+                       WriteCsvAsTfRecord(dir, skipping, dir + "/tfrecord3", Compression::kNone));
+  EXPECT_EQ(splits[0].examples, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(splits[0].skipped, 1);
+  EXPECT_EQ(
+      WriteCsvAsTfRecord(dir, skipping, dir + "/tfrecord3", Compression::kNone).status().message(),
+      dir +
+          "/tfrecord3 already holds test-00000-of-00001.tfrecord: write to a directory "
+          "without data files");
 }
 
 }  // namespace

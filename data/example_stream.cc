@@ -1,7 +1,6 @@
 #include "data/example_stream.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -19,17 +18,12 @@ std::mt19937_64 RngOf(uint64_t seed, int64_t epoch, uint32_t stream) {
 
 }  // namespace
 
-void LogSkippedRecord(absl::string_view what) {
-  std::fprintf(stderr, "pstrain: skipping a bad record (skip_bad_records): %s\n",
-               std::string(what).c_str());
-}
-
-ExampleStream::ExampleStream(const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder)
-    : spec_(spec), decoder_(std::move(decoder)) {}
+ExampleStream::ExampleStream(const StreamSpec& spec, std::shared_ptr<const RecordFormat> format)
+    : spec_(spec), format_(std::move(format)), decoder_(format_->NewDecoder(spec.num_classes)) {}
 
 absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Open(
-    const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder) {
-  std::unique_ptr<ExampleStream> s(new ExampleStream(spec, std::move(decoder)));
+    const StreamSpec& spec, std::shared_ptr<const RecordFormat> format) {
+  std::unique_ptr<ExampleStream> s(new ExampleStream(spec, std::move(format)));
   PSTRAIN_RETURN_IF_ERROR(s->Count());
   const int64_t slots = std::max<int64_t>(1, std::min(spec.shuffle_buffer, s->shard_size_));
   s->dense_.resize(slots * s->example_dim());
@@ -45,8 +39,8 @@ absl::Status ExampleStream::Count() {
   std::vector<int64_t> ids(ids_dim());
   int32_t label;
   for (int i = 0; i < files; ++i) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
-                             TfRecordReader::Open(spec_.files[i], spec_.compressions[i]));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                             format_->OpenFile(spec_.files[i], spec_.compressions[i]));
     while (true) {
       const int64_t at = reader->offset();
       // Strict: the framing is enough (a bad record stops the job when it
@@ -61,11 +55,10 @@ absl::Status ExampleStream::Count() {
       }
       if (!*more) break;
       if (spec_.skip_bad) {
-        absl::Status s = decoder_->Decode(record_, &parsed_, dense.data(), ids.data(), &label,
-                                          spec_.num_classes);
+        absl::Status s = decoder_->Decode(record_, dense.data(), ids.data(), &label);
         if (!s.ok()) {
           ++skipped_;
-          LogSkippedRecord(absl::StrCat(spec_.files[i], " at byte ", at, ": ", s.message()));
+          LogSkippedRecord(absl::StrCat(reader->Where(at), ": ", s.message()));
           continue;
         }
       }
@@ -106,8 +99,7 @@ absl::StatusOr<bool> ExampleStream::ReadInto(int64_t slot) {
     if (reader_ == nullptr) {
       if (next_file_ == file_order_.size()) return false;
       const int f = file_order_[next_file_++];
-      PSTRAIN_ASSIGN_OR_RETURN(reader_,
-                               TfRecordReader::Open(spec_.files[f], spec_.compressions[f]));
+      PSTRAIN_ASSIGN_OR_RETURN(reader_, format_->OpenFile(spec_.files[f], spec_.compressions[f]));
     }
     const int64_t at = reader_->offset();
     absl::StatusOr<bool> more = reader_->Next(&record_);
@@ -124,13 +116,11 @@ absl::StatusOr<bool> ExampleStream::ReadInto(int64_t slot) {
     // Strict, the epoch's sequence is every record; skipping, every record
     // that decodes, so only then must each replica decode all of them.
     if (!spec_.skip_bad && !spec_.by_file && sequence_++ % n != r) continue;
-    absl::Status s =
-        decoder_->Decode(record_, &parsed_, dense_.data() + slot * example_dim(),
-                         ids_.data() + slot * ids_dim(), &labels_[slot], spec_.num_classes);
+    absl::Status s = decoder_->Decode(record_, dense_.data() + slot * example_dim(),
+                                      ids_.data() + slot * ids_dim(), &labels_[slot]);
     if (!s.ok()) {
       if (!spec_.skip_bad) {
-        return absl::DataLossError(
-            absl::StrCat(reader_->path(), " at byte ", at, ": ", s.message()));
+        return absl::DataLossError(absl::StrCat(reader_->Where(at), ": ", s.message()));
       }
       continue;
     }

@@ -1,7 +1,8 @@
-// Streams one replica's share of a training split held in TFRecord files of
-// tf.train.Example, epoch after epoch, without holding the split in memory:
-// records are read, decoded (data/feature_spec.h) and mixed through a
-// bounded shuffle buffer as tf.data's shuffle(buffer_size) does.
+// Streams one replica's share of a training split held in record files (of
+// any RecordFormat: TFRecord of tf.train.Example, CSV), epoch after epoch,
+// without holding the split in memory: records are read, decoded
+// (data/record_format.h) and mixed through a bounded shuffle buffer as
+// tf.data's shuffle(buffer_size) does.
 //
 // Each epoch e reads the files in an order drawn from (seed, e), the same
 // on every replica. Sharding follows tf.data's auto-sharding: by file
@@ -14,13 +15,14 @@
 // from a checkpoint at its place in the stream.
 //
 // Open() counts the records once (the framing only, seeking over the data
-// of plain files; with skip_bad_records each record is decoded so that bad
-// ones are not counted): every replica learns the size of every share
-// without reading the data into memory.
+// of plain TFRecord files; with skip_bad_records each record is decoded so
+// that bad ones are not counted): every replica learns the size of every
+// share without reading the data into memory.
 //
-// Errors: Open's are TfRecordReader's and the decoder's; Next's are a bad
-// record (DataLoss "FILE at byte N: what") unless skip_bad, and DataLoss
-// when the files hold fewer records than they did at Open.
+// Errors: Open's are the readers' and the decoder's; Next's are a bad
+// record (DataLoss "FILE at byte N: what", "FILE line N: what") unless
+// skip_bad, and DataLoss when the files hold fewer records than they did
+// at Open.
 // Thread-compatible.
 #ifndef PSTRAIN_DATA_EXAMPLE_STREAM_H_
 #define PSTRAIN_DATA_EXAMPLE_STREAM_H_
@@ -33,13 +35,9 @@
 
 #include "absl/status/statusor.h"
 #include "data/batch_source.h"
-#include "data/feature_spec.h"
-#include "data/tfrecord.h"
+#include "data/record_format.h"
 
 namespace pstrain::data {
-
-// Logs a bad record passed over (skip_bad_records) to stderr.
-void LogSkippedRecord(absl::string_view what);
 
 struct StreamSpec {
   std::vector<std::string> files;         // the whole split, sorted
@@ -59,10 +57,10 @@ class ExampleStream : public BatchSource {
   // REQUIRES: batch_size >= 1, shuffle_buffer >= 1, 0 <= replica <
   // num_replicas.
   static absl::StatusOr<std::unique_ptr<ExampleStream>> Open(
-      const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder);
+      const StreamSpec& spec, std::shared_ptr<const RecordFormat> format);
 
-  int64_t example_dim() const override { return decoder_->dense_width(); }
-  int64_t ids_dim() const override { return decoder_->ids_width(); }
+  int64_t example_dim() const override { return format_->dense_width(); }
+  int64_t ids_dim() const override { return format_->ids_width(); }
   int batch_size() const override { return spec_.batch_size; }
   int64_t shard_size() const override { return shard_size_; }
   // Records in the whole split (every replica's share).
@@ -76,7 +74,7 @@ class ExampleStream : public BatchSource {
   absl::Status Seek(int64_t batch) override;
 
  private:
-  ExampleStream(const StreamSpec& spec, std::shared_ptr<const ExampleDecoder> decoder);
+  ExampleStream(const StreamSpec& spec, std::shared_ptr<const RecordFormat> format);
 
   absl::Status Count();
   void StartEpoch(int64_t epoch);
@@ -87,7 +85,8 @@ class ExampleStream : public BatchSource {
   absl::Status Emit(float* dense, int64_t* ids, int32_t* label);
 
   const StreamSpec spec_;
-  const std::shared_ptr<const ExampleDecoder> decoder_;
+  const std::shared_ptr<const RecordFormat> format_;
+  const std::unique_ptr<RecordDecoder> decoder_;
   std::vector<int> own_files_;  // indices of the files this replica reads
   int64_t shard_size_ = 0;
   int64_t split_examples_ = 0;
@@ -98,7 +97,7 @@ class ExampleStream : public BatchSource {
   int64_t emitted_ = 0;          // examples handed out in this epoch
   std::vector<int> file_order_;  // this epoch's order of the files read
   size_t next_file_ = 0;
-  std::unique_ptr<TfRecordReader> reader_;
+  std::unique_ptr<RecordReader> reader_;
   int64_t sequence_ = 0;  // by record: the epoch's records so far
   std::mt19937_64 rng_;
   // The shuffle buffer: `held_` examples in slots [0, held_).
@@ -108,7 +107,6 @@ class ExampleStream : public BatchSource {
   int64_t held_ = 0;
   bool drained_ = false;  // the epoch's files are used up
   std::string record_;
-  ParsedExample parsed_;
 };
 
 }  // namespace pstrain::data

@@ -96,6 +96,12 @@ absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
       return BadFeature(
           f, absl::StrCat("hash_buckets must be in 0..", kMaxBuckets, " and vocabulary 0 or more"));
     }
+    if (!std::isfinite(f.scale) || f.scale == 0) {
+      return BadFeature(f, absl::StrCat("scale ", f.scale, " must be a finite number, not 0"));
+    }
+    if (f.scale != 1 && f.type != FeatureType::kFloat) {
+      return BadFeature(f, "scale is for float features");
+    }
     const bool ids_options = !f.vocabulary_file.empty() || f.hash_buckets > 0 || f.vocabulary > 0;
     switch (f.type) {
       case FeatureType::kFloat:
@@ -123,8 +129,13 @@ absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
         }
         break;
     }
-    if (f.has_default && (f.type != FeatureType::kFloat || f.max_len > 0)) {
-      return BadFeature(f, "only a fixed-length float feature takes a default_value");
+    if (f.has_default && (f.type == FeatureType::kString || f.max_len > 0)) {
+      return BadFeature(f, "only a fixed-length float or int64 feature takes a default_value");
+    }
+    if (f.has_default && f.type == FeatureType::kInt64 &&
+        !(std::floor(f.default_value) == f.default_value && std::abs(f.default_value) < 1e15f)) {
+      return BadFeature(f, absl::StrCat("default_value ", f.default_value,
+                                        " is not an integer, as an int64 feature's must be"));
     }
   }
   return absl::OkStatus();
@@ -173,11 +184,22 @@ int64_t ExampleDecoder::IdRange(size_t i) const {
 
 int64_t ExampleDecoder::IdOf(size_t i, absl::string_view token) const {
   const FeatureDef& f = spec_.features[i];
+  if (token.empty() && f.type == FeatureType::kString) return 0;
   if (f.hash_buckets > 0) {
     return 1 + static_cast<int64_t>(StableHash(token) % static_cast<uint64_t>(f.hash_buckets));
   }
   auto it = vocabularies_[i].find(token);
   return it == vocabularies_[i].end() ? 1 : it->second;
+}
+
+absl::StatusOr<int64_t> ExampleDecoder::IdOfValue(size_t i, int64_t value) const {
+  const FeatureDef& f = spec_.features[i];
+  if (f.hash_buckets > 0) return IdOf(i, absl::StrCat(value));
+  if (value < 0 || (f.vocabulary > 0 && value >= f.vocabulary)) {
+    return BadFeature(
+        f, absl::StrCat("id ", value, " is outside its vocabulary [0, ", f.vocabulary, ")"));
+  }
+  return value;
 }
 
 absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
@@ -199,8 +221,14 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
       if (!f.is_dense()) std::fill(ids, ids + width, int64_t{0});
       return absl::OkStatus();
     }
+    if (f.has_default && f.is_dense()) {
+      std::fill(dense, dense + width, f.default_value * f.scale);
+      return absl::OkStatus();
+    }
     if (f.has_default) {
-      std::fill(dense, dense + width, f.default_value);
+      absl::StatusOr<int64_t> id = IdOfValue(i, static_cast<int64_t>(f.default_value));
+      if (!id.ok()) return id.status();
+      std::fill(ids, ids + width, *id);
       return absl::OkStatus();
     }
     return view == nullptr ? BadFeature(f, "is missing") : count_error(0);
@@ -223,6 +251,9 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
         return kind_error("a float_list or an int64_list");
       }
       if (f.max_len == 0 && n != f.length) return count_error(n);
+      if (f.scale != 1) {
+        for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] *= f.scale;
+      }
       if (n < width) std::fill(dense + n, dense + width, 0.0f);
       return absl::OkStatus();
     }
@@ -233,12 +264,9 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
       n = *got;
       const int64_t kept = std::min(n, width);
       for (int64_t k = 0; k < kept; ++k) {
-        if (f.hash_buckets > 0) {
-          ids[k] = IdOf(i, absl::StrCat(ids[k]));
-        } else if (ids[k] < 0 || (f.vocabulary > 0 && ids[k] >= f.vocabulary)) {
-          return BadFeature(
-              f, absl::StrCat("id ", ids[k], " is outside its vocabulary [0, ", f.vocabulary, ")"));
-        }
+        absl::StatusOr<int64_t> id = IdOfValue(i, ids[k]);
+        if (!id.ok()) return id.status();
+        ids[k] = *id;
       }
       break;
     }

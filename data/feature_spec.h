@@ -38,11 +38,17 @@ struct FeatureDef {
   // rest padded (floats with 0, ids with id 0).
   int64_t length = 1;
   int64_t max_len = 0;
-  // A fixed-length float feature an example lacks takes this value, when
-  // given; otherwise a missing feature is an error (a variable-length one
-  // is all padding).
+  // A fixed-length float or int64 feature an example lacks takes this
+  // value (an int64's must be integral), when given; otherwise a missing
+  // feature is an error (a variable-length one is all padding).
   bool has_default = false;
   float default_value = 0;
+  // Float features: every value (a default too) is multiplied by this, as
+  // a Keras Rescaling layer does: 1/255 takes pixels 0..255 to [0, 1].
+  float scale = 1;
+  // CSV input: the column the feature reads (default: its name); a
+  // feature of length N reads N columns from there on.
+  std::string column;
   // Ids. int64 values are ids as they are, checked against `vocabulary`
   // (0: unchecked); or hashed, as strings are. Strings need one of:
   //   vocabulary_file  one token per line; the token on line i (from 0)
@@ -50,6 +56,8 @@ struct FeatureDef {
   //                    vocabulary (the files `pstrain data` writes)
   //   hash_buckets: N  id 1 + StableHash(token) % N (an int64 hashed as
   //                    its decimal text, as TensorFlow hashes integers)
+  // The empty string is a missing value, as in TensorFlow's categorical
+  // columns: id 0, like padding.
   std::string vocabulary_file;
   int64_t hash_buckets = 0;
   int64_t vocabulary = 0;
@@ -107,6 +115,10 @@ class ExampleDecoder {
 
   // The id of a token of feature `i` (a string or an int64's decimal text).
   int64_t IdOf(size_t i, absl::string_view token) const;
+  // The id of int64 feature `i`'s value: hashed, or the value itself when
+  // it is inside the feature's vocabulary (InvalidArgument naming the
+  // feature otherwise).
+  absl::StatusOr<int64_t> IdOfValue(size_t i, int64_t value) const;
 
  private:
   explicit ExampleDecoder(FeatureSpec spec) : spec_(std::move(spec)) {}

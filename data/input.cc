@@ -13,11 +13,6 @@
 namespace pstrain::data {
 namespace {
 
-absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path) {
-  if (input.compression.empty()) return CompressionForPath(path);
-  return ParseCompression(input.compression);
-}
-
 // The uncompressed bytes of a file: its size, or for GZIP the size its
 // trailer states (modulo 2^32, which is only an estimate's concern); 0 when
 // unknown.
@@ -42,12 +37,12 @@ std::string UnderDataDir(const std::string& path, const std::string& data_dir) {
   return !path.empty() && path[0] != '/' && !data_dir.empty() ? data_dir + "/" + path : path;
 }
 
-// The records a file frames (AppendTfRecordFile's `framed`), seeking over
-// their data.
+// The records a file frames (AppendRecordFile's `framed`), reading no more
+// than it must.
 absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compression,
-                                    bool skip_bad) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
-                           TfRecordReader::Open(path, compression));
+                                    const RecordFormat& format, bool skip_bad) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                           format.OpenFile(path, compression));
   int64_t n = 0;
   while (true) {
     absl::StatusOr<bool> more = reader->Skip();
@@ -58,25 +53,25 @@ absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compres
   }
 }
 
-absl::StatusOr<std::unique_ptr<ExampleDecoder>> DecoderOf(const std::string& data_dir,
-                                                          const InputSpec& input) {
-  // Vocabulary files named relative to the data directory, as the files.
-  FeatureSpec spec = input.features;
-  for (FeatureDef& f : spec.features) f.vocabulary_file = UnderDataDir(f.vocabulary_file, data_dir);
-  return ExampleDecoder::Create(spec);
-}
-
-absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const InputSpec& input,
-                                              Split split, int replica, int num_replicas,
-                                              int64_t num_classes) {
+// A split's files.
+absl::StatusOr<std::vector<std::string>> FilesOfSplit(const std::string& data_dir,
+                                                      const InputSpec& input, Split split) {
   const std::string& pattern = split == Split::kTrain ? input.train_files : input.test_files;
   if (pattern.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("the input is TFRecord but names no ",
-                                                   split == Split::kTrain ? "train" : "test",
-                                                   "_files"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the input is ", InputFormatName(input), " but names no ",
+                     split == Split::kTrain ? "train" : "test", "_files"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, DecoderOf(data_dir, input));
+  return ExpandFiles(pattern, data_dir);
+}
+
+absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const InputSpec& input,
+                                            Split split, int replica, int num_replicas,
+                                            int64_t num_classes) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, FilesOfSplit(data_dir, input, split));
+  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
+                           OpenFormat(data_dir, input, files));
+  std::unique_ptr<RecordDecoder> decoder = format->NewDecoder(num_classes);
   ReplicaData out;
   out.files_total = static_cast<int>(files.size());
   out.by_file = ShardsByFile(out.files_total, num_replicas);
@@ -85,12 +80,13 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
     PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files[i]));
     int64_t framed = 0;
     if (!out.by_file || i % num_replicas == replica) {
-      PSTRAIN_RETURN_IF_ERROR(AppendTfRecordFile(files[i], compression, *decoder,
-                                                 input.skip_bad_records, num_classes, &out.dataset,
-                                                 &counts, &framed));
+      PSTRAIN_RETURN_IF_ERROR(AppendRecordFile(files[i], compression, *format, decoder.get(),
+                                               input.skip_bad_records, &out.dataset, &counts,
+                                               &framed));
       ++out.files_read;
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(framed, CountFramed(files[i], compression, input.skip_bad_records));
+      PSTRAIN_ASSIGN_OR_RETURN(framed,
+                               CountFramed(files[i], compression, *format, input.skip_bad_records));
     }
     out.split_examples += framed;
   }
@@ -102,11 +98,52 @@ absl::StatusOr<ReplicaData> LoadTfRecordInput(const std::string& data_dir, const
 
 }  // namespace
 
-absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name) {
-  if (name.empty() || name == "idx") return InputFormat::kIdx;
-  if (name == "tfrecord") return InputFormat::kTfRecord;
-  return absl::InvalidArgumentError(
-      absl::StrCat("format \"", name, "\" is not one of idx, tfrecord"));
+absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path) {
+  if (input.compression.empty()) return CompressionForPath(path);
+  return ParseCompression(input.compression);
+}
+
+absl::Status SetInputFormat(absl::string_view name, InputSpec* input) {
+  if (name.empty() || name == "idx") {
+    input->format = InputFormat::kIdx;
+  } else if (name == "tfrecord") {
+    input->format = InputFormat::kTfRecord;
+  } else if (name == "csv" || name == "tsv") {
+    input->format = InputFormat::kCsv;
+    input->csv.dialect.delimiter = name == "csv" ? ',' : '\t';
+    input->csv.dialect.quoting = name == "csv";
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("format \"", name, "\" is not one of idx, tfrecord, csv, tsv"));
+  }
+  return absl::OkStatus();
+}
+
+const char* InputFormatName(const InputSpec& input) {
+  switch (input.format) {
+    case InputFormat::kIdx:
+      return "IDX";
+    case InputFormat::kTfRecord:
+      return "TFRecord";
+    case InputFormat::kCsv:
+      return input.csv.dialect.quoting ? "CSV" : "TSV";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::shared_ptr<const RecordFormat>> OpenFormat(
+    const std::string& data_dir, const InputSpec& input, const std::vector<std::string>& files) {
+  // Vocabulary files named relative to the data directory, as the files.
+  FeatureSpec spec = input.features;
+  for (FeatureDef& f : spec.features) f.vocabulary_file = UnderDataDir(f.vocabulary_file, data_dir);
+  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const ExampleDecoder> decoder,
+                           ExampleDecoder::Create(spec));
+  if (input.format != InputFormat::kCsv) return TfRecordExamples(std::move(decoder));
+  PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files.front()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::shared_ptr<const CsvFormat> csv,
+      CsvFormat::Create(input.csv, std::move(decoder), files.front(), compression));
+  return std::shared_ptr<const RecordFormat>(std::move(csv));
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
@@ -129,15 +166,14 @@ absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
   return files;
 }
 
-absl::Status AppendTfRecordFile(const std::string& path, Compression compression,
-                                const ExampleDecoder& decoder, bool skip_bad, int64_t num_classes,
-                                Dataset* ds, ReadCounts* counts, int64_t* framed) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordReader> reader,
-                           TfRecordReader::Open(path, compression));
-  const int64_t dense = decoder.dense_width(), ids = decoder.ids_width();
+absl::Status AppendRecordFile(const std::string& path, Compression compression,
+                              const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
+                              Dataset* ds, ReadCounts* counts, int64_t* framed) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                           format.OpenFile(path, compression));
+  const int64_t dense = format.dense_width(), ids = format.ids_width();
   ds->example_dim = dense;
   ds->ids_dim = ids;
-  ParsedExample parsed;
   std::string record;
   int64_t framed_here = 0;
   while (true) {
@@ -171,13 +207,11 @@ absl::Status AppendTfRecordFile(const std::string& path, Compression compression
     ds->features.resize(f + dense);
     ds->ids.resize(d + ids);
     int32_t label = 0;
-    absl::Status s = decoder.Decode(record, &parsed, ds->features.data() + f, ds->ids.data() + d,
-                                    &label, num_classes);
+    absl::Status s = decoder->Decode(record, ds->features.data() + f, ds->ids.data() + d, &label);
     if (!s.ok()) {
       ds->features.resize(f);
       ds->ids.resize(d);
-      absl::Status bad =
-          absl::DataLossError(absl::StrCat(path, " at byte ", at, ": ", s.message()));
+      absl::Status bad = absl::DataLossError(absl::StrCat(reader->Where(at), ": ", s.message()));
       if (!skip_bad) return bad;
       ++counts->skipped;
       LogSkippedRecord(bad.message());
@@ -198,7 +232,8 @@ absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSp
     case InputFormat::kIdx:
       return LoadReplicaData(data_dir, split, replica, num_replicas);
     case InputFormat::kTfRecord:
-      return LoadTfRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
+    case InputFormat::kCsv:
+      return LoadRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
   }
   return absl::InternalError("unknown input format");
 }
@@ -232,7 +267,7 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                 int replica, int num_replicas, int batch_size,
                                                 uint64_t seed, int64_t num_classes) {
   TrainingInput out;
-  if (input.format != InputFormat::kTfRecord || input.shuffle_buffer <= 0) {
+  if (input.format == InputFormat::kIdx || input.shuffle_buffer <= 0) {
     PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, Split::kTrain, replica,
                                                          num_replicas, num_classes));
     out.by_file = data.by_file;
@@ -244,11 +279,8 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                  num_replicas, batch_size, seed);
     return out;
   }
-  if (input.train_files.empty()) {
-    return absl::InvalidArgumentError("the input is TFRecord but names no train_files");
-  }
   StreamSpec spec;
-  PSTRAIN_ASSIGN_OR_RETURN(spec.files, ExpandFiles(input.train_files, data_dir));
+  PSTRAIN_ASSIGN_OR_RETURN(spec.files, FilesOfSplit(data_dir, input, Split::kTrain));
   for (const std::string& f : spec.files) {
     PSTRAIN_ASSIGN_OR_RETURN(Compression c, CompressionOf(input, f));
     spec.compressions.push_back(c);
@@ -262,9 +294,10 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
   spec.shuffle_buffer = input.shuffle_buffer;
   spec.skip_bad = input.skip_bad_records;
   spec.num_classes = num_classes;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleDecoder> decoder, DecoderOf(data_dir, input));
+  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
+                           OpenFormat(data_dir, input, spec.files));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
-                           ExampleStream::Open(spec, std::move(decoder)));
+                           ExampleStream::Open(spec, std::move(format)));
   out.streamed = true;
   out.by_file = spec.by_file;
   out.files_read = stream->files_read();

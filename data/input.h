@@ -1,7 +1,7 @@
 // Where a job's examples come from and how they are read: the MNIST IDX
-// files of a data directory (the default), or TFRecord files of
-// tf.train.Example named by glob patterns and decoded through a feature
-// spec (data/feature_spec.h). Every source gives the same in-memory
+// files of a data directory (the default), or files named by glob patterns,
+// TFRecord of tf.train.Example or CSV/TSV (data/csv_input.h), decoded
+// through a feature spec (data/feature_spec.h). Every source gives the same in-memory
 // Dataset (dense floats, id sequences, labels), sharded among replicas the
 // way tf.data's auto-sharding does it: by file when there are at least as
 // many files as replicas, else by record (data/dataset.h).
@@ -15,24 +15,26 @@
 
 #include "absl/status/statusor.h"
 #include "data/batch_source.h"
+#include "data/csv_input.h"
 #include "data/dataset.h"
 #include "data/feature_spec.h"
+#include "data/record_format.h"
 #include "data/tfrecord.h"
 
 namespace pstrain::data {
 
-enum class InputFormat { kIdx, kTfRecord };
-
-// "idx" or "tfrecord"; InvalidArgument naming anything else.
-absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view name);
+// kCsv is CSV or TSV, as InputSpec::csv's dialect says.
+enum class InputFormat { kIdx, kTfRecord, kCsv };
 
 struct InputSpec {
   InputFormat format = InputFormat::kIdx;
-  // TFRecord: glob patterns of each split's files ("train-*.tfrecord.gz");
-  // a relative pattern is taken under the job's data_dir, so a container
-  // job finds "/data/data/train-*" from data_dir /data/data.
+  // Glob patterns of each split's files ("train-*.tfrecord.gz"); a
+  // relative pattern is taken under the job's data_dir, so a container job
+  // finds "/data/data/train-*" from data_dir /data/data.
   std::string train_files;
   std::string test_files;
+  // CSV/TSV: the dialect and the columns.
+  CsvOptions csv;
   // "" (by each file's name: ".gz" is GZIP), "NONE" or "GZIP".
   std::string compression;
   // A relative vocabulary_file is taken under data_dir too.
@@ -40,12 +42,19 @@ struct InputSpec {
   // A record that cannot be read or decoded is skipped, counted and logged,
   // instead of failing the job.
   bool skip_bad_records = false;
-  // TFRecord training files: 0 loads the replica's share into memory and
-  // shuffles it whole each epoch; N > 0 streams it through a shuffle
-  // buffer of N examples (data/example_stream.h), for a set larger than
-  // memory.
+  // Training files: 0 loads the replica's share into memory and shuffles
+  // it whole each epoch; N > 0 streams it through a shuffle buffer of N
+  // examples (data/example_stream.h), for a set larger than memory.
   int64_t shuffle_buffer = 0;
 };
+
+// Sets the format named "idx", "tfrecord", "csv" (comma, RFC 4180 quotes)
+// or "tsv" (tab, no quoting); InvalidArgument naming anything else.
+absl::Status SetInputFormat(absl::string_view name, InputSpec* input);
+const char* InputFormatName(const InputSpec& input);
+
+// How `path` is compressed: as the input says, or by its name (".gz").
+absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path);
 
 // The files `pattern` names, sorted; relative patterns under `data_dir`.
 // NotFound naming the pattern when it matches no file.
@@ -58,16 +67,22 @@ struct ReadCounts {
   int64_t skipped = 0;  // bad records passed over (skip_bad_records)
 };
 
-// Appends every Example of one TFRecord file to `ds`, decoded by
-// `decoder` (REQUIRES: ds empty, or of the decoder's widths). A bad record
-// is DataLoss "FILE at byte N: what" (the framing's message, or the
-// decoder's) unless `skip_bad`: then it is logged to stderr and counted,
-// and when the rest of the file cannot be framed, the rest is skipped as
-// one. `framed` (optional) counts the records the file frames, decodable
-// or not: what every replica counts the same for a file.
-absl::Status AppendTfRecordFile(const std::string& path, Compression compression,
-                                const ExampleDecoder& decoder, bool skip_bad, int64_t num_classes,
-                                Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr);
+// The record format of a split's `files` (REQUIRES: not empty; a CSV
+// format reads the first one's header), with vocabulary files taken under
+// data_dir. Errors: the decoder's and CsvFormat::Create's.
+absl::StatusOr<std::shared_ptr<const RecordFormat>> OpenFormat(
+    const std::string& data_dir, const InputSpec& input, const std::vector<std::string>& files);
+
+// Appends every record of one file to `ds`, decoded by `decoder` (of
+// `format`; REQUIRES: ds empty, or of the format's widths). A bad record
+// is DataLoss "WHERE: what" (the reader's message, or the decoder's with
+// where the record begins) unless `skip_bad`: then it is logged to stderr
+// and counted, and when the rest of the file cannot be read, the rest is
+// skipped as one. `framed` (optional) counts the records the file frames,
+// decodable or not: what every replica counts the same for a file.
+absl::Status AppendRecordFile(const std::string& path, Compression compression,
+                              const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
+                              Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr);
 
 // Replica `replica` of `num_replicas`'s share of a split (LoadReplicaData's
 // rules, for every format). `num_classes` > 0 bounds the labels.

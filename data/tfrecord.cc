@@ -1,7 +1,6 @@
 #include "data/tfrecord.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -10,8 +9,6 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
@@ -51,18 +48,6 @@ void PutFooter(absl::string_view data, char* tail) {
 constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 31;
 
 }  // namespace
-
-absl::StatusOr<Compression> ParseCompression(absl::string_view name) {
-  const std::string upper = absl::AsciiStrToUpper(name);
-  if (upper.empty() || upper == "NONE") return Compression::kNone;
-  if (upper == "GZIP") return Compression::kGzip;
-  return absl::InvalidArgumentError(
-      absl::StrCat("compression \"", name, "\" is not one of \"\", \"NONE\", \"GZIP\""));
-}
-
-Compression CompressionForPath(absl::string_view path) {
-  return absl::EndsWith(path, ".gz") ? Compression::kGzip : Compression::kNone;
-}
 
 std::string FrameRecord(absl::string_view data) {
   std::string out(12 + data.size() + 4, '\0');
@@ -145,77 +130,31 @@ absl::Status TfRecordWriter::Close() {
   return CommitFile(fd, file->tmp, path_);
 }
 
-// Where records are read from: a zlib stream for GZIP, stdio otherwise
-// (so a plain file is read as it is, whatever its first bytes).
-struct TfRecordReader::Source {
-  gzFile gz = nullptr;
-  FILE* plain = nullptr;
-  ~Source() {
-    if (gz != nullptr) gzclose(gz);
-    if (plain != nullptr) fclose(plain);
-  }
-};
-
-TfRecordReader::TfRecordReader(std::string path, std::unique_ptr<Source> source)
+TfRecordReader::TfRecordReader(std::string path, std::unique_ptr<ByteSource> source)
     : path_(std::move(path)), source_(std::move(source)) {}
 
 TfRecordReader::~TfRecordReader() = default;
 
 absl::StatusOr<std::unique_ptr<TfRecordReader>> TfRecordReader::Open(const std::string& path,
                                                                      Compression compression) {
-  auto source = std::make_unique<Source>();
-  if (compression == Compression::kGzip) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return FileError("open", path);
-    source->gz = gzdopen(fd, "rb");
-    if (source->gz == nullptr) {
-      close(fd);
-      return absl::InternalError(absl::StrCat("cannot open a zlib stream on ", path));
-    }
-    gzbuffer(source->gz, 1 << 18);
-  } else {
-    source->plain = fopen(path.c_str(), "rbe");
-    if (source->plain == nullptr) return FileError("open", path);
-    setvbuf(source->plain, nullptr, _IOFBF, 1 << 18);
-  }
-  return std::unique_ptr<TfRecordReader>(new TfRecordReader(path, std::move(source)));
+  absl::StatusOr<std::unique_ptr<ByteSource>> source = ByteSource::Open(path, compression);
+  if (!source.ok()) return source.status();
+  return std::unique_ptr<TfRecordReader>(new TfRecordReader(path, std::move(*source)));
 }
 
-absl::StatusOr<int64_t> TfRecordReader::Read(char* out, int64_t n) {
-  int64_t done = 0;
-  while (done < n) {
-    const unsigned chunk = static_cast<unsigned>(std::min<int64_t>(n - done, 1 << 30));
-    int64_t got;
-    if (source_->gz != nullptr) {
-      got = gzread(source_->gz, out + done, chunk);
-      int err = Z_OK;
-      const char* message = gzerror(source_->gz, &err);
-      if (got < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-        return absl::DataLossError(
-            absl::StrCat(path_, ": the GZIP stream is corrupt or cut short (", message, ") after ",
-                         offset_ + done, " uncompressed bytes"));
-      }
-    } else {
-      got = static_cast<int64_t>(fread(out + done, 1, chunk, source_->plain));
-      if (got < static_cast<int64_t>(chunk) && ferror(source_->plain)) {
-        return FileError("read", path_);
-      }
-    }
-    if (got == 0) break;
-    done += got;
-  }
-  return done;
+std::string TfRecordReader::Where(int64_t offset) const {
+  return absl::StrCat(path_, " at byte ", offset);
 }
 
 absl::Status TfRecordReader::Bad(int64_t at, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(path_, " at byte ", at, ": ", what));
+  return absl::DataLossError(absl::StrCat(Where(at), ": ", what));
 }
 
 absl::StatusOr<bool> TfRecordReader::Frame(uint64_t* length) {
   if (lost_) return false;
   const int64_t at = offset_;
   char head[12];
-  absl::StatusOr<int64_t> got = Read(head, 12);
+  absl::StatusOr<int64_t> got = source_->Read(head, 12);
   if (!got.ok()) {
     lost_ = true;
     return got.status();
@@ -250,7 +189,7 @@ absl::StatusOr<bool> TfRecordReader::Next(std::string* record) {
   absl::StatusOr<bool> framed = Frame(&length);
   if (!framed.ok() || !*framed) return framed;
   record->resize(length + 4);
-  absl::StatusOr<int64_t> got = Read(record->data(), static_cast<int64_t>(length) + 4);
+  absl::StatusOr<int64_t> got = source_->Read(record->data(), static_cast<int64_t>(length) + 4);
   if (!got.ok()) {
     lost_ = true;
     return got.status();
@@ -272,28 +211,12 @@ absl::StatusOr<bool> TfRecordReader::Skip() {
   absl::StatusOr<bool> framed = Frame(&length);
   if (!framed.ok() || !*framed) return framed;
   const int64_t want = static_cast<int64_t>(length) + 4;
-  int64_t got = 0;
-  if (source_->plain != nullptr) {
-    // Seek over the data, then see whether the file held it.
-    const int64_t here = at + 12;
-    if (fseeko(source_->plain, want, SEEK_CUR) != 0) return FileError("seek in", path_);
-    struct stat st;
-    if (fstat(fileno(source_->plain), &st) != 0) return FileError("stat", path_);
-    got = std::min<int64_t>(want, std::max<int64_t>(0, st.st_size - here));
-  } else {
-    scratch_.resize(std::min<int64_t>(want, 1 << 16));
-    while (got < want) {
-      const int64_t n = std::min<int64_t>(want - got, static_cast<int64_t>(scratch_.size()));
-      absl::StatusOr<int64_t> r = Read(scratch_.data(), n);
-      if (!r.ok()) {
-        lost_ = true;
-        return r.status();
-      }
-      got += *r;
-      if (*r < n) break;
-    }
+  absl::StatusOr<int64_t> got = source_->Skip(want);
+  if (!got.ok()) {
+    lost_ = true;
+    return got.status();
   }
-  if (got < want) return CutShort(at, length, got);
+  if (*got < want) return CutShort(at, length, *got);
   offset_ = at + 12 + want;
   return true;
 }

@@ -21,16 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "data/byte_source.h"
+#include "data/record_reader.h"
 
 namespace pstrain::data {
-
-enum class Compression { kNone, kGzip };
-
-// "" or "NONE": none; "GZIP": GZIP (tf.data's compression_type). Anything
-// else: InvalidArgument naming it.
-absl::StatusOr<Compression> ParseCompression(absl::string_view name);
-// GZIP for a path ending in ".gz", else none.
-Compression CompressionForPath(absl::string_view path);
 
 // The bytes of one framed record.
 std::string FrameRecord(absl::string_view data);
@@ -55,35 +49,32 @@ class TfRecordWriter {
   int64_t records_ = 0;
 };
 
-class TfRecordReader {
+class TfRecordReader : public RecordReader {
  public:
   // NotFound or a read error naming the path.
   static absl::StatusOr<std::unique_ptr<TfRecordReader>> Open(const std::string& path,
                                                               Compression compression);
-  ~TfRecordReader();
+  ~TfRecordReader() override;
 
   // The next record into `*record`: true, or false at the end of the file.
   // DataLoss naming the file and offset when the record is bad. After a
   // bad data checksum the reader is at the next record (can_continue());
   // after a bad length or a stream cut short the rest of the file cannot
   // be framed and Next returns false from then on.
-  absl::StatusOr<bool> Next(std::string* record);
+  absl::StatusOr<bool> Next(std::string* record) override;
   // Frames the next record without reading or checking its data (so a bad
   // data checksum goes unseen): true, false at the end, or Next's errors
   // for its header and for a file that ends inside it. For counting
   // records: a plain file's data is seeked over, not read.
-  absl::StatusOr<bool> Skip();
-  bool can_continue() const { return !lost_; }
+  absl::StatusOr<bool> Skip() override;
+  bool can_continue() const override { return !lost_; }
   // Byte offset (uncompressed) of the next record.
-  int64_t offset() const { return offset_; }
-  const std::string& path() const { return path_; }
+  int64_t offset() const override { return offset_; }
+  std::string Where(int64_t offset) const override;
+  const std::string& path() const override { return path_; }
 
  private:
-  struct Source;
-  TfRecordReader(std::string path, std::unique_ptr<Source> source);
-  // Reads exactly n bytes; returns how many were there (fewer at the end),
-  // or an error for a corrupt stream.
-  absl::StatusOr<int64_t> Read(char* out, int64_t n);
+  TfRecordReader(std::string path, std::unique_ptr<ByteSource> source);
   // Reads the next record's header: true with its data's length in
   // `*length`, false at a clean end, or an error (and the rest is lost).
   absl::StatusOr<bool> Frame(uint64_t* length);
@@ -91,10 +82,9 @@ class TfRecordReader {
   absl::Status Bad(int64_t at, absl::string_view what);
 
   const std::string path_;
-  std::unique_ptr<Source> source_;
+  std::unique_ptr<ByteSource> source_;
   int64_t offset_ = 0;
   bool lost_ = false;
-  std::string scratch_;  // Skip's sink for compressed data
 };
 
 // Every record of a file (for tests and converters).

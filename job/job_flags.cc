@@ -10,13 +10,37 @@
 namespace pstrain {
 
 const std::vector<std::string>& JobFlagNames() {
-  static const auto* names = new std::vector<std::string>{
-      "data_dir",  "batch_size", "epochs",  "max_steps", "learning_rate",
-      "optimizer", "momentum",   "nesterov", "beta1",    "beta2",
-      "epsilon",   "initial_accumulator",   "seed",     "hidden",
-      "output_dir", "consistency", "replicas_to_aggregate", "model_config", "device", "push_per_layer", "shared_memory",
-      "checkpoint_secs", "checkpoint_steps", "keep_checkpoints", "chief_trains", "sync_wait_secs", "config", "straggler",
-      "train_files", "test_files", "skip_bad_records"};
+  static const auto* names = new std::vector<std::string>{"data_dir",
+                                                          "batch_size",
+                                                          "epochs",
+                                                          "max_steps",
+                                                          "learning_rate",
+                                                          "optimizer",
+                                                          "momentum",
+                                                          "nesterov",
+                                                          "beta1",
+                                                          "beta2",
+                                                          "epsilon",
+                                                          "initial_accumulator",
+                                                          "seed",
+                                                          "hidden",
+                                                          "output_dir",
+                                                          "consistency",
+                                                          "replicas_to_aggregate",
+                                                          "model_config",
+                                                          "device",
+                                                          "push_per_layer",
+                                                          "shared_memory",
+                                                          "checkpoint_secs",
+                                                          "checkpoint_steps",
+                                                          "keep_checkpoints",
+                                                          "chief_trains",
+                                                          "sync_wait_secs",
+                                                          "config",
+                                                          "straggler",
+                                                          "train_files",
+                                                          "test_files",
+                                                          "skip_bad_records"};
   return *names;
 }
 
@@ -26,7 +50,8 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer --[no]shared_memory "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
+         "--[no]shared_memory "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
          "--train_files=GLOB --test_files=GLOB --[no]skip_bad_records "
@@ -53,8 +78,8 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
           "for `pstrain placement --config`)"));
     }
     if (args.Has("hidden")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--hidden and --model_config=", config, " both give the layers: use one"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--hidden and --model_config=", config, " both give the layers: use one"));
     }
     job = file.job;
   }
@@ -68,8 +93,9 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   if (input.format == data::InputFormat::kIdx &&
       (args.Has("train_files") || args.Has("test_files"))) {
     return absl::InvalidArgumentError(
-        "--train_files and --test_files name TFRecord files, whose features the model "
-        "config's input block gives (format: \"tfrecord\"); this job reads IDX files");
+        "--train_files and --test_files name TFRecord or CSV files, whose features the "
+        "model config's input block gives (format: \"tfrecord\", \"csv\" or \"tsv\"); this job "
+        "reads IDX files");
   }
   PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,
                            args.GetIntInRange("batch_size", job.batch_size, 1, 65536));
@@ -100,17 +126,16 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.batch_size = static_cast<int>(batch);
   job.epochs = static_cast<int>(epochs);
-  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" &&
-      opt.name != "adam") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--optimizer=", opt.name, ": must be sgd, momentum, adagrad or adam"));
+  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" && opt.name != "adam") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--optimizer=", opt.name, ": must be sgd, momentum, adagrad or adam"));
   }
   if (!(momentum >= 0 && momentum < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
   }
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--beta1=", beta1, " --beta2=", beta2, ": each must be in [0, 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--beta1=", beta1, " --beta2=", beta2, ": each must be in [0, 1)"));
   }
   if (!(epsilon > 0) || !(init_acc > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -129,8 +154,8 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
                            args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
   if (aggregate < 0 || aggregate > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--replicas_to_aggregate=", aggregate, ": must be from 0 (all replicas) to 4096"));
+    return absl::InvalidArgumentError(absl::StrCat("--replicas_to_aggregate=", aggregate,
+                                                   ": must be from 0 (all replicas) to 4096"));
   }
   job.replicas_to_aggregate = static_cast<int>(aggregate);
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
@@ -192,8 +217,8 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
     int width = 0;
     if (!absl::SimpleAtoi(part, &width) || width < 1 || width > 65536) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--hidden=", hidden, ": \"", part, "\" is not a layer width in 1..65536"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--hidden=", hidden, ": \"", part, "\" is not a layer width in 1..65536"));
     }
     widths.push_back(width);
   }
@@ -201,8 +226,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   return job;
 }
 
-absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args,
-                                               const std::string& environment) {
+absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args, const std::string& environment) {
   PSTRAIN_ASSIGN_OR_RETURN(
       std::string dir,
       args.GetString("output_dir", environment == "cloud" ? "/data/output" : "./output"));

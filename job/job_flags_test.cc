@@ -133,8 +133,9 @@ TEST(JobFlagsTest, InputFlagsOverrideTheConfigsFilesAndPolicy) {
   EXPECT_TRUE(j.input.skip_bad_records);
   CliArgs idx = Args({"--train_files=/d/tr-*"});
   EXPECT_EQ(JobSpecFromFlags(idx).status().message(),
-            "--train_files and --test_files name TFRecord files, whose features the model "
-            "config's input block gives (format: \"tfrecord\"); this job reads IDX files");
+            "--train_files and --test_files name TFRecord or CSV files, whose features the "
+            "model config's input block gives (format: \"tfrecord\", \"csv\" or \"tsv\"); this "
+            "job reads IDX files");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -253,17 +254,39 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
   auto iat = [&](const std::string& field, int index = -1) {
     return where.At(tree, v1::InputConfig::descriptor(), field, index, fallback) + "input: ";
   };
-  auto format = data::ParseInputFormat(c.format());
-  if (!format.ok()) return Bad(iat("format"), format.status().message());
-  in->format = *format;
+  if (absl::Status s = data::SetInputFormat(c.format(), in); !s.ok()) {
+    return Bad(iat("format"), s.message());
+  }
   if (in->format == data::InputFormat::kIdx) {
     if (!c.train_files().empty() || !c.test_files().empty() || c.feature_size() > 0 ||
         c.shuffle_buffer() != 0) {
       return Bad(fallback,
                  "input: train_files, test_files, feature and shuffle_buffer are for format "
-                 "\"tfrecord\" (the IDX files of the data directory need none)");
+                 "\"tfrecord\", \"csv\" or \"tsv\" (the IDX files of the data directory need "
+                 "none)");
     }
-    return absl::OkStatus();
+  }
+  const bool csv = in->format == data::InputFormat::kCsv;
+  if (!csv && (!c.field_delim().empty() || c.has_header() || c.column_size() > 0)) {
+    return Bad(fallback, "input: field_delim, header and column are for format \"csv\" or \"tsv\"");
+  }
+  if (in->format == data::InputFormat::kIdx) return absl::OkStatus();
+  if (csv) {
+    if (!c.field_delim().empty()) {
+      const char d = c.field_delim()[0];
+      if (c.field_delim().size() != 1 || d == '"' || d == '\n' || d == '\r') {
+        return Bad(iat("field_delim"),
+                   absl::StrCat("field_delim \"", absl::CEscape(c.field_delim()),
+                                "\" must be one character, not a quote or a line end"));
+      }
+      in->csv.dialect.delimiter = d;
+    }
+    in->csv.columns.assign(c.column().begin(), c.column().end());
+    in->csv.header = c.has_header() ? c.header() : c.column_size() == 0;
+    if (!in->csv.header && c.column_size() == 0) {
+      return Bad(iat("header"),
+                 "header: false but no column names are given: list them with column: \"NAME\"");
+    }
   }
   if (c.train_files().empty()) return Bad(fallback, "input.train_files is missing (a glob)");
   if (c.test_files().empty()) {
@@ -300,6 +323,12 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
     def.vocabulary_file = f.vocabulary_file();
     def.hash_buckets = f.hash_buckets();
     def.vocabulary = f.vocabulary();
+    if (!f.column().empty() && !csv) {
+      return Bad(iat("feature", i),
+                 absl::StrCat("feature \"", f.name(), "\": column is for CSV or TSV input"));
+    }
+    def.column = f.column();
+    if (f.has_scale()) def.scale = f.scale();
     in->features.features.push_back(std::move(def));
     // Checked as it grows, so an error names the feature that caused it.
     if (absl::Status s = data::CheckFeatureSpec(in->features); !s.ok()) {
@@ -446,15 +475,15 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   PSTRAIN_RETURN_IF_ERROR(ParseInput(config, where, &out.job.input));
   const data::InputSpec& input = out.job.input;
   const int64_t dense = data::DenseWidth(input.features);
-  const bool tfrecord = input.format == data::InputFormat::kTfRecord;
-  if (tfrecord && !config.has_input_dim() && dense > 0) config.set_input_dim(dense);
+  const bool from_files = input.format != data::InputFormat::kIdx;
+  if (from_files && !config.has_input_dim() && dense > 0) config.set_input_dim(dense);
   PSTRAIN_ASSIGN_OR_RETURN(out.job.model, ParseLayers(config, where));
-  if (tfrecord && out.job.model.input_dim != dense) {
+  if (from_files && out.job.model.input_dim != dense) {
     return Bad(where.At(&tree, type, "input_dim"),
                absl::StrCat("input_dim ", out.job.model.input_dim,
                             " is not the width of the input's float features (", dense, ")"));
   }
-  if (tfrecord && data::IdsWidth(input.features) > 0) {
+  if (from_files && data::IdsWidth(input.features) > 0) {
     std::string names;
     for (const data::FeatureDef& f : input.features.features) {
       if (!f.is_dense()) absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);

@@ -266,18 +266,57 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
       "features only");
   EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
-  EXPECT_EQ(error("input { format: \"csv\" }\n", "input_dim: 1\n"),
-            "m.pbtxt:2:9: input: format \"csv\" is not one of idx, tfrecord");
-  EXPECT_EQ(error("input { train_files: \"a\" }\n", "input_dim: 1\n"),
-            "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for "
-            "format \"tfrecord\" (the IDX files of the data directory need none)");
-  EXPECT_EQ(error("input { shuffle_buffer: 100 }\n", "input_dim: 1\n"),
-            "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for "
-            "format \"tfrecord\" (the IDX files of the data directory need none)");
+  EXPECT_EQ(error("input { format: \"parquet\" }\n", "input_dim: 1\n"),
+            "m.pbtxt:2:9: input: format \"parquet\" is not one of idx, tfrecord, csv, tsv");
+  const std::string idx_only =
+      "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for format "
+      "\"tfrecord\", \"csv\" or \"tsv\" (the IDX files of the data directory need none)";
+  EXPECT_EQ(error("input { train_files: \"a\" }\n", "input_dim: 1\n"), idx_only);
+  EXPECT_EQ(error("input { shuffle_buffer: 100 }\n", "input_dim: 1\n"), idx_only);
   EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
                   "  shuffle_buffer: -5 feature { name: \"x\" } }\n"),
             "m.pbtxt:2:3: input: shuffle_buffer -5 is not in 0..2^30 (0 holds the training files "
             "in memory)");
+}
+
+TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
+  auto parse = [](const std::string& input) {
+    return ParseModelConfigFile(input + "layer { dense { units: 10 } }\n", "m.pbtxt");
+  };
+  auto error = [&](const std::string& input) {
+    auto f = parse(input);
+    return f.ok() ? std::string("ok") : std::string(f.status().message());
+  };
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile csv,
+      parse("input { format: \"csv\" train_files: \"a.csv\" test_files: \"b.csv\"\n"
+            "  field_delim: \";\" column: \"y\" column: \"p0\" column: \"p1\"\n"
+            "  feature { name: \"pixels\" column: \"p0\" length: 2 } label: \"y\" }\n"));
+  const data::InputSpec& in = csv.job.input;
+  EXPECT_EQ(in.format, data::InputFormat::kCsv);
+  EXPECT_EQ(in.csv.dialect.delimiter, ';');
+  EXPECT_TRUE(in.csv.dialect.quoting);
+  EXPECT_FALSE(in.csv.header);  // the columns are listed
+  EXPECT_EQ(in.csv.columns, (std::vector<std::string>{"y", "p0", "p1"}));
+  EXPECT_EQ(in.features.features[0].column, "p0");
+  EXPECT_EQ(csv.job.model.input_dim, 2);
+
+  const std::string files = "train_files: \"a\" test_files: \"b\" feature { name: \"x\" }";
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile tsv, parse("input { format: \"tsv\" " + files + " }\n"));
+  EXPECT_EQ(tsv.job.input.csv.dialect.delimiter, '\t');
+  EXPECT_FALSE(tsv.job.input.csv.dialect.quoting);
+  EXPECT_TRUE(tsv.job.input.csv.header);
+  EXPECT_EQ(error("input { format: \"csv\" field_delim: \";;\" " + files + " }\n"),
+            "m.pbtxt:1:23: input: field_delim \";;\" must be one character, not a quote or a line "
+            "end");
+  EXPECT_EQ(error("input { format: \"csv\" header: false " + files + " }\n"),
+            "m.pbtxt:1:23: input: header: false but no column names are given: list them with "
+            "column: \"NAME\"");
+  EXPECT_EQ(error("input { format: \"tfrecord\" field_delim: \",\" " + files + " }\n"),
+            "m.pbtxt:1:1: input: field_delim, header and column are for format \"csv\" or \"tsv\"");
+  EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
+                  "feature { name: \"x\" column: \"c\" } }\n"),
+            "m.pbtxt:1:61: input: feature \"x\": column is for CSV or TSV input");
 }
 
 }  // namespace
