@@ -13,33 +13,44 @@ constexpr size_t kBufferBytes = size_t{1} << 18;
 }  // namespace
 
 absl::Status CsvRow::Parse(absl::string_view row, const CsvDialect& dialect) {
-  text_.clear();
-  ends_.clear();
+  fields_.clear();
+  unquoted_.clear();
+  // A field's unquoted value is never longer than the row: views into
+  // unquoted_ stay valid as it fills.
+  unquoted_.reserve(row.size());
   const char d = dialect.delimiter;
+  const char* p = row.data();
   const size_t n = row.size();
   size_t i = 0;
   while (true) {
-    if (dialect.quoting && i < n && row[i] == '"') {
-      const size_t field = ends_.size() + 1;
-      ++i;
+    if (dialect.quoting && i < n && p[i] == '"') {
+      const size_t field = fields_.size() + 1;
+      const size_t begin = ++i;
+      bool doubled = false;
+      const size_t start = unquoted_.size();
       while (true) {
         const size_t q = row.find('"', i);
         if (q == absl::string_view::npos) {
           return absl::InvalidArgumentError(
               absl::StrCat("field ", field, ": its opening quote is not closed"));
         }
-        text_.append(row.data() + i, q - i);
-        i = q + 1;
-        if (i < n && row[i] == '"') {  // a quote written twice
-          text_.push_back('"');
-          ++i;
+        if (q + 1 < n && p[q + 1] == '"') {  // a quote written twice
+          doubled = true;
+          unquoted_.append(p + i, q + 1 - i);
+          i = q + 2;
           continue;
         }
+        if (doubled) {
+          unquoted_.append(p + i, q - i);
+          fields_.emplace_back(unquoted_.data() + start, unquoted_.size() - start);
+        } else {
+          fields_.emplace_back(p + begin, q - begin);
+        }
+        i = q + 1;
         break;
       }
-      ends_.push_back(text_.size());
       if (i == n) return absl::OkStatus();
-      if (row[i] != d) {
+      if (p[i] != d) {
         return absl::InvalidArgumentError(
             absl::StrCat("field ", field, ": text after its closing quote (\"",
                          row.substr(i, std::min<size_t>(20, row.find(d, i) - i)), "\")"));
@@ -47,11 +58,10 @@ absl::Status CsvRow::Parse(absl::string_view row, const CsvDialect& dialect) {
       ++i;
       continue;
     }
-    const size_t k = row.find(d, i);
-    const size_t stop = k == absl::string_view::npos ? n : k;
-    text_.append(row.data() + i, stop - i);
-    ends_.push_back(text_.size());
-    if (k == absl::string_view::npos) return absl::OkStatus();
+    size_t k = i;
+    while (k < n && p[k] != d) ++k;
+    fields_.emplace_back(p + i, k - i);
+    if (k == n) return absl::OkStatus();
     i = k + 1;
   }
 }

@@ -35,18 +35,17 @@ struct CsvDialect {
 // The fields of one row.
 class CsvRow {
  public:
-  // Splits `row` (without its line end). InvalidArgument "field K: ..."
+  // Splits `row` (without its line end). The fields are views into `row`
+  // (or, for a quoted field with doubled quotes, into this object): valid
+  // until `row` changes or the next Parse. InvalidArgument "field K: ..."
   // (K from 1) for text after a closing quote or a quote never closed.
   absl::Status Parse(absl::string_view row, const CsvDialect& dialect);
-  size_t size() const { return ends_.size(); }
-  absl::string_view field(size_t i) const {
-    const size_t begin = i == 0 ? 0 : ends_[i - 1];
-    return absl::string_view(text_).substr(begin, ends_[i] - begin);
-  }
+  size_t size() const { return fields_.size(); }
+  absl::string_view field(size_t i) const { return fields_[i]; }
 
  private:
-  std::string text_;          // the fields' values, one after another
-  std::vector<size_t> ends_;  // where each ends in text_
+  std::vector<absl::string_view> fields_;
+  std::string unquoted_;  // the values of quoted fields with doubled quotes
 };
 
 // `fields` as one row (no line end) that CsvRow::Parse gives back: with

@@ -196,9 +196,12 @@ absl::Status AppendRecordFile(const std::string& path, Compression compression,
     ++framed_here;
     if (framed_here == 1) {
       // Room for the file's examples at once, estimated from its size and
-      // the first record's: growing by doubling would copy the set.
+      // the first record's: growing by doubling would copy the set. Half
+      // as much again, as records vary (a CSV row's length follows its
+      // digits): reserved pages that are never written take no memory.
       const int64_t estimate =
-          UncompressedBytes(path, compression) / static_cast<int64_t>(record.size() + 16) + 1;
+          UncompressedBytes(path, compression) / static_cast<int64_t>(record.size() + 16) * 3 / 2 +
+          1;
       ds->features.reserve(ds->features.size() + estimate * dense);
       ds->ids.reserve(ds->ids.size() + estimate * ids);
       ds->labels.reserve(ds->labels.size() + estimate);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,9 +33,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Pstrain() {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain");
-}
+std::string Pstrain() { return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain"); }
 
 std::string TmpDir(const std::string& name) {
   std::string dir = absl::StrCat(testing::TempDir(), "/", name);
@@ -50,7 +49,7 @@ struct RunResult {
 // Runs pstrain with `args` and TF_CONFIG (unless empty) to completion, or
 // kills it after `timeout`.
 RunResult RunPstrain(const std::vector<std::string>& args, const std::string& tf_config,
-               const std::string& log, absl::Duration timeout = absl::Seconds(120)) {
+                     const std::string& log, absl::Duration timeout = absl::Seconds(120)) {
   SpawnOptions o;
   o.argv = {Pstrain()};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -86,9 +85,9 @@ absl::StatusOr<std::vector<EventRecord>> ReadEvents(const std::string& dir) {
 
 TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   const std::string out = TmpDir("launch");
-  RunResult r = RunPstrain({"launch", "--ps", "2", "--workers", "2", "--epochs=2",
-                      "--output_dir=" + out},
-                     "", out + "/launch.txt", absl::Seconds(240));
+  RunResult r =
+      RunPstrain({"launch", "--ps", "2", "--workers", "2", "--epochs=2", "--output_dir=" + out}, "",
+                 out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("launching 2 ps, 2 workers, 1 chief"));
   for (const char* task : {"ps:0", "ps:1", "chief:0", "worker:0", "worker:1"}) {
@@ -132,8 +131,8 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_EQ(last.step, 1250);
   std::vector<std::string> tags;
   for (const auto& [tag, value] : last.scalars) tags.push_back(tag);
-  EXPECT_EQ(tags, (std::vector<std::string>{"loss", "accuracy", "examples_per_sec",
-                                             "steps_per_sec", "global_step"}));
+  EXPECT_EQ(tags, (std::vector<std::string>{"loss", "accuracy", "examples_per_sec", "steps_per_sec",
+                                            "global_step"}));
   EXPECT_GT(last.scalars[0].second, 0.0f);
   EXPECT_LT(last.scalars[0].second, 1.0f);
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/eval"));
@@ -151,9 +150,13 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
 // the replicas.
 TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   const std::string out = TmpDir("resume");
-  const std::vector<std::string> job = {"launch", "--ps=2", "--workers=2", "--chief_trains=false",
+  const std::vector<std::string> job = {"launch",
+                                        "--ps=2",
+                                        "--workers=2",
+                                        "--chief_trains=false",
                                         "--checkpoint_secs=0",
-                                        "--checkpoint_steps=600", "--keep_checkpoints=2",
+                                        "--checkpoint_steps=600",
+                                        "--keep_checkpoints=2",
                                         "--output_dir=" + out};
   std::vector<std::string> first = job;
   first.push_back("--epochs=1");
@@ -207,8 +210,8 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   EXPECT_THAT(chief, HasSubstr("checkpoint shard " + shard + ": tensor "));
   EXPECT_THAT(chief, HasSubstr("checksum mismatch"));
   EXPECT_THAT(chief, HasSubstr("; set aside as " + out + "/ckpt-3748.corrupt"));
-  EXPECT_THAT(chief, HasSubstr(absl::StrCat("restored every ps to the checkpoint at step ",
-                                            kept[0], " in ")));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("restored every ps to the checkpoint at step ", kept[0],
+                                            " in ")));
   EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-3748.corrupt/shard-1-of-2"));
   ASSERT_OK_AND_ASSIGN(text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(metrics, ParseJson(text));
@@ -245,9 +248,14 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
 // and reaches the accuracy bar of async training.
 TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
   const std::string out = TmpDir("kill9");
-  const std::vector<std::string> job = {
-      "launch", "--ps=2", "--workers=2", "--model_config=configs/fashion_mnist_mlp.pbtxt",
-      "--epochs=2", "--checkpoint_secs=0", "--checkpoint_steps=400", "--output_dir=" + out};
+  const std::vector<std::string> job = {"launch",
+                                        "--ps=2",
+                                        "--workers=2",
+                                        "--model_config=configs/fashion_mnist_mlp.pbtxt",
+                                        "--epochs=2",
+                                        "--checkpoint_secs=0",
+                                        "--checkpoint_steps=400",
+                                        "--output_dir=" + out};
   SpawnOptions o;
   o.argv = {Pstrain()};
   o.argv.insert(o.argv.end(), job.begin(), job.end());
@@ -304,8 +312,8 @@ TEST(ClusterTest, KillNineAfterTheSecondCheckpointThenRelaunchResumes) {
   RunResult r = RunPstrain(job, "", out + "/second.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/logs/chief-0.log"));
-  EXPECT_THAT(chief, HasSubstr(absl::StrCat(
-                         "restored every ps to the checkpoint at step ", killed_at, " in ")));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("restored every ps to the checkpoint at step ",
+                                            killed_at, " in ")));
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
   // The relaunch trained only what was left: each of the three replicas
@@ -331,8 +339,7 @@ TEST(ClusterTest, EvaluatorScoresCheckpointsAndExitsAfterTheFinalOne) {
   // evaluator in the cluster the chief keeps those it has not scored.
   RunResult r = RunPstrain({"launch", "--ps=2", "--workers=2", "--evaluator", "--epochs=2",
                             "--checkpoint_secs=0", "--checkpoint_steps=1000",
-                            "--keep_checkpoints=1", "--eval_poll_secs=1",
-                            "--output_dir=" + out},
+                            "--keep_checkpoints=1", "--eval_poll_secs=1", "--output_dir=" + out},
                            "", out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("evaluator:0 exited    code 0"));
@@ -395,17 +402,17 @@ TEST(ClusterTest, SyncWithBackupWorkerTrainsToTheGlobalStepCount) {
 TEST(ClusterTest, WorkerZeroTakesChiefDutiesWithoutChief) {
   const std::string out = TmpDir("nochief");
   ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(3));
-  const std::string cluster = absl::StrCat(
-      R"({"cluster": {"ps": ["127.0.0.1:)", ports[0], R"("], "worker": ["127.0.0.1:)",
-      ports[1], R"(", "localhost:)", ports[2], R"("]}, "rpc_layer": "grpc", )");
+  const std::string cluster =
+      absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0], R"("], "worker": ["127.0.0.1:)",
+                   ports[1], R"(", "localhost:)", ports[2], R"("]}, "rpc_layer": "grpc", )");
   auto tf = [&](const char* type, int index) {
     return absl::StrCat(cluster, R"("task": {"type": ")", type, R"(", "index": )", index, "}}");
   };
   std::vector<pid_t> pids;
   std::vector<std::string> logs;
   int i = 0;
-  for (auto [type, index] : std::vector<std::pair<const char*, int>>{
-           {"worker", 1}, {"worker", 0}, {"ps", 0}}) {
+  for (auto [type, index] :
+       std::vector<std::pair<const char*, int>>{{"worker", 1}, {"worker", 0}, {"ps", 0}}) {
     SpawnOptions o;
     o.argv = {Pstrain(), "--max_steps=300", "--output_dir=" + out};
     if (std::string(type) == "ps") o.argv.resize(1);
@@ -435,9 +442,9 @@ TEST(ClusterTest, WorkerZeroTakesChiefDutiesWithoutChief) {
 TEST(ClusterTest, WorkerNamesAPsThatNeverAnswersAndExitsRetryable) {
   const std::string out = TmpDir("noanswer");
   ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
-  const std::string tf = absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0],
-                                      R"("], "worker": ["127.0.0.1:)", ports[1],
-                                      R"("]}, "task": {"type": "worker", "index": 0}})");
+  const std::string tf =
+      absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0], R"("], "worker": ["127.0.0.1:)",
+                   ports[1], R"("]}, "task": {"type": "worker", "index": 0}})");
   RunResult r = RunPstrain({"--ps_wait_s=2", "--output_dir=" + out}, tf, out + "/w.log");
   EXPECT_EQ(r.code, 138) << r.output;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): not answering")));
@@ -459,11 +466,11 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
       absl::Seconds(30)))
       << ReadFile(o.log_path).value_or("");
   // `pstrain status` asks the live PS.
-  RunResult status = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
-                                out + "/status.txt");
+  RunResult status =
+      RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/status.txt");
   EXPECT_EQ(status.code, 0) << status.output;
-  EXPECT_THAT(status.output, HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0],
-                                                   "  global step 0  resident ")));
+  EXPECT_THAT(status.output,
+              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0], "  global step 0  resident ")));
   EXPECT_THAT(status.output, HasSubstr(" MiB\n  (no variables yet)\n"));
   RunResult json = RunPstrain({"status", "--json"}, o.env[0].second, out + "/status.json");
   EXPECT_EQ(json.code, 0) << json.output;
@@ -474,8 +481,8 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   EXPECT_EQ(exit->code, 0);
   EXPECT_THAT(ReadFile(o.log_path).value_or(""), HasSubstr("stopping: signal 15"));
   // Once it is gone, status names it.
-  RunResult gone = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "",
-                              out + "/gone.txt");
+  RunResult gone =
+      RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/gone.txt");
   EXPECT_EQ(gone.code, 138) << gone.output;
   EXPECT_THAT(gone.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
 }
@@ -484,27 +491,28 @@ TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
   const std::string out = TmpDir("placement");
   const std::string config =
       absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/configs/wide_and_deep.pbtxt");
-  RunResult r = RunPstrain({"placement", "--config", config, "--ps", "4", "--json"}, "",
-                           out + "/p.json");
+  RunResult r =
+      RunPstrain({"placement", "--config", config, "--ps", "4", "--json"}, "", out + "/p.json");
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(r.output));
   EXPECT_EQ(FindMember(j, "num_ps")->get<double>(), 4);
   ASSERT_EQ(FindMember(j, "embeddings")->size(), 2u);
-  EXPECT_EQ(FindMember((*FindMember(j, "embeddings"))[0], "variable")->get<std::string>(), "user_emb");
+  EXPECT_EQ(FindMember((*FindMember(j, "embeddings"))[0], "variable")->get<std::string>(),
+            "user_emb");
   // Every dense row lives in exactly one slice.
   int64_t kernel_rows = 0;
   for (const Json& s : *FindMember(j, "slices")) {
     if (FindMember(s, "variable")->get<std::string>() == "dense_1/kernel") {
-      kernel_rows += FindMember(s, "row_end")->get<double>() - FindMember(s, "row_begin")->get<double>();
+      kernel_rows +=
+          FindMember(s, "row_end")->get<double>() - FindMember(s, "row_begin")->get<double>();
     }
   }
   EXPECT_EQ(kernel_rows, 1024);
   EXPECT_LT(FindMember(j, "imbalance_percent")->get<double>(), 1.0);
-  RunResult table = RunPstrain({"placement", "--config", config, "--ps", "4"}, "",
-                               out + "/p.txt");
+  RunResult table = RunPstrain({"placement", "--config", config, "--ps", "4"}, "", out + "/p.txt");
   EXPECT_THAT(table.output, HasSubstr("user_emb                     table    hash(id)%4"));
-  RunResult bad = RunPstrain({"placement", "--config", out + "/none.pbtxt", "--ps", "2"}, "",
-                             out + "/bad.txt");
+  RunResult bad =
+      RunPstrain({"placement", "--config", out + "/none.pbtxt", "--ps", "2"}, "", out + "/bad.txt");
   EXPECT_NE(bad.code, 0);
   EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
 }
@@ -526,19 +534,18 @@ TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
 
 TEST(ClusterTest, TrainLocalWithTheGuideModelConfig) {
   const std::string out = TmpDir("local_config");
-  RunResult r = RunPstrain({"train", "--local", "--model_config=configs/fashion_mnist_mlp.pbtxt",
-                            "--epochs=1"},
-                           "", out + "/local.txt");
+  RunResult r = RunPstrain(
+      {"train", "--local", "--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=1"}, "",
+      out + "/local.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   const size_t at = r.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.83) << r.output;
-  RunResult cuda = RunPstrain({"train", "--local", "--device=cuda", "--max_steps=5"}, "",
-                              out + "/cuda.txt");
+  RunResult cuda =
+      RunPstrain({"train", "--local", "--device=cuda", "--max_steps=5"}, "", out + "/cuda.txt");
   if (cuda.code != 0) {  // no usable device here: a clear error, no fallback
     EXPECT_THAT(cuda.output, HasSubstr("pstrain train: ")) << cuda.output;
-    EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA")))
-        << cuda.output;
+    EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA"))) << cuda.output;
   }
   RunResult bad = RunPstrain({"train", "--local", "--model_config=" + out + "/none.pbtxt"}, "",
                              out + "/bad.txt");
@@ -576,9 +583,9 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
     EXPECT_THAT(shard, HasSubstr("pixels/embeddings")) << ps;
   }
 
-  RunResult local = RunPstrain({"train", "--local",
-                                "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1"},
-                               "", out + "/local.txt");
+  RunResult local = RunPstrain(
+      {"train", "--local", "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1"}, "",
+      out + "/local.txt");
   ASSERT_EQ(local.code, 0) << local.output;
   const size_t at = local.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << local.output;
@@ -587,9 +594,70 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
                                "--model_config=configs/fashion_mnist_bag.pbtxt", "--max_steps=5"},
                               "", out + "/cuda.txt");
   if (cuda.code != 0) {  // no usable device here: a clear error, no fallback
-    EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA")))
-        << cuda.output;
+    EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA"))) << cuda.output;
   }
+}
+
+// A job streaming CSV files through a shuffle buffer, stopped by
+// --max_steps after a checkpoint mid-epoch, relaunched for two epochs: the
+// worker resumes at the checkpoint's step and its input at that batch of
+// the epoch, and the job finishes both epochs and learns the rule.
+TEST(ClusterTest, StreamedInputResumesAtItsPlaceInTheStream) {
+  const std::string out = TmpDir("stream_resume");
+  const std::string data = TmpDir("stream_resume_data");
+  // label = x0 + x1 > x2 + x3, four features uniform in [0, 1).
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0, 1);
+  auto rows = [&](int n) {
+    std::string text = "x0,x1,x2,x3,label\n";
+    for (int i = 0; i < n; ++i) {
+      float x[4];
+      for (float& v : x) v = u(rng);
+      absl::StrAppend(&text, x[0], ",", x[1], ",", x[2], ",", x[3], ",",
+                      x[0] + x[1] > x[2] + x[3] ? 1 : 0, "\n");
+    }
+    return text;
+  };
+  for (int f = 0; f < 3; ++f) {
+    ASSERT_OK(WriteFileAtomically(absl::StrCat(data, "/train-", f, ".csv"), rows(1000)));
+  }
+  ASSERT_OK(WriteFileAtomically(data + "/test.csv", rows(500)));
+  const std::string config = data + "/model.pbtxt";
+  ASSERT_OK(WriteFileAtomically(
+      config,
+      "input {\n  format: \"csv\"\n  train_files: \"train-*.csv\"\n  test_files: \"test.csv\"\n"
+      "  shuffle_buffer: 200\n  feature { name: \"x\" column: \"x0\" length: 4 }\n}\n"
+      "layer { dense { units: 16 activation: \"relu\" } }\nlayer { dense { units: 2 } }\n"
+      "optimizer { name: \"adam\" learning_rate: 0.01 }\nbatch_size: 20\nseed: 5\n"));
+  const std::vector<std::string> job = {"launch",
+                                        "--ps=1",
+                                        "--workers=1",
+                                        "--chief_trains=false",
+                                        "--checkpoint_secs=0",
+                                        "--checkpoint_steps=40",
+                                        "--model_config=" + config,
+                                        "--data_dir=" + data,
+                                        "--epochs=2",
+                                        "--output_dir=" + out};
+  std::vector<std::string> first = job;
+  first.push_back("--max_steps=70");
+  RunResult r = RunPstrain(first, "", out + "/first.txt", absl::Seconds(120));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string index, ReadFile(out + "/checkpoint"));
+  EXPECT_EQ(index, "{\"final\":true,\"step\":70}\n");
+  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/logs/worker-0.log"));
+  EXPECT_THAT(w0, HasSubstr("streaming the training files through a shuffle buffer of 200"));
+
+  r = RunPstrain(job, "", out + "/second.txt", absl::Seconds(120));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(w0, ReadFile(out + "/logs/worker-0.log"));
+  // 3000 examples, batches of 20: 150 per epoch.
+  EXPECT_THAT(w0, HasSubstr("resuming from the checkpoint at global step 70: this replica's "
+                            "step 70, its input at batch 70 of 150 in epoch 0"));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 300);
+  EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.9) << text;
 }
 
 // `pstrain data shard` splits the training set into files; with at least
@@ -597,19 +665,18 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
 // file), and a sync job still counts its steps over the whole split.
 TEST(ClusterTest, DataShardedIntoFilesIsReadByFilePerReplica) {
   const std::string out = TmpDir("by_file");
-  RunResult shard = RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=4"}, "",
-                               out + "/shard.txt");
+  RunResult shard =
+      RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=4"}, "", out + "/shard.txt");
   ASSERT_EQ(shard.code, 0) << shard.output;
   EXPECT_THAT(shard.output, HasSubstr("train-*-idx*-ubyte-00003-of-00004.gz: 15000 examples"));
-  RunResult again = RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=2"}, "",
-                               out + "/again.txt");
+  RunResult again =
+      RunPstrain({"data", "shard", "--out=" + out + "/data", "--files=2"}, "", out + "/again.txt");
   EXPECT_EQ(again.code, 1);
   EXPECT_EQ(again.output, "pstrain data: " + out +
                               "/data already holds t10k-images-idx3-ubyte.gz: write the copy to "
                               "a directory without data files\n");
-  RunResult r = RunPstrain({"launch", "--ps=1", "--workers=1", "--consistency=sync",
-                            "--epochs=1", "--data_dir=" + out + "/data",
-                            "--output_dir=" + out + "/job"},
+  RunResult r = RunPstrain({"launch", "--ps=1", "--workers=1", "--consistency=sync", "--epochs=1",
+                            "--data_dir=" + out + "/data", "--output_dir=" + out + "/job"},
                            "", out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* log : {"chief-0", "worker-0"}) {
@@ -626,8 +693,8 @@ TEST(ClusterTest, DataShardedIntoFilesIsReadByFilePerReplica) {
 
 TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   const std::string out = TmpDir("bench");
-  RunResult r = RunPstrain({"bench", "--model_config=configs/fashion_mnist_mlp.pbtxt",
-                            "--steps=40", "--repeat=1", "--output_dir=" + out},
+  RunResult r = RunPstrain({"bench", "--model_config=configs/fashion_mnist_mlp.pbtxt", "--steps=40",
+                            "--repeat=1", "--output_dir=" + out},
                            "", out + "/bench.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("model: 1.211 MFLOP of sgemm per example (batch 32, 8 sgemm "
@@ -672,13 +739,15 @@ TEST(ClusterTest, ExperimentComparesModesWithAStraggler) {
     ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(out + "/experiment/" + png));
     EXPECT_EQ(bytes.substr(1, 3), "PNG") << png;
   }
-  ASSERT_OK_AND_ASSIGN(std::string w0, ReadFile(out + "/experiment/runs/sync-r1/logs/worker-0.log"));
+  ASSERT_OK_AND_ASSIGN(std::string w0,
+                       ReadFile(out + "/experiment/runs/sync-r1/logs/worker-0.log"));
   EXPECT_THAT(w0, HasSubstr("straggler: worker:0 sleeps 20 ms before every step"));
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
   const std::string out = TmpDir("badflags");
-  RunResult r = RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");
+  RunResult r =
+      RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output, "pstrain launch: unknown flag --epoch\n");
   r = RunPstrain({"launch", "--workers=0", "--output_dir=" + out}, "", out + "/l.txt");

@@ -209,8 +209,10 @@ class StepLoop {
       step_ = std::min(total_steps_, job_.consistency == "async"
                                          ? restored / std::max(options_.num_replicas, 1)
                                          : restored);
+      const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
       Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
-          step_);
+          step_, ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
+          step_ / per_epoch);
     }
     // The source may be where an earlier attempt's prefetcher left it.
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
