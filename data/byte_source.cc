@@ -32,6 +32,7 @@ Compression CompressionForPath(absl::string_view path) {
 struct ByteSource::Handle {
   gzFile gz = nullptr;
   FILE* plain = nullptr;
+  int64_t size = 0;  // a plain file's, when opened
   ~Handle() {
     if (gz != nullptr) gzclose(gz);
     if (plain != nullptr) fclose(plain);
@@ -59,6 +60,9 @@ absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& 
     handle->plain = fopen(path.c_str(), "rbe");
     if (handle->plain == nullptr) return FileError("open", path);
     setvbuf(handle->plain, nullptr, _IOFBF, 1 << 18);
+    struct stat st;
+    if (fstat(fileno(handle->plain), &st) != 0) return FileError("stat", path);
+    handle->size = st.st_size;
   }
   return std::unique_ptr<ByteSource>(new ByteSource(path, std::move(handle)));
 }
@@ -91,12 +95,11 @@ absl::StatusOr<int64_t> ByteSource::Read(char* out, int64_t n) {
 }
 
 absl::StatusOr<int64_t> ByteSource::Skip(int64_t n) {
-  if (handle_->plain != nullptr) {
-    // Seek over the bytes, then see how many the file held.
+  // A plain file's long runs are seeked over (against the size it had at
+  // Open); short ones are read from the buffer, as a seek would drop it.
+  if (handle_->plain != nullptr && n > kSeekBytes) {
     if (fseeko(handle_->plain, n, SEEK_CUR) != 0) return FileError("seek in", path_);
-    struct stat st;
-    if (fstat(fileno(handle_->plain), &st) != 0) return FileError("stat", path_);
-    const int64_t got = std::min<int64_t>(n, std::max<int64_t>(0, st.st_size - position_));
+    const int64_t got = std::min<int64_t>(n, std::max<int64_t>(0, handle_->size - position_));
     position_ += got;
     return got;
   }

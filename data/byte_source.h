@@ -36,8 +36,10 @@ class ByteSource {
   // what was left; 0 at the end).
   absl::StatusOr<int64_t> Read(char* out, int64_t n);
   // Passes over up to `n` bytes without handing them out (a plain file's
-  // are seeked over); returns how many the file held.
+  // are seeked over when more than kSeekBytes); returns how many the file
+  // held (a plain file's as large as it was at Open).
   absl::StatusOr<int64_t> Skip(int64_t n);
+  static constexpr int64_t kSeekBytes = int64_t{1} << 16;
   // Uncompressed bytes read or skipped so far.
   int64_t position() const { return position_; }
   const std::string& path() const { return path_; }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
@@ -183,6 +184,19 @@ TEST(TfRecordTest, SkipFramesAsNextReads) {
                   ": record of 6 bytes cut short (the file ends 7 bytes into its 10)");
     EXPECT_FALSE(reader->can_continue());
   }
+  // A record longer than ByteSource::kSeekBytes is seeked over in a plain
+  // file: one cut short is named as a short one is.
+  const std::string big = FrameRecord(std::string(ByteSource::kSeekBytes + 100, 'x'));
+  ASSERT_OK(WriteFileAtomically(Path("skipbig.tfrecord"), first + big.substr(0, big.size() - 50)));
+  ASSERT_OK_AND_ASSIGN(auto reader,
+                       TfRecordReader::Open(Path("skipbig.tfrecord"), Compression::kNone));
+  EXPECT_TRUE(*reader->Skip());
+  absl::StatusOr<bool> more = reader->Skip();
+  EXPECT_EQ(more.status().message(),
+            absl::StrCat(Path("skipbig.tfrecord"), " at byte ", first.size(), ": record of ",
+                         ByteSource::kSeekBytes + 100, " bytes cut short (the file ends ",
+                         ByteSource::kSeekBytes + 100 + 4 - 50, " bytes into its ",
+                         ByteSource::kSeekBytes + 104, ")"));
 }
 
 TEST(TfRecordTest, AGzipFileCutShortIsNamed) {
