@@ -173,22 +173,28 @@ int DebianDescriptionsMain(CliArgs& args) {
   auto build = [&]() -> absl::Status {
     if (packages->empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::string codename, Codename());
-      PSTRAIN_ASSIGN_OR_RETURN(*packages, IndexFile("Packages", codename, scratch));
-      PSTRAIN_ASSIGN_OR_RETURN(*translations, IndexFile("Translations", codename, scratch));
-      if (!std::filesystem::exists(*translations)) {
+      // apt lists only the index files it has: with the English
+      // translations (or any index) missing, fetch them, then look again.
+      auto find = [&]() -> absl::Status {
+        PSTRAIN_ASSIGN_OR_RETURN(*packages, IndexFile("Packages", codename, scratch));
+        PSTRAIN_ASSIGN_OR_RETURN(*translations, IndexFile("Translations", codename, scratch));
+        if (!std::filesystem::exists(*packages) || !std::filesystem::exists(*translations)) {
+          return absl::NotFoundError(absl::StrCat("apt has no ", *packages, " or ", *translations));
+        }
+        return absl::OkStatus();
+      };
+      if (absl::Status found = find(); !found.ok()) {
+        if (!absl::IsNotFound(found)) return found;
         if (geteuid() != 0) {
           return absl::FailedPreconditionError(absl::StrCat(
-              *translations, " is missing: run `apt-get update -o Acquire::Languages=en` as root"));
+              found.message(), ": run `apt-get update -o Acquire::Languages=en` as root"));
         }
         std::printf("fetching the English descriptions: apt-get update -o Acquire::Languages=en\n");
         std::fflush(stdout);
         PSTRAIN_RETURN_IF_ERROR(
             RunInto({"/usr/bin/apt-get", "update", "-o", "Acquire::Languages=en"},
                     scratch + "/update.log", absl::Minutes(10)));
-      }
-      if (!std::filesystem::exists(*packages)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(*packages, " is missing: run `apt-get update` as root"));
+        PSTRAIN_RETURN_IF_ERROR(find());
       }
     }
     absl::flat_hash_map<std::string, std::string> sections, descriptions;
