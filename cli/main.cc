@@ -47,6 +47,10 @@ constexpr char kUsage[] =
     "                               the same model and data in this one process, no PS\n"
     "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"
     "                               which slice of which variable goes to which PS\n"
+    "  pstrain summary [--config FILE | job flags] [--ps N]\n"
+    "                               the model's layers, output shapes and parameter\n"
+    "                               counts (Keras's model.summary()) and where each\n"
+    "                               variable lives on N PS\n"
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
@@ -192,6 +196,7 @@ int main(int argc, char** argv) {
     const std::map<std::string, std::pair<int, Command>> commands = {
         {"launch", {2, [&](pstrain::CliArgs& a) { return pstrain::LaunchMain(self, a); }}},
         {"placement", {2, [](pstrain::CliArgs& a) { return pstrain::PlacementMain(a); }}},
+        {"summary", {2, [](pstrain::CliArgs& a) { return pstrain::SummaryMain(a); }}},
         {"status",
          {2,
           [&](pstrain::CliArgs& a) {

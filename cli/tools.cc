@@ -7,16 +7,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/ps_client.h"
 #include "common/exit_codes.h"
 #include "common/json.h"
 #include "common/staleness.h"
 #include "common/status_macros.h"
 #include "common/tf_config.h"
-#include "model/mlp.h"
-#include "model/model_config.h"
 #include "job/job_flags.h"
 #include "job/security_flags.h"
-#include "client/ps_client.h"
+#include "model/model_config.h"
+#include "model/network.h"
 
 namespace pstrain {
 namespace {
@@ -40,13 +40,12 @@ double ImbalancePercent(const Placement& p) {
 }  // namespace
 
 std::string PlacementTable(const Placement& p) {
-  std::string out = absl::StrFormat("%-28s %-8s %-16s %12s %4s\n", "variable", "slice",
-                                    "rows", "bytes", "ps");
+  std::string out =
+      absl::StrFormat("%-28s %-8s %-16s %12s %4s\n", "variable", "slice", "rows", "bytes", "ps");
   for (const SliceDef& s : p.slices) {
     out += absl::StrFormat("%-28s %-8s %-16s %12d %4d\n", s.variable,
                            absl::StrFormat("%d/%d", s.slice_index, s.num_slices),
-                           absl::StrFormat("[%d, %d)", s.row_begin, s.row_end), s.bytes(),
-                           s.ps);
+                           absl::StrFormat("[%d, %d)", s.row_begin, s.row_end), s.bytes(), s.ps);
   }
   for (const VariableDef& e : p.embeddings) {
     out += absl::StrFormat("%-28s %-8s %-16s %12d %4s\n", e.name, "table",
@@ -59,8 +58,8 @@ std::string PlacementTable(const Placement& p) {
     out += absl::StrFormat("ps:%-3d %12d bytes  %5.1f%%\n", i, p.bytes_per_ps[i],
                            total > 0 ? 100.0 * p.bytes_per_ps[i] / total : 0.0);
   }
-  out += absl::StrFormat("total  %12d bytes; largest ps is %.1f%% above the ideal %d\n",
-                         total, ImbalancePercent(p), total / p.num_ps);
+  out += absl::StrFormat("total  %12d bytes; largest ps is %.1f%% above the ideal %d\n", total,
+                         ImbalancePercent(p), total / p.num_ps);
   return out;
 }
 
@@ -141,9 +140,9 @@ std::string StatusTable(const std::vector<HostPort>& addresses,
                         const std::vector<v1::StatsResponse>& stats) {
   std::string out;
   for (size_t i = 0; i < stats.size(); ++i) {
-    out += absl::StrFormat("ps:%d %s  global step %d  resident %.0f MiB\n",
-                           stats[i].ps_index(), addresses[i].ToString(),
-                           stats[i].global_step(), stats[i].resident_bytes() / 1048576.0);
+    out += absl::StrFormat("ps:%d %s  global step %d  resident %.0f MiB\n", stats[i].ps_index(),
+                           addresses[i].ToString(), stats[i].global_step(),
+                           stats[i].resident_bytes() / 1048576.0);
     if (stats[i].refused_unauthenticated() > 0 || stats[i].refused_over_limit() > 0) {
       out += absl::StrFormat("  refused: %d calls without the right token, %d over a limit\n",
                              stats[i].refused_unauthenticated(), stats[i].refused_over_limit());
@@ -152,13 +151,12 @@ std::string StatusTable(const std::vector<HostPort>& addresses,
       out += "  (no variables yet)\n";
       continue;
     }
-    out += absl::StrFormat("  %-24s %-7s %12s %9s %9s %8s %8s  %s\n", "variable", "mode",
-                           "bytes", "pushes", "pulls", "step", "dropped",
-                           StalenessHeader());
+    out += absl::StrFormat("  %-24s %-7s %12s %9s %9s %8s %8s  %s\n", "variable", "mode", "bytes",
+                           "pushes", "pulls", "step", "dropped", StalenessHeader());
     for (const v1::SliceStats& v : PerVariable(stats[i])) {
-      out += absl::StrFormat("  %-24s %-7s %12d %9d %9d %8d %8d  %s\n", v.key(),
-                             v.consistency(), v.bytes(), v.pushes(), v.pulls(), v.step(),
-                             v.dropped_stale(), absl::StrJoin(v.staleness_histogram(), " "));
+      out += absl::StrFormat("  %-24s %-7s %12d %9d %9d %8d %8d  %s\n", v.key(), v.consistency(),
+                             v.bytes(), v.pushes(), v.pulls(), v.step(), v.dropped_stale(),
+                             absl::StrJoin(v.staleness_histogram(), " "));
     }
   }
   return out;
@@ -218,8 +216,8 @@ int PlacementMain(CliArgs& args) {
     if (!config.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(variables, model::LoadModelConfig(config));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Mlp> mlp,
-                               model::Mlp::Create(job.model, 1));
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> mlp,
+                               model::Network::Create(job.model, 1));
       variables = mlp->variables();
     }
     PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(variables, num_ps, options));
@@ -227,6 +225,132 @@ int PlacementMain(CliArgs& args) {
   };
   auto out = run();
   if (!out.ok()) return Fail("placement", out.status());
+  std::fputs(out->c_str(), stdout);
+  return kExitOk;
+}
+
+namespace {
+
+// Keras's class name of a layer, as model.summary() prints it.
+const char* KerasType(model::LayerKind kind) {
+  switch (kind) {
+    case model::LayerKind::kDense:
+      return "Dense";
+    case model::LayerKind::kConv1D:
+      return "Conv1D";
+    case model::LayerKind::kConv2D:
+      return "Conv2D";
+    case model::LayerKind::kMaxPool1D:
+      return "MaxPooling1D";
+    case model::LayerKind::kMaxPool2D:
+      return "MaxPooling2D";
+    case model::LayerKind::kGlobalAveragePool1D:
+      return "GlobalAveragePooling1D";
+    case model::LayerKind::kFlatten:
+      return "Flatten";
+    case model::LayerKind::kDropout:
+      return "Dropout";
+  }
+  return "?";
+}
+
+// 332856 -> "332,856".
+std::string WithCommas(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+}  // namespace
+
+std::string SummaryTable(const std::string& title, const model::Network& net,
+                         const Placement& placement) {
+  const std::string rule(78, '_'), double_rule(78, '=');
+  std::string out = absl::StrCat("Model: \"", title, "\"\n", rule, "\n");
+  out += absl::StrFormat(" %-36s %-26s %12s\n", "Layer (type)", "Output Shape", "Param #");
+  out += double_rule + "\n";
+  int64_t total = 0;
+  auto row = [&](const std::string& layer, const model::Shape& shape, int64_t params) {
+    out += absl::StrFormat(" %-36s %-26s %12d\n", layer, model::KerasShape(shape), params);
+    total += params;
+  };
+  if (const model::EmbeddingBag* bag = net.bag(); bag != nullptr) {
+    row(absl::StrCat(bag->spec().name, " (EmbeddingBag)"), {bag->dim()},
+        bag->spec().vocabulary * bag->dim());
+  }
+  const model::NetworkSpec& spec = net.spec();
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    int64_t params = 0;
+    for (const model::Shape& v : model::LayerVariableShapes(spec.layers[l], net.shapes()[l])) {
+      params += model::ShapeSize(v);
+    }
+    row(absl::StrCat(spec.layers[l].name, " (", KerasType(spec.layers[l].kind), ")"),
+        net.shapes()[l + 1], params);
+  }
+  out += double_rule + "\n";
+  out +=
+      absl::StrCat("Total params: ", WithCommas(total), "\nTrainable params: ", WithCommas(total),
+                   "\nNon-trainable params: 0\n", rule, "\n");
+  out += absl::StrFormat("Variables on %d PS:\n", placement.num_ps);
+  for (const VariableDef& v : placement.variables) {
+    std::string where;
+    if (v.embedding) {
+      where =
+          absl::StrCat("embedding table, rows spread by hash(id) over ",
+                       placement.num_ps == 1 ? "the PS" : "every PS", ", pulled and pushed by id");
+    } else {
+      const std::vector<SliceDef> slices = placement.SlicesOf(v.name);
+      if (slices.size() == 1) {
+        where = absl::StrCat("ps ", slices[0].ps);
+      } else {
+        std::vector<std::string> parts;
+        for (const SliceDef& s : slices) {
+          parts.push_back(absl::StrFormat("rows [%d, %d) on ps %d", s.row_begin, s.row_end, s.ps));
+        }
+        where = absl::StrCat(slices.size(), " slices: ", absl::StrJoin(parts, ", "));
+      }
+    }
+    out += absl::StrFormat(" %-28s %-18s %12s bytes  %s\n", v.name, model::ShapeString(v.shape),
+                           WithCommas(v.bytes()), where);
+  }
+  return out;
+}
+
+int SummaryMain(CliArgs& args) {
+  auto run = [&]() -> absl::StatusOr<std::string> {
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t num_ps, args.GetInt("ps", 1));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("config", ""));
+    if (config.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(config, args.GetString("model_config", ""));
+    }
+    model::JobSpec job;
+    if (config.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(job, JobSpecFromFlags(args));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
+      if (!file.trainable) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(config,
+                         " lists variables, not layers: there is no model to summarise "
+                         "(pstrain placement places its variables)"));
+      }
+      job = std::move(file.job);
+    }
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    if (num_ps < 1 || num_ps > 1024) {
+      return absl::InvalidArgumentError(absl::StrCat("--ps=", num_ps, ": must be in 1..1024"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
+                             model::Network::Create(job.model, 1));
+    PSTRAIN_ASSIGN_OR_RETURN(Placement p,
+                             ComputePlacement(net->variables(), static_cast<int>(num_ps)));
+    return SummaryTable(config.empty() ? "job flags" : config, *net, p);
+  };
+  auto out = run();
+  if (!out.ok()) return Fail("summary", out.status());
   std::fputs(out->c_str(), stdout);
   return kExitOk;
 }
@@ -241,8 +365,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     if (!ps_list.empty()) {
       int i = 0;
       for (absl::string_view a : absl::StrSplit(ps_list, ',')) {
-        PSTRAIN_ASSIGN_OR_RETURN(HostPort hp,
-                                 ParseHostPort(a, absl::StrCat("--ps entry ", i++)));
+        PSTRAIN_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(a, absl::StrCat("--ps entry ", i++)));
         addresses.push_back(hp);
       }
     } else if (!tf_config.empty()) {

@@ -1,6 +1,7 @@
 // Operator commands of the pstrain entry point that inspect a job:
 //   pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]
 //   pstrain status [--ps HOST:PORT,...] [--json]
+//   pstrain summary [--config FILE | job flags] [--ps N]
 // Each returns the process exit code and prints its own errors.
 #ifndef PSTRAIN_CLI_TOOLS_H_
 #define PSTRAIN_CLI_TOOLS_H_
@@ -11,6 +12,7 @@
 #include "common/cli_args.h"
 #include "common/placement.h"
 #include "common/tf_config.h"
+#include "model/network.h"
 #include "proto/ps_service.pb.h"
 
 namespace pstrain {
@@ -24,6 +26,17 @@ std::string PlacementJson(const Placement& p);
 // `pstrain placement`: the model comes from --config (a model config file,
 // model/model_config.h) or else from the job flags (--hidden, ...).
 int PlacementMain(CliArgs& args);
+
+// Keras's model.summary() for a network: one row per layer (name and
+// Keras type, output shape, parameter count), the totals, then where each
+// variable lives on `placement`'s PS (its slices and their PS, or an
+// embedding table's rows spread by id).
+std::string SummaryTable(const std::string& title, const model::Network& net,
+                         const Placement& placement);
+
+// `pstrain summary`: the model of --config (or of the job flags), placed on
+// --ps N parameter servers (default 1).
+int SummaryMain(CliArgs& args);
 
 // `pstrain status` output: per PS its global step and resident memory, then
 // per variable (its slices on that PS summed): mode, bytes, pushes, pulls,

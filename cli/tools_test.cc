@@ -4,13 +4,15 @@
 #include "common/json.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
+#include "model/model_config.h"
+#include "model/network.h"
 
 namespace pstrain {
 namespace {
 
 TEST(ToolsTest, PlacementTableShowsSlicesBytesPerPsAndImbalance) {
-  ASSERT_OK_AND_ASSIGN(Placement p,
-                       ComputePlacement({{"dense_0/kernel", {784, 256}}, {"dense_0/bias", {256}}}, 2));
+  ASSERT_OK_AND_ASSIGN(
+      Placement p, ComputePlacement({{"dense_0/kernel", {784, 256}}, {"dense_0/bias", {256}}}, 2));
   std::string table = PlacementTable(p);
   EXPECT_NE(table.find("dense_0/kernel               0/2      [0, 392)               401408    0"),
             std::string::npos)
@@ -22,6 +24,29 @@ TEST(ToolsTest, PlacementTableShowsSlicesBytesPerPsAndImbalance) {
   EXPECT_NE(table.find("total        803840 bytes; largest ps is 0.1% above the ideal 401920"),
             std::string::npos)
       << table;
+}
+
+TEST(ToolsTest, SummaryIsKerasTableWithTotalsAndWhereVariablesLive) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile f,
+                       model::LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
+  const std::string table = SummaryTable("cnn", *net, p);
+  for (const char* line : {
+           " conv2d_0 (Conv2D)                    (None, 26, 26, 32)                  320\n",
+           " max_pool2d_0 (MaxPooling2D)          (None, 13, 13, 32)                    0\n",
+           " flatten_0 (Flatten)                  (None, 5408)                          0\n",
+           " dense_0 (Dense)                      (None, 128)                      692352\n",
+           " dense_1 (Dense)                      (None, 10)                         1290\n",
+           "Total params: 693,962\n",
+           "Non-trainable params: 0\n",
+           "Variables on 2 PS:\n",
+           " dense_0/kernel               [5408, 128]           2,768,896 bytes  2 slices: rows "
+           "[0, "
+           "2704) on ps 0, rows [2704, 5408) on ps 1\n",
+       }) {
+    EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
+  }
 }
 
 TEST(ToolsTest, PlacementJsonIsParseable) {
@@ -59,8 +84,7 @@ TEST(ToolsTest, StatusSumsSlicesPerVariableWithDropsAndStaleness) {
   }
   const std::vector<HostPort> where = {{"127.0.0.1", 4001}};
   const std::string table = StatusTable(where, {ps});
-  EXPECT_NE(table.find("ps:1 127.0.0.1:4001  global step 7  resident 64 MiB\n"),
-            std::string::npos)
+  EXPECT_NE(table.find("ps:1 127.0.0.1:4001  global step 7  resident 64 MiB\n"), std::string::npos)
       << table;
   EXPECT_NE(table.find("  w                        sync             200        18        16"
                        "        6        1  16 1 0 0 0 0 0 0 0\n"),

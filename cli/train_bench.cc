@@ -12,13 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "job/job_flags.h"
 #include "cli/launch.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/median.h"
 #include "common/status_macros.h"
+#include "job/job_flags.h"
 #include "model/backend.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
@@ -26,28 +26,15 @@
 namespace pstrain {
 namespace {
 
-// One sgemm call of a training step: C[m x n] = A[m x k] * B[k x n] with the
-// transposes the model uses.
-struct Gemm {
-  CBLAS_TRANSPOSE ta, tb;
-  int m, n, k;
-};
+using Gemm = model::GemmShape;
 
-// The sgemm calls of one training step of `model` at `batch` (model/mlp.cc):
-// per layer the forward product, the weight gradient, and (except for the
-// first layer, unless an embedding bag needs it) the input gradient.
-std::vector<Gemm> StepGemms(const model::MlpSpec& model, int batch) {
-  std::vector<Gemm> out;
-  const bool bag = model.embedding_bag.enabled();
-  int in = bag ? model.embedding_bag.dim : model.input_dim;
-  for (size_t l = 0; l < model.layers.size(); ++l) {
-    const int units = model.layers[l].units;
-    out.push_back({CblasNoTrans, CblasNoTrans, batch, units, in});
-    out.push_back({CblasTrans, CblasNoTrans, in, units, batch});
-    if (l > 0 || bag) out.push_back({CblasNoTrans, CblasTrans, batch, in, units});
-    in = units;
-  }
-  return out;
+// The sgemm calls of one training step of `model` at `batch`
+// (Network::StepGemms: per layer with variables the forward product, the
+// weight gradient, and the input gradient where one is needed).
+absl::StatusOr<std::vector<Gemm>> StepGemms(const model::NetworkSpec& model, int batch) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
+                           model::Network::Create(model, batch));
+  return net->StepGemms(batch);
 }
 
 double GemmFlops(const std::vector<Gemm>& gemms) {
@@ -73,9 +60,10 @@ double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
   auto run = [&] {
     for (size_t i = 0; i < gemms.size(); ++i) {
       const Gemm& g = gemms[i];
-      const int lda = g.ta == CblasNoTrans ? g.k : g.m;
-      const int ldb = g.tb == CblasNoTrans ? g.n : g.k;
-      cblas_sgemm(CblasRowMajor, g.ta, g.tb, g.m, g.n, g.k, 1.0f, a[i].data(), lda,
+      const int lda = g.trans_a ? g.m : g.k;
+      const int ldb = g.trans_b ? g.k : g.n;
+      cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans,
+                  g.trans_b ? CblasTrans : CblasNoTrans, g.m, g.n, g.k, 1.0f, a[i].data(), lda,
                   b[i].data(), ldb, 0.0f, c[i].data(), g.n);
     }
   };
@@ -93,7 +81,7 @@ double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
 
 // Forward and backward on CUDA for `steps` batches of `batch` (no
 // optimizer): examples/s and the share of step time in host<->device copies.
-absl::Status CudaStepRate(const model::MlpSpec& spec, int batch, int steps, double* rate,
+absl::Status CudaStepRate(const model::NetworkSpec& spec, int batch, int steps, double* rate,
                           double* copy_share) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> cuda,
                            model::CreateBackend(spec, batch, "cuda"));
@@ -143,9 +131,8 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   if (!steps.ok()) return fail(steps.status());
   if (!repeat.ok()) return fail(repeat.status());
   if (*steps < 10 || *repeat < 1 || *repeat > 100) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("--steps=", *steps, " --repeat=", *repeat,
-                     ": need at least 10 steps and 1..100 repeats")));
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--steps=", *steps, " --repeat=", *repeat, ": need at least 10 steps and 1..100 repeats")));
   }
   std::string default_dir = "/tmp/pstrain-bench-XXXXXX";
   if (::mkdtemp(default_dir.data()) == nullptr) {
@@ -174,7 +161,9 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   openblas_set_num_threads(1);
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
 
-  const std::vector<Gemm> gemms = StepGemms(job->model, job->batch_size);
+  auto step_gemms = StepGemms(job->model, job->batch_size);
+  if (!step_gemms.ok()) return fail(step_gemms.status());
+  const std::vector<Gemm> gemms = *std::move(step_gemms);
   const double flop_per_example = GemmFlops(gemms) / job->batch_size;
   const std::vector<ClusterRun> clusters = {
       {"1 PS + 1 worker, async", 1, "async"},
@@ -193,10 +182,11 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
     auto local = train::RunLocal(*job, 1 << 30);
     if (!local.ok()) return fail(local.status());
     local_rate.push_back(local->examples_per_sec);
-    std::printf("round %d: sgemm %.1f GFLOP/s -> limit %.0f examples/s; local %.0f examples/s "
-                "(%.2fx the limit)\n",
-                r + 1, gemm_rate.back() / 1e9, gemm_rate.back() / flop_per_example,
-                local_rate.back(), local_rate.back() * flop_per_example / gemm_rate.back());
+    std::printf(
+        "round %d: sgemm %.1f GFLOP/s -> limit %.0f examples/s; local %.0f examples/s "
+        "(%.2fx the limit)\n",
+        r + 1, gemm_rate.back() / 1e9, gemm_rate.back() / flop_per_example, local_rate.back(),
+        local_rate.back() * flop_per_example / gemm_rate.back());
     for (size_t c = 0; c < clusters.size(); ++c) {
       LaunchOptions launch;
       launch.self_path = self_path;
@@ -226,8 +216,8 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       }
       cluster_rate[c].push_back(rate->get<double>());
       cluster_ratio[c].push_back(rate->get<double>() / local_rate.back());
-      std::printf("round %d: %s: %.0f examples/s (%.2fx local)\n", r + 1,
-                  clusters[c].name.c_str(), cluster_rate[c].back(), cluster_ratio[c].back());
+      std::printf("round %d: %s: %.0f examples/s (%.2fx local)\n", r + 1, clusters[c].name.c_str(),
+                  cluster_rate[c].back(), cluster_ratio[c].back());
     }
   }
   const double gemm = Median(gemm_rate), local = Median(local_rate);
@@ -236,12 +226,14 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   std::printf("  OpenBLAS sgemm, 1 thread, at the model's shapes: %.1f GFLOP/s\n", gemm / 1e9);
   std::printf("  limit (sgemm rate / %.3f MFLOP per example):  %.0f examples/s\n",
               flop_per_example / 1e6, gemm / flop_per_example);
-  std::printf("  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
-              "limit (%.1f GFLOP/s of sgemm work)\n",
-              local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
+  std::printf(
+      "  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
+      "limit (%.1f GFLOP/s of sgemm work)\n",
+      local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
   if (job->model.embedding_bag.enabled()) {
-    std::printf("  (the embedding bag's row sums, one row per id of an example, are not sgemm\n"
-                "   work: the limit leaves them out, and they dominate this model's steps)\n");
+    std::printf(
+        "  (the embedding bag's row sums, one row per id of an example, are not sgemm\n"
+        "   work: the limit leaves them out, and they dominate this model's steps)\n");
   }
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
@@ -257,9 +249,10 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
     if (absl::Status s = CudaStepRate(job->model, batch, 2000, &rate, &share); !s.ok()) {
       return fail(s);
     }
-    std::printf("  cuda, batch %d, forward + backward:%*s%.0f examples/s; copies %.0f%% of "
-                "step time\n",
-                batch, batch < 100 ? 13 : 12, "", rate, 100 * share);
+    std::printf(
+        "  cuda, batch %d, forward + backward:%*s%.0f examples/s; copies %.0f%% of "
+        "step time\n",
+        batch, batch < 100 ? 13 : 12, "", rate, 100 * share);
   }
   return kExitOk;
 }

@@ -9,7 +9,7 @@
 namespace pstrain {
 namespace {
 
-std::vector<VariableDef> Mlp() {
+std::vector<VariableDef> Network() {
   return {{"dense_0/kernel", {784, 256}}, {"dense_0/bias", {256}},
           {"dense_1/kernel", {256, 256}}, {"dense_1/bias", {256}},
           {"dense_2/kernel", {256, 10}},  {"dense_2/bias", {10}}};
@@ -32,7 +32,7 @@ void ExpectEveryRowOwnedOnce(const Placement& p) {
 }
 
 TEST(PlacementTest, IsDeterministicAndIndependentOfInputOrder) {
-  auto vars = Mlp();
+  auto vars = Network();
   ASSERT_OK_AND_ASSIGN(Placement a, ComputePlacement(vars, 3));
   std::mt19937 rng(7);
   std::shuffle(vars.begin(), vars.end(), rng);
@@ -50,7 +50,7 @@ TEST(PlacementTest, IsDeterministicAndIndependentOfInputOrder) {
 }
 
 TEST(PlacementTest, SplitsLargeVariablesByRowsAcrossDistinctPs) {
-  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(Mlp(), 2));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(Network(), 2));
   auto slices = p.SlicesOf("dense_0/kernel");  // 784x256x4 = 784 KiB
   ASSERT_EQ(slices.size(), 2u);
   EXPECT_EQ(slices[0].row_begin, 0);
@@ -135,7 +135,7 @@ TEST(PlacementTest, EmbeddingTablesCountTowardsLoadAndAreNotSliced) {
 }
 
 TEST(PlacementTest, RejectsBadInput) {
-  EXPECT_EQ(ComputePlacement(Mlp(), 0).status().message(),
+  EXPECT_EQ(ComputePlacement(Network(), 0).status().message(),
             "placement needs at least one ps, got 0");
   EXPECT_EQ(ComputePlacement({{"a", {2}}, {"a", {3}}}, 1).status().message(),
             "variable \"a\" is defined twice");

@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
                            GrpcServer::Create({options.bind_address, 512 << 20, options.security},
                                               {&chief->service_}));
   Log("coordinator serving on ", options.bind_address);
-  PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Mlp::Create(options.job.model, 1024));
+  PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Network::Create(options.job.model, 1024));
   PSTRAIN_ASSIGN_OR_RETURN(
       Placement placement,
       ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));

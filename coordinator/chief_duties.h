@@ -38,7 +38,7 @@
 #include "common/json.h"
 #include "common/tf_config.h"
 #include "model/job_spec.h"
-#include "model/mlp.h"
+#include "model/network.h"
 #include "client/ps_client.h"
 
 namespace pstrain::coordinator {
@@ -125,7 +125,7 @@ class ChiefDuties {
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
-  std::unique_ptr<model::Mlp> mlp_;
+  std::unique_ptr<model::Network> mlp_;
   std::unique_ptr<client::PsClient> client_;
 };
 

@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   const model::JobSpec& job = options.job;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(job.model, 1024, job.device));
-  const model::Mlp& net = backend->network();
+  const model::Network& net = backend->network();
   // Each checkpoint is read as the PS that wrote it placed the variables
   // (a job restored onto another number of PS writes with the new count).
   std::map<int, Placement> placements;

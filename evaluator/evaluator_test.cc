@@ -11,7 +11,7 @@
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
+#include "model/network.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "ps_server/shard_store.h"
 
@@ -88,7 +88,7 @@ TEST_F(LoadCheckpointParamsTest, MissingOrDamagedShardsAreNamed) {
 
 // Writes `params` of `net` as checkpoint `step` of `num_ps` PS under `dir`,
 // shards then MANIFEST, as the PS and the chief do.
-void WriteCheckpoint(const std::string& dir, int64_t step, int num_ps, const model::Mlp& net,
+void WriteCheckpoint(const std::string& dir, int64_t step, int num_ps, const model::Network& net,
                      const std::vector<float>& params) {
   ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(net.variables(), num_ps));
   std::string shards;
@@ -122,11 +122,11 @@ void WriteCheckpoint(const std::string& dir, int64_t step, int num_ps, const mod
 class RunEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    options_.job.model = model::MlpSpec::FromWidths(784, {16}, 10);
+    options_.job.model = model::NetworkSpec::FromWidths(784, {16}, 10);
     options_.job.device = "cpu";
     options_.poll = absl::Milliseconds(20);
     options_.idle_timeout = absl::Seconds(20);
-    ASSERT_OK_AND_ASSIGN(net_, model::Mlp::Create(options_.job.model, 32));
+    ASSERT_OK_AND_ASSIGN(net_, model::Network::Create(options_.job.model, 32));
     params_ = net_->InitialParameters(7);
   }
 
@@ -143,7 +143,7 @@ class RunEvaluatorTest : public ::testing::Test {
   }
 
   EvaluatorOptions options_;
-  std::unique_ptr<model::Mlp> net_;
+  std::unique_ptr<model::Network> net_;
   std::vector<float> params_;
 };
 

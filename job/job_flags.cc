@@ -222,7 +222,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     }
     widths.push_back(width);
   }
-  job.model = model::MlpSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
+  job.model = model::NetworkSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
   return job;
 }
 

@@ -12,33 +12,42 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(std::unique_ptr<Mlp> mlp) : mlp_(std::move(mlp)) {}
+  explicit CpuBackend(std::unique_ptr<Network> mlp) : mlp_(std::move(mlp)) {}
   std::string name() const override { return "cpu"; }
   std::string Describe() const override { return "cpu: OpenBLAS sgemm"; }
-  const Mlp& network() const override { return *mlp_; }
-  absl::StatusOr<BatchResult> ComputeGradients(
-      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done, float* input_grad) override {
+  const Network& network() const override { return *mlp_; }
+  absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
+                                               const int32_t* labels, int batch, float* grads,
+                                               const std::function<void(int layer)>& on_layer_done,
+                                               float* input_grad) override {
     return mlp_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
   }
-  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
-                                       const int32_t* labels, int64_t n) override {
+  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
+                                       int64_t n) override {
     return mlp_->Evaluate(params, x, labels, n);
   }
+  void SetStepSeed(uint64_t seed) override { mlp_->SetStepSeed(seed); }
 
  private:
-  std::unique_ptr<Mlp> mlp_;
+  std::unique_ptr<Network> mlp_;
 };
 
 class CudaBackend final : public Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Mlp> mlp,
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Network> mlp,
                                                          int max_batch) {
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
+    for (const LayerSpec& l : mlp->spec().layers) {
+      if (l.kind != LayerKind::kDense) {
+        return absl::UnimplementedError(
+            absl::StrCat("cuda: layer ", l.name, " is ", LayerKindName(l.kind),
+                         ", which the CUDA backend does not run yet (dense layers only)"));
+      }
+    }
     const CudaDeviceInfo& d = devices->front();
     std::vector<int> dims = {mlp->input_width()}, relu;
-    for (const DenseLayerSpec& l : mlp->spec().layers) {
+    for (const LayerSpec& l : mlp->spec().layers) {
       dims.push_back(l.units);
       relu.push_back(l.relu ? 1 : 0);
     }
@@ -61,11 +70,12 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string Describe() const override { return description_; }
-  const Mlp& network() const override { return *mlp_; }
+  const Network& network() const override { return *mlp_; }
 
-  absl::StatusOr<BatchResult> ComputeGradients(
-      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
-      const std::function<void(int layer)>& on_layer_done, float* input_grad) override {
+  absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
+                                               const int32_t* labels, int batch, float* grads,
+                                               const std::function<void(int layer)>& on_layer_done,
+                                               float* input_grad) override {
     if (batch < 1 || batch > max_batch_) {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
@@ -86,8 +96,8 @@ class CudaBackend final : public Backend {
     return r;
   }
 
-  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
-                                       const int32_t* labels, int64_t n) override {
+  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
+                                       int64_t n) override {
     if (absl::Status s = mlp_->CheckLabels(labels, n); !s.ok()) return s;
     BatchResult r;
     char err[512] = {0};
@@ -108,14 +118,14 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  CudaBackend(std::unique_ptr<Mlp> mlp, PstrainCudaMlp* handle, int max_batch,
+  CudaBackend(std::unique_ptr<Network> mlp, PstrainCudaMlp* handle, int max_batch,
               std::string description)
       : mlp_(std::move(mlp)),
         handle_(handle),
         max_batch_(max_batch),
         description_(std::move(description)) {}
 
-  std::unique_ptr<Mlp> mlp_;
+  std::unique_ptr<Network> mlp_;
   PstrainCudaMlp* const handle_;
   const int max_batch_;
   const std::string description_;
@@ -123,7 +133,7 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int max_batch,
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
                                                        const std::string& device) {
   if (device != "auto" && device != "cpu" && device != "cuda") {
     return absl::InvalidArgumentError(
@@ -134,15 +144,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int 
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
   if (device != "cpu") {
-    auto cuda_mlp = Mlp::Create(spec, 1);  // layout and label checks only
+    auto cuda_mlp = Network::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
     auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);
     if (cuda.ok() || device == "cuda") return cuda;
-    Log("device auto: no usable CUDA device (", cuda.status().message(),
-        "); running on the CPU");
+    Log("device auto: ",
+        cuda.status().code() == absl::StatusCode::kUnimplemented ? "" : "no usable CUDA device: ",
+        cuda.status().message(), "; running on the CPU");
   }
   // The CPU's scratch for max_batch rows, only when it computes.
-  auto mlp = Mlp::Create(spec, max_batch);
+  auto mlp = Network::Create(spec, max_batch);
   if (!mlp.ok()) return mlp.status();
   return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp)));
 }

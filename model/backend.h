@@ -1,9 +1,9 @@
 // Where a network's forward and backward passes run. One interface, two
-// backends: the CPU (OpenBLAS sgemm plus vectorised loops, model/mlp.h) and
+// backends: the CPU (OpenBLAS sgemm plus vectorised loops, model/network.h) and
 // CUDA (cuBLAS sgemm plus our kernels for bias, ReLU, softmax cross-entropy
 // and reductions; pinned host buffers; a copy stream overlapping compute,
 // model/cuda_mlp_kernels.h). Both take and return host arrays in the flat
-// parameter layout of model::Mlp, so trainers and the PS client do not care
+// parameter layout of model::Network, so trainers and the PS client do not care
 // which one runs. Thread-compatible: one Backend per thread.
 #ifndef PSTRAIN_MODEL_BACKEND_H_
 #define PSTRAIN_MODEL_BACKEND_H_
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/mlp.h"
+#include "model/network.h"
 
 namespace pstrain::model {
 
@@ -27,9 +27,9 @@ class Backend {
   // One line for logs, e.g. "cuda: device 0 NVIDIA H100 (sm_90)".
   virtual std::string Describe() const = 0;
   // The network: its variables, layout and initial values.
-  virtual const Mlp& network() const = 0;
+  virtual const Network& network() const = 0;
 
-  // The contracts of Mlp::ComputeGradients and Mlp::Evaluate (an embedding
+  // The contracts of Network::ComputeGradients and Network::Evaluate (an embedding
   // bag's rows are combined on the host: the backend sees the dense layers'
   // input and returns its gradient in `input_grad`). On CUDA,
   // `on_layer_done` is called for every layer (last first) once the whole
@@ -44,6 +44,10 @@ class Backend {
   virtual absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x,
                                                const int32_t* labels, int64_t n) = 0;
 
+  // Dropout masks of the following steps derive from `seed` (the
+  // trainer's, per replica and step). The CUDA backend runs no dropout.
+  virtual void SetStepSeed(uint64_t seed) {}
+
   // Seconds of the last ComputeGradients spent in host<->device copies, and
   // in all; both 0 on the CPU.
   virtual void LastStepTiming(double* copy_seconds, double* total_seconds) const {
@@ -55,8 +59,8 @@ class Backend {
 // `device`: "cpu"; "cuda" (device 0; Unavailable, with CUDA's own message,
 // when the binary has no CUDA or no device is usable); "auto": CUDA when a
 // device is usable, else the CPU, logging one line that says why.
-// InvalidArgument for another value or a bad spec (Mlp::Create).
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const MlpSpec& spec, int max_batch,
+// InvalidArgument for another value or a bad spec (Network::Create).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
                                                        const std::string& device);
 
 }  // namespace pstrain::model

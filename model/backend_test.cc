@@ -35,7 +35,7 @@ double MeanLoss(Backend& b, const std::vector<float>& p, const std::vector<float
 // linear layers and the softmax cross-entropy loss) against central
 // differences of the loss.
 TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
-  MlpSpec spec = MlpSpec::FromWidths(5, {4, 3}, 3);
+  NetworkSpec spec = NetworkSpec::FromWidths(5, {4, 3}, 3);
   spec.layers[1].relu = false;  // one linear hidden layer
   ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(spec, 4, GetParam()));
   EXPECT_EQ(backend->name(), GetParam());
@@ -47,9 +47,8 @@ TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
   for (float& v : x) v = n01(rng);
   const std::vector<int32_t> y = {0, 2, 1, 2};
   std::vector<float> grads(backend->network().num_parameters());
-  ASSERT_OK_AND_ASSIGN(BatchResult r,
-                       backend->ComputeGradients(params.data(), x.data(), y.data(), 4,
-                                                 grads.data()));
+  ASSERT_OK_AND_ASSIGN(
+      BatchResult r, backend->ComputeGradients(params.data(), x.data(), y.data(), 4, grads.data()));
   EXPECT_EQ(r.count, 4);
   EXPECT_NEAR(r.loss_sum / 4, MeanLoss(*backend, params, x, y), 1e-5);
   const auto& vars = backend->network().variables();
@@ -69,7 +68,8 @@ TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
 }
 
 TEST_P(BackendTest, RejectsBadBatchAndLabelsLeavingGradientsUntouched) {
-  ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(MlpSpec::FromWidths(2, {}, 3), 2, GetParam()));
+  ASSERT_OK_AND_ASSIGN(auto backend,
+                       CreateBackend(NetworkSpec::FromWidths(2, {}, 3), 2, GetParam()));
   std::vector<float> p = backend->network().InitialParameters(1);
   std::vector<float> g(backend->network().num_parameters(), 7.0f);
   std::vector<float> x(6, 0.5f);
@@ -100,7 +100,7 @@ std::pair<double, double> LargestAndLargestDifference(const std::vector<float>& 
 TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
   auto devices = ListCudaDevices();
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
-  const MlpSpec spec = MlpSpec::FromWidths(784, {256, 256}, 10);
+  const NetworkSpec spec = NetworkSpec::FromWidths(784, {256, 256}, 10);
   ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
   ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
   const std::vector<float> params = cpu->network().InitialParameters(7);
@@ -113,8 +113,8 @@ TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
   std::vector<float> g_cpu(params.size()), g_cuda(params.size());
   ASSERT_OK_AND_ASSIGN(BatchResult a,
                        cpu->ComputeGradients(params.data(), x.data(), y.data(), 32, g_cpu.data()));
-  ASSERT_OK_AND_ASSIGN(BatchResult b, cuda->ComputeGradients(params.data(), x.data(), y.data(), 32,
-                                                             g_cuda.data()));
+  ASSERT_OK_AND_ASSIGN(
+      BatchResult b, cuda->ComputeGradients(params.data(), x.data(), y.data(), 32, g_cuda.data()));
   EXPECT_NEAR(a.loss_sum, b.loss_sum, 1e-3 * std::fabs(a.loss_sum));
   EXPECT_EQ(a.correct, b.correct);
   const auto [max_grad, max_diff] = LargestAndLargestDifference(g_cpu, g_cuda);
@@ -131,7 +131,7 @@ TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
 TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
   auto devices = ListCudaDevices();
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
-  MlpSpec spec = MlpSpec::FromWidths(784, {128}, 10);
+  NetworkSpec spec = NetworkSpec::FromWidths(784, {128}, 10);
   spec.embedding_bag = {"pixels", 3136, 32, "sum", "pixel_buckets:4", "uniform:0.05"};
   ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
   ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
@@ -147,8 +147,8 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
   ASSERT_OK(cpu->ComputeGradients(params.data(), in.data(), y.data(), 32, g_cpu.data(), nullptr,
                                   dx_cpu.data())
                 .status());
-  ASSERT_OK(cuda->ComputeGradients(params.data(), in.data(), y.data(), 32, g_cuda.data(),
-                                   nullptr, dx_cuda.data())
+  ASSERT_OK(cuda->ComputeGradients(params.data(), in.data(), y.data(), 32, g_cuda.data(), nullptr,
+                                   dx_cuda.data())
                 .status());
   const auto [max_dx, max_diff] = LargestAndLargestDifference(dx_cpu, dx_cuda);
   EXPECT_GT(max_dx, 1e-4);
@@ -156,7 +156,7 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
 }
 
 TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
-  const MlpSpec spec = MlpSpec::FromWidths(4, {3}, 2);
+  const NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
   ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, "auto"));
   auto devices = ListCudaDevices();
   if (devices.ok()) {
@@ -169,7 +169,7 @@ TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
   }
   EXPECT_EQ(CreateBackend(spec, 8, "tpu").status().message(),
             "device \"tpu\" is not auto, cpu or cuda");
-  EXPECT_EQ(CreateBackend(MlpSpec{4, {}}, 8, "cpu").status().message(), "model has no layers");
+  EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, "cpu").status().message(), "model has no layers");
 }
 
 }  // namespace

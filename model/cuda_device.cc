@@ -20,8 +20,8 @@ absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
     CudaDeviceInfo info;
     info.index = i;
     char name[256] = {0};
-    if (pstrain_cuda_device_name(i, name, sizeof(name), &info.major, &info.minor,
-                                 err, sizeof(err)) != 0) {
+    if (pstrain_cuda_device_name(i, name, sizeof(name), &info.major, &info.minor, err,
+                                 sizeof(err)) != 0) {
       return absl::UnavailableError(err);
     }
     info.name = name;
@@ -34,25 +34,22 @@ std::string DescribeCuda() {
   if (!CudaCompiled()) return "cuda: not compiled in (CPU-only build)";
   auto devices = ListCudaDevices();
   if (!devices.ok()) {
-    return absl::StrCat("cuda: compiled in; no usable device (",
-                        devices.status().message(), ")");
+    return absl::StrCat("cuda: compiled in; no usable device (", devices.status().message(), ")");
   }
-  return absl::StrCat(
-      "cuda: compiled in; ", devices->size(), " device(s): ",
-      absl::StrJoin(*devices, ", ", [](std::string* out, const CudaDeviceInfo& d) {
-        absl::StrAppend(out, d.index, " ", d.name, " (sm_", d.major, d.minor, ")");
-      }));
+  return absl::StrCat("cuda: compiled in; ", devices->size(), " device(s): ",
+                      absl::StrJoin(*devices, ", ", [](std::string* out, const CudaDeviceInfo& d) {
+                        absl::StrAppend(out, d.index, " ", d.name, " (sm_", d.major, d.minor, ")");
+                      }));
 }
 
-absl::Status CudaSgdUpdate(absl::Span<float> values,
-                           absl::Span<const float> grads, float lr) {
+absl::Status CudaSgdUpdate(absl::Span<float> values, absl::Span<const float> grads, float lr) {
   if (values.size() != grads.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CudaSgdUpdate: ", values.size(), " values but ", grads.size(), " gradients"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaSgdUpdate: ", values.size(), " values but ", grads.size(), " gradients"));
   }
   char err[256] = {0};
-  if (pstrain_cuda_sgd_update(values.data(), grads.data(), values.size(), lr,
-                              err, sizeof(err)) != 0) {
+  if (pstrain_cuda_sgd_update(values.data(), grads.data(), values.size(), lr, err, sizeof(err)) !=
+      0) {
     return absl::UnavailableError(err);
   }
   return absl::OkStatus();

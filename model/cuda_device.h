@@ -30,8 +30,7 @@ std::string DescribeCuda();
 
 // values[i] -= lr * grads[i] computed on device 0. Unavailable as above;
 // InvalidArgument when the sizes differ.
-absl::Status CudaSgdUpdate(absl::Span<float> values,
-                           absl::Span<const float> grads, float lr);
+absl::Status CudaSgdUpdate(absl::Span<float> values, absl::Span<const float> grads, float lr);
 
 }  // namespace pstrain::model
 

@@ -6,7 +6,8 @@
 
 namespace {
 int NoCuda(char* err, size_t err_len) {
-  std::snprintf(err, err_len, "this binary was built without CUDA (no toolkit found at build time)");
+  std::snprintf(err, err_len,
+                "this binary was built without CUDA (no toolkit found at build time)");
   return 35;  // cudaErrorInsufficientDriver: the closest CUDA meaning
 }
 }  // namespace
@@ -18,8 +19,7 @@ extern "C" int pstrain_cuda_device_count(int* count, char* err, size_t err_len) 
   return NoCuda(err, err_len);
 }
 
-extern "C" int pstrain_cuda_device_name(int, char*, size_t, int*, int*, char* err,
-                                        size_t err_len) {
+extern "C" int pstrain_cuda_device_name(int, char*, size_t, int*, int*, char* err, size_t err_len) {
   return NoCuda(err, err_len);
 }
 

@@ -31,8 +31,7 @@ TEST(CudaDeviceTest, SgdKernelComputesOnTheDevice) {
 
 TEST(CudaDeviceTest, SizeMismatchIsInvalidArgument) {
   std::vector<float> v(3), g(2);
-  EXPECT_EQ(CudaSgdUpdate(absl::MakeSpan(v), g, 1).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CudaSgdUpdate(absl::MakeSpan(v), g, 1).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // C interface to the CUDA MLP (model/cuda_mlp_kernels.cu), so nvcc compiles
-// no Abseil headers. The network is the one model::Mlp describes: dense
+// no Abseil headers. The network is the one model::Network describes: dense
 // layers whose kernels ([in, out] row-major) and biases lie where the
-// model's ParamLayout puts them (model/param_layout.h), optional ReLU, softmax cross-entropy over the last
-// layer. Functions return 0 on success, else a CUDA or cuBLAS error code
-// with a message in `err` (NUL-terminated, at most err_len bytes).
+// model's ParamLayout puts them (model/param_layout.h), optional ReLU, softmax cross-entropy over
+// the last layer. Functions return 0 on success, else a CUDA or cuBLAS error code with a message in
+// `err` (NUL-terminated, at most err_len bytes).
 #ifndef PSTRAIN_MODEL_CUDA_MLP_KERNELS_H_
 #define PSTRAIN_MODEL_CUDA_MLP_KERNELS_H_
 
@@ -29,11 +29,10 @@ void pstrain_cuda_mlp_destroy(PstrainCudaMlp* mlp);
 // One batch (1 <= batch <= max_batch; labels already range-checked):
 // forward, and when `grads` is not null, backward into `grads` (the mean
 // loss gradient, flat layout) and, when `input_grad` is not null too, the
-// mean loss gradient with respect to `x` into it (batch x dims[0]). Adds the batch's summed loss and count of
-// correct argmax predictions to *loss_sum and *correct. Copies of each
-// layer's parameters to the device overlap the layers computed before it;
-// copies of each layer's gradients back overlap the backward pass of the
-// layers below it.
+// mean loss gradient with respect to `x` into it (batch x dims[0]). Adds the batch's summed loss
+// and count of correct argmax predictions to *loss_sum and *correct. Copies of each layer's
+// parameters to the device overlap the layers computed before it; copies of each layer's gradients
+// back overlap the backward pass of the layers below it.
 int pstrain_cuda_mlp_run(PstrainCudaMlp* mlp, const float* params, const float* x,
                          const int32_t* labels, int batch, float* grads, float* input_grad,
                          double* loss_sum, int64_t* correct, char* err, size_t err_len);

@@ -8,7 +8,8 @@ extern "C" int pstrain_cuda_mlp_create(int, const int*, const int*, int, const i
                                        const int64_t*, int64_t, int, PstrainCudaMlp** out,
                                        char* err, size_t err_len) {
   *out = nullptr;
-  std::snprintf(err, err_len, "this binary was built without CUDA (no toolkit found at build time)");
+  std::snprintf(err, err_len,
+                "this binary was built without CUDA (no toolkit found at build time)");
   return 35;  // cudaErrorInsufficientDriver: the closest CUDA meaning
 }
 

@@ -28,8 +28,8 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
   int buckets = 0;
   if (!absl::StartsWith(spec.ids_from, "pixel_buckets:") ||
       !absl::SimpleAtoi(spec.ids_from.substr(14), &buckets) || buckets < 1 || buckets > 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "ids_from \"", spec.ids_from, "\" is not pixel_buckets:B with B in 1..256"));
+    return absl::InvalidArgumentError(absl::StrCat(where, "ids_from \"", spec.ids_from,
+                                                   "\" is not pixel_buckets:B with B in 1..256"));
   }
   if (input_dim < 1) {
     return absl::InvalidArgumentError(
@@ -37,14 +37,13 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
   }
   const int64_t ids = int64_t{input_dim} * buckets;
   if (spec.vocabulary < ids) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "vocabulary ", spec.vocabulary, " is smaller than the ", ids,
-        " ids that ", spec.ids_from, " gives for ", input_dim, " features"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "vocabulary ", spec.vocabulary, " is smaller than the ", ids,
+                     " ids that ", spec.ids_from, " gives for ", input_dim, " features"));
   }
   auto init = ParseInitializerSpec(spec.initializer);
   if (!init.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "initializer ", init.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(where, "initializer ", init.status().message()));
   }
   return EmbeddingBag(spec, input_dim, buckets);
 }
@@ -102,8 +101,7 @@ void EmbeddingBag::Backward(const Bags& bags, const float* d_out, float* row_gra
   for (int b = 0; b < bags.batch(); ++b) {
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     if (end == begin) continue;
-    const float scale =
-        spec_.combiner == "mean" ? 1.0f / static_cast<float>(end - begin) : 1.0f;
+    const float scale = spec_.combiner == "mean" ? 1.0f / static_cast<float>(end - begin) : 1.0f;
     const float* __restrict g = d_out + static_cast<int64_t>(b) * d;
     for (int64_t k = begin; k < end; ++k) {
       float* __restrict r = row_grads + static_cast<int64_t>(bags.slot[k]) * d;

@@ -34,8 +34,8 @@ struct EmbeddingBagSpec {
   std::string name = "embedding";
   int64_t vocabulary = 0;  // 0: the model has no embedding bag
   int dim = 0;
-  std::string combiner = "mean";  // "sum" or "mean"
-  std::string ids_from;           // "pixel_buckets:B"
+  std::string combiner = "mean";             // "sum" or "mean"
+  std::string ids_from;                      // "pixel_buckets:B"
   std::string initializer = "uniform:0.05";  // as the PS's (optim/initializer.h)
 
   bool enabled() const { return vocabulary > 0; }
@@ -46,8 +46,8 @@ struct EmbeddingBagSpec {
 // each an index into `unique_ids`, the batch's distinct ids in the order
 // they first appear.
 struct Bags {
-  std::vector<int64_t> starts;   // batch + 1
-  std::vector<int32_t> slot;     // one per id occurrence
+  std::vector<int64_t> starts;  // batch + 1
+  std::vector<int32_t> slot;    // one per id occurrence
   std::vector<int64_t> unique_ids;
   int batch() const { return starts.empty() ? 0 : static_cast<int>(starts.size()) - 1; }
 

@@ -6,7 +6,7 @@
 
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
+#include "model/network.h"
 
 namespace pstrain::model {
 namespace {
@@ -75,9 +75,9 @@ TEST(EmbeddingBagTest, CreateNamesWhatIsWrong) {
 // A model with a bag: its table comes last among the variables, async, and
 // takes no room in the flat array.
 TEST(EmbeddingBagTest, MlpListsTheTableLast) {
-  MlpSpec spec = MlpSpec::FromWidths(784, {16}, 10);
+  NetworkSpec spec = NetworkSpec::FromWidths(784, {16}, 10);
   spec.embedding_bag = Spec(3136, 8, "mean", 4);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Mlp> mlp, Mlp::Create(spec, 4));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 4));
   ASSERT_EQ(mlp->variables().size(), 5u);
   EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
   EXPECT_EQ(mlp->variables()[0].shape, (std::vector<int64_t>{8, 16}));
@@ -93,8 +93,8 @@ TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   EXPECT_EQ(mlp->layout().role_of(4), ParamRole::kTable);
   EXPECT_EQ(mlp->input_width(), 8);
   spec.embedding_bag.name = "dense_0";
-  EXPECT_EQ(Mlp::Create(spec, 4).status().message(),
-            "embedding_bag dense_0: the name is used by a dense layer too");
+  EXPECT_EQ(Network::Create(spec, 4).status().message(),
+            "model layer 0 (dense_0): the name is the embedding_bag's too");
 }
 
 // The whole chain (rows -> bag -> dense layers -> loss) against numerical
@@ -103,9 +103,9 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
   for (const std::string combiner : {"sum", "mean"}) {
     SCOPED_TRACE(combiner);
     const int input_dim = 6, batch = 5;
-    MlpSpec spec = MlpSpec::FromWidths(input_dim, {7}, 3);
+    NetworkSpec spec = NetworkSpec::FromWidths(input_dim, {7}, 3);
     spec.embedding_bag = Spec(input_dim * 3, 4, combiner, 3);
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Mlp> mlp, Mlp::Create(spec, batch));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, batch));
     const EmbeddingBag& bag = *mlp->bag();
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(0, 1);
@@ -144,9 +144,9 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
 }
 
 TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
-  MlpSpec spec = MlpSpec::FromWidths(4, {3}, 2);
+  NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
   spec.embedding_bag = Spec(8, 2, "sum", 2);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Mlp> mlp, Mlp::Create(spec, 8));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 8));
   const std::vector<float> x = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.2f, 0};
   const std::vector<int32_t> y = {0, 1, 0};
   std::vector<std::vector<int64_t>> asked;

@@ -11,26 +11,26 @@
 
 #include "common/optimizer_spec.h"
 #include "data/input.h"
-#include "model/mlp.h"
+#include "model/network.h"
 
 namespace pstrain::model {
 
 struct JobSpec {
   // One hidden layer of 128: fast, about 0.86 test accuracy.
-  MlpSpec model = MlpSpec::FromWidths(784, {128}, 10);
+  NetworkSpec model = NetworkSpec::FromWidths(784, {128}, 10);
   // Debian's dataset-fashion-mnist package installs the files here.
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // What files of it are read and how (data/input.h): by default its IDX
   // files.
   data::InputSpec input;
-  int batch_size = 32;           // per replica, as in TensorFlow's guides
-  int epochs = 2;                // over each replica's shard
+  int batch_size = 32;  // per replica, as in TensorFlow's guides
+  int epochs = 2;       // over each replica's shard
   // 0 means "epochs decide"; otherwise stop each replica after this many.
   int64_t max_steps = 0;
   // SGD at 0.05 with batch 32: on this MLP it converges in about one epoch
   // without diverging under async updates from a few workers.
   OptimizerSpec optimizer{"sgd", 0.05f};
-  uint64_t seed = 1;             // initial values and shuffling
+  uint64_t seed = 1;  // initial values and shuffling
   // "async", "sync" or "ssp:S" (common/consistency.h).
   std::string consistency = "async";
   // sync: gradients averaged per step; 0 means every worker.

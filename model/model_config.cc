@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <array>
+#include <map>
 #include <set>
 
 #include "absl/strings/escaping.h"
@@ -14,7 +16,7 @@
 #include "data/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
-#include "model/mlp.h"
+#include "model/network.h"
 #include "proto/model_config.pb.h"
 
 namespace pstrain::model {
@@ -49,7 +51,8 @@ class Where {
                  const std::string& field, int index = -1, const std::string& fallback = "") const {
     const auto* f = type->FindFieldByName(field);
     if (tree != nullptr && f != nullptr) {
-      const auto loc = tree->GetLocation(f, index);
+      // A repeated field: where its first value is, unless told which.
+      const auto loc = tree->GetLocation(f, f->is_repeated() && index < 0 ? 0 : index);
       if (loc.line >= 0) return absl::StrCat(name_, ":", loc.line + 1, ":", loc.column + 1, ": ");
     }
     if (!fallback.empty()) return fallback;
@@ -101,57 +104,143 @@ absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& c
   return out;
 }
 
-absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& where) {
+// The type a layer entry gives: its field's name, or an error.
+absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
+  std::vector<std::string> given;
+  const auto* reflection = l.GetReflection();
+  const auto* type = v1::LayerConfig::descriptor();
+  for (int f = 0; f < type->field_count(); ++f) {
+    const auto* field = type->field(f);
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+        reflection->HasField(l, field)) {
+      given.push_back(field->name());
+    }
+  }
+  if (given.size() == 1) return given[0];
+  if (given.empty()) {
+    return absl::InvalidArgumentError(
+        "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
+        "global_average_pool1d, flatten, dropout or embedding_bag)");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("gives both ", given[0], " and ", given[1], ": one type per layer"));
+}
+
+// A repeated size field (kernel_size, strides, pool_size) as [height,
+// width]: 1D layers take one value ([1, v]); 2D one (a square) or two.
+absl::StatusOr<std::array<int, 2>> Window(const google::protobuf::RepeatedField<int64_t>& values,
+                                          bool one_d, int fallback_h, int fallback_w) {
+  if (values.empty()) return std::array<int, 2>{fallback_h, fallback_w};
+  if (values.size() > (one_d ? 1 : 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", values.size(),
+                     " values: ", one_d ? "one" : "one or two ([height, width])", " expected"));
+  }
+  for (int64_t v : values) {
+    if (v < 1 || v > 65536) {
+      return absl::InvalidArgumentError(absl::StrCat(v, " must be in 1..65536"));
+    }
+  }
+  if (one_d) return std::array<int, 2>{1, static_cast<int>(values[0])};
+  const int h = static_cast<int>(values[0]);
+  return std::array<int, 2>{h, values.size() == 2 ? static_cast<int>(values[1]) : h};
+}
+
+absl::StatusOr<bool> SamePadding(const std::string& padding) {
+  if (padding.empty() || padding == "valid") return false;
+  if (padding == "same") return true;
+  return absl::InvalidArgumentError(absl::StrCat("\"", padding, "\" is not valid or same"));
+}
+
+absl::Status CheckActivation(const std::string& activation) {
+  if (activation.empty() || activation == "relu") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("\"", activation, "\" is not relu (or empty for none)"));
+}
+
+absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Where& where) {
   const auto* type = v1::ModelConfig::descriptor();
   const auto* layer_type = v1::LayerConfig::descriptor();
-  const auto* dense_type = v1::DenseLayer::descriptor();
-  MlpSpec spec;
-  if (!config.has_input_dim()) {
+  NetworkSpec spec;
+  if (config.input_shape_size() > 0) {
+    Shape shape(config.input_shape().begin(), config.input_shape().end());
+    for (int64_t d : shape) {
+      if (d < 1 || d > (1 << 24)) {
+        return Bad(where.At(where.root(), type, "input_shape", 0),
+                   absl::StrCat("input_shape ", ShapeString(shape),
+                                " has a dimension outside "
+                                "1..16777216"));
+      }
+    }
+    if (!config.has_input_dim()) {
+      if (ShapeSize(shape) > (1 << 24)) {
+        return Bad(where.At(where.root(), type, "input_shape", 0),
+                   absl::StrCat("input_shape ", ShapeString(shape),
+                                " holds more than 16777216 "
+                                "values"));
+      }
+    } else if (ShapeSize(shape) != config.input_dim()) {
+      return Bad(where.At(where.root(), type, "input_shape", 0),
+                 absl::StrCat("input_shape ", ShapeString(shape), " holds ", ShapeSize(shape),
+                              " values but input_dim is ", config.input_dim()));
+    }
+    spec.input_shape = std::move(shape);
+  }
+  if (!config.has_input_dim() && spec.input_shape.empty()) {
     return Bad(where.At(where.root(), type, "layer", 0),
                "input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
   }
-  if (config.input_dim() < 1 || config.input_dim() > (1 << 24)) {
+  const int64_t input_dim =
+      config.has_input_dim() ? config.input_dim() : ShapeSize(spec.input_shape);
+  if (input_dim < 1 || input_dim > (1 << 24)) {
     return Bad(where.At(where.root(), type, "input_dim"),
-               absl::StrCat("input_dim ", config.input_dim(), " must be in 1..16777216"));
+               absl::StrCat("input_dim ", input_dim, " must be in 1..16777216"));
   }
-  spec.input_dim = static_cast<int>(config.input_dim());
-  int64_t width = spec.input_dim;
-  int dense_index = 0;
+  spec.input_dim = static_cast<int>(input_dim);
+  Shape shape = spec.input_shape.empty() ? Shape{input_dim} : spec.input_shape;
+  std::map<std::string, int> type_index;
   for (int i = 0; i < config.layer_size(); ++i) {
     const v1::LayerConfig& l = config.layer(i);
-    const std::string name = !l.name().empty()       ? l.name()
-                             : l.has_embedding_bag() ? std::string("embedding")
-                                                     : absl::StrCat("dense_", dense_index);
     const std::string at_layer = where.At(where.root(), type, "layer", i);
+    absl::StatusOr<std::string> kind = LayerType(l);
+    const std::string name = !l.name().empty() ? l.name()
+                             : !kind.ok()      ? absl::StrCat("layer_", i)
+                             : *kind == "embedding_bag"
+                                 ? std::string("embedding")
+                                 : absl::StrCat(*kind, "_", type_index[*kind]);
     const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
+    if (!kind.ok()) return Bad(at_layer, what + std::string(kind.status().message()));
+    ++type_index[*kind];
     const TextFormat::ParseInfoTree* layer_tree =
         where.root() == nullptr ? nullptr
                                 : where.root()->GetTreeForNested(type->FindFieldByName("layer"), i);
-    if (l.has_dense() && l.has_embedding_bag()) {
-      return Bad(at_layer, what + "gives both dense and embedding_bag: one type per layer");
-    }
-    if (l.has_embedding_bag()) {
-      const TextFormat::ParseInfoTree* bag_tree =
-          layer_tree == nullptr
-              ? nullptr
-              : layer_tree->GetTreeForNested(layer_type->FindFieldByName("embedding_bag"), -1);
-      auto bat = [&](const std::string& field) {
-        return where.At(bag_tree, v1::EmbeddingBagLayer::descriptor(), field, -1, at_layer) + what +
-               "embedding_bag." + field + " ";
-      };
+    const auto* field = layer_type->FindFieldByName(*kind);
+    const TextFormat::ParseInfoTree* tree =
+        layer_tree == nullptr ? nullptr : layer_tree->GetTreeForNested(field, -1);
+    // "NAME:LINE:COL: layer I (NAME): TYPE.FIELD " at the field, or at the
+    // layer when the field was not written.
+    auto at = [&](const std::string& f) {
+      return where.At(tree, field->message_type(), f, -1, at_layer) + what + *kind + "." + f + " ";
+    };
+    if (*kind == "embedding_bag") {
       const v1::EmbeddingBagLayer& e = l.embedding_bag();
       if (i != 0) {
         return Bad(at_layer, what +
                                  "an embedding_bag layer must come first: it reads the "
                                  "input's ids");
       }
+      if (!spec.input_shape.empty()) {
+        return Bad(where.At(where.root(), type, "input_shape", 0),
+                   "input_shape is for the first layer's input; an embedding_bag reads the "
+                   "input as features");
+      }
       if (e.vocabulary() == 0) return Bad(at_layer, what + "embedding_bag.vocabulary is missing");
       if (e.vocabulary() < 1 || e.vocabulary() > (int64_t{1} << 40)) {
-        return Bad(bat("vocabulary"), absl::StrCat(e.vocabulary(), " must be in 1..2^40"));
+        return Bad(at("vocabulary"), absl::StrCat(e.vocabulary(), " must be in 1..2^40"));
       }
       if (e.dim() == 0) return Bad(at_layer, what + "embedding_bag.dim is missing");
       if (e.dim() < 1 || e.dim() > 4096) {
-        return Bad(bat("dim"), absl::StrCat(e.dim(), " must be in 1..4096"));
+        return Bad(at("dim"), absl::StrCat(e.dim(), " must be in 1..4096"));
       }
       if (e.ids_from().empty()) {
         return Bad(at_layer, what + "embedding_bag.ids_from is missing (pixel_buckets:B)");
@@ -170,50 +259,108 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
         // "embedding_bag NAME: FIELD what" -> at FIELD: "what".
         absl::string_view m = checked.status().message();
         absl::ConsumePrefix(&m, absl::StrCat("embedding_bag ", name, ": "));
-        for (const char* field : {"combiner", "ids_from", "vocabulary", "initializer"}) {
-          if (absl::ConsumePrefix(&m, absl::StrCat(field, " "))) return Bad(bat(field), m);
+        for (const char* f : {"combiner", "ids_from", "vocabulary", "initializer"}) {
+          if (absl::ConsumePrefix(&m, absl::StrCat(f, " "))) return Bad(at(f), m);
         }
         return Bad(at_layer, what + std::string(m));
       }
-      width = bag.dim;
+      shape = {bag.dim};
       continue;
     }
-    if (!l.has_dense()) {
-      return Bad(at_layer, what + "no layer type is given (dense or embedding_bag)");
-    }
-    ++dense_index;
-    const TextFormat::ParseInfoTree* dense_tree =
-        layer_tree == nullptr
-            ? nullptr
-            : layer_tree->GetTreeForNested(layer_type->FindFieldByName("dense"), -1);
-    auto at = [&](const std::string& field) {
-      return where.At(dense_tree, dense_type, field, -1, at_layer) + what + "dense." + field + " ";
-    };
-    const v1::DenseLayer& d = l.dense();
-    if (d.units() == 0) return Bad(at_layer, what + "dense.units is missing");
-    if (d.units() < 1 || d.units() > 65536) {
-      return Bad(at("units"), absl::StrCat(d.units(), " must be in 1..65536"));
-    }
-    if (d.input_dim() != 0 && d.input_dim() != width) {
-      return Bad(at("input_dim"),
-                 absl::StrCat(d.input_dim(), " does not chain: ",
-                              i == 0 ? "the input is " : "the layer before gives ", width));
-    }
-    if (!d.activation().empty() && d.activation() != "relu") {
-      return Bad(at("activation"),
-                 absl::StrCat("\"", d.activation(), "\" is not relu (or empty for none)"));
-    }
-    DenseLayerSpec layer;
+    LayerSpec layer;
     layer.name = name;
-    layer.units = static_cast<int>(d.units());
-    layer.relu = d.activation() == "relu";
-    if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
-    if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
-    auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
-    if (!kernel.ok()) return Bad(at("kernel_initializer"), kernel.status().message());
-    auto bias = ParseInitializerSpec(layer.bias_initializer);
-    if (!bias.ok()) return Bad(at("bias_initializer"), bias.status().message());
+    // The field a shape that does not fit is reported at.
+    std::string shape_field;
+    if (*kind == "dense") {
+      const v1::DenseLayer& d = l.dense();
+      layer.kind = LayerKind::kDense;
+      if (d.units() == 0) return Bad(at_layer, what + "dense.units is missing");
+      if (d.units() < 1 || d.units() > 65536) {
+        return Bad(at("units"), absl::StrCat(d.units(), " must be in 1..65536"));
+      }
+      if (d.input_dim() != 0 && (shape.size() != 1 || d.input_dim() != shape[0])) {
+        return Bad(
+            at("input_dim"),
+            absl::StrCat(d.input_dim(), " does not chain: ",
+                         i == 0 ? "the input is " : "the layer before gives ", ShapeString(shape)));
+      }
+      if (absl::Status s = CheckActivation(d.activation()); !s.ok()) {
+        return Bad(at("activation"), s.message());
+      }
+      layer.units = static_cast<int>(d.units());
+      layer.relu = d.activation() == "relu";
+      if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
+      if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
+    } else if (*kind == "conv1d" || *kind == "conv2d") {
+      const bool one_d = *kind == "conv1d";
+      const v1::ConvLayer& c = one_d ? l.conv1d() : l.conv2d();
+      layer.kind = one_d ? LayerKind::kConv1D : LayerKind::kConv2D;
+      if (c.filters() == 0) return Bad(at_layer, what + *kind + ".filters is missing");
+      if (c.filters() < 1 || c.filters() > 65536) {
+        return Bad(at("filters"), absl::StrCat(c.filters(), " must be in 1..65536"));
+      }
+      if (c.kernel_size().empty()) return Bad(at_layer, what + *kind + ".kernel_size is missing");
+      auto kernel = Window(c.kernel_size(), one_d, 1, 1);
+      if (!kernel.ok()) return Bad(at("kernel_size"), kernel.status().message());
+      auto strides = Window(c.strides(), one_d, 1, 1);
+      if (!strides.ok()) return Bad(at("strides"), strides.status().message());
+      auto same = SamePadding(c.padding());
+      if (!same.ok()) return Bad(at("padding"), same.status().message());
+      if (absl::Status s = CheckActivation(c.activation()); !s.ok()) {
+        return Bad(at("activation"), s.message());
+      }
+      layer.units = static_cast<int>(c.filters());
+      layer.window = *kernel;
+      layer.stride = *strides;
+      layer.same_padding = *same;
+      layer.relu = c.activation() == "relu";
+      if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
+      if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
+      shape_field = "kernel_size";
+    } else if (*kind == "max_pool1d" || *kind == "max_pool2d") {
+      const bool one_d = *kind == "max_pool1d";
+      const v1::PoolLayer& p = one_d ? l.max_pool1d() : l.max_pool2d();
+      layer.kind = one_d ? LayerKind::kMaxPool1D : LayerKind::kMaxPool2D;
+      auto pool = Window(p.pool_size(), one_d, one_d ? 1 : 2, 2);
+      if (!pool.ok()) return Bad(at("pool_size"), pool.status().message());
+      auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
+      if (!strides.ok()) return Bad(at("strides"), strides.status().message());
+      auto same = SamePadding(p.padding());
+      if (!same.ok()) return Bad(at("padding"), same.status().message());
+      layer.window = *pool;
+      layer.stride = *strides;
+      layer.same_padding = *same;
+      shape_field = "pool_size";
+    } else if (*kind == "global_average_pool1d") {
+      layer.kind = LayerKind::kGlobalAveragePool1D;
+    } else if (*kind == "flatten") {
+      layer.kind = LayerKind::kFlatten;
+    } else if (*kind == "dropout") {
+      layer.kind = LayerKind::kDropout;
+      layer.rate = l.dropout().rate();
+      shape_field = "rate";
+    }
+    if (layer.has_variables()) {
+      auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
+      if (!kernel.ok()) return Bad(at("kernel_initializer"), kernel.status().message());
+      auto bias = ParseInitializerSpec(layer.bias_initializer);
+      if (!bias.ok()) return Bad(at("bias_initializer"), bias.status().message());
+    }
+    absl::StatusOr<Shape> out = LayerOutputShape(layer, shape);
+    if (!out.ok()) {
+      const bool rank = absl::StrContains(out.status().message(), " needs a ");
+      return Bad(rank || shape_field.empty()
+                     ? at_layer + what
+                     : where.At(tree, field->message_type(), shape_field, -1, at_layer) + what,
+                 out.status().message());
+    }
     if (i + 1 == config.layer_size()) {
+      if (layer.kind != LayerKind::kDense) {
+        return Bad(at_layer, what +
+                                 "the last layer gives the logits of softmax cross-entropy: "
+                                 "it must be dense, not " +
+                                 *kind);
+      }
       if (layer.relu) {
         return Bad(at("activation"),
                    "must be empty: the last layer gives the logits of softmax cross-entropy");
@@ -222,7 +369,7 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
         return Bad(at("units"), "must be at least 2: the last layer has one unit per class");
       }
     }
-    width = layer.units;
+    shape = *std::move(out);
     spec.layers.push_back(layer);
   }
   if (spec.layers.empty()) {
@@ -231,10 +378,10 @@ absl::StatusOr<MlpSpec> ParseLayers(const v1::ModelConfig& config, const Where& 
   }
   std::set<std::string> names;
   if (spec.embedding_bag.enabled()) names.insert(spec.embedding_bag.name);
-  const int first_dense = spec.embedding_bag.enabled() ? 1 : 0;
+  const int first = spec.embedding_bag.enabled() ? 1 : 0;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     if (!names.insert(spec.layers[i].name).second) {
-      const int index = static_cast<int>(i) + first_dense;
+      const int index = static_cast<int>(i) + first;
       return Bad(
           where.At(where.root(), type, "layer", index),
           absl::StrCat("layer ", index, " (", spec.layers[i].name, "): the name is used twice"));
@@ -461,11 +608,14 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
     if (config.variable_size() == 0) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": no variable or layer is defined"));
     }
-    for (const char* field : {"input_dim", "loss", "optimizer", "batch_size", "epochs", "steps",
-                              "consistency", "replicas_to_aggregate", "seed", "input"}) {
-      const auto loc = tree.GetLocation(type->FindFieldByName(field), -1);
-      if (loc.line >= 0) {
-        return Bad(where.At(&tree, type, field),
+    for (const char* field :
+         {"input_dim", "input_shape", "loss", "optimizer", "batch_size", "epochs", "steps",
+          "consistency", "replicas_to_aggregate", "seed", "input"}) {
+      const auto* f = type->FindFieldByName(field);
+      const bool set = f->is_repeated() ? config.GetReflection()->FieldSize(config, f) > 0
+                                        : config.GetReflection()->HasField(config, f);
+      if (set) {
+        return Bad(where.At(&tree, type, field, f->is_repeated() ? 0 : -1),
                    absl::StrCat(field, " is set but there are no layers to train"));
       }
     }
@@ -493,7 +643,7 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                             "): these layers take float features only"));
   }
   PSTRAIN_RETURN_IF_ERROR(ParseJob(config, where, &out.job));
-  auto mlp = Mlp::Create(out.job.model, 1);
+  auto mlp = Network::Create(out.job.model, 1);
   if (!mlp.ok()) return Bad(name + ": ", mlp.status().message());
   out.variables = (*mlp)->variables();
   out.trainable = true;

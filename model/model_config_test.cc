@@ -89,6 +89,81 @@ TEST(ModelConfigTest, TheFashionMnistMlpConfigDescribesTheGuideModel) {
   EXPECT_EQ(f.variables[5].shape, (std::vector<int64_t>{10}));
 }
 
+TEST(ModelConfigTest, TheFashionMnistCnnConfigDescribesTheTutorialModel) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
+  ASSERT_TRUE(f.trainable);
+  const NetworkSpec& m = f.job.model;
+  EXPECT_EQ(m.input_shape, (Shape{28, 28, 1}));
+  ASSERT_EQ(m.layers.size(), 5u);
+  EXPECT_EQ(m.layers[0].kind, LayerKind::kConv2D);
+  EXPECT_EQ(m.layers[0].name, "conv2d_0");
+  EXPECT_EQ(m.layers[0].units, 32);
+  EXPECT_EQ(m.layers[0].window, (std::array<int, 2>{3, 3}));
+  EXPECT_TRUE(m.layers[0].relu);
+  EXPECT_EQ(m.layers[1].kind, LayerKind::kMaxPool2D);
+  EXPECT_EQ(m.layers[1].stride, (std::array<int, 2>{2, 2}));  // strides default to the pool
+  EXPECT_EQ(m.layers[2].kind, LayerKind::kFlatten);
+  EXPECT_EQ(m.layers[3].name, "dense_0");
+  ASSERT_EQ(f.variables.size(), 6u);
+  EXPECT_EQ(f.variables[0].name, "conv2d_0/kernel");
+  EXPECT_EQ(f.variables[0].shape, (std::vector<int64_t>{3, 3, 1, 32}));
+  EXPECT_EQ(f.variables[2].shape, (std::vector<int64_t>{5408, 128}));
+}
+
+TEST(ModelConfigTest, LayerOptionsAndShapesThatDoNotFitAreNamedAtTheirField) {
+  auto message = [](const std::string& text) {
+    return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
+  };
+  const std::string seq = "input_dim: 12\ninput_shape: [4, 3]\n";
+  // A kernel longer than the sequence, at kernel_size.
+  EXPECT_EQ(message(seq + "layer { conv1d { filters: 2\n  kernel_size: 5 } }\n"
+                          "layer { flatten {} }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:4:3: layer 0 (conv1d_0): conv1d kernel 5 is longer than a length of 4 "
+            "(valid padding): nothing is left to convolve");
+  // A pool that leaves zero length, at pool_size.
+  EXPECT_EQ(message(seq + "layer { conv1d { filters: 2 kernel_size: 3 } }\n"
+                          "layer { max_pool1d { pool_size: 3 } }\n"
+                          "layer { flatten {} }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:4:22: layer 1 (max_pool1d_0): max_pool1d pool 3 leaves zero length from a "
+            "length of 2 (valid padding)");
+  // Flatten before anything: the input is already flat.
+  EXPECT_EQ(message("input_dim: 12\nlayer { flatten {} }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:2:1: layer 0 (flatten_0): flatten has nothing to flatten: its input [12] is "
+            "already flat (give the model an input_shape, or put flatten after a convolution or "
+            "pooling)");
+  // A dense layer on a sequence; the last layer not dense.
+  EXPECT_EQ(message(seq + "layer { dense { units: 2 } }"),
+            "m.pbtxt:3:1: layer 0 (dense_0): dense needs a flat [N] input but its input is [4, 3]: "
+            "put flatten or global_average_pool1d before it");
+  EXPECT_EQ(message(seq + "layer { global_average_pool1d {} }"),
+            "m.pbtxt:3:1: layer 0 (global_average_pool1d_0): the last layer gives the logits of "
+            "softmax cross-entropy: it must be dense, not global_average_pool1d");
+  // Field values.
+  EXPECT_EQ(message(seq + "layer { conv1d { filters: 2 kernel_size: [2, 2] } }"),
+            "m.pbtxt:3:29: layer 0 (conv1d_0): conv1d.kernel_size has 2 values: one expected");
+  EXPECT_EQ(message(seq + "layer { conv1d { filters: 2 kernel_size: 2 padding: \"full\" } }"),
+            "m.pbtxt:3:44: layer 0 (conv1d_0): conv1d.padding \"full\" is not valid or same");
+  EXPECT_EQ(message(seq + "layer { conv1d { kernel_size: 2 } }"),
+            "m.pbtxt:3:1: layer 0 (conv1d_0): conv1d.filters is missing");
+  EXPECT_EQ(message(seq + "layer { dropout { rate: 1.5 } }"),
+            "m.pbtxt:3:19: layer 0 (dropout_0): dropout rate 1.5 is not in [0, 1)");
+  EXPECT_EQ(message("input_dim: 12\ninput_shape: [4, 4]\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:2:1: input_shape [4, 4] holds 16 values but input_dim is 12");
+  EXPECT_EQ(message("input_dim: 12\nlayer { dense { units: 2 } flatten {} }"),
+            "m.pbtxt:2:1: layer 0 (layer_0): gives both dense and flatten: one type per layer");
+  // input_shape alone gives input_dim.
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f,
+                       ParseModelConfigFile("input_shape: [2, 3]\nlayer { conv1d { filters: 4 "
+                                            "kernel_size: 2 padding: \"same\" strides: 2 } }\n"
+                                            "layer { max_pool1d { pool_size: 1 } }\n"
+                                            "layer { global_average_pool1d {} }\n"
+                                            "layer { dense { units: 2 } }",
+                                            "m.pbtxt"));
+  EXPECT_EQ(f.job.model.input_dim, 6);
+  EXPECT_TRUE(f.job.model.layers[0].same_padding);
+  EXPECT_EQ(f.job.model.layers[0].stride, (std::array<int, 2>{1, 2}));
+}
+
 TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile f,
@@ -127,7 +202,9 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { conv { filters: 3 } }"),
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
-            "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense or embedding_bag)");
+            "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
+            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout or "
+            "embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
@@ -138,9 +215,9 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 8 activation: \"relu\" } }\n"
                     "layer { dense {\n  units: 2\n  input_dim: 6 } }"),
             "m.pbtxt:5:3: layer 1 (dense_1): dense.input_dim 6 does not chain: the layer before "
-            "gives 8");
+            "gives [8]");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { input_dim: 5 units: 2 } }"),
-            "m.pbtxt:2:17: layer 0 (dense_0): dense.input_dim 5 does not chain: the input is 4");
+            "m.pbtxt:2:17: layer 0 (dense_0): dense.input_dim 5 does not chain: the input is [4]");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"tanh\" } }"),
             "m.pbtxt:2:26: layer 0 (dense_0): dense.activation \"tanh\" is not relu (or empty for "
             "none)");

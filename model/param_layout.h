@@ -1,5 +1,5 @@
 // The one description of where a model's variables live, read by the CPU
-// MLP (model/mlp.h), the CUDA kernels (through the offsets they are given)
+// MLP (model/network.h), the CUDA kernels (through the offsets they are given)
 // and the training loop (which pushes a layer's variables as soon as
 // backprop finishes them). Per variable: its name and shape, the layer it
 // belongs to and its role there, and where it lives:

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -17,8 +18,8 @@
 #include "common/testing/status_testing.h"
 #include "data/dataset.h"
 #include "gtest/gtest.h"
-#include "model/mlp.h"
 #include "model/model_config.h"
+#include "model/network.h"
 #include "ps_server/testing/local_ps.h"
 #include "train/local_trainer.h"
 #include "train/trainer.h"
@@ -28,19 +29,20 @@ namespace {
 
 constexpr int kSteps = 60;
 
-// Whole-model pushes after each step, and pushes layer by layer as
-// backprop produces each gradient; tensor bytes in the frames, and through
-// shared memory.
-class SyncMatchesLocalTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+// The model's config; whole-model pushes after each step, and pushes layer
+// by layer as backprop produces each gradient; tensor bytes in the frames,
+// and through shared memory.
+class SyncMatchesLocalTest : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {
+};
 
 TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
-                       model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
-  model::JobSpec job = config.job;  // 784-256-256-10, Adam 1e-3
+                       model::LoadModelConfigFile(std::get<0>(GetParam())));
+  model::JobSpec job = config.job;  // Adam 1e-3
   job.seed = 5;
   job.max_steps = kSteps;
-  job.push_per_layer = std::get<0>(GetParam());
-  const bool shared_memory = std::get<1>(GetParam());
+  job.push_per_layer = std::get<1>(GetParam());
+  const bool shared_memory = std::get<2>(GetParam());
 
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
@@ -49,7 +51,7 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
 
   ASSERT_OK_AND_ASSIGN(data::Dataset train,
                        data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
-  ASSERT_OK_AND_ASSIGN(auto mlp, model::Mlp::Create(job.model, 64));
+  ASSERT_OK_AND_ASSIGN(auto mlp, model::Network::Create(job.model, 64));
   ASSERT_OK_AND_ASSIGN(auto cluster, ps::testing::LocalPs::Start(2));
   ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(mlp->variables(), 2));
   client::PsClientOptions observer;
@@ -125,12 +127,23 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   EXPECT_LT(max_diff, 2e-5) << "largest parameter difference, sync vs local";
 }
 
-INSTANTIATE_TEST_SUITE_P(Pushes, SyncMatchesLocalTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
-                         [](const auto& info) {
-                           return std::string(std::get<0>(info.param) ? "PerLayer" : "WholeModel") +
-                                  (std::get<1>(info.param) ? "SharedMemory" : "InFrames");
-                         });
+std::string CaseName(const ::testing::TestParamInfo<SyncMatchesLocalTest::ParamType>& info) {
+  const std::string& config = std::get<0>(info.param);
+  return std::string(config.find("cnn") != std::string::npos ? "Cnn" : "Mlp") +
+         (std::get<1>(info.param) ? "PerLayer" : "WholeModel") +
+         (std::get<2>(info.param) ? "SharedMemory" : "InFrames");
+}
+
+// 784-256-256-10.
+INSTANTIATE_TEST_SUITE_P(Mlp, SyncMatchesLocalTest,
+                         ::testing::Combine(::testing::Values("configs/fashion_mnist_mlp.pbtxt"),
+                                            ::testing::Bool(), ::testing::Bool()),
+                         CaseName);
+// Conv2D 32 3x3 -> MaxPool2D -> Flatten -> Dense 128 -> Dense 10.
+INSTANTIATE_TEST_SUITE_P(Cnn, SyncMatchesLocalTest,
+                         ::testing::Combine(::testing::Values("configs/fashion_mnist_cnn.pbtxt"),
+                                            ::testing::Bool(), ::testing::Values(true)),
+                         CaseName);
 
 }  // namespace
 }  // namespace pstrain

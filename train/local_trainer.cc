@@ -13,7 +13,7 @@
 #include "data/prefetcher.h"
 #include "model/backend.h"
 #include "model/embedding_bag.h"
-#include "model/mlp.h"
+#include "model/network.h"
 #include "optim/optimizer.h"
 #include "train/local_table.h"
 
@@ -41,7 +41,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       std::unique_ptr<model::Backend> backend,
       model::CreateBackend(job.model, std::max(job.batch_size, 1024), job.device));
   Log("computing on ", backend->Describe());
-  const model::Mlp* mlp = &backend->network();
+  const model::Network* mlp = &backend->network();
   if (train.example_dim() != job.model.input_dim) {
     return absl::InvalidArgumentError(
         absl::StrFormat("data examples have %d features but the model's input_dim is %d",
@@ -85,6 +85,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   absl::Time window_start = start;
   for (int64_t step = 1; step <= total; ++step) {
     PSTRAIN_RETURN_IF_ERROR(prefetch.Next(x.data(), y.data()).status());
+    backend->SetStepSeed(model::StepSeed(job.seed, 0, step));
     const float* input = x.data();
     if (bag != nullptr) {
       bag->MakeBags(x.data(), job.batch_size, &bags);

@@ -24,7 +24,7 @@ struct LocalResult {
   double load_seconds = 0;
   // Of train_seconds, how long steps stood waiting for their batch.
   double input_wait_seconds = 0;
-  std::vector<float> params;  // the trained values, flat (model::Mlp's layout)
+  std::vector<float> params;  // the trained values, flat (model::Network's layout)
 };
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then

@@ -20,7 +20,7 @@
 #include "data/prefetcher.h"
 #include "model/backend.h"
 #include "model/embedding_bag.h"
-#include "model/mlp.h"
+#include "model/network.h"
 
 namespace pstrain::train {
 namespace {
@@ -210,8 +210,8 @@ class StepLoop {
                                          ? restored / std::max(options_.num_replicas, 1)
                                          : restored);
       const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
-      Log("resuming from the checkpoint at global step ", restored, ": this replica's step ",
-          step_, ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
+      Log("resuming from the checkpoint at global step ", restored, ": this replica's step ", step_,
+          ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
           step_ / per_epoch);
     }
     // The source may be where an earlier attempt's prefetcher left it.
@@ -317,6 +317,7 @@ class StepLoop {
         });
       };
     }
+    backend_->SetStepSeed(model::StepSeed(job_.seed, options_.replica, step_));
     const float* input = batch.x;
     if (batch.bag != nullptr) {
       bag_->Forward(batch.bag->bags, batch.bag->rows.data(), bag_out_.data());
@@ -405,7 +406,7 @@ class StepLoop {
   const model::JobSpec& job_;
   client::PsClient* const client_;
   model::Backend* const backend_;
-  const model::Mlp* const mlp_;
+  const model::Network* const mlp_;
   const model::EmbeddingBag* const bag_;
   EventWriter* const summaries_;
   TrainerResult& result_;

@@ -1,0 +1,587 @@
+#include "model/layers.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace pstrain::model {
+
+int64_t ShapeSize(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string KerasShape(const Shape& shape) {
+  return absl::StrCat("(None, ", absl::StrJoin(shape, ", "), ")");
+}
+
+std::string ShapeString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+const char* LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kDense:
+      return "dense";
+    case LayerKind::kConv1D:
+      return "conv1d";
+    case LayerKind::kConv2D:
+      return "conv2d";
+    case LayerKind::kMaxPool1D:
+      return "max_pool1d";
+    case LayerKind::kMaxPool2D:
+      return "max_pool2d";
+    case LayerKind::kGlobalAveragePool1D:
+      return "global_average_pool1d";
+    case LayerKind::kFlatten:
+      return "flatten";
+    case LayerKind::kDropout:
+      return "dropout";
+  }
+  return "?";
+}
+
+namespace {
+
+bool IsConv(LayerKind k) { return k == LayerKind::kConv1D || k == LayerKind::kConv2D; }
+bool Is1D(LayerKind k) { return k == LayerKind::kConv1D || k == LayerKind::kMaxPool1D; }
+
+// Outputs along one axis of `in` steps for a window of `k` moved by `s`.
+int64_t OutLength(int64_t in, int k, int s, bool same) {
+  if (same) return (in + s - 1) / s;
+  return in < k ? 0 : (in - k) / s + 1;
+}
+
+// Keras's "same": the padding before the first step (the odd one goes after).
+int64_t PadBefore(int64_t in, int k, int s, bool same) {
+  if (!same) return 0;
+  const int64_t out = OutLength(in, k, s, true);
+  return std::max<int64_t>((out - 1) * s + k - in, 0) / 2;
+}
+
+// A convolution's or pool's input seen as [h, w, c] (1D: h = 1) and its
+// output's [oh, ow].
+struct Geometry {
+  int64_t h = 1, w = 1, c = 1, oh = 1, ow = 1;
+  int kh = 1, kw = 1, sh = 1, sw = 1;
+  int64_t pad_top = 0, pad_left = 0;
+
+  Geometry(const LayerSpec& spec, const Shape& in) {
+    if (Is1D(spec.kind)) {
+      w = in[0];
+      c = in[1];
+    } else {
+      h = in[0];
+      w = in[1];
+      c = in[2];
+    }
+    kh = spec.window[0];
+    kw = spec.window[1];
+    sh = spec.stride[0];
+    sw = spec.stride[1];
+    oh = OutLength(h, kh, sh, spec.same_padding);
+    ow = OutLength(w, kw, sw, spec.same_padding);
+    pad_top = PadBefore(h, kh, sh, spec.same_padding);
+    pad_left = PadBefore(w, kw, sw, spec.same_padding);
+  }
+};
+
+std::string WindowString(const LayerSpec& spec) {
+  return Is1D(spec.kind) ? absl::StrCat(spec.window[1])
+                         : absl::StrCat(spec.window[0], "x", spec.window[1]);
+}
+
+absl::Status NeedRank(const LayerSpec& spec, const Shape& in, size_t rank, const char* form) {
+  if (in.size() == rank) return absl::OkStatus();
+  std::string hint;
+  if (spec.kind == LayerKind::kDense || spec.kind == LayerKind::kGlobalAveragePool1D) {
+    hint = spec.kind == LayerKind::kDense ? ": put flatten or global_average_pool1d before it" : "";
+  } else if (in.size() == 1) {
+    hint = ": give the model an input_shape (e.g. input_shape: [28, 28, 1])";
+  }
+  return absl::InvalidArgumentError(absl::StrCat(LayerKindName(spec.kind), " needs a ", form,
+                                                 " input but its input is ", ShapeString(in),
+                                                 hint));
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
+  const char* kind = LayerKindName(spec.kind);
+  switch (spec.kind) {
+    case LayerKind::kDense:
+      if (absl::Status s = NeedRank(spec, in, 1, "flat [N]"); !s.ok()) return s;
+      if (spec.units < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("dense has ", spec.units, " units"));
+      }
+      return Shape{spec.units};
+    case LayerKind::kFlatten:
+      if (in.size() < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flatten has nothing to flatten: its input ", ShapeString(in),
+                         " is already flat (give the model an input_shape, or put flatten after a "
+                         "convolution or pooling)"));
+      }
+      return Shape{ShapeSize(in)};
+    case LayerKind::kDropout:
+      if (!(spec.rate >= 0 && spec.rate < 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dropout rate ", spec.rate, " is not in [0, 1)"));
+      }
+      return in;
+    case LayerKind::kGlobalAveragePool1D:
+      if (absl::Status s = NeedRank(spec, in, 2, "[steps, channels]"); !s.ok()) return s;
+      return Shape{in[1]};
+    default:
+      break;
+  }
+  const bool one_d = Is1D(spec.kind);
+  if (absl::Status s = NeedRank(spec, in, one_d ? 2 : 3,
+                                one_d ? "[steps, channels]" : "[height, width, channels]");
+      !s.ok()) {
+    return s;
+  }
+  if (IsConv(spec.kind) && spec.units < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(kind, " has ", spec.units, " filters"));
+  }
+  const char* what = IsConv(spec.kind) ? "kernel" : "pool";
+  for (int a = one_d ? 1 : 0; a < 2; ++a) {
+    if (spec.window[a] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, " ", what, " size ", spec.window[a], " must be at least 1"));
+    }
+    if (spec.stride[a] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, " stride ", spec.stride[a], " must be at least 1"));
+    }
+  }
+  const Geometry g(spec, in);
+  if (g.oh < 1 || g.ow < 1) {
+    const std::string length = one_d ? absl::StrCat("a length of ", in[0])
+                                     : absl::StrCat("an input of ", in[0], "x", in[1]);
+    return absl::InvalidArgumentError(
+        IsConv(spec.kind) ? absl::StrCat(kind, " kernel ", WindowString(spec), " is longer than ",
+                                         length, " (valid padding): nothing is left to convolve")
+                          : absl::StrCat(kind, " pool ", WindowString(spec),
+                                         " leaves zero length from ", length, " (valid padding)"));
+  }
+  const int64_t channels = IsConv(spec.kind) ? spec.units : g.c;
+  if (one_d) return Shape{g.ow, channels};
+  return Shape{g.oh, g.ow, channels};
+}
+
+std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in) {
+  switch (spec.kind) {
+    case LayerKind::kDense:
+      return {{in[0], spec.units}, {spec.units}};
+    case LayerKind::kConv1D:
+      return {{spec.window[1], in[1], spec.units}, {spec.units}};
+    case LayerKind::kConv2D:
+      return {{spec.window[0], spec.window[1], in[2], spec.units}, {spec.units}};
+    default:
+      return {};
+  }
+}
+
+void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out) {
+  const std::vector<Shape> shapes = LayerVariableShapes(spec, in);
+  if (shapes.empty()) {
+    *fan_in = *fan_out = 0;
+    return;
+  }
+  const Shape& k = shapes[0];
+  // [..., in_channels, out_channels]: the receptive field is the rest.
+  const int64_t field = ShapeSize(k) / (k[k.size() - 2] * k.back());
+  *fan_in = field * k[k.size() - 2];
+  *fan_out = field * k.back();
+}
+
+Layer::Layer(const LayerSpec& spec, const Shape& in, const Shape& out)
+    : spec_(spec), in_(in), out_(out), in_size_(ShapeSize(in)), out_size_(ShapeSize(out)) {}
+
+namespace {
+
+void AddBiasRows(const float* bias, int64_t rows, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * n, bias, n * sizeof(float));
+}
+
+void Relu(int64_t n, float* x) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
+}
+
+// d_out zeroed where the ReLU's output was 0.
+void ReluBackward(int64_t n, const float* out, float* d_out) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (out[i] <= 0.0f) d_out[i] = 0.0f;
+  }
+}
+
+// gb[j] = sum over rows of d[r][j].
+void SumRows(const float* d, int64_t rows, int64_t n, float* gb) {
+  std::fill(gb, gb + n, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = d + r * n;
+    for (int64_t j = 0; j < n; ++j) gb[j] += row[j];
+  }
+}
+
+class DenseLayer final : public Layer {
+ public:
+  DenseLayer(const LayerSpec& spec, const Shape& in, const Shape& out, int64_t kernel_at,
+             int64_t bias_at)
+      : Layer(spec, in, out), kernel_at_(kernel_at), bias_at_(bias_at) {}
+
+  void Forward(const float* params, const float* in, int batch, bool, float* out) override {
+    const int64_t k = in_size_, n = out_size_;
+    AddBiasRows(params + bias_at_, batch, n, out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f, in, k,
+                params + kernel_at_, n, 1.0f, out, n);
+    if (spec_.relu) Relu(batch * n, out);
+  }
+
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    const int64_t k = in_size_, n = out_size_;
+    if (spec_.relu) ReluBackward(batch * n, out, d_out);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in, k, d_out, n, 0.0f,
+                grads + kernel_at_, n);
+    SumRows(d_out, batch, n, grads + bias_at_);
+    if (d_in != nullptr) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d_out, n,
+                  params + kernel_at_, n, 0.0f, d_in, k);
+    }
+  }
+
+  void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const override {
+    out->push_back({false, false, batch, out_size_, in_size_});
+    out->push_back({true, false, in_size_, out_size_, batch});
+    if (input_grad) out->push_back({false, true, batch, in_size_, out_size_});
+  }
+
+ private:
+  const int64_t kernel_at_, bias_at_;
+};
+
+// The patch matrix of at most this many floats at a time (16 MiB).
+constexpr int64_t kPatchFloats = int64_t{1} << 22;
+
+class ConvLayer final : public Layer {
+ public:
+  ConvLayer(const LayerSpec& spec, const Shape& in, const Shape& out, int max_batch,
+            int64_t kernel_at, int64_t bias_at)
+      : Layer(spec, in, out), g_(spec, in), kernel_at_(kernel_at), bias_at_(bias_at) {
+    patch_ = static_cast<int64_t>(g_.kh) * g_.kw * g_.c;
+    positions_ = g_.oh * g_.ow;
+    chunk_ = static_cast<int>(std::clamp<int64_t>(
+        kPatchFloats / std::max<int64_t>(1, positions_ * patch_), 1, max_batch));
+  }
+
+  void Forward(const float* params, const float* in, int batch, bool, float* out) override {
+    const int64_t f = spec_.units;
+    EnsurePatches(false);
+    for (int start = 0; start < batch; start += chunk_) {
+      const int n = std::min(chunk_, batch - start);
+      Im2Col(in + start * in_size_, n, cols_.data());
+      const int64_t rows = n * positions_;
+      float* o = out + start * out_size_;
+      AddBiasRows(params + bias_at_, rows, f, o);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, f, patch_, 1.0f, cols_.data(),
+                  patch_, params + kernel_at_, f, 1.0f, o, f);
+    }
+    if (spec_.relu) Relu(batch * out_size_, out);
+    // One chunk: the patches are still those of this batch for Backward.
+    cols_of_ = batch <= chunk_ ? in : nullptr;
+    cols_batch_ = batch;
+  }
+
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    const int64_t f = spec_.units;
+    if (spec_.relu) ReluBackward(batch * out_size_, out, d_out);
+    SumRows(d_out, batch * positions_, f, grads + bias_at_);
+    EnsurePatches(d_in != nullptr);
+    const bool cached = cols_of_ == in && cols_batch_ == batch && batch <= chunk_;
+    for (int start = 0; start < batch; start += chunk_) {
+      const int n = std::min(chunk_, batch - start);
+      if (!cached) Im2Col(in + start * in_size_, n, cols_.data());
+      const int64_t rows = n * positions_;
+      const float* d = d_out + start * out_size_;
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, patch_, f, rows, 1.0f, cols_.data(),
+                  patch_, d, f, start == 0 ? 0.0f : 1.0f, grads + kernel_at_, f);
+      if (d_in != nullptr) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, patch_, f, 1.0f, d, f,
+                    params + kernel_at_, f, 0.0f, d_cols_.data(), patch_);
+        float* di = d_in + start * in_size_;
+        std::fill(di, di + n * in_size_, 0.0f);
+        Col2Im(d_cols_.data(), n, di);
+      }
+    }
+    cols_of_ = nullptr;
+  }
+
+  void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const override {
+    const int64_t rows = batch * positions_;
+    out->push_back({false, false, rows, spec_.units, patch_});
+    out->push_back({true, false, patch_, spec_.units, rows});
+    if (input_grad) out->push_back({false, true, rows, patch_, spec_.units});
+  }
+
+ private:
+  void EnsurePatches(bool with_grad) {
+    const size_t n = static_cast<size_t>(chunk_) * positions_ * patch_;
+    if (cols_.size() < n) cols_.resize(n);
+    if (with_grad && d_cols_.size() < n) d_cols_.resize(n);
+  }
+
+  // Rows of `patch_` floats, one per output position of `n` examples: the
+  // input under the kernel there, zeros where it hangs over the padding.
+  void Im2Col(const float* in, int n, float* cols) const {
+    const int64_t c = g_.c, run = g_.kw * c;
+    for (int e = 0; e < n; ++e) {
+      const float* x = in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          float* row = cols + ((e * g_.oh + oy) * g_.ow + ox) * patch_;
+          const int64_t x0 = ox * g_.sw - g_.pad_left;
+          const int64_t j0 = std::max<int64_t>(0, -x0);
+          const int64_t j1 = std::min<int64_t>(g_.kw, g_.w - x0);
+          for (int i = 0; i < g_.kh; ++i) {
+            float* dst = row + i * run;
+            const int64_t y = oy * g_.sh - g_.pad_top + i;
+            if (y < 0 || y >= g_.h || j1 <= j0) {
+              std::fill(dst, dst + run, 0.0f);
+              continue;
+            }
+            std::fill(dst, dst + j0 * c, 0.0f);
+            std::memcpy(dst + j0 * c, x + (y * g_.w + x0 + j0) * c, (j1 - j0) * c * sizeof(float));
+            std::fill(dst + j1 * c, dst + run, 0.0f);
+          }
+        }
+      }
+    }
+  }
+
+  // The reverse of Im2Col: each patch row's values added back where they
+  // came from.
+  void Col2Im(const float* cols, int n, float* d_in) const {
+    const int64_t c = g_.c, run = g_.kw * c;
+    for (int e = 0; e < n; ++e) {
+      float* x = d_in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const float* row = cols + ((e * g_.oh + oy) * g_.ow + ox) * patch_;
+          const int64_t x0 = ox * g_.sw - g_.pad_left;
+          const int64_t j0 = std::max<int64_t>(0, -x0);
+          const int64_t j1 = std::min<int64_t>(g_.kw, g_.w - x0);
+          for (int i = 0; i < g_.kh; ++i) {
+            const int64_t y = oy * g_.sh - g_.pad_top + i;
+            if (y < 0 || y >= g_.h || j1 <= j0) continue;
+            const float* src = row + i * run + j0 * c;
+            float* dst = x + (y * g_.w + x0 + j0) * c;
+            const int64_t len = (j1 - j0) * c;
+            for (int64_t t = 0; t < len; ++t) dst[t] += src[t];
+          }
+        }
+      }
+    }
+  }
+
+  const Geometry g_;
+  const int64_t kernel_at_, bias_at_;
+  int64_t patch_ = 0;      // kh * kw * c: one patch row
+  int64_t positions_ = 0;  // oh * ow: patch rows per example
+  int chunk_ = 1;          // examples per patch matrix
+  std::vector<float> cols_, d_cols_;
+  const float* cols_of_ = nullptr;  // the input cols_ holds, when whole
+  int cols_batch_ = 0;
+};
+
+class MaxPoolLayer final : public Layer {
+ public:
+  MaxPoolLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out), g_(spec, in) {}
+
+  void Forward(const float*, const float* in, int batch, bool training, float* out) override {
+    const int64_t c = g_.c;
+    if (training && argmax_.size() < static_cast<size_t>(batch * out_size_)) {
+      argmax_.resize(batch * out_size_);
+    }
+    for (int e = 0; e < batch; ++e) {
+      const float* x = in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const int64_t at = e * out_size_ + (oy * g_.ow + ox) * c;
+          float* o = out + at;
+          int32_t* arg = training ? argmax_.data() + at : nullptr;
+          std::fill(o, o + c, -std::numeric_limits<float>::infinity());
+          for (int i = 0; i < g_.kh; ++i) {
+            const int64_t y = oy * g_.sh - g_.pad_top + i;
+            if (y < 0 || y >= g_.h) continue;
+            for (int j = 0; j < g_.kw; ++j) {
+              const int64_t xx = ox * g_.sw - g_.pad_left + j;
+              if (xx < 0 || xx >= g_.w) continue;
+              const int64_t base = (y * g_.w + xx) * c;
+              const float* v = x + base;
+              if (arg == nullptr) {
+                for (int64_t ch = 0; ch < c; ++ch) o[ch] = std::max(o[ch], v[ch]);
+              } else {
+                for (int64_t ch = 0; ch < c; ++ch) {
+                  const bool more = v[ch] > o[ch];
+                  o[ch] = more ? v[ch] : o[ch];
+                  arg[ch] = more ? static_cast<int32_t>(base + ch) : arg[ch];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    std::fill(d_in, d_in + batch * in_size_, 0.0f);
+    for (int e = 0; e < batch; ++e) {
+      const int32_t* arg = argmax_.data() + e * out_size_;
+      const float* d = d_out + e * out_size_;
+      float* di = d_in + e * in_size_;
+      for (int64_t i = 0; i < out_size_; ++i) di[arg[i]] += d[i];
+    }
+  }
+
+ private:
+  const Geometry g_;
+  std::vector<int32_t> argmax_;  // per output value: its input's index in the example
+};
+
+class GlobalAveragePool1DLayer final : public Layer {
+ public:
+  GlobalAveragePool1DLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    const int64_t t = in_[0], c = in_[1];
+    const float inv = 1.0f / static_cast<float>(t);
+    for (int e = 0; e < batch; ++e) {
+      float* o = out + e * c;
+      std::fill(o, o + c, 0.0f);
+      const float* x = in + e * in_size_;
+      for (int64_t s = 0; s < t; ++s) {
+        for (int64_t ch = 0; ch < c; ++ch) o[ch] += x[s * c + ch];
+      }
+      for (int64_t ch = 0; ch < c; ++ch) o[ch] *= inv;
+    }
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t t = in_[0], c = in_[1];
+    const float inv = 1.0f / static_cast<float>(t);
+    for (int e = 0; e < batch; ++e) {
+      const float* d = d_out + e * c;
+      float* di = d_in + e * in_size_;
+      for (int64_t s = 0; s < t; ++s) {
+        for (int64_t ch = 0; ch < c; ++ch) di[s * c + ch] = d[ch] * inv;
+      }
+    }
+  }
+};
+
+class FlattenLayer final : public Layer {
+ public:
+  FlattenLayer(const LayerSpec& spec, const Shape& in, const Shape& out) : Layer(spec, in, out) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    std::memcpy(out, in, batch * in_size_ * sizeof(float));
+  }
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in != nullptr) std::memcpy(d_in, d_out, batch * in_size_ * sizeof(float));
+  }
+};
+
+// SplitMix64: a statistically sound 64-bit generator of one add and a few
+// multiplies per draw.
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+class DropoutLayer final : public Layer {
+ public:
+  DropoutLayer(const LayerSpec& spec, const Shape& in, const Shape& out) : Layer(spec, in, out) {}
+
+  void SetSeed(uint64_t seed) override { seed_ = seed; }
+
+  void Forward(const float*, const float* in, int batch, bool training, float* out) override {
+    const int64_t n = batch * in_size_;
+    if (!training || spec_.rate == 0) {
+      std::memcpy(out, in, n * sizeof(float));
+      scale_.clear();
+      return;
+    }
+    if (scale_.size() < static_cast<size_t>(n)) scale_.resize(n);
+    // Keep a value when a uniform 32-bit draw is at least rate * 2^32.
+    const uint64_t drop_below =
+        static_cast<uint64_t>(static_cast<double>(spec_.rate) * 4294967296.0);
+    const float keep_scale = 1.0f / (1.0f - spec_.rate);
+    uint64_t state = seed_;
+    for (int64_t i = 0; i < n; i += 2) {
+      const uint64_t r = SplitMix64(&state);
+      scale_[i] = (r & 0xFFFFFFFFull) >= drop_below ? keep_scale : 0.0f;
+      if (i + 1 < n) scale_[i + 1] = (r >> 32) >= drop_below ? keep_scale : 0.0f;
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * scale_[i];
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t n = batch * in_size_;
+    if (scale_.empty()) {
+      std::memcpy(d_in, d_out, n * sizeof(float));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) d_in[i] = d_out[i] * scale_[i];
+  }
+
+ private:
+  uint64_t seed_ = 0;
+  std::vector<float> scale_;  // the last training pass's: 0 or 1 / (1 - rate)
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int max_batch,
+                                     int64_t kernel_at, int64_t bias_at) {
+  const Shape out = *LayerOutputShape(spec, in);
+  switch (spec.kind) {
+    case LayerKind::kDense:
+      return std::make_unique<DenseLayer>(spec, in, out, kernel_at, bias_at);
+    case LayerKind::kConv1D:
+    case LayerKind::kConv2D:
+      return std::make_unique<ConvLayer>(spec, in, out, max_batch, kernel_at, bias_at);
+    case LayerKind::kMaxPool1D:
+    case LayerKind::kMaxPool2D:
+      return std::make_unique<MaxPoolLayer>(spec, in, out);
+    case LayerKind::kGlobalAveragePool1D:
+      return std::make_unique<GlobalAveragePool1DLayer>(spec, in, out);
+    case LayerKind::kFlatten:
+      return std::make_unique<FlattenLayer>(spec, in, out);
+    case LayerKind::kDropout:
+      return std::make_unique<DropoutLayer>(spec, in, out);
+  }
+  return nullptr;
+}
+
+}  // namespace pstrain::model

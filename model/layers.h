@@ -1,0 +1,144 @@
+// The layers of a sequential network (model/network.h) on the CPU, each a
+// forward and a backward pass over a batch of row-major tensors, the shapes
+// of Keras's channels-last layers:
+//   dense                  [N] -> [units]              kernel [N, units], bias [units]
+//   conv1d                 [T, C] -> [T', filters]     kernel [k, C, filters], bias
+//   conv2d                 [H, W, C] -> [H', W', F]    kernel [kh, kw, C, F], bias
+//   max_pool1d / 2d        [T, C] / [H, W, C], the window's maximum per channel
+//   global_average_pool1d  [T, C] -> [C]
+//   flatten                [...] -> [product]
+//   dropout                same shape; in training each value is zeroed with
+//                          probability `rate` and the rest scaled by
+//                          1 / (1 - rate) (inverted dropout); else identity
+// Convolutions run as im2col + OpenBLAS sgemm, the patch matrix built for as
+// many examples at a time as fit a 16 MiB buffer; pooling keeps the argmax of
+// each window for its backward pass. Padding "valid" or "same" as Keras
+// computes it (same: ceil(in / stride) outputs, the odd padding after).
+//
+// Thread-compatible: a layer owns scratch for its batch, use one per thread.
+#ifndef PSTRAIN_MODEL_LAYERS_H_
+#define PSTRAIN_MODEL_LAYERS_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain::model {
+
+// A tensor's shape per example (the batch dimension is not included).
+using Shape = std::vector<int64_t>;
+int64_t ShapeSize(const Shape& shape);
+// "(None, 26, 26, 32)", as Keras prints an output shape.
+std::string KerasShape(const Shape& shape);
+// "[26, 26, 32]".
+std::string ShapeString(const Shape& shape);
+
+enum class LayerKind {
+  kDense,
+  kConv1D,
+  kConv2D,
+  kMaxPool1D,
+  kMaxPool2D,
+  kGlobalAveragePool1D,
+  kFlatten,
+  kDropout,
+};
+
+// "dense", "conv1d", ... as the model config names them.
+const char* LayerKindName(LayerKind kind);
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::kDense;
+  // Names the layer's variables "<name>/kernel" and "<name>/bias".
+  std::string name;
+  int units = 0;      // dense: outputs; conv: filters
+  bool relu = false;  // dense, conv
+  // conv: the kernel's [height, width]; pools: the window's. 1D layers use
+  // [1, k].
+  std::array<int, 2> window = {1, 1};
+  // conv and pools: the step between windows ([1, s] in 1D).
+  std::array<int, 2> stride = {1, 1};
+  bool same_padding = false;  // "same" rather than "valid"
+  float rate = 0;             // dropout
+  // "glorot_uniform" (Keras's default), "zeros" or "uniform:A".
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";  // "zeros" or "uniform:A"
+
+  bool has_variables() const {
+    return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D;
+  }
+};
+
+// The layer's output shape for input `in`, or InvalidArgument saying what
+// does not fit (without the layer's name; the caller adds where): an input
+// of the wrong rank for the layer (dense after a [T, C] output, conv2d on
+// a flat input...), a kernel or window longer than its input (valid
+// padding) or a stride that leaves no output, flatten on an already flat
+// input, a dropout rate outside [0, 1), units, filters, window or stride
+// below 1.
+absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in);
+
+// The shapes of the layer's variables for input `in` (kernel then bias);
+// empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
+std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in);
+
+// Glorot's fan-in and fan-out of a layer's kernel, as Keras counts them
+// (a convolution's receptive field times its channels).
+void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out);
+
+// One sgemm call: C[m x n] = op(A)[m x k] * op(B)[k x n].
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+class Layer {
+ public:
+  // REQUIRES: LayerOutputShape(spec, in) ok; max_batch >= 1. `kernel_at` and
+  // `bias_at` are where its variables lie in the flat parameter array (-1
+  // without any).
+  static std::unique_ptr<Layer> Create(const LayerSpec& spec, const Shape& in, int max_batch,
+                                       int64_t kernel_at, int64_t bias_at);
+  virtual ~Layer() = default;
+
+  const LayerSpec& spec() const { return spec_; }
+  const Shape& in_shape() const { return in_; }
+  const Shape& out_shape() const { return out_; }
+  int64_t in_size() const { return in_size_; }
+  int64_t out_size() const { return out_size_; }
+
+  // `batch` (<= max_batch) examples of in_size() floats -> out_size() each.
+  // `training` switches dropout on.
+  virtual void Forward(const float* params, const float* in, int batch, bool training,
+                       float* out) = 0;
+
+  // After Forward on the same `in` and `batch`, with `out` what it wrote:
+  // from d_out (the loss gradient at the output, overwritten as scratch),
+  // writes the variables' gradients at their offsets in `grads` and, when
+  // `d_in` is not null, the gradient at the input.
+  virtual void Backward(const float* params, const float* in, const float* out, float* d_out,
+                        int batch, float* grads, float* d_in) = 0;
+
+  // The sgemm calls of one forward and backward pass over `batch`
+  // examples (with the input gradient when `input_grad`).
+  virtual void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const {}
+
+  // Dropout draws its masks from this seed (the trainer's per replica and
+  // step); other layers ignore it.
+  virtual void SetSeed(uint64_t seed) {}
+
+ protected:
+  Layer(const LayerSpec& spec, const Shape& in, const Shape& out);
+
+  const LayerSpec spec_;
+  const Shape in_, out_;
+  const int64_t in_size_, out_size_;
+};
+
+}  // namespace pstrain::model
+
+#endif  // PSTRAIN_MODEL_LAYERS_H_

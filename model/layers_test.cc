@@ -1,0 +1,316 @@
+#include "model/layers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/testing/status_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+LayerSpec Conv1D(int filters, int kernel, int stride, bool same, bool relu = false) {
+  LayerSpec s;
+  s.kind = LayerKind::kConv1D;
+  s.name = "conv";
+  s.units = filters;
+  s.window = {1, kernel};
+  s.stride = {1, stride};
+  s.same_padding = same;
+  s.relu = relu;
+  return s;
+}
+
+LayerSpec Conv2D(int filters, int kh, int kw, int sh, int sw, bool same) {
+  LayerSpec s;
+  s.kind = LayerKind::kConv2D;
+  s.name = "conv";
+  s.units = filters;
+  s.window = {kh, kw};
+  s.stride = {sh, sw};
+  s.same_padding = same;
+  return s;
+}
+
+LayerSpec Pool(LayerKind kind, int ph, int pw, bool same = false) {
+  LayerSpec s;
+  s.kind = kind;
+  s.name = "pool";
+  s.window = {ph, pw};
+  s.stride = {ph, pw};
+  s.same_padding = same;
+  return s;
+}
+
+LayerSpec Of(LayerKind kind) {
+  LayerSpec s;
+  s.kind = kind;
+  s.name = LayerKindName(kind);
+  return s;
+}
+
+// Everything a layer reads and writes over one batch, with a scalar loss
+// L = sum(out * w) (in double) so that d_out = w.
+struct Case {
+  LayerSpec spec;
+  Shape in;
+  int batch = 2;
+  bool spaced_inputs = false;  // distinct values 0.01 apart: no ties in a max
+};
+
+class GradientCheck {
+ public:
+  explicit GradientCheck(const Case& c) : c_(c) {
+    out_shape_ = *LayerOutputShape(c.spec, c.in);
+    const std::vector<Shape> vars = LayerVariableShapes(c.spec, c.in);
+    int64_t n = 0;
+    if (!vars.empty()) {
+      kernel_at_ = 0;
+      bias_at_ = ShapeSize(vars[0]);
+      n = bias_at_ + ShapeSize(vars[1]);
+    }
+    layer_ = Layer::Create(c.spec, c.in, c.batch, kernel_at_, bias_at_);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    params_.resize(n);
+    for (float& p : params_) p = u(rng);
+    x_.resize(c.batch * ShapeSize(c.in));
+    if (c.spaced_inputs) {
+      std::vector<int> order(x_.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      for (size_t i = 0; i < x_.size(); ++i) x_[i] = 0.01f * order[i] - 1.0f;
+    } else {
+      for (float& v : x_) v = u(rng);
+    }
+    w_.resize(c.batch * ShapeSize(out_shape_));
+    for (float& v : w_) v = u(rng);
+  }
+
+  double Loss(const std::vector<float>& params, const std::vector<float>& x) {
+    std::vector<float> out(w_.size());
+    layer_->Forward(params.data(), x.data(), c_.batch, true, out.data());
+    double l = 0;
+    for (size_t i = 0; i < out.size(); ++i) l += static_cast<double>(out[i]) * w_[i];
+    return l;
+  }
+
+  // Analytic gradients of the parameters and the input.
+  void Analytic(std::vector<float>* grads, std::vector<float>* d_in) {
+    std::vector<float> out(w_.size());
+    layer_->Forward(params_.data(), x_.data(), c_.batch, true, out.data());
+    std::vector<float> d_out = w_;
+    grads->assign(params_.size(), 0.0f);
+    d_in->assign(x_.size(), 0.0f);
+    layer_->Backward(params_.data(), x_.data(), out.data(), d_out.data(), c_.batch, grads->data(),
+                     d_in->data());
+  }
+
+  // Central differences against the analytic values, for every parameter
+  // and input value.
+  void Check(float eps = 1e-2f) {
+    std::vector<float> grads, d_in;
+    Analytic(&grads, &d_in);
+    auto numeric = [&](std::vector<float>* v, size_t i) {
+      const float keep = (*v)[i];
+      (*v)[i] = keep + eps;
+      const double up = Loss(params_, x_);
+      (*v)[i] = keep - eps;
+      const double down = Loss(params_, x_);
+      (*v)[i] = keep;
+      return (up - down) / (2.0 * eps);
+    };
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const double n = numeric(&params_, i);
+      ASSERT_NEAR(grads[i], n, 2e-3 * std::max(1.0, std::abs(n))) << "parameter " << i;
+    }
+    for (size_t i = 0; i < x_.size(); ++i) {
+      const double n = numeric(&x_, i);
+      ASSERT_NEAR(d_in[i], n, 2e-3 * std::max(1.0, std::abs(n))) << "input " << i;
+    }
+  }
+
+  Layer& layer() { return *layer_; }
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& x() { return x_; }
+
+ private:
+  Case c_;
+  Shape out_shape_;
+  int64_t kernel_at_ = -1, bias_at_ = -1;
+  std::unique_ptr<Layer> layer_;
+  std::vector<float> params_, x_, w_;
+};
+
+TEST(LayersTest, OutputShapesAreKeras) {
+  EXPECT_EQ(*LayerOutputShape(Conv1D(64, 5, 1, false), {300, 7}), (Shape{296, 64}));
+  EXPECT_EQ(*LayerOutputShape(Conv1D(8, 4, 2, true), {7, 3}), (Shape{4, 8}));
+  EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kMaxPool1D, 1, 2), {296, 64}), (Shape{148, 64}));
+  EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kMaxPool1D, 1, 2), {5, 3}), (Shape{2, 3}));
+  EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kMaxPool1D, 1, 2, true), {5, 3}), (Shape{3, 3}));
+  EXPECT_EQ(*LayerOutputShape(Conv2D(32, 3, 3, 1, 1, false), {28, 28, 1}), (Shape{26, 26, 32}));
+  EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kMaxPool2D, 2, 2), {26, 26, 32}),
+            (Shape{13, 13, 32}));
+  EXPECT_EQ(*LayerOutputShape(Of(LayerKind::kFlatten), {13, 13, 32}), (Shape{5408}));
+  EXPECT_EQ(*LayerOutputShape(Of(LayerKind::kGlobalAveragePool1D), {73, 32}), (Shape{32}));
+  // Keras's parameter counts: the seed's text CNN's convolutions.
+  EXPECT_EQ(ShapeSize(LayerVariableShapes(Conv1D(64, 5, 1, false), {300, 7})[0]) + 64, 2304);
+  EXPECT_EQ(ShapeSize(LayerVariableShapes(Conv1D(32, 3, 1, false), {148, 64})[0]) + 32, 6176);
+  EXPECT_EQ(KerasShape({26, 26, 32}), "(None, 26, 26, 32)");
+}
+
+TEST(LayersTest, ShapesThatDoNotFitAreNamed) {
+  EXPECT_THAT(LayerOutputShape(Conv1D(4, 5, 1, false), {3, 2}).status().message(),
+              HasSubstr("conv1d kernel 5 is longer than a length of 3"));
+  EXPECT_THAT(LayerOutputShape(Pool(LayerKind::kMaxPool1D, 1, 4), {3, 2}).status().message(),
+              HasSubstr("max_pool1d pool 4 leaves zero length from a length of 3"));
+  EXPECT_THAT(LayerOutputShape(Of(LayerKind::kFlatten), {784}).status().message(),
+              HasSubstr("flatten has nothing to flatten: its input [784] is already flat"));
+  LayerSpec dense;
+  dense.units = 4;
+  EXPECT_THAT(LayerOutputShape(dense, {26, 32}).status().message(),
+              HasSubstr("dense needs a flat [N] input but its input is [26, 32]: put flatten"));
+  EXPECT_THAT(LayerOutputShape(Conv2D(4, 3, 3, 1, 1, false), {784}).status().message(),
+              HasSubstr("conv2d needs a [height, width, channels] input but its input is [784]: "
+                        "give the model an input_shape"));
+  LayerSpec drop = Of(LayerKind::kDropout);
+  drop.rate = 1;
+  EXPECT_THAT(LayerOutputShape(drop, {4}).status().message(),
+              HasSubstr("dropout rate 1 is not in [0, 1)"));
+}
+
+TEST(LayersTest, Conv1DComputesKerasValues) {
+  // x = [1, 2, 3, 4] (one channel), kernel [1, 0, -1], bias 0.5.
+  const LayerSpec spec = Conv1D(1, 3, 1, false);
+  auto layer = Layer::Create(spec, {4, 1}, 1, 0, 3);
+  const std::vector<float> params = {1, 0, -1, 0.5f};
+  const std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> out(2);
+  layer->Forward(params.data(), x.data(), 1, false, out.data());
+  EXPECT_EQ(out, (std::vector<float>{-1.5f, -1.5f}));
+  // Same padding, stride 2: ceil(4 / 2) outputs, the one padding value
+  // after the end (Keras puts the odd one there).
+  auto same = Layer::Create(Conv1D(1, 3, 2, true), {4, 1}, 1, 0, 3);
+  same->Forward(params.data(), x.data(), 1, false, out.data());
+  EXPECT_EQ(out, (std::vector<float>{1 - 3 + 0.5f, 3 + 0.5f}));
+}
+
+TEST(LayersTest, Conv2DComputesKerasValues) {
+  // A 2x3 single-channel image, a 2x2 kernel of two filters.
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  // kernel [kh, kw, c, f]: filter 0 sums the window, filter 1 is its top-left.
+  const std::vector<float> params = {1, 1, 1, 0, 1, 0, 1, 0, 0, 10};
+  auto layer = Layer::Create(Conv2D(2, 2, 2, 1, 1, false), {2, 3, 1}, 1, 0, 8);
+  std::vector<float> out(4);
+  layer->Forward(params.data(), x.data(), 1, false, out.data());
+  EXPECT_EQ(out, (std::vector<float>{12, 11, 16, 12}));
+}
+
+TEST(LayersTest, ConvolutionGradientsMatchCentralDifferences) {
+  for (const Case& c : std::vector<Case>{
+           {Conv1D(3, 3, 2, false), {7, 2}},  // kernel longer than the stride, odd length
+           {Conv1D(2, 4, 2, true), {6, 3}},   // same padding, even kernel (uneven pads)
+           {Conv1D(2, 5, 1, true), {3, 1}},   // kernel longer than the input under same
+           {Conv2D(2, 3, 2, 2, 1, false), {5, 4, 2}},
+           {Conv2D(3, 3, 3, 2, 2, true), {5, 5, 1}},
+       }) {
+    SCOPED_TRACE(LayerKindName(c.spec.kind) + std::string(" on ") + ShapeString(c.in));
+    GradientCheck(c).Check();
+  }
+  // With ReLU: away from its kink at these points.
+  LayerSpec relu = Conv1D(2, 3, 1, false, true);
+  GradientCheck(Case{relu, {6, 2}}).Check(1e-3f);
+}
+
+TEST(LayersTest, PoolingAndReshapingGradientsMatchCentralDifferences) {
+  for (const Case& c : std::vector<Case>{
+           {Pool(LayerKind::kMaxPool1D, 1, 2), {5, 3}, 2, true},  // length not divisible
+           {Pool(LayerKind::kMaxPool1D, 1, 3, true), {7, 2}, 2, true},
+           {Pool(LayerKind::kMaxPool2D, 2, 2), {5, 5, 2}, 2, true},
+           {Pool(LayerKind::kMaxPool2D, 3, 2, true), {4, 5, 1}, 2, true},
+           {Of(LayerKind::kGlobalAveragePool1D), {5, 3}},
+           {Of(LayerKind::kFlatten), {3, 4, 2}},
+       }) {
+    SCOPED_TRACE(LayerKindName(c.spec.kind) + std::string(" on ") + ShapeString(c.in));
+    GradientCheck(c).Check(1e-3f);
+  }
+  LayerSpec dense;
+  dense.name = "dense";
+  dense.units = 3;
+  dense.relu = true;
+  GradientCheck(Case{dense, {5}, 3}).Check(1e-3f);
+}
+
+TEST(LayersTest, ConvolutionInSeveralPatchChunksEqualsOneExampleAtATime) {
+  // 4,081 positions x 1,024 floats per example: more than the 16 MiB patch
+  // buffer holds, so each example is its own chunk.
+  const LayerSpec spec = Conv1D(8, 16, 1, false);
+  const Shape in = {4096, 64};
+  const int batch = 3;
+  auto whole = Layer::Create(spec, in, batch, 0, 16 * 64 * 8);
+  auto single = Layer::Create(spec, in, 1, 0, 16 * 64 * 8);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> params(16 * 64 * 8 + 8), x(batch * ShapeSize(in));
+  for (float& v : params) v = u(rng);
+  for (float& v : x) v = u(rng);
+  const int64_t out_size = ShapeSize(*LayerOutputShape(spec, in));
+  std::vector<float> out(batch * out_size), d_out(out.size());
+  for (float& v : d_out) v = u(rng);
+  std::vector<float> grads(params.size()), d_in(x.size());
+  whole->Forward(params.data(), x.data(), batch, true, out.data());
+  std::vector<float> d = d_out;
+  whole->Backward(params.data(), x.data(), out.data(), d.data(), batch, grads.data(), d_in.data());
+  std::vector<double> summed(params.size(), 0.0);
+  for (int e = 0; e < batch; ++e) {
+    std::vector<float> o(out_size), g(params.size()), di(ShapeSize(in));
+    single->Forward(params.data(), x.data() + e * ShapeSize(in), 1, true, o.data());
+    for (int64_t i = 0; i < out_size; ++i) ASSERT_FLOAT_EQ(o[i], out[e * out_size + i]);
+    std::vector<float> de(d_out.begin() + e * out_size, d_out.begin() + (e + 1) * out_size);
+    single->Backward(params.data(), x.data() + e * ShapeSize(in), o.data(), de.data(), 1, g.data(),
+                     di.data());
+    for (size_t i = 0; i < g.size(); ++i) summed[i] += g[i];
+    for (int64_t i = 0; i < ShapeSize(in); ++i) {
+      ASSERT_FLOAT_EQ(di[i], d_in[e * ShapeSize(in) + i]);
+    }
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    ASSERT_NEAR(grads[i], summed[i], 1e-3 * std::max(1.0, std::abs(summed[i])));
+  }
+}
+
+TEST(LayersTest, DropoutIsSeededScaledAndOffOutsideTraining) {
+  LayerSpec spec = Of(LayerKind::kDropout);
+  spec.rate = 0.25f;
+  const int n = 4000;
+  auto layer = Layer::Create(spec, {n}, 1, -1, -1);
+  std::vector<float> x(n, 2.0f), a(n), b(n), c(n);
+  layer->SetSeed(11);
+  layer->Forward(nullptr, x.data(), 1, true, a.data());
+  layer->SetSeed(11);
+  layer->Forward(nullptr, x.data(), 1, true, b.data());
+  EXPECT_EQ(a, b) << "one seed, one mask";
+  layer->SetSeed(12);
+  layer->Forward(nullptr, x.data(), 1, true, c.data());
+  EXPECT_NE(a, c);
+  const int dropped = static_cast<int>(std::count(a.begin(), a.end(), 0.0f));
+  EXPECT_NEAR(dropped, n / 4, 100);  // 4 standard deviations
+  for (float v : a) EXPECT_TRUE(v == 0.0f || v == 2.0f / 0.75f) << v;
+  // The gradient flows where the value was kept, scaled alike.
+  std::vector<float> d_out(n, 1.0f), d_in(n);
+  layer->SetSeed(11);
+  layer->Forward(nullptr, x.data(), 1, true, a.data());
+  layer->Backward(nullptr, x.data(), a.data(), d_out.data(), 1, nullptr, d_in.data());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(d_in[i], a[i] / 2.0f);
+  layer->Forward(nullptr, x.data(), 1, false, c.data());
+  EXPECT_EQ(c, x) << "identity outside training";
+}
+
+}  // namespace
+}  // namespace pstrain::model

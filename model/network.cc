@@ -1,0 +1,333 @@
+#include "model/network.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/initializer_spec.h"
+
+namespace pstrain::model {
+
+NetworkSpec NetworkSpec::FromWidths(int input_dim, const std::vector<int>& hidden,
+                                    int num_classes) {
+  NetworkSpec spec;
+  spec.input_dim = input_dim;
+  for (size_t i = 0; i <= hidden.size(); ++i) {
+    LayerSpec layer;
+    layer.name = absl::StrCat("dense_", i);
+    layer.units = i < hidden.size() ? hidden[i] : num_classes;
+    layer.relu = i < hidden.size();
+    spec.layers.push_back(layer);
+  }
+  return spec;
+}
+
+uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step) {
+  return (job_seed * 1000003 + static_cast<uint64_t>(replica)) * 0x100000001B3ull +
+         static_cast<uint64_t>(step);
+}
+
+bool NetworkSpec::dense_only() const {
+  for (const LayerSpec& l : layers) {
+    if (l.kind != LayerKind::kDense) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// Scratch floats per forward pass Evaluate allows itself (32 MiB).
+constexpr int64_t kEvalFloats = int64_t{1} << 23;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec, int max_batch) {
+  if (spec.input_dim < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model input_dim is ", spec.input_dim, ": must be at least 1"));
+  }
+  if (spec.layers.empty()) return absl::InvalidArgumentError("model has no layers");
+  if (max_batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch size ", max_batch, " must be at least 1"));
+  }
+  std::optional<EmbeddingBag> bag;
+  if (spec.embedding_bag.enabled()) {
+    auto created = EmbeddingBag::Create(spec.embedding_bag, spec.input_dim);
+    if (!created.ok()) return created.status();
+    bag = std::move(*created);
+  }
+  Shape shape = {spec.input_dim};
+  if (bag.has_value()) {
+    shape = {bag->dim()};
+  } else if (!spec.input_shape.empty()) {
+    for (int64_t d : spec.input_shape) {
+      if (d < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model input_shape ", ShapeString(spec.input_shape), " has a dimension below 1"));
+      }
+    }
+    if (ShapeSize(spec.input_shape) != spec.input_dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model input_shape ", ShapeString(spec.input_shape), " holds ",
+                       ShapeSize(spec.input_shape), " values but input_dim is ", spec.input_dim));
+    }
+    shape = spec.input_shape;
+  }
+  std::vector<Shape> shapes = {shape};
+  std::set<std::string> names;
+  if (bag.has_value()) names.insert(spec.embedding_bag.name);
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    const std::string where =
+        absl::StrCat("model layer ", i, " (", l.name.empty() ? "no name" : l.name, "): ");
+    if (l.name.empty()) return absl::InvalidArgumentError(where + "name is missing");
+    if (!names.insert(l.name).second) {
+      return absl::InvalidArgumentError(where +
+                                        (bag.has_value() && l.name == spec.embedding_bag.name
+                                             ? "the name is the embedding_bag's too"
+                                             : "the name is used twice"));
+    }
+    absl::StatusOr<Shape> out = LayerOutputShape(l, shapes.back());
+    if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
+    if (l.has_variables()) {
+      auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
+      if (!kernel.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "kernel initializer ", kernel.status().message()));
+      }
+      auto bias = ParseInitializerSpec(l.bias_initializer);
+      if (!bias.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "bias initializer ", bias.status().message()));
+      }
+    }
+    if (i + 1 == spec.layers.size()) {
+      if (l.kind != LayerKind::kDense) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where,
+                         "the last layer gives the logits of softmax cross-entropy: it "
+                         "must be dense, not ",
+                         LayerKindName(l.kind)));
+      }
+      if (l.relu) {
+        return absl::InvalidArgumentError(
+            where + "the last layer gives the logits of softmax cross-entropy: no activation");
+      }
+      if (l.units < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "the last layer needs one unit per class, at least 2"));
+      }
+    }
+    shapes.push_back(*std::move(out));
+  }
+  return std::unique_ptr<Network>(new Network(spec, max_batch, std::move(bag), std::move(shapes)));
+}
+
+Network::Network(const NetworkSpec& spec, int max_batch, std::optional<EmbeddingBag> bag,
+                 std::vector<Shape> shapes)
+    : spec_(spec), max_batch_(max_batch), bag_(std::move(bag)), shapes_(std::move(shapes)) {
+  int64_t widest = 0;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    int64_t kernel_at = -1, bias_at = -1;
+    param_layer_.push_back(-1);
+    if (l.has_variables()) {
+      const int number = layout_.num_layers();
+      const std::vector<Shape> vars = LayerVariableShapes(l, shapes_[i]);
+      kernel_at = layout_.num_parameters();
+      layout_.AddFlat({l.name + "/kernel", vars[0]}, number, ParamRole::kKernel);
+      bias_at = layout_.num_parameters();
+      layout_.AddFlat({l.name + "/bias", vars[1]}, number, ParamRole::kBias);
+      param_layer_.back() = number;
+    }
+    layers_.push_back(Layer::Create(l, shapes_[i], max_batch, kernel_at, bias_at));
+  }
+  for (const Shape& s : shapes_) widest += ShapeSize(s);
+  eval_chunk_ = static_cast<int>(
+      std::clamp<int64_t>(kEvalFloats / std::max<int64_t>(widest, 1), 1, max_batch));
+  if (bag_.has_value()) {
+    VariableDef table{bag_->spec().table(), {bag_->spec().vocabulary, bag_->dim()}};
+    table.embedding = true;
+    table.consistency = "async";
+    table.initializer = bag_->spec().initializer;
+    layout_.AddTable(std::move(table));
+  }
+  activations_.resize(shapes_.size());
+  deltas_.resize(shapes_.size());
+}
+
+void Network::EnsureScratch(int batch, bool gradients) {
+  for (size_t i = 1; i < shapes_.size(); ++i) {
+    const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[i]);
+    if (activations_[i].size() < n) activations_[i].resize(n);
+    if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
+  }
+}
+
+std::vector<GemmShape> Network::StepGemms(int batch) const {
+  std::vector<GemmShape> out;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    layers_[l]->AppendGemms(batch, l > 0 || bag_.has_value(), &out);
+  }
+  return out;
+}
+
+std::vector<float> Network::InitialParameters(uint64_t seed) const {
+  std::vector<float> params(num_parameters(), 0.0f);
+  std::mt19937_64 rng(seed);
+  auto fill = [&rng](float limit, float* out, int64_t n) {
+    std::uniform_real_distribution<float> dist(-limit, limit);
+    for (int64_t i = 0; i < n; ++i) out[i] = dist(rng);
+  };
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (param_layer_[l] < 0) continue;
+    const LayerSpec& layer = spec_.layers[l];
+    const int number = param_layer_[l];
+    const int64_t kernel_at = layout_.OffsetOf(number, ParamRole::kKernel);
+    const int64_t bias_at = layout_.OffsetOf(number, ParamRole::kBias);
+    const int64_t kernel_size = bias_at - kernel_at;
+    const int64_t bias_size = ShapeSize(LayerVariableShapes(layer, shapes_[l])[1]);
+    // Both were checked by Create.
+    const InitializerSpec kernel = *ParseInitializerSpec(layer.kernel_initializer, true);
+    const InitializerSpec bias = *ParseInitializerSpec(layer.bias_initializer);
+    if (kernel.kind == InitializerSpec::Kind::kGlorotUniform) {
+      int64_t fan_in = 0, fan_out = 0;
+      KernelFans(layer, shapes_[l], &fan_in, &fan_out);
+      fill(std::sqrt(6.0f / static_cast<float>(fan_in + fan_out)), params.data() + kernel_at,
+           kernel_size);
+    } else if (kernel.kind == InitializerSpec::Kind::kUniform) {
+      fill(kernel.limit, params.data() + kernel_at, kernel_size);
+    }
+    if (bias.kind == InitializerSpec::Kind::kUniform) {
+      fill(bias.limit, params.data() + bias_at, bias_size);
+    }
+  }
+  return params;
+}
+
+void Network::SetStepSeed(uint64_t seed) {
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    // Each layer its own stream: the seed mixed with the layer's place.
+    layers_[l]->SetSeed(seed * 0x9E3779B97F4A7C15ull + (l + 1) * 0xD1B54A32D192ED03ull);
+  }
+}
+
+absl::Status Network::CheckLabels(const int32_t* labels, int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) {
+    if (labels[i] < 0 || labels[i] >= spec_.num_classes()) {
+      return absl::InvalidArgumentError(absl::StrCat("label ", labels[i], " of example ", i,
+                                                     " is outside [0, ", spec_.num_classes(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Network::Forward(const float* params, const float* x, const int32_t* labels, int batch,
+                      bool training, BatchResult* result) {
+  const float* in = x;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    float* out = activations_[l + 1].data();
+    layers_[l]->Forward(params, in, batch, training, out);
+    in = out;
+  }
+  // Softmax in place, with loss and accuracy.
+  const int c = spec_.num_classes();
+  float* probs = activations_.back().data();
+  for (int r = 0; r < batch; ++r) {
+    float* row = probs + r * c;
+    const int argmax = static_cast<int>(std::max_element(row, row + c) - row);
+    const float m = row[argmax];
+    float sum = 0;
+    for (int j = 0; j < c; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < c; ++j) row[j] *= inv;
+    result->loss_sum += -std::log(std::max(row[labels[r]], 1e-30f));
+    result->correct += (argmax == labels[r]);
+  }
+  result->count += batch;
+}
+
+absl::StatusOr<BatchResult> Network::ComputeGradients(
+    const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+    const std::function<void(int layer)>& on_layer_done, float* input_grad) {
+  if (batch < 1 || batch > max_batch_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
+  }
+  absl::Status s = CheckLabels(labels, batch);
+  if (!s.ok()) return s;
+  EnsureScratch(batch, true);
+  BatchResult result;
+  Forward(params, x, labels, batch, /*training=*/true, &result);
+
+  // dLoss/dlogits for the mean loss: (p - onehot) / batch.
+  const int c = spec_.num_classes();
+  float* delta = deltas_.back().data();
+  const float* probs = activations_.back().data();
+  const float inv_batch = 1.0f / batch;
+  for (int r = 0; r < batch; ++r) {
+    for (int j = 0; j < c; ++j) {
+      delta[r * c + j] = (probs[r * c + j] - (j == labels[r] ? 1.0f : 0.0f)) * inv_batch;
+    }
+  }
+  for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
+    const float* in = l == 0 ? x : activations_[l].data();
+    float* d_in = l > 0 ? deltas_[l].data() : input_grad;
+    layers_[l]->Backward(params, in, activations_[l + 1].data(), deltas_[l + 1].data(), batch,
+                         grads, d_in);
+    if (on_layer_done && param_layer_[l] >= 0) on_layer_done(param_layer_[l]);
+  }
+  return result;
+}
+
+absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* x,
+                                              const int32_t* labels, int64_t n) {
+  absl::Status s = CheckLabels(labels, n);
+  if (!s.ok()) return s;
+  BatchResult result;
+  const int64_t width = input_width();
+  for (int64_t start = 0; start < n; start += eval_chunk_) {
+    const int b = static_cast<int>(std::min<int64_t>(eval_chunk_, n - start));
+    EnsureScratch(b, false);
+    Forward(params, x + start * width, labels + start, b, /*training=*/false, &result);
+  }
+  return result;
+}
+
+absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
+                                             const float* x, const int32_t* labels, int64_t n,
+                                             int input_dim, int chunk,
+                                             const ChunkEvaluator& evaluate) {
+  BatchResult total;
+  Bags bags;
+  std::vector<float> rows, input;
+  if (bag != nullptr) input.resize(static_cast<size_t>(chunk) * bag->dim());
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int b = static_cast<int>(std::min<int64_t>(chunk, n - start));
+    const float* in = x + start * input_dim;
+    if (bag != nullptr) {
+      bag->MakeBags(in, b, &bags);
+      rows.resize(bags.unique_ids.size() * bag->dim());
+      if (absl::Status s = fetch(bags.unique_ids, rows.data()); !s.ok()) return s;
+      bag->Forward(bags, rows.data(), input.data());
+      in = input.data();
+    }
+    absl::StatusOr<BatchResult> r = evaluate(in, labels + start, b);
+    if (!r.ok()) return r.status();
+    total.loss_sum += r->loss_sum;
+    total.correct += r->correct;
+    total.count += r->count;
+  }
+  return total;
+}
+
+}  // namespace pstrain::model

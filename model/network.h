@@ -1,0 +1,167 @@
+// A sequential classifier on the CPU: a stack of layers (model/layers.h:
+// dense, convolutions, pooling, flatten, dropout) whose shapes follow from
+// the input's, softmax cross-entropy over the last layer's logits. Matrix
+// products go through OpenBLAS's cblas_sgemm; the rest are plain loops the
+// compiler vectorises.
+//
+// Parameters live in one flat float array, variable after variable as
+// layout() describes them ("dense_0/kernel" [in, out], "dense_0/bias" [out],
+// "dense_1/kernel", ...; model/param_layout.h), so a worker can pull
+// straight into it.
+//
+// Thread-compatible: a Network owns scratch buffers, so use one per thread.
+#ifndef PSTRAIN_MODEL_NETWORK_H_
+#define PSTRAIN_MODEL_NETWORK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/placement.h"
+#include "model/embedding_bag.h"
+#include "model/layers.h"
+#include "model/param_layout.h"
+
+namespace pstrain::model {
+
+struct NetworkSpec {
+  int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
+  // The shape of each example's input_dim floats as the first layer sees
+  // them (e.g. [28, 28, 1] for conv2d); empty: flat, [input_dim].
+  Shape input_shape;
+  // Applied in order (model/layers.h); the last is a dense layer whose
+  // outputs are the logits of the softmax cross-entropy loss (so it has no
+  // ReLU, and its units are the number of classes).
+  std::vector<LayerSpec> layers;
+  // Optional: an embedding bag between the input and the first layer
+  // (model/embedding_bag.h), which then reads embedding_bag.dim inputs.
+  EmbeddingBagSpec embedding_bag;
+
+  // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
+  static NetworkSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
+  int num_classes() const { return layers.empty() ? 0 : layers.back().units; }
+  // Whether every layer is dense (what the CUDA backend runs today).
+  bool dense_only() const;
+};
+
+struct BatchResult {
+  double loss_sum = 0;  // summed over the examples (divide by count)
+  int64_t correct = 0;  // argmax(logits) == label
+  int64_t count = 0;
+};
+
+// Scores a chunk of examples already in the dense layers' input form
+// (Network::Evaluate, or a Backend's).
+using ChunkEvaluator =
+    std::function<absl::StatusOr<BatchResult>(const float* input, const int32_t* labels, int n)>;
+
+// Scores `n` examples of `input_dim` raw features each, in chunks of at most
+// `chunk`: as they are when `bag` is null, else as the bag's output, each
+// chunk's rows fetched with `fetch` (from the PS, a local table or a
+// checkpoint). Returns the chunks' results summed; the first error wins.
+absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
+                                             const float* x, const int32_t* labels, int64_t n,
+                                             int input_dim, int chunk,
+                                             const ChunkEvaluator& evaluate);
+
+// The dropout seed of one training step: from the job's seed, the replica
+// and its step, so a run repeats and replicas draw different masks.
+uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step);
+
+class Network {
+ public:
+  // InvalidArgument naming the layer for no layers, a missing or repeated
+  // name, a layer whose input does not fit it (LayerOutputShape's errors),
+  // a last layer that is not dense, has a ReLU or fewer than 2 units, or an
+  // initializer that does not parse; or for input_dim < 1, an input_shape
+  // whose size is not input_dim, or max_batch < 1.
+  static absl::StatusOr<std::unique_ptr<Network>> Create(const NetworkSpec& spec, int max_batch);
+
+  const NetworkSpec& spec() const { return spec_; }
+  // Where each variable lives: the layers' kernels and biases in the flat
+  // array (layer numbers there count the layers with variables only), then
+  // the embedding bag's table when there is one (embedding: true, async:
+  // the hybrid sparse models need; its rows are not in the flat array, they
+  // move by id).
+  const ParamLayout& layout() const { return layout_; }
+  const std::vector<VariableDef>& variables() const { return layout_.variables(); }
+  const std::vector<int64_t>& offsets() const { return layout_.offsets(); }
+  int64_t num_parameters() const { return layout_.num_parameters(); }
+  // The embedding bag, or null when the model has none.
+  const EmbeddingBag* bag() const { return bag_.has_value() ? &*bag_ : nullptr; }
+  // Floats per example that ComputeGradients and Evaluate read: input_dim,
+  // or the bag's dim when the model starts with an embedding bag (the
+  // caller combines the rows: EmbeddingBag::Forward).
+  int input_width() const { return static_cast<int>(ShapeSize(shapes_[0])); }
+  // The input's shape and each layer's output shape, in order.
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  // The sgemm calls of one training step of `batch` examples.
+  std::vector<GemmShape> StepGemms(int batch) const;
+
+  // Each layer's initializers, reproducible from `seed` (one generator
+  // drawn layer by layer, kernel then bias).
+  std::vector<float> InitialParameters(uint64_t seed) const;
+
+  // Dropout masks of the following ComputeGradients calls derive from this
+  // seed (the trainer's, per replica and step), so runs repeat.
+  void SetStepSeed(uint64_t seed);
+
+  // Forward and backward over one batch. `x` is batch x input_width() row-major,
+  // `labels` in [0, num_classes). Writes the mean-loss gradient into `grads`
+  // (num_parameters() floats, same layout as `params`).
+  // InvalidArgument when batch is outside 1..max_batch or a label is out of
+  // range; `grads` is then untouched.
+  // When `on_layer_done` is set, it is called with the layout's number of
+  // each layer with variables, last first, as soon as that layer's kernel
+  // and bias gradients are final in `grads` and this call no longer reads
+  // its parameters (so the caller may push them and overwrite the
+  // parameters while the layers below are still being differentiated).
+  // When `input_grad` is not null, the mean-loss gradient with respect to
+  // `x` goes there (batch x input_width()), before the first layer is
+  // reported done: what an embedding bag's backward pass starts from.
+  absl::StatusOr<BatchResult> ComputeGradients(
+      const float* params, const float* x, const int32_t* labels, int batch, float* grads,
+      const std::function<void(int layer)>& on_layer_done = nullptr, float* input_grad = nullptr);
+
+  // InvalidArgument naming the first label outside [0, num_classes).
+  absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
+
+  // Forward only (dropout off) over `n` examples of input_width() floats
+  // (any n >= 0, in chunks that keep the scratch under 32 MiB). Same errors
+  // as ComputeGradients for labels.
+  absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
+                                       int64_t n);
+
+ private:
+  Network(const NetworkSpec& spec, int max_batch, std::optional<EmbeddingBag> bag,
+          std::vector<Shape> shapes);
+  // Grows the activations (and, with `gradients`, the deltas) to `batch`
+  // rows.
+  void EnsureScratch(int batch, bool gradients);
+  // Runs the forward pass for `batch` rows; fills activations_ (softmax
+  // probabilities for the last) and adds loss and accuracy to `result`.
+  void Forward(const float* params, const float* x, const int32_t* labels, int batch, bool training,
+               BatchResult* result);
+
+  const NetworkSpec spec_;
+  const int max_batch_;
+  std::optional<EmbeddingBag> bag_;
+  std::vector<Shape> shapes_;  // input, then each layer's output
+  ParamLayout layout_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int> param_layer_;  // per layer: its number in layout_, or -1
+  int eval_chunk_ = 1;            // examples per forward pass in Evaluate
+  // Scratch: activations_[i] is layer i-1's output (i >= 1; after its ReLU
+  // if it has one, softmax probabilities for the last); deltas_[i] the loss
+  // gradient there.
+  std::vector<std::vector<float>> activations_;
+  std::vector<std::vector<float>> deltas_;
+};
+
+}  // namespace pstrain::model
+
+#endif  // PSTRAIN_MODEL_NETWORK_H_

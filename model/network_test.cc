@@ -1,0 +1,258 @@
+#include "model/network.h"
+
+#include <cmath>
+#include <random>
+
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::model {
+namespace {
+
+// Gradient checks of every layer, and batch and label errors, run for each
+// backend in backend_test.cc.
+
+TEST(NetworkTest, VariablesAndLayout) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Network::Create(NetworkSpec::FromWidths(784, {128}, 10), 32));
+  ASSERT_EQ(mlp->variables().size(), 4u);
+  EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
+  EXPECT_EQ(mlp->variables()[0].shape, (std::vector<int64_t>{784, 128}));
+  EXPECT_EQ(mlp->variables()[3].name, "dense_1/bias");
+  EXPECT_EQ(mlp->offsets()[2], 784 * 128 + 128);
+  EXPECT_EQ(mlp->num_parameters(), 784 * 128 + 128 + 128 * 10 + 10);
+  // The layout says which variables each layer has and where they are.
+  const ParamLayout& layout = mlp->layout();
+  EXPECT_EQ(layout.num_layers(), 2);
+  EXPECT_EQ(layout.LayerVariables(1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(layout.OffsetOf(1, ParamRole::kKernel), 784 * 128 + 128);
+  EXPECT_EQ(layout.OffsetOf(1, ParamRole::kBias), 784 * 128 + 128 + 128 * 10);
+  EXPECT_EQ(layout.FirstTable(), -1);
+  EXPECT_EQ(mlp->InitialParameters(5), mlp->InitialParameters(5));
+  EXPECT_NE(mlp->InitialParameters(5), mlp->InitialParameters(6));
+}
+
+TEST(NetworkTest, SgdOnASeparableProblemReachesFullAccuracy) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Network::Create(NetworkSpec::FromWidths(2, {8}, 2), 16));
+  std::vector<float> params = mlp->InitialParameters(1), grads(mlp->num_parameters());
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(16 * 2);
+  std::vector<int32_t> y(16);
+  for (int step = 0; step < 400; ++step) {
+    for (int i = 0; i < 16; ++i) {
+      x[2 * i] = u(rng);
+      x[2 * i + 1] = u(rng);
+      y[i] = x[2 * i] + x[2 * i + 1] > 0 ? 1 : 0;
+    }
+    ASSERT_OK(mlp->ComputeGradients(params.data(), x.data(), y.data(), 16, grads.data()));
+    for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.5f * grads[i];
+  }
+  ASSERT_OK_AND_ASSIGN(BatchResult r, mlp->Evaluate(params.data(), x.data(), y.data(), 16));
+  EXPECT_GE(r.correct, 15);
+}
+
+TEST(NetworkTest, RejectsBadLayersNamingThem) {
+  auto message = [](const NetworkSpec& spec) {
+    return std::string(Network::Create(spec, 4).status().message());
+  };
+  NetworkSpec spec = NetworkSpec::FromWidths(3, {4}, 2);
+  spec.layers[1].relu = true;
+  EXPECT_EQ(message(spec),
+            "model layer 1 (dense_1): the last layer gives the logits of softmax cross-entropy: "
+            "no activation");
+  spec = NetworkSpec::FromWidths(3, {4}, 1);
+  EXPECT_EQ(message(spec),
+            "model layer 1 (dense_1): the last layer needs one unit per class, at least 2");
+  spec = NetworkSpec::FromWidths(3, {4}, 2);
+  spec.layers[1].name = "dense_0";
+  EXPECT_EQ(message(spec), "model layer 1 (dense_0): the name is used twice");
+  spec = NetworkSpec::FromWidths(3, {4}, 2);
+  spec.layers[0].kernel_initializer = "he_normal";
+  EXPECT_EQ(message(spec),
+            "model layer 0 (dense_0): kernel initializer \"he_normal\" is not glorot_uniform, "
+            "zeros or uniform:A (A >= 0)");
+  EXPECT_EQ(message(NetworkSpec{3, {}}), "model has no layers");
+  EXPECT_EQ(message(NetworkSpec::FromWidths(2, {0}, 3)),
+            "model layer 0 (dense_0): dense has 0 units");
+}
+
+TEST(NetworkTest, LayerWithoutReluIsLinearAndInitializersApply) {
+  // Two linear layers compose into one linear map, so the gradient check
+  // above covers it; here: no ReLU means negative pre-activations pass.
+  NetworkSpec spec = NetworkSpec::FromWidths(2, {3}, 2);
+  spec.layers[0].relu = false;
+  spec.layers[0].kernel_initializer = "zeros";
+  spec.layers[0].bias_initializer = "uniform:0.5";
+  ASSERT_OK_AND_ASSIGN(auto mlp, Network::Create(spec, 2));
+  std::vector<float> p = mlp->InitialParameters(4);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(p[i], 0.0f);  // dense_0/kernel
+  bool any_nonzero = false;
+  for (int i = 6; i < 9; ++i) {
+    EXPECT_LE(std::fabs(p[i]), 0.5f);
+    any_nonzero |= p[i] != 0.0f;
+  }
+  EXPECT_TRUE(any_nonzero);
+  for (int i = 6; i < 9; ++i) p[i] = -1.0f;  // negative hidden outputs
+  for (int i = 9; i < 15; ++i) p[i] = 1.0f;  // dense_1/kernel all ones
+  p[15] = 0.0f;
+  p[16] = 0.0f;
+  std::vector<float> x = {0.0f, 0.0f};
+  std::vector<int32_t> y = {0};
+  std::vector<float> g(mlp->num_parameters());
+  ASSERT_OK(mlp->ComputeGradients(p.data(), x.data(), y.data(), 1, g.data()));
+  // Logits are equal (-3, -3): p = 0.5 each; dL/dlogit0 = -0.5; every hidden
+  // unit feeds both logits with weight 1, so dL/dh = -0.5 + 0.5 = 0, but the
+  // kernel gradient of dense_1 is h * delta = -1 * -0.5 = 0.5: non-zero only
+  // because the negative hidden values were not clipped to 0.
+  EXPECT_NEAR(g[9], 0.5f, 1e-6);
+  EXPECT_NEAR(g[10], -0.5f, 1e-6);
+}
+
+LayerSpec Layer(LayerKind kind, const std::string& name) {
+  LayerSpec l;
+  l.kind = kind;
+  l.name = name;
+  return l;
+}
+
+// TensorFlow's Fashion-MNIST CNN: Conv2D(32, 3x3, relu) -> MaxPool2D(2) ->
+// Flatten -> Dense(128, relu) -> Dense(10), with `dropout` before the last.
+NetworkSpec FashionCnn(float dropout = 0) {
+  NetworkSpec spec;
+  spec.input_dim = 784;
+  spec.input_shape = {28, 28, 1};
+  LayerSpec conv = Layer(LayerKind::kConv2D, "conv2d_0");
+  conv.units = 32;
+  conv.window = {3, 3};
+  conv.relu = true;
+  LayerSpec pool = Layer(LayerKind::kMaxPool2D, "max_pool2d_0");
+  pool.window = pool.stride = {2, 2};
+  LayerSpec hidden = Layer(LayerKind::kDense, "dense_0");
+  hidden.units = 128;
+  hidden.relu = true;
+  LayerSpec logits = Layer(LayerKind::kDense, "dense_1");
+  logits.units = 10;
+  spec.layers = {conv, pool, Layer(LayerKind::kFlatten, "flatten_0"), hidden};
+  if (dropout > 0) {
+    LayerSpec drop = Layer(LayerKind::kDropout, "dropout_0");
+    drop.rate = dropout;
+    spec.layers.push_back(drop);
+  }
+  spec.layers.push_back(logits);
+  return spec;
+}
+
+// The summed loss of a batch at `params` (forward only, no dropout).
+double LossAt(Network* net, const std::vector<float>& params, const std::vector<float>& x,
+              const std::vector<int32_t>& y) {
+  return net->Evaluate(params.data(), x.data(), y.data(), static_cast<int64_t>(y.size()))->loss_sum;
+}
+
+// Each variable's gradient (and the input's) against central differences
+// of the loss along a direction in it.
+void CheckStackGradients(const NetworkSpec& spec, int batch, uint64_t seed) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(spec, batch));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> params = net->InitialParameters(seed);
+  std::vector<float> x(static_cast<size_t>(batch) * net->input_width());
+  for (float& v : x) v = u(rng);
+  std::vector<int32_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = static_cast<int32_t>(rng() % spec.num_classes());
+  std::vector<float> grads(params.size()), input_grad(x.size());
+  ASSERT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), batch, grads.data(), nullptr,
+                                  input_grad.data())
+                .status());
+  auto check = [&](std::vector<float>* values, const std::vector<float>& analytic, int64_t begin,
+                   int64_t end, const std::string& what) {
+    // Along the gradient plus a random direction of the same length: the
+    // gradient's part keeps the change in loss well above float rounding,
+    // the random part catches a gradient off in direction.
+    std::vector<float> dir(end - begin);
+    double gnorm = 0, rnorm = 0;
+    for (int64_t i = begin; i < end; ++i) gnorm += double{analytic[i]} * analytic[i];
+    for (float& d : dir) {
+      d = u(rng) - 0.5f;
+      rnorm += d * d;
+    }
+    gnorm = std::sqrt(std::max(gnorm, 1e-30));
+    rnorm = std::sqrt(rnorm);
+    double expected = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      float& d = dir[i - begin];
+      d = static_cast<float>(d / rnorm + analytic[i] / gnorm);
+      expected += static_cast<double>(analytic[i]) * d * batch;  // mean -> sum
+    }
+    // Small enough that few ReLUs and pooling maxima change sides.
+    const float eps = 1e-3f;
+    const std::vector<float> keep = *values;
+    for (int64_t i = begin; i < end; ++i) (*values)[i] = keep[i] + eps * dir[i - begin];
+    const double up =
+        values == &params ? LossAt(net.get(), params, x, y) : LossAt(net.get(), params, *values, y);
+    for (int64_t i = begin; i < end; ++i) (*values)[i] = keep[i] - eps * dir[i - begin];
+    const double down =
+        values == &params ? LossAt(net.get(), params, x, y) : LossAt(net.get(), params, *values, y);
+    *values = keep;
+    const double numeric = (up - down) / (2 * eps);
+    EXPECT_NEAR(expected, numeric, 1e-2 * std::max(std::abs(numeric), 1e-2)) << what;
+  };
+  for (size_t v = 0; v < net->variables().size(); ++v) {
+    if (!net->layout().in_flat(v)) continue;
+    const int64_t begin = net->offsets()[v];
+    const int64_t end = begin + ShapeSize(net->variables()[v].shape);
+    check(&params, grads, begin, end, net->variables()[v].name);
+  }
+  check(&x, input_grad, 0, static_cast<int64_t>(x.size()), "input");
+}
+
+TEST(NetworkTest, FashionCnnHasKerasShapesAndCounts) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(FashionCnn(), 32));
+  EXPECT_EQ(net->shapes(),
+            (std::vector<Shape>{{28, 28, 1}, {26, 26, 32}, {13, 13, 32}, {5408}, {128}, {10}}));
+  ASSERT_EQ(net->variables().size(), 6u);
+  EXPECT_EQ(net->variables()[0].name, "conv2d_0/kernel");
+  EXPECT_EQ(net->variables()[0].shape, (std::vector<int64_t>{3, 3, 1, 32}));
+  EXPECT_EQ(net->variables()[2].shape, (std::vector<int64_t>{5408, 128}));
+  // Keras's model.summary() for this model: 320 + 692,352 + 1,290.
+  EXPECT_EQ(net->num_parameters(), 693962);
+  EXPECT_EQ(net->layout().num_layers(), 3);
+  // Backprop reports the layers with variables, last first.
+  std::vector<float> params = net->InitialParameters(1), grads(params.size());
+  std::vector<float> x(2 * 784, 0.5f);
+  std::vector<int32_t> y = {3, 7};
+  std::vector<int> done;
+  ASSERT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), 2, grads.data(),
+                                  [&done](int l) { done.push_back(l); })
+                .status());
+  EXPECT_EQ(done, (std::vector<int>{2, 1, 0}));
+}
+
+TEST(NetworkTest, FashionCnnGradientsMatchCentralDifferences) {
+  CheckStackGradients(FashionCnn(), 3, 5);
+}
+
+TEST(NetworkTest, DropoutRepeatsPerSeedAndIsOffInEvaluation) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(FashionCnn(0.5f), 4));
+  ASSERT_OK_AND_ASSIGN(auto plain, Network::Create(FashionCnn(), 4));
+  std::vector<float> params = net->InitialParameters(2);
+  ASSERT_EQ(params, plain->InitialParameters(2));  // dropout has no variables
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> x(4 * 784);
+  for (float& v : x) v = u(rng);
+  std::vector<int32_t> y = {0, 1, 2, 3};
+  auto grads_at = [&](uint64_t seed) {
+    std::vector<float> g(params.size());
+    net->SetStepSeed(seed);
+    EXPECT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), 4, g.data()).status());
+    return g;
+  };
+  EXPECT_EQ(grads_at(7), grads_at(7));
+  EXPECT_NE(grads_at(7), grads_at(8));
+  // Evaluation runs without it: the same loss as the model without dropout.
+  EXPECT_EQ(net->Evaluate(params.data(), x.data(), y.data(), 4)->loss_sum,
+            plain->Evaluate(params.data(), x.data(), y.data(), 4)->loss_sum);
+}
+
+}  // namespace
+}  // namespace pstrain::model
