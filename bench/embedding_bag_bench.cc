@@ -52,7 +52,7 @@ void BM_MakeBags(benchmark::State& state) {
   Bags bags;
   int64_t i = 0, ids = 0;
   for (auto _ : state) {
-    bag.MakeBags(Batch(i++), kBatch, &bags);
+    benchmark::DoNotOptimize(bag.MakeBags(Batch(i++), nullptr, 0, kBatch, &bags));
     ids += static_cast<int64_t>(bags.slot.size());
     benchmark::DoNotOptimize(bags.slot.data());
   }
@@ -64,7 +64,7 @@ BENCHMARK(BM_MakeBags);
 void BM_ForwardBackward(benchmark::State& state) {
   const EmbeddingBag bag = Layer();
   std::vector<Bags> bags(kBatches);
-  for (int b = 0; b < kBatches; ++b) bag.MakeBags(Batch(b), kBatch, &bags[b]);
+  for (int b = 0; b < kBatches; ++b) (void)bag.MakeBags(Batch(b), nullptr, 0, kBatch, &bags[b]);
   std::vector<float> rows(3136 * 32, 0.01f), out(kBatch * 32), d_out(kBatch * 32, 0.001f),
       grads(3136 * 32);
   int64_t i = 0;

@@ -278,8 +278,8 @@ std::string SummaryTable(const std::string& title, const model::Network& net,
     total += params;
   };
   if (const model::EmbeddingBag* bag = net.bag(); bag != nullptr) {
-    row(absl::StrCat(bag->spec().name, " (EmbeddingBag)"), {bag->dim()},
-        bag->spec().vocabulary * bag->dim());
+    row(absl::StrCat(bag->spec().name, bag->spec().sequence ? " (Embedding)" : " (EmbeddingBag)"),
+        bag->output_shape(), bag->spec().vocabulary * bag->dim());
   }
   const model::NetworkSpec& spec = net.spec();
   for (size_t l = 0; l < spec.layers.size(); ++l) {

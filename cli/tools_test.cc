@@ -49,6 +49,47 @@ TEST(ToolsTest, SummaryIsKerasTableWithTotalsAndWhereVariablesLive) {
   }
 }
 
+TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
+  // The seed document's model: a vocabulary of 30,982 ids, length 300, 46
+  // topics.
+  ASSERT_OK_AND_ASSIGN(
+      model::ModelConfigFile f,
+      model::ParseModelConfigFile(
+          R"pb(
+            input {
+              format: "tfrecord"
+              train_files: "train-*"
+              test_files: "test-*"
+              feature { name: "tokens" type: "int64" max_len: 300 vocabulary: 30982 }
+            }
+            layer { embedding { vocabulary: 30982 dim: 7 ids_from: "feature:tokens" } }
+            layer { conv1d { filters: 64 kernel_size: 5 activation: "relu" } }
+            layer { max_pool1d { pool_size: 2 } }
+            layer { conv1d { filters: 32 kernel_size: 3 activation: "relu" } }
+            layer { max_pool1d { pool_size: 2 } }
+            layer { flatten {} }
+            layer { dense { units: 46 } }
+          )pb",
+          "seed.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
+  const std::string table = SummaryTable("seed", *net, p);
+  for (const char* line : {
+           " embedding (Embedding)                (None, 300, 7)                   216874\n",
+           " conv1d_0 (Conv1D)                    (None, 296, 64)                    2304\n",
+           " max_pool1d_0 (MaxPooling1D)          (None, 148, 64)                       0\n",
+           " conv1d_1 (Conv1D)                    (None, 146, 32)                    6176\n",
+           " max_pool1d_1 (MaxPooling1D)          (None, 73, 32)                        0\n",
+           " flatten_0 (Flatten)                  (None, 2336)                          0\n",
+           " dense_0 (Dense)                      (None, 46)                       107502\n",
+           "Total params: 332,856\n",
+           " embedding/embeddings         [30982, 7]              867,496 bytes  embedding table, "
+           "rows spread by hash(id) over every PS, pulled and pushed by id\n",
+       }) {
+    EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
+  }
+}
+
 TEST(ToolsTest, PlacementJsonIsParseable) {
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement({{"w", {10, 10}}}, 3));
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(PlacementJson(p)));

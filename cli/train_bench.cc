@@ -230,10 +230,14 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       "  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
       "limit (%.1f GFLOP/s of sgemm work)\n",
       local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
-  if (job->model.embedding_bag.enabled()) {
+  if (job->model.embedding_bag.enabled() && !job->model.embedding_bag.sequence) {
     std::printf(
         "  (the embedding bag's row sums, one row per id of an example, are not sgemm\n"
         "   work: the limit leaves them out, and they dominate this model's steps)\n");
+  } else if (job->model.embedding_bag.enabled()) {
+    std::printf(
+        "  (the embedding's row gathers and the pooling are not sgemm work: the limit\n"
+        "   leaves them out, and the ratio counts them against this model)\n");
   }
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),

@@ -301,6 +301,8 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
     o->set_beta1(optimizer.beta1);
     o->set_beta2(optimizer.beta2);
     o->set_epsilon(optimizer.epsilon);
+    o->set_l1(optimizer.l1);
+    o->set_l2(optimizer.l2);
     for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
       const SliceDef& s = slices_on_[ps][i];
       const VariableDef& var = placement_.variables[slice_variable_[ps][i]];

@@ -9,7 +9,7 @@
 namespace pstrain {
 
 struct OptimizerSpec {
-  std::string name = "sgd";      // sgd, momentum, adagrad, adam
+  std::string name = "sgd";      // sgd, momentum, adagrad, adam, nadam, ftrl
   float learning_rate = 0.01f;
   // momentum: accum = momentum * accum + g; var -= lr * accum, or with
   // nesterov var -= lr * (g + momentum * accum). 0.9 is the usual choice.
@@ -18,10 +18,14 @@ struct OptimizerSpec {
   // adagrad: accum += g^2; var -= lr * g / (sqrt(accum) + epsilon); the
   // accumulator starts at 0.1 as in TensorFlow, so early steps stay bounded.
   float initial_accumulator = 0.1f;
-  // adam: Keras's defaults.
+  // adam and nadam: Keras's defaults.
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float epsilon = 1e-7f;
+  // ftrl (FTRL-Proximal, learning-rate power -1/2, its accumulator starting
+  // at initial_accumulator): L1 and L2 regularization strengths, >= 0.
+  float l1 = 0.0f;
+  float l2 = 0.0f;
 };
 
 }  // namespace pstrain

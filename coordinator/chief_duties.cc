@@ -2,11 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/checkpointer.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/checkpointer.h"
 #include "data/dataset.h"
 #include "data/input.h"
 #include "model/embedding_bag.h"
@@ -49,10 +49,10 @@ absl::Status ChiefDuties::CheckpointNow(bool final) {
     absl::MutexLock lock(&mu_);
     if (step <= last_checkpoint_ && !final) return absl::OkStatus();
   }
-  PSTRAIN_ASSIGN_OR_RETURN(CheckpointRecord r,
-                           SaveCheckpoint(client_.get(), options_.output_dir, step,
-                                          options_.job.keep_checkpoints, final,
-                                          /*spare_unscored=*/!cfg_.cluster.evaluator.empty()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      CheckpointRecord r,
+      SaveCheckpoint(client_.get(), options_.output_dir, step, options_.job.keep_checkpoints, final,
+                     /*spare_unscored=*/!cfg_.cluster.evaluator.empty()));
   Log(absl::StrFormat("checkpoint at step %d: %d bytes in %.3fs (ps: %.3fs) under %s", r.step,
                       r.bytes, r.seconds, r.ps_seconds, options_.output_dir));
   absl::MutexLock lock(&mu_);
@@ -89,24 +89,22 @@ void ChiefDuties::CheckpointLoop() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(
-    const TfConfig& cfg, const ChiefOptions& options) {
+absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& cfg,
+                                                                const ChiefOptions& options) {
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
   chief->started_ = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(chief->server_,
-                           GrpcServer::Create({options.bind_address, 512 << 20, options.security},
-                                              {&chief->service_}));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      chief->server_,
+      GrpcServer::Create({options.bind_address, 512 << 20, options.security}, {&chief->service_}));
   Log("coordinator serving on ", options.bind_address);
   PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Network::Create(options.job.model, 1024));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      Placement placement,
-      ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
+                           ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = -1;  // this client only observes; training has its own
   client_options.security = options.security;
-  PSTRAIN_ASSIGN_OR_RETURN(chief->client_,
-                           client::PsClient::Create(client_options, placement));
+  PSTRAIN_ASSIGN_OR_RETURN(chief->client_, client::PsClient::Create(client_options, placement));
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
   PSTRAIN_RETURN_IF_ERROR(chief->client_->WaitUntilReady(options.ps_wait, false));
   // A job whose output directory holds a complete checkpoint resumes from it.
@@ -175,12 +173,11 @@ absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
       s = client_->Restore(kept, dir, c.step, c.num_ps, generation, absl::Minutes(10)).status();
     }
     if (s.ok()) {
-      Log(absl::StrFormat("restored every ps to the checkpoint at step %d in %s%s (generation %d)",
-                          c.step, absl::FormatDuration(absl::Now() - start),
-                          c.num_ps == client_->num_ps()
-                              ? ""
-                              : absl::StrCat(", re-sliced from ", c.num_ps, " ps"),
-                          generation));
+      Log(absl::StrFormat(
+          "restored every ps to the checkpoint at step %d in %s%s (generation %d)", c.step,
+          absl::FormatDuration(absl::Now() - start),
+          c.num_ps == client_->num_ps() ? "" : absl::StrCat(", re-sliced from ", c.num_ps, " ps"),
+          generation));
       return c.step;
     }
     if (s.code() != absl::StatusCode::kDataLoss && s.code() != absl::StatusCode::kNotFound) {
@@ -192,8 +189,7 @@ absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
     last = s;
   }
   return absl::DataLossError(absl::StrCat("no checkpoint under ", dir,
-                                          " could be restored; the last error: ",
-                                          last.message()));
+                                          " could be restored; the last error: ", last.message()));
 }
 
 void ChiefDuties::WatchLoop() {
@@ -246,8 +242,8 @@ void ChiefDuties::WatchLoop() {
       Log(client_->PsName(ps), " restarted without variables (",
           down_since[ps] == absl::Time()
               ? std::string("between two heartbeats")
-              : absl::StrCat("away ", absl::FormatDuration(absl::Trunc(
-                                          absl::Now() - down_since[ps], absl::Milliseconds(1)))),
+              : absl::StrCat("away ", absl::FormatDuration(absl::Trunc(absl::Now() - down_since[ps],
+                                                                       absl::Milliseconds(1)))),
           "): restoring every ps from the newest checkpoint");
       down_since[ps] = absl::Time();
     }
@@ -256,9 +252,9 @@ void ChiefDuties::WatchLoop() {
                           absl::StrCat("no complete checkpoint under ", options_.output_dir)))
                     : RestoreNewest(candidates, generation);
     if (!step.ok()) {
-      tracker_.Fail(absl::UnavailableError(absl::StrCat(
-          "restoring the ps after ", client_->PsName(restarted[0]), " restarted: ",
-          step.status().message())));
+      tracker_.Fail(absl::UnavailableError(absl::StrCat("restoring the ps after ",
+                                                        client_->PsName(restarted[0]),
+                                                        " restarted: ", step.status().message())));
       return;
     }
     absl::MutexLock lock(&mu_);
@@ -292,10 +288,10 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     return s;
   }
   auto scored = [&]() -> absl::StatusOr<Json> {
-    PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                             data::LoadInputSplit(options_.job.data_dir, options_.job.input,
-                                                  data::Split::kTest,
-                                                  options_.job.model.num_classes()));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        data::Dataset test,
+        data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
+                             options_.job.model.num_classes()));
     std::vector<float> params(mlp_->num_parameters());
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
     // An embedding bag's rows come from the PS, a chunk's ids at a time.
@@ -307,8 +303,8 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
             [&](absl::Span<const int64_t> ids, float* out) {
               return client_->PullRows(bag->spec().table(), ids, out);
             },
-            test.features.data(), test.labels.data(), test.num_examples,
-            static_cast<int>(test.example_dim), 1024,
+            test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
+            static_cast<int>(test.example_dim), test.ids_dim, 1024,
             [&](const float* in, const int32_t* labels, int n) {
               return mlp_->Evaluate(params.data(), in, labels, n);
             }));
@@ -359,12 +355,12 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     if (cfg_.cluster.evaluator.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
                                EventWriter::Open(options_.output_dir + "/eval"));
-      PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
-          step, {{"loss", r.loss_sum / r.count},
-                 {"accuracy", static_cast<double>(r.correct) / r.count}}));
+      PSTRAIN_RETURN_IF_ERROR(
+          eval->WriteScalars(step, {{"loss", r.loss_sum / r.count},
+                                    {"accuracy", static_cast<double>(r.correct) / r.count}}));
     }
-    PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
-        options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
+    PSTRAIN_RETURN_IF_ERROR(
+        WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
     return metrics;
   }();
   StopParameterServers(scored.ok() ? "job finished" : "job failed");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
@@ -15,7 +16,6 @@
 #include "data/dataset.h"
 #include "data/input.h"
 #include "model/backend.h"
-#include "checkpoint/checkpoint_shard.h"
 
 namespace pstrain::evaluator {
 namespace {
@@ -26,8 +26,7 @@ namespace {
 // at again next time (a chief that fell back to an older checkpoint may be
 // writing one below the index's step).
 std::vector<CompleteCheckpoint> ToScore(const std::string& dir, int64_t after, int64_t upto,
-                                        const std::set<int64_t>& unusable,
-                                        std::set<int64_t>* said,
+                                        const std::set<int64_t>& unusable, std::set<int64_t>* said,
                                         std::set<int64_t>* incomplete) {
   std::vector<IncompleteCheckpoint> skipped;
   std::vector<CompleteCheckpoint> all = CompleteCheckpoints(dir, &skipped);
@@ -93,9 +92,9 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
       }
       const std::string& data = it->second->data();
       if (static_cast<int64_t>(data.size()) < s.bytes()) {
-        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.key(),
-                                                " holds ", data.size(), " bytes, expected ",
-                                                s.bytes(), " or more"));
+        return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", s.key(), " holds ",
+                                                data.size(), " bytes, expected ", s.bytes(),
+                                                " or more"));
       }
       // Values first; the optimizer's slots follow and are not needed here.
       std::memcpy(params.data() + offsets[variable_index.at(s.variable)] + s.element_offset(),
@@ -113,9 +112,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   // Each checkpoint is read as the PS that wrote it placed the variables
   // (a job restored onto another number of PS writes with the new count).
   std::map<int, Placement> placements;
-  PSTRAIN_ASSIGN_OR_RETURN(data::Dataset test,
-                           data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest,
-                                                  job.model.num_classes()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      data::Dataset test,
+      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
   const std::string eval_dir = options.output_dir + "/eval";
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events, EventWriter::Open(eval_dir));
   const std::string scored_path = ScoredPath(options.output_dir);
@@ -158,21 +157,21 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
         PSTRAIN_ASSIGN_OR_RETURN(
             table, train::LocalTable::Create(net.variables().back(), job.seed, nullptr));
       }
-      auto params = LoadCheckpointParams(options.output_dir, step, placement->second,
-                                         net.offsets(), net.num_parameters(), table.get());
+      auto params = LoadCheckpointParams(options.output_dir, step, placement->second, net.offsets(),
+                                         net.num_parameters(), table.get());
       // A chief that does not know of this evaluator (one left out of the
       // cluster) may delete an old checkpoint while it is being read.
       if (params.status().code() == absl::StatusCode::kNotFound) {
-        Log("checkpoint at step ", step, " is gone before it was scored: ",
-            params.status().message());
+        Log("checkpoint at step ", step,
+            " is gone before it was scored: ", params.status().message());
         continue;
       }
       // A damaged checkpoint (a checksum that fails, a tensor missing) is
       // passed over with a line saying why, unless it is the job's last.
       if (params.status().code() == absl::StatusCode::kDataLoss &&
           !(index.final && step == index.step)) {
-        Log("evaluator: checkpoint at step ", step, " cannot be scored: ",
-            params.status().message(), "; not scoring it");
+        Log("evaluator: checkpoint at step ", step,
+            " cannot be scored: ", params.status().message(), "; not scoring it");
         unusable.insert(step);
         continue;
       }
@@ -181,11 +180,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
           model::BatchResult r,
           model::EvaluateExamples(
               net.bag(),
-              [&table](absl::Span<const int64_t> ids, float* out) {
-                return table->Read(ids, out);
-              },
-              test.features.data(), test.labels.data(), test.num_examples,
-              static_cast<int>(test.example_dim), 1024,
+              [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
+              test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
+              static_cast<int>(test.example_dim), test.ids_dim, 1024,
               [&](const float* in, const int32_t* labels, int n) {
                 return backend->Evaluate(params->data(), in, labels, n);
               }));
@@ -202,9 +199,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
     }
     if (index.final && index.step <= scored) return scores;
     if (absl::Now() - last_new > options.idle_timeout) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "evaluator: no new checkpoint in ", CheckpointIndexPath(options.output_dir), " for ",
-          absl::FormatDuration(options.idle_timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("evaluator: no new checkpoint in ", CheckpointIndexPath(options.output_dir),
+                       " for ", absl::FormatDuration(options.idle_timeout)));
     }
     absl::SleepFor(options.poll);
   }

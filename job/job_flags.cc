@@ -1,5 +1,7 @@
 #include "job/job_flags.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +24,8 @@ const std::vector<std::string>& JobFlagNames() {
                                                           "beta2",
                                                           "epsilon",
                                                           "initial_accumulator",
+                                                          "l1",
+                                                          "l2",
                                                           "seed",
                                                           "hidden",
                                                           "output_dir",
@@ -46,8 +50,8 @@ const std::vector<std::string>& JobFlagNames() {
 
 const char* JobFlagsUsage() {
   return "job flags: --data_dir=DIR --batch_size=N --epochs=N --max_steps=N "
-         "--optimizer=sgd|momentum|adagrad|adam --learning_rate=X --momentum=X "
-         "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X "
+         "--optimizer=sgd|momentum|adagrad|adam|nadam|ftrl --learning_rate=X --momentum=X "
+         "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X --l1=X --l2=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
@@ -111,6 +115,8 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(double epsilon, args.GetDouble("epsilon", opt.epsilon));
   PSTRAIN_ASSIGN_OR_RETURN(double init_acc,
                            args.GetDouble("initial_accumulator", opt.initial_accumulator));
+  PSTRAIN_ASSIGN_OR_RETURN(double l1, args.GetDouble("l1", opt.l1));
+  PSTRAIN_ASSIGN_OR_RETURN(double l2, args.GetDouble("l2", opt.l2));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
   PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", "128"));
   if (job.max_steps < 0) {
@@ -126,9 +132,14 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.batch_size = static_cast<int>(batch);
   job.epochs = static_cast<int>(epochs);
-  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" && opt.name != "adam") {
+  if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" && opt.name != "adam" &&
+      opt.name != "nadam" && opt.name != "ftrl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--optimizer=", opt.name, ": must be sgd, momentum, adagrad, adam, nadam or ftrl"));
+  }
+  if (!(l1 >= 0) || !(l2 >= 0) || !std::isfinite(l1) || !std::isfinite(l2)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--optimizer=", opt.name, ": must be sgd, momentum, adagrad or adam"));
+        absl::StrCat("--l1=", l1, " --l2=", l2, ": each must be 0 or more"));
   }
   if (!(momentum >= 0 && momentum < 1)) {
     return absl::InvalidArgumentError(absl::StrCat("--momentum=", momentum, ": must be in [0, 1)"));
@@ -147,6 +158,8 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   opt.beta2 = static_cast<float>(beta2);
   opt.epsilon = static_cast<float>(epsilon);
   opt.initial_accumulator = static_cast<float>(init_acc);
+  opt.l1 = static_cast<float>(l1);
+  opt.l2 = static_cast<float>(l2);
   job.seed = static_cast<uint64_t>(seed);
   PSTRAIN_ASSIGN_OR_RETURN(job.consistency, args.GetString("consistency", job.consistency));
   auto mode = ParseConsistency(job.consistency);

@@ -43,7 +43,7 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   EXPECT_FLOAT_EQ(a.optimizer.beta2, 0.99f);
   CliArgs bad = Args({"--optimizer=rmsprop"});
   EXPECT_EQ(JobSpecFromFlags(bad).status().message(),
-            "--optimizer=rmsprop: must be sgd, momentum, adagrad or adam");
+            "--optimizer=rmsprop: must be sgd, momentum, adagrad, adam, nadam or ftrl");
   EXPECT_EQ(j.seed, 9u);
   CliArgs softmax = Args({"--hidden="});
   ASSERT_OK_AND_ASSIGN(model::JobSpec s, JobSpecFromFlags(softmax));

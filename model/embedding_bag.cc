@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -11,8 +12,10 @@
 namespace pstrain::model {
 
 absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, int input_dim) {
-  const std::string where = absl::StrCat("embedding_bag ", spec.name, ": ");
-  if (spec.name.empty()) return absl::InvalidArgumentError("embedding_bag: name is missing");
+  const std::string where = absl::StrCat(spec.kind(), " ", spec.name, ": ");
+  if (spec.name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.kind(), ": name is missing"));
+  }
   if (spec.vocabulary < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "vocabulary is ", spec.vocabulary, ": must be at least 1"));
@@ -21,15 +24,27 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
     return absl::InvalidArgumentError(
         absl::StrCat(where, "dim is ", spec.dim, ": must be in 1..4096"));
   }
-  if (spec.combiner != "sum" && spec.combiner != "mean") {
+  if (!spec.sequence && spec.combiner != "sum" && spec.combiner != "mean") {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "combiner \"", spec.combiner, "\" is not sum or mean"));
   }
+  auto init = ParseInitializerSpec(spec.initializer);
+  if (!init.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "initializer ", init.status().message()));
+  }
+  if (spec.from_feature()) {
+    if (spec.feature().empty() || spec.ids_length < 1 || spec.ids_offset < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "ids_from \"", spec.ids_from, "\" names no id feature of the input"));
+    }
+    return EmbeddingBag(spec, input_dim, 0);
+  }
   int buckets = 0;
-  if (!absl::StartsWith(spec.ids_from, "pixel_buckets:") ||
+  if (spec.sequence || !absl::StartsWith(spec.ids_from, "pixel_buckets:") ||
       !absl::SimpleAtoi(spec.ids_from.substr(14), &buckets) || buckets < 1 || buckets > 256) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "ids_from \"", spec.ids_from,
-                                                   "\" is not pixel_buckets:B with B in 1..256"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "ids_from \"", spec.ids_from, "\" is not ",
+        spec.sequence ? "feature:NAME" : "feature:NAME or pixel_buckets:B with B in 1..256"));
   }
   if (input_dim < 1) {
     return absl::InvalidArgumentError(
@@ -41,45 +56,103 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
         absl::StrCat(where, "vocabulary ", spec.vocabulary, " is smaller than the ", ids,
                      " ids that ", spec.ids_from, " gives for ", input_dim, " features"));
   }
-  auto init = ParseInitializerSpec(spec.initializer);
-  if (!init.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "initializer ", init.status().message()));
-  }
   return EmbeddingBag(spec, input_dim, buckets);
 }
 
-void EmbeddingBag::MakeBags(const float* x, int batch, Bags* out) const {
+std::vector<int64_t> EmbeddingBag::output_shape() const {
+  if (spec_.sequence) return {spec_.ids_length, spec_.dim};
+  return {spec_.dim};
+}
+
+namespace {
+
+// Vocabularies up to this many ids find their slots in a table, larger
+// ones in a hash map.
+constexpr int64_t kSlotTableIds = int64_t{1} << 24;
+
+}  // namespace
+
+absl::Status EmbeddingBag::MakeBags(const float* x, const int64_t* ids, int64_t ids_dim, int batch,
+                                    Bags* out) const {
   out->starts.assign(1, 0);
   out->slot.clear();
   out->unique_ids.clear();
-  // Ids are dense in [0, input_dim * buckets): a table of slots beats a
-  // hash map (every entry goes back to -1 before returning).
-  const size_t num_ids = static_cast<size_t>(input_dim_) * buckets_;
-  if (out->slot_of.size() != num_ids) out->slot_of.assign(num_ids, -1);
-  int32_t* slot_of = out->slot_of.data();
-  const float steps = static_cast<float>(buckets_);
-  for (int b = 0; b < batch; ++b) {
-    const float* row = x + static_cast<int64_t>(b) * input_dim_;
-    for (int f = 0; f < input_dim_; ++f) {
-      const float v = row[f];
-      if (!(v > 0.0f)) continue;  // zero, negative or NaN: no feature
-      // Clamped before the conversion: values above 1 (or Inf) take the top bucket.
-      const int bucket = static_cast<int>(std::min(v * steps, steps - 1.0f));
-      const int64_t id = int64_t{f} * buckets_ + bucket;
-      int32_t& s = slot_of[id];
+  // Ids are dense in [0, vocabulary): a table of slots beats a hash map
+  // (every entry goes back to -1 before returning).
+  const bool table = spec_.vocabulary <= kSlotTableIds;
+  if (table && out->slot_of.size() != static_cast<size_t>(spec_.vocabulary)) {
+    out->slot_of.assign(spec_.vocabulary, -1);
+  }
+  out->slot_map.clear();
+  auto slot_of = [&](int64_t id) -> int32_t {
+    if (table) {
+      int32_t& s = out->slot_of[id];
       if (s < 0) {
         s = static_cast<int32_t>(out->unique_ids.size());
         out->unique_ids.push_back(id);
       }
-      out->slot.push_back(s);
+      return s;
     }
-    out->starts.push_back(static_cast<int64_t>(out->slot.size()));
+    auto [it, added] = out->slot_map.try_emplace(id, static_cast<int32_t>(out->unique_ids.size()));
+    if (added) out->unique_ids.push_back(id);
+    return it->second;
+  };
+  absl::Status status;
+  if (reads_ids()) {
+    const int64_t n = spec_.ids_length;
+    for (int b = 0; b < batch && status.ok(); ++b) {
+      const int64_t* row = ids + b * ids_dim + spec_.ids_offset;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t id = row[t];
+        if (id < 0 || id >= spec_.vocabulary) {
+          status = absl::InvalidArgumentError(absl::StrCat(
+              spec_.kind(), " ", spec_.name, ": example ", b, " has id ", id, " of feature ",
+              spec_.feature(), ", outside the table's vocabulary of ", spec_.vocabulary, " rows"));
+          break;
+        }
+        if (id == 0 && (!spec_.sequence || spec_.mask_zero)) {
+          if (spec_.sequence) out->slot.push_back(-1);  // a masked position
+          continue;
+        }
+        out->slot.push_back(slot_of(id));
+      }
+      out->starts.push_back(static_cast<int64_t>(out->slot.size()));
+    }
+  } else {
+    const float steps = static_cast<float>(buckets_);
+    for (int b = 0; b < batch; ++b) {
+      const float* row = x + static_cast<int64_t>(b) * input_dim_;
+      for (int f = 0; f < input_dim_; ++f) {
+        const float v = row[f];
+        if (!(v > 0.0f)) continue;  // zero, negative or NaN: no feature
+        // Clamped before the conversion: values above 1 (or Inf) take the top bucket.
+        const int bucket = static_cast<int>(std::min(v * steps, steps - 1.0f));
+        out->slot.push_back(slot_of(int64_t{f} * buckets_ + bucket));
+      }
+      out->starts.push_back(static_cast<int64_t>(out->slot.size()));
+    }
   }
-  for (int64_t id : out->unique_ids) slot_of[id] = -1;
+  if (table) {
+    for (int64_t id : out->unique_ids) out->slot_of[id] = -1;
+  }
+  return status;
 }
 
 void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out) const {
   const int d = spec_.dim;
+  if (spec_.sequence) {
+    const int64_t places = static_cast<int64_t>(bags.slot.size());
+    for (int64_t k = 0; k < places; ++k) {
+      float* o = out + k * d;
+      const int32_t s = bags.slot[k];
+      if (s < 0) {
+        std::fill(o, o + d, 0.0f);
+      } else {
+        std::memcpy(o, rows + static_cast<int64_t>(s) * d, d * sizeof(float));
+      }
+    }
+    return;
+  }
   for (int b = 0; b < bags.batch(); ++b) {
     float* __restrict o = out + static_cast<int64_t>(b) * d;
     std::fill(o, o + d, 0.0f);
@@ -98,6 +171,17 @@ void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out) cons
 void EmbeddingBag::Backward(const Bags& bags, const float* d_out, float* row_grads) const {
   const int d = spec_.dim;
   std::fill(row_grads, row_grads + bags.unique_ids.size() * d, 0.0f);
+  if (spec_.sequence) {
+    const int64_t places = static_cast<int64_t>(bags.slot.size());
+    for (int64_t k = 0; k < places; ++k) {
+      const int32_t s = bags.slot[k];
+      if (s < 0) continue;
+      const float* __restrict g = d_out + k * d;
+      float* __restrict r = row_grads + static_cast<int64_t>(s) * d;
+      for (int j = 0; j < d; ++j) r[j] += g[j];
+    }
+    return;
+  }
   for (int b = 0; b < bags.batch(); ++b) {
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     if (end == begin) continue;

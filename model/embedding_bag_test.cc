@@ -28,7 +28,7 @@ TEST(EmbeddingBagTest, IdsArePixelAndIntensityBucketOfNonZeroFeatures) {
   // example 2: nothing.
   const std::vector<float> x = {0, 0.3f, 1.0f, 0.3f, 0.3f, 0, 0, 0, 0};
   Bags bags;
-  bag.MakeBags(x.data(), 3, &bags);
+  ASSERT_OK(bag.MakeBags(x.data(), nullptr, 0, 3, &bags));
   EXPECT_EQ(bags.unique_ids, (std::vector<int64_t>{5, 11, 1}));
   EXPECT_EQ(bags.slot, (std::vector<int32_t>{0, 1, 2, 0}));
   EXPECT_EQ(bags.starts, (std::vector<int64_t>{0, 2, 4, 4}));
@@ -67,7 +67,8 @@ TEST(EmbeddingBagTest, CreateNamesWhatIsWrong) {
   s = Spec(3136, 8, "mean", 4);
   s.ids_from = "hashed:10";
   EXPECT_EQ(EmbeddingBag::Create(s, 784).status().message(),
-            "embedding_bag pixels: ids_from \"hashed:10\" is not pixel_buckets:B with B in 1..256");
+            "embedding_bag pixels: ids_from \"hashed:10\" is not feature:NAME or pixel_buckets:B "
+            "with B in 1..256");
   EXPECT_EQ(EmbeddingBag::Create(Spec(3136, 0, "mean", 4), 784).status().message(),
             "embedding_bag pixels: dim is 0: must be in 1..4096");
 }
@@ -114,7 +115,7 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
     const std::vector<int32_t> y = {0, 2, 1, 1, 0};
     const std::vector<float> params = mlp->InitialParameters(5);
     Bags bags;
-    bag.MakeBags(x.data(), batch, &bags);
+    ASSERT_OK(bag.MakeBags(x.data(), nullptr, 0, batch, &bags));
     ASSERT_GT(bags.unique_ids.size(), 5u);
     std::vector<float> rows(bags.unique_ids.size() * 4);
     for (float& v : rows) v = u(rng) - 0.5f;
@@ -166,8 +167,8 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
     r.correct = 1;
     return r;
   };
-  ASSERT_OK_AND_ASSIGN(BatchResult total,
-                       EvaluateExamples(mlp->bag(), fetch, x.data(), y.data(), 3, 4, 2, evaluate));
+  ASSERT_OK_AND_ASSIGN(BatchResult total, EvaluateExamples(mlp->bag(), fetch, x.data(), nullptr,
+                                                           y.data(), 3, 4, 0, 2, evaluate));
   EXPECT_EQ(total.count, 3);
   EXPECT_EQ(total.correct, 2);
   // Chunks of 2 then 1: ids 1 (feature 0, bucket 1) and 3; then 4.
@@ -176,10 +177,80 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
   auto failing = [](absl::Span<const int64_t>, float*) {
     return absl::UnavailableError("ps:0 is gone");
   };
-  EXPECT_EQ(EvaluateExamples(mlp->bag(), failing, x.data(), y.data(), 3, 4, 2, evaluate)
+  EXPECT_EQ(EvaluateExamples(mlp->bag(), failing, x.data(), nullptr, y.data(), 3, 4, 0, 2, evaluate)
                 .status()
                 .message(),
             "ps:0 is gone");
+}
+
+// An embedding of a sequence feature: ids at offset 1 of each example's 4
+// ids (the first is another feature's), length 3.
+EmbeddingBagSpec SequenceSpec(bool mask_zero) {
+  EmbeddingBagSpec s;
+  s.name = "words";
+  s.vocabulary = 10;
+  s.dim = 2;
+  s.ids_from = "feature:words";
+  s.sequence = true;
+  s.mask_zero = mask_zero;
+  s.ids_offset = 1;
+  s.ids_length = 3;
+  return s;
+}
+
+TEST(EmbeddingBagTest, SequenceKeepsEachIdsRowInPlaceAndMasksPadding) {
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag emb, EmbeddingBag::Create(SequenceSpec(true), 0));
+  EXPECT_TRUE(emb.reads_ids());
+  EXPECT_EQ(emb.output_shape(), (std::vector<int64_t>{3, 2}));
+  // Example 0: words 4 7 4; example 1: word 7 then padding.
+  const std::vector<int64_t> ids = {99, 4, 7, 4, 99, 7, 0, 0};
+  Bags bags;
+  ASSERT_OK(emb.MakeBags(nullptr, ids.data(), 4, 2, &bags));
+  EXPECT_EQ(bags.unique_ids, (std::vector<int64_t>{4, 7}));
+  EXPECT_EQ(bags.slot, (std::vector<int32_t>{0, 1, 0, 1, -1, -1}));
+  const std::vector<float> rows = {1, 2, 3, 4};  // id 4: (1, 2); id 7: (3, 4)
+  std::vector<float> out(12);
+  emb.Forward(bags, rows.data(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 1, 2, 3, 4, 0, 0, 0, 0}));
+  const std::vector<float> d_out = {1, 1, 2, 2, 10, 10, 5, 5, 100, 100, 100, 100};
+  std::vector<float> grads(4);
+  emb.Backward(bags, d_out.data(), grads.data());
+  // id 4 at two places, id 7 at two; the padding's gradient goes nowhere.
+  EXPECT_EQ(grads, (std::vector<float>{11, 11, 7, 7}));
+
+  // Without mask_zero id 0 is a row like any other (Keras's default).
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag plain, EmbeddingBag::Create(SequenceSpec(false), 0));
+  ASSERT_OK(plain.MakeBags(nullptr, ids.data(), 4, 2, &bags));
+  EXPECT_EQ(bags.unique_ids, (std::vector<int64_t>{4, 7, 0}));
+  EXPECT_EQ(bags.slot, (std::vector<int32_t>{0, 1, 0, 1, 2, 2}));
+
+  // An id the table has no row for is named.
+  const std::vector<int64_t> bad = {0, 4, 10, 0};
+  EXPECT_EQ(emb.MakeBags(nullptr, bad.data(), 4, 1, &bags).message(),
+            "embedding words: example 0 has id 10 of feature words, outside the table's "
+            "vocabulary of 10 rows");
+}
+
+TEST(EmbeddingBagTest, BagOfFeatureIdsDropsPaddingAndLargeVocabulariesUseAMap) {
+  EmbeddingBagSpec spec = SequenceSpec(false);
+  spec.sequence = false;
+  spec.combiner = "mean";
+  spec.vocabulary = int64_t{1} << 30;  // beyond the slot table: a hash map
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag bag, EmbeddingBag::Create(spec, 0));
+  EXPECT_EQ(bag.output_shape(), (std::vector<int64_t>{2}));
+  const std::vector<int64_t> ids = {0, 900000000, 5, 0, 0, 0, 0, 0};
+  Bags bags;
+  ASSERT_OK(bag.MakeBags(nullptr, ids.data(), 4, 2, &bags));
+  EXPECT_EQ(bags.unique_ids, (std::vector<int64_t>{900000000, 5}));
+  EXPECT_EQ(bags.starts, (std::vector<int64_t>{0, 2, 2}));
+  std::vector<float> out(4);
+  bag.Forward(bags, std::vector<float>{2, 4, 6, 8}.data(), out.data());
+  EXPECT_EQ(out, (std::vector<float>{4, 6, 0, 0}));
+  // A sequence cannot take pixel buckets; a feature must be named.
+  EmbeddingBagSpec pixels = SequenceSpec(false);
+  pixels.ids_from = "pixel_buckets:4";
+  EXPECT_EQ(EmbeddingBag::Create(pixels, 784).status().message(),
+            "embedding words: ids_from \"pixel_buckets:4\" is not feature:NAME");
 }
 
 }  // namespace

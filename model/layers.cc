@@ -112,6 +112,27 @@ absl::Status NeedRank(const LayerSpec& spec, const Shape& in, size_t rank, const
 
 }  // namespace
 
+namespace {
+
+// Kernels are held whole in each worker's flat parameter array.
+constexpr double kMaxKernelValues = 2147483648.0;  // 2^31
+
+absl::Status CheckKernelSize(const LayerSpec& spec, const Shape& in) {
+  double values = 1;
+  Shape kernel;
+  if (spec.kind == LayerKind::kDense) {
+    kernel = {in[0], spec.units};
+  } else {
+    kernel = {spec.window[0], spec.window[1], in.back(), spec.units};
+  }
+  for (int64_t d : kernel) values *= static_cast<double>(d);
+  if (values <= kMaxKernelValues) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(LayerKindName(spec.kind), " kernel of ", values, " values is larger than 2^31"));
+}
+
+}  // namespace
+
 absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
   const char* kind = LayerKindName(spec.kind);
   switch (spec.kind) {
@@ -120,6 +141,7 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
       if (spec.units < 1) {
         return absl::InvalidArgumentError(absl::StrCat("dense has ", spec.units, " units"));
       }
+      if (absl::Status s = CheckKernelSize(spec, in); !s.ok()) return s;
       return Shape{spec.units};
     case LayerKind::kFlatten:
       if (in.size() < 2) {
@@ -160,6 +182,9 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
       return absl::InvalidArgumentError(
           absl::StrCat(kind, " stride ", spec.stride[a], " must be at least 1"));
     }
+  }
+  if (IsConv(spec.kind)) {
+    if (absl::Status s = CheckKernelSize(spec, in); !s.ok()) return s;
   }
   const Geometry g(spec, in);
   if (g.oh < 1 || g.ow < 1) {
@@ -207,27 +232,32 @@ Layer::Layer(const LayerSpec& spec, const Shape& in, const Shape& out)
 
 namespace {
 
-void AddBiasRows(const float* bias, int64_t rows, int64_t n, float* out) {
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(out + r * n, bias, n * sizeof(float));
-}
-
-void Relu(int64_t n, float* x) {
-  for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
-}
-
-// d_out zeroed where the ReLU's output was 0.
-void ReluBackward(int64_t n, const float* out, float* d_out) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (out[i] <= 0.0f) d_out[i] = 0.0f;
+// out[r] += bias, then the ReLU when `relu`, for `rows` rows of n: one pass
+// over the product sgemm wrote.
+void BiasActivation(const float* __restrict bias, int64_t rows, int64_t n, bool relu,
+                    float* __restrict out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* __restrict o = out + r * n;
+    if (relu) {
+      for (int64_t j = 0; j < n; ++j) o[j] = std::max(o[j] + bias[j], 0.0f);
+    } else {
+      for (int64_t j = 0; j < n; ++j) o[j] += bias[j];
+    }
   }
 }
 
-// gb[j] = sum over rows of d[r][j].
-void SumRows(const float* d, int64_t rows, int64_t n, float* gb) {
+// With `relu`, d_out zeroed where the ReLU's output was 0; and the bias
+// gradient gb[j] = sum over rows of d_out[r][j], in the same pass.
+void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n, bool relu,
+                            float* __restrict d_out, float* __restrict gb) {
   std::fill(gb, gb + n, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = d + r * n;
-    for (int64_t j = 0; j < n; ++j) gb[j] += row[j];
+    float* __restrict d = d_out + r * n;
+    if (relu) {
+      const float* __restrict o = out + r * n;
+      for (int64_t j = 0; j < n; ++j) d[j] = o[j] > 0.0f ? d[j] : 0.0f;
+    }
+    for (int64_t j = 0; j < n; ++j) gb[j] += d[j];
   }
 }
 
@@ -239,19 +269,17 @@ class DenseLayer final : public Layer {
 
   void Forward(const float* params, const float* in, int batch, bool, float* out) override {
     const int64_t k = in_size_, n = out_size_;
-    AddBiasRows(params + bias_at_, batch, n, out);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f, in, k,
-                params + kernel_at_, n, 1.0f, out, n);
-    if (spec_.relu) Relu(batch * n, out);
+                params + kernel_at_, n, 0.0f, out, n);
+    BiasActivation(params + bias_at_, batch, n, spec_.relu, out);
   }
 
   void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
                 float* grads, float* d_in) override {
     const int64_t k = in_size_, n = out_size_;
-    if (spec_.relu) ReluBackward(batch * n, out, d_out);
+    BiasActivationBackward(out, batch, n, spec_.relu, d_out, grads + bias_at_);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in, k, d_out, n, 0.0f,
                 grads + kernel_at_, n);
-    SumRows(d_out, batch, n, grads + bias_at_);
     if (d_in != nullptr) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, k, n, 1.0f, d_out, n,
                   params + kernel_at_, n, 0.0f, d_in, k);
@@ -290,11 +318,10 @@ class ConvLayer final : public Layer {
       Im2Col(in + start * in_size_, n, cols_.data());
       const int64_t rows = n * positions_;
       float* o = out + start * out_size_;
-      AddBiasRows(params + bias_at_, rows, f, o);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, f, patch_, 1.0f, cols_.data(),
-                  patch_, params + kernel_at_, f, 1.0f, o, f);
+                  patch_, params + kernel_at_, f, 0.0f, o, f);
+      BiasActivation(params + bias_at_, rows, f, spec_.relu, o);
     }
-    if (spec_.relu) Relu(batch * out_size_, out);
     // One chunk: the patches are still those of this batch for Backward.
     cols_of_ = batch <= chunk_ ? in : nullptr;
     cols_batch_ = batch;
@@ -303,8 +330,7 @@ class ConvLayer final : public Layer {
   void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
                 float* grads, float* d_in) override {
     const int64_t f = spec_.units;
-    if (spec_.relu) ReluBackward(batch * out_size_, out, d_out);
-    SumRows(d_out, batch * positions_, f, grads + bias_at_);
+    BiasActivationBackward(out, batch * positions_, f, spec_.relu, d_out, grads + bias_at_);
     EnsurePatches(d_in != nullptr);
     const bool cached = cols_of_ == in && cols_batch_ == batch && batch <= chunk_;
     for (int start = 0; start < batch; start += chunk_) {
@@ -359,7 +385,12 @@ class ConvLayer final : public Layer {
               continue;
             }
             std::fill(dst, dst + j0 * c, 0.0f);
-            std::memcpy(dst + j0 * c, x + (y * g_.w + x0 + j0) * c, (j1 - j0) * c * sizeof(float));
+            // Runs of a few floats (3 for a 3-wide kernel on one channel):
+            // a loop, not a call.
+            const float* __restrict src = x + (y * g_.w + x0 + j0) * c;
+            float* __restrict to = dst + j0 * c;
+            const int64_t len = (j1 - j0) * c;
+            for (int64_t t = 0; t < len; ++t) to[t] = src[t];
             std::fill(dst + j1 * c, dst + run, 0.0f);
           }
         }
@@ -419,23 +450,21 @@ class MaxPoolLayer final : public Layer {
           const int64_t at = e * out_size_ + (oy * g_.ow + ox) * c;
           float* o = out + at;
           int32_t* arg = training ? argmax_.data() + at : nullptr;
-          std::fill(o, o + c, -std::numeric_limits<float>::infinity());
+          bool first = true;
           for (int i = 0; i < g_.kh; ++i) {
             const int64_t y = oy * g_.sh - g_.pad_top + i;
             if (y < 0 || y >= g_.h) continue;
             for (int j = 0; j < g_.kw; ++j) {
               const int64_t xx = ox * g_.sw - g_.pad_left + j;
               if (xx < 0 || xx >= g_.w) continue;
-              const int64_t base = (y * g_.w + xx) * c;
-              const float* v = x + base;
-              if (arg == nullptr) {
-                for (int64_t ch = 0; ch < c; ++ch) o[ch] = std::max(o[ch], v[ch]);
+              const int32_t base = static_cast<int32_t>((y * g_.w + xx) * c);
+              if (first) {
+                Take(x + base, base, c, o, arg);
+                first = false;
+              } else if (arg != nullptr) {
+                MaxWithArg(x + base, base, c, o, arg);
               } else {
-                for (int64_t ch = 0; ch < c; ++ch) {
-                  const bool more = v[ch] > o[ch];
-                  o[ch] = more ? v[ch] : o[ch];
-                  arg[ch] = more ? static_cast<int32_t>(base + ch) : arg[ch];
-                }
+                Max(x + base, c, o);
               }
             }
           }
@@ -457,6 +486,30 @@ class MaxPoolLayer final : public Layer {
   }
 
  private:
+  // The window's first position, then the rest folded in; channels are
+  // contiguous, so each is one vectorised pass.
+  static void Take(const float* __restrict v, int32_t base, int64_t c, float* __restrict o,
+                   int32_t* __restrict arg) {
+    for (int64_t ch = 0; ch < c; ++ch) o[ch] = v[ch];
+    if (arg == nullptr) return;
+    for (int64_t ch = 0; ch < c; ++ch) arg[ch] = base + static_cast<int32_t>(ch);
+  }
+  static void MaxWithArg(const float* __restrict v, int32_t base, int64_t c, float* __restrict o,
+                         int32_t* __restrict arg) {
+    const int32_t n = static_cast<int32_t>(c);
+    for (int32_t ch = 0; ch < n; ++ch) {
+      const float a = v[ch], b = o[ch];
+      // All ones where this value is greater (ties keep the first, as
+      // argmax does): a mask rather than a branch, so the loop vectorises.
+      const int32_t more = -static_cast<int32_t>(a > b);
+      o[ch] = std::max(b, a);
+      arg[ch] = (arg[ch] & ~more) | ((base + ch) & more);
+    }
+  }
+  static void Max(const float* __restrict v, int64_t c, float* __restrict o) {
+    for (int64_t ch = 0; ch < c; ++ch) o[ch] = std::max(o[ch], v[ch]);
+  }
+
   const Geometry g_;
   std::vector<int32_t> argmax_;  // per output value: its input's index in the example
 };

@@ -179,6 +179,9 @@ TEST(LayersTest, ShapesThatDoNotFitAreNamed) {
   EXPECT_THAT(LayerOutputShape(Conv2D(4, 3, 3, 1, 1, false), {784}).status().message(),
               HasSubstr("conv2d needs a [height, width, channels] input but its input is [784]: "
                         "give the model an input_shape"));
+  EXPECT_THAT(
+      LayerOutputShape(Conv2D(65536, 4096, 4096, 1, 1, true), {1, 1, 4096}).status().message(),
+      HasSubstr("conv2d kernel of 4.5036e+15 values is larger than 2^31"));
   LayerSpec drop = Of(LayerKind::kDropout);
   drop.rate = 1;
   EXPECT_THAT(LayerOutputShape(drop, {4}).status().message(),

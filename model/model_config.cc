@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -120,7 +122,7 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
   if (given.empty()) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
-        "global_average_pool1d, flatten, dropout or embedding_bag)");
+        "global_average_pool1d, flatten, dropout, embedding or embedding_bag)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("gives both ", given[0], " and ", given[1], ": one type per layer"));
@@ -158,7 +160,41 @@ absl::Status CheckActivation(const std::string& activation) {
       absl::StrCat("\"", activation, "\" is not relu (or empty for none)"));
 }
 
-absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Where& where) {
+// For ids_from "feature:NAME": where the feature's ids lie in the id layout
+// and how many there are; the errors say what does not fit.
+absl::Status ResolveIdFeature(const data::InputSpec& input, EmbeddingBagSpec* spec) {
+  if (input.format == data::InputFormat::kIdx) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", spec->ids_from,
+                     "\" needs an input block with id features (format "
+                     "\"tfrecord\", \"csv\" or \"tsv\"); the IDX files have none"));
+  }
+  int64_t offset = 0;
+  for (const data::FeatureDef& f : input.features.features) {
+    if (f.name == spec->feature()) {
+      if (f.is_dense()) {
+        return absl::InvalidArgumentError(absl::StrCat("feature \"", f.name, "\" is float: an ",
+                                                       spec->kind(),
+                                                       " reads an int64 or string feature (ids)"));
+      }
+      const int64_t range = f.hash_buckets > 0 ? f.hash_buckets + 1 : f.vocabulary;
+      if (range > spec->vocabulary) {
+        return absl::InvalidArgumentError(absl::StrCat("vocabulary ", spec->vocabulary,
+                                                       " is smaller than the ", range,
+                                                       " ids feature \"", f.name, "\" gives"));
+      }
+      spec->ids_offset = offset;
+      spec->ids_length = f.width();
+      return absl::OkStatus();
+    }
+    if (!f.is_dense()) offset += f.width();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("the input has no feature \"", spec->feature(), "\""));
+}
+
+absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Where& where,
+                                        const data::InputSpec& input) {
   const auto* type = v1::ModelConfig::descriptor();
   const auto* layer_type = v1::LayerConfig::descriptor();
   NetworkSpec spec;
@@ -172,16 +208,17 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
                                 "1..16777216"));
       }
     }
-    if (!config.has_input_dim()) {
-      if (ShapeSize(shape) > (1 << 24)) {
-        return Bad(where.At(where.root(), type, "input_shape", 0),
-                   absl::StrCat("input_shape ", ShapeString(shape),
-                                " holds more than 16777216 "
-                                "values"));
-      }
-    } else if (ShapeSize(shape) != config.input_dim()) {
+    // Multiplied with a bound, so that no product overflows.
+    int64_t size = 1;
+    for (int64_t d : shape) size = std::min<int64_t>(size * d, int64_t{1} << 25);
+    if (size > (1 << 24)) {
+      return Bad(
+          where.At(where.root(), type, "input_shape", 0),
+          absl::StrCat("input_shape ", ShapeString(shape), " holds more than 16777216 values"));
+    }
+    if (config.has_input_dim() && size != config.input_dim()) {
       return Bad(where.At(where.root(), type, "input_shape", 0),
-                 absl::StrCat("input_shape ", ShapeString(shape), " holds ", ShapeSize(shape),
+                 absl::StrCat("input_shape ", ShapeString(shape), " holds ", size,
                               " values but input_dim is ", config.input_dim()));
     }
     spec.input_shape = std::move(shape);
@@ -192,7 +229,13 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
   }
   const int64_t input_dim =
       config.has_input_dim() ? config.input_dim() : ShapeSize(spec.input_shape);
-  if (input_dim < 1 || input_dim > (1 << 24)) {
+  // A model whose first layer reads id features may have no float input.
+  const bool ids_first =
+      config.layer_size() > 0 &&
+      absl::StartsWith(config.layer(0).has_embedding() ? config.layer(0).embedding().ids_from()
+                                                       : config.layer(0).embedding_bag().ids_from(),
+                       "feature:");
+  if (input_dim < (ids_first ? 0 : 1) || input_dim > (1 << 24)) {
     return Bad(where.At(where.root(), type, "input_dim"),
                absl::StrCat("input_dim ", input_dim, " must be in 1..16777216"));
   }
@@ -205,7 +248,7 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     absl::StatusOr<std::string> kind = LayerType(l);
     const std::string name = !l.name().empty() ? l.name()
                              : !kind.ok()      ? absl::StrCat("layer_", i)
-                             : *kind == "embedding_bag"
+                             : *kind == "embedding_bag" || *kind == "embedding"
                                  ? std::string("embedding")
                                  : absl::StrCat(*kind, "_", type_index[*kind]);
     const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
@@ -222,49 +265,74 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     auto at = [&](const std::string& f) {
       return where.At(tree, field->message_type(), f, -1, at_layer) + what + *kind + "." + f + " ";
     };
-    if (*kind == "embedding_bag") {
-      const v1::EmbeddingBagLayer& e = l.embedding_bag();
+    if (*kind == "embedding_bag" || *kind == "embedding") {
+      const bool sequence = *kind == "embedding";
+      const v1::EmbeddingBagLayer& b = l.embedding_bag();
+      const v1::EmbeddingLayer& q = l.embedding();
+      const int64_t vocabulary = sequence ? q.vocabulary() : b.vocabulary();
+      const int64_t dim = sequence ? q.dim() : b.dim();
+      const std::string& ids_from = sequence ? q.ids_from() : b.ids_from();
       if (i != 0) {
-        return Bad(at_layer, what +
-                                 "an embedding_bag layer must come first: it reads the "
+        return Bad(at_layer, what + "an " + *kind +
+                                 " layer must come first: it reads the "
                                  "input's ids");
       }
       if (!spec.input_shape.empty()) {
-        return Bad(where.At(where.root(), type, "input_shape", 0),
-                   "input_shape is for the first layer's input; an embedding_bag reads the "
-                   "input as features");
+        return Bad(
+            where.At(where.root(), type, "input_shape", 0),
+            "input_shape is for the first layer's input; an " + *kind + " reads the input's ids");
       }
-      if (e.vocabulary() == 0) return Bad(at_layer, what + "embedding_bag.vocabulary is missing");
-      if (e.vocabulary() < 1 || e.vocabulary() > (int64_t{1} << 40)) {
-        return Bad(at("vocabulary"), absl::StrCat(e.vocabulary(), " must be in 1..2^40"));
+      if (vocabulary == 0) return Bad(at_layer, what + *kind + ".vocabulary is missing");
+      if (vocabulary < 1 || vocabulary > (int64_t{1} << 40)) {
+        return Bad(at("vocabulary"), absl::StrCat(vocabulary, " must be in 1..2^40"));
       }
-      if (e.dim() == 0) return Bad(at_layer, what + "embedding_bag.dim is missing");
-      if (e.dim() < 1 || e.dim() > 4096) {
-        return Bad(at("dim"), absl::StrCat(e.dim(), " must be in 1..4096"));
+      if (dim == 0) return Bad(at_layer, what + *kind + ".dim is missing");
+      if (dim < 1 || dim > 4096) {
+        return Bad(at("dim"), absl::StrCat(dim, " must be in 1..4096"));
       }
-      if (e.ids_from().empty()) {
-        return Bad(at_layer, what + "embedding_bag.ids_from is missing (pixel_buckets:B)");
+      if (ids_from.empty()) {
+        return Bad(at_layer, what + *kind + ".ids_from is missing (" +
+                                 (sequence ? "feature:NAME" : "feature:NAME or pixel_buckets:B") +
+                                 ")");
       }
       EmbeddingBagSpec& bag = spec.embedding_bag;
       bag.name = name;
-      bag.vocabulary = e.vocabulary();
-      bag.dim = static_cast<int>(e.dim());
-      if (!e.combiner().empty()) bag.combiner = e.combiner();
-      bag.ids_from = e.ids_from();
-      if (!e.initializer().empty()) bag.initializer = e.initializer();
+      bag.vocabulary = vocabulary;
+      bag.dim = static_cast<int>(dim);
+      bag.ids_from = ids_from;
+      bag.sequence = sequence;
+      if (sequence) {
+        bag.mask_zero = q.mask_zero();
+        if (!q.initializer().empty()) bag.initializer = q.initializer();
+      } else {
+        if (!b.combiner().empty()) bag.combiner = b.combiner();
+        if (!b.initializer().empty()) bag.initializer = b.initializer();
+      }
+      if (bag.from_feature()) {
+        if (absl::Status s = ResolveIdFeature(input, &bag); !s.ok()) {
+          return Bad(
+              absl::StrContains(s.message(), "vocabulary ") ? at("vocabulary") : at("ids_from"),
+              s.message());
+        }
+        if (sequence && q.input_length() != 0 && q.input_length() != bag.ids_length) {
+          return Bad(at("input_length"),
+                     absl::StrCat(q.input_length(), " is not the length of feature \"",
+                                  bag.feature(), "\" (", bag.ids_length, ")"));
+        }
+      }
       // The rest (combiner, ids_from's form, a vocabulary too small for its
-      // ids, the initializer), at the field the bag names.
+      // ids, the initializer), at the field the layer names.
       auto checked = EmbeddingBag::Create(bag, spec.input_dim);
       if (!checked.ok()) {
-        // "embedding_bag NAME: FIELD what" -> at FIELD: "what".
+        // "KIND NAME: FIELD what" -> at FIELD: "what".
         absl::string_view m = checked.status().message();
-        absl::ConsumePrefix(&m, absl::StrCat("embedding_bag ", name, ": "));
+        absl::ConsumePrefix(&m, absl::StrCat(*kind, " ", name, ": "));
         for (const char* f : {"combiner", "ids_from", "vocabulary", "initializer"}) {
           if (absl::ConsumePrefix(&m, absl::StrCat(f, " "))) return Bad(at(f), m);
         }
         return Bad(at_layer, what + std::string(m));
       }
-      shape = {bag.dim};
+      shape = checked->output_shape();
       continue;
     }
     LayerSpec layer;
@@ -541,11 +609,13 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
     };
     OptimizerSpec& opt = job->optimizer;
     if (o.name().empty())
-      return Bad(fallback, "optimizer.name is missing (sgd, momentum, adagrad or adam)");
+      return Bad(fallback,
+                 "optimizer.name is missing (sgd, momentum, adagrad, adam, nadam or ftrl)");
     if (o.name() != "sgd" && o.name() != "momentum" && o.name() != "adagrad" &&
-        o.name() != "adam") {
-      return Bad(oat("name"),
-                 absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad or adam"));
+        o.name() != "adam" && o.name() != "nadam" && o.name() != "ftrl") {
+      return Bad(
+          oat("name"),
+          absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad, adam, nadam or ftrl"));
     }
     opt.name = o.name();
     if (o.has_learning_rate()) {
@@ -575,6 +645,14 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
                           o.initial_accumulator(), &opt.initial_accumulator)}) {
       if (!has) continue;
       if (!(value > 0)) return Bad(oat(field), absl::StrCat(value, " must be positive"));
+      *target = value;
+    }
+    for (auto [field, has, value, target] : {std::make_tuple("l1", o.has_l1(), o.l1(), &opt.l1),
+                                             std::make_tuple("l2", o.has_l2(), o.l2(), &opt.l2)}) {
+      if (!has) continue;
+      if (!(value >= 0) || !std::isfinite(value)) {
+        return Bad(oat(field), absl::StrCat(value, " must be 0 or more"));
+      }
       *target = value;
     }
   }
@@ -626,8 +704,10 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   const data::InputSpec& input = out.job.input;
   const int64_t dense = data::DenseWidth(input.features);
   const bool from_files = input.format != data::InputFormat::kIdx;
-  if (from_files && !config.has_input_dim() && dense > 0) config.set_input_dim(dense);
-  PSTRAIN_ASSIGN_OR_RETURN(out.job.model, ParseLayers(config, where));
+  if (from_files && !config.has_input_dim() && (dense > 0 || config.input_shape_size() == 0)) {
+    config.set_input_dim(dense);
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(out.job.model, ParseLayers(config, where, input));
   if (from_files && out.job.model.input_dim != dense) {
     return Bad(where.At(&tree, type, "input_dim"),
                absl::StrCat("input_dim ", out.job.model.input_dim,
@@ -636,11 +716,16 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   if (from_files && data::IdsWidth(input.features) > 0) {
     std::string names;
     for (const data::FeatureDef& f : input.features.features) {
-      if (!f.is_dense()) absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+      if (!f.is_dense() && f.name != out.job.model.embedding_bag.feature()) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+      }
     }
-    return Bad(where.At(&tree, type, "input"),
-               absl::StrCat("no layer reads the input's id features (", names,
-                            "): these layers take float features only"));
+    if (!names.empty()) {
+      return Bad(where.At(&tree, type, "input"),
+                 absl::StrCat("no layer reads the input's id features (", names,
+                              "): an embedding or embedding_bag first layer with ids_from: "
+                              "\"feature:NAME\" reads one"));
+    }
   }
   PSTRAIN_RETURN_IF_ERROR(ParseJob(config, where, &out.job));
   auto mlp = Network::Create(out.job.model, 1);

@@ -164,6 +164,71 @@ TEST(ModelConfigTest, LayerOptionsAndShapesThatDoNotFitAreNamedAtTheirField) {
   EXPECT_EQ(f.job.model.layers[0].stride, (std::array<int, 2>{1, 2}));
 }
 
+TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/text_cnn.pbtxt"));
+  const NetworkSpec& m = f.job.model;
+  EXPECT_EQ(m.input_dim, 0);  // no float features
+  ASSERT_TRUE(m.embedding_bag.enabled());
+  EXPECT_TRUE(m.embedding_bag.sequence);
+  EXPECT_EQ(m.embedding_bag.name, "embedding");
+  EXPECT_EQ(m.embedding_bag.ids_length, 300);
+  EXPECT_EQ(m.embedding_bag.ids_offset, 0);
+  ASSERT_EQ(m.layers.size(), 6u);
+  EXPECT_EQ(m.layers[0].kind, LayerKind::kConv1D);
+  EXPECT_EQ(m.layers[0].window, (std::array<int, 2>{1, 5}));
+  EXPECT_EQ(f.variables.back().name, "embedding/embeddings");
+  EXPECT_EQ(f.variables.back().shape, (std::vector<int64_t>{20002, 7}));
+  EXPECT_TRUE(f.variables.back().embedding);
+}
+
+TEST(ModelConfigTest, AnEmbeddingNotFedByAnIdFeatureIsNamed) {
+  auto message = [](const std::string& layer) {
+    const std::string text =
+        "input {\n format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+        " feature { name: \"x\" length: 2 }\n"
+        " feature { name: \"w\" type: \"int64\" max_len: 4 vocabulary: 10 }\n}\n" +
+        layer + "\nlayer { flatten {} }\nlayer { dense { units: 2 } }";
+    return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
+  };
+  EXPECT_EQ(message("layer { embedding { vocabulary: 10 dim: 2\n  ids_from: \"feature:x\" } }"),
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.ids_from feature \"x\" is float: an "
+            "embedding reads an int64 or string feature (ids)");
+  EXPECT_EQ(message("layer { embedding { vocabulary: 10 dim: 2\n  ids_from: \"feature:v\" } }"),
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.ids_from the input has no feature \"v\"");
+  EXPECT_EQ(message("layer { embedding { vocabulary: 10 dim: 2\n  ids_from: \"pixel_buckets:2\" "
+                    "} }"),
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.ids_from \"pixel_buckets:2\" is not "
+            "feature:NAME");
+  EXPECT_EQ(message("layer { embedding {\n  vocabulary: 8 dim: 2 ids_from: \"feature:w\" } }"),
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.vocabulary vocabulary 8 is smaller than "
+            "the 10 ids feature \"w\" gives");
+  EXPECT_EQ(message("layer { embedding { vocabulary: 10 dim: 2 ids_from: \"feature:w\"\n  "
+                    "input_length: 5 } }"),
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.input_length 5 is not the length of "
+            "feature \"w\" (4)");
+  // The embedding's output is a sequence: dense needs flatten first.
+  EXPECT_EQ(
+      std::string(ParseModelConfigFile(
+                      "input {\n format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+                      " feature { name: \"w\" type: \"int64\" max_len: 4 vocabulary: 10 }\n}\n"
+                      "layer { embedding { vocabulary: 10 dim: 2 ids_from: \"feature:w\" } }\n"
+                      "layer { dense { units: 2 } }",
+                      "m.pbtxt")
+                      .status()
+                      .message()),
+      "m.pbtxt:6:1: layer 1 (dense_0): dense needs a flat [N] input but its input is [4, 2]: put "
+      "flatten or global_average_pool1d before it");
+  // Not first.
+  EXPECT_EQ(std::string(ParseModelConfigFile(
+                            "input_dim: 4\nlayer { dense { units: 3 } }\n"
+                            "layer { embedding { vocabulary: 10 dim: 2 ids_from: \"feature:w\" } }",
+                            "m.pbtxt")
+                            .status()
+                            .message()),
+            "m.pbtxt:3:1: layer 1 (embedding): an embedding layer must come first: it reads the "
+            "input's ids");
+}
+
 TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile f,
@@ -203,8 +268,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
-            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout or "
-            "embedding_bag)");
+            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout, embedding "
+            "or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
@@ -229,10 +294,12 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "glorot_uniform, zeros or uniform:A (A >= 0)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"mse\""),
             "m.pbtxt:3:1: loss \"mse\" is not softmax_cross_entropy (the only loss)");
-  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { name: \"rmsprop\" }"),
-            "m.pbtxt:3:13: optimizer.name \"rmsprop\" is not sgd, momentum, adagrad or adam");
+  EXPECT_EQ(
+      message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { name: \"rmsprop\" }"),
+      "m.pbtxt:3:13: optimizer.name \"rmsprop\" is not sgd, momentum, adagrad, adam, nadam or "
+      "ftrl");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { learning_rate: 0.1 }"),
-            "m.pbtxt:3:1: optimizer.name is missing (sgd, momentum, adagrad or adam)");
+            "m.pbtxt:3:1: optimizer.name is missing (sgd, momentum, adagrad, adam, nadam or ftrl)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\n"
                     "optimizer { name: \"adam\" beta2: 1.5 }"),
             "m.pbtxt:3:26: optimizer.beta2 1.5 must be in [0, 1)");
@@ -289,7 +356,7 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2\n"
                     "  ids_from: \"words\" } }\nlayer { dense { units: 2 } }"),
             "m.pbtxt:3:3: layer 0 (embedding): embedding_bag.ids_from \"words\" is not "
-            "pixel_buckets:B with B in 1..256");
+            "feature:NAME or pixel_buckets:B with B in 1..256");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { embedding_bag { vocabulary: 8 ids_from: \"pixel_buckets:2\" } }"),
@@ -339,8 +406,8 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
   EXPECT_EQ(
       error("input {\n" + files +
             " feature { name: \"x\" }\n feature { name: \"w\" type: \"int64\" max_len: 5 }\n}\n"),
-      "m.pbtxt:1:1: no layer reads the input's id features (w): these layers take float "
-      "features only");
+      "m.pbtxt:1:1: no layer reads the input's id features (w): an embedding or "
+      "embedding_bag first layer with ids_from: \"feature:NAME\" reads one");
   EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
   EXPECT_EQ(error("input { format: \"parquet\" }\n", "input_dim: 1\n"),

@@ -47,7 +47,9 @@ constexpr int64_t kEvalFloats = int64_t{1} << 23;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec, int max_batch) {
-  if (spec.input_dim < 1) {
+  // A model whose first layer reads id features may have no float input.
+  const bool ids_only = spec.embedding_bag.enabled() && spec.embedding_bag.from_feature();
+  if (spec.input_dim < (ids_only ? 0 : 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("model input_dim is ", spec.input_dim, ": must be at least 1"));
   }
@@ -64,7 +66,7 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
   }
   Shape shape = {spec.input_dim};
   if (bag.has_value()) {
-    shape = {bag->dim()};
+    shape = bag->output_shape();
   } else if (!spec.input_shape.empty()) {
     for (int64_t d : spec.input_shape) {
       if (d < 1) {
@@ -160,10 +162,13 @@ Network::Network(const NetworkSpec& spec, int max_batch, std::optional<Embedding
   }
   activations_.resize(shapes_.size());
   deltas_.resize(shapes_.size());
+  act_.resize(shapes_.size());
+  delta_.resize(shapes_.size());
 }
 
 void Network::EnsureScratch(int batch, bool gradients) {
   for (size_t i = 1; i < shapes_.size(); ++i) {
+    if (spec_.layers[i - 1].kind == LayerKind::kFlatten) continue;  // its input's memory
     const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[i]);
     if (activations_[i].size() < n) activations_[i].resize(n);
     if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
@@ -230,15 +235,20 @@ absl::Status Network::CheckLabels(const int32_t* labels, int64_t n) const {
 
 void Network::Forward(const float* params, const float* x, const int32_t* labels, int batch,
                       bool training, BatchResult* result) {
-  const float* in = x;
+  act_[0] = x;
   for (size_t l = 0; l < layers_.size(); ++l) {
+    // A flatten's output is its input's memory, read in the same order.
+    if (spec_.layers[l].kind == LayerKind::kFlatten) {
+      act_[l + 1] = act_[l];
+      continue;
+    }
     float* out = activations_[l + 1].data();
-    layers_[l]->Forward(params, in, batch, training, out);
-    in = out;
+    layers_[l]->Forward(params, act_[l], batch, training, out);
+    act_[l + 1] = out;
   }
   // Softmax in place, with loss and accuracy.
   const int c = spec_.num_classes();
-  float* probs = activations_.back().data();
+  float* probs = activations_.back().data();  // the last layer is dense: its own buffer
   for (int r = 0; r < batch; ++r) {
     float* row = probs + r * c;
     const int argmax = static_cast<int>(std::max_element(row, row + c) - row);
@@ -279,11 +289,15 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
       delta[r * c + j] = (probs[r * c + j] - (j == labels[r] ? 1.0f : 0.0f)) * inv_batch;
     }
   }
+  // Where the loss gradient at each position goes: a flatten's output
+  // gradient is its input's, in the same memory.
+  delta_[0] = input_grad;
+  for (size_t i = 1; i < shapes_.size(); ++i) {
+    delta_[i] = spec_.layers[i - 1].kind == LayerKind::kFlatten ? delta_[i - 1] : deltas_[i].data();
+  }
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
-    const float* in = l == 0 ? x : activations_[l].data();
-    float* d_in = l > 0 ? deltas_[l].data() : input_grad;
-    layers_[l]->Backward(params, in, activations_[l + 1].data(), deltas_[l + 1].data(), batch,
-                         grads, d_in);
+    if (spec_.layers[l].kind == LayerKind::kFlatten) continue;
+    layers_[l]->Backward(params, act_[l], act_[l + 1], delta_[l + 1], batch, grads, delta_[l]);
     if (on_layer_done && param_layer_[l] >= 0) on_layer_done(param_layer_[l]);
   }
   return result;
@@ -304,18 +318,23 @@ absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* 
 }
 
 absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
-                                             const float* x, const int32_t* labels, int64_t n,
-                                             int input_dim, int chunk,
+                                             const float* x, const int64_t* ids,
+                                             const int32_t* labels, int64_t n, int input_dim,
+                                             int64_t ids_dim, int chunk,
                                              const ChunkEvaluator& evaluate) {
   BatchResult total;
   Bags bags;
   std::vector<float> rows, input;
-  if (bag != nullptr) input.resize(static_cast<size_t>(chunk) * bag->dim());
+  if (bag != nullptr) input.resize(static_cast<size_t>(chunk) * bag->output_width());
   for (int64_t start = 0; start < n; start += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, n - start));
     const float* in = x + start * input_dim;
     if (bag != nullptr) {
-      bag->MakeBags(in, b, &bags);
+      if (absl::Status s = bag->MakeBags(in, ids == nullptr ? nullptr : ids + start * ids_dim,
+                                         ids_dim, b, &bags);
+          !s.ok()) {
+        return s;
+      }
       rows.resize(bags.unique_ids.size() * bag->dim());
       if (absl::Status s = fetch(bags.unique_ids, rows.data()); !s.ok()) return s;
       bag->Forward(bags, rows.data(), input.data());

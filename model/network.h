@@ -37,8 +37,8 @@ struct NetworkSpec {
   // outputs are the logits of the softmax cross-entropy loss (so it has no
   // ReLU, and its units are the number of classes).
   std::vector<LayerSpec> layers;
-  // Optional: an embedding bag between the input and the first layer
-  // (model/embedding_bag.h), which then reads embedding_bag.dim inputs.
+  // Optional: an embedding (bag or sequence) between the input and the
+  // first layer (model/embedding_bag.h), which then reads its output.
   EmbeddingBagSpec embedding_bag;
 
   // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
@@ -59,13 +59,15 @@ struct BatchResult {
 using ChunkEvaluator =
     std::function<absl::StatusOr<BatchResult>(const float* input, const int32_t* labels, int n)>;
 
-// Scores `n` examples of `input_dim` raw features each, in chunks of at most
-// `chunk`: as they are when `bag` is null, else as the bag's output, each
-// chunk's rows fetched with `fetch` (from the PS, a local table or a
-// checkpoint). Returns the chunks' results summed; the first error wins.
+// Scores `n` examples of `input_dim` raw features (and `ids_dim` ids) each,
+// in chunks of at most `chunk`: as they are when `bag` is null, else as the
+// embedding's output, each chunk's rows fetched with `fetch` (from the PS, a
+// local table or a checkpoint). `ids` may be null when the bag reads no ids.
+// Returns the chunks' results summed; the first error wins.
 absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
-                                             const float* x, const int32_t* labels, int64_t n,
-                                             int input_dim, int chunk,
+                                             const float* x, const int64_t* ids,
+                                             const int32_t* labels, int64_t n, int input_dim,
+                                             int64_t ids_dim, int chunk,
                                              const ChunkEvaluator& evaluate);
 
 // The dropout seed of one training step: from the job's seed, the replica
@@ -94,8 +96,8 @@ class Network {
   // The embedding bag, or null when the model has none.
   const EmbeddingBag* bag() const { return bag_.has_value() ? &*bag_ : nullptr; }
   // Floats per example that ComputeGradients and Evaluate read: input_dim,
-  // or the bag's dim when the model starts with an embedding bag (the
-  // caller combines the rows: EmbeddingBag::Forward).
+  // or the embedding's output (the caller gathers the rows:
+  // EmbeddingBag::Forward).
   int input_width() const { return static_cast<int>(ShapeSize(shapes_[0])); }
   // The input's shape and each layer's output shape, in order.
   const std::vector<Shape>& shapes() const { return shapes_; }
@@ -160,6 +162,9 @@ class Network {
   // gradient there.
   std::vector<std::vector<float>> activations_;
   std::vector<std::vector<float>> deltas_;
+  // Per position, the memory in use: a flatten's output is its input's.
+  std::vector<const float*> act_;
+  std::vector<float*> delta_;
 };
 
 }  // namespace pstrain::model

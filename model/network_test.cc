@@ -231,6 +231,49 @@ TEST(NetworkTest, FashionCnnGradientsMatchCentralDifferences) {
   CheckStackGradients(FashionCnn(), 3, 5);
 }
 
+// The seeds' text CNN after its embedding: [300, 7] -> Conv1D(64, 5) ->
+// MaxPool1D(2) -> Conv1D(32, 3) -> MaxPool1D(2) -> Flatten -> Dense(46).
+NetworkSpec TextCnn() {
+  NetworkSpec spec;
+  spec.input_dim = 0;
+  EmbeddingBagSpec& emb = spec.embedding_bag;
+  emb.name = "embedding";
+  emb.vocabulary = 30982;
+  emb.dim = 7;
+  emb.ids_from = "feature:tokens";
+  emb.sequence = true;
+  emb.ids_length = 300;
+  LayerSpec conv0 = Layer(LayerKind::kConv1D, "conv1d_0");
+  conv0.units = 64;
+  conv0.window = {1, 5};
+  conv0.relu = true;
+  LayerSpec conv1 = conv0;
+  conv1.name = "conv1d_1";
+  conv1.units = 32;
+  conv1.window = {1, 3};
+  LayerSpec pool0 = Layer(LayerKind::kMaxPool1D, "max_pool1d_0");
+  pool0.window = pool0.stride = {1, 2};
+  LayerSpec pool1 = pool0;
+  pool1.name = "max_pool1d_1";
+  LayerSpec logits = Layer(LayerKind::kDense, "dense_0");
+  logits.units = 46;
+  spec.layers = {conv0, pool0, conv1, pool1, Layer(LayerKind::kFlatten, "flatten_0"), logits};
+  return spec;
+}
+
+TEST(NetworkTest, TextCnnTakesTheEmbeddingsSequenceAndItsGradientsMatch) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(TextCnn(), 4));
+  EXPECT_EQ(net->input_width(), 2100);
+  EXPECT_EQ(net->shapes().back(), (Shape{46}));
+  // Keras's counts: 2,304 + 6,176 + 107,502 in the flat array, the table
+  // (216,874) on the PS by row.
+  EXPECT_EQ(net->num_parameters(), 2304 + 6176 + 107502);
+  EXPECT_EQ(net->variables().back().name, "embedding/embeddings");
+  EXPECT_EQ(net->variables().back().shape, (std::vector<int64_t>{30982, 7}));
+  // The gradient at the input is what the embedding's rows receive.
+  CheckStackGradients(TextCnn(), 3, 9);
+}
+
 TEST(NetworkTest, DropoutRepeatsPerSeedAndIsOffInEvaluation) {
   ASSERT_OK_AND_ASSIGN(auto net, Network::Create(FashionCnn(0.5f), 4));
   ASSERT_OK_AND_ASSIGN(auto plain, Network::Create(FashionCnn(), 4));

@@ -104,6 +104,33 @@ void AdamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
   }
 }
 
+PSTRAIN_VECTOR_CLONES
+void NadamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
+               const float* __restrict g, size_t n, float lr, float b1, float b2, float c_m,
+               float c_g, float inv_b2, float eps) {
+  for (size_t i = 0; i < n; ++i) {
+    m[i] = b1 * m[i] + (1 - b1) * g[i];
+    s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
+    v[i] -= lr * (c_m * m[i] + c_g * g[i]) / (std::sqrt(s[i] * inv_b2) + eps);
+  }
+}
+
+// FTRL-Proximal as tf.raw_ops.ApplyFtrl with learning-rate power -1/2.
+PSTRAIN_VECTOR_CLONES
+void FtrlLoop(float* __restrict v, float* __restrict acc, float* __restrict lin,
+              const float* __restrict g, size_t n, float lr, float l1, float l2) {
+  const float inv_lr = 1 / lr;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = acc[i] + g[i] * g[i];
+    const float root = std::sqrt(a);
+    lin[i] += g[i] - (root - std::sqrt(acc[i])) * inv_lr * v[i];
+    const float quadratic = root * inv_lr + 2 * l2;
+    const float l = lin[i];
+    v[i] = std::fabs(l) > l1 ? (std::copysign(l1, l) - l) / quadratic : 0.0f;
+    acc[i] = a;
+  }
+}
+
 }  // namespace
 
 void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
@@ -158,8 +185,8 @@ class Sgd final : public Optimizer {
              absl::Span<const absl::Span<float>>, int64_t) const override {
     SgdLoop(values.data(), grad.data(), values.size(), lr_);
   }
-  void ApplyBytes(absl::Span<float> values, const char* grad,
-                  absl::Span<const absl::Span<float>>, int64_t) const override {
+  void ApplyBytes(absl::Span<float> values, const char* grad, absl::Span<const absl::Span<float>>,
+                  int64_t) const override {
     SgdBytesLoop(values.data(), grad, values.size(), lr_);
   }
   bool can_exchange() const override { return true; }
@@ -213,14 +240,83 @@ class Adam final : public Optimizer {
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t t) const override {
     // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
-    const double lr_t = lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
-                        (1.0 - std::pow(double{b1_}, t));
+    const double lr_t =
+        lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) / (1.0 - std::pow(double{b1_}, t));
     AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
              static_cast<float>(lr_t), b1_, b2_, eps_);
   }
 
  private:
   const float lr_, b1_, b2_, eps_;
+};
+
+// Nadam as Keras computes it (Dozat's schedule): the momentum of step t is
+// u_t = beta1 * (1 - 0.5 * 0.96^(0.004 t)); the step takes
+//   m_hat = u_{t+1} m / (1 - prod_{i<=t+1} u_i) + (1 - u_t) g / (1 - prod_{i<=t} u_i)
+//   v_hat = v / (1 - beta2^t)
+//   var -= lr * m_hat / (sqrt(v_hat) + epsilon)
+// The product of the schedule up to t comes in closed form, so a slot-free
+// count t is enough (as Adam's bias correction).
+class Nadam final : public Optimizer {
+ public:
+  explicit Nadam(const OptimizerSpec& s)
+      : lr_(s.learning_rate), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
+  int num_slots() const override { return 2; }
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    const double u_t = Momentum(t), u_next = Momentum(t + 1);
+    const double product = MomentumProduct(t), product_next = product * u_next;
+    const double c_m = u_next / (1 - product_next);
+    const double c_g = (1 - u_t) / (1 - product);
+    const double inv_b2 = 1 / (1 - std::pow(double{b2_}, t));
+    NadamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, b1_,
+              b2_, static_cast<float>(c_m), static_cast<float>(c_g), static_cast<float>(inv_b2),
+              eps_);
+  }
+
+ private:
+  static constexpr double kDecay = 0.96, kRate = 0.004;
+  double Momentum(int64_t t) const {
+    return b1_ * (1 - 0.5 * std::pow(kDecay, kRate * static_cast<double>(t)));
+  }
+  // prod_{i=1..t} u_i = beta1^t * prod (1 - r^i / 2) with r = 0.96^0.004;
+  // log(1 - x) = -sum_k x^k / k turns the product's log into geometric
+  // sums: -sum_k 2^-k / k * r^k (1 - r^(k t)) / (1 - r^k), whose terms fall
+  // by half each (48 terms: below 1e-15).
+  double MomentumProduct(int64_t t) const {
+    const double r = std::pow(kDecay, kRate);
+    double log_sum = 0, half_k = 1, r_k = 1;
+    for (int k = 1; k <= 48; ++k) {
+      half_k *= 0.5;
+      r_k *= r;
+      log_sum -= half_k / k * r_k * (1 - std::pow(r_k, static_cast<double>(t))) / (1 - r_k);
+    }
+    return std::pow(double{b1_}, static_cast<double>(t)) * std::exp(log_sum);
+  }
+
+  const float lr_, b1_, b2_, eps_;
+};
+
+// FTRL-Proximal (McMahan et al.), the usual optimizer of wide sparse
+// models: per element an accumulator of squared gradients (starting at
+// initial_accumulator) and a linear term; the value follows in closed form,
+// exactly 0 while |linear| <= l1.
+class Ftrl final : public Optimizer {
+ public:
+  explicit Ftrl(const OptimizerSpec& s)
+      : lr_(s.learning_rate), init_(s.initial_accumulator), l1_(s.l1), l2_(s.l2) {}
+  int num_slots() const override { return 2; }
+  std::vector<std::string> slot_names() const override { return {"accumulator", "linear"}; }
+  float initial_slot_value(int slot) const override { return slot == 0 ? init_ : 0.0f; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>> slots, int64_t) const override {
+    FtrlLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, l1_,
+             l2_);
+  }
+
+ private:
+  const float lr_, init_, l1_, l2_;
 };
 
 absl::Status Bad(absl::string_view field, float value, absl::string_view want) {
@@ -230,8 +326,7 @@ absl::Status Bad(absl::string_view field, float value, absl::string_view want) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
-    const OptimizerSpec& spec) {
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& spec) {
   if (!(spec.learning_rate > 0) || !std::isfinite(spec.learning_rate)) {
     return Bad("learning_rate", spec.learning_rate, "a positive finite number");
   }
@@ -245,20 +340,25 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
   if (!(spec.epsilon > 0) || !std::isfinite(spec.epsilon)) {
     return Bad("epsilon", spec.epsilon, "a positive finite number");
   }
-  if (spec.name == "adagrad") {
+  if (spec.name == "adagrad" || spec.name == "ftrl") {
     if (!(spec.initial_accumulator > 0) || !std::isfinite(spec.initial_accumulator)) {
-      return Bad("initial_accumulator", spec.initial_accumulator,
-                 "a positive finite number");
+      return Bad("initial_accumulator", spec.initial_accumulator, "a positive finite number");
+    }
+    if (spec.name == "ftrl") {
+      if (!(spec.l1 >= 0) || !std::isfinite(spec.l1)) return Bad("l1", spec.l1, "0 or more");
+      if (!(spec.l2 >= 0) || !std::isfinite(spec.l2)) return Bad("l2", spec.l2, "0 or more");
+      return std::make_unique<Ftrl>(spec);
     }
     return std::make_unique<Adagrad>(spec);
   }
-  if (spec.name == "adam") {
+  if (spec.name == "adam" || spec.name == "nadam") {
     if (!(spec.beta1 >= 0 && spec.beta1 < 1)) return Bad("beta1", spec.beta1, "in [0, 1)");
     if (!(spec.beta2 >= 0 && spec.beta2 < 1)) return Bad("beta2", spec.beta2, "in [0, 1)");
+    if (spec.name == "nadam") return std::make_unique<Nadam>(spec);
     return std::make_unique<Adam>(spec);
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown optimizer \"", spec.name, "\" (known: sgd, momentum, adagrad, adam)"));
+      "unknown optimizer \"", spec.name, "\" (known: sgd, momentum, adagrad, adam, nadam, ftrl)"));
 }
 
 }  // namespace pstrain::optim

@@ -1,6 +1,7 @@
 // Optimizers applied by the PS to a slice when a gradient arrives, with the
 // formulas TensorFlow's training ops use (ApplyGradientDescent,
-// ApplyMomentum, ApplyAdagrad, ApplyAdam). Per-element state (the "slots")
+// ApplyMomentum, ApplyAdagrad, ApplyAdam, ApplyFtrl; Nadam as Keras's
+// optimizer computes it). Per-element state (the "slots")
 // lives beside the slice in ShardStore; an Optimizer holds only its
 // hyper-parameters. Thread-compatible: callers hold the slice's lock.
 #ifndef PSTRAIN_OPTIM_OPTIMIZER_H_
@@ -27,7 +28,7 @@ class Optimizer {
   static constexpr int kMaxSlots = 2;
 
   // Slots per variable element (0 for SGD, 1 for momentum and Adagrad, 2 for
-  // Adam; at most kMaxSlots), and their names for stats and checkpoints.
+  // Adam, Nadam and FTRL; at most kMaxSlots), and their names for stats and checkpoints.
   virtual int num_slots() const = 0;
   virtual std::vector<std::string> slot_names() const = 0;
   // The value every slot element starts at.
@@ -35,7 +36,7 @@ class Optimizer {
 
   // Applies `grad` to `values`, updating `slots` (num_slots() spans, each of
   // values.size()). `t` is the 1-based count of updates applied to this slice
-  // including this one (Adam's bias correction). REQUIRES: sizes match.
+  // including this one (Adam's bias correction, Nadam's schedule). REQUIRES: sizes match.
   virtual void Apply(absl::Span<float> values, absl::Span<const float> grad,
                      absl::Span<const absl::Span<float>> slots,
                      int64_t t) const = 0;

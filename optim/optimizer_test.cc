@@ -12,7 +12,8 @@ namespace {
 
 // Applies `grads` one after another to a one-element variable starting at
 // `v0` and returns the value after each step.
-std::vector<float> ApplySequence(const OptimizerSpec& spec, float v0, const std::vector<float>& grads) {
+std::vector<float> ApplySequence(const OptimizerSpec& spec, float v0,
+                                 const std::vector<float>& grads) {
   auto opt = CreateOptimizer(spec);
   EXPECT_OK(opt);
   std::vector<float> value = {v0};
@@ -107,6 +108,74 @@ TEST(OptimizerTest, AdamFirstStepsByHand) {
   EXPECT_NEAR(v[1], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
 }
 
+// Keras's Nadam (tf.keras.optimizers.Nadam), its recurrence written out in
+// double: the momentum schedule's product carried step by step.
+TEST(OptimizerTest, NadamFollowsKerasRecurrenceStepByStep) {
+  OptimizerSpec s;
+  s.name = "nadam";
+  s.learning_rate = 0.002f;
+  std::vector<float> grads;
+  for (int t = 0; t < 300; ++t) grads.push_back(static_cast<float>(std::sin(t * 0.7) + 0.3));
+  const std::vector<float> v = ApplySequence(s, 0.5f, grads);
+  double var = 0.5, m = 0, vv = 0, product = 1;
+  for (int t = 1; t <= 300; ++t) {
+    const double g = grads[t - 1];
+    const double u_t = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * t));
+    const double u_next = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * (t + 1)));
+    product *= u_t;
+    const double product_next = product * u_next;
+    m = 0.9 * m + 0.1 * g;
+    vv = 0.999 * vv + 0.001 * g * g;
+    const double m_hat = u_next * m / (1 - product_next) + (1 - u_t) * g / (1 - product);
+    const double v_hat = vv / (1 - std::pow(0.999, t));
+    var -= 0.002 * m_hat / (std::sqrt(v_hat) + 1e-7);
+    ASSERT_NEAR(v[t - 1], var, 1e-5) << "step " << t;
+  }
+  // Far into training, the schedule's product in closed form still matches
+  // the one carried step by step: one step at t = 20000 from m = v = 0.
+  auto opt = CreateOptimizer(s);
+  ASSERT_OK(opt);
+  std::vector<float> value = {1.0f}, ms = {0.0f}, vs = {0.0f};
+  const std::vector<absl::Span<float>> slots = {absl::MakeSpan(ms), absl::MakeSpan(vs)};
+  const float g = 0.5f;
+  (*opt)->Apply(absl::MakeSpan(value), absl::MakeConstSpan(&g, 1), slots, 20000);
+  product = 1;
+  for (int t = 1; t <= 20000; ++t) product *= 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * t));
+  const double u_t = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * 20000));
+  const double u_next = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * 20001));
+  const double m_hat = u_next * 0.05 / (1 - product * u_next) + (1 - u_t) * 0.5 / (1 - product);
+  const double v_hat = 0.001 * 0.25 / (1 - std::pow(0.999, 20000));
+  EXPECT_NEAR(value[0], 1.0 - 0.002 * m_hat / (std::sqrt(v_hat) + 1e-7), 1e-6);
+}
+
+// tf.raw_ops.ApplyFtrl by hand, learning-rate power -1/2: the accumulator
+// starts at initial_accumulator, the value follows from the linear term and
+// is exactly 0 while |linear| <= l1.
+TEST(OptimizerTest, FtrlByHandWithL1ZeroingAndL2) {
+  OptimizerSpec s;
+  s.name = "ftrl";
+  s.learning_rate = 0.5f;
+  s.initial_accumulator = 0.1f;
+  s.l1 = 0.2f;
+  s.l2 = 0.05f;
+  const std::vector<float> grads = {1.0f, -0.1f, 2.0f};
+  const std::vector<float> v = ApplySequence(s, 0.3f, grads);
+  double var = 0.3, acc = 0.1, lin = 0;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    const double g = grads[t], a = acc + g * g;
+    lin += g - (std::sqrt(a) - std::sqrt(acc)) / 0.5 * var;
+    const double quadratic = std::sqrt(a) / 0.5 + 2 * 0.05;
+    var = std::fabs(lin) > 0.2 ? ((lin > 0 ? 0.2 : -0.2) - lin) / quadratic : 0.0;
+    acc = a;
+    EXPECT_NEAR(v[t], var, 1e-6) << "step " << t;
+  }
+  // A small gradient leaves |linear| under l1: the value is exactly 0.
+  s.l1 = 10.0f;
+  EXPECT_EQ(ApplySequence(s, 0.3f, {0.5f}), std::vector<float>{0.0f});
+  s.l1 = -1;
+  EXPECT_EQ(CreateOptimizer(s).status().message(), "optimizer l1 -1 must be 0 or more");
+}
+
 // SGD's exchanging step gives ApplyBytes's values bit for bit (at an odd
 // gradient alignment, over a length that is no multiple of a vector) and
 // leaves the previous values in the gradient's bytes, so copying them back
@@ -167,7 +236,7 @@ TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
 }
 
 TEST(OptimizerTest, OnlySgdExchanges) {
-  for (const char* name : {"momentum", "adagrad", "adam"}) {
+  for (const char* name : {"momentum", "adagrad", "adam", "nadam", "ftrl"}) {
     OptimizerSpec s;
     s.name = name;
     auto opt = CreateOptimizer(s);
@@ -180,7 +249,7 @@ TEST(OptimizerTest, RejectsBadHyperParametersNamingTheField) {
   OptimizerSpec s;
   s.name = "rmsprop";
   EXPECT_EQ(CreateOptimizer(s).status().message(),
-            "unknown optimizer \"rmsprop\" (known: sgd, momentum, adagrad, adam)");
+            "unknown optimizer \"rmsprop\" (known: sgd, momentum, adagrad, adam, nadam, ftrl)");
   s.name = "sgd";
   s.learning_rate = -1;
   EXPECT_EQ(CreateOptimizer(s).status().message(),

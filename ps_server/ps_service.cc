@@ -250,6 +250,8 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
   job.optimizer.beta1 = o.beta1();
   job.optimizer.beta2 = o.beta2();
   job.optimizer.epsilon = o.epsilon();
+  job.optimizer.l1 = o.l1();
+  job.optimizer.l2 = o.l2();
   auto mode = ParseConsistency(req->consistency().empty() ? "async" : req->consistency());
   if (!mode.ok()) return FinishWith(ctx, mode.status());
   job.consistency = *mode;

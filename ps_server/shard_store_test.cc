@@ -382,7 +382,7 @@ TEST(ShardStoreInitTest, RejectsBadDefinitionsAndStoresNothing) {
   EXPECT_EQ(r.status().message(), "initial value for w/part_0 has 4 bytes, expected 8");
   r = store.Initialize(Job({"adamw", 1}), {Dense(Slice("w", 1, 1, 1), one)}, {});
   EXPECT_EQ(r.status().message(),
-            "unknown optimizer \"adamw\" (known: sgd, momentum, adagrad, adam)");
+            "unknown optimizer \"adamw\" (known: sgd, momentum, adagrad, adam, nadam, ftrl)");
   r = store.Initialize(Job({"sgd", 1}), {Dense(Slice("w", 1, 1, 1), one, "ssp:-2")}, {});
   EXPECT_EQ(r.status().message(),
             "w/part_0: consistency \"ssp:-2\" is not one of async, sync, ssp:S (S an integer "

@@ -598,6 +598,90 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
   }
 }
 
+// A labelled text corpus with a known rule: each text is filler words with a
+// few keywords of its class among them (4 classes), as label<TAB>text.
+std::string KeywordTexts(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const int label = static_cast<int>(rng() % 4);
+    const int length = 20 + static_cast<int>(rng() % 40);
+    std::vector<std::string> words;
+    for (int w = 0; w < length; ++w) words.push_back(absl::StrCat("filler", rng() % 300));
+    for (int k = 0; k < 3; ++k) {
+      words[rng() % words.size()] = absl::StrCat("topic", label, "word", rng() % 8);
+    }
+    absl::StrAppend(&out, "class", label, "\t", absl::StrJoin(words, " "), "\n");
+  }
+  return out;
+}
+
+// The seeds' text CNN (embedding -> conv1d -> pool -> conv1d -> pool ->
+// flatten -> dense) on a corpus that `pstrain data text-to-tfrecord` made:
+// a cluster of 2 PS, a chief, a worker and an evaluator trains it with the
+// table's rows spread over both PS, checkpoints them, and the evaluator's
+// score of the final checkpoint equals the chief's; train --local learns it
+// too.
+TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
+  const std::string out = TmpDir("text_cnn");
+  ASSERT_OK(WriteFileAtomically(out + "/train.tsv", KeywordTexts(3000, 1)));
+  ASSERT_OK(WriteFileAtomically(out + "/test.tsv", KeywordTexts(600, 2)));
+  RunResult data = RunPstrain(
+      {"data", "text-to-tfrecord", "--train=" + out + "/train.tsv", "--test=" + out + "/test.tsv",
+       "--out=" + out + "/data", "--vocab_size=500", "--files=2"},
+      "", out + "/data.txt");
+  ASSERT_EQ(data.code, 0) << data.output;
+  ASSERT_OK(WriteFileAtomically(out + "/text_cnn.pbtxt", R"pb(
+    input {
+      format: "tfrecord"
+      train_files: "train-*.tfrecord.gz"
+      test_files: "test-*.tfrecord.gz"
+      feature { name: "tokens" type: "int64" max_len: 64 vocabulary: 502 }
+      label: "label"
+    }
+    layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
+    layer { conv1d { filters: 64 kernel_size: 5 activation: "relu" } }
+    layer { max_pool1d { pool_size: 2 } }
+    layer { conv1d { filters: 32 kernel_size: 3 activation: "relu" } }
+    layer { max_pool1d { pool_size: 2 } }
+    layer { flatten {} }
+    layer { dense { units: 4 } }
+    optimizer { name: "adam" learning_rate: 0.002 }
+    batch_size: 32
+  )pb"));
+  const std::string config = "--config=" + out + "/text_cnn.pbtxt";
+  const std::string data_dir = "--data_dir=" + out + "/data";
+  RunResult r =
+      RunPstrain({"launch", "--ps=2", "--workers=1", "--evaluator", config, data_dir, "--epochs=3",
+                  "--checkpoint_secs=0", "--eval_poll_secs=1", "--output_dir=" + out + "/run"},
+                 "", out + "/launch.txt", absl::Seconds(240));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/run/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  const double acc = FindMember(metrics, "test_accuracy")->get<double>();
+  EXPECT_GE(acc, 0.9) << text;
+  // Two replicas, 1,500 examples each: 46 steps of 32 per epoch.
+  const int64_t steps = 2 * 3 * 46;
+  EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), steps);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/run/eval"));
+  ASSERT_GE(eval.size(), 1u);
+  EXPECT_EQ(eval.back().step, steps);
+  EXPECT_EQ(eval.back().scalars[1].first, "accuracy");
+  EXPECT_FLOAT_EQ(eval.back().scalars[1].second, static_cast<float>(acc));
+  // Both PS hold rows of the table, and checkpointed them.
+  for (int ps : {0, 1}) {
+    ASSERT_OK_AND_ASSIGN(std::string shard, ReadFile(ShardPath(out + "/run", steps, ps, 2)));
+    EXPECT_THAT(shard, HasSubstr("embedding/embeddings")) << ps;
+  }
+
+  RunResult local =
+      RunPstrain({"train", "--local", config, data_dir, "--epochs=3"}, "", out + "/local.txt");
+  ASSERT_EQ(local.code, 0) << local.output;
+  const size_t at = local.output.find("test accuracy: ");
+  ASSERT_NE(at, std::string::npos) << local.output;
+  EXPECT_GE(std::stod(local.output.substr(at + 15)), 0.9) << local.output;
+}
+
 // A job streaming CSV files through a shuffle buffer, stopped by
 // --max_steps after a checkpoint mid-epoch, relaunched for two epochs: the
 // worker resumes at the checkpoint's step and its input at that batch of

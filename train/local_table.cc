@@ -14,8 +14,8 @@ absl::StatusOr<std::unique_ptr<LocalTable>> LocalTable::Create(const VariableDef
     return absl::InvalidArgumentError(
         absl::StrCat(table.name, " is not an embedding table [vocabulary, dim]"));
   }
-  auto init = optim::Initializer::Parse(table.initializer.empty() ? "uniform:0.05"
-                                                               : table.initializer);
+  auto init =
+      optim::Initializer::Parse(table.initializer.empty() ? "uniform:0.05" : table.initializer);
   if (!init.ok()) return init.status();
   std::unique_ptr<optim::Optimizer> opt;
   if (optimizer != nullptr) {

@@ -5,10 +5,10 @@
 
 #include <random>
 
+#include "client/ps_client.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
-#include "client/ps_client.h"
 
 namespace pstrain::train {
 namespace {
@@ -23,7 +23,8 @@ TEST(LocalTableTest, MatchesThePsRowForRowUnderLazyAdam) {
   ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement({table}, 2));
   client::PsClientOptions options;
   options.ps_addresses = ps->addresses();
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> client, client::PsClient::Create(options, placement));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> client,
+                       client::PsClient::Create(options, placement));
   ASSERT_OK(client->WaitUntilReady(absl::Seconds(5), false));
   client::CreateOptions create;
   create.optimizer = adam;

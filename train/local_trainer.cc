@@ -68,27 +68,44 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   std::unique_ptr<LocalTable> table;
   model::Bags bags;
   std::vector<float> rows, row_grads, bag_out, bag_grad;
+  LocalResult result;
   if (bag != nullptr) {
     PSTRAIN_ASSIGN_OR_RETURN(table, LocalTable::Create(mlp->variables()[mlp->layout().FirstTable()],
                                                        job.seed, &job.optimizer));
-    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->dim());
+    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->output_width());
     bag_grad.resize(bag_out.size());
   }
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim());
   std::vector<int32_t> y(job.batch_size);
+  const bool with_ids = bag != nullptr && bag->reads_ids();
+  std::vector<int64_t> ids(with_ids ? static_cast<size_t>(job.batch_size) * train.ids_dim() : 0);
   // Batches are gathered on a background thread, a few steps ahead.
-  data::Prefetcher prefetch(&train);
+  data::Prefetcher prefetch(&train, 4, with_ids);
   Log("training locally: ", total, " steps of batch ", job.batch_size, " over ", train.shard_size(),
       " examples", train_data.streamed ? " (streamed)" : "");
+  // The test set scored with the current parameters (and table).
+  auto score = [&]() -> absl::StatusOr<model::BatchResult> {
+    return model::EvaluateExamples(
+        bag, [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
+        test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
+        static_cast<int>(test.example_dim), test.ids_dim, 1024,
+        [&](const float* in, const int32_t* labels, int n) {
+          return backend->Evaluate(params.data(), in, labels, n);
+        });
+  };
+  const int64_t per_epoch = train.batches_per_epoch();
+  absl::Duration eval_time;
   model::BatchResult window;
   const absl::Time start = absl::Now();
   absl::Time window_start = start;
   for (int64_t step = 1; step <= total; ++step) {
-    PSTRAIN_RETURN_IF_ERROR(prefetch.Next(x.data(), y.data()).status());
+    PSTRAIN_RETURN_IF_ERROR(
+        prefetch.Next(x.data(), y.data(), with_ids ? ids.data() : nullptr).status());
     backend->SetStepSeed(model::StepSeed(job.seed, 0, step));
     const float* input = x.data();
     if (bag != nullptr) {
-      bag->MakeBags(x.data(), job.batch_size, &bags);
+      PSTRAIN_RETURN_IF_ERROR(
+          bag->MakeBags(x.data(), ids.data(), train.ids_dim(), job.batch_size, &bags));
       rows.resize(bags.unique_ids.size() * bag->dim());
       PSTRAIN_RETURN_IF_ERROR(table->Read(bags.unique_ids, rows.data()));
       bag->Forward(bags, rows.data(), bag_out.data());
@@ -127,24 +144,29 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       window = model::BatchResult();
       window_start = now;
     }
+    if (job.max_steps == 0 && step % per_epoch == 0 && step < total) {
+      const absl::Time eval_start = absl::Now();
+      PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult e, score());
+      const double accuracy = static_cast<double>(e.correct) / e.count;
+      result.epoch_test_accuracy.push_back(accuracy);
+      Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f - test loss %.4f", step / per_epoch,
+                          job.epochs, accuracy, e.loss_sum / e.count));
+      eval_time += absl::Now() - eval_start;
+      window_start += absl::Now() - eval_start;
+    }
   }
-  LocalResult result;
   result.steps = total;
-  result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.train_seconds = absl::ToDoubleSeconds(absl::Now() - start - eval_time);
   result.load_seconds = load_seconds;
   result.input_wait_seconds = absl::ToDoubleSeconds(prefetch.waited());
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
-  PSTRAIN_ASSIGN_OR_RETURN(
-      model::BatchResult r,
-      model::EvaluateExamples(
-          bag,
-          [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
-          test.features.data(), test.labels.data(), test.num_examples,
-          static_cast<int>(test.example_dim), 1024,
-          [&](const float* in, const int32_t* labels, int n) {
-            return backend->Evaluate(params.data(), in, labels, n);
-          }));
+  PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r, score());
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
+  if (job.max_steps == 0) {
+    Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f - test loss %.4f", job.epochs, job.epochs,
+                        result.test_accuracy, r.loss_sum / r.count));
+    result.epoch_test_accuracy.push_back(result.test_accuracy);
+  }
   result.test_loss = r.loss_sum / r.count;
   if (!summary_dir.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,

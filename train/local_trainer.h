@@ -24,12 +24,15 @@ struct LocalResult {
   double load_seconds = 0;
   // Of train_seconds, how long steps stood waiting for their batch.
   double input_wait_seconds = 0;
+  // The test accuracy after each full epoch (as Keras's validation_data),
+  // when the job runs by epochs; not counted in train_seconds.
+  std::vector<double> epoch_test_accuracy;
   std::vector<float> params;  // the trained values, flat (model::Network's layout)
 };
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then
-// scores the test set. Logs Keras-like progress lines every
-// `log_every_steps`. Errors for bad data, a bad model or optimizer.
+// scores the test set (and after each epoch, logging "epoch E/N: test
+// accuracy ..."). Logs Keras-like progress lines every `log_every_steps`. Errors for bad data, a bad model or optimizer.
 // When `summary_dir` is not empty, the progress scalars go to TensorBoard
 // event files and JSON lines in <summary_dir>/train, and the test loss and
 // accuracy in <summary_dir>/eval (common/event_file.h).

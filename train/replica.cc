@@ -20,7 +20,8 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
         absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
   }
   const int num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> mlp, model::Network::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> mlp,
+                           model::Network::Create(job.model, 1));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
                            ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;

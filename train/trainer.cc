@@ -98,6 +98,7 @@ class RoundTrips {
 struct BagBatch {
   std::vector<float> x;
   std::vector<int32_t> y;
+  std::vector<int64_t> ids;  // when the embedding reads the input's id features
   model::Bags bags;
   std::vector<float> rows, row_grads;
   int64_t pulled_by = 0;  // the ticket of the round pulling its rows
@@ -126,7 +127,8 @@ class StepLoop {
         bag_(mlp_->bag()),
         summaries_(summaries),
         result_(*result),
-        stall_rng_(job_.seed * 7919 + options.replica) {}
+        stall_rng_(job_.seed * 7919 + options.replica),
+        ids_dim_(source->ids_dim()) {}
 
   absl::Status Run() {
     PSTRAIN_RETURN_IF_ERROR(Plan());
@@ -190,8 +192,9 @@ class StepLoop {
       for (BagBatch& bb : pipeline_) {
         bb.x.resize(x_.size());
         bb.y.resize(y_.size());
+        if (bag_->reads_ids()) bb.ids.resize(static_cast<size_t>(job_.batch_size) * ids_dim_);
       }
-      bag_out_.resize(static_cast<size_t>(job_.batch_size) * bag_->dim());
+      bag_out_.resize(static_cast<size_t>(job_.batch_size) * bag_->output_width());
       bag_grad_.resize(bag_out_.size());
       table_ = bag_->spec().table();
     }
@@ -217,7 +220,7 @@ class StepLoop {
     // The source may be where an earlier attempt's prefetcher left it.
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
     // Batches are gathered on a background thread, a few steps ahead.
-    prefetch_.emplace(&source_);
+    prefetch_.emplace(&source_, 4, bag_ != nullptr && bag_->reads_ids());
     Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ", total_steps_,
         " steps of batch ", job_.batch_size, " (", source_.shard_size(),
         " examples in this shard)");
@@ -270,8 +273,11 @@ class StepLoop {
   // every caller has waited for that pull: the place is free.
   absl::Status QueueRows(int64_t s) {
     BagBatch& bb = pipeline_[s % 3];
-    PSTRAIN_RETURN_IF_ERROR(prefetch_->Next(bb.x.data(), bb.y.data()).status());
-    bag_->MakeBags(bb.x.data(), job_.batch_size, &bb.bags);
+    PSTRAIN_RETURN_IF_ERROR(
+        prefetch_->Next(bb.x.data(), bb.y.data(), bb.ids.empty() ? nullptr : bb.ids.data())
+            .status());
+    PSTRAIN_RETURN_IF_ERROR(
+        bag_->MakeBags(bb.x.data(), bb.ids.data(), ids_dim_, job_.batch_size, &bb.bags));
     bb.rows.resize(bb.bags.unique_ids.size() * bag_->dim());
     client::PsClient* client = client_;
     const std::string* table = &table_;
@@ -413,6 +419,7 @@ class StepLoop {
   data::BatchSource& source_;
   std::mt19937_64 stall_rng_;
   std::uniform_real_distribution<double> stall_{0, 1};
+  const int64_t ids_dim_;
 
   // The schedule (Plan).
   bool sync_ = false;
