@@ -136,9 +136,8 @@ int RunLaunch(const LaunchOptions& options) {
     if (!text.ok() || text->size() <= eval_log_read) return;
     size_t end = text->rfind('\n');
     if (end == std::string::npos || end < eval_log_read) return;
-    for (absl::string_view line :
-         absl::StrSplit(absl::string_view(*text).substr(eval_log_read, end - eval_log_read),
-                        '\n')) {
+    for (absl::string_view line : absl::StrSplit(
+             absl::string_view(*text).substr(eval_log_read, end - eval_log_read), '\n')) {
       const size_t at = line.find("eval at step ");
       if (at != absl::string_view::npos) Say(absl::StrCat("evaluator: ", line.substr(at)));
     }
@@ -193,6 +192,9 @@ int RunLaunch(const LaunchOptions& options) {
     return kExitPermanent;
   }
   Say(absl::StrFormat("test accuracy: %.4f", acc->get<double>()));
+  if (const Json* auc = FindMember(*metrics, "test_auc"); auc != nullptr && auc->is_number()) {
+    Say(absl::StrFormat("test auc: %.4f", auc->get<double>()));
+  }
   if (rate != nullptr && rate->is_number()) {
     Say(absl::StrFormat("training throughput: %.0f examples/s (all replicas)",
                         rate->get<double>()));
@@ -214,9 +216,8 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   auto evaluator = args.GetBool("evaluator", options.with_evaluator);
   auto eval_poll = args.GetIntInRange("eval_poll_secs", options.eval_poll_secs, 1, 3600);
   auto timeout = args.GetInt("timeout_s", 7200);
-  for (const absl::Status& s :
-       {ps.status(), workers.status(), chief.status(), evaluator.status(), eval_poll.status(),
-        timeout.status()}) {
+  for (const absl::Status& s : {ps.status(), workers.status(), chief.status(), evaluator.status(),
+                                eval_poll.status(), timeout.status()}) {
     if (!s.ok()) return fail(s);
   }
   // Validate the job flags now, in this process, so a typo fails before any
@@ -249,8 +250,7 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
     } else if (name == "config" || name == "model_config") {
       // Every task reads the config's security block; the PS nothing else.
       options.task_flags.push_back(flag);
-    } else if (name != "output_dir" &&
-               std::find(names.begin(), names.end(), name) != names.end()) {
+    } else if (name != "output_dir" && std::find(names.begin(), names.end(), name) != names.end()) {
       options.job_flags.push_back(flag);
     }
   }

@@ -173,6 +173,7 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
       result->test_accuracy, result->test_loss, result->examples_per_sec,
       static_cast<int>(result->steps), result->train_seconds, result->load_seconds,
       100.0 * result->input_wait_seconds / std::max(result->train_seconds, 1e-9));
+  if (result->test_auc.has_value()) std::printf("test auc: %.4f\n", *result->test_auc);
   return pstrain::kExitOk;
 }
 

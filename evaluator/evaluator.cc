@@ -187,11 +187,16 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
                 return backend->Evaluate(params->data(), in, labels, n);
               }));
       Score s{step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
-      PSTRAIN_RETURN_IF_ERROR(
-          events->WriteScalars(s.step, {{"loss", s.loss}, {"accuracy", s.accuracy}}));
+      Scalars scalars = {{"loss", s.loss}, {"accuracy", s.accuracy}};
+      if (r.has_auc()) {
+        s.auc = r.Auc();
+        scalars.push_back({"auc", *s.auc});
+      }
+      PSTRAIN_RETURN_IF_ERROR(events->WriteScalars(s.step, scalars));
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(scored_path, absl::StrCat(s.step, "\n")));
-      Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f", s.step, s.loss,
-                          s.accuracy));
+      Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f%s", s.step, s.loss,
+                          s.accuracy,
+                          s.auc.has_value() ? absl::StrFormat(" - auc %.4f", *s.auc) : ""));
       scores.push_back(s);
       scored = step;
       last_new = absl::Now();

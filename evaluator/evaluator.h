@@ -16,6 +16,7 @@
 #define PSTRAIN_EVALUATOR_EVALUATOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct Score {
   int64_t step = 0;
   double loss = 0;
   double accuracy = 0;
+  std::optional<double> auc;  // binary labels (sigmoid loss)
 };
 
 // The dense variables of checkpoint `step` under `dir`, flat (variable v at

@@ -38,6 +38,10 @@ class CudaBackend final : public Backend {
                                                          int max_batch) {
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
+    if (mlp->spec().binary()) {
+      return absl::UnimplementedError(
+          "cuda: the sigmoid loss does not run on the CUDA backend yet (softmax only)");
+    }
     for (const LayerSpec& l : mlp->spec().layers) {
       if (l.kind != LayerKind::kDense) {
         return absl::UnimplementedError(

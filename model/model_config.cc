@@ -198,6 +198,13 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
   const auto* type = v1::ModelConfig::descriptor();
   const auto* layer_type = v1::LayerConfig::descriptor();
   NetworkSpec spec;
+  if (config.loss() == "sigmoid_cross_entropy") {
+    spec.loss = Loss::kSigmoidCrossEntropy;
+  } else if (!config.loss().empty() && config.loss() != "softmax_cross_entropy") {
+    return Bad(where.At(where.root(), type, "loss") + "loss ",
+               absl::StrCat("\"", config.loss(),
+                            "\" is not softmax_cross_entropy or sigmoid_cross_entropy"));
+  }
   if (config.input_shape_size() > 0) {
     Shape shape(config.input_shape().begin(), config.input_shape().end());
     for (int64_t d : shape) {
@@ -424,16 +431,20 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     }
     if (i + 1 == config.layer_size()) {
       if (layer.kind != LayerKind::kDense) {
-        return Bad(at_layer, what +
-                                 "the last layer gives the logits of softmax cross-entropy: "
-                                 "it must be dense, not " +
-                                 *kind);
+        return Bad(at_layer, absl::StrCat(what, "the last layer gives the logits of ",
+                                          LossName(spec.loss), ": it must be dense, not ", *kind));
       }
       if (layer.relu) {
-        return Bad(at("activation"),
-                   "must be empty: the last layer gives the logits of softmax cross-entropy");
+        return Bad(at("activation"), absl::StrCat("must be empty: the last layer gives the "
+                                                  "logits of ",
+                                                  LossName(spec.loss)));
       }
-      if (layer.units < 2) {
+      if (spec.binary() && layer.units != 1) {
+        return Bad(at("units"), absl::StrCat(layer.units,
+                                             " must be 1: a sigmoid loss takes one "
+                                             "logit (labels 0 and 1)"));
+      }
+      if (!spec.binary() && layer.units < 2) {
         return Bad(at("units"), "must be at least 2: the last layer has one unit per class");
       }
     }
@@ -558,10 +569,6 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
   auto at = [&](const std::string& field) {
     return where.At(where.root(), type, field) + field + " ";
   };
-  if (!config.loss().empty() && config.loss() != "softmax_cross_entropy") {
-    return Bad(at("loss"), absl::StrCat("\"", config.loss(),
-                                        "\" is not softmax_cross_entropy (the only loss)"));
-  }
   if (config.has_batch_size()) {
     if (config.batch_size() < 1 || config.batch_size() > 65536) {
       return Bad(at("batch_size"), absl::StrCat(config.batch_size(), " must be in 1..65536"));

@@ -293,7 +293,18 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:26: layer 0 (dense_0): dense.kernel_initializer \"he\" is not "
             "glorot_uniform, zeros or uniform:A (A >= 0)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"mse\""),
-            "m.pbtxt:3:1: loss \"mse\" is not softmax_cross_entropy (the only loss)");
+            "m.pbtxt:3:1: loss \"mse\" is not softmax_cross_entropy or sigmoid_cross_entropy");
+  // A sigmoid loss takes one logit.
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"sigmoid_cross_entropy\""),
+            "m.pbtxt:2:17: layer 0 (dense_0): dense.units 2 must be 1: a sigmoid loss takes one "
+            "logit (labels 0 and 1)");
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile click,
+      ParseModelConfigFile(
+          "input_dim: 4\nlayer { dense { units: 1 } }\nloss: \"sigmoid_cross_entropy\"",
+          "m.pbtxt"));
+  EXPECT_TRUE(click.job.model.binary());
+  EXPECT_EQ(click.job.model.num_classes(), 2);
   EXPECT_EQ(
       message("input_dim: 4\nlayer { dense { units: 2 } }\noptimizer { name: \"rmsprop\" }"),
       "m.pbtxt:3:13: optimizer.name \"rmsprop\" is not sgd, momentum, adagrad, adam, nadam or "

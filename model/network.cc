@@ -27,6 +27,42 @@ NetworkSpec NetworkSpec::FromWidths(int input_dim, const std::vector<int>& hidde
   return spec;
 }
 
+const char* LossName(Loss loss) {
+  return loss == Loss::kSigmoidCrossEntropy ? "sigmoid cross-entropy" : "softmax cross-entropy";
+}
+
+void BatchResult::Add(const BatchResult& other) {
+  loss_sum += other.loss_sum;
+  correct += other.correct;
+  count += other.count;
+  if (!other.has_auc()) return;
+  if (!has_auc()) {
+    positives.assign(kAucBins, 0);
+    negatives.assign(kAucBins, 0);
+  }
+  for (int b = 0; b < kAucBins; ++b) {
+    positives[b] += other.positives[b];
+    negatives[b] += other.negatives[b];
+  }
+}
+
+double BatchResult::Auc() const {
+  double pos = 0, neg = 0;
+  for (int b = 0; b < static_cast<int>(positives.size()); ++b) {
+    pos += positives[b];
+    neg += negatives[b];
+  }
+  if (pos == 0 || neg == 0) return 0.5;
+  // Over the bins from the lowest score: each positive beats the negatives
+  // below its bin and ties half of those in it.
+  double below = 0, wins = 0;
+  for (int b = 0; b < static_cast<int>(positives.size()); ++b) {
+    wins += positives[b] * (below + 0.5 * negatives[b]);
+    below += negatives[b];
+  }
+  return wins / (pos * neg);
+}
+
 uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step) {
   return (job_seed * 1000003 + static_cast<uint64_t>(replica)) * 0x100000001B3ull +
          static_cast<uint64_t>(step);
@@ -112,16 +148,18 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     if (i + 1 == spec.layers.size()) {
       if (l.kind != LayerKind::kDense) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where,
-                         "the last layer gives the logits of softmax cross-entropy: it "
-                         "must be dense, not ",
-                         LayerKindName(l.kind)));
+            absl::StrCat(where, "the last layer gives the logits of ", LossName(spec.loss),
+                         ": it must be dense, not ", LayerKindName(l.kind)));
       }
       if (l.relu) {
-        return absl::InvalidArgumentError(
-            where + "the last layer gives the logits of softmax cross-entropy: no activation");
+        return absl::InvalidArgumentError(absl::StrCat(where, "the last layer gives the logits of ",
+                                                       LossName(spec.loss), ": no activation"));
       }
-      if (l.units < 2) {
+      if (spec.binary() && l.units != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "a sigmoid loss takes one logit, but the last layer has ", l.units, " units"));
+      }
+      if (!spec.binary() && l.units < 2) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, "the last layer needs one unit per class, at least 2"));
       }
@@ -246,6 +284,27 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
     layers_[l]->Forward(params, act_[l], batch, training, out);
     act_[l + 1] = out;
   }
+  if (spec_.binary()) {
+    // The sigmoid in place, with loss, accuracy and the AUC's histograms:
+    // loss = max(z, 0) - z y + log(1 + exp(-|z|)), stable for any z.
+    float* p = activations_.back().data();
+    if (!result->has_auc()) {
+      result->positives.assign(BatchResult::kAucBins, 0);
+      result->negatives.assign(BatchResult::kAucBins, 0);
+    }
+    for (int r = 0; r < batch; ++r) {
+      const float z = p[r];
+      const int y = labels[r];
+      result->loss_sum += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::fabs(z)));
+      result->correct += ((z > 0) == (y == 1));
+      p[r] = 1.0f / (1.0f + std::exp(-z));
+      const int bin =
+          std::min(BatchResult::kAucBins - 1, static_cast<int>(p[r] * BatchResult::kAucBins));
+      (y == 1 ? result->positives : result->negatives)[bin] += 1;
+    }
+    result->count += batch;
+    return;
+  }
   // Softmax in place, with loss and accuracy.
   const int c = spec_.num_classes();
   float* probs = activations_.back().data();  // the last layer is dense: its own buffer
@@ -279,12 +338,17 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
   BatchResult result;
   Forward(params, x, labels, batch, /*training=*/true, &result);
 
-  // dLoss/dlogits for the mean loss: (p - onehot) / batch.
-  const int c = spec_.num_classes();
+  // dLoss/dlogits for the mean loss: (p - onehot) / batch (sigmoid: one
+  // logit, (p - y) / batch).
+  const int c = spec_.binary() ? 1 : spec_.num_classes();
   float* delta = deltas_.back().data();
   const float* probs = activations_.back().data();
   const float inv_batch = 1.0f / batch;
   for (int r = 0; r < batch; ++r) {
+    if (spec_.binary()) {
+      delta[r] = (probs[r] - static_cast<float>(labels[r])) * inv_batch;
+      continue;
+    }
     for (int j = 0; j < c; ++j) {
       delta[r * c + j] = (probs[r * c + j] - (j == labels[r] ? 1.0f : 0.0f)) * inv_batch;
     }
@@ -342,9 +406,7 @@ absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowF
     }
     absl::StatusOr<BatchResult> r = evaluate(in, labels + start, b);
     if (!r.ok()) return r.status();
-    total.loss_sum += r->loss_sum;
-    total.correct += r->correct;
-    total.count += r->count;
+    total.Add(*r);
   }
   return total;
 }

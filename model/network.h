@@ -28,30 +28,58 @@
 
 namespace pstrain::model {
 
+// The loss over the last layer's outputs.
+enum class Loss {
+  kSoftmaxCrossEntropy,  // one logit per class
+  kSigmoidCrossEntropy,  // one logit, labels 0 and 1 (a click)
+};
+
+// "softmax cross-entropy" or "sigmoid cross-entropy".
+const char* LossName(Loss loss);
+
 struct NetworkSpec {
   int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
   // The shape of each example's input_dim floats as the first layer sees
   // them (e.g. [28, 28, 1] for conv2d); empty: flat, [input_dim].
   Shape input_shape;
   // Applied in order (model/layers.h); the last is a dense layer whose
-  // outputs are the logits of the softmax cross-entropy loss (so it has no
-  // ReLU, and its units are the number of classes).
+  // outputs are the logits of the loss (so it has no ReLU): one per class
+  // for softmax cross-entropy, one for sigmoid cross-entropy.
   std::vector<LayerSpec> layers;
+  Loss loss = Loss::kSoftmaxCrossEntropy;
   // Optional: an embedding (bag or sequence) between the input and the
   // first layer (model/embedding_bag.h), which then reads its output.
   EmbeddingBagSpec embedding_bag;
 
   // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
   static NetworkSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
-  int num_classes() const { return layers.empty() ? 0 : layers.back().units; }
+  // Labels lie in [0, num_classes): the softmax's units, or 2 for sigmoid.
+  int num_classes() const {
+    if (layers.empty()) return 0;
+    return loss == Loss::kSigmoidCrossEntropy ? 2 : layers.back().units;
+  }
+  bool binary() const { return loss == Loss::kSigmoidCrossEntropy; }
   // Whether every layer is dense (what the CUDA backend runs today).
   bool dense_only() const;
 };
 
 struct BatchResult {
   double loss_sum = 0;  // summed over the examples (divide by count)
-  int64_t correct = 0;  // argmax(logits) == label
+  int64_t correct = 0;  // argmax(logits) == label (sigmoid: logit > 0 == label)
   int64_t count = 0;
+  // Binary labels (sigmoid loss): the positive probability of the positive
+  // and of the negative examples, counted in kAucBins equal bins of [0, 1],
+  // for the area under the ROC curve; empty otherwise.
+  static constexpr int kAucBins = 10000;
+  std::vector<int64_t> positives, negatives;
+
+  // Adds another result's counts (and histograms).
+  void Add(const BatchResult& other);
+  bool has_auc() const { return !positives.empty(); }
+  // The ROC curve's area from the histograms: the chance that a positive
+  // scores above a negative, ties (one bin) counted half. 0.5 without both
+  // kinds of example.
+  double Auc() const;
 };
 
 // Scores a chunk of examples already in the dense layers' input form

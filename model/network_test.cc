@@ -274,6 +274,45 @@ TEST(NetworkTest, TextCnnTakesTheEmbeddingsSequenceAndItsGradientsMatch) {
   CheckStackGradients(TextCnn(), 3, 9);
 }
 
+TEST(NetworkTest, SigmoidLossGradientsMatchAndTheAucCountsPairs) {
+  NetworkSpec spec = NetworkSpec::FromWidths(5, {4}, 1);
+  spec.loss = Loss::kSigmoidCrossEntropy;
+  EXPECT_EQ(spec.num_classes(), 2);
+  CheckStackGradients(spec, 6, 3);
+  // More than one logit is refused.
+  NetworkSpec two = NetworkSpec::FromWidths(5, {4}, 2);
+  two.loss = Loss::kSigmoidCrossEntropy;
+  EXPECT_EQ(Network::Create(two, 4).status().message(),
+            "model layer 1 (dense_1): a sigmoid loss takes one logit, but the last layer has 2 "
+            "units");
+  // The loss by hand: one logit z = bias (kernel zero) for labels 1 and 0.
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(spec, 2));
+  std::vector<float> params(net->num_parameters(), 0.0f);
+  params.back() = 2.0f;  // the last bias: every logit is 2
+  const std::vector<float> x(10, 0.5f);
+  const std::vector<int32_t> y = {1, 0};
+  ASSERT_OK_AND_ASSIGN(BatchResult r, net->Evaluate(params.data(), x.data(), y.data(), 2));
+  EXPECT_NEAR(r.loss_sum, std::log1p(std::exp(-2.0)) + std::log1p(std::exp(2.0)), 1e-5);
+  EXPECT_EQ(r.correct, 1);
+  EXPECT_TRUE(r.has_auc());
+  EXPECT_DOUBLE_EQ(r.Auc(), 0.5);  // one score for both: a tie
+  // Pairs by hand: positives at 0.9 (two) and 0.5, negatives at 0.1 (two)
+  // and 0.5: 6 + 2.5 of 9 pairs ordered right.
+  BatchResult h;
+  h.positives.assign(BatchResult::kAucBins, 0);
+  h.negatives.assign(BatchResult::kAucBins, 0);
+  h.positives[9000] = 2;
+  h.positives[5000] = 1;
+  h.negatives[1000] = 2;
+  h.negatives[5000] = 1;
+  EXPECT_NEAR(h.Auc(), 8.5 / 9, 1e-12);
+  BatchResult sum;
+  sum.Add(h);
+  sum.Add(h);
+  EXPECT_NEAR(sum.Auc(), 8.5 / 9, 1e-12);
+  EXPECT_EQ(sum.positives[9000], 4);
+}
+
 TEST(NetworkTest, DropoutRepeatsPerSeedAndIsOffInEvaluation) {
   ASSERT_OK_AND_ASSIGN(auto net, Network::Create(FashionCnn(0.5f), 4));
   ASSERT_OK_AND_ASSIGN(auto plain, Network::Create(FashionCnn(), 4));

@@ -29,8 +29,7 @@ class LocalTable {
   // `table` is an embedding VariableDef ([vocabulary, dim]); `optimizer`
   // null for a read-only table. InvalidArgument for a variable that is not
   // a table, an initializer or optimizer that does not parse.
-  static absl::StatusOr<std::unique_ptr<LocalTable>> Create(const VariableDef& table,
-                                                            uint64_t seed,
+  static absl::StatusOr<std::unique_ptr<LocalTable>> Create(const VariableDef& table, uint64_t seed,
                                                             const OptimizerSpec* optimizer);
 
   const std::string& name() const { return name_; }

@@ -122,24 +122,25 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       bag->Backward(bags, bag_grad.data(), row_grads.data());
       PSTRAIN_RETURN_IF_ERROR(table->Apply(bags.unique_ids, row_grads.data()));
     }
-    window.loss_sum += br.loss_sum;
-    window.correct += br.correct;
-    window.count += br.count;
+    window.Add(br);
     if (step % log_every_steps == 0 || step == total) {
       const absl::Time now = absl::Now();
       const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
+      const std::string auc =
+          window.has_auc() ? absl::StrFormat(" - auc %.4f", window.Auc()) : std::string();
       Log(absl::StrFormat(
-          "step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+          "step %d/%d - loss %.4f - accuracy %.4f%s - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
           step, total, window.loss_sum / window.count,
-          static_cast<double>(window.correct) / window.count, rate,
+          static_cast<double>(window.correct) / window.count, auc, rate,
           absl::ToDoubleSeconds(now - start), (total - step) * job.batch_size / rate));
       if (train_summaries != nullptr) {
-        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(
-            step, {{"loss", window.loss_sum / window.count},
-                   {"accuracy", static_cast<double>(window.correct) / window.count},
-                   {"examples_per_sec", rate},
-                   {"steps_per_sec", rate / job.batch_size},
-                   {"global_step", static_cast<double>(step)}}));
+        Scalars scalars = {{"loss", window.loss_sum / window.count},
+                           {"accuracy", static_cast<double>(window.correct) / window.count},
+                           {"examples_per_sec", rate},
+                           {"steps_per_sec", rate / job.batch_size},
+                           {"global_step", static_cast<double>(step)}};
+        if (window.has_auc()) scalars.push_back({"auc", window.Auc()});
+        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(step, scalars));
       }
       window = model::BatchResult();
       window_start = now;
@@ -149,8 +150,10 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult e, score());
       const double accuracy = static_cast<double>(e.correct) / e.count;
       result.epoch_test_accuracy.push_back(accuracy);
-      Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f - test loss %.4f", step / per_epoch,
-                          job.epochs, accuracy, e.loss_sum / e.count));
+      Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", step / per_epoch,
+                          job.epochs, accuracy,
+                          e.has_auc() ? absl::StrFormat(" - test auc %.4f", e.Auc()) : "",
+                          e.loss_sum / e.count));
       eval_time += absl::Now() - eval_start;
       window_start += absl::Now() - eval_start;
     }
@@ -163,16 +166,23 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r, score());
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
   if (job.max_steps == 0) {
-    Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f - test loss %.4f", job.epochs, job.epochs,
-                        result.test_accuracy, r.loss_sum / r.count));
+    Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", job.epochs,
+                        job.epochs, result.test_accuracy,
+                        r.has_auc() ? absl::StrFormat(" - test auc %.4f", r.Auc()) : "",
+                        r.loss_sum / r.count));
     result.epoch_test_accuracy.push_back(result.test_accuracy);
   }
   result.test_loss = r.loss_sum / r.count;
+  if (r.has_auc()) result.test_auc = r.Auc();
   if (!summary_dir.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
                              EventWriter::Open(summary_dir + "/eval"));
     PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
-        total, {{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
+        total, r.has_auc()
+                   ? Scalars{{"loss", result.test_loss},
+                             {"accuracy", result.test_accuracy},
+                             {"auc", *result.test_auc}}
+                   : Scalars{{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
   }
   result.params = std::move(params);
   return result;

@@ -6,6 +6,7 @@
 #define PSTRAIN_TRAIN_LOCAL_TRAINER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct LocalResult {
   double examples_per_sec = 0;
   double test_accuracy = 0;
   double test_loss = 0;
+  // Binary labels (sigmoid loss): the test split's ROC AUC.
+  std::optional<double> test_auc;
   // Reading the training and test sets before the first step.
   double load_seconds = 0;
   // Of train_seconds, how long steps stood waiting for their batch.
@@ -32,8 +35,8 @@ struct LocalResult {
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then
 // scores the test set (and after each epoch, logging "epoch E/N: test
-// accuracy ..."). Logs Keras-like progress lines every `log_every_steps`. Errors for bad data, a bad model or optimizer.
-// When `summary_dir` is not empty, the progress scalars go to TensorBoard
+// accuracy ..."). Logs Keras-like progress lines every `log_every_steps`. Errors for bad data, a
+// bad model or optimizer. When `summary_dir` is not empty, the progress scalars go to TensorBoard
 // event files and JSON lines in <summary_dir>/train, and the test loss and
 // accuracy in <summary_dir>/eval (common/event_file.h).
 absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400,

@@ -373,9 +373,7 @@ class StepLoop {
   absl::Status Report(const model::BatchResult& br) {
     const int64_t shown = sync_ ? std::min(global_step_, total_steps_) : step_;
     const bool last = sync_ ? global_step_ >= total_steps_ : step_ == total_steps_;
-    window_.loss_sum += br.loss_sum;
-    window_.correct += br.correct;
-    window_.count += br.count;
+    window_.Add(br);
     ++window_steps_;
     if (step_ % options_.log_every_steps != 0 && !last) return absl::OkStatus();
     const absl::Time now = absl::Now();
@@ -385,16 +383,19 @@ class StepLoop {
     const double eta = (total_steps_ - shown) * job_.batch_size / std::max(rate, 1e-9);
     result_.final_loss = window_.loss_sum / window_.count;
     result_.final_accuracy = static_cast<double>(window_.correct) / window_.count;
+    const std::string auc =
+        window_.has_auc() ? absl::StrFormat(" - auc %.4f", window_.Auc()) : std::string();
     Log(absl::StrFormat(
-        "step %d/%d - loss %.4f - accuracy %.4f - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
-        shown, total_steps_, result_.final_loss, result_.final_accuracy, rate, elapsed, eta));
+        "step %d/%d - loss %.4f - accuracy %.4f%s - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
+        shown, total_steps_, result_.final_loss, result_.final_accuracy, auc, rate, elapsed, eta));
     if (summaries_ != nullptr) {
-      PSTRAIN_RETURN_IF_ERROR(
-          summaries_->WriteScalars(shown, {{"loss", result_.final_loss},
-                                           {"accuracy", result_.final_accuracy},
-                                           {"examples_per_sec", rate},
-                                           {"steps_per_sec", window_steps_ / window_seconds},
-                                           {"global_step", static_cast<double>(global_step_)}}));
+      Scalars scalars = {{"loss", result_.final_loss},
+                         {"accuracy", result_.final_accuracy},
+                         {"examples_per_sec", rate},
+                         {"steps_per_sec", window_steps_ / window_seconds},
+                         {"global_step", static_cast<double>(global_step_)}};
+      if (window_.has_auc()) scalars.push_back({"auc", window_.Auc()});
+      PSTRAIN_RETURN_IF_ERROR(summaries_->WriteScalars(shown, scalars));
     }
     window_ = model::BatchResult();
     window_start_ = now;
