@@ -16,7 +16,7 @@ echo "-- CPU-only: CUDA_PATH=/nonexistent/cuda"
 bazel build --repo_env=CUDA_PATH=/nonexistent/cuda //:pstrain //model:cuda_device_test
 config | tee /dev/stderr | grep -q '^CUDA disabled: /nonexistent/cuda lacks bin/nvcc'
 describe | tee /dev/stderr | grep -qx 'cuda: not compiled in (CPU-only build)'
-bazel test --repo_env=CUDA_PATH=/nonexistent/cuda //model:cuda_device_test //model:mlp_test
+bazel test --repo_env=CUDA_PATH=/nonexistent/cuda //model:cuda_device_test //model:network_test
 
 echo "-- default: toolkit detection"
 bazel build //:pstrain //model:cuda_device_test
