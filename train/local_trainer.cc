@@ -93,6 +93,14 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
           return backend->Evaluate(params.data(), in, labels, n);
         });
   };
+  // Logs an epoch's test score and keeps its accuracy.
+  auto report_epoch = [&](int64_t epoch, const model::BatchResult& e) {
+    const double accuracy = static_cast<double>(e.correct) / e.count;
+    result.epoch_test_accuracy.push_back(accuracy);
+    Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", epoch, job.epochs,
+                        accuracy, e.has_auc() ? absl::StrFormat(" - test auc %.4f", e.Auc()) : "",
+                        e.loss_sum / e.count));
+  };
   const int64_t per_epoch = train.batches_per_epoch();
   absl::Duration eval_time;
   model::BatchResult window;
@@ -148,12 +156,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     if (job.max_steps == 0 && step % per_epoch == 0 && step < total) {
       const absl::Time eval_start = absl::Now();
       PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult e, score());
-      const double accuracy = static_cast<double>(e.correct) / e.count;
-      result.epoch_test_accuracy.push_back(accuracy);
-      Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", step / per_epoch,
-                          job.epochs, accuracy,
-                          e.has_auc() ? absl::StrFormat(" - test auc %.4f", e.Auc()) : "",
-                          e.loss_sum / e.count));
+      report_epoch(step / per_epoch, e);
       eval_time += absl::Now() - eval_start;
       window_start += absl::Now() - eval_start;
     }
@@ -165,13 +168,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
   PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r, score());
   result.test_accuracy = static_cast<double>(r.correct) / r.count;
-  if (job.max_steps == 0) {
-    Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", job.epochs,
-                        job.epochs, result.test_accuracy,
-                        r.has_auc() ? absl::StrFormat(" - test auc %.4f", r.Auc()) : "",
-                        r.loss_sum / r.count));
-    result.epoch_test_accuracy.push_back(result.test_accuracy);
-  }
+  if (job.max_steps == 0) report_epoch(job.epochs, r);
   result.test_loss = r.loss_sum / r.count;
   if (r.has_auc()) result.test_auc = r.Auc();
   if (!summary_dir.empty()) {
