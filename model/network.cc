@@ -68,13 +68,6 @@ uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step) {
          static_cast<uint64_t>(step);
 }
 
-bool NetworkSpec::dense_only() const {
-  for (const LayerSpec& l : layers) {
-    if (l.kind != LayerKind::kDense) return false;
-  }
-  return true;
-}
-
 namespace {
 
 // Scratch floats per forward pass Evaluate allows itself (32 MiB).

@@ -59,8 +59,6 @@ struct NetworkSpec {
     return loss == Loss::kSigmoidCrossEntropy ? 2 : layers.back().units;
   }
   bool binary() const { return loss == Loss::kSigmoidCrossEntropy; }
-  // Whether every layer is dense (what the CUDA backend runs today).
-  bool dense_only() const;
 };
 
 struct BatchResult {
