@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/debian_corpus.h"
 #include "common/exit_codes.h"
+#include "data/click_data.h"
 #include "data/convert.h"
 #include "data/dataset.h"
 #include "data/text_corpus.h"
@@ -26,7 +27,9 @@ constexpr char kUsage[] =
     "       pstrain data text-to-tfrecord --train=FILE [--test=FILE] --out=DIR "
     "[--vocab_size=N] [--files=N] [--compression=GZIP|NONE]\n"
     "       pstrain data debian-descriptions --out=DIR [--vocab_size=N] [--files=N] "
-    "[--min_class=N] [--compression=GZIP|NONE] [--packages=FILE --translations=FILE]";
+    "[--min_class=N] [--compression=GZIP|NONE] [--packages=FILE --translations=FILE]\n"
+    "       pstrain data clicks --out=DIR [--train_examples=N] [--test_examples=N] "
+    "[--files=N] [--seed=N] [--compression=GZIP|NONE]";
 
 int Fail(const absl::Status& s, int code) {
   std::fprintf(stderr, "pstrain data: %s\n", std::string(s.message()).c_str());
@@ -183,6 +186,38 @@ int TextToTfRecord(CliArgs& args) {
   return kExitOk;
 }
 
+// The synthetic click data set (data/click_data.h).
+int Clicks(CliArgs& args) {
+  data::ClickDataOptions options;
+  auto train = args.GetIntInRange("train_examples", options.train_examples, 1000, 1000000000);
+  auto test = args.GetIntInRange("test_examples", options.test_examples, 100, 1000000000);
+  auto files = args.GetIntInRange("files", options.train_files, 1, 99999);
+  auto seed = args.GetIntInRange("seed", 1, 0, int64_t{1} << 62);
+  auto compression = CompressionFlag(args);
+  for (const absl::Status& s :
+       {train.status(), test.status(), files.status(), seed.status(), compression.status()}) {
+    if (!s.ok()) return Fail(s, kExitBadConfig);
+  }
+  auto out = OutFlag(args);
+  if (!out.ok()) return Fail(out.status(), kExitBadConfig);
+  if (absl::Status s = args.CheckAllUsed(); !s.ok()) return Fail(s, kExitBadConfig);
+  options.out = *out;
+  options.train_examples = *train;
+  options.test_examples = *test;
+  options.train_files = static_cast<int>(*files);
+  options.seed = static_cast<uint64_t>(*seed);
+  options.compression = *compression;
+  auto summary = data::WriteClickData(options);
+  if (!summary.ok()) return FailWith(summary.status());
+  for (const std::string& f : summary->files) std::printf("%s\n", f.c_str());
+  std::printf(
+      "click rate %.4f (train), %.4f (test); the generating model's test AUC %.4f, log loss "
+      "%.4f: train configs/click_model.pbtxt with --data_dir=%s\n",
+      summary->train_click_rate, summary->test_click_rate, summary->true_test_auc,
+      summary->true_test_log_loss, out->c_str());
+  return kExitOk;
+}
+
 int Shard(CliArgs& args) {
   auto data_dir = args.GetString("data_dir", "/usr/share/datasets/fashion-mnist");
   auto files = args.GetInt("files", 0);
@@ -217,6 +252,7 @@ int DataMain(CliArgs& args) {
   if (what == "csv-to-tfrecord") return CsvToTfRecord(args);
   if (what == "text-to-tfrecord") return TextToTfRecord(args);
   if (what == "debian-descriptions") return DebianDescriptionsMain(args);
+  if (what == "clicks") return Clicks(args);
   return Fail(absl::InvalidArgumentError(kUsage), kExitBadConfig);
 }
 

@@ -277,10 +277,14 @@ std::string SummaryTable(const std::string& title, const model::Network& net,
     out += absl::StrFormat(" %-36s %-26s %12d\n", layer, model::KerasShape(shape), params);
     total += params;
   };
-  if (const model::EmbeddingBag* bag = net.bag(); bag != nullptr) {
-    row(absl::StrCat(bag->spec().name, bag->spec().sequence ? " (Embedding)" : " (EmbeddingBag)"),
-        bag->output_shape(), bag->spec().vocabulary * bag->dim());
+  const model::Embeddings& embeddings = net.embeddings();
+  for (int i = 0; i < embeddings.size(); ++i) {
+    const model::EmbeddingBag& e = embeddings[i];
+    row(absl::StrCat(e.spec().name, e.spec().sequence ? " (Embedding)" : " (EmbeddingBag)"),
+        e.output_shape(), e.spec().vocabulary * e.dim());
   }
+  // Several embeddings reach the first layer side by side.
+  if (embeddings.size() > 1) row("concatenate (Concatenate)", embeddings.output_shape(), 0);
   const model::NetworkSpec& spec = net.spec();
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     int64_t params = 0;

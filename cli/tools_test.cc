@@ -90,6 +90,25 @@ TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
   }
 }
 
+TEST(ToolsTest, SummaryOfTheClickModelShowsEachEmbeddingAndTheirConcatenation) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile f,
+                       model::LoadModelConfigFile("configs/click_model.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
+  const std::string table = SummaryTable("click", *net, p);
+  for (const char* line : {
+           " user (EmbeddingBag)                  (None, 8)                         40008\n"
+           " item (EmbeddingBag)                  (None, 8)                         16008\n",
+           " weekday (EmbeddingBag)               (None, 4)                            32\n"
+           " concatenate (Concatenate)            (None, 48)                            0\n"
+           " dense_0 (Dense)                      (None, 64)                         3136\n",
+           "Total params: 66,341\n",
+           " weekday/embeddings           [8, 4]                      128 bytes  embedding table",
+       }) {
+    EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
+  }
+}
+
 TEST(ToolsTest, PlacementJsonIsParseable) {
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement({{"w", {10, 10}}}, 3));
   ASSERT_OK_AND_ASSIGN(Json j, ParseJson(PlacementJson(p)));

@@ -230,11 +230,12 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       "  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
       "limit (%.1f GFLOP/s of sgemm work)\n",
       local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
-  if (job->model.embedding_bag.enabled() && !job->model.embedding_bag.sequence) {
+  const std::vector<model::EmbeddingBagSpec>& embeddings = job->model.embeddings;
+  if (!embeddings.empty() && !embeddings[0].sequence) {
     std::printf(
-        "  (the embedding bag's row sums, one row per id of an example, are not sgemm\n"
+        "  (the embedding bags' row sums, one row per id of an example, are not sgemm\n"
         "   work: the limit leaves them out, and they dominate this model's steps)\n");
-  } else if (job->model.embedding_bag.enabled()) {
+  } else if (!embeddings.empty()) {
     std::printf(
         "  (the embedding's row gathers and the pooling are not sgemm work: the limit\n"
         "   leaves them out, and the ratio counts them against this model)\n");

@@ -1,8 +1,8 @@
 #include "client/ps_client.h"
 
 #include <algorithm>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -12,9 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/grpc_status.h"
 #include "common/checkpoint_layout.h"
 #include "common/finite.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
@@ -42,15 +42,15 @@ int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
-    const PsClientOptions& options, const Placement& placement) {
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options,
+                                                           const Placement& placement) {
   if (options.ps_addresses.empty()) {
     return absl::InvalidArgumentError("PsClient needs at least one ps address");
   }
   if (placement.num_ps != static_cast<int>(options.ps_addresses.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "placement is for ", placement.num_ps, " ps but the cluster has ",
-        options.ps_addresses.size()));
+    return absl::InvalidArgumentError(absl::StrCat("placement is for ", placement.num_ps,
+                                                   " ps but the cluster has ",
+                                                   options.ps_addresses.size()));
   }
   return std::unique_ptr<PsClient>(new PsClient(options, placement));
 }
@@ -75,8 +75,7 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   slice_variable_.resize(n);
   versions_.resize(n);
   for (int i = 0; i < n; ++i) {
-    const Security& security =
-        options.security == nullptr ? *Security::None() : *options.security;
+    const Security& security = options.security == nullptr ? *Security::None() : *options.security;
     auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
     stubs_.push_back(v1::PsService::NewStub(channel));
     slices_on_[i] = placement.SlicesOn(i);
@@ -88,6 +87,7 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     }
     versions_[i].assign(slices_on_[i].size(), 0);
   }
+  table_versions_.assign(placement.embeddings.size(), std::vector<int64_t>(n, 0));
   groups_ = MakeGroups({});
 }
 
@@ -118,9 +118,8 @@ std::string PsClient::PsName(int ps) const {
   return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps].ToString(), ")");
 }
 
-absl::Status PsClient::CallEach(const std::vector<int>& targets,
-                                absl::string_view method, const AsyncCall& call,
-                                absl::Duration deadline) {
+absl::Status PsClient::CallEach(const std::vector<int>& targets, absl::string_view method,
+                                const AsyncCall& call, absl::Duration deadline) {
   std::vector<int> pending = targets;
   absl::Duration backoff = absl::Milliseconds(50);
   for (int attempt = 1; !pending.empty(); ++attempt) {
@@ -130,8 +129,7 @@ absl::Status PsClient::CallEach(const std::vector<int>& targets,
     // Each callback's last act is counting itself off; the last notifies.
     std::atomic<size_t> remaining{n};
     absl::Notification all_done;
-    const auto when = std::chrono::system_clock::now() +
-                      absl::ToChronoMilliseconds(deadline);
+    const auto when = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(deadline);
     for (size_t i = 0; i < n; ++i) {
       contexts[i].set_deadline(when);
       call(pending[i], &contexts[i], [&, i](grpc::Status s) {
@@ -214,8 +212,8 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
         return resp.status();
       }
       if (!resp.ok()) {
-        why[ps] = absl::StrCat("not answering (", resp.status().message(), ")",
-                               TlsHint(resp.status()));
+        why[ps] =
+            absl::StrCat("not answering (", resp.status().message(), ")", TlsHint(resp.status()));
         missing.push_back(ps);
       } else if (require_initialized && !resp->initialized()) {
         why[ps] = "variables not initialised yet";
@@ -255,8 +253,8 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
     };
     const absl::Time now = absl::Now();
     if (now - start >= timeout) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "after waiting ", absl::FormatDuration(timeout), ": ", names()));
+      return absl::DeadlineExceededError(
+          absl::StrCat("after waiting ", absl::FormatDuration(timeout), ": ", names()));
     }
     if (now >= next_log) {
       Log("waiting since ", absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
@@ -438,9 +436,9 @@ absl::Status PsClient::ExchangeEach(
     count_off(never_sent);
     for (int ps = 0; ps < num_ps(); ++ps) streams_[ps]->Cancel();
     all_done.WaitForNotification();
-    return absl::DeadlineExceededError(absl::StrCat(
-        absl::StrJoin(silent, ", "), ": Exchange: no answer within ",
-        absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat(absl::StrJoin(silent, ", "),
+                                                    ": Exchange: no answer within ",
+                                                    absl::FormatDuration(timeout)));
   }
   absl::MutexLock lock(&mu);
   return first_error;
@@ -459,8 +457,8 @@ void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
       r->set_key(key);
       r->set_bytes(sl.bytes());
       r->set_version(versions_[g.ps][i]);
-      payload->push_back(BorrowSlice(
-          grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
+      payload->push_back(
+          BorrowSlice(grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
     }
     if (pull) {
       h->add_pull()->set_key(key);
@@ -487,20 +485,18 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     const SliceDef& sl = slices[i];
     const v1::TensorRef& r = f.header().pull(k);
     if (r.bytes() != sl.bytes() || at + r.bytes() > f.payload_size()) {
-      return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(),
-                                              " returned ", r.bytes(), " bytes, expected ",
-                                              sl.bytes()));
+      return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(), " returned ",
+                                              r.bytes(), " bytes, expected ", sl.bytes()));
     }
-    char* dst = reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
-                                        sl.element_offset());
+    char* dst =
+        reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] + sl.element_offset());
     // Large slices are copied by several cores (common/parallel_for.h),
     // with streaming stores: the caller's parameters were last written a
     // step ago, so a plain copy would first read every line of them back
     // from memory.
     if (r.bytes() >= kParallelCopyBytes) {
-      ParallelFor(r.bytes(), kParallelCopyBytes, [&](int64_t b, int64_t e) {
-        f.StreamPayload(at + b, e - b, dst + b);
-      });
+      ParallelFor(r.bytes(), kParallelCopyBytes,
+                  [&](int64_t b, int64_t e) { f.StreamPayload(at + b, e - b, dst + b); });
     } else {
       f.CopyPayload(at, r.bytes(), dst);
     }
@@ -533,18 +529,17 @@ absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float
         if (bad < 0 || b + at < bad) bad = b + at;
       });
       if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "gradient for ", sl.key(), " has a non-finite value (", g[bad], ") at element ", bad,
-            "; nothing was pushed"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("gradient for ", sl.key(), " has a non-finite value (", g[bad],
+                         ") at element ", bad, "; nothing was pushed"));
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups,
-                                             const float* grads, float* params,
-                                             const std::vector<int64_t>& offsets,
+absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, const float* grads,
+                                             float* params, const std::vector<int64_t>& offsets,
                                              absl::Duration timeout) {
   // A push spanning several frames (and PS) is applied frame by frame; a bad
   // gradient is refused here so that no frame of it is. A single frame is
@@ -595,8 +590,13 @@ absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& vari
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {
-  for (const VariableDef& e : placement_.embeddings) {
-    if (e.name == table) return e.row_elements();
+  PSTRAIN_ASSIGN_OR_RETURN(const int index, TableIndex(table));
+  return placement_.embeddings[index].row_elements();
+}
+
+absl::StatusOr<int> PsClient::TableIndex(const std::string& table) const {
+  for (size_t i = 0; i < placement_.embeddings.size(); ++i) {
+    if (placement_.embeddings[i].name == table) return static_cast<int>(i);
   }
   return absl::NotFoundError(absl::StrCat("the model has no embedding table \"", table, "\""));
 }
@@ -619,48 +619,111 @@ PsClient::RowsByPs PsClient::GroupRows(absl::Span<const int64_t> ids) const {
 
 absl::Status PsClient::PullRows(const std::string& table, absl::Span<const int64_t> ids,
                                 float* out) {
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
-  const RowsByPs by = GroupRows(ids);
+  const TableRows rows[] = {{table, ids, out, nullptr}};
+  return PullRows(rows);
+}
+
+absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64_t> ids,
+                                const float* grads) {
+  const TableRows rows[] = {{table, ids, nullptr, grads}};
+  return PushRows(rows);
+}
+
+PsClient::TablesByPs PsClient::GroupTables(absl::Span<const TableRows> tables) const {
+  TablesByPs by;
+  std::vector<bool> involved(num_ps(), false);
+  for (size_t t = 0; t < tables.size(); ++t) {
+    absl::StatusOr<int> index = TableIndex(tables[t].table);
+    if (!index.ok()) {
+      by.status = index.status();
+      return by;
+    }
+    const VariableDef& def = placement_.embeddings[*index];
+    const std::string& mode = def.consistency.empty() ? options_.consistency : def.consistency;
+    by.index.push_back(*index);
+    by.dims.push_back(def.row_elements());
+    by.sync.push_back(mode == "sync");
+    by.rows.push_back(GroupRows(tables[t].ids));
+    for (int ps = 0; ps < num_ps(); ++ps) {
+      if (by.Sends(t, ps)) involved[ps] = true;
+    }
+  }
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (involved[ps]) by.targets.push_back(ps);
+  }
+  return by;
+}
+
+absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
+  const TablesByPs by = GroupTables(tables);
+  PSTRAIN_RETURN_IF_ERROR(by.status);
   return ExchangeEach(
       by.targets, options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
         const int ps = by.targets[i];
-        v1::TensorRef* r = h->add_pull();
-        r->set_key(table);
-        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
-        if (options_.shared_memory) {
-          h->set_shm_reply_capacity(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
+        int64_t bytes = 0;
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (!by.Sends(t, ps)) continue;
+          const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
+          v1::TensorRef* r = h->add_pull();
+          r->set_key(tables[t].table);
+          r->mutable_ids()->Add(ids.begin(), ids.end());
+          bytes += static_cast<int64_t>(ids.size()) * by.dims[t] * 4;
         }
+        if (options_.shared_memory) h->set_shm_reply_capacity(bytes);
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         const int ps = by.targets[i];
-        const int64_t row_bytes = dim * 4;
-        if (f.payload_size() != static_cast<int64_t>(by.ids_on[ps].size()) * row_bytes) {
-          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", table, " returned ",
-                                                  f.payload_size(), " bytes for ",
-                                                  by.ids_on[ps].size(), " rows"));
+        int64_t expected = 0;
+        for (size_t t = 0; t < tables.size(); ++t) {
+          expected += static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * 4;
         }
-        for (size_t k = 0; k < by.pos_on[ps].size(); ++k) {
-          f.CopyPayload(k * row_bytes, row_bytes, out + by.pos_on[ps][k] * dim);
+        if (f.payload_size() != expected) {
+          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", tables.size(),
+                                                  " tables' rows returned ", f.payload_size(),
+                                                  " bytes, expected ", expected));
+        }
+        // The rows of each table in the order the refs named them.
+        int64_t at = 0;
+        int ref = 0;
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (!by.Sends(t, ps)) continue;
+          if (ref < f.header().pull_size()) {
+            table_versions_[by.index[t]][ps] = f.header().pull(ref).version();
+          }
+          ++ref;
+          const int64_t dim = by.dims[t];
+          const int64_t row_bytes = dim * 4;
+          for (size_t p : by.rows[t].pos_on[ps]) {
+            f.CopyPayload(at, row_bytes, tables[t].out + p * dim);
+            at += row_bytes;
+          }
         }
         return absl::OkStatus();
       });
 }
 
-absl::Status PsClient::PushRows(const std::string& table, absl::Span<const int64_t> ids,
-                                const float* grads) {
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t dim, TableDim(table));
-  const RowsByPs by = GroupRows(ids);
+absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
+  const TablesByPs by = GroupTables(tables);
+  PSTRAIN_RETURN_IF_ERROR(by.status);
   return ExchangeEach(
       by.targets, options_.rpc_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
         const int ps = by.targets[i];
-        v1::TensorRef* r = h->add_push();
-        r->set_key(table);
-        r->mutable_ids()->Add(by.ids_on[ps].begin(), by.ids_on[ps].end());
-        r->set_bytes(static_cast<int64_t>(by.ids_on[ps].size()) * dim * 4);
         h->set_consistency(options_.consistency);
-        for (size_t p : by.pos_on[ps]) payload->push_back(BorrowSlice(grads + p * dim, dim * 4));
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (!by.Sends(t, ps)) continue;
+          const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
+          const int64_t dim = by.dims[t];
+          v1::TensorRef* r = h->add_push();
+          r->set_key(tables[t].table);
+          r->mutable_ids()->Add(ids.begin(), ids.end());
+          r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 4);
+          r->set_version(table_versions_[by.index[t]][ps]);
+          for (size_t p : by.rows[t].pos_on[ps]) {
+            payload->push_back(BorrowSlice(tables[t].grads + p * dim, dim * 4));
+          }
+        }
       },
       [&](int, const DecodedFrame& f) {
         CountDropped(f);
@@ -709,9 +772,11 @@ absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint
   return resps;
 }
 
-absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
-    const std::vector<int>& targets, const std::string& dir, int64_t step, int written_by,
-    int64_t generation, absl::Duration timeout) {
+absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(const std::vector<int>& targets,
+                                                                   const std::string& dir,
+                                                                   int64_t step, int written_by,
+                                                                   int64_t generation,
+                                                                   absl::Duration timeout) {
   std::vector<v1::RestoreRequest> reqs(num_ps());
   std::vector<v1::RestoreResponse> resps(num_ps());
   for (int ps : targets) {

@@ -31,12 +31,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/ps_stream.h"
 #include "common/optimizer_spec.h"
 #include "common/placement.h"
 #include "common/security.h"
 #include "common/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
-#include "client/ps_stream.h"
 
 namespace pstrain::client {
 
@@ -92,8 +92,8 @@ class PsClient {
  public:
   // `placement` fixes which slices pull and push move. InvalidArgument when
   // the placement's PS count differs from the addresses given.
-  static absl::StatusOr<std::unique_ptr<PsClient>> Create(
-      const PsClientOptions& options, const Placement& placement);
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const PsClientOptions& options,
+                                                          const Placement& placement);
   ~PsClient();
 
   int num_ps() const { return static_cast<int>(stubs_.size()); }
@@ -160,9 +160,8 @@ class PsClient {
   // backprop has produced its gradient. Returns the smallest global step
   // among the PS holding those slices. InvalidArgument for an index out of
   // range. Calls on one PsClient must not overlap.
-  absl::StatusOr<int64_t> PushPullVariables(const std::vector<int>& variables,
-                                            const float* grads, float* params,
-                                            const std::vector<int64_t>& offsets);
+  absl::StatusOr<int64_t> PushPullVariables(const std::vector<int>& variables, const float* grads,
+                                            float* params, const std::vector<int64_t>& offsets);
 
   // Rows `ids` of embedding table `table` into `out` (ids.size() * dim
   // floats), asking each PS for the ids it owns.
@@ -170,6 +169,25 @@ class PsClient {
   // Gradients for rows `ids` (ids.size() * dim floats; repeated ids add up).
   absl::Status PushRows(const std::string& table, absl::Span<const int64_t> ids,
                         const float* grads);
+
+  // Rows of several tables in one exchange with each PS (a click model's
+  // eight tables cost one round trip per PS, not eight): for a pull, the
+  // rows of `ids` go to `out`; for a push, `grads` holds theirs (ids.size()
+  // * the table's dim floats each). A table may appear once per call.
+  // A sync table (its consistency, or the job's when it has none) takes
+  // one push from every replica on every PS per round: its pushes go to
+  // every PS, with no rows where the replica's batch names none there, and
+  // carry the table's version on that PS, which its pulls (also sent to
+  // every PS) bring back. Its pulls wait, as the PS's rules say, for the
+  // rounds this replica pushed to end.
+  struct TableRows {
+    std::string table;
+    absl::Span<const int64_t> ids;
+    float* out = nullptr;
+    const float* grads = nullptr;
+  };
+  absl::Status PullRows(absl::Span<const TableRows> tables);
+  absl::Status PushRows(absl::Span<const TableRows> tables);
 
   // sync: the global step the job ends at; pulls of tensors that reached it
   // no longer wait for other replicas (0: none).
@@ -206,8 +224,8 @@ class PsClient {
   // Runs `call(ps, ctx, done)` for each PS in `targets` concurrently and
   // waits for all, retrying Unavailable ones with backoff. `call` must start
   // an async RPC on ctx and arrange for done(status) to run when it ends.
-  using AsyncCall = std::function<void(int ps, grpc::ClientContext* ctx,
-                                       std::function<void(grpc::Status)> done)>;
+  using AsyncCall =
+      std::function<void(int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done)>;
   absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
                         const AsyncCall& call, absl::Duration deadline);
 
@@ -248,6 +266,8 @@ class PsClient {
                                      float* params, const std::vector<int64_t>& offsets,
                                      absl::Duration timeout);
   absl::StatusOr<int64_t> TableDim(const std::string& table) const;
+  // The index of `table` in placement_.embeddings; NotFound naming it.
+  absl::StatusOr<int> TableIndex(const std::string& table) const;
   // Embedding ids grouped by owning PS, with their positions in `ids`.
   struct RowsByPs {
     std::vector<std::vector<int64_t>> ids_on;
@@ -255,11 +275,28 @@ class PsClient {
     std::vector<int> targets;  // PS with at least one id
   };
   RowsByPs GroupRows(absl::Span<const int64_t> ids) const;
+  // Each table's ids grouped by PS, their dims, and the PS any of them
+  // reaches; `status` names an unknown table.
+  struct TablesByPs {
+    absl::Status status;
+    std::vector<RowsByPs> rows;
+    std::vector<int> index;  // in placement_.embeddings
+    std::vector<int64_t> dims;
+    std::vector<char> sync;
+    std::vector<int> targets;
+    // Whether table t has a ref in the frame to `ps`: it has ids there, or
+    // it is sync (every PS).
+    bool Sends(size_t t, int ps) const { return sync[t] || !rows[t].ids_on[ps].empty(); }
+  };
+  TablesByPs GroupTables(absl::Span<const TableRows> tables) const;
 
   const PsClientOptions options_;
   const Placement placement_;
   std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;
   std::vector<std::unique_ptr<PsStream>> streams_;
+  // Per embedding table (placement order), per PS: its version in the
+  // last pull of its rows there (what a sync push of its rows is for).
+  std::vector<std::vector<int64_t>> table_versions_;
   // Per PS: its slices (placement order) and the version of each last pulled.
   std::vector<std::vector<SliceDef>> slices_on_;
   std::vector<std::vector<int>> slice_variable_;  // index into placement.variables

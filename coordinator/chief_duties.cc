@@ -9,7 +9,7 @@
 #include "coordinator/checkpointer.h"
 #include "data/dataset.h"
 #include "data/input.h"
-#include "model/embedding_bag.h"
+#include "model/embeddings.h"
 
 namespace pstrain::coordinator {
 
@@ -294,14 +294,13 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
                              options_.job.model.num_classes()));
     std::vector<float> params(mlp_->num_parameters());
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
-    // An embedding bag's rows come from the PS, a chunk's ids at a time.
-    const model::EmbeddingBag* bag = mlp_->bag();
+    // The embeddings' rows come from the PS, a chunk's ids at a time.
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult r,
         model::EvaluateExamples(
-            bag,
-            [&](absl::Span<const int64_t> ids, float* out) {
-              return client_->PullRows(bag->spec().table(), ids, out);
+            mlp_->embeddings(),
+            [&](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+              return client_->PullRows(table, ids, out);
             },
             test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
             static_cast<int>(test.example_dim), test.ids_dim, 1024,

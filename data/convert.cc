@@ -15,19 +15,13 @@
 namespace pstrain::data {
 namespace {
 
-std::string SplitPath(const std::string& out, const std::string& prefix, int i, int files,
-                      Compression compression) {
-  return absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord%s", out, prefix, i, files,
-                         compression == Compression::kGzip ? ".gz" : "");
-}
-
 absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& out,
                                           const std::string& prefix, int files,
                                           Compression compression) {
   ConvertedSplit split;
   const int64_t n = ds.num_examples;
   for (int i = 0; i < files; ++i) {
-    const std::string path = SplitPath(out, prefix, i, files, compression);
+    const std::string path = TfRecordSplitPath(out, prefix, i, files, compression);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordWriter> writer,
                              TfRecordWriter::Open(path, compression));
     const int64_t begin = i * n / files, end = (i + 1) * n / files;
@@ -43,21 +37,6 @@ absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& 
 }
 
 // FailedPrecondition when `out` holds train-* or test-* files already.
-absl::Status CheckNoDataFiles(const std::string& out) {
-  std::error_code ec;
-  std::vector<std::string> present;
-  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, "train-") || absl::StartsWith(name, "test-")) {
-      present.push_back(name);
-    }
-  }
-  if (present.empty()) return absl::OkStatus();
-  std::sort(present.begin(), present.end());
-  return absl::FailedPreconditionError(absl::StrCat(out, " already holds ", present[0],
-                                                    ": write to a directory without data files"));
-}
-
 // The Example of one CSV row's values.
 std::string CsvExample(const FeatureSpec& spec, const std::vector<CsvFeatureValues>& values,
                        int64_t label) {
@@ -99,7 +78,7 @@ absl::StatusOr<ConvertedSplit> WriteCsvSplit(const std::string& data_dir, const 
     PSTRAIN_ASSIGN_OR_RETURN(const Compression in_compression, CompressionOf(input, files[i]));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
                              format->OpenFile(files[i], in_compression));
-    const std::string path = SplitPath(out, prefix, i, n, compression);
+    const std::string path = TfRecordSplitPath(out, prefix, i, n, compression);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TfRecordWriter> writer,
                              TfRecordWriter::Open(path, compression));
     while (true) {
@@ -156,7 +135,7 @@ absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string
         absl::StrCat("files=", files, ": must be from 1 to ", max_files,
                      " (the training examples, one at least per file)"));
   }
-  PSTRAIN_RETURN_IF_ERROR(CheckNoDataFiles(out));
+  PSTRAIN_RETURN_IF_ERROR(CheckNoSplitFiles(out));
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
   std::vector<ConvertedSplit> splits;
   PSTRAIN_ASSIGN_OR_RETURN(ConvertedSplit t, WriteSplit(train, out, "train", files, compression));
@@ -207,7 +186,7 @@ absl::StatusOr<std::vector<ConvertedSplit>> WriteCsvAsTfRecord(const std::string
     return absl::InvalidArgumentError(absl::StrCat(
         "the input is ", InputFormatName(input), ", not CSV or TSV: there is nothing to convert"));
   }
-  PSTRAIN_RETURN_IF_ERROR(CheckNoDataFiles(out));
+  PSTRAIN_RETURN_IF_ERROR(CheckNoSplitFiles(out));
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
   std::vector<ConvertedSplit> splits;
   for (const auto& [pattern, prefix] :

@@ -46,11 +46,6 @@ absl::StatusOr<std::vector<std::string>> ClassesOf(const std::vector<LabeledText
   return classes;
 }
 
-std::string SplitFile(const TextCorpusOptions& o, const std::string& split, int i, int n) {
-  return absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord%s", o.out, split, i, n,
-                         o.compression == Compression::kGzip ? ".gz" : "");
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<LabeledText>> ReadLabeledTsv(const std::string& path) {
@@ -105,7 +100,8 @@ absl::StatusOr<TextCorpusSummary> WriteTextCorpus(const std::vector<LabeledText>
   }
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(options.out));
   for (const std::string& name :
-       {SplitFile(options, "train", 0, options.train_files), SplitFile(options, "test", 0, 1)}) {
+       {TfRecordSplitPath(options.out, "train", 0, options.train_files, options.compression),
+        TfRecordSplitPath(options.out, "test", 0, 1, options.compression)}) {
     if (std::filesystem::exists(name)) {
       return absl::FailedPreconditionError(
           absl::StrCat(name, " is there already: write to a directory without a corpus"));
@@ -160,13 +156,15 @@ absl::StatusOr<TextCorpusSummary> WriteTextCorpus(const std::vector<LabeledText>
   const size_t n = train.size();
   const int files = options.train_files;
   for (int i = 0; i < files; ++i) {
-    PSTRAIN_RETURN_IF_ERROR(write(train, i * n / files, (i + 1) * n / files,
-                                  SplitFile(options, "train", i, files), &summary.train_counts,
-                                  false));
+    PSTRAIN_RETURN_IF_ERROR(
+        write(train, i * n / files, (i + 1) * n / files,
+              TfRecordSplitPath(options.out, "train", i, files, options.compression),
+              &summary.train_counts, false));
   }
   if (!test.empty()) {
-    PSTRAIN_RETURN_IF_ERROR(
-        write(test, 0, test.size(), SplitFile(options, "test", 0, 1), &summary.test_counts, true));
+    PSTRAIN_RETURN_IF_ERROR(write(test, 0, test.size(),
+                                  TfRecordSplitPath(options.out, "test", 0, 1, options.compression),
+                                  &summary.test_counts, true));
   }
   summary.test_oov_share = test_words == 0 ? 0 : static_cast<double>(test_oov) / test_words;
   std::string vocab_text = absl::StrJoin(vocabulary, "\n");

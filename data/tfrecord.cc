@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
 
@@ -233,6 +237,27 @@ absl::StatusOr<std::vector<std::string>> ReadAllRecords(const std::string& path,
     if (!*more) return out;
     out.push_back(record);
   }
+}
+
+std::string TfRecordSplitPath(const std::string& out, const std::string& split, int i, int n,
+                              Compression compression) {
+  return absl::StrFormat("%s/%s-%05d-of-%05d.tfrecord%s", out, split, i, n,
+                         compression == Compression::kGzip ? ".gz" : "");
+}
+
+absl::Status CheckNoSplitFiles(const std::string& out) {
+  std::error_code ec;
+  std::vector<std::string> present;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, "train-") || absl::StartsWith(name, "test-")) {
+      present.push_back(name);
+    }
+  }
+  if (present.empty()) return absl::OkStatus();
+  std::sort(present.begin(), present.end());
+  return absl::FailedPreconditionError(absl::StrCat(out, " already holds ", present[0],
+                                                    ": write to a directory without data files"));
 }
 
 }  // namespace pstrain::data

@@ -29,6 +29,17 @@ namespace pstrain::data {
 // The bytes of one framed record.
 std::string FrameRecord(absl::string_view data);
 
+// The name of file i of n of a split ("train", "test") written under `out`,
+// as TensorFlow's sharded outputs are named:
+// OUT/SPLIT-IIIII-of-NNNNN.tfrecord, ".gz" added under GZIP.
+std::string TfRecordSplitPath(const std::string& out, const std::string& split, int i, int n,
+                              Compression compression);
+
+// FailedPrecondition naming the first train-* or test-* file in `out` (a
+// writer never mixes its split files with another data set's); OK when
+// there are none or `out` does not exist yet.
+absl::Status CheckNoSplitFiles(const std::string& out);
+
 class TfRecordWriter {
  public:
   // Writes to a temporary file beside `path`; Close() makes it `path`

@@ -53,7 +53,7 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
                                                         int64_t num_parameters,
-                                                        train::LocalTable* table) {
+                                                        train::LocalTables* tables) {
   std::vector<float> params(num_parameters);
   std::map<std::string, int> variable_index;
   for (size_t v = 0; v < placement.variables.size(); ++v) {
@@ -64,7 +64,8 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
     PSTRAIN_ASSIGN_OR_RETURN(ckpt::ShardContents shard, ckpt::ReadShard(path));
     std::map<std::string, const v1::TensorCheckpoint*> by_key;
     for (const v1::TensorCheckpoint& t : shard.tensors) by_key[t.key()] = &t;
-    if (table != nullptr) {
+    for (int i = 0; tables != nullptr && i < tables->size(); ++i) {
+      train::LocalTable* table = &(*tables)[i];
       auto it = by_key.find(table->name());
       if (it == by_key.end() || !it->second->embedding()) {
         return absl::DataLossError(
@@ -150,15 +151,12 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
         PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(net.variables(), c.num_ps));
         placement = placements.emplace(c.num_ps, std::move(p)).first;
       }
-      // An embedding bag's table: every row the checkpoint holds, the
-      // initial values for the rest.
-      std::unique_ptr<train::LocalTable> table;
-      if (net.bag() != nullptr) {
-        PSTRAIN_ASSIGN_OR_RETURN(
-            table, train::LocalTable::Create(net.variables().back(), job.seed, nullptr));
-      }
+      // The embedding tables: every row the checkpoint holds, the initial
+      // values for the rest.
+      PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
+                               train::LocalTables::Create(net.variables(), job.seed, nullptr));
       auto params = LoadCheckpointParams(options.output_dir, step, placement->second, net.offsets(),
-                                         net.num_parameters(), table.get());
+                                         net.num_parameters(), &tables);
       // A chief that does not know of this evaluator (one left out of the
       // cluster) may delete an old checkpoint while it is being read.
       if (params.status().code() == absl::StatusCode::kNotFound) {
@@ -179,8 +177,10 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       PSTRAIN_ASSIGN_OR_RETURN(
           model::BatchResult r,
           model::EvaluateExamples(
-              net.bag(),
-              [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
+              net.embeddings(),
+              [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+                return tables.Read(table, ids, out);
+              },
               test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
               static_cast<int>(test.example_dim), test.ids_dim, 1024,
               [&](const float* in, const int32_t* labels, int n) {

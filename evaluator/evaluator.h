@@ -45,16 +45,16 @@ struct Score {
 };
 
 // The dense variables of checkpoint `step` under `dir`, flat (variable v at
-// offsets[v]), from the shards of `placement`'s PS. When `table` is not
-// null, the rows of the embedding table of its name that every shard holds
-// are set into it (rows never written keep their initial values). Errors
-// name the file: ReadShard's, or DataLoss for a slice or table missing from
-// its shard or of the wrong size, or a row id out of range.
+// offsets[v]), from the shards of `placement`'s PS. When `tables` is not
+// null, the rows of each of its embedding tables that every shard holds are
+// set into it (rows never written keep their initial values). Errors name
+// the file: ReadShard's, or DataLoss for a slice or table missing from its
+// shard or of the wrong size, or a row id out of range.
 absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, int64_t step,
                                                         const Placement& placement,
                                                         const std::vector<int64_t>& offsets,
                                                         int64_t num_parameters,
-                                                        train::LocalTable* table = nullptr);
+                                                        train::LocalTables* tables = nullptr);
 
 // Runs until the final checkpoint is scored (or one, with `once`); returns
 // the scores written, in order.

@@ -164,6 +164,9 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(job.consistency, args.GetString("consistency", job.consistency));
   auto mode = ParseConsistency(job.consistency);
   if (!mode.ok()) return absl::InvalidArgumentError(absl::StrCat("--", mode.status().message()));
+  // A sync job's embedding tables take its rounds too, so that it trains as
+  // one process with the replicas' batches together would.
+  job.model.sync_tables = mode->mode == Consistency::Mode::kSync;
   PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
                            args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
   if (aggregate < 0 || aggregate > 4096) {

@@ -138,23 +138,26 @@ absl::Status EmbeddingBag::MakeBags(const float* x, const int64_t* ids, int64_t 
   return status;
 }
 
-void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out) const {
+void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out, int64_t stride) const {
   const int d = spec_.dim;
   if (spec_.sequence) {
-    const int64_t places = static_cast<int64_t>(bags.slot.size());
-    for (int64_t k = 0; k < places; ++k) {
-      float* o = out + k * d;
-      const int32_t s = bags.slot[k];
-      if (s < 0) {
-        std::fill(o, o + d, 0.0f);
-      } else {
-        std::memcpy(o, rows + static_cast<int64_t>(s) * d, d * sizeof(float));
+    // Example b's places are slot[b * T .. (b + 1) * T).
+    const int64_t n = spec_.ids_length;
+    for (int b = 0; b < bags.batch(); ++b) {
+      for (int64_t t = 0; t < n; ++t) {
+        float* o = out + b * stride + t * d;
+        const int32_t s = bags.slot[b * n + t];
+        if (s < 0) {
+          std::fill(o, o + d, 0.0f);
+        } else {
+          std::memcpy(o, rows + static_cast<int64_t>(s) * d, d * sizeof(float));
+        }
       }
     }
     return;
   }
   for (int b = 0; b < bags.batch(); ++b) {
-    float* __restrict o = out + static_cast<int64_t>(b) * d;
+    float* __restrict o = out + static_cast<int64_t>(b) * stride;
     std::fill(o, o + d, 0.0f);
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     for (int64_t k = begin; k < end; ++k) {
@@ -168,17 +171,20 @@ void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out) cons
   }
 }
 
-void EmbeddingBag::Backward(const Bags& bags, const float* d_out, float* row_grads) const {
+void EmbeddingBag::Backward(const Bags& bags, const float* d_out, int64_t stride,
+                            float* row_grads) const {
   const int d = spec_.dim;
   std::fill(row_grads, row_grads + bags.unique_ids.size() * d, 0.0f);
   if (spec_.sequence) {
-    const int64_t places = static_cast<int64_t>(bags.slot.size());
-    for (int64_t k = 0; k < places; ++k) {
-      const int32_t s = bags.slot[k];
-      if (s < 0) continue;
-      const float* __restrict g = d_out + k * d;
-      float* __restrict r = row_grads + static_cast<int64_t>(s) * d;
-      for (int j = 0; j < d; ++j) r[j] += g[j];
+    const int64_t n = spec_.ids_length;
+    for (int b = 0; b < bags.batch(); ++b) {
+      for (int64_t t = 0; t < n; ++t) {
+        const int32_t s = bags.slot[b * n + t];
+        if (s < 0) continue;
+        const float* __restrict g = d_out + b * stride + t * d;
+        float* __restrict r = row_grads + static_cast<int64_t>(s) * d;
+        for (int j = 0; j < d; ++j) r[j] += g[j];
+      }
     }
     return;
   }
@@ -186,7 +192,7 @@ void EmbeddingBag::Backward(const Bags& bags, const float* d_out, float* row_gra
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     if (end == begin) continue;
     const float scale = spec_.combiner == "mean" ? 1.0f / static_cast<float>(end - begin) : 1.0f;
-    const float* __restrict g = d_out + static_cast<int64_t>(b) * d;
+    const float* __restrict g = d_out + static_cast<int64_t>(b) * stride;
     for (int64_t k = begin; k < end; ++k) {
       float* __restrict r = row_grads + static_cast<int64_t>(bags.slot[k]) * d;
       for (int j = 0; j < d; ++j) r[j] += scale * g[j];

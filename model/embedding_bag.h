@@ -108,14 +108,23 @@ class EmbeddingBag {
 
   // out[b] = the sum (or mean) of the rows of example b's ids, or the rows
   // in place for a sequence; `rows` holds unique_ids.size() rows of dim
-  // floats. An empty bag, or a masked position, gives zeros.
-  void Forward(const Bags& bags, const float* rows, float* out) const;
+  // floats. An empty bag, or a masked position, gives zeros. Example b's
+  // output starts at out + b * stride (stride >= output_width(): other
+  // lookups' outputs may lie between).
+  void Forward(const Bags& bags, const float* rows, float* out, int64_t stride) const;
+  void Forward(const Bags& bags, const float* rows, float* out) const {
+    Forward(bags, rows, out, output_width());
+  }
 
   // From d_out (batch x output_width(), the loss gradient at the layer's
   // output), the gradient of each distinct id's row into `row_grads`
   // (unique_ids.size() x dim): the sum over the places holding it (divided
-  // by the bag's size under mean).
-  void Backward(const Bags& bags, const float* d_out, float* row_grads) const;
+  // by the bag's size under mean). Example b's gradient starts at
+  // d_out + b * stride.
+  void Backward(const Bags& bags, const float* d_out, int64_t stride, float* row_grads) const;
+  void Backward(const Bags& bags, const float* d_out, float* row_grads) const {
+    Backward(bags, d_out, output_width(), row_grads);
+  }
 
  private:
   EmbeddingBag(const EmbeddingBagSpec& spec, int input_dim, int buckets)
@@ -126,9 +135,6 @@ class EmbeddingBag {
   int buckets_ = 0;
 };
 
-// Reads rows `ids` of the table into `out` (ids.size() x dim floats): from
-// the PS, a local table or a checkpoint.
-using RowFetcher = std::function<absl::Status(absl::Span<const int64_t> ids, float* out)>;
 }  // namespace pstrain::model
 
 #endif  // PSTRAIN_MODEL_EMBEDDING_BAG_H_

@@ -77,7 +77,7 @@ TEST(EmbeddingBagTest, CreateNamesWhatIsWrong) {
 // takes no room in the flat array.
 TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   NetworkSpec spec = NetworkSpec::FromWidths(784, {16}, 10);
-  spec.embedding_bag = Spec(3136, 8, "mean", 4);
+  spec.embeddings = {Spec(3136, 8, "mean", 4)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 4));
   ASSERT_EQ(mlp->variables().size(), 5u);
   EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
@@ -93,9 +93,9 @@ TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   EXPECT_FALSE(mlp->layout().in_flat(4));
   EXPECT_EQ(mlp->layout().role_of(4), ParamRole::kTable);
   EXPECT_EQ(mlp->input_width(), 8);
-  spec.embedding_bag.name = "dense_0";
+  spec.embeddings[0].name = "dense_0";
   EXPECT_EQ(Network::Create(spec, 4).status().message(),
-            "model layer 0 (dense_0): the name is the embedding_bag's too");
+            "model layer 0 (dense_0): the name is an embedding's too");
 }
 
 // The whole chain (rows -> bag -> dense layers -> loss) against numerical
@@ -105,9 +105,9 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
     SCOPED_TRACE(combiner);
     const int input_dim = 6, batch = 5;
     NetworkSpec spec = NetworkSpec::FromWidths(input_dim, {7}, 3);
-    spec.embedding_bag = Spec(input_dim * 3, 4, combiner, 3);
+    spec.embeddings = {Spec(input_dim * 3, 4, combiner, 3)};
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, batch));
-    const EmbeddingBag& bag = *mlp->bag();
+    const EmbeddingBag& bag = mlp->embeddings()[0];
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(0, 1);
     std::vector<float> x(batch * input_dim);
@@ -146,13 +146,14 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
 
 TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
   NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
-  spec.embedding_bag = Spec(8, 2, "sum", 2);
+  spec.embeddings = {Spec(8, 2, "sum", 2)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 8));
   const std::vector<float> x = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.2f, 0};
   const std::vector<int32_t> y = {0, 1, 0};
   std::vector<std::vector<int64_t>> asked;
   std::vector<std::vector<float>> seen;
-  auto fetch = [&](absl::Span<const int64_t> ids, float* out) {
+  auto fetch = [&](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+    EXPECT_EQ(table, "pixels/embeddings");
     asked.emplace_back(ids.begin(), ids.end());
     for (size_t i = 0; i < ids.size(); ++i) {
       out[2 * i] = static_cast<float>(ids[i]);
@@ -167,17 +168,19 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
     r.correct = 1;
     return r;
   };
-  ASSERT_OK_AND_ASSIGN(BatchResult total, EvaluateExamples(mlp->bag(), fetch, x.data(), nullptr,
-                                                           y.data(), 3, 4, 0, 2, evaluate));
+  ASSERT_OK_AND_ASSIGN(BatchResult total,
+                       EvaluateExamples(mlp->embeddings(), fetch, x.data(), nullptr, y.data(), 3, 4,
+                                        0, 2, evaluate));
   EXPECT_EQ(total.count, 3);
   EXPECT_EQ(total.correct, 2);
   // Chunks of 2 then 1: ids 1 (feature 0, bucket 1) and 3; then 4.
   EXPECT_EQ(asked, (std::vector<std::vector<int64_t>>{{1, 3}, {4}}));
   EXPECT_EQ(seen, (std::vector<std::vector<float>>{{1, 1, 3, 1}, {4, 1}}));
-  auto failing = [](absl::Span<const int64_t>, float*) {
+  auto failing = [](const std::string&, absl::Span<const int64_t>, float*) {
     return absl::UnavailableError("ps:0 is gone");
   };
-  EXPECT_EQ(EvaluateExamples(mlp->bag(), failing, x.data(), nullptr, y.data(), 3, 4, 0, 2, evaluate)
+  EXPECT_EQ(EvaluateExamples(mlp->embeddings(), failing, x.data(), nullptr, y.data(), 3, 4, 0, 2,
+                             evaluate)
                 .status()
                 .message(),
             "ps:0 is gone");

@@ -253,11 +253,15 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     const v1::LayerConfig& l = config.layer(i);
     const std::string at_layer = where.At(where.root(), type, "layer", i);
     absl::StatusOr<std::string> kind = LayerType(l);
-    const std::string name = !l.name().empty() ? l.name()
-                             : !kind.ok()      ? absl::StrCat("layer_", i)
-                             : *kind == "embedding_bag" || *kind == "embedding"
-                                 ? std::string("embedding")
-                                 : absl::StrCat(*kind, "_", type_index[*kind]);
+    // Embeddings are named as Keras names them: embedding, embedding_1, ...
+    const int embedding_number = static_cast<int>(spec.embeddings.size());
+    const std::string name =
+        !l.name().empty() ? l.name()
+        : !kind.ok()      ? absl::StrCat("layer_", i)
+        : *kind == "embedding_bag" || *kind == "embedding"
+            ? (embedding_number == 0 ? std::string("embedding")
+                                     : absl::StrCat("embedding_", embedding_number))
+            : absl::StrCat(*kind, "_", type_index[*kind]);
     const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
     if (!kind.ok()) return Bad(at_layer, what + std::string(kind.status().message()));
     ++type_index[*kind];
@@ -279,10 +283,10 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
       const int64_t vocabulary = sequence ? q.vocabulary() : b.vocabulary();
       const int64_t dim = sequence ? q.dim() : b.dim();
       const std::string& ids_from = sequence ? q.ids_from() : b.ids_from();
-      if (i != 0) {
+      if (!spec.layers.empty()) {
         return Bad(at_layer, what + "an " + *kind +
-                                 " layer must come first: it reads the "
-                                 "input's ids");
+                                 " layer must come before every other kind of layer: it reads "
+                                 "the input's ids");
       }
       if (!spec.input_shape.empty()) {
         return Bad(
@@ -302,7 +306,7 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
                                  (sequence ? "feature:NAME" : "feature:NAME or pixel_buckets:B") +
                                  ")");
       }
-      EmbeddingBagSpec& bag = spec.embedding_bag;
+      EmbeddingBagSpec bag;
       bag.name = name;
       bag.vocabulary = vocabulary;
       bag.dim = static_cast<int>(dim);
@@ -339,7 +343,11 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
         }
         return Bad(at_layer, what + std::string(m));
       }
-      shape = checked->output_shape();
+      spec.embeddings.push_back(bag);
+      // Several embeddings: side by side (model/embeddings.h).
+      auto together = Embeddings::Create(spec.embeddings, spec.input_dim);
+      if (!together.ok()) return Bad(at_layer, what + std::string(together.status().message()));
+      shape = together->output_shape();
       continue;
     }
     LayerSpec layer;
@@ -456,8 +464,8 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
                "the model has no dense layer: the last one gives the logits");
   }
   std::set<std::string> names;
-  if (spec.embedding_bag.enabled()) names.insert(spec.embedding_bag.name);
-  const int first = spec.embedding_bag.enabled() ? 1 : 0;
+  for (const EmbeddingBagSpec& e : spec.embeddings) names.insert(e.name);
+  const int first = static_cast<int>(spec.embeddings.size());
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     if (!names.insert(spec.layers[i].name).second) {
       const int index = static_cast<int>(i) + first;
@@ -722,15 +730,17 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   }
   if (from_files && data::IdsWidth(input.features) > 0) {
     std::string names;
+    std::set<std::string> read;
+    for (const EmbeddingBagSpec& e : out.job.model.embeddings) read.insert(e.feature());
     for (const data::FeatureDef& f : input.features.features) {
-      if (!f.is_dense() && f.name != out.job.model.embedding_bag.feature()) {
+      if (!f.is_dense() && read.count(f.name) == 0) {
         absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
       }
     }
     if (!names.empty()) {
       return Bad(where.At(&tree, type, "input"),
                  absl::StrCat("no layer reads the input's id features (", names,
-                              "): an embedding or embedding_bag first layer with ids_from: "
+                              "): an embedding or embedding_bag layer with ids_from: "
                               "\"feature:NAME\" reads one"));
     }
   }

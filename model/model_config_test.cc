@@ -168,17 +168,76 @@ TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
   ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/text_cnn.pbtxt"));
   const NetworkSpec& m = f.job.model;
   EXPECT_EQ(m.input_dim, 0);  // no float features
-  ASSERT_TRUE(m.embedding_bag.enabled());
-  EXPECT_TRUE(m.embedding_bag.sequence);
-  EXPECT_EQ(m.embedding_bag.name, "embedding");
-  EXPECT_EQ(m.embedding_bag.ids_length, 300);
-  EXPECT_EQ(m.embedding_bag.ids_offset, 0);
+  ASSERT_EQ(m.embeddings.size(), 1u);
+  EXPECT_TRUE(m.embeddings[0].sequence);
+  EXPECT_EQ(m.embeddings[0].name, "embedding");
+  EXPECT_EQ(m.embeddings[0].ids_length, 300);
+  EXPECT_EQ(m.embeddings[0].ids_offset, 0);
   ASSERT_EQ(m.layers.size(), 6u);
   EXPECT_EQ(m.layers[0].kind, LayerKind::kConv1D);
   EXPECT_EQ(m.layers[0].window, (std::array<int, 2>{1, 5}));
   EXPECT_EQ(f.variables.back().name, "embedding/embeddings");
   EXPECT_EQ(f.variables.back().shape, (std::vector<int64_t>{20002, 7}));
   EXPECT_TRUE(f.variables.back().embedding);
+}
+
+TEST(ModelConfigTest, TheClickModelPutsEightEmbeddingsSideBySide) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/click_model.pbtxt"));
+  const NetworkSpec& m = f.job.model;
+  EXPECT_TRUE(m.binary());
+  ASSERT_EQ(m.embeddings.size(), 8u);
+  const std::vector<std::string> names = {"user",     "item",   "site", "category",
+                                          "position", "device", "hour", "weekday"};
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(m.embeddings[i].name, names[i]);
+    EXPECT_EQ(m.embeddings[i].feature(), names[i]);
+    EXPECT_EQ(m.embeddings[i].ids_offset, static_cast<int64_t>(i));  // one id each
+    EXPECT_EQ(m.embeddings[i].ids_length, 1);
+    EXPECT_FALSE(m.embeddings[i].sequence);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> net, Network::Create(m, 4));
+  EXPECT_EQ(net->input_width(), 4 * 8 + 4 * 4);
+  EXPECT_EQ(net->shapes()[1], (Shape{64}));
+  // The dense layers in the flat array, then the eight tables.
+  ASSERT_EQ(f.variables.size(), 6u + 8u);
+  EXPECT_EQ(f.variables[6].name, "user/embeddings");
+  EXPECT_EQ(f.variables[6].shape, (std::vector<int64_t>{5001, 8}));
+  EXPECT_EQ(f.variables[13].name, "weekday/embeddings");
+  EXPECT_EQ(net->num_parameters(), 48 * 64 + 64 + 64 * 32 + 32 + 32 + 1);
+}
+
+TEST(ModelConfigTest, SeveralEmbeddingsAreNamedAsKerasNamesThemAndASequenceStandsAlone) {
+  const std::string input =
+      "input {\n format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+      " feature { name: \"u\" type: \"int64\" vocabulary: 10 }\n"
+      " feature { name: \"w\" type: \"int64\" max_len: 4 vocabulary: 10 }\n}\n";
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile(
+          input + "layer { embedding_bag { vocabulary: 10 dim: 2 ids_from: \"feature:u\" } }\n"
+                  "layer { embedding_bag { vocabulary: 10 dim: 3 ids_from: \"feature:w\" } }\n"
+                  "layer { dense { units: 2 } }",
+          "m.pbtxt"));
+  ASSERT_EQ(f.job.model.embeddings.size(), 2u);
+  EXPECT_EQ(f.job.model.embeddings[0].name, "embedding");
+  EXPECT_EQ(f.job.model.embeddings[1].name, "embedding_1");
+  EXPECT_EQ(f.job.model.embeddings[1].ids_offset, 1);
+  EXPECT_EQ(f.job.model.embeddings[1].ids_length, 4);
+  EXPECT_EQ(f.variables[2].name, "embedding/embeddings");
+  EXPECT_EQ(f.variables[3].name, "embedding_1/embeddings");
+  EXPECT_EQ(f.variables[0].shape, (std::vector<int64_t>{5, 2}));  // 2 + 3 wide
+  EXPECT_EQ(
+      std::string(
+          ParseModelConfigFile(
+              input + "layer { embedding_bag { vocabulary: 10 dim: 2 ids_from: \"feature:u\" } }\n"
+                      "layer { embedding { vocabulary: 10 dim: 3 ids_from: \"feature:w\" } }\n"
+                      "layer { flatten {} }\nlayer { dense { units: 2 } }",
+              "m.pbtxt")
+              .status()
+              .message()),
+      "m.pbtxt:7:1: layer 1 (embedding_1): embedding embedding_1: a sequence embedding ([T, dim]) "
+      "must be the model's only embedding; several are concatenated flat, so make each an "
+      "embedding_bag");
 }
 
 TEST(ModelConfigTest, AnEmbeddingNotFedByAnIdFeatureIsNamed) {
@@ -225,8 +284,8 @@ TEST(ModelConfigTest, AnEmbeddingNotFedByAnIdFeatureIsNamed) {
                             "m.pbtxt")
                             .status()
                             .message()),
-            "m.pbtxt:3:1: layer 1 (embedding): an embedding layer must come first: it reads the "
-            "input's ids");
+            "m.pbtxt:3:1: layer 1 (embedding): an embedding layer must come before every other "
+            "kind of layer: it reads the input's ids");
 }
 
 TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
@@ -340,7 +399,8 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
             layer { dense { units: 10 } }
           )pb",
           "m.pbtxt"));
-  const EmbeddingBagSpec& bag = f.job.model.embedding_bag;
+  ASSERT_EQ(f.job.model.embeddings.size(), 1u);
+  const EmbeddingBagSpec& bag = f.job.model.embeddings[0];
   EXPECT_EQ(bag.name, "pixels");
   EXPECT_EQ(bag.vocabulary, 3136);
   EXPECT_EQ(bag.dim, 32);
@@ -358,7 +418,8 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
   EXPECT_EQ(
       message("input_dim: 4\nlayer { dense { units: 3 } }\n"
               "layer { embedding_bag { vocabulary: 8 dim: 2 ids_from: \"pixel_buckets:2\" } }"),
-      "m.pbtxt:3:1: layer 1 (embedding): an embedding_bag layer must come first: it reads "
+      "m.pbtxt:3:1: layer 1 (embedding): an embedding_bag layer must come before every other kind "
+      "of layer: it reads "
       "the input's ids");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag {\n  vocabulary: 7\n  dim: 2\n"
                     "  ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
@@ -418,7 +479,7 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
       error("input {\n" + files +
             " feature { name: \"x\" }\n feature { name: \"w\" type: \"int64\" max_len: 5 }\n}\n"),
       "m.pbtxt:1:1: no layer reads the input's id features (w): an embedding or "
-      "embedding_bag first layer with ids_from: \"feature:NAME\" reads one");
+      "embedding_bag layer with ids_from: \"feature:NAME\" reads one");
   EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
   EXPECT_EQ(error("input { format: \"parquet\" }\n", "input_dim: 1\n"),

@@ -77,7 +77,8 @@ constexpr int64_t kEvalFloats = int64_t{1} << 23;
 
 absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec, int max_batch) {
   // A model whose first layer reads id features may have no float input.
-  const bool ids_only = spec.embedding_bag.enabled() && spec.embedding_bag.from_feature();
+  bool ids_only = !spec.embeddings.empty();
+  for (const EmbeddingBagSpec& e : spec.embeddings) ids_only = ids_only && e.from_feature();
   if (spec.input_dim < (ids_only ? 0 : 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("model input_dim is ", spec.input_dim, ": must be at least 1"));
@@ -87,15 +88,11 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  std::optional<EmbeddingBag> bag;
-  if (spec.embedding_bag.enabled()) {
-    auto created = EmbeddingBag::Create(spec.embedding_bag, spec.input_dim);
-    if (!created.ok()) return created.status();
-    bag = std::move(*created);
-  }
+  absl::StatusOr<Embeddings> embeddings = Embeddings::Create(spec.embeddings, spec.input_dim);
+  if (!embeddings.ok()) return embeddings.status();
   Shape shape = {spec.input_dim};
-  if (bag.has_value()) {
-    shape = bag->output_shape();
+  if (!embeddings->empty()) {
+    shape = embeddings->output_shape();
   } else if (!spec.input_shape.empty()) {
     for (int64_t d : spec.input_shape) {
       if (d < 1) {
@@ -112,17 +109,18 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
   }
   std::vector<Shape> shapes = {shape};
   std::set<std::string> names;
-  if (bag.has_value()) names.insert(spec.embedding_bag.name);
+  std::set<std::string> embedding_names;
+  for (const EmbeddingBagSpec& e : spec.embeddings) embedding_names.insert(e.name);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     const std::string where =
         absl::StrCat("model layer ", i, " (", l.name.empty() ? "no name" : l.name, "): ");
     if (l.name.empty()) return absl::InvalidArgumentError(where + "name is missing");
+    if (embedding_names.count(l.name) > 0) {
+      return absl::InvalidArgumentError(where + "the name is an embedding's too");
+    }
     if (!names.insert(l.name).second) {
-      return absl::InvalidArgumentError(where +
-                                        (bag.has_value() && l.name == spec.embedding_bag.name
-                                             ? "the name is the embedding_bag's too"
-                                             : "the name is used twice"));
+      return absl::InvalidArgumentError(where + "the name is used twice");
     }
     absl::StatusOr<Shape> out = LayerOutputShape(l, shapes.back());
     if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
@@ -159,12 +157,16 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     }
     shapes.push_back(*std::move(out));
   }
-  return std::unique_ptr<Network>(new Network(spec, max_batch, std::move(bag), std::move(shapes)));
+  return std::unique_ptr<Network>(
+      new Network(spec, max_batch, *std::move(embeddings), std::move(shapes)));
 }
 
-Network::Network(const NetworkSpec& spec, int max_batch, std::optional<EmbeddingBag> bag,
+Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
                  std::vector<Shape> shapes)
-    : spec_(spec), max_batch_(max_batch), bag_(std::move(bag)), shapes_(std::move(shapes)) {
+    : spec_(spec),
+      max_batch_(max_batch),
+      embeddings_(std::move(embeddings)),
+      shapes_(std::move(shapes)) {
   int64_t widest = 0;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
@@ -184,11 +186,12 @@ Network::Network(const NetworkSpec& spec, int max_batch, std::optional<Embedding
   for (const Shape& s : shapes_) widest += ShapeSize(s);
   eval_chunk_ = static_cast<int>(
       std::clamp<int64_t>(kEvalFloats / std::max<int64_t>(widest, 1), 1, max_batch));
-  if (bag_.has_value()) {
-    VariableDef table{bag_->spec().table(), {bag_->spec().vocabulary, bag_->dim()}};
+  for (int i = 0; i < embeddings_.size(); ++i) {
+    const EmbeddingBagSpec& e = embeddings_[i].spec();
+    VariableDef table{e.table(), {e.vocabulary, e.dim}};
     table.embedding = true;
-    table.consistency = "async";
-    table.initializer = bag_->spec().initializer;
+    table.consistency = spec_.sync_tables ? "sync" : "async";
+    table.initializer = e.initializer;
     layout_.AddTable(std::move(table));
   }
   activations_.resize(shapes_.size());
@@ -209,7 +212,7 @@ void Network::EnsureScratch(int batch, bool gradients) {
 std::vector<GemmShape> Network::StepGemms(int batch) const {
   std::vector<GemmShape> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    layers_[l]->AppendGemms(batch, l > 0 || bag_.has_value(), &out);
+    layers_[l]->AppendGemms(batch, l > 0 || !embeddings_.empty(), &out);
   }
   return out;
 }
@@ -374,27 +377,26 @@ absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* 
   return result;
 }
 
-absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
-                                             const float* x, const int64_t* ids,
-                                             const int32_t* labels, int64_t n, int input_dim,
-                                             int64_t ids_dim, int chunk,
+absl::StatusOr<BatchResult> EvaluateExamples(const Embeddings& embeddings,
+                                             const TableRowFetcher& fetch, const float* x,
+                                             const int64_t* ids, const int32_t* labels, int64_t n,
+                                             int input_dim, int64_t ids_dim, int chunk,
                                              const ChunkEvaluator& evaluate) {
   BatchResult total;
-  Bags bags;
-  std::vector<float> rows, input;
-  if (bag != nullptr) input.resize(static_cast<size_t>(chunk) * bag->output_width());
+  EmbeddingBatch batch;
+  std::vector<float> input;
+  if (!embeddings.empty()) input.resize(static_cast<size_t>(chunk) * embeddings.output_width());
   for (int64_t start = 0; start < n; start += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, n - start));
     const float* in = x + start * input_dim;
-    if (bag != nullptr) {
-      if (absl::Status s = bag->MakeBags(in, ids == nullptr ? nullptr : ids + start * ids_dim,
-                                         ids_dim, b, &bags);
+    if (!embeddings.empty()) {
+      if (absl::Status s = embeddings.MakeBags(in, ids == nullptr ? nullptr : ids + start * ids_dim,
+                                               ids_dim, b, &batch);
           !s.ok()) {
         return s;
       }
-      rows.resize(bags.unique_ids.size() * bag->dim());
-      if (absl::Status s = fetch(bags.unique_ids, rows.data()); !s.ok()) return s;
-      bag->Forward(bags, rows.data(), input.data());
+      if (absl::Status s = embeddings.FetchRows(fetch, &batch); !s.ok()) return s;
+      embeddings.Forward(batch, input.data());
       in = input.data();
     }
     absl::StatusOr<BatchResult> r = evaluate(in, labels + start, b);

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/placement.h"
-#include "model/embedding_bag.h"
+#include "model/embeddings.h"
 #include "model/layers.h"
 #include "model/param_layout.h"
 
@@ -47,9 +47,15 @@ struct NetworkSpec {
   // for softmax cross-entropy, one for sigmoid cross-entropy.
   std::vector<LayerSpec> layers;
   Loss loss = Loss::kSoftmaxCrossEntropy;
-  // Optional: an embedding (bag or sequence) between the input and the
-  // first layer (model/embedding_bag.h), which then reads its output.
-  EmbeddingBagSpec embedding_bag;
+  // Optional: embeddings between the input and the first layer
+  // (model/embeddings.h: several bags side by side, or one sequence),
+  // which then reads their output.
+  std::vector<EmbeddingBagSpec> embeddings;
+  // The embedding tables' consistency on the PS: a sync job's rounds (each
+  // replica's row gradients summed per step and applied once, as one
+  // process with their batches together would), or async (whatever the
+  // job's mode, as hybrid sparse models train them).
+  bool sync_tables = false;
 
   // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
   static NetworkSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
@@ -86,14 +92,14 @@ using ChunkEvaluator =
     std::function<absl::StatusOr<BatchResult>(const float* input, const int32_t* labels, int n)>;
 
 // Scores `n` examples of `input_dim` raw features (and `ids_dim` ids) each,
-// in chunks of at most `chunk`: as they are when `bag` is null, else as the
-// embedding's output, each chunk's rows fetched with `fetch` (from the PS, a
-// local table or a checkpoint). `ids` may be null when the bag reads no ids.
-// Returns the chunks' results summed; the first error wins.
-absl::StatusOr<BatchResult> EvaluateExamples(const EmbeddingBag* bag, const RowFetcher& fetch,
-                                             const float* x, const int64_t* ids,
-                                             const int32_t* labels, int64_t n, int input_dim,
-                                             int64_t ids_dim, int chunk,
+// in chunks of at most `chunk`: as they are when `embeddings` is empty, else
+// as the embeddings' output, each chunk's rows fetched with `fetch` (from the
+// PS, a local table or a checkpoint). `ids` may be null when no embedding
+// reads ids. Returns the chunks' results summed; the first error wins.
+absl::StatusOr<BatchResult> EvaluateExamples(const Embeddings& embeddings,
+                                             const TableRowFetcher& fetch, const float* x,
+                                             const int64_t* ids, const int32_t* labels, int64_t n,
+                                             int input_dim, int64_t ids_dim, int chunk,
                                              const ChunkEvaluator& evaluate);
 
 // The dropout seed of one training step: from the job's seed, the replica
@@ -112,18 +118,18 @@ class Network {
   const NetworkSpec& spec() const { return spec_; }
   // Where each variable lives: the layers' kernels and biases in the flat
   // array (layer numbers there count the layers with variables only), then
-  // the embedding bag's table when there is one (embedding: true, async:
-  // the hybrid sparse models need; its rows are not in the flat array, they
+  // each embedding's table (embedding: true, sync or async as
+  // spec().sync_tables says; their rows are not in the flat array, they
   // move by id).
   const ParamLayout& layout() const { return layout_; }
   const std::vector<VariableDef>& variables() const { return layout_.variables(); }
   const std::vector<int64_t>& offsets() const { return layout_.offsets(); }
   int64_t num_parameters() const { return layout_.num_parameters(); }
-  // The embedding bag, or null when the model has none.
-  const EmbeddingBag* bag() const { return bag_.has_value() ? &*bag_ : nullptr; }
+  // The embeddings before the first layer (empty when the model has none).
+  const Embeddings& embeddings() const { return embeddings_; }
   // Floats per example that ComputeGradients and Evaluate read: input_dim,
-  // or the embedding's output (the caller gathers the rows:
-  // EmbeddingBag::Forward).
+  // or the embeddings' output (the caller gathers the rows:
+  // Embeddings::Forward).
   int input_width() const { return static_cast<int>(ShapeSize(shapes_[0])); }
   // The input's shape and each layer's output shape, in order.
   const std::vector<Shape>& shapes() const { return shapes_; }
@@ -150,7 +156,7 @@ class Network {
   // parameters while the layers below are still being differentiated).
   // When `input_grad` is not null, the mean-loss gradient with respect to
   // `x` goes there (batch x input_width()), before the first layer is
-  // reported done: what an embedding bag's backward pass starts from.
+  // reported done: what the embeddings' backward pass starts from.
   absl::StatusOr<BatchResult> ComputeGradients(
       const float* params, const float* x, const int32_t* labels, int batch, float* grads,
       const std::function<void(int layer)>& on_layer_done = nullptr, float* input_grad = nullptr);
@@ -165,8 +171,7 @@ class Network {
                                        int64_t n);
 
  private:
-  Network(const NetworkSpec& spec, int max_batch, std::optional<EmbeddingBag> bag,
-          std::vector<Shape> shapes);
+  Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings, std::vector<Shape> shapes);
   // Grows the activations (and, with `gradients`, the deltas) to `batch`
   // rows.
   void EnsureScratch(int batch, bool gradients);
@@ -177,7 +182,7 @@ class Network {
 
   const NetworkSpec spec_;
   const int max_batch_;
-  std::optional<EmbeddingBag> bag_;
+  Embeddings embeddings_;
   std::vector<Shape> shapes_;  // input, then each layer's output
   ParamLayout layout_;
   std::vector<std::unique_ptr<Layer>> layers_;

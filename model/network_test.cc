@@ -236,7 +236,8 @@ TEST(NetworkTest, FashionCnnGradientsMatchCentralDifferences) {
 NetworkSpec TextCnn() {
   NetworkSpec spec;
   spec.input_dim = 0;
-  EmbeddingBagSpec& emb = spec.embedding_bag;
+  spec.embeddings.resize(1);
+  EmbeddingBagSpec& emb = spec.embeddings[0];
   emb.name = "embedding";
   emb.vocabulary = 30982;
   emb.dim = 7;

@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 #include "common/placement.h"
 #include "common/testing/status_testing.h"
 #include "common/wire_frame.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
-#include "client/ps_client.h"
-#include "client/ps_stream.h"
 
 namespace pstrain {
 namespace {
@@ -114,7 +114,8 @@ TEST_F(PsConsistencyTest, SyncUpdateEqualsTheAverageGradientUpdate) {
   // does not wait for replicas that have stopped.
   clients_[0]->set_stop_step(1);
   const std::vector<float> g = GradOf(0);
-  ASSERT_OK_AND_ASSIGN(int64_t step, clients_[0]->PushPullAll(g.data(), pulled[0].data(), offsets_));
+  ASSERT_OK_AND_ASSIGN(int64_t step,
+                       clients_[0]->PushPullAll(g.data(), pulled[0].data(), offsets_));
   EXPECT_EQ(step, 1);
   // An observer (the chief) reads the values at once, mid-step.
   client::PsClientOptions o;
@@ -151,7 +152,8 @@ TEST_F(PsConsistencyTest, StaleGradientFromABackupChangesNothingAndIsCounted) {
   ASSERT_OK(clients_[0]->PullAll(p0.data(), offsets_).status());
   ASSERT_OK(clients_[1]->PullAll(p1.data(), offsets_).status());
   const std::vector<float> g0 = GradOf(0), g1 = GradOf(1), g2 = GradOf(2);
-  std::thread t0([&] { ASSERT_OK(clients_[0]->PushPullAll(g0.data(), p0.data(), offsets_).status()); });
+  std::thread t0(
+      [&] { ASSERT_OK(clients_[0]->PushPullAll(g0.data(), p0.data(), offsets_).status()); });
   ASSERT_OK(clients_[1]->PushPullAll(g1.data(), p1.data(), offsets_).status());
   t0.join();
   for (int64_t i = 0; i < total_; ++i) ASSERT_EQ(p1[i], init_[i] - 1.5f) << i;
@@ -230,8 +232,8 @@ TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {
   // A raw push-then-pull of one slice of w with an infinity at its end: an
   // error, and nothing stored moves.
   const SliceDef w = placement_.SlicesOf("w")[1];
-  auto channel = grpc::CreateChannel(ps_->addresses()[w.ps].ToString(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(ps_->addresses()[w.ps].ToString(), grpc::InsecureChannelCredentials());
   client::PsStream stream(channel, "ps:w");
   std::vector<float> bad(w.elements(), 1.0f);
   bad.back() = -INFINITY;
@@ -244,9 +246,9 @@ TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {
       h, {grpc::Slice(std::string(reinterpret_cast<const char*>(bad.data()), bad.size() * 4))},
       absl::Seconds(10), [](const DecodedFrame&) { return absl::OkStatus(); });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_EQ(std::string(s.message()), absl::StrCat("ps:w: Exchange: gradient for ", w.key(),
-                                      " has a non-finite value (-inf) at element ",
-                                      w.elements() - 1));
+  EXPECT_EQ(std::string(s.message()),
+            absl::StrCat("ps:w: Exchange: gradient for ", w.key(),
+                         " has a non-finite value (-inf) at element ", w.elements() - 1));
   ASSERT_OK(clients_[0]->PullAll(seen.data(), offsets_).status());
   EXPECT_EQ(seen, pulled);
 }
@@ -265,7 +267,7 @@ TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
   std::vector<float> after(ids.size() * 8);
   ASSERT_OK(clients_[0]->PullRows("emb", ids, after.data()));
   for (int j = 0; j < 8; ++j) {
-    EXPECT_FLOAT_EQ(after[j], rows[j] - 0.5f);         // id 3: two rows of 0.25
+    EXPECT_FLOAT_EQ(after[j], rows[j] - 0.5f);  // id 3: two rows of 0.25
     EXPECT_FLOAT_EQ(after[8 + j], rows[8 + j] - 0.25f);
   }
   auto stats = clients_[0]->Stats();
@@ -280,6 +282,46 @@ TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
   EXPECT_NE(bad.message().find("id 1000 is out of range [0, 1000) for table emb"),
             absl::string_view::npos)
       << bad;
+}
+
+// A sync table: each round sums every replica's row gradients and applies
+// their mean once per row, on each PS, even where a replica's batch named
+// no row there (its push to that PS is empty but still counts).
+TEST_F(PsConsistencyTest, SyncTablesApplyTheReplicasRowsOncePerRound) {
+  Start("sync", 2, 0, /*emb_mode=*/"sync");
+  int64_t on[2] = {-1, -1};  // an id owned by ps:0, and one by ps:1
+  for (int64_t id = 0; on[0] < 0 || on[1] < 0; ++id) {
+    if (on[EmbeddingOwner(id, 2)] < 0) on[EmbeddingOwner(id, 2)] = id;
+  }
+  const std::vector<int64_t> both = {on[0], on[1]};
+  std::vector<float> before(2 * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", both, before.data()));
+  for (int round = 1; round <= 2; ++round) {
+    // Replica 0 names only ps:0's row; replica 1 both rows.
+    const std::vector<int64_t> first = {on[0]};
+    const std::vector<float> g0(8, 1.0f), g1(16, 3.0f);
+    const std::vector<client::PsClient::TableRows> push0 = {{"emb", first, nullptr, g0.data()}};
+    const std::vector<client::PsClient::TableRows> push1 = {{"emb", both, nullptr, g1.data()}};
+    ASSERT_OK(clients_[0]->PushRows(push0));
+    ASSERT_OK(clients_[1]->PushRows(push1));
+    // Each replica's pull waits for the round; then (sgd, lr 1) ps:0's row
+    // moved by (1 + 3) / 2 per round, ps:1's by 3 / 2.
+    for (int r : {0, 1}) {
+      std::vector<float> after(2 * 8);
+      ASSERT_OK(clients_[r]->PullRows("emb", both, after.data()));
+      for (int j = 0; j < 8; ++j) {
+        EXPECT_FLOAT_EQ(after[j], before[j] - 2.0f * round) << "round " << round;
+        EXPECT_FLOAT_EQ(after[8 + j], before[8 + j] - 1.5f * round) << "round " << round;
+      }
+    }
+  }
+  EXPECT_EQ(clients_[0]->dropped_pushes(), 0);
+  ASSERT_OK_AND_ASSIGN(auto stats, clients_[0]->Stats());
+  for (const auto& s : stats) {
+    for (const auto& sl : s.slices()) {
+      if (sl.variable() == "emb") EXPECT_EQ(sl.consistency(), "sync");
+    }
+  }
 }
 
 TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing) {
@@ -298,8 +340,8 @@ TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing)
 
   // Raw frames: a wrong byte length, a NaN, a message over the size limit.
   const SliceDef b = placement_.SlicesOf("b")[0];
-  auto channel = grpc::CreateChannel(ps_->addresses()[b.ps].ToString(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(ps_->addresses()[b.ps].ToString(), grpc::InsecureChannelCredentials());
   client::PsStream stream(channel, "ps:b");
   auto push_b = [&](const std::string& bytes, int64_t declared) {
     v1::FrameHeader h;

@@ -118,8 +118,8 @@ double NumberAfter(const std::string& log, const std::string& prefix) {
 TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   Cluster c("ps_restart");
   // The guide model (784-256-256-10, Adam), whose async bar is 0.83.
-  c.StartAll({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=2",
-              "--checkpoint_secs=1"});
+  c.StartAll(
+      {"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=2", "--checkpoint_secs=1"});
   // Once every replica trains, after the first periodic checkpoint (step 0
   // is written at the start).
   ASSERT_TRUE(testing::WaitUntil(
@@ -135,8 +135,8 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   const int64_t newest = c.IndexStep();
   // The chief's heartbeat notices the PS is gone before it comes back.
   const std::string gone = absl::StrCat("ps:1 (", c.ps_address(1), ") stopped answering (");
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return c.Log("chief-0").find(gone) != std::string::npos; }, absl::Seconds(30)))
+  ASSERT_TRUE(testing::WaitUntil([&] { return c.Log("chief-0").find(gone) != std::string::npos; },
+                                 absl::Seconds(30)))
       << c.Log("chief-0");
   c.Start("ps", 1, {});
   std::map<std::string, int> codes = c.WaitAll(absl::Seconds(180));
@@ -164,10 +164,10 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   absl::Duration resumed;
   ASSERT_TRUE(absl::ParseDuration(w1.substr(after + 8, w1.find(';', after) - after - 8), &resumed))
       << w1.substr(after, 40);
-  std::printf("recovery: %.3f s from the PS's death to training resumed (replica worker:1); "
-              "global steps lost %d\n",
-              absl::ToDoubleSeconds(resumed),
-              static_cast<int>(NumberAfter(w1, "global steps lost: ")));
+  std::printf(
+      "recovery: %.3f s from the PS's death to training resumed (replica worker:1); "
+      "global steps lost %d\n",
+      absl::ToDoubleSeconds(resumed), static_cast<int>(NumberAfter(w1, "global steps lost: ")));
   const Json metrics = c.Metrics();
   EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.83);
   EXPECT_GE(FindMember(metrics, "global_step")->get<double>(), 3 * 1250);
@@ -213,8 +213,11 @@ TEST(RecoveryTest, PsKilledWhileWritingACheckpointFallsBackToThePreviousOne) {
 // --sync_wait_secs, naming it, and every process exits (retryable code).
 TEST(RecoveryTest, SyncWithoutBackupsNamesTheLostWorkerWithinTheDeadline) {
   Cluster c("sync_lost");
-  c.StartAll({"--consistency=sync", "--max_steps=1000000", "--sync_wait_secs=3",
-              "--checkpoint_secs=0"});
+  // The wait has room for a replica that starts late on a loaded machine
+  // (the first round waits for all three) and still ends well within the
+  // deadline below.
+  c.StartAll(
+      {"--consistency=sync", "--max_steps=1000000", "--sync_wait_secs=10", "--checkpoint_secs=0"});
   ASSERT_TRUE(testing::WaitUntil(
       [&] { return c.Log("worker-1").find("/1000000 - loss") != std::string::npos; },
       absl::Seconds(60)))
@@ -227,7 +230,7 @@ TEST(RecoveryTest, SyncWithoutBackupsNamesTheLostWorkerWithinTheDeadline) {
   EXPECT_EQ(codes["worker-0"], 138) << c.Log("worker-0");
   for (const char* name : {"chief-0", "worker-0"}) {
     const std::string log = c.Log(name);
-    EXPECT_THAT(log, HasSubstr("pull waited 3s: "));
+    EXPECT_THAT(log, HasSubstr("pull waited 10s: "));
     EXPECT_THAT(log, HasSubstr("none yet from replicas 2"));
     EXPECT_THAT(log, HasSubstr("2 is worker:1"));
   }

@@ -4,23 +4,33 @@
 // same examples in the same order, to float rounding. The data sharding
 // (data/dataset.h) makes the k-th batches of the two workers together the
 // k-th batch of 64; the PS averages the two mean gradients; the local run
-// takes the mean over 64; both apply the same Adam code.
+// takes the mean over 64; both apply the same Adam code. With an embedding
+// table, the PS sums the two replicas' row gradients per step and applies
+// them once per row, as the local run's table does.
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/ps_client.h"
+#include "common/file_util.h"
 #include "common/placement.h"
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
 #include "data/dataset.h"
+#include "data/input.h"
+#include "data/text_corpus.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/network.h"
 #include "ps_server/testing/local_ps.h"
+#include "tests/testing/keyword_texts.h"
 #include "train/local_trainer.h"
 #include "train/trainer.h"
 
@@ -29,28 +39,23 @@ namespace {
 
 constexpr int kSteps = 60;
 
-// The model's config; whole-model pushes after each step, and pushes layer
-// by layer as backprop produces each gradient; tensor bytes in the frames,
-// and through shared memory.
-class SyncMatchesLocalTest : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {
-};
-
-TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
-  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
-                       model::LoadModelConfigFile(std::get<0>(GetParam())));
-  model::JobSpec job = config.job;  // Adam 1e-3
-  job.seed = 5;
-  job.max_steps = kSteps;
-  job.push_per_layer = std::get<1>(GetParam());
-  const bool shared_memory = std::get<2>(GetParam());
-
+// Trains `job` (batch 32 per replica) on two sync replicas through two real
+// PS, and locally with batch 64, and checks that the dense parameters and
+// every embedding row the batches touched end the same to float rounding,
+// after `steps` steps that move some parameter by more than `min_moved`.
+void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, double min_moved,
+                           double tolerance) {
+  job.max_steps = steps;
+  job.consistency = "sync";
+  job.model.sync_tables = true;
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
   ASSERT_OK_AND_ASSIGN(train::LocalResult local, train::RunLocal(local_job, 1000));
-  ASSERT_EQ(local.steps, kSteps);
+  ASSERT_EQ(local.steps, steps);
 
-  ASSERT_OK_AND_ASSIGN(data::Dataset train,
-                       data::LoadMnistFormat(job.data_dir, data::Split::kTrain));
+  ASSERT_OK_AND_ASSIGN(
+      data::Dataset train,
+      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTrain, job.model.num_classes()));
   ASSERT_OK_AND_ASSIGN(auto mlp, model::Network::Create(job.model, 64));
   ASSERT_OK_AND_ASSIGN(auto cluster, ps::testing::LocalPs::Start(2));
   ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(mlp->variables(), 2));
@@ -67,7 +72,6 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
       chief->CreateVariables(mlp->InitialParameters(job.seed), mlp->offsets(), create).status());
 
   job.batch_size = 32;
-  job.consistency = "sync";
   absl::Status results[2];
   int64_t shared_frames[2] = {0, 0};
   std::vector<std::thread> workers;
@@ -100,7 +104,7 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
     if (shared_memory) {
       // Every step's exchange with each PS, bar the first few sent before
       // the PS had mapped the region.
-      EXPECT_GT(shared_frames[r], kSteps) << "replica " << r;
+      EXPECT_GT(shared_frames[r], steps) << "replica " << r;
     } else {
       EXPECT_EQ(shared_frames[r], 0) << "replica " << r;
     }
@@ -108,7 +112,7 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
 
   std::vector<float> params(mlp->num_parameters());
   ASSERT_OK_AND_ASSIGN(int64_t step, chief->PullAll(params.data(), mlp->offsets()));
-  EXPECT_EQ(step, kSteps);
+  EXPECT_EQ(step, steps);
   ASSERT_EQ(params.size(), local.params.size());
   const std::vector<float> initial = mlp->InitialParameters(job.seed);
   double max_diff = 0, max_moved = 0;
@@ -122,9 +126,102 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   std::printf(
       "after %d steps: parameters moved up to %.3g from their initial values; "
       "sync and local differ by at most %.3g\n",
-      kSteps, max_moved, max_diff);
-  EXPECT_GT(max_moved, 0.02);
-  EXPECT_LT(max_diff, 2e-5) << "largest parameter difference, sync vs local";
+      steps, max_moved, max_diff);
+  EXPECT_GT(max_moved, min_moved);
+  EXPECT_LT(max_diff, tolerance) << "largest parameter difference, sync vs local";
+
+  // Each table's rows, every id of its vocabulary (rows never pushed read
+  // their initial values on both sides).
+  ASSERT_EQ(local.tables.size(), mlp->embeddings().size());
+  for (int t = 0; t < local.tables.size(); ++t) {
+    train::LocalTable& table = local.tables[t];
+    std::vector<int64_t> ids(table.vocabulary());
+    for (int64_t i = 0; i < table.vocabulary(); ++i) ids[i] = i;
+    std::vector<float> from_ps(ids.size() * table.dim()), from_local(ids.size() * table.dim());
+    ASSERT_OK(chief->PullRows(table.name(), ids, from_ps.data()));
+    ASSERT_OK(table.Read(ids, from_local.data()));
+    double row_diff = 0;
+    for (size_t i = 0; i < from_ps.size(); ++i) {
+      row_diff = std::max(row_diff, std::fabs(double{from_ps[i]} - from_local[i]));
+    }
+    std::printf("%s: %lld rows trained; sync and local differ by at most %.3g\n",
+                table.name().c_str(), static_cast<long long>(table.rows()), row_diff);
+    EXPECT_GT(table.rows(), 50) << table.name();
+    EXPECT_LT(row_diff, tolerance) << table.name();
+  }
+}
+
+// The model's config; whole-model pushes after each step, and pushes layer
+// by layer as backprop produces each gradient; tensor bytes in the frames,
+// and through shared memory.
+class SyncMatchesLocalTest : public ::testing::TestWithParam<std::tuple<std::string, bool, bool>> {
+};
+
+TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                       model::LoadModelConfigFile(std::get<0>(GetParam())));
+  model::JobSpec job = config.job;  // Adam 1e-3
+  job.seed = 5;
+  job.push_per_layer = std::get<1>(GetParam());
+  ExpectSyncEqualsLocal(job, std::get<2>(GetParam()), kSteps, 0.02, 2e-5);
+}
+
+// The seeds' text CNN (embedding -> conv1d -> pool -> conv1d -> pool ->
+// flatten -> dense) on a small corpus: its table's rows are spread over
+// both PS and trained in sync rounds.
+TEST(SyncMatchesLocalTextCnnTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
+  const std::string dir = testing::TempDir() + "/text_cnn";
+  ASSERT_OK(MakeDirs(dir));
+  ASSERT_OK(WriteFileAtomically(dir + "/train.tsv", testing::KeywordTexts(4000, 1)));
+  ASSERT_OK(WriteFileAtomically(dir + "/test.tsv", testing::KeywordTexts(200, 2)));
+  ASSERT_OK_AND_ASSIGN(std::vector<data::LabeledText> train,
+                       data::ReadLabeledTsv(dir + "/train.tsv"));
+  ASSERT_OK_AND_ASSIGN(std::vector<data::LabeledText> test,
+                       data::ReadLabeledTsv(dir + "/test.tsv"));
+  data::TextCorpusOptions corpus;
+  corpus.out = dir + "/data";
+  corpus.vocab_size = 500;
+  ASSERT_OK(data::WriteTextCorpus(train, test, corpus).status());
+  const std::string input = R"pb(
+    input {
+      format: "tfrecord"
+      train_files: "train-*.tfrecord.gz"
+      test_files: "test-*.tfrecord.gz"
+      feature { name: "tokens" type: "int64" max_len: 64 vocabulary: 502 }
+      label: "label"
+    }
+    layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    seed: 5
+  )pb";
+  // The seeds' stack, for 40 steps: later, a ReLU or a pool's maximum that
+  // the two runs' roundings put on different sides for one example (one
+  // gradient term changing discretely) parts them for good, as it would two
+  // local runs that summed in another order.
+  const std::string seeds = R"pb(
+    layer { conv1d { filters: 64 kernel_size: 5 activation: "relu" } }
+    layer { max_pool1d { pool_size: 2 } }
+    layer { conv1d { filters: 32 kernel_size: 3 activation: "relu" } }
+    layer { max_pool1d { pool_size: 2 } }
+    layer { flatten {} }
+    layer { dense { units: 4 } }
+  )pb";
+  // A stack without such branches, for 120 steps: past the epoch's end
+  // (62 steps of 64), where the data is shuffled again.
+  const std::string smooth = R"pb(
+    layer { conv1d { filters: 64 kernel_size: 5 } }
+    layer { global_average_pool1d {} }
+    layer { dense { units: 4 } }
+  )pb";
+  for (const auto& [layers, steps, moved] :
+       {std::make_tuple(seeds, 40, 0.01), std::make_tuple(smooth, 120, 0.005)}) {
+    SCOPED_TRACE(layers);
+    ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                         model::ParseModelConfigFile(input + layers, "text_cnn.pbtxt"));
+    model::JobSpec job = config.job;
+    job.data_dir = corpus.out;
+    ExpectSyncEqualsLocal(job, /*shared_memory=*/true, steps, moved, 2e-5);
+  }
 }
 
 std::string CaseName(const ::testing::TestParamInfo<SyncMatchesLocalTest::ParamType>& info) {

@@ -90,4 +90,31 @@ absl::Status LocalTable::Set(int64_t id, const float* values) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<LocalTables> LocalTables::Create(const std::vector<VariableDef>& variables,
+                                                uint64_t seed, const OptimizerSpec* optimizer) {
+  LocalTables out;
+  for (const VariableDef& v : variables) {
+    if (!v.embedding) continue;
+    absl::StatusOr<std::unique_ptr<LocalTable>> table = LocalTable::Create(v, seed, optimizer);
+    if (!table.ok()) return table.status();
+    out.tables_.push_back(*std::move(table));
+  }
+  return out;
+}
+
+LocalTable* LocalTables::Find(const std::string& name) const {
+  for (const auto& t : tables_) {
+    if (t->name() == name) return t.get();
+  }
+  return nullptr;
+}
+
+absl::Status LocalTables::Read(const std::string& name, absl::Span<const int64_t> ids,
+                               float* out) const {
+  const LocalTable* table = Find(name);
+  if (table == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("no embedding table ", name));
+  return table->Read(ids, out);
+}
+
 }  // namespace pstrain::train

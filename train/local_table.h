@@ -3,8 +3,8 @@
 // table's initializer and the job's seed (optim/initializer.h), so a
 // row never pushed reads the same as on any PS; each row keeps its own
 // optimizer slots and update count (lazy Adam and Adagrad). `pstrain train
-// --local` trains an embedding bag's table in one, and the evaluator loads
-// a checkpoint's rows into one (no optimizer: read only).
+// --local` trains a model's embedding tables in them, and the evaluator
+// loads a checkpoint's rows into them (no optimizer: read only).
 // Thread-compatible.
 #ifndef PSTRAIN_TRAIN_LOCAL_TABLE_H_
 #define PSTRAIN_TRAIN_LOCAL_TABLE_H_
@@ -68,6 +68,26 @@ class LocalTable {
   absl::flat_hash_map<int64_t, int64_t> row_of_;
   std::vector<float> data_;
   std::vector<int64_t> updates_;
+};
+
+// Every embedding table of a model, in the order of its variables.
+class LocalTables {
+ public:
+  // A LocalTable for each embedding variable of `variables` (none: an
+  // empty set); LocalTable::Create's errors.
+  static absl::StatusOr<LocalTables> Create(const std::vector<VariableDef>& variables,
+                                            uint64_t seed, const OptimizerSpec* optimizer);
+
+  int size() const { return static_cast<int>(tables_.size()); }
+  LocalTable& operator[](int i) { return *tables_[i]; }
+  // The table named `name`, or null.
+  LocalTable* Find(const std::string& name) const;
+  // LocalTable::Read on table `name`; InvalidArgument for a table this set
+  // does not hold.
+  absl::Status Read(const std::string& name, absl::Span<const int64_t> ids, float* out) const;
+
+ private:
+  std::vector<std::unique_ptr<LocalTable>> tables_;
 };
 
 }  // namespace pstrain::train

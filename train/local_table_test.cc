@@ -13,6 +13,31 @@
 namespace pstrain::train {
 namespace {
 
+// A client of `ps` holding `variables` (the dense ones from `init` at
+// `offsets`), created with `optimizer` and `seed`.
+absl::StatusOr<std::unique_ptr<client::PsClient>> Connect(const ps::testing::LocalPs& ps,
+                                                          const std::vector<VariableDef>& variables,
+                                                          const std::vector<float>& init,
+                                                          const std::vector<int64_t>& offsets,
+                                                          const OptimizerSpec& optimizer,
+                                                          uint64_t seed) {
+  absl::StatusOr<Placement> placement = ComputePlacement(variables, 2);
+  if (!placement.ok()) return placement.status();
+  client::PsClientOptions options;
+  options.ps_addresses = ps.addresses();
+  absl::StatusOr<std::unique_ptr<client::PsClient>> client =
+      client::PsClient::Create(options, *placement);
+  if (!client.ok()) return client.status();
+  if (absl::Status s = (*client)->WaitUntilReady(absl::Seconds(5), false); !s.ok()) return s;
+  client::CreateOptions create;
+  create.optimizer = optimizer;
+  create.seed = seed;
+  if (absl::Status s = (*client)->CreateVariables(init, offsets, create).status(); !s.ok()) {
+    return s;
+  }
+  return client;
+}
+
 TEST(LocalTableTest, MatchesThePsRowForRowUnderLazyAdam) {
   VariableDef table{"words/embeddings", {1000, 6}};
   table.embedding = true;
@@ -20,16 +45,8 @@ TEST(LocalTableTest, MatchesThePsRowForRowUnderLazyAdam) {
   table.initializer = "uniform:0.1";
   const OptimizerSpec adam{"adam", 0.01f};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
-  ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement({table}, 2));
-  client::PsClientOptions options;
-  options.ps_addresses = ps->addresses();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> client,
-                       client::PsClient::Create(options, placement));
-  ASSERT_OK(client->WaitUntilReady(absl::Seconds(5), false));
-  client::CreateOptions create;
-  create.optimizer = adam;
-  create.seed = 9;
-  ASSERT_OK(client->CreateVariables({}, {0}, create).status());
+                       Connect(*ps, {table}, {}, {0}, adam, 9));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalTable> local, LocalTable::Create(table, 9, &adam));
 
   std::mt19937 rng(4);
@@ -54,6 +71,61 @@ TEST(LocalTableTest, MatchesThePsRowForRowUnderLazyAdam) {
   EXPECT_EQ(from_ps, from_local);
   EXPECT_LE(local->rows(), 41);
   EXPECT_NE(from_local[0], 0.0f);
+}
+
+// Several tables moved in one exchange per PS (PsClient's multi-table
+// PullRows and PushRows) against LocalTables holding the same tables.
+TEST(LocalTableTest, SeveralTablesInOneExchangeMatchLocalTables) {
+  VariableDef user{"user/embeddings", {500, 4}}, item{"item/embeddings", {60, 3}};
+  for (VariableDef* t : {&user, &item}) {
+    t->embedding = true;
+    t->consistency = "async";
+  }
+  const OptimizerSpec adagrad{"adagrad", 0.1f};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
+  // A dense variable among them: LocalTables keeps only the tables.
+  const std::vector<VariableDef> variables = {{"dense/kernel", {3, 2}}, user, item};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> client,
+                       Connect(*ps, variables, std::vector<float>(6, 0.5f), {0, 6}, adagrad, 3));
+  ASSERT_OK_AND_ASSIGN(LocalTables local, LocalTables::Create(variables, 3, &adagrad));
+  ASSERT_EQ(local.size(), 2);
+  EXPECT_EQ(local[1].name(), "item/embeddings");
+  EXPECT_EQ(local.Find("dense/kernel"), nullptr);
+
+  // Ids on both PS in each table; the item table only in the second push.
+  const std::vector<int64_t> user_ids = {7, 1, 499, 20, 3};
+  const std::vector<int64_t> item_ids = {59, 0, 11};
+  std::vector<float> user_grads(5 * 4), item_grads(3 * 3);
+  for (size_t i = 0; i < user_grads.size(); ++i) user_grads[i] = 0.1f * i - 0.7f;
+  for (size_t i = 0; i < item_grads.size(); ++i) item_grads[i] = 0.2f * i - 0.5f;
+  const std::vector<client::PsClient::TableRows> first = {
+      {"user/embeddings", user_ids, nullptr, user_grads.data()}};
+  ASSERT_OK(client->PushRows(first));
+  ASSERT_OK(local[0].Apply(user_ids, user_grads.data()));
+  const std::vector<client::PsClient::TableRows> both = {
+      {"user/embeddings", user_ids, nullptr, user_grads.data()},
+      {"item/embeddings", item_ids, nullptr, item_grads.data()}};
+  ASSERT_OK(client->PushRows(both));
+  ASSERT_OK(local[0].Apply(user_ids, user_grads.data()));
+  ASSERT_OK(local[1].Apply(item_ids, item_grads.data()));
+
+  // Pulled together, and rows never pushed (2, 30) too.
+  const std::vector<int64_t> user_read = {2, 7, 499, 1}, item_read = {11, 30, 59, 0};
+  std::vector<float> ps_user(4 * 4), ps_item(4 * 3), local_user(4 * 4), local_item(4 * 3);
+  const std::vector<client::PsClient::TableRows> pull = {
+      {"item/embeddings", item_read, ps_item.data(), nullptr},
+      {"user/embeddings", user_read, ps_user.data(), nullptr}};
+  ASSERT_OK(client->PullRows(pull));
+  ASSERT_OK(local.Read("user/embeddings", user_read, local_user.data()));
+  ASSERT_OK(local.Read("item/embeddings", item_read, local_item.data()));
+  EXPECT_EQ(ps_user, local_user);
+  EXPECT_EQ(ps_item, local_item);
+  EXPECT_EQ(local.Read("tags/embeddings", item_read, local_item.data()).message(),
+            "no embedding table tags/embeddings");
+  const std::vector<client::PsClient::TableRows> unknown = {
+      {"tags/embeddings", item_read, ps_item.data(), nullptr}};
+  EXPECT_EQ(client->PullRows(unknown).message(),
+            "the model has no embedding table \"tags/embeddings\"");
 }
 
 TEST(LocalTableTest, ErrorsAndReadOnlyTables) {

@@ -12,7 +12,7 @@
 #include "data/input.h"
 #include "data/prefetcher.h"
 #include "model/backend.h"
-#include "model/embedding_bag.h"
+#include "model/embeddings.h"
 #include "model/network.h"
 #include "optim/optimizer.h"
 #include "train/local_table.h"
@@ -63,21 +63,24 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     slot_store[k].assign(n, opt->initial_slot_value(k));
     slots.push_back(absl::MakeSpan(slot_store[k]));
   }
-  // An embedding bag's table, held here with the PS's row semantics.
-  const model::EmbeddingBag* bag = mlp->bag();
-  std::unique_ptr<LocalTable> table;
-  model::Bags bags;
-  std::vector<float> rows, row_grads, bag_out, bag_grad;
+  // The embedding tables, held here with the PS's row semantics.
+  const model::Embeddings& embeddings = mlp->embeddings();
+  const bool embedded = !embeddings.empty();
+  PSTRAIN_ASSIGN_OR_RETURN(LocalTables tables,
+                           LocalTables::Create(mlp->variables(), job.seed, &job.optimizer));
+  model::EmbeddingBatch lookups;
+  std::vector<float> emb_out, emb_grad;
   LocalResult result;
-  if (bag != nullptr) {
-    PSTRAIN_ASSIGN_OR_RETURN(table, LocalTable::Create(mlp->variables()[mlp->layout().FirstTable()],
-                                                       job.seed, &job.optimizer));
-    bag_out.resize(static_cast<size_t>(job.batch_size) * bag->output_width());
-    bag_grad.resize(bag_out.size());
+  if (embedded) {
+    emb_out.resize(static_cast<size_t>(job.batch_size) * embeddings.output_width());
+    emb_grad.resize(emb_out.size());
   }
+  auto read_rows = [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+    return tables.Read(table, ids, out);
+  };
   std::vector<float> x(static_cast<size_t>(job.batch_size) * train.example_dim());
   std::vector<int32_t> y(job.batch_size);
-  const bool with_ids = bag != nullptr && bag->reads_ids();
+  const bool with_ids = embeddings.reads_ids();
   std::vector<int64_t> ids(with_ids ? static_cast<size_t>(job.batch_size) * train.ids_dim() : 0);
   // Batches are gathered on a background thread, a few steps ahead.
   data::Prefetcher prefetch(&train, 4, with_ids);
@@ -85,13 +88,12 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
       " examples", train_data.streamed ? " (streamed)" : "");
   // The test set scored with the current parameters (and table).
   auto score = [&]() -> absl::StatusOr<model::BatchResult> {
-    return model::EvaluateExamples(
-        bag, [&table](absl::Span<const int64_t> ids, float* out) { return table->Read(ids, out); },
-        test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
-        static_cast<int>(test.example_dim), test.ids_dim, 1024,
-        [&](const float* in, const int32_t* labels, int n) {
-          return backend->Evaluate(params.data(), in, labels, n);
-        });
+    return model::EvaluateExamples(embeddings, read_rows, test.features.data(), test.ids.data(),
+                                   test.labels.data(), test.num_examples,
+                                   static_cast<int>(test.example_dim), test.ids_dim, 1024,
+                                   [&](const float* in, const int32_t* labels, int n) {
+                                     return backend->Evaluate(params.data(), in, labels, n);
+                                   });
   };
   // Logs an epoch's test score and keeps its accuracy.
   auto report_epoch = [&](int64_t epoch, const model::BatchResult& e) {
@@ -111,24 +113,25 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
         prefetch.Next(x.data(), y.data(), with_ids ? ids.data() : nullptr).status());
     backend->SetStepSeed(model::StepSeed(job.seed, 0, step));
     const float* input = x.data();
-    if (bag != nullptr) {
+    if (embedded) {
       PSTRAIN_RETURN_IF_ERROR(
-          bag->MakeBags(x.data(), ids.data(), train.ids_dim(), job.batch_size, &bags));
-      rows.resize(bags.unique_ids.size() * bag->dim());
-      PSTRAIN_RETURN_IF_ERROR(table->Read(bags.unique_ids, rows.data()));
-      bag->Forward(bags, rows.data(), bag_out.data());
-      input = bag_out.data();
+          embeddings.MakeBags(x.data(), ids.data(), train.ids_dim(), job.batch_size, &lookups));
+      PSTRAIN_RETURN_IF_ERROR(embeddings.FetchRows(read_rows, &lookups));
+      embeddings.Forward(lookups, emb_out.data());
+      input = emb_out.data();
     }
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult br,
         backend->ComputeGradients(params.data(), input, y.data(), job.batch_size, grads.data(),
-                                  nullptr, bag != nullptr ? bag_grad.data() : nullptr));
+                                  nullptr, embedded ? emb_grad.data() : nullptr));
     opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
                step);
-    if (bag != nullptr) {
-      row_grads.resize(rows.size());
-      bag->Backward(bags, bag_grad.data(), row_grads.data());
-      PSTRAIN_RETURN_IF_ERROR(table->Apply(bags.unique_ids, row_grads.data()));
+    if (embedded) {
+      embeddings.Backward(emb_grad.data(), &lookups);
+      for (int i = 0; i < embeddings.size(); ++i) {
+        PSTRAIN_RETURN_IF_ERROR(
+            tables[i].Apply(lookups.bags[i].unique_ids, lookups.row_grads[i].data()));
+      }
     }
     window.Add(br);
     if (step % log_every_steps == 0 || step == total) {
@@ -182,6 +185,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
                    : Scalars{{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
   }
   result.params = std::move(params);
+  result.tables = std::move(tables);
   return result;
 }
 

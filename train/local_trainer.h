@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/job_spec.h"
+#include "train/local_table.h"
 
 namespace pstrain::train {
 
@@ -31,6 +32,7 @@ struct LocalResult {
   // when the job runs by epochs; not counted in train_seconds.
   std::vector<double> epoch_test_accuracy;
   std::vector<float> params;  // the trained values, flat (model::Network's layout)
+  LocalTables tables;         // the trained embedding tables
 };
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then

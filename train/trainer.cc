@@ -19,7 +19,7 @@
 #include "common/status_macros.h"
 #include "data/prefetcher.h"
 #include "model/backend.h"
-#include "model/embedding_bag.h"
+#include "model/embeddings.h"
 #include "model/network.h"
 
 namespace pstrain::train {
@@ -93,14 +93,13 @@ class RoundTrips {
   std::thread thread_;
 };
 
-// One batch on its way through an embedding bag: its examples, their ids,
-// the rows those name and the rows' gradients.
-struct BagBatch {
+// One batch on its way through the embeddings: its examples, their ids,
+// and each table's lookups, rows and row gradients.
+struct EmbeddedBatch {
   std::vector<float> x;
   std::vector<int32_t> y;
-  std::vector<int64_t> ids;  // when the embedding reads the input's id features
-  model::Bags bags;
-  std::vector<float> rows, row_grads;
+  std::vector<int64_t> ids;  // when an embedding reads the input's id features
+  model::EmbeddingBatch lookups;
   int64_t pulled_by = 0;  // the ticket of the round pulling its rows
 };
 
@@ -124,7 +123,7 @@ class StepLoop {
         client_(client),
         backend_(backend),
         mlp_(&backend->network()),
-        bag_(mlp_->bag()),
+        embeddings_(mlp_->embeddings()),
         summaries_(summaries),
         result_(*result),
         stall_rng_(job_.seed * 7919 + options.replica),
@@ -140,12 +139,12 @@ class StepLoop {
   }
 
  private:
-  // A step's batch: its examples and, with an embedding bag, its place in
-  // the pipeline.
+  // A step's batch: its examples and, with embeddings, its place in the
+  // pipeline.
   struct Batch {
     const float* x = nullptr;
     const int32_t* y = nullptr;
-    BagBatch* bag = nullptr;
+    EmbeddedBatch* embedded = nullptr;
   };
 
   absl::Status Plan() {
@@ -183,20 +182,23 @@ class StepLoop {
     }
     x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
-    // With an embedding bag, batches go through a pipeline of three: while
-    // step s computes, the rows of step s+1's ids are being pulled and step
-    // s-1's row gradients pushed (the table is async: step s+1's rows may
-    // miss step s's update, as overlapped dense rounds do). The bag's output
-    // (the dense layers' input) and its gradient are the step's own.
-    if (bag_ != nullptr) {
-      for (BagBatch& bb : pipeline_) {
-        bb.x.resize(x_.size());
-        bb.y.resize(y_.size());
-        if (bag_->reads_ids()) bb.ids.resize(static_cast<size_t>(job_.batch_size) * ids_dim_);
+    // With embeddings, batches go through a pipeline of three: while step
+    // s computes, the rows of step s+1's ids are being pulled and step
+    // s-1's row gradients pushed (async tables: step s+1's rows may miss
+    // step s's update, as overlapped dense rounds do; sync tables pull step
+    // s+1's rows behind step s's pushes instead). The embeddings' output
+    // (the first layer's input) and its gradient are the step's own.
+    sync_tables_ = sync_ && !embeddings_.empty() && mlp_->spec().sync_tables;
+    if (!embeddings_.empty()) {
+      for (EmbeddedBatch& eb : pipeline_) {
+        eb.x.resize(x_.size());
+        eb.y.resize(y_.size());
+        if (embeddings_.reads_ids()) {
+          eb.ids.resize(static_cast<size_t>(job_.batch_size) * ids_dim_);
+        }
       }
-      bag_out_.resize(static_cast<size_t>(job_.batch_size) * bag_->output_width());
-      bag_grad_.resize(bag_out_.size());
-      table_ = bag_->spec().table();
+      emb_out_.resize(static_cast<size_t>(job_.batch_size) * embeddings_.output_width());
+      emb_grad_.resize(emb_out_.size());
     }
     return absl::OkStatus();
   }
@@ -220,13 +222,13 @@ class StepLoop {
     // The source may be where an earlier attempt's prefetcher left it.
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
     // Batches are gathered on a background thread, a few steps ahead.
-    prefetch_.emplace(&source_, 4, bag_ != nullptr && bag_->reads_ids());
+    prefetch_.emplace(&source_, 4, embeddings_.reads_ids());
     Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ", total_steps_,
         " steps of batch ", job_.batch_size, " (", source_.shard_size(),
         " examples in this shard)");
     start_ = window_start_ = absl::Now();
     if (overlap_) params_[1] = params_[0];
-    if (bag_ != nullptr) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
+    if (!embeddings_.empty()) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     return absl::OkStatus();
   }
 
@@ -243,8 +245,12 @@ class StepLoop {
     MaybeStall();
     PSTRAIN_ASSIGN_OR_RETURN(Batch batch, TakeBatch());
     PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult br, Compute(batch, b));
-    if (batch.bag != nullptr) PushRows(batch.bag);
+    if (batch.embedded != nullptr) PushRows(batch.embedded);
     if (!job_.push_per_layer) PushModel(b);
+    // Sync tables: the next step's rows are those after this step's round,
+    // so their pull goes behind this step's pushes (and waits on the PS for
+    // the other replicas').
+    if (sync_tables_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     PSTRAIN_RETURN_IF_ERROR(FinishStep(b));
     return Report(br);
   }
@@ -272,37 +278,44 @@ class StepLoop {
   // before the pull of step s-1's rows was queued; rounds run in order, and
   // every caller has waited for that pull: the place is free.
   absl::Status QueueRows(int64_t s) {
-    BagBatch& bb = pipeline_[s % 3];
+    EmbeddedBatch& eb = pipeline_[s % 3];
     PSTRAIN_RETURN_IF_ERROR(
-        prefetch_->Next(bb.x.data(), bb.y.data(), bb.ids.empty() ? nullptr : bb.ids.data())
+        prefetch_->Next(eb.x.data(), eb.y.data(), eb.ids.empty() ? nullptr : eb.ids.data())
             .status());
     PSTRAIN_RETURN_IF_ERROR(
-        bag_->MakeBags(bb.x.data(), bb.ids.data(), ids_dim_, job_.batch_size, &bb.bags));
-    bb.rows.resize(bb.bags.unique_ids.size() * bag_->dim());
+        embeddings_.MakeBags(eb.x.data(), eb.ids.data(), ids_dim_, job_.batch_size, &eb.lookups));
     client::PsClient* client = client_;
-    const std::string* table = &table_;
-    bb.pulled_by = rounds_.Enqueue([client, table, &bb]() -> absl::StatusOr<int64_t> {
-      PSTRAIN_RETURN_IF_ERROR(client->PullRows(*table, bb.bags.unique_ids, bb.rows.data()));
+    const model::Embeddings* embeddings = &embeddings_;
+    eb.pulled_by = rounds_.Enqueue([client, embeddings, &eb]() -> absl::StatusOr<int64_t> {
+      // Every table's rows in one exchange with each PS.
+      std::vector<client::PsClient::TableRows> tables(embeddings->size());
+      for (int i = 0; i < embeddings->size(); ++i) {
+        tables[i] = {(*embeddings)[i].spec().table(), eb.lookups.bags[i].unique_ids,
+                     eb.lookups.rows[i].data(), nullptr};
+      }
+      PSTRAIN_RETURN_IF_ERROR(client->PullRows(tables));
       return int64_t{0};
     });
     return absl::OkStatus();
   }
 
-  // This step's examples: the next prefetched batch, or, with an embedding
-  // bag, the pipeline's (once its rows are in), queueing the next one's.
+  // This step's examples: the next prefetched batch, or, with embeddings,
+  // the pipeline's (once its rows are in), queueing the next one's.
   absl::StatusOr<Batch> TakeBatch() {
     Batch batch;
-    if (bag_ == nullptr) {
+    if (embeddings_.empty()) {
       PSTRAIN_RETURN_IF_ERROR(prefetch_->Next(x_.data(), y_.data()).status());
       batch.x = x_.data();
       batch.y = y_.data();
       return batch;
     }
-    batch.bag = &pipeline_[step_ % 3];
-    PSTRAIN_RETURN_IF_ERROR(rounds_.WaitFor(batch.bag->pulled_by).status());
-    if (sync_ || step_ < total_steps_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
-    batch.x = batch.bag->x.data();
-    batch.y = batch.bag->y.data();
+    batch.embedded = &pipeline_[step_ % 3];
+    PSTRAIN_RETURN_IF_ERROR(rounds_.WaitFor(batch.embedded->pulled_by).status());
+    if (!sync_tables_ && (sync_ || step_ < total_steps_)) {
+      PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
+    }
+    batch.x = batch.embedded->x.data();
+    batch.y = batch.embedded->y.data();
     return batch;
   }
 
@@ -325,24 +338,27 @@ class StepLoop {
     }
     backend_->SetStepSeed(model::StepSeed(job_.seed, options_.replica, step_));
     const float* input = batch.x;
-    if (batch.bag != nullptr) {
-      bag_->Forward(batch.bag->bags, batch.bag->rows.data(), bag_out_.data());
-      input = bag_out_.data();
+    if (batch.embedded != nullptr) {
+      embeddings_.Forward(batch.embedded->lookups, emb_out_.data());
+      input = emb_out_.data();
     }
     return backend_->ComputeGradients(params_[b].data(), input, batch.y, job_.batch_size,
                                       grads_[b].data(), on_layer_done,
-                                      batch.bag != nullptr ? bag_grad_.data() : nullptr);
+                                      batch.embedded != nullptr ? emb_grad_.data() : nullptr);
   }
 
-  // The bag's row gradients, pushed behind the step.
-  void PushRows(BagBatch* now) {
-    now->row_grads.resize(now->rows.size());
-    bag_->Backward(now->bags, bag_grad_.data(), now->row_grads.data());
+  // Each table's row gradients, pushed behind the step.
+  void PushRows(EmbeddedBatch* now) {
+    embeddings_.Backward(emb_grad_.data(), &now->lookups);
     client::PsClient* client = client_;
-    const std::string* table = &table_;
-    last_row_push_ = rounds_.Enqueue([client, table, now]() -> absl::StatusOr<int64_t> {
-      PSTRAIN_RETURN_IF_ERROR(
-          client->PushRows(*table, now->bags.unique_ids, now->row_grads.data()));
+    const model::Embeddings* embeddings = &embeddings_;
+    last_row_push_ = rounds_.Enqueue([client, embeddings, now]() -> absl::StatusOr<int64_t> {
+      std::vector<client::PsClient::TableRows> tables(embeddings->size());
+      for (int i = 0; i < embeddings->size(); ++i) {
+        tables[i] = {(*embeddings)[i].spec().table(), now->lookups.bags[i].unique_ids, nullptr,
+                     now->lookups.row_grads[i].data()};
+      }
+      PSTRAIN_RETURN_IF_ERROR(client->PushRows(tables));
       return int64_t{0};
     });
   }
@@ -414,7 +430,7 @@ class StepLoop {
   client::PsClient* const client_;
   model::Backend* const backend_;
   const model::Network* const mlp_;
-  const model::EmbeddingBag* const bag_;
+  const model::Embeddings& embeddings_;
   EventWriter* const summaries_;
   TrainerResult& result_;
   data::BatchSource& source_;
@@ -424,6 +440,7 @@ class StepLoop {
 
   // The schedule (Plan).
   bool sync_ = false;
+  bool sync_tables_ = false;
   bool overlap_ = false;
   int64_t total_steps_ = 0;
   int64_t max_local_ = 0;
@@ -431,9 +448,8 @@ class StepLoop {
   std::vector<float> params_[2], grads_[2];
   std::vector<float> x_;
   std::vector<int32_t> y_;
-  std::array<BagBatch, 3> pipeline_;
-  std::vector<float> bag_out_, bag_grad_;
-  std::string table_;
+  std::array<EmbeddedBatch, 3> pipeline_;
+  std::vector<float> emb_out_, emb_grad_;
   std::optional<data::Prefetcher> prefetch_;
 
   int64_t step_ = 0;
