@@ -308,8 +308,8 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
               return mlp_->Evaluate(params.data(), in, labels, n);
             }));
     Json metrics = Json::object();
-    metrics["test_accuracy"] = static_cast<double>(r.correct) / r.count;
-    metrics["test_loss"] = r.loss_sum / r.count;
+    metrics["test_accuracy"] = r.accuracy();
+    metrics["test_loss"] = r.mean_loss();
     if (r.has_auc()) metrics["test_auc"] = r.Auc();
     metrics["test_examples"] = r.count;
     metrics["global_step"] = step;
@@ -355,10 +355,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     if (cfg_.cluster.evaluator.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
                                EventWriter::Open(options_.output_dir + "/eval"));
-      Scalars scalars = {{"loss", r.loss_sum / r.count},
-                         {"accuracy", static_cast<double>(r.correct) / r.count}};
-      if (r.has_auc()) scalars.push_back({"auc", r.Auc()});
-      PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(step, scalars));
+      PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(step, r.ScoreScalars()));
     }
     PSTRAIN_RETURN_IF_ERROR(
         WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));

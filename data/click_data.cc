@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/splitmix64.h"
 #include "common/status_macros.h"
 #include "data/tfrecord.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -23,16 +24,8 @@ enum Feature { kUser, kItem, kSite, kCategory, kPosition, kDevice, kHour, kWeekd
 constexpr int kTasteDim = 4;
 constexpr double kZipf = 1.2;
 
-// SplitMix64: a small generator whose stream is fixed by the seed alone.
-uint64_t NextBits(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [0, 1).
-double Uniform(uint64_t* state) { return static_cast<double>(NextBits(state) >> 11) * 0x1p-53; }
+double Uniform(uint64_t* state) { return static_cast<double>(SplitMix64(state) >> 11) * 0x1p-53; }
 
 // Standard normal (Box-Muller).
 double Normal(uint64_t* state) {

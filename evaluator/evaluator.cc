@@ -186,13 +186,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
               [&](const float* in, const int32_t* labels, int n) {
                 return backend->Evaluate(params->data(), in, labels, n);
               }));
-      Score s{step, r.loss_sum / r.count, static_cast<double>(r.correct) / r.count};
-      Scalars scalars = {{"loss", s.loss}, {"accuracy", s.accuracy}};
-      if (r.has_auc()) {
-        s.auc = r.Auc();
-        scalars.push_back({"auc", *s.auc});
-      }
-      PSTRAIN_RETURN_IF_ERROR(events->WriteScalars(s.step, scalars));
+      Score s{step, r.mean_loss(), r.accuracy()};
+      if (r.has_auc()) s.auc = r.Auc();
+      PSTRAIN_RETURN_IF_ERROR(events->WriteScalars(s.step, r.ScoreScalars()));
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(scored_path, absl::StrCat(s.step, "\n")));
       Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f%s", s.step, s.loss,
                           s.accuracy,

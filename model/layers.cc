@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/splitmix64.h"
 
 namespace pstrain::model {
 
@@ -561,15 +562,6 @@ class FlattenLayer final : public Layer {
   }
 };
 
-// SplitMix64: a statistically sound 64-bit generator of one add and a few
-// multiplies per draw.
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 class DropoutLayer final : public Layer {
  public:
   DropoutLayer(const LayerSpec& spec, const Shape& in, const Shape& out) : Layer(spec, in, out) {}
@@ -590,7 +582,7 @@ class DropoutLayer final : public Layer {
     const float keep_scale = 1.0f / (1.0f - spec_.rate);
     uint64_t state = seed_;
     for (int64_t i = 0; i < n; i += 2) {
-      const uint64_t r = SplitMix64(&state);
+      const uint64_t r = pstrain::SplitMix64(&state);
       scale_[i] = (r & 0xFFFFFFFFull) >= drop_below ? keep_scale : 0.0f;
       if (i + 1 < n) scale_[i + 1] = (r >> 32) >= drop_below ? keep_scale : 0.0f;
     }

@@ -36,17 +36,27 @@ void BatchResult::Add(const BatchResult& other) {
   correct += other.correct;
   count += other.count;
   if (!other.has_auc()) return;
-  if (!has_auc()) {
+  if (positives.empty()) {
     positives.assign(kAucBins, 0);
     negatives.assign(kAucBins, 0);
   }
-  for (int b = 0; b < kAucBins; ++b) {
-    positives[b] += other.positives[b];
-    negatives[b] += other.negatives[b];
+  for (int32_t s : scored) ++(s & 1 ? positives : negatives)[s >> 1];
+  scored.clear();
+  if (!other.positives.empty()) {
+    for (int b = 0; b < kAucBins; ++b) {
+      positives[b] += other.positives[b];
+      negatives[b] += other.negatives[b];
+    }
   }
+  for (int32_t s : other.scored) ++(s & 1 ? positives : negatives)[s >> 1];
 }
 
 double BatchResult::Auc() const {
+  if (!scored.empty()) {  // fold the scores not yet in the histograms
+    BatchResult folded;
+    folded.Add(*this);
+    return folded.Auc();
+  }
   double pos = 0, neg = 0;
   for (int b = 0; b < static_cast<int>(positives.size()); ++b) {
     pos += positives[b];
@@ -61,6 +71,13 @@ double BatchResult::Auc() const {
     below += negatives[b];
   }
   return wins / (pos * neg);
+}
+
+std::vector<std::pair<std::string, double>> BatchResult::ScoreScalars() const {
+  std::vector<std::pair<std::string, double>> out = {{"loss", mean_loss()},
+                                                     {"accuracy", accuracy()}};
+  if (has_auc()) out.push_back({"auc", Auc()});
+  return out;
 }
 
 uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step) {
@@ -284,19 +301,14 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
     // The sigmoid in place, with loss, accuracy and the AUC's histograms:
     // loss = max(z, 0) - z y + log(1 + exp(-|z|)), stable for any z.
     float* p = activations_.back().data();
-    if (!result->has_auc()) {
-      result->positives.assign(BatchResult::kAucBins, 0);
-      result->negatives.assign(BatchResult::kAucBins, 0);
-    }
+    result->scored.reserve(result->scored.size() + batch);
     for (int r = 0; r < batch; ++r) {
       const float z = p[r];
       const int y = labels[r];
       result->loss_sum += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::fabs(z)));
       result->correct += ((z > 0) == (y == 1));
       p[r] = 1.0f / (1.0f + std::exp(-z));
-      const int bin =
-          std::min(BatchResult::kAucBins - 1, static_cast<int>(p[r] * BatchResult::kAucBins));
-      (y == 1 ? result->positives : result->negatives)[bin] += 1;
+      result->AddScore(p[r], y);
     }
     result->count += batch;
     return;

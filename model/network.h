@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -73,17 +74,30 @@ struct BatchResult {
   int64_t count = 0;
   // Binary labels (sigmoid loss): the positive probability of the positive
   // and of the negative examples, counted in kAucBins equal bins of [0, 1],
-  // for the area under the ROC curve; empty otherwise.
+  // for the area under the ROC curve; empty otherwise. A step's own scores
+  // wait in `scored` (bin * 2 + label each), so that a step costs its batch
+  // and not two histograms; Add() folds them into the histograms.
   static constexpr int kAucBins = 10000;
   std::vector<int64_t> positives, negatives;
+  std::vector<int32_t> scored;
 
+  // Counts one example's positive probability `p` and label (0 or 1).
+  void AddScore(float p, int label) {
+    const int bin = p >= 1.0f ? kAucBins - 1 : p > 0.0f ? static_cast<int>(p * kAucBins) : 0;
+    scored.push_back(bin * 2 + (label == 1 ? 1 : 0));
+  }
   // Adds another result's counts (and histograms).
   void Add(const BatchResult& other);
-  bool has_auc() const { return !positives.empty(); }
+  double mean_loss() const { return loss_sum / static_cast<double>(count); }
+  double accuracy() const { return static_cast<double>(correct) / static_cast<double>(count); }
+  bool has_auc() const { return !positives.empty() || !scored.empty(); }
   // The ROC curve's area from the histograms: the chance that a positive
   // scores above a negative, ties (one bin) counted half. 0.5 without both
   // kinds of example.
   double Auc() const;
+  // The score as summaries name it: loss (the mean), accuracy, and auc with
+  // binary labels; in that order.
+  std::vector<std::pair<std::string, double>> ScoreScalars() const;
 };
 
 // Scores a chunk of examples already in the dense layers' input form

@@ -312,6 +312,28 @@ TEST(NetworkTest, SigmoidLossGradientsMatchAndTheAucCountsPairs) {
   sum.Add(h);
   EXPECT_NEAR(sum.Auc(), 8.5 / 9, 1e-12);
   EXPECT_EQ(sum.positives[9000], 4);
+  // The same pairs as a step scores them: each example's bin kept until
+  // Add() folds it in; Auc() counts them either way.
+  BatchResult step;
+  for (const auto& [p, label] : std::vector<std::pair<float, int>>{
+           {0.9f, 1}, {0.9f, 1}, {0.5f, 1}, {0.1f, 0}, {0.1f, 0}, {0.5f, 0}}) {
+    step.AddScore(p, label);
+  }
+  EXPECT_TRUE(step.has_auc());
+  EXPECT_TRUE(step.positives.empty());
+  EXPECT_NEAR(step.Auc(), 8.5 / 9, 1e-12);
+  sum.Add(step);
+  EXPECT_EQ(sum.positives[9000], 6);
+  EXPECT_EQ(sum.negatives[1000], 6);
+  EXPECT_NEAR(sum.Auc(), 8.5 / 9, 1e-12);
+  // Scores at the ends of [0, 1] land in the first and last bins.
+  BatchResult ends;
+  ends.AddScore(1.0f, 1);
+  ends.AddScore(0.0f, 0);
+  BatchResult folded;
+  folded.Add(ends);
+  EXPECT_EQ(folded.positives[BatchResult::kAucBins - 1], 1);
+  EXPECT_EQ(folded.negatives[0], 1);
 }
 
 TEST(NetworkTest, DropoutRepeatsPerSeedAndIsOffInEvaluation) {

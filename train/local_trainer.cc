@@ -16,6 +16,7 @@
 #include "model/network.h"
 #include "optim/optimizer.h"
 #include "train/local_table.h"
+#include "train/progress.h"
 
 namespace pstrain::train {
 
@@ -97,11 +98,11 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   };
   // Logs an epoch's test score and keeps its accuracy.
   auto report_epoch = [&](int64_t epoch, const model::BatchResult& e) {
-    const double accuracy = static_cast<double>(e.correct) / e.count;
+    const double accuracy = e.accuracy();
     result.epoch_test_accuracy.push_back(accuracy);
     Log(absl::StrFormat("epoch %d/%d: test accuracy %.4f%s - test loss %.4f", epoch, job.epochs,
                         accuracy, e.has_auc() ? absl::StrFormat(" - test auc %.4f", e.Auc()) : "",
-                        e.loss_sum / e.count));
+                        e.mean_loss()));
   };
   const int64_t per_epoch = train.batches_per_epoch();
   absl::Duration eval_time;
@@ -137,21 +138,11 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
     if (step % log_every_steps == 0 || step == total) {
       const absl::Time now = absl::Now();
       const double rate = window.count / std::max(1e-9, absl::ToDoubleSeconds(now - window_start));
-      const std::string auc =
-          window.has_auc() ? absl::StrFormat(" - auc %.4f", window.Auc()) : std::string();
-      Log(absl::StrFormat(
-          "step %d/%d - loss %.4f - accuracy %.4f%s - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
-          step, total, window.loss_sum / window.count,
-          static_cast<double>(window.correct) / window.count, auc, rate,
-          absl::ToDoubleSeconds(now - start), (total - step) * job.batch_size / rate));
+      Log(ProgressLine(step, total, window, rate, absl::ToDoubleSeconds(now - start),
+                       (total - step) * job.batch_size / rate));
       if (train_summaries != nullptr) {
-        Scalars scalars = {{"loss", window.loss_sum / window.count},
-                           {"accuracy", static_cast<double>(window.correct) / window.count},
-                           {"examples_per_sec", rate},
-                           {"steps_per_sec", rate / job.batch_size},
-                           {"global_step", static_cast<double>(step)}};
-        if (window.has_auc()) scalars.push_back({"auc", window.Auc()});
-        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(step, scalars));
+        PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(
+            step, ProgressScalars(window, rate, rate / job.batch_size, step)));
       }
       window = model::BatchResult();
       window_start = now;
@@ -170,19 +161,14 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
   result.input_wait_seconds = absl::ToDoubleSeconds(prefetch.waited());
   result.examples_per_sec = total * job.batch_size / std::max(result.train_seconds, 1e-9);
   PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r, score());
-  result.test_accuracy = static_cast<double>(r.correct) / r.count;
+  result.test_accuracy = r.accuracy();
   if (job.max_steps == 0) report_epoch(job.epochs, r);
-  result.test_loss = r.loss_sum / r.count;
+  result.test_loss = r.mean_loss();
   if (r.has_auc()) result.test_auc = r.Auc();
   if (!summary_dir.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
                              EventWriter::Open(summary_dir + "/eval"));
-    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(
-        total, r.has_auc()
-                   ? Scalars{{"loss", result.test_loss},
-                             {"accuracy", result.test_accuracy},
-                             {"auc", *result.test_auc}}
-                   : Scalars{{"loss", result.test_loss}, {"accuracy", result.test_accuracy}}));
+    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(total, r.ScoreScalars()));
   }
   result.params = std::move(params);
   result.tables = std::move(tables);

@@ -21,6 +21,7 @@
 #include "model/backend.h"
 #include "model/embeddings.h"
 #include "model/network.h"
+#include "train/progress.h"
 
 namespace pstrain::train {
 namespace {
@@ -397,21 +398,12 @@ class StepLoop {
     const double window_seconds = std::max(1e-9, absl::ToDoubleSeconds(now - window_start_));
     const double rate = window_.count / window_seconds;
     const double eta = (total_steps_ - shown) * job_.batch_size / std::max(rate, 1e-9);
-    result_.final_loss = window_.loss_sum / window_.count;
-    result_.final_accuracy = static_cast<double>(window_.correct) / window_.count;
-    const std::string auc =
-        window_.has_auc() ? absl::StrFormat(" - auc %.4f", window_.Auc()) : std::string();
-    Log(absl::StrFormat(
-        "step %d/%d - loss %.4f - accuracy %.4f%s - %.0f examples/s - %.0fs elapsed - ETA %.0fs",
-        shown, total_steps_, result_.final_loss, result_.final_accuracy, auc, rate, elapsed, eta));
+    result_.final_loss = window_.mean_loss();
+    result_.final_accuracy = window_.accuracy();
+    Log(ProgressLine(shown, total_steps_, window_, rate, elapsed, eta));
     if (summaries_ != nullptr) {
-      Scalars scalars = {{"loss", result_.final_loss},
-                         {"accuracy", result_.final_accuracy},
-                         {"examples_per_sec", rate},
-                         {"steps_per_sec", window_steps_ / window_seconds},
-                         {"global_step", static_cast<double>(global_step_)}};
-      if (window_.has_auc()) scalars.push_back({"auc", window_.Auc()});
-      PSTRAIN_RETURN_IF_ERROR(summaries_->WriteScalars(shown, scalars));
+      PSTRAIN_RETURN_IF_ERROR(summaries_->WriteScalars(
+          shown, ProgressScalars(window_, rate, window_steps_ / window_seconds, global_step_)));
     }
     window_ = model::BatchResult();
     window_start_ = now;
