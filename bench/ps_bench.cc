@@ -6,6 +6,10 @@
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
 //       [--model_mib=MiB] [--repeat=R] [--shared_memory]
 //
+// Each client thread has its own TCP connection to each server, as a
+// worker process would; each run prints the servers' and this process's
+// minor page faults per call and the connections it held.
+//
 // Servers run as separate processes (this binary, re-executed with --serve),
 // so their resident memory is their own. Clients are threads of this process.
 //   push_pull  each call pushes a tensor of B bytes to every PS and pulls it
@@ -51,22 +55,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/ps_client.h"
+#include "client/ps_stream.h"
 #include "common/cli_args.h"
 #include "common/grpc_server.h"
 #include "common/malloc_tuning.h"
 #include "common/median.h"
-#include "common/status_macros.h"
 #include "common/placement.h"
 #include "common/process_stats.h"
 #include "common/signals.h"
+#include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "common/wire_frame.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "ps_server/ps_service.h"
 #include "ps_server/shard_store.h"
-#include "client/ps_client.h"
-#include "client/ps_stream.h"
 
 namespace pstrain::bench {
 namespace {
@@ -76,10 +80,12 @@ constexpr int kMaxMessage = 512 << 20;
 
 // Arguments of the bench's own channels (to the echo, raw PS streams):
 // messages up to kMaxMessage both ways.
+// Each channel with its own TCP connection, as the PS clients' (below).
 grpc::ChannelArguments LargeMessageArgs() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessage);
   args.SetMaxSendMessageSize(kMaxMessage);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return args;
 }
 
@@ -163,6 +169,16 @@ struct Servers {
     for (pid_t pid : pids) total += pstrain::CpuSeconds(pid).value_or(0);
     return total;
   }
+  int64_t MinorFaults() const {
+    int64_t total = 0;
+    for (pid_t pid : pids) total += pstrain::MinorFaults(pid).value_or(0);
+    return total;
+  }
+  std::vector<int> Ports() const {
+    std::vector<int> ports;
+    for (const HostPort& a : addresses) ports.push_back(a.port);
+    return ports;
+  }
   int64_t ResidentBytes() const {
     int64_t total = 0;
     for (pid_t pid : pids) total += pstrain::ResidentBytes(pid).value_or(0);
@@ -187,8 +203,8 @@ absl::StatusOr<std::unique_ptr<Servers>> StartServers(const std::string& kind, i
   for (const HostPort& a : servers->addresses) {
     auto channel = grpc::CreateChannel(a.ToString(), grpc::InsecureChannelCredentials());
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
-      return absl::UnavailableError(absl::StrCat(kind, " server at ", a.ToString(),
-                                                 " did not come up"));
+      return absl::UnavailableError(
+          absl::StrCat(kind, " server at ", a.ToString(), " did not come up"));
     }
   }
   return servers;
@@ -203,6 +219,11 @@ struct Result {
   // CPU time per call, in ms, of the servers and of this (client) process.
   double server_cpu_ms = 0;
   double client_cpu_ms = 0;
+  // Minor page faults per call of the servers and of this process.
+  double server_faults = 0;
+  double client_faults = 0;
+  // TCP connections from this process to the servers during the run.
+  int connections = 0;
 
   double calls_per_sec() const { return calls / seconds; }
   double gb_per_sec() const { return calls * static_cast<double>(bytes_per_call) / seconds / 1e9; }
@@ -258,23 +279,28 @@ std::string Size(int64_t b) {
 Result Measure(const Servers& servers, int clients, double seconds,
                const std::function<absl::Status(int)>& call) {
   const double s0 = servers.CpuSeconds(), c0 = CpuSeconds().value_or(0);
+  const int64_t sf0 = servers.MinorFaults(), cf0 = MinorFaults().value_or(0);
   Result r = RunClients(clients, seconds, call);
   const double calls = std::max<int64_t>(r.calls, 1);
   r.server_cpu_ms = (servers.CpuSeconds() - s0) * 1e3 / calls;
   r.client_cpu_ms = (CpuSeconds().value_or(0) - c0) * 1e3 / calls;
+  r.server_faults = (servers.MinorFaults() - sf0) / calls;
+  r.client_faults = (MinorFaults().value_or(0) - cf0) / calls;
+  r.connections = TcpConnectionsTo(servers.Ports()).value_or(-1);
   return r;
 }
 
 void PrintHeader() {
-  std::printf("%-22s %3s %3s %8s %10s %9s %8s %8s %10s %8s %8s\n", "scenario", "ps", "cl",
-              "bytes", "calls/s", "GB/s", "p50 ms", "p99 ms", "srv RSS", "srv cpu", "cl cpu");
+  std::printf("%-22s %3s %3s %8s %10s %9s %8s %8s %10s %8s %8s %8s %8s %5s\n", "scenario", "ps",
+              "cl", "bytes", "calls/s", "GB/s", "p50 ms", "p99 ms", "srv RSS", "srv cpu", "cl cpu",
+              "srv flt", "cl flt", "conns");
 }
 
 void Print(const std::string& name, int ps, int clients, int64_t bytes, Result& r) {
-  std::printf("%-22s %3d %3d %8s %10.0f %9.3f %8.3f %8.3f %6.0f MiB %8.3f %8.3f\n",
-              name.c_str(), ps, clients, Size(bytes).c_str(), r.calls_per_sec(),
-              r.gb_per_sec(), r.Percentile(0.5), r.Percentile(0.99), r.server_rss / 1048576.0,
-              r.server_cpu_ms, r.client_cpu_ms);
+  std::printf("%-22s %3d %3d %8s %10.0f %9.3f %8.3f %8.3f %6.0f MiB %8.3f %8.3f %8.1f %8.1f %5d\n",
+              name.c_str(), ps, clients, Size(bytes).c_str(), r.calls_per_sec(), r.gb_per_sec(),
+              r.Percentile(0.5), r.Percentile(0.99), r.server_rss / 1048576.0, r.server_cpu_ms,
+              r.client_cpu_ms, r.server_faults, r.client_faults, r.connections);
   std::fflush(stdout);
 }
 
@@ -300,6 +326,8 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& server
   o.ps_addresses = servers.addresses;
   o.replica = replica;
   o.shared_memory = shared_memory;
+  // Client threads stand in for workers, each with its own connections.
+  o.own_connection = true;
   return client::PsClient::Create(o, placement);
 }
 
@@ -346,9 +374,9 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
   std::vector<std::string> payload(clients, std::string(bytes, '\1'));
   for (int c = 0; c < clients; ++c) {
     for (int i = 0; i < num_ps; ++i) {
-      auto channel = grpc::CreateCustomChannel((*servers)->addresses[i].ToString(),
-                                               grpc::InsecureChannelCredentials(),
-                                               LargeMessageArgs());
+      auto channel =
+          grpc::CreateCustomChannel((*servers)->addresses[i].ToString(),
+                                    grpc::InsecureChannelCredentials(), LargeMessageArgs());
       streams[c].push_back(
           std::make_unique<client::PsStream>(channel, absl::StrCat("echo:", i), kEchoMethod));
     }
@@ -392,10 +420,10 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
   auto client = ClientOf(**ps_servers, placement);
   if (!client.ok()) return client.status();
   PSTRAIN_RETURN_IF_ERROR(CreateSgd(**client, offsets, 1));
-  client::PsStream echo(grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
-                                                  grpc::InsecureChannelCredentials(),
-                                                  LargeMessageArgs()),
-                        "echo:0", kEchoMethod);
+  client::PsStream echo(
+      grpc::CreateCustomChannel((*echo_servers)->addresses[0].ToString(),
+                                grpc::InsecureChannelCredentials(), LargeMessageArgs()),
+      "echo:0", kEchoMethod);
   const std::string payload(bytes, '\1');
   std::vector<float> grads(bytes / 4, 1e-3f), params(bytes / 4);
   auto echo_call = [&]() -> absl::Status {
@@ -427,10 +455,11 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
   }
   if (ps_ms.empty()) return absl::InternalError("no calls were timed");
   const double ps_med = Median(ps_ms), echo_med = Median(echo_ms);
-  std::printf("alternating %8s: %zu calls each; median ms ps %.3f (%.0f calls/s), echo %.3f "
-              "(%.0f calls/s); ps/echo %.2fx\n",
-              Size(bytes).c_str(), ps_ms.size(), ps_med, 1e3 / ps_med, echo_med, 1e3 / echo_med,
-              echo_med / ps_med);
+  std::printf(
+      "alternating %8s: %zu calls each; median ms ps %.3f (%.0f calls/s), echo %.3f "
+      "(%.0f calls/s); ps/echo %.2fx\n",
+      Size(bytes).c_str(), ps_ms.size(), ps_med, 1e3 / ps_med, echo_med, 1e3 / echo_med,
+      echo_med / ps_med);
   std::fflush(stdout);
   return echo_med / ps_med;
 }
@@ -507,7 +536,6 @@ void DenseModel(int64_t model_bytes, std::vector<VariableDef>* vars,
   }
 }
 
-
 // PS counts a checkpoint written by kSavePs PS is restored onto: the same
 // count (each PS reads its own shard) and others (re-sliced from every
 // shard, checkpoint/reshard.h).
@@ -525,8 +553,8 @@ struct CheckpointTimes {
 // `dir`; then fresh clusters of each kRestorePs count restore it, and their
 // values are checked against the first.
 absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& vars,
-                                               const std::vector<int64_t>& offsets,
-                                               int64_t floats, const std::string& dir) {
+                                               const std::vector<int64_t>& offsets, int64_t floats,
+                                               const std::string& dir) {
   client::CreateOptions create;
   create.optimizer.name = "adam";
   create.optimizer.learning_rate = 1e-3f;
@@ -552,13 +580,12 @@ absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& v
       t.restore_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
       PSTRAIN_RETURN_IF_ERROR((*client)->PullAll(after.data(), offsets).status());
       if (after != before) {
-        return absl::DataLossError(absl::StrCat("values restored onto ", num_ps,
-                                                " PS differ from those saved"));
+        return absl::DataLossError(
+            absl::StrCat("values restored onto ", num_ps, " PS differ from those saved"));
       }
       continue;
     }
-    PSTRAIN_RETURN_IF_ERROR(
-        (*client)->PushPullAll(grads.data(), before.data(), offsets).status());
+    PSTRAIN_RETURN_IF_ERROR((*client)->PushPullAll(grads.data(), before.data(), offsets).status());
     const absl::Time t1 = absl::Now();
     auto saved = (*client)->SaveCheckpoint(dir, 1, absl::Minutes(10));
     if (!saved.ok()) return saved.status();
@@ -610,9 +637,10 @@ absl::Status Checkpoint(int64_t model_mib, int repeat) {
       std::filesystem::remove_all(sub, ec);
     }
     const double s = Median(save);
-    std::printf("checkpoint: %s with Adam, %.1f MiB in %d shards: write %.3f s (%.2f GB/s); "
-                "medians of %d\n",
-                models[m].name.c_str(), bytes / 1048576.0, kSavePs, s, bytes / s / 1e9, repeat);
+    std::printf(
+        "checkpoint: %s with Adam, %.1f MiB in %d shards: write %.3f s (%.2f GB/s); "
+        "medians of %d\n",
+        models[m].name.c_str(), bytes / 1048576.0, kSavePs, s, bytes / s / 1e9, repeat);
     for (size_t k = 0; k < std::size(kRestorePs); ++k) {
       const double rs = Median(restore[k]);
       std::printf("  restore onto %d fresh PS%s: %.3f s (%.2f GB/s)\n", kRestorePs[k],
@@ -664,9 +692,8 @@ absl::Status Memory(int64_t model_mib) {
               "= %.3fx (limit 1.15x + 64 MiB = %.0f MiB: %s); create %.1f s, %.2f GB/s "
               "each way while training\n",
               model_mib, held >> 20, after_create / 1048576.0, kRounds, rss / 1048576.0,
-              static_cast<double>(rss) / held, limit / 1048576.0,
-              rss <= limit ? "met" : "NOT met", create_s,
-              kRounds * static_cast<double>(model_bytes) / train_s / 1e9);
+              static_cast<double>(rss) / held, limit / 1048576.0, rss <= limit ? "met" : "NOT met",
+              create_s, kRounds * static_cast<double>(model_bytes) / train_s / 1e9);
   return absl::OkStatus();
 }
 
@@ -761,15 +788,17 @@ int Main(int argc, char** argv) {
         }
         if (ratios.empty()) continue;
         const double ps_med = Median(ps_rates), echo_med = Median(echo_rates);
-        std::printf("  median of %zu: ps %.0f calls/s = %.3f GB/s each way; echo %.0f calls/s "
-                    "= %.3f GB/s; ps/echo %.2fx\n",
-                    ratios.size(), ps_med, ps_med * m * b / 1e9, echo_med,
-                    echo_med * m * b / 1e9, Median(ratios));
+        std::printf(
+            "  median of %zu: ps %.0f calls/s = %.3f GB/s each way; echo %.0f calls/s "
+            "= %.3f GB/s; ps/echo %.2fx\n",
+            ratios.size(), ps_med, ps_med * m * b / 1e9, echo_med, echo_med * m * b / 1e9,
+            Median(ratios));
         if (!shm_rates.empty()) {
           const double shm_med = Median(shm_rates);
-          std::printf("  median of %zu: ps with shared memory %.0f calls/s = %.3f GB/s each "
-                      "way, %.2fx the echo's median\n",
-                      shm_rates.size(), shm_med, shm_med * m * b / 1e9, shm_med / echo_med);
+          std::printf(
+              "  median of %zu: ps with shared memory %.0f calls/s = %.3f GB/s each "
+              "way, %.2fx the echo's median\n",
+              shm_rates.size(), shm_med, shm_med * m * b / 1e9, shm_med / echo_med);
         }
         std::fflush(stdout);
       }

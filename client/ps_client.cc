@@ -67,6 +67,7 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   // "min connect timeout"): enough for a TLS handshake on a busy PS.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   const int n = static_cast<int>(options.ps_addresses.size());
   for (size_t v = 0; v < placement.variables.size(); ++v) {
     variable_index_[placement.variables[v].name] = static_cast<int>(v);

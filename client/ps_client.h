@@ -67,6 +67,11 @@ struct PsClientOptions {
   // (client/ps_stream.h); a PS on another host declines and frames carry
   // them as before.
   bool shared_memory = false;
+  // A TCP connection of its own to each PS. gRPC otherwise shares one
+  // connection among the channels of a process that have the same target
+  // and arguments; separate worker processes never share, so a bench whose
+  // threads stand in for workers sets this.
+  bool own_connection = false;
 };
 
 // What the chief tells every PS besides the variables.
