@@ -9,7 +9,7 @@ void TuneMallocForLargeMessages() {
   // would each get one.
   mallopt(M_ARENA_MAX, 2);
   mallopt(M_MMAP_THRESHOLD, 8 << 20);
-  mallopt(M_TRIM_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 }  // namespace pstrain
