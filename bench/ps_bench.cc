@@ -4,7 +4,7 @@
 //   bazel-bin/bench/ps_bench
 //       [--scenario=all|push_pull|alternating|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
-//       [--model_mib=MiB] [--repeat=R] [--shared_memory]
+//       [--model_mib=MiB] [--repeat=R] [--shared_memory] [--transport=tcp|grpc|shm]
 //
 // Each client thread has its own TCP connection to each server, as a
 // worker process would; each run prints the servers' and this process's
@@ -17,12 +17,13 @@
 //              then the same bytes through the echo reference: a bidi stream
 //              of raw ByteBuffers that the server writes back untouched, the
 //              client sending one reused buffer and reading in place.
-//              PS and echo runs alternate R times; medians are reported.
+//              Each round runs the PS with its frames over TCP (the PS's
+//              frame port: ps_server/frame_server.h) and in the gRPC
+//              stream, then the echo; R rounds, medians reported.
 //              With --shared_memory, each round also runs the PS with the
-//              clients' tensor bytes through shared memory (worker/
+//              clients' tensor bytes through shared memory (client/
 //              ps_stream.h), which a worker on the PS's host uses by
-//              default; the PS and echo rows stay all-gRPC, as the
-//              transport between hosts is.
+//              default.
 //   alternating  1 PS and the echo, one client each, push-then-pull calls
 //              of B bytes taking turns call by call, so both see the same
 //              machine state (the separate runs of push_pull drift apart on
@@ -36,6 +37,8 @@
 //              both with Adam, saved by 2 PS (SaveCheckpoint) and restored
 //              onto 2, 3 and 1 fresh PS (values checked equal); write and
 //              restore times
+// Scenarios other than push_pull run the PS's clients over --transport
+// (default tcp).
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -44,6 +47,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +156,11 @@ int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
     return 1;
   }
   server = *std::move(created);
+  auto tcp = service.ServeFramesOverTcp("127.0.0.1", options.max_message_bytes);
+  if (!tcp.ok()) {
+    std::fprintf(stderr, "ps_bench: %s\n", std::string(tcp.status().message()).c_str());
+    return 1;
+  }
   while (!stop) absl::SleepFor(absl::Milliseconds(50));
   server->Shutdown(absl::Seconds(1));
   return 0;
@@ -174,8 +183,12 @@ struct Servers {
     for (pid_t pid : pids) total += pstrain::MinorFaults(pid).value_or(0);
     return total;
   }
+  // The servers' frame ports (ps_server/frame_server.h), once asked.
+  std::vector<int> frame_ports;
+
+  // Every port the clients may hold connections to.
   std::vector<int> Ports() const {
-    std::vector<int> ports;
+    std::vector<int> ports = frame_ports;
     for (const HostPort& a : addresses) ports.push_back(a.port);
     return ports;
   }
@@ -317,15 +330,23 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
   return *ComputePlacement(vars, num_ps, po);
 }
 
-// A client of the PS in `servers` as replica `replica`.
+// How the PS clients' frames travel: "tcp" (the PS's frame port, the
+// default between hosts), "grpc" (the Exchange stream) or "shm" (the
+// Exchange stream with tensor bytes in shared memory, as on one host).
+std::string g_transport = "tcp";
+
+// A client of the PS in `servers` as replica `replica`, its frames over
+// `transport` (default: --transport).
 absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& servers,
                                                            const Placement& placement,
                                                            int replica = 0,
-                                                           bool shared_memory = false) {
+                                                           const std::string& transport = "") {
+  const std::string& t = transport.empty() ? g_transport : transport;
   client::PsClientOptions o;
   o.ps_addresses = servers.addresses;
   o.replica = replica;
-  o.shared_memory = shared_memory;
+  o.shared_memory = t == "shm";
+  o.tcp_frames = t == "tcp";
   // Client threads stand in for workers, each with its own connections.
   o.own_connection = true;
   return client::PsClient::Create(o, placement);
@@ -342,7 +363,7 @@ absl::Status CreateSgd(client::PsClient& client, const std::vector<int64_t>& off
 }
 
 absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds,
-                                  bool shared_memory) {
+                                  const std::string& transport) {
   auto servers = StartServers("ps", num_ps);
   if (!servers.ok()) return servers.status();
   const Placement placement = OneTensorPerPs(num_ps, bytes);
@@ -350,11 +371,16 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
   for (int i = 0; i < num_ps; ++i) offsets.push_back(i * (bytes / 4));
   std::vector<std::unique_ptr<client::PsClient>> cs;
   for (int c = 0; c < clients; ++c) {
-    auto client = ClientOf(**servers, placement, c, shared_memory);
+    auto client = ClientOf(**servers, placement, c, transport);
     if (!client.ok()) return client.status();
     cs.push_back(*std::move(client));
   }
   PSTRAIN_RETURN_IF_ERROR(CreateSgd(*cs[0], offsets, clients));
+  for (int i = 0; i < num_ps; ++i) {
+    auto health = cs[0]->Health(i, absl::Seconds(5), true);
+    if (!health.ok()) return health.status();
+    (*servers)->frame_ports.push_back(health->frame_port());
+  }
   const int64_t floats = num_ps * (bytes / 4);
   std::vector<std::vector<float>> grads(clients, std::vector<float>(floats, 1e-3f));
   std::vector<std::vector<float>> params(clients, std::vector<float>(floats));
@@ -730,17 +756,19 @@ int Main(int argc, char** argv) {
   const int64_t model_mib = args->GetInt("model_mib", 1024).value_or(1024);
   const int repeat = static_cast<int>(args->GetInt("repeat", 3).value_or(3));
   const bool shared = args->GetBool("shared_memory", false).value_or(false);
+  g_transport = args->GetString("transport", "tcp").value_or("");
   absl::Status unused = args->CheckAllUsed();
   const std::vector<int64_t> sizes = ParseSizes(sizes_text);
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
-      repeat < 1 ||
+      repeat < 1 || (g_transport != "tcp" && g_transport != "grpc" && g_transport != "shm") ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
        scenario != "memory" && scenario != "checkpoint" && scenario != "alternating")) {
     std::fprintf(stderr,
                  "ps_bench: %s\nusage: ps_bench "
                  "[--scenario=all|push_pull|alternating|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
-                 "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory]\n",
+                 "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory] "
+                 "[--transport=tcp|grpc|shm]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
     return 2;
   }
@@ -765,40 +793,42 @@ int Main(int argc, char** argv) {
         // PS and echo alternate, `repeat` times each; the medians and the
         // median of the per-pair ratios are the figures (the machine is
         // shared and noisy).
-        std::vector<double> ps_rates, echo_rates, ratios, shm_rates;
+        // Each round: the PS with its clients' frames over TCP, then in the
+        // gRPC stream (then with shared memory, when asked), then the echo.
+        std::vector<std::string> transports = {"tcp", "grpc"};
+        if (shared) transports.push_back("shm");
+        std::map<std::string, std::vector<double>> rates, ratios;
+        std::vector<double> echo_rates;
         for (int rep = 0; rep < repeat; ++rep) {
-          if (shared) {
-            auto shm = PsPushPull(m, n, b, seconds, true);
-            report(shm.status());
-            if (shm.ok()) {
-              Print("push_pull ps shm", m, n, b, *shm);
-              shm_rates.push_back(shm->calls_per_sec());
-            }
+          std::map<std::string, double> round;
+          for (const std::string& t : transports) {
+            auto ps = PsPushPull(m, n, b, seconds, t);
+            report(ps.status());
+            if (!ps.ok()) continue;
+            Print(("push_pull ps " + t).c_str(), m, n, b, *ps);
+            round[t] = ps->calls_per_sec();
           }
-          auto ps = PsPushPull(m, n, b, seconds, false);
           auto echo = EchoPushPull(m, n, b, seconds);
-          report(ps.status());
           report(echo.status());
-          if (!ps.ok() || !echo.ok()) continue;
-          Print("push_pull ps", m, n, b, *ps);
+          if (!echo.ok()) continue;
           Print("push_pull echo", m, n, b, *echo);
-          ps_rates.push_back(ps->calls_per_sec());
           echo_rates.push_back(echo->calls_per_sec());
-          ratios.push_back(ps->calls_per_sec() / echo->calls_per_sec());
+          for (const auto& [t, rate] : round) {
+            rates[t].push_back(rate);
+            ratios[t].push_back(rate / echo->calls_per_sec());
+          }
         }
-        if (ratios.empty()) continue;
-        const double ps_med = Median(ps_rates), echo_med = Median(echo_rates);
-        std::printf(
-            "  median of %zu: ps %.0f calls/s = %.3f GB/s each way; echo %.0f calls/s "
-            "= %.3f GB/s; ps/echo %.2fx\n",
-            ratios.size(), ps_med, ps_med * m * b / 1e9, echo_med, echo_med * m * b / 1e9,
-            Median(ratios));
-        if (!shm_rates.empty()) {
-          const double shm_med = Median(shm_rates);
+        if (echo_rates.empty()) continue;
+        const double echo_med = Median(echo_rates);
+        std::printf("  median of %zu: echo %.0f calls/s = %.3f GB/s each way\n", echo_rates.size(),
+                    echo_med, echo_med * m * b / 1e9);
+        for (const std::string& t : transports) {
+          if (rates[t].empty()) continue;
+          const double med = Median(rates[t]);
           std::printf(
-              "  median of %zu: ps with shared memory %.0f calls/s = %.3f GB/s each "
-              "way, %.2fx the echo's median\n",
-              shm_rates.size(), shm_med, shm_med * m * b / 1e9, shm_med / echo_med);
+              "  median of %zu: ps over %-4s %.0f calls/s = %.3f GB/s each way; %.2fx the "
+              "echo (median of the rounds' ratios)\n",
+              rates[t].size(), t.c_str(), med, med * m * b / 1e9, Median(ratios[t]));
         }
         std::fflush(stdout);
       }

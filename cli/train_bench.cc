@@ -169,9 +169,14 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       {"1 PS + 1 worker, async", 1, "async"},
       {"1 PS + 2 workers, async", 2, "async"},
       {"1 PS + 2 workers, sync", 2, "sync"},
-      // The same as the first without shared memory: every tensor byte
-      // through the loopback socket in the gRPC frames.
-      {"1 PS + 1 worker, async, bytes in the frames", 1, "async", {"--noshared_memory"}},
+      // The same as the first without shared memory, as between hosts:
+      // every tensor byte through the loopback socket, in the frames over
+      // the PS's TCP frame port, then in the gRPC stream.
+      {"1 PS + 1 worker, async, frames over TCP", 1, "async", {"--noshared_memory"}},
+      {"1 PS + 1 worker, async, frames in gRPC",
+       1,
+       "async",
+       {"--noshared_memory", "--notcp_frames"}},
   };
   std::vector<double> gemm_rate, local_rate;
   std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());

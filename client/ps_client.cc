@@ -80,9 +80,21 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
     stubs_.push_back(v1::PsService::NewStub(channel));
     slices_on_[i] = placement.SlicesOn(i);
+    std::optional<TcpRoute> tcp;
+    if (options.tcp_frames && !security.tls()) {
+      tcp.emplace();
+      tcp->host = options.ps_addresses[i].host;
+      tcp->token = security.token();
+      tcp->port = [this, i]() -> absl::StatusOr<int> {
+        auto health = Health(i, absl::Seconds(2), /*wait_for_connection=*/false);
+        if (!health.ok()) return health.status();
+        return health->frame_port();
+      };
+    }
     streams_.push_back(std::make_unique<PsStream>(
         channel, PsName(i), "/pstrain.v1.PsService/Exchange",
-        options.shared_memory ? SharedBytes(slices_on_[i], options.max_frame_bytes) : 0));
+        options.shared_memory ? SharedBytes(slices_on_[i], options.max_frame_bytes) : 0,
+        std::move(tcp)));
     for (const SliceDef& s : slices_on_[i]) {
       slice_variable_[i].push_back(variable_index_.at(s.variable));
     }
@@ -349,7 +361,7 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
 
 absl::Status PsClient::ExchangeEach(
     const std::vector<int>& ps_of, absl::Duration timeout,
-    const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+    const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>& build,
     const std::function<absl::Status(int, const DecodedFrame&)>& on_response) {
   if (ps_of.empty()) return absl::OkStatus();
   // Each request ends by counting itself off `remaining` as its very last
@@ -387,30 +399,33 @@ absl::Status PsClient::ExchangeEach(
     h.set_generation(generation_.load(std::memory_order_acquire));
     h.set_stop_step(stop_step_);
     std::vector<grpc::Slice> payload;
-    build(i, &h, &payload);
-    streams_[ps]->Send(std::move(h), std::move(payload),
-                       [&, i, ps](const absl::Status& st, const DecodedFrame* frame) {
-                         absl::Status s = st.ok() ? on_response(i, *frame) : st;
-                         int next = -1;
-                         size_t dropped = 0;
-                         {
-                           absl::MutexLock lock(&mu);
-                           answered[i] = 1;
-                           if (!s.ok() && static_cast<size_t>(i) < first_error_at) {
-                             first_error = s;
-                             first_error_at = i;
-                           }
-                           if (!s.ok()) {  // the rest for this PS would fail alike
-                             dropped = queued[ps].size();
-                             queued[ps].clear();
-                           } else if (!queued[ps].empty()) {
-                             next = queued[ps].front();
-                             queued[ps].pop_front();
-                           }
-                         }
-                         if (next >= 0) send_one(next);
-                         count_off(dropped + 1);
-                       });
+    ReplyInto reply_into;
+    build(i, &h, &payload, &reply_into);
+    streams_[ps]->Send(
+        std::move(h), std::move(payload),
+        [&, i, ps](const absl::Status& st, const DecodedFrame* frame) {
+          absl::Status s = st.ok() ? on_response(i, *frame) : st;
+          int next = -1;
+          size_t dropped = 0;
+          {
+            absl::MutexLock lock(&mu);
+            answered[i] = 1;
+            if (!s.ok() && static_cast<size_t>(i) < first_error_at) {
+              first_error = s;
+              first_error_at = i;
+            }
+            if (!s.ok()) {  // the rest for this PS would fail alike
+              dropped = queued[ps].size();
+              queued[ps].clear();
+            } else if (!queued[ps].empty()) {
+              next = queued[ps].front();
+              queued[ps].pop_front();
+            }
+          }
+          if (next >= 0) send_one(next);
+          count_off(dropped + 1);
+        },
+        std::move(reply_into));
   };
   for (int ps = 0; ps < num_ps(); ++ps) {
     for (size_t k = 0; k < kMaxInFlight; ++k) {
@@ -445,9 +460,9 @@ absl::Status PsClient::ExchangeEach(
   return first_error;
 }
 
-void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
+void PsClient::BuildDense(const Group& g, const float* grads, float* params,
                           const std::vector<int64_t>& offsets, v1::FrameHeader* h,
-                          std::vector<grpc::Slice>* payload) const {
+                          std::vector<grpc::Slice>* payload, ReplyInto* reply_into) const {
   const std::vector<SliceDef>& slices = slices_on_[g.ps];
   int64_t pulled_bytes = 0;
   for (int i : g.slices) {
@@ -461,9 +476,12 @@ void PsClient::BuildDense(const Group& g, const float* grads, bool pull,
       payload->push_back(
           BorrowSlice(grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
     }
-    if (pull) {
+    if (params != nullptr) {
       h->add_pull()->set_key(key);
       pulled_bytes += sl.bytes();
+      reply_into->push_back({reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
+                                                     sl.element_offset()),
+                             sl.bytes()});
     }
   }
   if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
@@ -480,12 +498,15 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
                                             f.header().pull_size(), " tensors for ",
                                             g.slices.size(), " slices"));
   }
+  // Received straight into `params` (client/ps_stream.h, ReplyInto): only
+  // the sizes are checked.
+  const int64_t received = f.delivered() > 0 ? f.delivered() : f.payload_size();
   int64_t at = 0;
   for (size_t k = 0; k < g.slices.size(); ++k) {
     const int i = g.slices[k];
     const SliceDef& sl = slices[i];
     const v1::TensorRef& r = f.header().pull(k);
-    if (r.bytes() != sl.bytes() || at + r.bytes() > f.payload_size()) {
+    if (r.bytes() != sl.bytes() || at + r.bytes() > received) {
       return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(), " returned ",
                                               r.bytes(), " bytes, expected ", sl.bytes()));
     }
@@ -495,7 +516,9 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     // with streaming stores: the caller's parameters were last written a
     // step ago, so a plain copy would first read every line of them back
     // from memory.
-    if (r.bytes() >= kParallelCopyBytes) {
+    if (f.delivered() > 0) {
+      // Already in place.
+    } else if (r.bytes() >= kParallelCopyBytes) {
       ParallelFor(r.bytes(), kParallelCopyBytes,
                   [&](int64_t b, int64_t e) { f.StreamPayload(at + b, e - b, dst + b); });
     } else {
@@ -553,8 +576,8 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
   std::vector<int64_t> steps(groups.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
       ps_of, timeout,
-      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
-        BuildDense(groups[i], grads, params != nullptr, offsets, h, payload);
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto* reply_into) {
+        BuildDense(groups[i], grads, params, offsets, h, payload, reply_into);
       },
       [&](int i, const DecodedFrame& f) {
         steps[i] = f.header().global_step();
@@ -660,7 +683,7 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
   PSTRAIN_RETURN_IF_ERROR(by.status);
   return ExchangeEach(
       by.targets, options_.wait_deadline,
-      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*) {
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*, ReplyInto*) {
         const int ps = by.targets[i];
         int64_t bytes = 0;
         for (size_t t = 0; t < tables.size(); ++t) {
@@ -709,7 +732,7 @@ absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
   PSTRAIN_RETURN_IF_ERROR(by.status);
   return ExchangeEach(
       by.targets, options_.rpc_deadline,
-      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload) {
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
         const int ps = by.targets[i];
         h->set_consistency(options_.consistency);
         for (size_t t = 0; t < tables.size(); ++t) {

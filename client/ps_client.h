@@ -72,6 +72,10 @@ struct PsClientOptions {
   // and arguments; separate worker processes never share, so a bench whose
   // threads stand in for workers sets this.
   bool own_connection = false;
+  // Exchange frames over plain TCP when the PS offers it
+  // (HealthResponse.frame_port; client/ps_stream.h), else in gRPC. Never
+  // with TLS: the frames would go unencrypted.
+  bool tcp_frames = true;
 };
 
 // What the chief tells every PS besides the variables.
@@ -102,6 +106,9 @@ class PsClient {
   ~PsClient();
 
   int num_ps() const { return static_cast<int>(stubs_.size()); }
+  // Whether frames to `ps` went over TCP on the stream last opened
+  // (client/ps_stream.h), not in gRPC.
+  bool frames_over_tcp(int ps) const { return streams_[ps]->over_tcp(); }
   // Exchange frames sent so far whose tensor bytes went through shared
   // memory (options.shared_memory), over all PS.
   int64_t SharedMemoryFrames() const;
@@ -235,11 +242,13 @@ class PsClient {
                         const AsyncCall& call, absl::Duration deadline);
 
   // Sends frame i to PS ps_of[i], all concurrently; `build(i, header,
-  // payload)` fills each request and `on_response(i, frame)` reads each
+  // payload, reply_into)` fills each request (reply_into: where its
+  // answer's payload may land, client/ps_stream.h) and `on_response(i, frame)` reads each
   // answer (on a gRPC thread). Waits for all; the first error wins.
   absl::Status ExchangeEach(
       const std::vector<int>& ps_of, absl::Duration timeout,
-      const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*)>& build,
+      const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>&
+          build,
       const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
 
   // Dense slices are moved in groups: some slices of one PS, at most
@@ -248,11 +257,11 @@ class PsClient {
     int ps = 0;
     std::vector<int> slices;  // indices into slices_on_[ps]
   };
-  // One group's request: pushes from `grads` (may be null), pulls (when
-  // `pull`).
-  void BuildDense(const Group& g, const float* grads, bool pull,
+  // One group's request: pushes from `grads` (may be null), pulls into
+  // `params` (when not null), which `reply_into` names for the answer.
+  void BuildDense(const Group& g, const float* grads, float* params,
                   const std::vector<int64_t>& offsets, v1::FrameHeader* h,
-                  std::vector<grpc::Slice>* payload) const;
+                  std::vector<grpc::Slice>* payload, ReplyInto* reply_into) const;
   // Reads one group's response into `params` (may be null: push only);
   // records versions and dropped pushes.
   absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,

@@ -68,15 +68,12 @@ TEST_F(PsClientTest, PushPullOfSomeVariablesTouchesOnlyTheirSlices) {
   std::vector<float> all(total_);
   ASSERT_OK(client_->PullAll(all.data(), offsets_).status());
   for (int64_t i = offsets_[1]; i < offsets_[2]; ++i) ASSERT_FLOAT_EQ(all[i], 1.0f) << i;
-  EXPECT_EQ(client_->PushPullVariables({3}, grads.data(), params.data(), offsets_)
-                .status()
-                .message(),
-            "variable index 3 is out of range: the model has 3 variables");
+  EXPECT_EQ(
+      client_->PushPullVariables({3}, grads.data(), params.data(), offsets_).status().message(),
+      "variable index 3 is out of range: the model has 3 variables");
   // A NaN in a multi-frame push is refused before any frame goes out.
   grads[offsets_[0] + 5] = std::nanf("");
-  EXPECT_EQ(client_->PushPullVariables({0}, grads.data(), params.data(), offsets_)
-                .status()
-                .code(),
+  EXPECT_EQ(client_->PushPullVariables({0}, grads.data(), params.data(), offsets_).status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_OK(client_->PullAll(all.data(), offsets_).status());
   EXPECT_FLOAT_EQ(all[offsets_[0]], 0.0f);
@@ -121,12 +118,39 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   EXPECT_EQ(bytes, total_ * 4);
 }
 
+TEST_F(PsClientTest, FramesOverTcpAndInGrpcCarryTheSameValues) {
+  ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
+  std::vector<float> init(total_);
+  for (int64_t i = 0; i < total_; ++i) init[i] = 0.25f * (i % 17);
+  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(0.5f)).status());
+  PsClientOptions options;
+  options.ps_addresses = addresses_;
+  options.max_frame_bytes = 64 * 1024;
+  options.tcp_frames = false;
+  ASSERT_OK_AND_ASSIGN(auto grpc_only, PsClient::Create(options, placement_));
+  std::vector<float> grads(total_), over_tcp(total_), in_grpc(total_);
+  for (int64_t i = 0; i < total_; ++i) grads[i] = 0.01f * (i % 5);
+  // Two steps each way, alternating: each sees the other's update.
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_OK(client_->PushPullAll(grads.data(), over_tcp.data(), offsets_).status());
+    ASSERT_OK(grpc_only->PushPullAll(grads.data(), in_grpc.data(), offsets_).status());
+  }
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_TRUE(client_->frames_over_tcp(ps)) << ps;
+    EXPECT_FALSE(grpc_only->frames_over_tcp(ps)) << ps;
+  }
+  ASSERT_OK(client_->PullAll(over_tcp.data(), offsets_).status());
+  for (int64_t i = 0; i < total_; ++i) {
+    ASSERT_FLOAT_EQ(in_grpc[i], init[i] - 0.5f * 4 * grads[i]) << i;
+    ASSERT_FLOAT_EQ(over_tcp[i], in_grpc[i]) << i;
+  }
+}
+
 TEST_F(PsClientTest, PullBeforeInitialisationNamesThePs) {
   std::vector<float> pulled(total_);
   auto r = client_->PullAll(pulled.data(), offsets_);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("ps:0 (127.0.0.1:"), absl::string_view::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("ps:0 (127.0.0.1:"), absl::string_view::npos) << r.status();
   EXPECT_NE(r.status().message().find("Exchange: ps:0 has no variables yet"),
             absl::string_view::npos)
       << r.status();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -11,26 +12,27 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/shared_memory.h"
+#include "common/status_macros.h"
 
 namespace pstrain::client {
 
-class PsStream::Reactor final
-    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// The frame bookkeeping of one open stream, whatever carries its frames:
+// requests in order, each response matched to the oldest one, shared
+// memory offered and used. A subclass moves the bytes (QueueLocked out;
+// Received, Broke and Ended in).
+class PsStream::Connection {
  public:
-  explicit Reactor(PsStream* owner) : owner_(owner) {
+  explicit Connection(PsStream* owner) : owner_(owner) {
     if (owner_->shared_bytes_ > 0) {
       auto made = SharedRegion::Create(owner_->shared_bytes_);
       if (made.ok()) {
         shm_ = *std::move(made);
       } else {
-        Log(owner_->name_, ": tensor bytes travel in the gRPC frames: ",
-            made.status().message());
+        Log(owner_->name_, ": tensor bytes travel in the frames: ", made.status().message());
       }
     }
-    owner_->stub_.PrepareBidiStreamingCall(&ctx_, owner_->method_, grpc::StubOptions(), this);
-    StartRead(&in_);
-    StartCall();
   }
+  virtual ~Connection() = default;
 
   // Queues the offer of this stream's shared memory as its first frame;
   // nothing when it has none.
@@ -49,8 +51,7 @@ class PsStream::Reactor final
     p.attach = true;
     p.done = [](const absl::Status&, const DecodedFrame*) {};
     pending_.push_back(std::move(p));
-    writes_.push_back(EncodeFrame(h, {}));
-    WriteNextLocked();
+    QueueLocked(EncodeFrame(h, {}));
   }
 
   bool broken() {
@@ -63,50 +64,51 @@ class PsStream::Reactor final
   // stream (opened for this request) that broke but has not ended yet takes
   // the request anyway, which then fails with the status the stream ends
   // with: the server's reason for refusing the call.
-  bool Enqueue(v1::FrameHeader* header, const std::vector<grpc::Slice>& payload,
-               const Done& done, bool fresh, absl::Status* ended) {
+  bool Enqueue(v1::FrameHeader* header, const std::vector<grpc::Slice>& payload, const Done& done,
+               const ReplyInto& reply_into, bool fresh, absl::Status* ended) {
     absl::MutexLock lock(&mu_);
     if (ended_) *ended = final_;
     Pending p;
     p.id = header->request_id();
     p.done = done;
+    p.reply_into = reply_into;
     if (broken_ && fresh && !ended_) {
       pending_.push_back(std::move(p));
       return true;
     }
     if (broken_) return false;
+    grpc::ByteBuffer frame;
     if (PlaceInSharedMemoryLocked(header, payload, &p)) {
-      writes_.push_back(EncodeFrame(*header, {}));
+      frame = EncodeFrame(*header, {});
     } else {
       // The hint is this stream's to act on; without shared memory of its
       // own, the header goes as the caller wrote it.
       if (owner_->shared_bytes_ > 0) header->clear_shm_reply_capacity();
-      writes_.push_back(EncodeFrame(*header, payload));
+      frame = EncodeFrame(*header, payload);
     }
     pending_.push_back(std::move(p));
-    WriteNextLocked();
+    QueueLocked(std::move(frame));
     return true;
   }
 
-  void Cancel() { ctx_.TryCancel(); }
+  virtual void Cancel() = 0;
 
-  void OnWriteDone(bool ok) override {
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+ protected:
+  // Sends `frame` after those queued before it.
+  virtual void QueueLocked(grpc::ByteBuffer frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) = 0;
+
+  // Where the oldest request's response may be received into (empty: none).
+  ReplyInto OldestReplyInto() {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      broken_ = true;
-      writes_.clear();
-      return;
-    }
-    WriteNextLocked();
+    return pending_.empty() ? ReplyInto() : pending_.front().reply_into;
   }
 
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      absl::MutexLock lock(&mu_);
-      broken_ = true;
-      return;  // OnDone fails what is pending
-    }
+  // One response arrived: runs the oldest request's `done` with it (its
+  // payload, `delivered` bytes, already in the request's reply_into when
+  // not 0). False when the stream must end (a response to no request).
+  bool Received(const grpc::ByteBuffer& in, int64_t delivered = 0) {
     Pending p;
     {
       absl::MutexLock lock(&mu_);
@@ -118,12 +120,9 @@ class PsStream::Reactor final
         pending_.pop_front();
       }
     }
-    if (!p.done) {
-      ctx_.TryCancel();
-      return;
-    }
-    absl::Status s = frame_.Parse(in_);
-    in_.Clear();
+    if (!p.done) return false;
+    absl::Status s = frame_.Parse(in);
+    if (s.ok() && delivered > 0) frame_.SetDelivered(delivered);
     if (s.ok() && frame_.header().request_id() != p.id) {
       s = absl::InternalError(absl::StrCat("response for request ", frame_.header().request_id(),
                                            " where ", p.id, " was expected"));
@@ -134,8 +133,7 @@ class PsStream::Reactor final
     }
     if (p.attach) {
       Attached(s);
-      StartRead(&in_);
-      return;
+      return true;
     }
     // (Without shared memory of its own the stream leaves shm_reply to the
     // caller, who wrote the request's shm_* fields.)
@@ -159,23 +157,25 @@ class PsStream::Reactor final
       absl::MutexLock lock(&mu_);
       ring_->FreeOldest();
     }
-    StartRead(&in_);
+    return true;
   }
 
-  void OnDone(const grpc::Status& status) override {
+  // Sending or receiving failed: nothing more is sent; Ended follows.
+  void Broke() {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+  }
+
+  // The stream is over (`why`, or the protocol error found): fails every
+  // request still pending. The connection's last act.
+  void Ended(absl::Status why) {
     std::deque<Pending> failed;
-    absl::Status why;
     {
       absl::MutexLock lock(&mu_);
       broken_ = true;
       failed.swap(pending_);
-      why = status.ok() ? absl::UnavailableError(protocol_error_.empty()
-                                                      ? "the stream ended"
-                                                      : protocol_error_)
-                        : FromGrpcStatus(status, owner_->name_, "Exchange");
-      if (status.ok()) {
-        why = absl::UnavailableError(
-            absl::StrCat(owner_->name_, ": Exchange: ", why.message()));
+      if (!protocol_error_.empty()) {
+        why = absl::UnavailableError(absl::StrCat(owner_->name_, ": Exchange: ", protocol_error_));
       }
       ended_ = true;
       final_ = why;
@@ -186,7 +186,9 @@ class PsStream::Reactor final
     --owner_->live_;
   }
 
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  PsStream* const owner_;
+  absl::Mutex mu_;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
 
  private:
   struct Pending {
@@ -196,6 +198,7 @@ class PsStream::Reactor final
     bool shared = false;  // holds the ring's oldest allocation
     int64_t reply_offset = 0;
     int64_t reply_capacity = 0;
+    ReplyInto reply_into;
   };
 
   // The PS's answer to the offer. Either way the name goes: the PS has the
@@ -204,7 +207,7 @@ class PsStream::Reactor final
     const bool ok = s.ok() && frame_.header().shm_attached();
     shm_->Unlink();
     if (!ok) {
-      Log(owner_->name_, ": tensor bytes travel in the gRPC frames: ",
+      Log(owner_->name_, ": tensor bytes travel in the frames: ",
           s.ok() ? frame_.header().message() : s.message());
       return;
     }
@@ -217,9 +220,8 @@ class PsStream::Reactor final
   // Copies the payload into the region and reserves the reply space the
   // header asks for, filling in the header's shm_* fields and `p`; false
   // (nothing changed) when there is no region or not enough free room.
-  bool PlaceInSharedMemoryLocked(v1::FrameHeader* header,
-                                 const std::vector<grpc::Slice>& payload, Pending* p)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  bool PlaceInSharedMemoryLocked(v1::FrameHeader* header, const std::vector<grpc::Slice>& payload,
+                                 Pending* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (ring_ == nullptr) return false;
     int64_t bytes = 0;
     for (const grpc::Slice& slice : payload) bytes += static_cast<int64_t>(slice.size());
@@ -249,26 +251,10 @@ class PsStream::Reactor final
     return true;
   }
 
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || writes_.empty()) return;
-    writing_ = true;
-    out_ = std::move(writes_.front());
-    writes_.pop_front();
-    StartWrite(&out_);
-  }
-
-  PsStream* const owner_;
   // Set before the stream starts and never changed: read without mu_.
   std::unique_ptr<SharedRegion> shm_;
-  grpc::ClientContext ctx_;
-  grpc::ByteBuffer in_;
   DecodedFrame frame_;  // read side only
-  absl::Mutex mu_;
   std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);
-  std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_ ABSL_GUARDED_BY(mu_);
   std::string protocol_error_ ABSL_GUARDED_BY(mu_);
@@ -277,16 +263,273 @@ class PsStream::Reactor final
   std::atomic<bool> done_{false};
 };
 
-PsStream::PsStream(std::shared_ptr<grpc::Channel> channel, std::string name,
-                   std::string method, int64_t shared_bytes)
+// Frames in a gRPC bidi stream.
+class PsStream::GrpcConnection final
+    : public PsStream::Connection,
+      public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit GrpcConnection(PsStream* owner) : Connection(owner) {
+    owner_->stub_.PrepareBidiStreamingCall(&ctx_, owner_->method_, grpc::StubOptions(), this);
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void Cancel() override { ctx_.TryCancel(); }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      broken_ = true;
+      writes_.clear();
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Broke();
+      return;  // OnDone fails what is pending
+    }
+    const bool more = Received(in_);
+    in_.Clear();
+    if (!more) {
+      ctx_.TryCancel();
+      return;
+    }
+    StartRead(&in_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::Status why =
+        status.ok()
+            ? absl::UnavailableError(absl::StrCat(owner_->name_, ": Exchange: the stream ended"))
+            : FromGrpcStatus(status, owner_->name_, "Exchange");
+    Ended(why);
+  }
+
+ private:
+  void QueueLocked(grpc::ByteBuffer frame) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writes_.push_back(std::move(frame));
+    WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || writes_.empty()) return;
+    writing_ = true;
+    out_ = std::move(writes_.front());
+    writes_.pop_front();
+    StartWrite(&out_);
+  }
+
+  grpc::ClientContext ctx_;
+  grpc::ByteBuffer in_;
+  std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Frames over a plain TCP connection (common/frame_socket.h), already
+// connected and greeted: a thread writes the queued frames in order, another
+// reads the responses.
+class PsStream::TcpConnection final : public PsStream::Connection {
+ public:
+  TcpConnection(PsStream* owner, std::unique_ptr<FrameSocket> socket)
+      : Connection(owner), socket_(std::move(socket)) {
+    writer_ = std::thread([this] { WriteLoop(); });
+    reader_ = std::thread([this] { ReadLoop(); });
+  }
+
+  ~TcpConnection() override {
+    Cancel();
+    for (std::thread* t : {&writer_, &reader_}) {
+      if (!t->joinable()) continue;
+      if (t->get_id() == std::this_thread::get_id()) {
+        t->detach();
+      } else {
+        t->join();
+      }
+    }
+  }
+
+  void Cancel() override {
+    socket_->Shutdown();
+    Broke();
+  }
+
+ private:
+  void QueueLocked(grpc::ByteBuffer frame) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writes_.push_back(std::move(frame));
+  }
+
+  void WriteLoop() {
+    for (;;) {
+      grpc::ByteBuffer out;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](TcpConnection* c)
+                 ABSL_NO_THREAD_SAFETY_ANALYSIS { return c->broken_ || !c->writes_.empty(); },
+            this));
+        if (broken_) {
+          writes_.clear();
+          return;
+        }
+        out = std::move(writes_.front());
+        writes_.pop_front();
+      }
+      if (!socket_->Write(out).ok()) {
+        Cancel();  // the reader ends the stream
+        return;
+      }
+    }
+  }
+
+  void ReadLoop() {
+    absl::Status why;
+    for (;;) {
+      grpc::ByteBuffer in;
+      int64_t delivered = 0;
+      why = ReadResponse(&in, &delivered);
+      if (!why.ok()) break;
+      if (!Received(in, delivered)) break;
+    }
+    Cancel();
+    if (why.ok() || why.code() == absl::StatusCode::kOutOfRange) {
+      why = absl::UnavailableError("the PS closed the connection");
+    }
+    Ended(
+        absl::Status(why.code(), absl::StrCat(owner_->name_, ": Exchange (TCP): ", why.message())));
+  }
+
+  // Reads the next response. A large one whose payload is exactly the size
+  // of the oldest request's reply_into has its payload received straight
+  // into it (`delivered` bytes; `frame` then holds the header alone);
+  // anything else is read whole into a pooled buffer.
+  absl::Status ReadResponse(grpc::ByteBuffer* frame, int64_t* delivered) {
+    auto length = socket_->ReadLength(int64_t{1} << 40);
+    if (!length.ok()) return length.status();
+    const uint64_t n = *length;
+    const ReplyInto into = n >= kDirectMin ? OldestReplyInto() : ReplyInto();
+    if (into.empty()) {
+      if (n == 0) {
+        *frame = grpc::ByteBuffer();
+        return absl::OkStatus();
+      }
+      BufferPool::Buffer buffer = owner_->pool_->Acquire(n);
+      PSTRAIN_RETURN_IF_ERROR(socket_->ReadBytes(buffer.data(), n));
+      grpc::Slice slice = std::move(buffer).ToSlice();
+      *frame = grpc::ByteBuffer(&slice, 1);
+      return absl::OkStatus();
+    }
+    // The frame's start: Frame.header (field 1) and the tag and length of
+    // Frame.payload (field 2), when they fit in the first kPrefix bytes.
+    char prefix[kPrefix];
+    const size_t got = std::min<uint64_t>(n, kPrefix);
+    PSTRAIN_RETURN_IF_ERROR(socket_->ReadBytes(prefix, got));
+    const absl::string_view head(prefix, got);
+    size_t header_end = 0, payload_at = 0;
+    uint64_t payload_size = 0;
+    int64_t wanted = 0;
+    for (const auto& piece : into) wanted += piece.second;
+    if (FramePrefix(head, &header_end, &payload_at, &payload_size) &&
+        payload_at + payload_size == n && static_cast<int64_t>(payload_size) == wanted) {
+      // The payload bytes already read, then the rest straight in place.
+      std::vector<std::pair<char*, size_t>> rest;
+      size_t have = got - payload_at;
+      const char* from = prefix + payload_at;
+      for (const auto& [dst, size] : into) {
+        const size_t now = std::min<size_t>(have, size);
+        std::memcpy(dst, from, now);
+        from += now;
+        have -= now;
+        if (now < static_cast<size_t>(size)) rest.push_back({dst + now, size - now});
+      }
+      PSTRAIN_RETURN_IF_ERROR(socket_->ReadScattered(std::move(rest)));
+      grpc::Slice header(prefix, header_end);
+      *frame = grpc::ByteBuffer(&header, 1);
+      *delivered = static_cast<int64_t>(payload_size);
+      return absl::OkStatus();
+    }
+    BufferPool::Buffer buffer = owner_->pool_->Acquire(n);
+    std::memcpy(buffer.data(), prefix, got);
+    PSTRAIN_RETURN_IF_ERROR(socket_->ReadBytes(buffer.data() + got, n - got));
+    grpc::Slice slice = std::move(buffer).ToSlice();
+    *frame = grpc::ByteBuffer(&slice, 1);
+    return absl::OkStatus();
+  }
+
+  // Responses at least this large are received in place when they can be.
+  static constexpr uint64_t kDirectMin = 64 << 10;
+  // Bytes read first to find where the payload starts.
+  static constexpr size_t kPrefix = 4096;
+
+  const std::unique_ptr<FrameSocket> socket_;
+  std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);
+  std::thread writer_;
+  std::thread reader_;
+};
+
+PsStream::PsStream(std::shared_ptr<grpc::Channel> channel, std::string name, std::string method,
+                   int64_t shared_bytes, std::optional<TcpRoute> tcp)
     : channel_(std::move(channel)),
       stub_(channel_),
       name_(std::move(name)),
       method_(std::move(method)),
-      shared_bytes_(shared_bytes) {}
+      shared_bytes_(shared_bytes),
+      tcp_(std::move(tcp)),
+      pool_(BufferPool::Create(64 << 20)) {}
+
+std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
+  if (tcp_.has_value() && !tcp_refused_) {
+    auto socket = ConnectTcp();
+    if (socket.ok()) {
+      if (!over_tcp_.exchange(true)) {
+        Log(name_, ": Exchange frames over TCP (", (*socket)->peer(), ")");
+      }
+      return std::make_shared<TcpConnection>(this, *std::move(socket));
+    }
+    if (socket.status().code() != absl::StatusCode::kNotFound) {
+      // The PS offers TCP but it cannot be reached that way (a port not
+      // open between the hosts, say): gRPC from now on.
+      tcp_refused_ = true;
+      Log(name_, ": Exchange frames in gRPC: ", socket.status().message());
+    }
+  }
+  over_tcp_.store(false);
+  return std::make_shared<GrpcConnection>(this);
+}
+
+absl::StatusOr<std::unique_ptr<FrameSocket>> PsStream::ConnectTcp() {
+  auto port = tcp_->port();
+  if (!port.ok() || *port <= 0) {
+    return absl::NotFoundError(port.ok() ? "the PS takes no frames over TCP"
+                                         : std::string(port.status().message()));
+  }
+  auto socket = FrameSocket::Connect(tcp_->host, *port, kTcpTimeout);
+  if (!socket.ok()) return socket.status();
+  v1::FrameHeader hello;
+  hello.set_tcp_hello(true);
+  hello.set_tcp_token(tcp_->token);
+  (*socket)->SetTimeout(kTcpTimeout);
+  absl::Status s = (*socket)->Write(EncodeFrame(hello, {}));
+  if (!s.ok()) return s;
+  auto answer = (*socket)->Read(*pool_, 1 << 20);
+  if (!answer.ok()) return answer.status();
+  DecodedFrame frame;
+  s = frame.Parse(*answer);
+  if (!s.ok()) return s;
+  if (frame.header().code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(frame.header().code()),
+                        absl::StrCat("the PS refused the connection: ", frame.header().message()));
+  }
+  (*socket)->SetTimeout(absl::InfiniteDuration());
+  return socket;
+}
 
 PsStream::~PsStream() {
-  std::vector<std::shared_ptr<Reactor>> all;
+  std::vector<std::shared_ptr<Connection>> all;
   {
     absl::MutexLock lock(&mu_);
     reactor_ = nullptr;
@@ -298,14 +541,15 @@ PsStream::~PsStream() {
       +[](int* live) { return *live == 0; }, &live_));
 }
 
-void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Done done) {
+void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Done done,
+                    ReplyInto reply_into) {
   absl::Status refused;
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::MutexLock lock(&mu_);
     // Forget streams gRPC is done with.
-    reactors_.erase(std::remove_if(reactors_.begin(), reactors_.end(),
-                                   [](const auto& r) { return r->done(); }),
-                    reactors_.end());
+    reactors_.erase(
+        std::remove_if(reactors_.begin(), reactors_.end(), [](const auto& r) { return r->done(); }),
+        reactors_.end());
     if (reactor_ != nullptr && reactor_->broken()) reactor_ = nullptr;
     const bool fresh = reactor_ == nullptr;
     if (fresh) {
@@ -313,13 +557,13 @@ void PsStream::Send(v1::FrameHeader header, std::vector<grpc::Slice> payload, Do
         absl::MutexLock live(&live_mu_);
         ++live_;
       }
-      reactor_ = std::make_shared<Reactor>(this);
+      reactor_ = OpenLocked();
       reactors_.push_back(reactor_);
       reactor_->OfferSharedMemory(next_id_++);
     }
     header.set_request_id(next_id_++);
     absl::Status ended;
-    if (reactor_->Enqueue(&header, payload, done, fresh, &ended)) return;
+    if (reactor_->Enqueue(&header, payload, done, reply_into, fresh, &ended)) return;
     // The server refused the stream (no token, over a limit): another
     // stream would be refused the same way.
     if (!ended.ok() && ended.code() != absl::StatusCode::kUnavailable &&
@@ -349,14 +593,14 @@ absl::Status PsStream::Call(v1::FrameHeader header, std::vector<grpc::Slice> pay
   if (!done.WaitForNotificationWithTimeout(timeout)) {
     Cancel();
     done.WaitForNotification();
-    return absl::DeadlineExceededError(absl::StrCat(
-        name_, ": Exchange: no answer within ", absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat(name_, ": Exchange: no answer within ", absl::FormatDuration(timeout)));
   }
   return result;
 }
 
 void PsStream::Cancel() {
-  std::shared_ptr<Reactor> r;
+  std::shared_ptr<Connection> r;
   {
     absl::MutexLock lock(&mu_);
     r = std::move(reactor_);

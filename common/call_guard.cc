@@ -9,8 +9,7 @@
 namespace pstrain {
 
 CallGuard::CallGuard(std::shared_ptr<const Security> security, CallLimits limits)
-    : security_(security == nullptr ? Security::None() : std::move(security)),
-      limits_(limits) {}
+    : security_(security == nullptr ? Security::None() : std::move(security)), limits_(limits) {}
 
 CallGuard::Admission::~Admission() {
   if (guard_ != nullptr) guard_->Release(peer_);
@@ -18,8 +17,16 @@ CallGuard::Admission::~Admission() {
 
 absl::StatusOr<CallGuard::Admission> CallGuard::Admit(const grpc::ServerContextBase& ctx,
                                                       const char* method) {
-  std::string peer = ctx.peer();
-  absl::Status auth = security_->Authenticate(ctx);
+  return Admit(security_->Authenticate(ctx), ctx.peer(), method);
+}
+
+absl::StatusOr<CallGuard::Admission> CallGuard::Admit(absl::string_view token, std::string peer,
+                                                      const char* method) {
+  return Admit(security_->CheckToken(token), std::move(peer), method);
+}
+
+absl::StatusOr<CallGuard::Admission> CallGuard::Admit(absl::Status auth, std::string peer,
+                                                      const char* method) {
   if (!auth.ok()) return Refuse(std::move(auth), peer, method, &unauthenticated_);
   absl::Status over;
   {

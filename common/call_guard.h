@@ -59,6 +59,11 @@ class CallGuard {
   // per client (--max_calls_per_client)"). `method` is for the log.
   absl::StatusOr<Admission> Admit(const grpc::ServerContextBase& ctx, const char* method)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a call that reached the server other than through gRPC
+  // (common/frame_socket.h): `token` is the one it presented ("" for none),
+  // `peer` names the connection ("10.0.0.3:51234").
+  absl::StatusOr<Admission> Admit(absl::string_view token, std::string peer, const char* method)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t unauthenticated() const { return unauthenticated_.load(std::memory_order_relaxed); }
   int64_t over_limit() const { return over_limit_.load(std::memory_order_relaxed); }
@@ -66,6 +71,8 @@ class CallGuard {
   const Security& security() const { return *security_; }
 
  private:
+  absl::StatusOr<Admission> Admit(absl::Status auth, std::string peer, const char* method)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Release(const std::string& peer) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Refuse(absl::Status why, const std::string& peer, const char* method,
                       std::atomic<int64_t>* count) ABSL_LOCKS_EXCLUDED(log_mu_);

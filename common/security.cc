@@ -7,6 +7,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include <cstring>
 #include <map>
 #include <utility>
 #include <vector>
@@ -102,9 +103,8 @@ absl::Status CheckTlsFiles(const SecurityConfig& c, const std::string& cert_pem,
   }
   if (X509_check_private_key(chain[0].get(), key.get()) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("tls_key ", c.tls_key,
-                                                   " is not the key of the certificate in ",
-                                                   c.tls_cert));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls_key ", c.tls_key, " is not the key of the certificate in ", c.tls_cert));
   }
   std::unique_ptr<X509_STORE, StoreDeleter> store(X509_STORE_new());
   for (const X509Ptr& ca : cas) X509_STORE_add_cert(store.get(), ca.get());
@@ -141,8 +141,7 @@ class TokenInterceptor final : public grpc::experimental::Interceptor {
   const std::string* const value_;
 };
 
-class TokenInterceptorFactory final
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
+class TokenInterceptorFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit TokenInterceptorFactory(std::string value) : value_(std::move(value)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
@@ -161,10 +160,10 @@ absl::StatusOr<std::shared_ptr<const Security>> Security::Load(const SecurityCon
   s->insecure_ = c.insecure;
   const int given = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
   if (given != 0 && given != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mutual TLS needs all of tls_cert, tls_key and tls_ca; got only ",
-        c.tls_cert.empty() ? "" : "tls_cert ", c.tls_key.empty() ? "" : "tls_key ",
-        c.tls_ca.empty() ? "" : "tls_ca"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mutual TLS needs all of tls_cert, tls_key and tls_ca; got only ",
+                     c.tls_cert.empty() ? "" : "tls_cert ", c.tls_key.empty() ? "" : "tls_key ",
+                     c.tls_ca.empty() ? "" : "tls_ca"));
   }
   if (given == 3) {
     PSTRAIN_ASSIGN_OR_RETURN(s->cert_pem_, ReadNamed(c.tls_cert, "tls_cert"));
@@ -176,8 +175,7 @@ absl::StatusOr<std::shared_ptr<const Security>> Security::Load(const SecurityCon
     return absl::InvalidArgumentError("tls_server_name is given without tls_cert, tls_key, tls_ca");
   }
   if (!c.token_file.empty() && !c.token.empty()) {
-    return absl::InvalidArgumentError(
-        "both a token file and PSTRAIN_TOKEN are given: use one");
+    return absl::InvalidArgumentError("both a token file and PSTRAIN_TOKEN are given: use one");
   }
   std::string token = c.token;
   const char* from = "PSTRAIN_TOKEN";
@@ -190,14 +188,14 @@ absl::StatusOr<std::shared_ptr<const Security>> Security::Load(const SecurityCon
   if ((!c.token_file.empty() || !c.token.empty()) &&
       static_cast<int>(token.size()) < kMinTokenLength) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the cluster token from ", named_from, " has ", token.size(),
-        " characters; use at least ", kMinTokenLength, " (e.g. `openssl rand -hex 32`)"));
+        "the cluster token from ", named_from, " has ", token.size(), " characters; use at least ",
+        kMinTokenLength, " (e.g. `openssl rand -hex 32`)"));
   }
   for (char ch : token) {
     if (ch < 0x21 || ch > 0x7e) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the cluster token from ", named_from,
-          " holds a character that is not printable ASCII (or a space)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the cluster token from ", named_from,
+                       " holds a character that is not printable ASCII (or a space)"));
     }
   }
   s->token_ = std::move(token);
@@ -240,8 +238,7 @@ std::shared_ptr<grpc::Channel> Security::CreateChannel(const std::string& target
   if (!has_token()) return grpc::CreateCustomChannel(target, creds, args);
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> f;
   f.push_back(std::make_unique<TokenInterceptorFactory>(absl::StrCat(kBearer, token_)));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
-                                                                 std::move(f));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args, std::move(f));
 }
 
 absl::Status Security::Authenticate(const grpc::ServerContextBase& ctx) const {
@@ -252,9 +249,17 @@ absl::Status Security::Authenticate(const grpc::ServerContextBase& ctx) const {
     return absl::UnauthenticatedError("the call carries no cluster token");
   }
   const absl::string_view got(it->second.data(), it->second.size());
-  const std::string want = absl::StrCat(kBearer, token_);
+  if (!absl::StartsWith(got, kBearer)) {
+    return absl::UnauthenticatedError("the call's cluster token is wrong");
+  }
+  return CheckToken(got.substr(strlen(kBearer)));
+}
+
+absl::Status Security::CheckToken(absl::string_view got) const {
+  if (!has_token()) return absl::OkStatus();
+  if (got.empty()) return absl::UnauthenticatedError("the call carries no cluster token");
   // Constant time in the token's contents; the length is not secret.
-  if (got.size() != want.size() || CRYPTO_memcmp(got.data(), want.data(), want.size()) != 0) {
+  if (got.size() != token_.size() || CRYPTO_memcmp(got.data(), token_.data(), token_.size()) != 0) {
     return absl::UnauthenticatedError("the call's cluster token is wrong");
   }
   return absl::OkStatus();

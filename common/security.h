@@ -77,6 +77,11 @@ class Security {
   // or the call carries it; Unauthenticated ("no cluster token" / "wrong
   // cluster token") otherwise. Compares in constant time.
   absl::Status Authenticate(const grpc::ServerContextBase& ctx) const;
+  // The same for a token presented outside gRPC metadata (without the
+  // "Bearer " prefix; "" for none).
+  absl::Status CheckToken(absl::string_view token) const;
+  // The cluster token a client presents ("" when none is configured).
+  const std::string& token() const { return token_; }
 
  private:
   Security() = default;

@@ -23,9 +23,7 @@ void PutVarint(uint64_t v, std::string* out) {
 // Reads the frame's bytes in order across the received slices.
 class SliceCursor {
  public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {
-    Skip();
-  }
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) { Skip(); }
   bool done() const { return index_ == slices_.size(); }
   size_t index() const { return index_; }
   size_t offset() const { return offset_; }
@@ -51,8 +49,7 @@ class SliceCursor {
     out->clear();
     while (n > 0) {
       if (done()) return false;
-      const size_t here =
-          std::min<uint64_t>(n, slices_[index_].size() - offset_);
+      const size_t here = std::min<uint64_t>(n, slices_[index_].size() - offset_);
       out->append(reinterpret_cast<const char*>(slices_[index_].begin()) + offset_, here);
       Advance(here);
       n -= here;
@@ -65,10 +62,8 @@ class SliceCursor {
   bool Walk(uint64_t n, Fn fn) {
     while (n > 0) {
       if (done()) return false;
-      const size_t here =
-          std::min<uint64_t>(n, slices_[index_].size() - offset_);
-      fn(reinterpret_cast<const char*>(slices_[index_].begin()) + offset_, here, index_,
-         offset_);
+      const size_t here = std::min<uint64_t>(n, slices_[index_].size() - offset_);
+      fn(reinterpret_cast<const char*>(slices_[index_].begin()) + offset_, here, index_, offset_);
       Advance(here);
       n -= here;
     }
@@ -98,8 +93,36 @@ grpc::Slice BorrowSlice(const void* data, size_t size) {
   return grpc::Slice(data, size, grpc::Slice::STATIC_SLICE);
 }
 
-grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header,
-                             std::vector<grpc::Slice> payload) {
+namespace {
+
+// A varint at head[*at...]; false when it runs past the end or over 10 bytes.
+bool PrefixVarint(absl::string_view head, size_t* at, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *at < head.size(); shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(head[(*at)++]);
+    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool FramePrefix(absl::string_view head, size_t* header_end, size_t* payload_at,
+                 uint64_t* payload_size) {
+  size_t at = 0;
+  uint64_t len = 0;
+  if (head.empty() || static_cast<uint8_t>(head[at++]) != kHeaderTag) return false;
+  if (!PrefixVarint(head, &at, &len) || len > head.size() - at) return false;
+  *header_end = at + len;
+  at = *header_end;
+  if (at >= head.size() || static_cast<uint8_t>(head[at++]) != kPayloadTag) return false;
+  if (!PrefixVarint(head, &at, payload_size)) return false;
+  *payload_at = at;
+  return true;
+}
+
+grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header, std::vector<grpc::Slice> payload) {
   std::string head;
   const size_t header_size = header.ByteSizeLong();
   head.reserve(header_size + 24);
@@ -130,6 +153,7 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
   piece_slice_.clear();
   piece_within_.clear();
   external_ = false;
+  delivered_ = 0;
   grpc::Status dumped = buffer.Dump(&slices_);
   if (!dumped.ok()) {
     return absl::DataLossError(absl::StrCat("frame: ", dumped.error_message()));
@@ -146,29 +170,26 @@ absl::Status DecodedFrame::Parse(const grpc::ByteBuffer& buffer) {
     if (tag == kHeaderTag && !seen_header) {
       seen_header = true;
       if (!cursor.Read(len, &header_bytes)) {
-        return absl::DataLossError(absl::StrCat(
-            "frame: header of ", len, " bytes is truncated"));
+        return absl::DataLossError(absl::StrCat("frame: header of ", len, " bytes is truncated"));
       }
       if (!header_.ParseFromString(header_bytes)) {
         return absl::DataLossError("frame: header is not a valid FrameHeader");
       }
     } else if (tag == kPayloadTag && !seen_payload) {
       seen_payload = true;
-      const bool whole = cursor.Walk(len, [&](const char* p, size_t n, size_t slice,
-                                              size_t within) {
-        payload_.Append(p, static_cast<int64_t>(n));
-        piece_slice_.push_back(slice);
-        piece_within_.push_back(within);
-      });
+      const bool whole =
+          cursor.Walk(len, [&](const char* p, size_t n, size_t slice, size_t within) {
+            payload_.Append(p, static_cast<int64_t>(n));
+            piece_slice_.push_back(slice);
+            piece_within_.push_back(within);
+          });
       if (!whole) {
-        return absl::DataLossError(absl::StrCat(
-            "frame: payload of ", len, " bytes is truncated"));
+        return absl::DataLossError(absl::StrCat("frame: payload of ", len, " bytes is truncated"));
       }
       payload_.set_writable(true);
     } else {
-      return absl::DataLossError(absl::StrCat(
-          "frame: unexpected field tag ", tag,
-          " (a Frame holds one header and one payload)"));
+      return absl::DataLossError(absl::StrCat("frame: unexpected field tag ", tag,
+                                              " (a Frame holds one header and one payload)"));
     }
   }
   return absl::OkStatus();
@@ -231,9 +252,8 @@ void BufferPool::Return(Buffer::Block* block) {
     free_bytes_ += block->capacity;
     // Over the cap: let go of the largest idle buffer.
     while (free_bytes_ > max_free_bytes_ && !free_.empty()) {
-      auto largest = std::max_element(
-          free_.begin(), free_.end(),
-          [](auto* a, auto* b) { return a->capacity < b->capacity; });
+      auto largest = std::max_element(free_.begin(), free_.end(),
+                                      [](auto* a, auto* b) { return a->capacity < b->capacity; });
       Buffer::Block* drop = *largest;
       free_bytes_ -= drop->capacity;
       free_.erase(largest);
@@ -251,8 +271,7 @@ int64_t BufferPool::free_bytes() const {
   return free_bytes_;
 }
 
-BufferPool::Buffer::Buffer(Buffer&& other) noexcept
-    : block_(other.block_), size_(other.size_) {
+BufferPool::Buffer::Buffer(Buffer&& other) noexcept : block_(other.block_), size_(other.size_) {
   other.block_ = nullptr;
 }
 

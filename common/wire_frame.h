@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/payload.h"
@@ -39,8 +40,15 @@ namespace pstrain {
 grpc::Slice BorrowSlice(const void* data, size_t size);
 
 // Frame{header, payload = concatenation of `payload`}.
-grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header,
-                             std::vector<grpc::Slice> payload);
+grpc::ByteBuffer EncodeFrame(const v1::FrameHeader& header, std::vector<grpc::Slice> payload);
+
+// Where a frame's parts lie, from its first bytes `head` (as EncodeFrame
+// lays them out: the header field, then the payload field): the end of the
+// header field (head[0, header_end) alone is a valid frame without
+// payload), the offset of the payload's bytes and their count. False when
+// `head` does not reach the payload's bytes or is laid out otherwise.
+bool FramePrefix(absl::string_view head, size_t* header_end, size_t* payload_at,
+                 uint64_t* payload_size);
 
 class DecodedFrame {
  public:
@@ -57,6 +65,14 @@ class DecodedFrame {
   // outside it (common/shared_memory.h); read-only. REQUIRES: the parsed
   // frame carried no payload of its own.
   void SetExternalPayload(const char* data, int64_t size);
+
+  // Records that the frame's payload, `size` bytes, was received straight
+  // into memory the receiver named beforehand (client/ps_stream.h,
+  // ReplyInto) and is not in this frame. REQUIRES: the parsed frame carried
+  // no payload of its own.
+  void SetDelivered(int64_t size) { delivered_ = size; }
+  // The bytes so delivered; 0 when the payload (if any) is in the frame.
+  int64_t delivered() const { return delivered_; }
 
   const v1::FrameHeader& header() const { return header_; }
 
@@ -86,6 +102,7 @@ class DecodedFrame {
   std::vector<size_t> piece_slice_;
   std::vector<size_t> piece_within_;
   bool external_ = false;
+  int64_t delivered_ = 0;
 };
 
 // Thread-safe.

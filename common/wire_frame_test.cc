@@ -4,19 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/byte_buffers.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
 namespace {
 
-std::string Flatten(const grpc::ByteBuffer& b) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(b.Dump(&slices).ok());
-  std::string out;
-  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
+using ::pstrain::testing::Flatten;
 
 // Splits `bytes` into slices of `chunk` bytes, as a socket read may.
 grpc::ByteBuffer Chunked(const std::string& bytes, size_t chunk) {
@@ -137,9 +132,8 @@ TEST(WireFrameTest, RewrittenFloatsReplaceThePayloadAndGoBackInItsOwnSlices) {
   ASSERT_OK(f.Parse(Chunked(wire, 1024)));
   const std::vector<grpc::Slice> sent = f.PayloadSlices(3, 4000);
   ASSERT_EQ(sent.size(), 4u);  // one per received slice
-  f.mutable_payload().RewriteFloatRuns(3, 1000, 1000, [](int64_t, char* p, int64_t count) {
-    std::memset(p, 0, count * 4);
-  });
+  f.mutable_payload().RewriteFloatRuns(
+      3, 1000, 1000, [](int64_t, char* p, int64_t count) { std::memset(p, 0, count * 4); });
   EXPECT_EQ(Concat(sent), std::string(4000, '\0'));
   f.SetExternalPayload(pad.data(), 3);
   EXPECT_FALSE(f.payload_in_slices());
@@ -190,7 +184,8 @@ TEST(WireFrameTest, RejectsMalformedFramesNamingTheProblem) {
   DecodedFrame f;
   absl::Status s = f.Parse(Chunked(std::string("\x1a\x01x", 3), 8));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(s.message(), "frame: unexpected field tag 26 (a Frame holds one header and one payload)");
+  EXPECT_EQ(s.message(),
+            "frame: unexpected field tag 26 (a Frame holds one header and one payload)");
   s = f.Parse(Chunked(std::string("\x12\x09xyz", 5), 8));
   EXPECT_EQ(s.message(), "frame: payload of 9 bytes is truncated");
   s = f.Parse(Chunked(std::string("\x0a\x03\xff\xff\xff", 5), 8));
@@ -223,6 +218,35 @@ TEST(WireFrameTest, PoolKeepsNoMoreIdleBytesThanItsCap) {
     BufferPool::Buffer b = pool->Acquire(2000);
   }
   EXPECT_EQ(pool->free_bytes(), 2000);
+}
+
+TEST(WireFrameTest, FramePrefixFindsThePayloadFromTheFirstBytes) {
+  v1::FrameHeader h;
+  h.set_request_id(5);
+  h.add_pull()->set_bytes(300);
+  const std::string payload(300, 'p');
+  const std::string wire = Flatten(EncodeFrame(h, {BorrowSlice(payload.data(), 300)}));
+  size_t header_end = 0, payload_at = 0;
+  uint64_t payload_size = 0;
+  // The first bytes up to the payload's length are enough.
+  const size_t start = wire.size() - 300;
+  ASSERT_TRUE(FramePrefix(absl::string_view(wire).substr(0, start), &header_end, &payload_at,
+                          &payload_size));
+  EXPECT_EQ(payload_at, start);
+  EXPECT_EQ(payload_size, 300u);
+  EXPECT_EQ(wire.substr(payload_at), payload);
+  // head[0, header_end) is the header alone, a frame without payload.
+  DecodedFrame f;
+  const std::string head = wire.substr(0, header_end);
+  ASSERT_OK(f.Parse(Chunked(head, 7)));
+  EXPECT_EQ(f.header().request_id(), 5u);
+  EXPECT_EQ(f.payload_size(), 0);
+  // Too few bytes, a frame without payload, or other bytes: false.
+  EXPECT_FALSE(FramePrefix(absl::string_view(wire).substr(0, start - 1), &header_end, &payload_at,
+                           &payload_size));
+  EXPECT_FALSE(FramePrefix(Flatten(EncodeFrame(h, {})), &header_end, &payload_at, &payload_size));
+  EXPECT_FALSE(FramePrefix("\xff\x01x", &header_end, &payload_at, &payload_size));
+  EXPECT_FALSE(FramePrefix("", &header_end, &payload_at, &payload_size));
 }
 
 }  // namespace

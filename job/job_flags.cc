@@ -35,6 +35,7 @@ const std::vector<std::string>& JobFlagNames() {
                                                           "device",
                                                           "push_per_layer",
                                                           "shared_memory",
+                                                          "tcp_frames",
                                                           "checkpoint_secs",
                                                           "checkpoint_steps",
                                                           "keep_checkpoints",
@@ -55,7 +56,7 @@ const char* JobFlagsUsage() {
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
-         "--[no]shared_memory "
+         "--[no]shared_memory --[no]tcp_frames "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
          "--train_files=GLOB --test_files=GLOB --[no]skip_bad_records "
@@ -176,6 +177,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   job.replicas_to_aggregate = static_cast<int>(aggregate);
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
   PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, args.GetBool("shared_memory", job.shared_memory));
+  PSTRAIN_ASSIGN_OR_RETURN(job.tcp_frames, args.GetBool("tcp_frames", job.tcp_frames));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
                            args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
   PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,

@@ -25,6 +25,10 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   EXPECT_TRUE(d.model.layers[0].relu);
   EXPECT_EQ(d.model.num_classes(), 10);
   EXPECT_TRUE(d.shared_memory);
+  EXPECT_TRUE(d.tcp_frames);
+  CliArgs no_tcp = Args({"--notcp_frames"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec t, JobSpecFromFlags(no_tcp));
+  EXPECT_FALSE(t.tcp_frames);
   CliArgs no_shm = Args({"--noshared_memory"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec n, JobSpecFromFlags(no_shm));
   EXPECT_FALSE(n.shared_memory);

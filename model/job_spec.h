@@ -49,6 +49,9 @@ struct JobSpec {
   // skip the loopback socket; one on another host declines, and they travel
   // in the frames.
   bool shared_memory = true;
+  // Exchange frames over the PS's TCP frame port when it offers one (not
+  // with TLS), else in the gRPC stream (client/ps_stream.h).
+  bool tcp_frames = true;
   // The chief checkpoints every this many seconds and/or global steps (0:
   // not on that account), and once more when the job ends; it keeps the
   // newest keep_checkpoints.

@@ -278,6 +278,10 @@ absl::Duration ExchangeSession::WaitTimeout() const {
 }
 
 void ExchangeSession::Expire() {
+  // A last attempt: a push that completes no round wakes no one, so what
+  // the pull was last seen waiting for may be stale (and it may be ready
+  // by now).
+  if (TryPull()) return;
   respond_(
       ErrorFrame(pull_header_.request_id(),
                  absl::DeadlineExceededError(absl::StrCat(

@@ -18,20 +18,21 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
   PsServiceOptions defaults;
   auto message_mib = args.GetIntInRange("max_message_mib", 512, 1, 2047);
-  auto per_client = args.GetIntInRange("max_calls_per_client",
-                                       defaults.calls.max_calls_per_client, 1, 1 << 20);
+  auto per_client =
+      args.GetIntInRange("max_calls_per_client", defaults.calls.max_calls_per_client, 1, 1 << 20);
   auto calls = args.GetIntInRange("max_calls", defaults.calls.max_calls, 1, 1 << 20);
-  auto tensors = args.GetIntInRange("max_tensors_per_request", defaults.max_tensors_per_request,
-                                    1, 1 << 30);
-  auto ids = args.GetIntInRange("max_ids_per_request", defaults.max_ids_per_request, 1,
-                                int64_t{1} << 40);
-  auto rows = args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1,
-                                 int64_t{1} << 40);
+  auto tensors =
+      args.GetIntInRange("max_tensors_per_request", defaults.max_tensors_per_request, 1, 1 << 30);
+  auto ids =
+      args.GetIntInRange("max_ids_per_request", defaults.max_ids_per_request, 1, int64_t{1} << 40);
+  auto rows =
+      args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1, int64_t{1} << 40);
   auto shared = args.GetBool("shared_memory", defaults.shared_memory);
+  auto tcp_frames = args.GetBool("tcp_frames", true);
   absl::Status s;
-  for (const absl::Status& each : {bind.status(), delay_ms.status(), message_mib.status(),
-                                   per_client.status(), calls.status(), tensors.status(),
-                                   ids.status(), rows.status(), shared.status()}) {
+  for (const absl::Status& each :
+       {bind.status(), delay_ms.status(), message_mib.status(), per_client.status(), calls.status(),
+        tensors.status(), ids.status(), rows.status(), shared.status(), tcp_frames.status()}) {
     if (s.ok()) s = each;
   }
   if (s.ok()) s = args.CheckAllUsed();
@@ -57,14 +58,15 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   options.max_tensors_per_request = static_cast<int>(*tensors);
   options.max_ids_per_request = *ids;
   options.shared_memory = *shared;
-  PsServiceImpl service(&store,
-                        [&](const std::string& reason) {
-                          absl::MutexLock lock(&server_mu);
-                          if (server_for_signal != nullptr) {
-                            server_for_signal->RequestStop(reason);
-                          }
-                        },
-                        options);
+  PsServiceImpl service(
+      &store,
+      [&](const std::string& reason) {
+        absl::MutexLock lock(&server_mu);
+        if (server_for_signal != nullptr) {
+          server_for_signal->RequestStop(reason);
+        }
+      },
+      options);
   GrpcServerOptions server_options;
   server_options.address = *bind;
   server_options.max_message_bytes = static_cast<int>(*message_mib << 20);
@@ -81,10 +83,19 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   }
   Log("serving on ", *bind, " (", cfg.cluster.ps.size(), " ps in the job) with ",
       security->Describe());
-  std::optional<std::string> reason =
-      server->WaitForStopRequest(absl::InfiniteDuration());
-  Log("stopping: ", reason.value_or("?"), "; ", store.global_step(),
-      " pushes applied");
+  // Frames over plain TCP as well, unless the job encrypts its traffic.
+  if (*tcp_frames && !security->tls()) {
+    auto host = ParseHostPort(*bind, "--bind");
+    absl::StatusOr<int> port =
+        host.ok() ? service.ServeFramesOverTcp(host->host, *message_mib << 20) : host.status();
+    if (port.ok()) {
+      Log("Exchange frames also over TCP on port ", *port);
+    } else {
+      Log("Exchange frames only in gRPC: ", port.status().message());
+    }
+  }
+  std::optional<std::string> reason = server->WaitForStopRequest(absl::InfiniteDuration());
+  Log("stopping: ", reason.value_or("?"), "; ", store.global_step(), " pushes applied");
   {
     absl::MutexLock lock(&server_mu);
     server_for_signal = nullptr;

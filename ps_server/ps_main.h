@@ -11,11 +11,12 @@
 
 namespace pstrain::ps {
 
-// Flags: --bind=HOST:PORT (default: this task's address in TF_CONFIG).
+// Flags: --bind=HOST:PORT (default: this task's address in TF_CONFIG);
+// --tcp_frames=false keeps Exchange frames in gRPC only (by default a job
+// without TLS also takes them over plain TCP: ps_server/frame_server.h).
 // Returns the process exit code (common/exit_codes.h).
 // REQUIRES: cfg.task.role == Role::kPs.
-int PsMain(const TfConfig& cfg, CliArgs& args,
-           std::shared_ptr<const Security> security);
+int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
 
 }  // namespace pstrain::ps
 

@@ -6,20 +6,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "checkpoint/reshard.h"
+#include "common/checkpoint_layout.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/process_stats.h"
-#include "common/checkpoint_layout.h"
 #include "common/status_macros.h"
 #include "ps_server/exchange_session.h"
-#include "checkpoint/checkpoint_shard.h"
-#include "checkpoint/reshard.h"
 
 namespace pstrain::ps {
 namespace {
 
-grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx,
-                                     const absl::Status& s) {
+grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
@@ -30,22 +29,20 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
     return absl::InvalidArgumentError("slice with an empty variable name");
   }
   if (spec.shape_size() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slice of ", spec.variable(), " has no shape"));
+    return absl::InvalidArgumentError(absl::StrCat("slice of ", spec.variable(), " has no shape"));
   }
   VariableDef var{spec.variable(), {spec.shape().begin(), spec.shape().end()}};
   for (int64_t d : var.shape) {
     if (d < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slice of ", spec.variable(), " has a dimension of ", d));
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice of ", spec.variable(), " has a dimension of ", d));
     }
   }
   if (spec.row_end() > var.rows() || spec.slice_index() < 0 ||
       spec.slice_index() >= spec.num_slices()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "slice ", spec.slice_index(), " of ", spec.num_slices(), " of ",
-        spec.variable(), " with rows [", spec.row_begin(), ", ",
-        spec.row_end(), ") does not fit its shape"));
+        "slice ", spec.slice_index(), " of ", spec.num_slices(), " of ", spec.variable(),
+        " with rows [", spec.row_begin(), ", ", spec.row_end(), ") does not fit its shape"));
   }
   SliceDef def;
   def.variable = spec.variable();
@@ -64,11 +61,10 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
 // pull holds back only its own stream. Deletes itself in OnDone, which gRPC
 // calls only after Finish, and Finish waits until no pull is parked (no
 // read is outstanding while one is).
-class ExchangeReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class ExchangeReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool,
-                  const ExchangeLimits& limits, CallGuard::Admission admission)
+  ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool, const ExchangeLimits& limits,
+                  CallGuard::Admission admission)
       : admission_(std::move(admission)),
         session_(store, std::move(pool), limits,
                  [this](grpc::ByteBuffer answer) { Respond(std::move(answer)); }) {
@@ -174,8 +170,7 @@ class ExchangeReactor final
 };
 
 // Ends a stream that was not admitted, with the reason.
-class RefusedExchange final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class RefusedExchange final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RefusedExchange(const absl::Status& why) { Finish(ToGrpcStatus(why)); }
   void OnDone() override { delete this; }
@@ -197,30 +192,49 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exch
     grpc::CallbackServerContext* ctx) {
   auto admitted = guard_.Admit(*ctx, "Exchange");
   if (!admitted.ok()) return new RefusedExchange(admitted.status());
+  return new ExchangeReactor(store_, pool_, Limits(), *std::move(admitted));
+}
+
+ExchangeLimits PsServiceImpl::Limits() const {
   ExchangeLimits limits;
   limits.wait_timeout = options_.wait_timeout;
   limits.max_tensors = options_.max_tensors_per_request;
   limits.max_ids = options_.max_ids_per_request;
   limits.shared_memory = options_.shared_memory;
   limits.max_shared_bytes = options_.max_shared_region_bytes;
-  return new ExchangeReactor(store_, pool_, limits, *std::move(admitted));
+  return limits;
 }
 
-grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(
-    grpc::CallbackServerContext* ctx, const v1::CreateVariablesRequest* req,
-    v1::CreateVariablesResponse* resp) {
+PsServiceImpl::~PsServiceImpl() = default;
+
+absl::StatusOr<int> PsServiceImpl::ServeFramesOverTcp(const std::string& host,
+                                                      int64_t max_frame_bytes) {
+  FrameServerOptions options;
+  options.host = host;
+  options.limits = Limits();
+  options.max_frame_bytes = max_frame_bytes;
+  auto started = FrameServer::Start(store_, pool_, &guard_, std::move(options));
+  if (!started.ok()) return started.status();
+  frames_ = *std::move(started);
+  frame_port_.store(frames_->port(), std::memory_order_release);
+  return frames_->port();
+}
+
+grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(grpc::CallbackServerContext* ctx,
+                                                         const v1::CreateVariablesRequest* req,
+                                                         v1::CreateVariablesResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "CreateVariables");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   if (req->ps_index() != store_->ps_index() || req->num_ps() != store_->num_ps()) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-        "CreateVariables meant for ps:", req->ps_index(), " of ", req->num_ps(),
-        " reached ps:", store_->ps_index(), " of ", store_->num_ps(),
-        ": the callers' TF_CONFIG disagree")));
+                               "CreateVariables meant for ps:", req->ps_index(), " of ",
+                               req->num_ps(), " reached ps:", store_->ps_index(), " of ",
+                               store_->num_ps(), ": the callers' TF_CONFIG disagree")));
   }
   if (req->initial_values_size() != 0 && req->initial_values_size() != req->slices_size()) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-        "CreateVariables has ", req->slices_size(), " slices but ",
-        req->initial_values_size(), " initial values")));
+                               "CreateVariables has ", req->slices_size(), " slices but ",
+                               req->initial_values_size(), " initial values")));
   }
   std::vector<ShardStore::DenseInit> dense;
   for (int i = 0; i < req->slices_size(); ++i) {
@@ -281,13 +295,13 @@ absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t ge
         "ps:", store_->ps_index(), " has no variables yet: create them before restoring"));
   }
   if (ref.dir().empty() || ref.step() < 0 || ref.num_ps() < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a checkpoint needs a directory, a step >= 0 and a PS count >= 1, got \"", ref.dir(),
-        "\", ", ref.step(), " and ", ref.num_ps()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a checkpoint needs a directory, a step >= 0 and a PS count >= 1, got \"",
+                     ref.dir(), "\", ", ref.step(), " and ", ref.num_ps()));
   }
   const absl::Time start = absl::Now();
   auto shard = ckpt::ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
-                                 store_->num_ps(), store_->Layout());
+                                       store_->num_ps(), store_->Layout());
   if (!shard.ok()) return shard.status();
   PSTRAIN_RETURN_IF_ERROR(store_->Restore(*shard, generation));
   int64_t bytes = 0;
@@ -297,9 +311,9 @@ absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t ge
   resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   Log("restored ", shard->tensors.size(), " tensors at step ", ref.step(), " from ",
       CheckpointDir(ref.dir(), ref.step()),
-      ref.num_ps() == store_->num_ps() ? ""
-                                       : absl::StrCat(" (written by ", ref.num_ps(),
-                                                      " ps, re-sliced)"),
+      ref.num_ps() == store_->num_ps()
+          ? ""
+          : absl::StrCat(" (written by ", ref.num_ps(), " ps, re-sliced)"),
       " in ", absl::FormatDuration(absl::Now() - start), "; serving generation ",
       store_->generation());
   return absl::OkStatus();
@@ -320,15 +334,14 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   if (req->dir().empty() || req->step() < 0) {
     return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-        "SaveCheckpoint needs a directory and a step >= 0, got \"", req->dir(), "\" and ",
-        req->step())));
+                               "SaveCheckpoint needs a directory and a step >= 0, got \"",
+                               req->dir(), "\" and ", req->step())));
   }
   const absl::Time start = absl::Now();
   auto snapshot = store_->Snapshot(req->step());
   if (!snapshot.ok()) return FinishWith(ctx, snapshot.status());
   const int tensors = static_cast<int>(snapshot->tensors.size());
-  const std::string path =
-      ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
+  const std::string path = ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
   auto written = ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
   if (!written.ok()) return FinishWith(ctx, written.status());
   resp->set_path(path);
@@ -349,6 +362,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());
   resp->set_restored_step(store_->restored_step());
+  resp->set_frame_port(frame_port_.load(std::memory_order_acquire));
   return FinishWith(ctx, absl::OkStatus());
 }
 
@@ -379,9 +393,9 @@ grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
   return FinishWith(ctx, absl::OkStatus());
 }
 
-grpc::ServerUnaryReactor* PsServiceImpl::Shutdown(
-    grpc::CallbackServerContext* ctx, const v1::ShutdownRequest* req,
-    v1::ShutdownResponse* resp) {
+grpc::ServerUnaryReactor* PsServiceImpl::Shutdown(grpc::CallbackServerContext* ctx,
+                                                  const v1::ShutdownRequest* req,
+                                                  v1::ShutdownResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Shutdown");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   grpc::ServerUnaryReactor* reactor = FinishWith(ctx, absl::OkStatus());

@@ -1,17 +1,15 @@
 // gRPC adapter for the PS: control RPCs (CreateVariables, Health, Stats,
-// SaveCheckpoint, Restore, Shutdown) are unary; the data path is the Exchange stream, whose frames are
-// parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes
-// are never copied through protobuf. Each stream handles its frames in order:
-// a frame's push is applied, then its pull is served, or parked in the
-// store's WaitList until a sync step or ssp clock allows it, without holding
-// a gRPC thread. A client on this host may offer shared memory as its
-// stream's first frame (common/shared_memory.h); frames then name payloads
-// and reply space in it, checked against its bounds. No training logic
-// here: ShardStore decides.
-// Thread-safe.
+// SaveCheckpoint, Restore, Shutdown) are unary; the data path is the Exchange stream, whose frames
+// are parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes are never copied
+// through protobuf. Each stream handles its frames in order: a frame's push is applied, then its
+// pull is served, or parked in the store's WaitList until a sync step or ssp clock allows it,
+// without holding a gRPC thread. A client on this host may offer shared memory as its stream's
+// first frame (common/shared_memory.h); frames then name payloads and reply space in it, checked
+// against its bounds. No training logic here: ShardStore decides. Thread-safe.
 #ifndef PSTRAIN_PS_SERVER_PS_SERVICE_H_
 #define PSTRAIN_PS_SERVER_PS_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +20,7 @@
 #include "common/shared_memory.h"
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "ps_server/frame_server.h"
 #include "ps_server/shard_store.h"
 
 namespace pstrain::ps {
@@ -59,26 +58,29 @@ class PsServiceImpl final : public PsServiceBase {
  public:
   // `store` must outlive the service. `on_shutdown` runs (once per Shutdown
   // RPC, after the reply is queued) on a gRPC thread; it must not block.
-  PsServiceImpl(ShardStore* store,
-                std::function<void(const std::string& reason)> on_shutdown,
+  PsServiceImpl(ShardStore* store, std::function<void(const std::string& reason)> on_shutdown,
                 PsServiceOptions options = PsServiceOptions());
+  ~PsServiceImpl() override;
 
-  grpc::ServerUnaryReactor* CreateVariables(
-      grpc::CallbackServerContext* ctx, const v1::CreateVariablesRequest* req,
-      v1::CreateVariablesResponse* resp) override;
+  // Also takes Exchange frames over plain TCP (ps_server/frame_server.h) on
+  // `host` (the host of the gRPC address), a free port, which Health then
+  // reports. Unavailable naming the address when it cannot listen. Call at
+  // most once, before clients need it.
+  absl::StatusOr<int> ServeFramesOverTcp(const std::string& host, int64_t max_frame_bytes);
+
+  grpc::ServerUnaryReactor* CreateVariables(grpc::CallbackServerContext* ctx,
+                                            const v1::CreateVariablesRequest* req,
+                                            v1::CreateVariablesResponse* resp) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Exchange(
       grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx,
-                                   const v1::HealthRequest* req,
+  grpc::ServerUnaryReactor* Health(grpc::CallbackServerContext* ctx, const v1::HealthRequest* req,
                                    v1::HealthResponse* resp) override;
-  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx,
-                                  const v1::StatsRequest* req,
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                            const v1::SaveCheckpointRequest* req,
                                            v1::SaveCheckpointResponse* resp) override;
-  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
-                                    const v1::RestoreRequest* req,
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx, const v1::RestoreRequest* req,
                                     v1::RestoreResponse* resp) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
                                      const v1::ShutdownRequest* req,
@@ -90,11 +92,15 @@ class PsServiceImpl final : public PsServiceBase {
   absl::Status RestoreFrom(const v1::CheckpointRef& ref, int64_t generation,
                            v1::RestoreResponse* resp);
 
+  ExchangeLimits Limits() const;
+
   ShardStore* const store_;
   const std::function<void(const std::string&)> on_shutdown_;
   const PsServiceOptions options_;
   const std::shared_ptr<BufferPool> pool_;
   CallGuard guard_;
+  std::unique_ptr<FrameServer> frames_;
+  std::atomic<int> frame_port_{0};
 };
 
 }  // namespace pstrain::ps

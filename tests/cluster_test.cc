@@ -813,9 +813,11 @@ TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("model: 1.211 MFLOP of sgemm per example (batch 32, 8 sgemm "
                                   "calls per step)"));
-  for (const char* line : {"  OpenBLAS sgemm, 1 thread, at the model's shapes: ",
-                           "  train --local, 1 thread: ", "  1 PS + 1 worker, async: ",
-                           "  1 PS + 2 workers, async: ", "  1 PS + 2 workers, sync: "}) {
+  for (const char* line :
+       {"  OpenBLAS sgemm, 1 thread, at the model's shapes: ", "  train --local, 1 thread: ",
+        "  1 PS + 1 worker, async: ", "  1 PS + 2 workers, async: ", "  1 PS + 2 workers, sync: ",
+        "  1 PS + 1 worker, async, frames over TCP: ",
+        "  1 PS + 1 worker, async, frames in gRPC: "}) {
     EXPECT_THAT(r.output, HasSubstr(line)) << r.output;
   }
   const size_t at = r.output.find("  train --local, 1 thread:");

@@ -145,6 +145,29 @@ TEST_F(PsConsistencyTest, SyncPullWaitsForTheStepAndTimesOutNamingWhoIsMissing) 
       << r.status();
 }
 
+// A push that completes no round wakes no waiting pull; the timeout still
+// names only the replica still missing, not one that pushed meanwhile.
+TEST_F(PsConsistencyTest, SyncTimeoutNamesOnlyWhoIsStillMissing) {
+  ps::PsServiceOptions options;
+  options.wait_timeout = absl::Milliseconds(1500);
+  Start("sync", 3, 0, "", options);
+  std::vector<float> p0(total_), p1(total_);
+  ASSERT_OK(clients_[0]->PullAll(p0.data(), offsets_).status());
+  ASSERT_OK(clients_[1]->PullAll(p1.data(), offsets_).status());
+  const std::vector<float> g0 = GradOf(0), g1 = GradOf(1);
+  absl::Status waited;
+  std::thread t0(
+      [&] { waited = clients_[0]->PushPullAll(g0.data(), p0.data(), offsets_).status(); });
+  // Replica 1 pushes while replica 0's pull is parked.
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_OK(clients_[1]->PushAll(g1.data(), offsets_));
+  t0.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_NE(waited.message().find("2 of 3 gradients are in, none yet from replicas 2"),
+            absl::string_view::npos)
+      << waited;
+}
+
 TEST_F(PsConsistencyTest, StaleGradientFromABackupChangesNothingAndIsCounted) {
   Start("sync", 3, /*aggregate=*/2);
   std::vector<float> p0(total_), p1(total_), p2(total_);
@@ -319,7 +342,9 @@ TEST_F(PsConsistencyTest, SyncTablesApplyTheReplicasRowsOncePerRound) {
   ASSERT_OK_AND_ASSIGN(auto stats, clients_[0]->Stats());
   for (const auto& s : stats) {
     for (const auto& sl : s.slices()) {
-      if (sl.variable() == "emb") EXPECT_EQ(sl.consistency(), "sync");
+      if (sl.variable() == "emb") {
+        EXPECT_EQ(sl.consistency(), "sync");
+      }
     }
   }
 }

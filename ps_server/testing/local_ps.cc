@@ -10,8 +10,7 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOpt
     ps->stores_.push_back(std::make_unique<ShardStore>(i, num_ps));
     ps->services_.push_back(std::make_unique<PsServiceImpl>(
         ps->stores_.back().get(),
-        [self, i](const std::string& reason) { self->servers_[i]->RequestStop(reason); },
-        options));
+        [self, i](const std::string& reason) { self->servers_[i]->RequestStop(reason); }, options));
   }
   for (int i = 0; i < num_ps; ++i) {
     GrpcServerOptions server_options;
@@ -22,6 +21,14 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOpt
     if (!server.ok()) return server.status();
     ps->addresses_.push_back({"127.0.0.1", (*server)->bound_port()});
     ps->servers_.push_back(*std::move(server));
+    // Frames over TCP as well, as the ps role serves them without TLS.
+    if (options.security == nullptr || !options.security->tls()) {
+      auto port = ps->services_[i]->ServeFramesOverTcp("127.0.0.1", max_message_bytes);
+      if (!port.ok()) return port.status();
+      ps->frame_ports_.push_back(*port);
+    } else {
+      ps->frame_ports_.push_back(0);
+    }
   }
   return ps;
 }

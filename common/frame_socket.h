@@ -1,0 +1,116 @@
+// Exchange frames (common/wire_frame.h) over a plain TCP connection, beside
+// gRPC: the PS's data path between hosts when the job has no TLS.
+//
+// On the wire each frame is its length as 8 little-endian bytes followed by
+// the frame's bytes, exactly the message gRPC would carry, so the same
+// DecodedFrame parses it and the same ExchangeSession answers it. A frame is
+// written with sendmsg straight from its slices (no copy in user space) and
+// read with recv straight into one pooled buffer, which becomes the received
+// ByteBuffer's only slice: the reader owns that memory and may rewrite the
+// payload in place. Against gRPC this saves HTTP/2 framing and flow control,
+// the hops between gRPC's threads, and the copy of a response out of gRPC's
+// read slices.
+//
+// A FrameSocket has one reader and one writer at a time (two threads may use
+// it, one each way). Shutdown() from any thread wakes both with an error.
+#ifndef PSTRAIN_COMMON_FRAME_SOCKET_H_
+#define PSTRAIN_COMMON_FRAME_SOCKET_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/wire_frame.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace pstrain {
+
+class FrameSocket {
+ public:
+  // Connects to host:port (a name or an address) within `timeout`.
+  // Unavailable naming the address when it cannot.
+  static absl::StatusOr<std::unique_ptr<FrameSocket>> Connect(const std::string& host, int port,
+                                                              absl::Duration timeout);
+  // Takes a connected TCP socket; `peer` names the other end in errors.
+  FrameSocket(int fd, std::string peer);
+  ~FrameSocket();  // closes the socket
+  FrameSocket(const FrameSocket&) = delete;
+  FrameSocket& operator=(const FrameSocket&) = delete;
+
+  // Writes one frame. Unavailable naming the peer when the connection
+  // fails or was shut down.
+  absl::Status Write(const grpc::ByteBuffer& frame);
+
+  // Reads one frame into a buffer from `pool`. OutOfRange when the peer
+  // closed the connection between frames; DataLoss when it closed inside
+  // one; InvalidArgument naming both sizes when the length is over
+  // `max_bytes` (the connection is then unusable); Unavailable on other
+  // socket errors or after Shutdown.
+  absl::StatusOr<grpc::ByteBuffer> Read(BufferPool& pool, int64_t max_bytes);
+
+  // Read in parts, for a reader that places a frame's bytes itself: the
+  // next frame's length (errors as Read's), then exactly that many bytes
+  // over one or more calls of ReadBytes / ReadScattered (DataLoss when the
+  // peer closes first).
+  absl::StatusOr<uint64_t> ReadLength(int64_t max_bytes);
+  absl::Status ReadBytes(char* dst, size_t n) { return ReadExactly(dst, n, true); }
+  // Fills each piece in order.
+  absl::Status ReadScattered(std::vector<std::pair<char*, size_t>> pieces);
+
+  // Bounds each later Read and Write to `timeout` of silence (DeadlineExceeded);
+  // InfiniteDuration() removes the bound.
+  void SetTimeout(absl::Duration timeout);
+
+  // Whether the peer has closed or reset the connection (without reading).
+  bool PeerGone() const;
+
+  // Wakes a blocked Read or Write, which fail; every later one fails too.
+  void Shutdown();
+
+  const std::string& peer() const { return peer_; }
+
+ private:
+  absl::Status Error(const char* what, int err) const;
+  // Sends (write) or receives every byte of `iov`.
+  absl::Status Transfer(std::vector<iovec> iov, bool write);
+  // Reads exactly n bytes; `started` says whether a frame is under way (an
+  // end of stream is then DataLoss, not OutOfRange).
+  absl::Status ReadExactly(char* dst, size_t n, bool started);
+
+  const int fd_;
+  const std::string peer_;
+  std::atomic<bool> shut_{false};
+};
+
+// A listening TCP socket for FrameSockets.
+class FrameListener {
+ public:
+  // Binds `host` (an address of this host, or "0.0.0.0" / "::" for all) on
+  // `port` (0: any free port). Unavailable naming the address when it
+  // cannot.
+  static absl::StatusOr<std::unique_ptr<FrameListener>> Listen(const std::string& host, int port);
+  ~FrameListener();  // closes
+
+  int port() const { return port_; }
+
+  // Waits up to `timeout` for a connection: the connected socket, nullptr
+  // when none came in time, or Unavailable when the listener is closed.
+  absl::StatusOr<std::unique_ptr<FrameSocket>> Accept(absl::Duration timeout);
+
+ private:
+  FrameListener(int fd, int port) : fd_(fd), port_(port) {}
+  const int fd_;
+  const int port_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_FRAME_SOCKET_H_

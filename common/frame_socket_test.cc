@@ -1,0 +1,148 @@
+#include "common/frame_socket.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/testing/byte_buffers.h"
+#include "common/testing/status_testing.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::pstrain::testing::Flatten;
+
+struct Pair {
+  std::unique_ptr<FrameListener> listener;
+  std::unique_ptr<FrameSocket> client;
+  std::unique_ptr<FrameSocket> server;
+};
+
+Pair Connected() {
+  Pair p;
+  auto listener = FrameListener::Listen("127.0.0.1", 0);
+  EXPECT_OK(listener.status());
+  p.listener = *std::move(listener);
+  auto client = FrameSocket::Connect("127.0.0.1", p.listener->port(), absl::Seconds(5));
+  EXPECT_OK(client.status());
+  p.client = *std::move(client);
+  auto server = p.listener->Accept(absl::Seconds(5));
+  EXPECT_OK(server.status());
+  p.server = *std::move(server);
+  EXPECT_NE(p.server, nullptr);
+  return p;
+}
+
+TEST(FrameSocketTest, FramesArriveWholeAndInOrderAsOneWritableSlice) {
+  Pair p = Connected();
+  auto pool = BufferPool::Create();
+  v1::FrameHeader h;
+  h.set_request_id(3);
+  // 6 MiB in several slices: more than a socket buffer holds, so the writer
+  // and the reader must overlap.
+  std::string big(6 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7919 % 251);
+  std::vector<grpc::Slice> payload;
+  for (size_t i = 0; i < big.size(); i += 1 << 20) payload.push_back(BorrowSlice(&big[i], 1 << 20));
+  grpc::ByteBuffer sent = EncodeFrame(h, payload);
+  const std::string wire = Flatten(sent);
+  std::thread writer([&] {
+    EXPECT_OK(p.client->Write(sent));
+    EXPECT_OK(p.client->Write(EncodeFrame(v1::FrameHeader(), {})));
+  });
+  ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer got, p.server->Read(*pool, 64 << 20));
+  EXPECT_EQ(Flatten(got), wire);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(got.Dump(&slices).ok());
+  EXPECT_EQ(slices.size(), 1u);
+  DecodedFrame frame;
+  ASSERT_OK(frame.Parse(got));
+  EXPECT_EQ(frame.header().request_id(), 3u);
+  ASSERT_EQ(frame.payload_size(), static_cast<int64_t>(big.size()));
+  std::string back(big.size(), '\0');
+  frame.CopyPayload(0, frame.payload_size(), back.data());
+  EXPECT_EQ(back, big);
+  ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer empty, p.server->Read(*pool, 64 << 20));
+  ASSERT_OK(frame.Parse(empty));
+  EXPECT_EQ(frame.header().request_id(), 0u);
+  writer.join();
+}
+
+TEST(FrameSocketTest, AFrameOverTheLimitIsRefusedNamingBothSizes) {
+  Pair p = Connected();
+  auto pool = BufferPool::Create();
+  std::string bytes(5000, 'x');
+  grpc::Slice s(bytes.data(), bytes.size());
+  ASSERT_OK(p.client->Write(grpc::ByteBuffer(&s, 1)));
+  auto got = p.server->Read(*pool, 4096);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(got.status().message().find("a frame of 5000 bytes; the limit is 4096"),
+            std::string::npos)
+      << got.status();
+}
+
+TEST(FrameSocketTest, CloseBetweenFramesIsOutOfRangeAndInsideOneIsDataLoss) {
+  auto pool = BufferPool::Create();
+  {
+    Pair p = Connected();
+    p.client.reset();
+    EXPECT_EQ(p.server->Read(*pool, 1 << 20).status().code(), absl::StatusCode::kOutOfRange);
+  }
+  {
+    // A length promising 100 bytes, then 10 and the end.
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    FrameSocket reader(fds[0], "pair");
+    char bytes[18] = {100};
+    ASSERT_EQ(write(fds[1], bytes, sizeof(bytes)), 18);
+    close(fds[1]);
+    auto got = reader.Read(*pool, 1 << 20);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+    EXPECT_NE(got.status().message().find("pair closed the connection inside a frame"),
+              std::string::npos);
+  }
+}
+
+TEST(FrameSocketTest, ShutdownWakesABlockedReadWithUnavailable) {
+  Pair p = Connected();
+  auto pool = BufferPool::Create();
+  absl::Status status;
+  std::thread reader([&] { status = p.server->Read(*pool, 1 << 20).status(); });
+  absl::SleepFor(absl::Milliseconds(50));
+  p.server->Shutdown();
+  reader.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_FALSE(p.server->Write(grpc::ByteBuffer()).ok());
+}
+
+TEST(FrameSocketTest, ATimeoutEndsAReadThatGetsNothing) {
+  Pair p = Connected();
+  auto pool = BufferPool::Create();
+  p.server->SetTimeout(absl::Milliseconds(50));
+  EXPECT_EQ(p.server->Read(*pool, 1 << 20).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(p.server->PeerGone());
+  p.client.reset();
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_TRUE(p.server->PeerGone());
+}
+
+TEST(FrameSocketTest, ConnectToAClosedPortIsUnavailableNamingIt) {
+  int port = 0;
+  {
+    auto listener = FrameListener::Listen("127.0.0.1", 0);
+    ASSERT_OK(listener.status());
+    port = (*listener)->port();
+  }
+  auto s = FrameSocket::Connect("127.0.0.1", port, absl::Seconds(2));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.status().message().find(absl::StrCat("127.0.0.1:", port)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pstrain
