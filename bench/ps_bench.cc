@@ -5,6 +5,7 @@
 //       [--scenario=all|push_pull|alternating|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
 //       [--model_mib=MiB] [--repeat=R] [--shared_memory] [--transport=tcp|grpc|shm]
+//       [--wire_dtype=float32|bfloat16]
 //
 // Each client thread has its own TCP connection to each server, as a
 // worker process would; each run prints the servers' and this process's
@@ -334,6 +335,9 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
 // default between hosts), "grpc" (the Exchange stream) or "shm" (the
 // Exchange stream with tensor bytes in shared memory, as on one host).
 std::string g_transport = "tcp";
+// --wire_dtype=bfloat16: the PS clients' tensors cross as bfloat16 (the
+// rates still count the float32 bytes the callers push and pull).
+bool g_bfloat16 = false;
 
 // A client of the PS in `servers` as replica `replica`, its frames over
 // `transport` (default: --transport).
@@ -347,6 +351,7 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& server
   o.replica = replica;
   o.shared_memory = t == "shm";
   o.tcp_frames = t == "tcp";
+  o.bfloat16_wire = g_bfloat16;
   // Client threads stand in for workers, each with its own connections.
   o.own_connection = true;
   return client::PsClient::Create(o, placement);
@@ -757,10 +762,13 @@ int Main(int argc, char** argv) {
   const int repeat = static_cast<int>(args->GetInt("repeat", 3).value_or(3));
   const bool shared = args->GetBool("shared_memory", false).value_or(false);
   g_transport = args->GetString("transport", "tcp").value_or("");
+  const std::string wire_dtype = args->GetString("wire_dtype", "float32").value_or("");
+  g_bfloat16 = wire_dtype == "bfloat16";
   absl::Status unused = args->CheckAllUsed();
   const std::vector<int64_t> sizes = ParseSizes(sizes_text);
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
       repeat < 1 || (g_transport != "tcp" && g_transport != "grpc" && g_transport != "shm") ||
+      (wire_dtype != "float32" && wire_dtype != "bfloat16") ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
        scenario != "memory" && scenario != "checkpoint" && scenario != "alternating")) {
     std::fprintf(stderr,
@@ -768,7 +776,7 @@ int Main(int argc, char** argv) {
                  "[--scenario=all|push_pull|alternating|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
                  "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory] "
-                 "[--transport=tcp|grpc|shm]\n",
+                 "[--transport=tcp|grpc|shm] [--wire_dtype=float32|bfloat16]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
     return 2;
   }

@@ -177,6 +177,11 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
        1,
        "async",
        {"--noshared_memory", "--notcp_frames"}},
+      // Frames over TCP with half the tensor bytes (--wire_dtype).
+      {"1 PS + 1 worker, async, frames over TCP, bfloat16",
+       1,
+       "async",
+       {"--noshared_memory", "--wire_dtype=bfloat16"}},
   };
   std::vector<double> gemm_rate, local_rate;
   std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/bfloat16.h"
 #include "common/checkpoint_layout.h"
 #include "common/finite.h"
 #include "common/grpc_status.h"
@@ -38,6 +39,25 @@ int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes
   }
   const int64_t frame = std::min(total, std::max(max_frame_bytes, largest));
   return std::min<int64_t>(8 * frame + (int64_t{1} << 20), int64_t{256} << 20);
+}
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "table ids go into the payload as little-endian int64s as they lie in memory");
+
+// Names `ids` in `r` and puts them in the frame's payload as raw bytes
+// (TensorRef.id_count), borrowing them: they must outlive the send.
+void AddPayloadIds(const std::vector<int64_t>& ids, v1::TensorRef* r,
+                   std::vector<grpc::Slice>* payload) {
+  if (ids.empty()) return;
+  r->set_id_count(static_cast<int64_t>(ids.size()));
+  payload->push_back(BorrowSlice(ids.data(), ids.size() * sizeof(int64_t)));
+}
+
+// `n` floats at `values` as a slice of bfloat16s in a pooled buffer.
+grpc::Slice Bfloat16Slice(BufferPool& pool, const float* values, int64_t n) {
+  BufferPool::Buffer buf = pool.Acquire(static_cast<size_t>(2 * n));
+  FloatsToBfloat16(values, n, buf.data());
+  return std::move(buf).ToSlice();
 }
 
 }  // namespace
@@ -468,22 +488,28 @@ void PsClient::BuildDense(const Group& g, const float* grads, float* params,
   for (int i : g.slices) {
     const SliceDef& sl = slices[i];
     const std::string key = sl.key();
+    // bfloat16 on the wire: half the bytes; a pull's values land in the
+    // first half of their floats and are widened in place (ReadDense).
+    const int64_t wire_bytes = options_.bfloat16_wire ? sl.bytes() / 2 : sl.bytes();
     if (grads != nullptr) {
       v1::TensorRef* r = h->add_push();
       r->set_key(key);
-      r->set_bytes(sl.bytes());
+      r->set_bytes(wire_bytes);
       r->set_version(versions_[g.ps][i]);
-      payload->push_back(
-          BorrowSlice(grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset(), sl.bytes()));
+      const float* from = grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset();
+      payload->push_back(options_.bfloat16_wire ? Bfloat16Slice(*wire_pool_, from, sl.bytes() / 4)
+                                                : BorrowSlice(from, sl.bytes()));
     }
     if (params != nullptr) {
       h->add_pull()->set_key(key);
       pulled_bytes += sl.bytes();
       reply_into->push_back({reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
                                                      sl.element_offset()),
-                             sl.bytes()});
+                             wire_bytes});
     }
   }
+  if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
+  // Room for the pulled values as floats: the PS narrows them in place.
   if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
   if (grads != nullptr) h->set_consistency(options_.consistency);
 }
@@ -506,12 +532,20 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     const int i = g.slices[k];
     const SliceDef& sl = slices[i];
     const v1::TensorRef& r = f.header().pull(k);
-    if (r.bytes() != sl.bytes() || at + r.bytes() > received) {
+    const int64_t wire_bytes = options_.bfloat16_wire ? sl.bytes() / 2 : sl.bytes();
+    if (r.bytes() != wire_bytes || at + r.bytes() > received) {
       return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(), " returned ",
-                                              r.bytes(), " bytes, expected ", sl.bytes()));
+                                              r.bytes(), " bytes, expected ", wire_bytes));
     }
     char* dst =
         reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] + sl.element_offset());
+    if (options_.bfloat16_wire) {
+      if (f.delivered() == 0) f.CopyPayload(at, r.bytes(), dst);
+      Bfloat16ToFloats(dst, r.bytes() / 2, dst);
+      at += r.bytes();
+      versions_[g.ps][i] = r.version();
+      continue;
+    }
     // Large slices are copied by several cores (common/parallel_for.h),
     // with streaming stores: the caller's parameters were last written a
     // step ago, so a plain copy would first read every line of them back
@@ -683,7 +717,7 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
   PSTRAIN_RETURN_IF_ERROR(by.status);
   return ExchangeEach(
       by.targets, options_.wait_deadline,
-      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>*, ReplyInto*) {
+      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
         const int ps = by.targets[i];
         int64_t bytes = 0;
         for (size_t t = 0; t < tables.size(); ++t) {
@@ -691,16 +725,19 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
           const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
           v1::TensorRef* r = h->add_pull();
           r->set_key(tables[t].table);
-          r->mutable_ids()->Add(ids.begin(), ids.end());
+          AddPayloadIds(ids, r, payload);
           bytes += static_cast<int64_t>(ids.size()) * by.dims[t] * 4;
         }
+        if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
         if (options_.shared_memory) h->set_shm_reply_capacity(bytes);
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         const int ps = by.targets[i];
+        const int64_t element_bytes = options_.bfloat16_wire ? 2 : 4;
         int64_t expected = 0;
         for (size_t t = 0; t < tables.size(); ++t) {
-          expected += static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * 4;
+          expected +=
+              static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * element_bytes;
         }
         if (f.payload_size() != expected) {
           return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", tables.size(),
@@ -717,9 +754,12 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
           }
           ++ref;
           const int64_t dim = by.dims[t];
-          const int64_t row_bytes = dim * 4;
+          const int64_t row_bytes = dim * element_bytes;
           for (size_t p : by.rows[t].pos_on[ps]) {
             f.CopyPayload(at, row_bytes, tables[t].out + p * dim);
+            if (options_.bfloat16_wire) {
+              Bfloat16ToFloats(tables[t].out + p * dim, dim, tables[t].out + p * dim);
+            }
             at += row_bytes;
           }
         }
@@ -735,16 +775,35 @@ absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
         const int ps = by.targets[i];
         h->set_consistency(options_.consistency);
+        if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
+        // Every table's ids first, then the rows (TensorRef.id_count).
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (!by.Sends(t, ps)) continue;
+          v1::TensorRef* r = h->add_push();
+          r->set_key(tables[t].table);
+          AddPayloadIds(by.rows[t].ids_on[ps], r, payload);
+        }
+        int ref = 0;
         for (size_t t = 0; t < tables.size(); ++t) {
           if (!by.Sends(t, ps)) continue;
           const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
           const int64_t dim = by.dims[t];
-          v1::TensorRef* r = h->add_push();
-          r->set_key(tables[t].table);
-          r->mutable_ids()->Add(ids.begin(), ids.end());
-          r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 4);
+          v1::TensorRef* r = h->mutable_push(ref++);
           r->set_version(table_versions_[by.index[t]][ps]);
-          for (size_t p : by.rows[t].pos_on[ps]) {
+          const std::vector<size_t>& pos = by.rows[t].pos_on[ps];
+          if (options_.bfloat16_wire) {
+            // The rows gathered into one buffer as they are narrowed.
+            r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 2);
+            if (pos.empty()) continue;
+            BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
+            for (size_t k = 0; k < pos.size(); ++k) {
+              FloatsToBfloat16(tables[t].grads + pos[k] * dim, dim, buf.data() + k * dim * 2);
+            }
+            payload->push_back(std::move(buf).ToSlice());
+            continue;
+          }
+          r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 4);
+          for (size_t p : pos) {
             payload->push_back(BorrowSlice(tables[t].grads + p * dim, dim * 4));
           }
         }

@@ -76,6 +76,10 @@ struct PsClientOptions {
   // (HealthResponse.frame_port; client/ps_stream.h), else in gRPC. Never
   // with TLS: the frames would go unencrypted.
   bool tcp_frames = true;
+  // Gradients pushed and values pulled cross the wire as bfloat16
+  // (common/bfloat16.h; FrameHeader.wire_dtype), half the bytes; the PS
+  // keeps and updates float32. Applies to dense slices and table rows.
+  bool bfloat16_wire = false;
 };
 
 // What the chief tells every PS besides the variables.
@@ -318,6 +322,8 @@ class PsClient {
   std::vector<Group> groups_;  // every dense slice
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
+  // Buffers of the bfloat16 gradients pushed (options.bfloat16_wire).
+  const std::shared_ptr<BufferPool> wire_pool_ = BufferPool::Create(int64_t{64} << 20);
   int64_t stop_step_ = 0;
   int64_t restored_step_ = 0;
   std::atomic<int64_t> generation_{0};

@@ -28,6 +28,9 @@ class Payload {
   bool writable() const { return writable_; }
 
   int64_t size() const { return size_; }
+  // The bytes of piece `i` (in Append order). REQUIRES: i < pieces().
+  size_t pieces() const { return piece_data_.size(); }
+  const char* piece_data(size_t i) const { return piece_data_[i]; }
 
   // Copies bytes [offset, offset + n) to `dst`.
   // REQUIRES: offset + n <= size().

@@ -205,6 +205,25 @@ std::vector<grpc::Slice> DecodedFrame::PayloadSlices(int64_t offset, int64_t n) 
   return out;
 }
 
+void DecodedFrame::TakePayloadFront(int64_t n, void* dst) {
+  if (n <= 0) return;
+  payload_.Copy(0, n, dst);
+  Payload rest;
+  rest.set_writable(payload_.writable());
+  std::vector<size_t> rest_slice;
+  std::vector<size_t> rest_within;
+  payload_.ForEachPiece(n, payload_.size() - n, [&](size_t i, int64_t within, int64_t len) {
+    rest.Append(payload_.piece_data(i) + within, len);
+    if (i < piece_slice_.size()) {
+      rest_slice.push_back(piece_slice_[i]);
+      rest_within.push_back(piece_within_[i] + static_cast<size_t>(within));
+    }
+  });
+  payload_ = std::move(rest);
+  piece_slice_ = std::move(rest_slice);
+  piece_within_ = std::move(rest_within);
+}
+
 void DecodedFrame::SetExternalPayload(const char* data, int64_t size) {
   payload_.Clear();
   piece_slice_.clear();

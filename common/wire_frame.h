@@ -85,6 +85,11 @@ class DecodedFrame {
     payload_.Stream(offset, n, dst);
   }
 
+  // Copies the payload's first `n` bytes to `dst` and removes them from the
+  // payload (index data sent ahead of the tensors' bytes, TensorRef.id_count).
+  // REQUIRES: 0 <= n <= payload_size().
+  void TakePayloadFront(int64_t n, void* dst);
+
   // False after SetExternalPayload.
   bool payload_in_slices() const { return !external_; }
 
@@ -121,6 +126,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
     ~Buffer();
     char* data() { return block_->bytes.get(); }
     size_t size() const { return size_; }
+    // Sends only the first `size` bytes. REQUIRES: size <= size().
+    void Shrink(size_t size) { size_ = size; }
     grpc::Slice ToSlice() &&;
 
    private:

@@ -168,6 +168,43 @@ TEST(WireFrameTest, AnExternalPayloadReadsLikeOneSlice) {
   EXPECT_EQ(f.payload_size(), 0);
 }
 
+TEST(WireFrameTest, TakingThePayloadsFrontLeavesTheRestInPlaceWhateverTheSlicing) {
+  std::string payload;
+  for (int i = 0; i < 60; ++i) payload.push_back(static_cast<char>('a' + i % 26));
+  v1::FrameHeader h;
+  h.set_request_id(3);
+  const std::string wire = Flatten(EncodeFrame(h, {BorrowSlice(payload.data(), payload.size())}));
+  for (size_t chunk : {1, 7, 16, 1000}) {
+    for (int64_t take : {0, 1, 16, 17, 60}) {
+      DecodedFrame f;
+      ASSERT_OK(f.Parse(Chunked(wire, chunk)));
+      std::string front(take, '\0');
+      f.TakePayloadFront(take, front.data());
+      EXPECT_EQ(front, payload.substr(0, take)) << chunk << " " << take;
+      ASSERT_EQ(f.payload_size(), 60 - take);
+      std::string rest(60 - take, '\0');
+      f.CopyPayload(0, 60 - take, rest.data());
+      EXPECT_EQ(rest, payload.substr(take)) << chunk << " " << take;
+      // The rest is still sent back from the received slices.
+      std::string resent;
+      for (const grpc::Slice& s : f.PayloadSlices(0, f.payload_size())) {
+        resent.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      EXPECT_EQ(resent, payload.substr(take)) << chunk << " " << take;
+    }
+  }
+  // An external payload (shared memory) loses its front the same way.
+  DecodedFrame f;
+  ASSERT_OK(f.Parse(EncodeFrame(h, {})));
+  f.SetExternalPayload(payload.data(), 60);
+  char two[2];
+  f.TakePayloadFront(2, two);
+  EXPECT_EQ(std::string(two, 2), "ab");
+  std::string rest(58, '\0');
+  f.CopyPayload(0, 58, rest.data());
+  EXPECT_EQ(rest, payload.substr(2));
+}
+
 TEST(WireFrameTest, EmptyPayloadAndEmptyFrame) {
   v1::FrameHeader h;
   h.set_code(5);

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_shard.h"
 #include "common/file_util.h"
 #include "common/wire_frame.h"
 #include "fuzz/small_store.h"
-#include "checkpoint/checkpoint_shard.h"
 #include "ps_server/shard_store.h"
 
 int main(int argc, char** argv) {
@@ -33,30 +33,41 @@ int main(int argc, char** argv) {
       !pstrain::ckpt::WriteShard(dir + "/checkpoint/shard", *snap).ok()) {
     return 1;
   }
-  // A push-then-pull of w and of two table rows, as a worker sends it.
-  pstrain::v1::FrameHeader h;
-  h.set_request_id(1);
-  h.set_replica(1);
-  for (auto* refs : {h.mutable_push(), h.mutable_pull()}) {
-    pstrain::v1::TensorRef* r = refs->Add();
-    r->set_key("w/part_0");
-    r->set_bytes(32);
-    r = refs->Add();
-    r->set_key("emb");
-    r->add_ids(3);
-    r->add_ids(7);
-    r->set_bytes(16);
+  // A push-then-pull of w and of two table rows, the ids in the header
+  // (any protobuf client) or in the payload (as pstrain's workers send them).
+  for (const bool payload_ids : {false, true}) {
+    pstrain::v1::FrameHeader h;
+    h.set_request_id(1);
+    h.set_replica(1);
+    std::vector<int64_t> ids;
+    for (auto* refs : {h.mutable_push(), h.mutable_pull()}) {
+      pstrain::v1::TensorRef* r = refs->Add();
+      r->set_key("w/part_0");
+      r->set_bytes(32);
+      r = refs->Add();
+      r->set_key("emb");
+      if (payload_ids) {
+        r->set_id_count(2);
+        ids.insert(ids.end(), {3, 7});
+      } else {
+        r->add_ids(3);
+        r->add_ids(7);
+      }
+      r->set_bytes(16);
+    }
+    const std::vector<float> grads(12, 0.5f);
+    grpc::ByteBuffer frame =
+        pstrain::EncodeFrame(h, {grpc::Slice(ids.data(), ids.size() * sizeof(int64_t)),
+                                 grpc::Slice(grads.data(), grads.size() * sizeof(float))});
+    std::vector<grpc::Slice> slices;
+    if (!frame.Dump(&slices).ok()) return 1;
+    std::string bytes;
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    const std::string name = payload_ids ? "push_pull_payload_ids" : "push_pull";
+    if (!pstrain::WriteFileAtomically(dir + "/ps_request/" + name, bytes).ok()) return 1;
   }
-  const std::vector<float> grads(12, 0.5f);
-  grpc::ByteBuffer frame = pstrain::EncodeFrame(
-      h, {grpc::Slice(grads.data(), grads.size() * sizeof(float))});
-  std::vector<grpc::Slice> slices;
-  if (!frame.Dump(&slices).ok()) return 1;
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  if (!pstrain::WriteFileAtomically(dir + "/ps_request/push_pull", bytes).ok()) return 1;
   std::printf("seeds written under %s\n", dir.c_str());
   return 0;
 }

@@ -25,17 +25,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!frame.Parse(buffer).ok()) return 0;
   const pstrain::v1::FrameHeader& h = frame.header();
   pstrain::ps::ShardStore* store = Store();
+  std::vector<int64_t> ids;
+  std::vector<pstrain::ps::ShardStore::TensorRef> pushed;
+  pstrain::ps::ShardStore::PullBatch pull;
+  if (!pstrain::ps::FrameRefs(&frame, &ids, &pushed, &pull.tensors).ok()) return 0;
   if (h.push_size() > 0) {
     pstrain::ps::ShardStore::PushBatch push;
     push.replica = h.replica();
     push.consistency = h.consistency();
     push.stop_step = h.stop_step();
-    push.tensors = pstrain::ps::RefsOf(h.push());
+    push.tensors = std::move(pushed);
     (void)store->Push(push, frame.payload());
   }
-  pstrain::ps::ShardStore::PullBatch pull;
   pull.replica = h.replica();
-  pull.tensors = pstrain::ps::RefsOf(h.pull());
   auto bytes = store->PullSize(pull);
   if (bytes.ok() && *bytes <= (int64_t{1} << 20)) {
     std::vector<char> out(*bytes);

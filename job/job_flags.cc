@@ -36,6 +36,7 @@ const std::vector<std::string>& JobFlagNames() {
                                                           "push_per_layer",
                                                           "shared_memory",
                                                           "tcp_frames",
+                                                          "wire_dtype",
                                                           "checkpoint_secs",
                                                           "checkpoint_steps",
                                                           "keep_checkpoints",
@@ -56,7 +57,7 @@ const char* JobFlagsUsage() {
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
          "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
-         "--[no]shared_memory --[no]tcp_frames "
+         "--[no]shared_memory --[no]tcp_frames --wire_dtype=float32|bfloat16 "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
          "--train_files=GLOB --test_files=GLOB --[no]skip_bad_records "
@@ -178,6 +179,12 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
   PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, args.GetBool("shared_memory", job.shared_memory));
   PSTRAIN_ASSIGN_OR_RETURN(job.tcp_frames, args.GetBool("tcp_frames", job.tcp_frames));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string wire_dtype, args.GetString("wire_dtype", "float32"));
+  if (wire_dtype != "float32" && wire_dtype != "bfloat16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--wire_dtype=", wire_dtype, ": must be float32 or bfloat16"));
+  }
+  job.bfloat16_wire = wire_dtype == "bfloat16";
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
                            args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
   PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,

@@ -29,6 +29,13 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   CliArgs no_tcp = Args({"--notcp_frames"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec t, JobSpecFromFlags(no_tcp));
   EXPECT_FALSE(t.tcp_frames);
+  EXPECT_FALSE(d.bfloat16_wire);
+  CliArgs bf16 = Args({"--wire_dtype=bfloat16"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec b, JobSpecFromFlags(bf16));
+  EXPECT_TRUE(b.bfloat16_wire);
+  CliArgs half = Args({"--wire_dtype=float16"});
+  EXPECT_EQ(JobSpecFromFlags(half).status().message(),
+            "--wire_dtype=float16: must be float32 or bfloat16");
   CliArgs no_shm = Args({"--noshared_memory"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec n, JobSpecFromFlags(no_shm));
   EXPECT_FALSE(n.shared_memory);

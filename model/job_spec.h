@@ -52,6 +52,9 @@ struct JobSpec {
   // Exchange frames over the PS's TCP frame port when it offers one (not
   // with TLS), else in the gRPC stream (client/ps_stream.h).
   bool tcp_frames = true;
+  // Gradients and pulled values cross the wire as bfloat16 (--wire_dtype):
+  // half the bytes; the PS keeps and updates float32 (common/bfloat16.h).
+  bool bfloat16_wire = false;
   // The chief checkpoints every this many seconds and/or global steps (0:
   // not on that account), and once more when the job ends; it keeps the
   // newest keep_checkpoints.

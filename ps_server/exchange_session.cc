@@ -1,9 +1,11 @@
 #include "ps_server/exchange_session.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/bfloat16.h"
 
 namespace pstrain::ps {
 
@@ -17,6 +19,48 @@ std::vector<ShardStore::TensorRef> RefsOf(
     out[i].bytes = refs[i].bytes();
   }
   return out;
+}
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "payload ids are read as little-endian int64s in place");
+
+absl::Status FrameRefs(DecodedFrame* frame, std::vector<int64_t>* ids,
+                       std::vector<ShardStore::TensorRef>* push,
+                       std::vector<ShardStore::TensorRef>* pull) {
+  const v1::FrameHeader& h = frame->header();
+  const int64_t room = frame->payload_size() / 8;
+  int64_t total = 0;
+  for (const auto* refs : {&h.push(), &h.pull()}) {
+    for (const v1::TensorRef& r : *refs) {
+      if (r.id_count() == 0) continue;
+      if (r.id_count() < 0 || r.id_count() > room - total) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", r.key(), "' names ", r.id_count(), " ids in the payload, but ",
+            r.id_count() < 0 ? "a count cannot be negative"
+                             : absl::StrCat("the payload holds ", frame->payload_size(), " bytes (",
+                                            room - total, " more ids at most)")));
+      }
+      if (r.ids_size() > 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", r.key(), "' carries ids both in its header and in the payload"));
+      }
+      total += r.id_count();
+    }
+  }
+  ids->resize(static_cast<size_t>(total));
+  frame->TakePayloadFront(total * 8, ids->data());
+  *push = RefsOf(h.push());
+  *pull = RefsOf(h.pull());
+  const int64_t* next = ids->data();
+  for (auto [refs, out] : {std::pair{&h.push(), push}, std::pair{&h.pull(), pull}}) {
+    for (int i = 0; i < refs->size(); ++i) {
+      const int64_t n = (*refs)[i].id_count();
+      if (n == 0) continue;
+      (*out)[i].ids = absl::MakeConstSpan(next, static_cast<size_t>(n));
+      next += n;
+    }
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -62,16 +106,24 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
   if (!within.ok()) return respond_(ErrorFrame(h.request_id(), within));
   absl::Status shared = UseSharedRegion(h);
   if (!shared.ok()) return respond_(ErrorFrame(h.request_id(), shared));
+  std::vector<ShardStore::TensorRef> pushed;
+  pull_ = ShardStore::PullBatch();
+  absl::Status refs = FrameRefs(&request_, &ids_, &pushed, &pull_.tensors);
+  if (!refs.ok()) return respond_(ErrorFrame(h.request_id(), refs));
+  if (h.wire_dtype() != v1::FLOAT32 && h.wire_dtype() != v1::BFLOAT16) {
+    return respond_(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
+                                                   "unknown wire_dtype ", h.wire_dtype(),
+                                                   " (FLOAT32 = 0 and BFLOAT16 = 1 are known)"))));
+  }
+  bfloat16_ = h.wire_dtype() == v1::BFLOAT16;
   v1::FrameHeader resp;
   resp.set_request_id(h.request_id());
-  pull_ = ShardStore::PullBatch();
   pull_.replica = h.replica();
   pull_.generation = h.generation();
   pull_.min_step = h.min_step();
   pull_.stop_step = h.stop_step();
-  pull_.tensors = RefsOf(h.pull());
   if (h.push_size() > 0) {
-    if (Push(h, resp)) return;
+    if (Push(h, std::move(pushed), resp)) return;
   } else if (request_.payload_size() != 0) {
     return respond_(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
                                                    "frame carries ", request_.payload_size(),
@@ -80,13 +132,14 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
   StartPull(std::move(resp));
 }
 
-bool ExchangeSession::Push(const v1::FrameHeader& h, v1::FrameHeader& resp) {
+bool ExchangeSession::Push(const v1::FrameHeader& h, std::vector<ShardStore::TensorRef> tensors,
+                           v1::FrameHeader& resp) {
   ShardStore::PushBatch push;
   push.replica = h.replica();
   push.generation = h.generation();
   push.consistency = h.consistency();
   push.stop_step = h.stop_step();
-  push.tensors = RefsOf(h.push());
+  push.tensors = std::move(tensors);
   // A push-then-pull of the same async tensors: read the new values back
   // while applying, and answer at once. When the gradient came in the
   // frame, no reply buffer is filled (4 MiB less to touch per 4 MiB
@@ -99,11 +152,23 @@ bool ExchangeSession::Push(const v1::FrameHeader& h, v1::FrameHeader& resp) {
   std::vector<ShardStore::Pulled> back_info;
   int64_t back_size = -1;
   bool in_frame = false;
+  // bfloat16 gradients are widened into a buffer of their own first.
+  const Payload* grads = &request_.payload();
+  Payload widened;
+  std::optional<BufferPool::Buffer> wide;
+  if (bfloat16_) {
+    absl::Status s = Widen(&push.tensors, &wide, &widened);
+    if (!s.ok()) {
+      respond_(ErrorFrame(h.request_id(), s));
+      return true;
+    }
+    grads = &widened;
+  }
   if (!pull_.tensors.empty() && store_->CanReadBack(push, pull_.tensors)) {
     auto size = store_->PullSize(pull_);
     if (size.ok()) {
       back_size = *size;
-      in_frame = request_.payload_in_slices() && reply_capacity_ == 0 &&
+      in_frame = !bfloat16_ && request_.payload_in_slices() && reply_capacity_ == 0 &&
                  back_size == request_.payload_size();
       if (in_frame) {
         push.read_back_in_payload = &request_.mutable_payload();
@@ -114,7 +179,7 @@ bool ExchangeSession::Push(const v1::FrameHeader& h, v1::FrameHeader& resp) {
       push.read_back_versions = &back_info;
     }
   }
-  auto applied = store_->Push(push, request_.payload());
+  auto applied = store_->Push(push, *grads);
   if (!applied.ok()) {
     respond_(ErrorFrame(h.request_id(), applied.status()));
     return true;
@@ -132,6 +197,30 @@ bool ExchangeSession::Push(const v1::FrameHeader& h, v1::FrameHeader& resp) {
     return true;
   }
   return false;
+}
+
+absl::Status ExchangeSession::Widen(std::vector<ShardStore::TensorRef>* tensors,
+                                    std::optional<BufferPool::Buffer>* buf, Payload* widened) {
+  const int64_t n = request_.payload_size();
+  for (ShardStore::TensorRef& t : *tensors) {
+    if (t.bytes < 0 || t.bytes > n || t.bytes % 2 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.key, "' says ", t.bytes, " bytes of bfloat16 gradients; ",
+          t.bytes % 2 != 0 ? "bfloat16s are 2 bytes each" : absl::StrCat("the payload holds ", n)));
+    }
+    t.bytes *= 2;
+  }
+  if (n % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a payload of ", n, " bytes cannot hold bfloat16 gradients (2 bytes each)"));
+  }
+  buf->emplace(pool_->Acquire(static_cast<size_t>(2 * n)));
+  char* data = (*buf)->data();
+  request_.CopyPayload(0, n, data);
+  Bfloat16ToFloats(data, n / 2, data);
+  widened->Append(data, 2 * n);
+  widened->set_writable(true);
+  return absl::OkStatus();
 }
 
 void ExchangeSession::StartPull(v1::FrameHeader resp) {
@@ -155,8 +244,13 @@ absl::Status ExchangeSession::CheckLimits(const v1::FrameHeader& h) const {
                                                      " per request (--max_tensors_per_request)"));
   }
   int64_t ids = 0;
-  for (const v1::TensorRef& r : h.push()) ids += r.ids_size();
-  for (const v1::TensorRef& r : h.pull()) ids += r.ids_size();
+  for (const auto* refs : {&h.push(), &h.pull()}) {
+    for (const v1::TensorRef& r : *refs) {
+      // Capped so that no count, however large, overflows the sum.
+      ids += r.ids_size() + std::clamp<int64_t>(r.id_count(), 0, limits_.max_ids + 1);
+      if (ids > limits_.max_ids) break;
+    }
+  }
   if (ids > limits_.max_ids) {
     return absl::ResourceExhaustedError(absl::StrCat("the frame names ", ids,
                                                      " table ids; the limit is ", limits_.max_ids,
@@ -232,7 +326,7 @@ void ExchangeSession::DescribePull(const std::vector<ShardStore::Pulled>& pulled
   for (const ShardStore::Pulled& p : pulled) {
     v1::TensorRef* r = resp->add_pull();
     r->set_version(p.version);
-    r->set_bytes(p.bytes);
+    r->set_bytes(bfloat16_ ? p.bytes / 2 : p.bytes);
   }
   resp->set_global_step(store_->global_step());
 }
@@ -242,6 +336,13 @@ grpc::ByteBuffer ExchangeSession::PullReply(v1::FrameHeader resp,
                                             std::optional<BufferPool::Buffer> values,
                                             int64_t size) {
   DescribePull(pulled, &resp);
+  if (bfloat16_) {
+    // Narrowed where they were written, into the first half of the bytes.
+    char* data = values.has_value() ? values->data() : shm_->data() + reply_offset_;
+    FloatsToBfloat16(data, size / 4, data);
+    size /= 2;
+    if (values.has_value()) values->Shrink(static_cast<size_t>(size));
+  }
   if (!values.has_value()) {
     resp.set_shm_reply(true);
     resp.set_shm_payload_bytes(size);

@@ -32,6 +32,15 @@ namespace pstrain::ps {
 std::vector<ShardStore::TensorRef> RefsOf(
     const google::protobuf::RepeatedPtrField<v1::TensorRef>& refs);
 
+// The tensors request frame `frame` pushes and pulls. Ids sent in the
+// payload (TensorRef.id_count) are moved out of the payload into `*ids`,
+// which the refs view, as they view the frame's header: both must outlive
+// them. InvalidArgument naming the tensor when a ref carries ids both ways
+// or a negative count, or the ids need more bytes than the payload holds.
+absl::Status FrameRefs(DecodedFrame* frame, std::vector<int64_t>* ids,
+                       std::vector<ShardStore::TensorRef>* push,
+                       std::vector<ShardStore::TensorRef>* pull);
+
 // Slices sending `held` values in place; each keeps its bytes' hold until
 // gRPC releases it.
 std::vector<grpc::Slice> HeldSlices(std::vector<HeldBytes> held);
@@ -80,7 +89,13 @@ class ExchangeSession {
   absl::Status UseSharedRegion(const v1::FrameHeader& h);
   // Applies the frame's push. Returns true when the frame is answered
   // (an error, or a pull of the pushed tensors read back while applying).
-  bool Push(const v1::FrameHeader& h, v1::FrameHeader& resp);
+  bool Push(const v1::FrameHeader& h, std::vector<ShardStore::TensorRef> tensors,
+            v1::FrameHeader& resp);
+  // For a bfloat16 frame: the payload's gradients as floats in `*buf`,
+  // viewed by `widened`, and each pushed tensor's bytes counted as floats.
+  // InvalidArgument naming the tensor when the sizes do not fit.
+  absl::Status Widen(std::vector<ShardStore::TensorRef>* tensors,
+                     std::optional<BufferPool::Buffer>* buf, Payload* widened);
   // Answers the frame's pull now or parks it until ready.
   void StartPull(v1::FrameHeader resp);
   // Where `size` bytes of pulled values are written: the frame's reply space
@@ -108,6 +123,8 @@ class ExchangeSession {
   // The frame being handled and its pull; touched by one thread at a time
   // (Handle, then whoever runs the parked attempt).
   DecodedFrame request_;
+  std::vector<int64_t> ids_;  // the request's ids that came in its payload
+  bool bfloat16_ = false;     // the request's wire_dtype is BFLOAT16
   ShardStore::PullBatch pull_;
   int64_t pull_size_ = 0;
   v1::FrameHeader pull_header_;

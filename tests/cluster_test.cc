@@ -816,8 +816,8 @@ TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   for (const char* line :
        {"  OpenBLAS sgemm, 1 thread, at the model's shapes: ", "  train --local, 1 thread: ",
         "  1 PS + 1 worker, async: ", "  1 PS + 2 workers, async: ", "  1 PS + 2 workers, sync: ",
-        "  1 PS + 1 worker, async, frames over TCP: ",
-        "  1 PS + 1 worker, async, frames in gRPC: "}) {
+        "  1 PS + 1 worker, async, frames over TCP: ", "  1 PS + 1 worker, async, frames in gRPC: ",
+        "  1 PS + 1 worker, async, frames over TCP, bfloat16: "}) {
     EXPECT_THAT(r.output, HasSubstr(line)) << r.output;
   }
   const size_t at = r.output.find("  train --local, 1 thread:");

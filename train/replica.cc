@@ -31,6 +31,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   client_options.security = options.security;
   client_options.shared_memory = job.shared_memory;
   client_options.tcp_frames = job.tcp_frames;
+  client_options.bfloat16_wire = job.bfloat16_wire;
   // Pulls wait on the PS for other replicas up to sync_wait; the PS then
   // answers, naming them.
   client_options.wait_deadline = absl::Seconds(job.sync_wait_secs) + absl::Seconds(30);
