@@ -67,7 +67,7 @@ TEST(Bfloat16Test, ArraysConvertLikeElementsInPlaceOrNotAtAnyAlignment) {
     }
 
     std::vector<char> place(4 * n + 3);
-    std::memcpy(place.data() + 3, values.data(), 4 * n);
+    if (n > 0) std::memcpy(place.data() + 3, values.data(), 4 * n);
     FloatsToBfloat16(place.data() + 3, n, place.data() + 3);
     for (int64_t i = 0; i < n; ++i) {
       uint16_t got;

@@ -56,9 +56,10 @@ int main(int argc, char** argv) {
       r->set_bytes(16);
     }
     const std::vector<float> grads(12, 0.5f);
-    grpc::ByteBuffer frame =
-        pstrain::EncodeFrame(h, {grpc::Slice(ids.data(), ids.size() * sizeof(int64_t)),
-                                 grpc::Slice(grads.data(), grads.size() * sizeof(float))});
+    std::vector<grpc::Slice> payload;
+    if (!ids.empty()) payload.emplace_back(ids.data(), ids.size() * sizeof(int64_t));
+    payload.emplace_back(grads.data(), grads.size() * sizeof(float));
+    grpc::ByteBuffer frame = pstrain::EncodeFrame(h, std::move(payload));
     std::vector<grpc::Slice> slices;
     if (!frame.Dump(&slices).ok()) return 1;
     std::string bytes;
