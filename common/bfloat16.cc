@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/vector_clones.h"
+
 namespace pstrain {
 namespace {
 
@@ -9,6 +11,16 @@ namespace {
 // vectorise and an in-place call never reads what it has written: a block's
 // input is copied out before its output is stored.
 constexpr int64_t kBlock = 1024;
+
+PSTRAIN_VECTOR_CLONES
+void NarrowBlock(const float* __restrict f, int64_t m, uint16_t* __restrict b) {
+  for (int64_t i = 0; i < m; ++i) b[i] = ToBfloat16(f[i]);
+}
+
+PSTRAIN_VECTOR_CLONES
+void WidenBlock(const uint16_t* __restrict b, int64_t m, float* __restrict f) {
+  for (int64_t i = 0; i < m; ++i) f[i] = FromBfloat16(b[i]);
+}
 
 }  // namespace
 
@@ -22,7 +34,7 @@ void FloatsToBfloat16(const void* in, int64_t n, void* out) {
   for (int64_t first = 0; first < n; first += kBlock) {
     const int64_t m = std::min(kBlock, n - first);
     std::memcpy(f, src + 4 * first, 4 * m);
-    for (int64_t i = 0; i < m; ++i) b[i] = ToBfloat16(f[i]);
+    NarrowBlock(f, m, b);
     std::memcpy(dst + 2 * first, b, 2 * m);
   }
 }
@@ -37,7 +49,7 @@ void Bfloat16ToFloats(const void* in, int64_t n, void* out) {
   for (int64_t first = (n - 1) / kBlock * kBlock; n > 0 && first >= 0; first -= kBlock) {
     const int64_t m = std::min(kBlock, n - first);
     std::memcpy(b, src + 2 * first, 2 * m);
-    for (int64_t i = 0; i < m; ++i) f[i] = FromBfloat16(b[i]);
+    WidenBlock(b, m, f);
     std::memcpy(dst + 4 * first, f, 4 * m);
   }
 }

@@ -9,25 +9,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/finite.h"
+#include "common/vector_clones.h"
 
 namespace pstrain::optim {
 namespace {
 
-// The update loops, compiled for AVX-512, AVX2 and baseline x86-64, picked
-// at load time by the CPU (GCC and clang target_clones). __restrict: slots,
-// values and gradients never overlap, which lets the loops vectorise.
-// Not under ThreadSanitizer: the load-time resolvers would be instrumented
-// and run before its runtime starts.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define PSTRAIN_NO_CLONES 1
-#endif
-#endif
-#if defined(__x86_64__) && defined(__linux__) && !defined(PSTRAIN_NO_CLONES)
-#define PSTRAIN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PSTRAIN_VECTOR_CLONES
-#endif
+// The update loops, compiled for AVX-512, AVX2 and baseline x86-64
+// (common/vector_clones.h). __restrict: slots, values and gradients never
+// overlap, which lets the loops vectorise.
 
 PSTRAIN_VECTOR_CLONES
 void SgdLoop(float* __restrict v, const float* __restrict g, size_t n, float lr) {
