@@ -581,7 +581,7 @@ absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float
       absl::Mutex mu;
       int64_t bad = -1;
       ParallelFor(sl.elements(), kParallelCopyBytes / 4, [&](int64_t b, int64_t e) {
-        const int64_t at = FirstNonFinite(g + b, e - b);
+        const int64_t at = FindNonFinite(g + b, e - b);
         if (at < 0) return;
         absl::MutexLock lock(&mu);
         if (bad < 0 || b + at < bad) bad = b + at;
