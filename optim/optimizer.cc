@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/finite.h"
+#include "common/flush_denormals.h"
 #include "common/vector_clones.h"
 
 namespace pstrain::optim {
@@ -124,6 +125,7 @@ void FtrlLoop(float* __restrict v, float* __restrict acc, float* __restrict lin,
 
 void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
                            absl::Span<const absl::Span<float>> slots, int64_t t) const {
+  ScopedFlushDenormals flush;
   constexpr size_t kBlock = 1024;
   float buf[kBlock];
   absl::Span<float> sub[kMaxSlots];
@@ -138,6 +140,7 @@ void Optimizer::ApplyBytes(absl::Span<float> values, const char* grad,
 
 void Optimizer::ApplyStrided(float* values, const float* grad, int64_t n, int64_t stride,
                              int64_t t) const {
+  ScopedFlushDenormals flush;
   absl::Span<float> slots[kMaxSlots];
   for (int k = 0; k < num_slots(); ++k) slots[k] = absl::MakeSpan(values + (k + 1) * stride, n);
   Apply(absl::MakeSpan(values, n), absl::MakeConstSpan(grad, n),

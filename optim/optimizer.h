@@ -37,9 +37,12 @@ class Optimizer {
   // Applies `grad` to `values`, updating `slots` (num_slots() spans, each of
   // values.size()). `t` is the 1-based count of updates applied to this slice
   // including this one (Adam's bias correction, Nadam's schedule). REQUIRES: sizes match.
+  // Apply runs in the caller's floating-point mode; ApplyBytes (unless
+  // overridden), ApplyStrided and ApplyBytesStrided flush denormals to zero
+  // (common/flush_denormals.h), as callers of Apply should for slot
+  // optimizers: decaying slots otherwise turn denormal and slow every step.
   virtual void Apply(absl::Span<float> values, absl::Span<const float> grad,
-                     absl::Span<const absl::Span<float>> slots,
-                     int64_t t) const = 0;
+                     absl::Span<const absl::Span<float>> slots, int64_t t) const = 0;
 
   // As Apply, with the gradient as raw little-endian float bytes at any
   // alignment (straight from a received message): values.size() * 4 bytes
@@ -49,8 +52,7 @@ class Optimizer {
 
   // The same on a block laid out as the PS keeps slices and table rows:
   // `n` values at `values`, slot k's at values + (k + 1) * stride.
-  void ApplyStrided(float* values, const float* grad, int64_t n, int64_t stride,
-                    int64_t t) const;
+  void ApplyStrided(float* values, const float* grad, int64_t n, int64_t stride, int64_t t) const;
   void ApplyBytesStrided(float* values, const char* grad, int64_t n, int64_t stride,
                          int64_t t) const;
   // Whether ApplyBytesExchanging works: true for optimizers without slots
@@ -75,8 +77,7 @@ class Optimizer {
 // InvalidArgument naming the field for an unknown name, a learning rate that
 // is not positive and finite, momentum outside [0, 1), betas outside [0, 1),
 // epsilon or initial_accumulator not positive.
-absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
-    const OptimizerSpec& spec);
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& spec);
 
 }  // namespace pstrain::optim
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/event_file.h"
+#include "common/flush_denormals.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
@@ -125,8 +126,12 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
         model::BatchResult br,
         backend->ComputeGradients(params.data(), input, y.data(), job.batch_size, grads.data(),
                                   nullptr, embedded ? emb_grad.data() : nullptr));
-    opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
-               step);
+    {
+      // As the PS applies it (optim/optimizer.h).
+      ScopedFlushDenormals flush;
+      opt->Apply(absl::MakeSpan(params), absl::MakeConstSpan(grads), absl::MakeConstSpan(slots),
+                 step);
+    }
     if (embedded) {
       embeddings.Backward(emb_grad.data(), &lookups);
       for (int i = 0; i < embeddings.size(); ++i) {
