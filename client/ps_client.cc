@@ -44,13 +44,15 @@ int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "table ids go into the payload as little-endian int64s as they lie in memory");
 
-// Names `ids` in `r` and puts them in the frame's payload as raw bytes
-// (TensorRef.id_count), borrowing them: they must outlive the send.
+// Names `ids` in `r` and puts a copy of them in the frame's payload as raw
+// bytes (TensorRef.id_count). A copy, not a borrow: the ids are the call's
+// own, freed when it returns, which may be before the sending thread has
+// let go of what it sent (a sanitizer's check of the send, say).
 void AddPayloadIds(const std::vector<int64_t>& ids, v1::TensorRef* r,
                    std::vector<grpc::Slice>* payload) {
   if (ids.empty()) return;
   r->set_id_count(static_cast<int64_t>(ids.size()));
-  payload->push_back(BorrowSlice(ids.data(), ids.size() * sizeof(int64_t)));
+  payload->emplace_back(ids.data(), ids.size() * sizeof(int64_t));
 }
 
 // `n` floats at `values` as a slice of bfloat16s in a pooled buffer.

@@ -383,6 +383,9 @@ class PsStream::TcpConnection final : public PsStream::Connection {
         Cancel();  // the reader ends the stream
         return;
       }
+      out.Clear();
+      absl::MutexLock lock(&mu_);
+      ++written_;
     }
   }
 
@@ -393,6 +396,18 @@ class PsStream::TcpConnection final : public PsStream::Connection {
       int64_t delivered = 0;
       why = ReadResponse(&in, &delivered);
       if (!why.ok()) break;
+      {
+        // The request is done with only once the writer is back from
+        // sending it: its borrowed payload may be freed as soon as the
+        // caller hears the answer, which can arrive first.
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(
+            +[](TcpConnection* c) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return c->broken_ || c->written_ > c->answered_;
+            },
+            this));
+        ++answered_;
+      }
       if (!Received(in, delivered)) break;
     }
     Cancel();
@@ -467,6 +482,9 @@ class PsStream::TcpConnection final : public PsStream::Connection {
 
   const std::unique_ptr<FrameSocket> socket_;
   std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);
+  // Requests the writer has finished sending, and responses read.
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread writer_;
   std::thread reader_;
 };
