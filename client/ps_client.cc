@@ -420,6 +420,7 @@ absl::Status PsClient::ExchangeEach(
     h.set_replica(options_.replica);
     h.set_generation(generation_.load(std::memory_order_acquire));
     h.set_stop_step(stop_step_);
+    if (options_.bfloat16_wire) h.set_wire_dtype(v1::BFLOAT16);
     std::vector<grpc::Slice> payload;
     ReplyInto reply_into;
     build(i, &h, &payload, &reply_into);
@@ -492,7 +493,7 @@ void PsClient::BuildDense(const Group& g, const float* grads, float* params,
     const std::string key = sl.key();
     // bfloat16 on the wire: half the bytes; a pull's values land in the
     // first half of their floats and are widened in place (ReadDense).
-    const int64_t wire_bytes = options_.bfloat16_wire ? sl.bytes() / 2 : sl.bytes();
+    const int64_t wire_bytes = WireBytes(sl.bytes());
     if (grads != nullptr) {
       v1::TensorRef* r = h->add_push();
       r->set_key(key);
@@ -510,7 +511,6 @@ void PsClient::BuildDense(const Group& g, const float* grads, float* params,
                              wire_bytes});
     }
   }
-  if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
   // Room for the pulled values as floats: the PS narrows them in place.
   if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
   if (grads != nullptr) h->set_consistency(options_.consistency);
@@ -534,7 +534,7 @@ absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* p
     const int i = g.slices[k];
     const SliceDef& sl = slices[i];
     const v1::TensorRef& r = f.header().pull(k);
-    const int64_t wire_bytes = options_.bfloat16_wire ? sl.bytes() / 2 : sl.bytes();
+    const int64_t wire_bytes = WireBytes(sl.bytes());
     if (r.bytes() != wire_bytes || at + r.bytes() > received) {
       return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(), " returned ",
                                               r.bytes(), " bytes, expected ", wire_bytes));
@@ -730,16 +730,14 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
           AddPayloadIds(ids, r, payload);
           bytes += static_cast<int64_t>(ids.size()) * by.dims[t] * 4;
         }
-        if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
         if (options_.shared_memory) h->set_shm_reply_capacity(bytes);
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         const int ps = by.targets[i];
-        const int64_t element_bytes = options_.bfloat16_wire ? 2 : 4;
         int64_t expected = 0;
         for (size_t t = 0; t < tables.size(); ++t) {
           expected +=
-              static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * element_bytes;
+              WireBytes(static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * 4);
         }
         if (f.payload_size() != expected) {
           return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", tables.size(),
@@ -756,7 +754,7 @@ absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
           }
           ++ref;
           const int64_t dim = by.dims[t];
-          const int64_t row_bytes = dim * element_bytes;
+          const int64_t row_bytes = WireBytes(dim * 4);
           for (size_t p : by.rows[t].pos_on[ps]) {
             f.CopyPayload(at, row_bytes, tables[t].out + p * dim);
             if (options_.bfloat16_wire) {
@@ -777,7 +775,6 @@ absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
         const int ps = by.targets[i];
         h->set_consistency(options_.consistency);
-        if (options_.bfloat16_wire) h->set_wire_dtype(v1::BFLOAT16);
         // Every table's ids first, then the rows (TensorRef.id_count).
         for (size_t t = 0; t < tables.size(); ++t) {
           if (!by.Sends(t, ps)) continue;
@@ -792,10 +789,10 @@ absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
           const int64_t dim = by.dims[t];
           v1::TensorRef* r = h->mutable_push(ref++);
           r->set_version(table_versions_[by.index[t]][ps]);
+          r->set_bytes(WireBytes(static_cast<int64_t>(ids.size()) * dim * 4));
           const std::vector<size_t>& pos = by.rows[t].pos_on[ps];
           if (options_.bfloat16_wire) {
             // The rows gathered into one buffer as they are narrowed.
-            r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 2);
             if (pos.empty()) continue;
             BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
             for (size_t k = 0; k < pos.size(); ++k) {
@@ -804,7 +801,6 @@ absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
             payload->push_back(std::move(buf).ToSlice());
             continue;
           }
-          r->set_bytes(static_cast<int64_t>(ids.size()) * dim * 4);
           for (size_t p : pos) {
             payload->push_back(BorrowSlice(tables[t].grads + p * dim, dim * 4));
           }

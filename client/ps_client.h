@@ -322,6 +322,11 @@ class PsClient {
   std::vector<Group> groups_;  // every dense slice
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
+  // Bytes on the wire of `float_bytes` of float32 tensor values: half of
+  // them as bfloat16 (options.bfloat16_wire).
+  int64_t WireBytes(int64_t float_bytes) const {
+    return options_.bfloat16_wire ? float_bytes / 2 : float_bytes;
+  }
   // Buffers of the bfloat16 gradients pushed (options.bfloat16_wire).
   const std::shared_ptr<BufferPool> wire_pool_ = BufferPool::Create(int64_t{64} << 20);
   int64_t stop_step_ = 0;
