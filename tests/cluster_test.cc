@@ -634,8 +634,13 @@ TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
   )pb"));
   const std::string config = "--config=" + out + "/text_cnn.pbtxt";
   const std::string data_dir = "--data_dir=" + out + "/data";
+  // Six epochs, where train --local below needs three: when the two replicas
+  // truly overlap, each gradient is computed on values a step or more stale
+  // and the pair progresses about as far as one replica would alone (seen:
+  // 0.74 to 0.86 test accuracy after three epochs on a loaded machine, where
+  // the replicas ran side by side the whole time).
   RunResult r =
-      RunPstrain({"launch", "--ps=2", "--workers=1", "--evaluator", config, data_dir, "--epochs=3",
+      RunPstrain({"launch", "--ps=2", "--workers=1", "--evaluator", config, data_dir, "--epochs=6",
                   "--checkpoint_secs=0", "--eval_poll_secs=1", "--output_dir=" + out + "/run"},
                  "", out + "/launch.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -644,7 +649,7 @@ TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
   const double acc = FindMember(metrics, "test_accuracy")->get<double>();
   EXPECT_GE(acc, 0.9) << text;
   // Two replicas, 1,500 examples each: 46 steps of 32 per epoch.
-  const int64_t steps = 2 * 3 * 46;
+  const int64_t steps = 2 * 6 * 46;
   EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), steps);
   ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> eval, ReadEvents(out + "/run/eval"));
   ASSERT_GE(eval.size(), 1u);
