@@ -17,7 +17,10 @@
 // Errors name the PS: "ps:1 (127.0.0.1:4001): Exchange: <what the PS
 // said>".
 //
-// Thread-compatible: one PsClient per thread.
+// Thread-compatible: one PsClient per thread, with one exception: a
+// thread exchanging table rows (PullRows, PushRows) may run beside one
+// exchanging dense slices (PullAll, PushAll, PushPull*): they share only
+// the streams, which are thread-safe, and atomics.
 #ifndef PSTRAIN_CLIENT_PS_CLIENT_H_
 #define PSTRAIN_CLIENT_PS_CLIENT_H_
 

@@ -287,7 +287,7 @@ class StepLoop {
         embeddings_.MakeBags(eb.x.data(), eb.ids.data(), ids_dim_, job_.batch_size, &eb.lookups));
     client::PsClient* client = client_;
     const model::Embeddings* embeddings = &embeddings_;
-    eb.pulled_by = rounds_.Enqueue([client, embeddings, &eb]() -> absl::StatusOr<int64_t> {
+    eb.pulled_by = RowRounds().Enqueue([client, embeddings, &eb]() -> absl::StatusOr<int64_t> {
       // Every table's rows in one exchange with each PS.
       std::vector<client::PsClient::TableRows> tables(embeddings->size());
       for (int i = 0; i < embeddings->size(); ++i) {
@@ -311,7 +311,7 @@ class StepLoop {
       return batch;
     }
     batch.embedded = &pipeline_[step_ % 3];
-    PSTRAIN_RETURN_IF_ERROR(rounds_.WaitFor(batch.embedded->pulled_by).status());
+    PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(batch.embedded->pulled_by).status());
     if (!sync_tables_ && (sync_ || step_ < total_steps_)) {
       PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     }
@@ -353,7 +353,7 @@ class StepLoop {
     embeddings_.Backward(emb_grad_.data(), &now->lookups);
     client::PsClient* client = client_;
     const model::Embeddings* embeddings = &embeddings_;
-    last_row_push_ = rounds_.Enqueue([client, embeddings, now]() -> absl::StatusOr<int64_t> {
+    last_row_push_ = RowRounds().Enqueue([client, embeddings, now]() -> absl::StatusOr<int64_t> {
       std::vector<client::PsClient::TableRows> tables(embeddings->size());
       for (int i = 0; i < embeddings->size(); ++i) {
         tables[i] = {(*embeddings)[i].spec().table(), now->lookups.bags[i].unique_ids, nullptr,
@@ -412,8 +412,16 @@ class StepLoop {
   }
 
   absl::Status Drain() {
-    return rounds_.WaitFor(std::max({written_by_[0], written_by_[1], last_row_push_})).status();
+    PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(last_row_push_).status());
+    return rounds_.WaitFor(std::max(written_by_[0], written_by_[1])).status();
   }
+
+  // Where table rows' rounds run: beside the dense rounds, in a queue of
+  // their own, so that a step's row pull and push do not wait behind its
+  // dense round trip (nor it behind them); rows stay in order among
+  // themselves (QueueRows). Sync tables: in the dense queue, as their
+  // rounds follow each step's (RunStep).
+  RoundTrips& RowRounds() { return sync_tables_ ? rounds_ : row_rounds_; }
 
   const std::vector<int64_t>& offsets() const { return mlp_->offsets(); }
 
@@ -454,8 +462,9 @@ class StepLoop {
   int64_t window_steps_ = 0;
   absl::Time start_, window_start_;
 
-  // Declared last: destroyed first, it runs what is still queued while
-  // everything its rounds use is alive.
+  // Declared last: destroyed first, they run what is still queued while
+  // everything their rounds use is alive.
+  RoundTrips row_rounds_;
   RoundTrips rounds_;
 };
 
