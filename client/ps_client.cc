@@ -1,6 +1,7 @@
 #include "client/ps_client.h"
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -715,99 +716,106 @@ PsClient::TablesByPs PsClient::GroupTables(absl::Span<const TableRows> tables) c
 }
 
 absl::Status PsClient::PullRows(absl::Span<const TableRows> tables) {
-  const TablesByPs by = GroupTables(tables);
-  PSTRAIN_RETURN_IF_ERROR(by.status);
+  return RowsRound({}, tables);
+}
+
+absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
+  return RowsRound(tables, {});
+}
+
+absl::Status PsClient::PushPullRows(absl::Span<const TableRows> push,
+                                    absl::Span<const TableRows> pull) {
+  return RowsRound(push, pull);
+}
+
+absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
+                                 absl::Span<const TableRows> pull) {
+  const TablesByPs pushed = GroupTables(push);
+  PSTRAIN_RETURN_IF_ERROR(pushed.status);
+  const TablesByPs pulled = GroupTables(pull);
+  PSTRAIN_RETURN_IF_ERROR(pulled.status);
+  std::vector<int> targets;
+  std::set_union(pushed.targets.begin(), pushed.targets.end(), pulled.targets.begin(),
+                 pulled.targets.end(), std::back_inserter(targets));
   return ExchangeEach(
-      by.targets, options_.wait_deadline,
+      targets, pull.empty() ? options_.rpc_deadline : options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
-        const int ps = by.targets[i];
-        int64_t bytes = 0;
-        for (size_t t = 0; t < tables.size(); ++t) {
-          if (!by.Sends(t, ps)) continue;
-          const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
-          v1::TensorRef* r = h->add_pull();
-          r->set_key(tables[t].table);
-          AddPayloadIds(ids, r, payload);
-          bytes += static_cast<int64_t>(ids.size()) * by.dims[t] * 4;
+        const int ps = targets[i];
+        if (!push.empty()) h->set_consistency(options_.consistency);
+        // Every ref's ids first, push refs then pull refs, then the pushed
+        // rows (TensorRef.id_count).
+        for (size_t t = 0; t < push.size(); ++t) {
+          if (!pushed.Sends(t, ps)) continue;
+          v1::TensorRef* r = h->add_push();
+          r->set_key(push[t].table);
+          AddPayloadIds(pushed.rows[t].ids_on[ps], r, payload);
         }
-        if (options_.shared_memory) h->set_shm_reply_capacity(bytes);
+        int64_t pull_bytes = 0;
+        for (size_t t = 0; t < pull.size(); ++t) {
+          if (!pulled.Sends(t, ps)) continue;
+          const std::vector<int64_t>& ids = pulled.rows[t].ids_on[ps];
+          v1::TensorRef* r = h->add_pull();
+          r->set_key(pull[t].table);
+          AddPayloadIds(ids, r, payload);
+          pull_bytes += static_cast<int64_t>(ids.size()) * pulled.dims[t] * 4;
+        }
+        if (options_.shared_memory && !pull.empty()) h->set_shm_reply_capacity(pull_bytes);
+        int ref = 0;
+        for (size_t t = 0; t < push.size(); ++t) {
+          if (!pushed.Sends(t, ps)) continue;
+          const std::vector<int64_t>& ids = pushed.rows[t].ids_on[ps];
+          const int64_t dim = pushed.dims[t];
+          v1::TensorRef* r = h->mutable_push(ref++);
+          r->set_version(table_versions_[pushed.index[t]][ps]);
+          r->set_bytes(WireBytes(static_cast<int64_t>(ids.size()) * dim * 4));
+          const std::vector<size_t>& pos = pushed.rows[t].pos_on[ps];
+          if (options_.bfloat16_wire) {
+            // The rows gathered into one buffer as they are narrowed.
+            if (pos.empty()) continue;
+            BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
+            for (size_t k = 0; k < pos.size(); ++k) {
+              FloatsToBfloat16(push[t].grads + pos[k] * dim, dim, buf.data() + k * dim * 2);
+            }
+            payload->push_back(std::move(buf).ToSlice());
+            continue;
+          }
+          for (size_t p : pos) {
+            payload->push_back(BorrowSlice(push[t].grads + p * dim, dim * 4));
+          }
+        }
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
-        const int ps = by.targets[i];
+        const int ps = targets[i];
+        if (!push.empty()) CountDropped(f);
         int64_t expected = 0;
-        for (size_t t = 0; t < tables.size(); ++t) {
-          expected +=
-              WireBytes(static_cast<int64_t>(by.rows[t].ids_on[ps].size()) * by.dims[t] * 4);
+        for (size_t t = 0; t < pull.size(); ++t) {
+          expected += WireBytes(static_cast<int64_t>(pulled.rows[t].ids_on[ps].size()) *
+                                pulled.dims[t] * 4);
         }
         if (f.payload_size() != expected) {
-          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", tables.size(),
+          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", pull.size(),
                                                   " tables' rows returned ", f.payload_size(),
                                                   " bytes, expected ", expected));
         }
         // The rows of each table in the order the refs named them.
         int64_t at = 0;
         int ref = 0;
-        for (size_t t = 0; t < tables.size(); ++t) {
-          if (!by.Sends(t, ps)) continue;
+        for (size_t t = 0; t < pull.size(); ++t) {
+          if (!pulled.Sends(t, ps)) continue;
           if (ref < f.header().pull_size()) {
-            table_versions_[by.index[t]][ps] = f.header().pull(ref).version();
+            table_versions_[pulled.index[t]][ps] = f.header().pull(ref).version();
           }
           ++ref;
-          const int64_t dim = by.dims[t];
+          const int64_t dim = pulled.dims[t];
           const int64_t row_bytes = WireBytes(dim * 4);
-          for (size_t p : by.rows[t].pos_on[ps]) {
-            f.CopyPayload(at, row_bytes, tables[t].out + p * dim);
+          for (size_t p : pulled.rows[t].pos_on[ps]) {
+            f.CopyPayload(at, row_bytes, pull[t].out + p * dim);
             if (options_.bfloat16_wire) {
-              Bfloat16ToFloats(tables[t].out + p * dim, dim, tables[t].out + p * dim);
+              Bfloat16ToFloats(pull[t].out + p * dim, dim, pull[t].out + p * dim);
             }
             at += row_bytes;
           }
         }
-        return absl::OkStatus();
-      });
-}
-
-absl::Status PsClient::PushRows(absl::Span<const TableRows> tables) {
-  const TablesByPs by = GroupTables(tables);
-  PSTRAIN_RETURN_IF_ERROR(by.status);
-  return ExchangeEach(
-      by.targets, options_.rpc_deadline,
-      [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
-        const int ps = by.targets[i];
-        h->set_consistency(options_.consistency);
-        // Every table's ids first, then the rows (TensorRef.id_count).
-        for (size_t t = 0; t < tables.size(); ++t) {
-          if (!by.Sends(t, ps)) continue;
-          v1::TensorRef* r = h->add_push();
-          r->set_key(tables[t].table);
-          AddPayloadIds(by.rows[t].ids_on[ps], r, payload);
-        }
-        int ref = 0;
-        for (size_t t = 0; t < tables.size(); ++t) {
-          if (!by.Sends(t, ps)) continue;
-          const std::vector<int64_t>& ids = by.rows[t].ids_on[ps];
-          const int64_t dim = by.dims[t];
-          v1::TensorRef* r = h->mutable_push(ref++);
-          r->set_version(table_versions_[by.index[t]][ps]);
-          r->set_bytes(WireBytes(static_cast<int64_t>(ids.size()) * dim * 4));
-          const std::vector<size_t>& pos = by.rows[t].pos_on[ps];
-          if (options_.bfloat16_wire) {
-            // The rows gathered into one buffer as they are narrowed.
-            if (pos.empty()) continue;
-            BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
-            for (size_t k = 0; k < pos.size(); ++k) {
-              FloatsToBfloat16(tables[t].grads + pos[k] * dim, dim, buf.data() + k * dim * 2);
-            }
-            payload->push_back(std::move(buf).ToSlice());
-            continue;
-          }
-          for (size_t p : pos) {
-            payload->push_back(BorrowSlice(tables[t].grads + p * dim, dim * 4));
-          }
-        }
-      },
-      [&](int, const DecodedFrame& f) {
-        CountDropped(f);
         return absl::OkStatus();
       });
 }

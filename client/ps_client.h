@@ -18,9 +18,9 @@
 // said>".
 //
 // Thread-compatible: one PsClient per thread, with one exception: a
-// thread exchanging table rows (PullRows, PushRows) may run beside one
-// exchanging dense slices (PullAll, PushAll, PushPull*): they share only
-// the streams, which are thread-safe, and atomics.
+// thread exchanging table rows (PullRows, PushRows, PushPullRows) may run
+// beside one exchanging dense slices (PullAll, PushAll, PushPull*): they
+// share only the streams, which are thread-safe, and atomics.
 #ifndef PSTRAIN_CLIENT_PS_CLIENT_H_
 #define PSTRAIN_CLIENT_PS_CLIENT_H_
 
@@ -207,6 +207,10 @@ class PsClient {
   };
   absl::Status PullRows(absl::Span<const TableRows> tables);
   absl::Status PushRows(absl::Span<const TableRows> tables);
+  // Both in one exchange with each PS: each PS applies the pushed rows,
+  // then answers the pull (so the pulled rows include this push where the
+  // ids meet). One round trip where PushRows then PullRows take two.
+  absl::Status PushPullRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
 
   // sync: the global step the job ends at; pulls of tensors that reached it
   // no longer wait for other replicas (0: none).
@@ -310,6 +314,9 @@ class PsClient {
     bool Sends(size_t t, int ps) const { return sync[t] || !rows[t].ids_on[ps].empty(); }
   };
   TablesByPs GroupTables(absl::Span<const TableRows> tables) const;
+  // The rows of `push` and of `pull` (either may be empty) in one exchange
+  // with every PS either involves.
+  absl::Status RowsRound(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
 
   const PsClientOptions options_;
   const Placement placement_;

@@ -123,6 +123,12 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
   pull_.min_step = h.min_step();
   pull_.stop_step = h.stop_step();
   if (h.push_size() > 0) {
+    if (!pull_.tensors.empty()) {
+      // A pull the store would refuse (an id out of range, say) refuses
+      // the whole frame before its push changes anything.
+      absl::Status pullable = store_->PullSize(pull_).status();
+      if (!pullable.ok()) return respond_(ErrorFrame(h.request_id(), pullable));
+    }
     if (Push(h, std::move(pushed), resp)) return;
   } else if (request_.payload_size() != 0) {
     return respond_(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(

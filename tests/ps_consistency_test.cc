@@ -307,6 +307,56 @@ TEST_F(PsConsistencyTest, HybridJobTrainsDenseSyncAndEmbeddingsAsync) {
       << bad;
 }
 
+// PushPullRows: each PS applies the frame's row gradients, then answers its
+// pull from the new values; ids may differ between the two and span both
+// PS. A bad id in the pull refuses that PS's frame before its push changes
+// anything there.
+TEST_F(PsConsistencyTest, AsyncRowsPushThenPullInOneExchange) {
+  Start("async", 1);
+  const std::vector<int64_t> all = {3, 7, 500, 999};
+  std::vector<float> before(all.size() * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", all, before.data()));
+  const std::vector<int64_t> pushed = {3, 500, 3};
+  std::vector<float> grads(pushed.size() * 8, 0.25f);
+  const std::vector<int64_t> pulled = {999, 3, 7, 500};
+  std::vector<float> got(pulled.size() * 8, -1.0f);
+  std::vector<PsClient::TableRows> push = {{"emb", pushed, nullptr, grads.data()}};
+  std::vector<PsClient::TableRows> pull = {{"emb", pulled, got.data(), nullptr}};
+  ASSERT_OK(clients_[0]->PushPullRows(push, pull));
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_FLOAT_EQ(got[j], before[24 + j]);               // 999: not pushed
+    EXPECT_FLOAT_EQ(got[8 + j], before[j] - 0.5f);         // 3: two rows of 0.25
+    EXPECT_FLOAT_EQ(got[16 + j], before[8 + j]);           // 7: not pushed
+    EXPECT_FLOAT_EQ(got[24 + j], before[16 + j] - 0.25f);  // 500
+  }
+
+  // A bad pull id (1000) refuses the frame to its PS, push and all; the
+  // other PS's frame stands on its own.
+  const int bad_ps = EmbeddingOwner(1000, 2);
+  int64_t same = 0, other = 0;
+  while (EmbeddingOwner(same, 2) != bad_ps) ++same;
+  while (EmbeddingOwner(other, 2) == bad_ps) ++other;
+  const std::vector<int64_t> two = {same, other};
+  std::vector<float> two_before(2 * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", two, two_before.data()));
+  std::vector<float> two_grads(2 * 8, 0.25f);
+  const std::vector<int64_t> bad_ids = {1000};
+  std::vector<float> out(8);
+  push = {{"emb", two, nullptr, two_grads.data()}};
+  pull = {{"emb", bad_ids, out.data(), nullptr}};
+  absl::Status bad = clients_[0]->PushPullRows(push, pull);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("id 1000 is out of range [0, 1000) for table emb"),
+            absl::string_view::npos)
+      << bad;
+  std::vector<float> two_after(2 * 8);
+  ASSERT_OK(clients_[0]->PullRows("emb", two, two_after.data()));
+  for (int j = 0; j < 8; ++j) {
+    EXPECT_EQ(two_after[j], two_before[j]) << "id " << same;
+    EXPECT_FLOAT_EQ(two_after[8 + j], two_before[8 + j] - 0.25f) << "id " << other;
+  }
+}
+
 // A sync table: each round sums every replica's row gradients and applies
 // their mean once per row, on each PS, even where a replica's batch named
 // no row there (its push to that PS is empty but still counts).

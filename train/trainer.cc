@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -275,9 +276,10 @@ class StepLoop {
   }
 
   // Gathers batch `s` into its place in the pipeline and queues the pull of
-  // its rows. The place's last user, step s-3, queued its push at its end,
-  // before the pull of step s-1's rows was queued; rounds run in order, and
-  // every caller has waited for that pull: the place is free.
+  // its rows. The place's last user, step s-3, pushed its rows at the
+  // latest with the pull of step s-1's rows (in its frame, or queued
+  // before it); rounds run in order, and every caller has waited for that
+  // pull: the place is free.
   absl::Status QueueRows(int64_t s) {
     EmbeddedBatch& eb = pipeline_[s % 3];
     PSTRAIN_RETURN_IF_ERROR(
@@ -287,17 +289,36 @@ class StepLoop {
         embeddings_.MakeBags(eb.x.data(), eb.ids.data(), ids_dim_, job_.batch_size, &eb.lookups));
     client::PsClient* client = client_;
     const model::Embeddings* embeddings = &embeddings_;
-    eb.pulled_by = RowRounds().Enqueue([client, embeddings, &eb]() -> absl::StatusOr<int64_t> {
-      // Every table's rows in one exchange with each PS.
-      std::vector<client::PsClient::TableRows> tables(embeddings->size());
-      for (int i = 0; i < embeddings->size(); ++i) {
-        tables[i] = {(*embeddings)[i].spec().table(), eb.lookups.bags[i].unique_ids,
-                     eb.lookups.rows[i].data(), nullptr};
-      }
-      PSTRAIN_RETURN_IF_ERROR(client->PullRows(tables));
-      return int64_t{0};
-    });
+    EmbeddedBatch* pushed = std::exchange(held_push_, nullptr);
+    eb.pulled_by =
+        RowRounds().Enqueue([client, embeddings, &eb, pushed]() -> absl::StatusOr<int64_t> {
+          // Every table's rows in one exchange with each PS, behind the
+          // held push of an earlier step's row gradients.
+          std::vector<client::PsClient::TableRows> tables(embeddings->size());
+          for (int i = 0; i < embeddings->size(); ++i) {
+            tables[i] = {(*embeddings)[i].spec().table(), eb.lookups.bags[i].unique_ids,
+                         eb.lookups.rows[i].data(), nullptr};
+          }
+          if (pushed == nullptr) {
+            PSTRAIN_RETURN_IF_ERROR(client->PullRows(tables));
+          } else {
+            PSTRAIN_RETURN_IF_ERROR(client->PushPullRows(RowGrads(*embeddings, *pushed), tables));
+          }
+          return int64_t{0};
+        });
+    if (pushed != nullptr) last_row_push_ = eb.pulled_by;
     return absl::OkStatus();
+  }
+
+  // Each table's row gradients of `b` (its ids and their gradient rows).
+  static std::vector<client::PsClient::TableRows> RowGrads(const model::Embeddings& embeddings,
+                                                           const EmbeddedBatch& b) {
+    std::vector<client::PsClient::TableRows> tables(embeddings.size());
+    for (int i = 0; i < embeddings.size(); ++i) {
+      tables[i] = {embeddings[i].spec().table(), b.lookups.bags[i].unique_ids, nullptr,
+                   b.lookups.row_grads[i].data()};
+    }
+    return tables;
   }
 
   // This step's examples: the next prefetched batch, or, with embeddings,
@@ -348,18 +369,24 @@ class StepLoop {
                                       batch.embedded != nullptr ? emb_grad_.data() : nullptr);
   }
 
-  // Each table's row gradients, pushed behind the step.
+  // Each table's row gradients, pushed behind the step. Async and ssp
+  // tables: held until the next rows' pull is queued (the next step's
+  // TakeBatch, right after this step), to go in its frame: one row round
+  // trip per step instead of two, with the push still ahead of that pull.
   void PushRows(EmbeddedBatch* now) {
     embeddings_.Backward(emb_grad_.data(), &now->lookups);
+    if (!sync_tables_) {
+      held_push_ = now;
+      return;
+    }
+    SendRowPush(now);
+  }
+
+  void SendRowPush(EmbeddedBatch* now) {
     client::PsClient* client = client_;
     const model::Embeddings* embeddings = &embeddings_;
     last_row_push_ = RowRounds().Enqueue([client, embeddings, now]() -> absl::StatusOr<int64_t> {
-      std::vector<client::PsClient::TableRows> tables(embeddings->size());
-      for (int i = 0; i < embeddings->size(); ++i) {
-        tables[i] = {(*embeddings)[i].spec().table(), now->lookups.bags[i].unique_ids, nullptr,
-                     now->lookups.row_grads[i].data()};
-      }
-      PSTRAIN_RETURN_IF_ERROR(client->PushRows(tables));
+      PSTRAIN_RETURN_IF_ERROR(client->PushRows(RowGrads(*embeddings, *now)));
       return int64_t{0};
     });
   }
@@ -412,6 +439,8 @@ class StepLoop {
   }
 
   absl::Status Drain() {
+    // The last step's row gradients, if no pull followed to carry them.
+    if (held_push_ != nullptr) SendRowPush(std::exchange(held_push_, nullptr));
     PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(last_row_push_).status());
     return rounds_.WaitFor(std::max(written_by_[0], written_by_[1])).status();
   }
@@ -457,6 +486,9 @@ class StepLoop {
   // The ticket of the last round queued to write into params_[b].
   int64_t written_by_[2] = {0, 0};
   int64_t last_row_push_ = 0;
+  // Async and ssp tables: the step whose row gradients wait to go out with
+  // the next rows' pull (PushRows).
+  EmbeddedBatch* held_push_ = nullptr;
   int cur_ = 0;
   model::BatchResult window_;
   int64_t window_steps_ = 0;
