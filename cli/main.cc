@@ -15,6 +15,9 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/data_tool.h"
 #include "cli/describe.h"
 #include "cli/experiment.h"
@@ -96,6 +99,65 @@ constexpr char kUsage[] =
     "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
     "            \"task\": {\"type\": \"ps\", \"index\": 0}}\n";
 
+// Example command lines, one per command, for its --help.
+const std::map<std::string, std::string>& Examples() {
+  static const auto* examples = new std::map<std::string, std::string>{
+      {"describe", "TF_CONFIG='{...}' pstrain describe --json"},
+      {"launch",
+       "pstrain launch --ps=2 --workers=2 --evaluator --model_config=configs/"
+       "fashion_mnist_mlp.pbtxt --epochs=3 --output_dir=/tmp/run"},
+      {"train", "pstrain train --local --model_config=configs/fashion_mnist_mlp.pbtxt --epochs=3"},
+      {"placement", "pstrain placement --ps=4 --model_config=configs/click_model.pbtxt"},
+      {"summary", "pstrain summary --model_config=configs/text_cnn.pbtxt --ps=2"},
+      {"bench", "pstrain bench --model_config=configs/fashion_mnist_bag.pbtxt --steps=1000"},
+      {"experiment", "pstrain experiment --modes=async,sync --workers=2 --epochs=2"},
+      {"plan", "pstrain plan --model-bytes=400000000 --workers=64 --bandwidth=10"},
+      {"tfconfig", "pstrain tfconfig uai --nodes=10.0.0.1,10.0.0.2 --out=/tmp/tf_configs"},
+      {"data",
+       "pstrain data to-tfrecord --data_dir=/usr/share/datasets/fashion-mnist --out=/tmp/tfr"},
+      {"status", "pstrain status --ps=127.0.0.1:4000,127.0.0.1:4001"},
+  };
+  return *examples;
+}
+
+// Commands whose flags include the job flags (JobFlagsUsage).
+bool TakesJobFlags(const std::string& cmd) {
+  return cmd == "launch" || cmd == "train" || cmd == "placement" || cmd == "summary" ||
+         cmd == "bench" || cmd == "experiment";
+}
+
+// `cmd`'s part of kUsage: its lines (every sub-command's for `data`), its
+// example, and the job flags where it takes them.
+std::string CommandUsage(const std::string& cmd) {
+  std::string out = "usage:\n";
+  const std::string self = "  pstrain " + cmd;
+  bool in = false;
+  for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
+    if (absl::StartsWith(line, "  pstrain ") || line.empty()) {
+      in = line == self || absl::StartsWith(line, self + " ");
+    }
+    if (in) absl::StrAppend(&out, line, "\n");
+  }
+  auto example = Examples().find(cmd);
+  if (example != Examples().end()) absl::StrAppend(&out, "\nexample:\n  ", example->second, "\n");
+  if (TakesJobFlags(cmd)) absl::StrAppend(&out, "\n", pstrain::JobFlagsUsage(), "\n");
+  if (cmd == "launch" || cmd == "status") {
+    absl::StrAppend(&out, "\nsecurity flags: --tls_cert --tls_key --tls_ca --tls_server_name ",
+                    "--token_file --insecure (README \"Security\")\n");
+  }
+  return out;
+}
+
+// Whether argv[first..] asks for help (before any "--").
+bool AsksForHelp(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-h" || arg == "-help") return true;
+  }
+  return false;
+}
+
 std::string SelfPath(const char* argv0) {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -111,6 +173,10 @@ int Describe(int argc, char** argv, const char* tf_config) {
   }
   auto json = args->GetBool("json", false);
   absl::Status used = json.ok() ? args->CheckAllUsed() : json.status();
+  if (used.ok() && !args->positional().empty()) {
+    used = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
+  }
   if (!used.ok()) {
     std::fprintf(stderr, "pstrain describe: %s\n", std::string(used.message()).c_str());
     return pstrain::kExitBadConfig;
@@ -185,6 +251,14 @@ int main(int argc, char** argv) {
   const char* const tf_config = std::getenv("TF_CONFIG");
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
+    if (cmd != "help" && AsksForHelp(argc, argv, 2)) {
+      if (cmd != "describe" && Examples().count(cmd) == 0) {
+        std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+        return pstrain::kExitBadConfig;
+      }
+      std::printf("%s", CommandUsage(cmd).c_str());
+      return pstrain::kExitOk;
+    }
     if (cmd == "describe") return Describe(argc, argv, tf_config);
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
@@ -219,6 +293,16 @@ int main(int argc, char** argv) {
     if (!args.ok()) {
       std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
                    std::string(args.status().message()).c_str());
+      return pstrain::kExitBadConfig;
+    }
+    // Commands parsed from argv[2] take flags only: a stray word (a flag
+    // with one dash, a value without its flag) is refused before anything
+    // starts.
+    if (it->second.first == 2 && !args->positional().empty()) {
+      std::fprintf(stderr,
+                   "pstrain %s: unexpected argument \"%s\" (flags start with --; "
+                   "`pstrain %s --help` lists them)\n",
+                   cmd.c_str(), args->positional()[0].c_str(), cmd.c_str());
       return pstrain::kExitBadConfig;
     }
     return it->second.second(*args);

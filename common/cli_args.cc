@@ -1,13 +1,14 @@
 #include "common/cli_args.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
 
-absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv,
-                                       int first) {
+absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv, int first) {
   CliArgs out;
   bool flags_done = false;
   for (int i = first; i < argc; ++i) {
@@ -39,8 +40,7 @@ absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv,
       }
     }
     if (name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("argument \"", arg, "\" has no flag name"));
+      return absl::InvalidArgumentError(absl::StrCat("argument \"", arg, "\" has no flag name"));
     }
     out.values_[name] = value;
     out.raw_flags_.push_back(absl::StrCat("--", name, "=", value));
@@ -48,12 +48,9 @@ absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv,
   return out;
 }
 
-bool CliArgs::Has(absl::string_view name) const {
-  return values_.count(std::string(name)) > 0;
-}
+bool CliArgs::Has(absl::string_view name) const { return values_.count(std::string(name)) > 0; }
 
-absl::StatusOr<std::string> CliArgs::GetString(absl::string_view name,
-                                               absl::string_view def) {
+absl::StatusOr<std::string> CliArgs::GetString(absl::string_view name, absl::string_view def) {
   used_.insert(std::string(name));
   auto it = values_.find(std::string(name));
   return it == values_.end() ? std::string(def) : it->second;
@@ -65,8 +62,8 @@ absl::StatusOr<int64_t> CliArgs::GetInt(absl::string_view name, int64_t def) {
   if (it == values_.end()) return def;
   int64_t v;
   if (!absl::SimpleAtoi(it->second, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, "=", it->second, ": expected an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, "=", it->second, ": expected an integer"));
   }
   return v;
 }
@@ -100,16 +97,48 @@ absl::StatusOr<bool> CliArgs::GetBool(absl::string_view name, bool def) {
   std::string v = absl::AsciiStrToLower(it->second);
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--", name, "=", it->second, ": expected true or false"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", name, "=", it->second, ": expected true or false"));
 }
+
+namespace {
+
+// Edits (insert, delete, substitute one character) that turn a into b.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
 
 absl::Status CliArgs::CheckAllUsed() const {
   for (const auto& [name, value] : values_) {
-    if (used_.count(name) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name));
+    if (used_.count(name) != 0) continue;
+    // The nearest flag the command asked for, when it is a likely typo:
+    // a third of the name's letters or fewer apart (at least one).
+    std::string nearest;
+    size_t best = std::max<size_t>(1, name.size() / 3) + 1;
+    for (const std::string& known : used_) {
+      const size_t d = EditDistance(name, known);
+      if (d < best) {
+        best = d;
+        nearest = known;
+      }
     }
+    return absl::InvalidArgumentError(
+        nearest.empty()
+            ? absl::StrCat("unknown flag --", name)
+            : absl::StrCat("unknown flag --", name, " (did you mean --", nearest, "?)"));
   }
   return absl::OkStatus();
 }

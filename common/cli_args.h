@@ -44,7 +44,9 @@ class CliArgs {
   const std::vector<std::string>& raw_flags() const { return raw_flags_; }
 
   // InvalidArgument naming the first flag no getter asked for, so a typo such
-  // as --epoch=3 is an error rather than silently ignored.
+  // as --epoch=3 is an error rather than silently ignored; the message
+  // suggests the nearest flag a getter asked for when one is a few letters
+  // away ("unknown flag --epoch (did you mean --epochs?)").
   absl::Status CheckAllUsed() const;
 
  private:

@@ -7,7 +7,7 @@ namespace pstrain {
 namespace {
 
 TEST(CliArgsTest, ParsesEveryFlagForm) {
-  const char* argv[] = {"prog", "launch", "--ps", "2", "--workers=3",
+  const char* argv[] = {"prog",   "launch",      "--ps",     "2",    "--workers=3",
                         "--json", "--noverbose", "--lr=0.5", "extra"};
   ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(9, argv));
   EXPECT_EQ(*a.GetInt("ps", 0), 2);
@@ -27,6 +27,24 @@ TEST(CliArgsTest, BadValuesAndUnknownFlagsAreNamed) {
   ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(3, argv));
   EXPECT_EQ(a.GetInt("ps", 1).status().message(), "--ps=two: expected an integer");
   EXPECT_EQ(a.CheckAllUsed().message(), "unknown flag --epoch");
+}
+
+TEST(CliArgsTest, UnknownFlagSuggestsTheNearestKnownOne) {
+  const char* argv[] = {"prog", "--epoch=3"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(2, argv));
+  ASSERT_OK(a.GetInt("epochs", 1).status());
+  ASSERT_OK(a.GetInt("ps", 1).status());
+  EXPECT_EQ(a.CheckAllUsed().message(), "unknown flag --epoch (did you mean --epochs?)");
+  const char* swapped[] = {"prog", "--wokrers=2"};
+  ASSERT_OK_AND_ASSIGN(CliArgs b, CliArgs::Parse(2, swapped));
+  ASSERT_OK(b.GetInt("workers", 1).status());
+  ASSERT_OK(b.GetInt("ps", 1).status());
+  EXPECT_EQ(b.CheckAllUsed().message(), "unknown flag --wokrers (did you mean --workers?)");
+  // Nothing near: no guess.
+  const char* far[] = {"prog", "--learning=0.1"};
+  ASSERT_OK_AND_ASSIGN(CliArgs c, CliArgs::Parse(2, far));
+  ASSERT_OK(c.GetInt("ps", 1).status());
+  EXPECT_EQ(c.CheckAllUsed().message(), "unknown flag --learning");
 }
 
 TEST(CliArgsTest, IntInRangeNamesTheFlagAndTheRange) {

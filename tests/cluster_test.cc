@@ -870,10 +870,44 @@ TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
   RunResult r =
       RunPstrain({"launch", "--ps=2", "--epoch=3", "--output_dir=" + out}, "", out + "/l.txt");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.output, "pstrain launch: unknown flag --epoch\n");
+  EXPECT_EQ(r.output, "pstrain launch: unknown flag --epoch (did you mean --epochs?)\n");
   r = RunPstrain({"launch", "--workers=0", "--output_dir=" + out}, "", out + "/l.txt");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output, "pstrain launch: --workers=0: must be in 1..64\n");
+}
+
+// Every command answers --help and -h with its own usage, an example and
+// exit 0, and starts nothing; a stray word is refused before anything starts.
+TEST(ClusterTest, EveryCommandAnswersHelpAndRefusesStrayArguments) {
+  const std::string out = TmpDir("help");
+  for (const std::string cmd : {"describe", "launch", "train", "placement", "summary", "bench",
+                                "experiment", "plan", "tfconfig", "data", "status"}) {
+    for (const std::string flag : {"--help", "-h"}) {
+      RunResult r = RunPstrain({cmd, flag, "--output_dir=" + out + "/run"}, "", out + "/h.txt");
+      EXPECT_EQ(r.code, 0) << cmd << " " << flag << ": " << r.output;
+      EXPECT_THAT(r.output, ::testing::StartsWith("usage:\n  pstrain " + cmd + " "))
+          << cmd << " " << flag;
+      EXPECT_THAT(r.output, HasSubstr("\nexample:\n  ")) << cmd;
+      EXPECT_THAT(r.output, ::testing::Not(HasSubstr("pstrain help\n"))) << cmd;  // its own lines
+    }
+  }
+  RunResult r = RunPstrain({"launch", "--help"}, "", out + "/h.txt");
+  EXPECT_THAT(r.output, HasSubstr("--epochs=N"));  // the job flags
+  EXPECT_FALSE(std::filesystem::exists(out + "/run")) << "a --help started something";
+
+  r = RunPstrain({"launch", "extra", "--output_dir=" + out + "/run"}, "", out + "/h.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output,
+            "pstrain launch: unexpected argument \"extra\" (flags start with --; `pstrain launch "
+            "--help` lists them)\n");
+  r = RunPstrain({"train", "--local", "--modle_config=x"}, "", out + "/h.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output,
+            "pstrain train: unknown flag --modle_config (did you mean --model_config?)\n");
+  r = RunPstrain({"nonsense", "--help"}, "", out + "/h.txt");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("pstrain: unknown command \"nonsense\""));
+  EXPECT_FALSE(std::filesystem::exists(out + "/run"));
 }
 
 struct BadConfig {
