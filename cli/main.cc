@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cli/build_info.h"
 #include "cli/data_tool.h"
 #include "cli/describe.h"
 #include "cli/experiment.h"
@@ -86,6 +87,7 @@ constexpr char kUsage[] =
     "  pstrain status [--ps HOST:PORT,...] [--json] [security flags]\n"
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness; refused calls\n"
+    "  pstrain version | --version  version, commit, build type and CUDA of this binary\n"
     "  pstrain help\n"
     "\n"
     "security flags (every task, launch, status; README \"Security\"):\n"
@@ -116,6 +118,7 @@ const std::map<std::string, std::string>& Examples() {
       {"data",
        "pstrain data to-tfrecord --data_dir=/usr/share/datasets/fashion-mnist --out=/tmp/tfr"},
       {"status", "pstrain status --ps=127.0.0.1:4000,127.0.0.1:4001"},
+      {"version", "pstrain --version"},
   };
   return *examples;
 }
@@ -260,6 +263,10 @@ int main(int argc, char** argv) {
       return pstrain::kExitOk;
     }
     if (cmd == "describe") return Describe(argc, argv, tf_config);
+    if (cmd == "version" && argc == 2) {
+      std::fputs(pstrain::VersionText().c_str(), stdout);
+      return pstrain::kExitOk;
+    }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
       return pstrain::kExitOk;
@@ -306,6 +313,10 @@ int main(int argc, char** argv) {
       return pstrain::kExitBadConfig;
     }
     return it->second.second(*args);
+  }
+  if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    std::fputs(pstrain::VersionText().c_str(), stdout);
+    return pstrain::kExitOk;
   }
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

@@ -881,7 +881,7 @@ TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
 TEST(ClusterTest, EveryCommandAnswersHelpAndRefusesStrayArguments) {
   const std::string out = TmpDir("help");
   for (const std::string cmd : {"describe", "launch", "train", "placement", "summary", "bench",
-                                "experiment", "plan", "tfconfig", "data", "status"}) {
+                                "experiment", "plan", "tfconfig", "data", "status", "version"}) {
     for (const std::string flag : {"--help", "-h"}) {
       RunResult r = RunPstrain({cmd, flag, "--output_dir=" + out + "/run"}, "", out + "/h.txt");
       EXPECT_EQ(r.code, 0) << cmd << " " << flag << ": " << r.output;
@@ -908,6 +908,23 @@ TEST(ClusterTest, EveryCommandAnswersHelpAndRefusesStrayArguments) {
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("pstrain: unknown command \"nonsense\""));
   EXPECT_FALSE(std::filesystem::exists(out + "/run"));
+}
+
+// --version names the release, the commit the binary was built from (the
+// workspace status of its build), the compilation mode and CUDA; it needs
+// no TF_CONFIG.
+TEST(ClusterTest, VersionNamesTheCommitTheBuildAndCuda) {
+  const std::string out = TmpDir("version");
+  for (const std::string arg : {"--version", "version"}) {
+    RunResult r = RunPstrain({arg}, "", out + "/v.txt");
+    EXPECT_EQ(r.code, 0) << r.output;
+    EXPECT_THAT(r.output, ::testing::MatchesRegex("pstrain [0-9]+\\.[0-9]+\\.[0-9]+\n"
+                                                  "commit: ([0-9a-f]{40}|unknown) "
+                                                  "\\((clean|modified|unknown) tree\\)\n"
+                                                  "build: (opt|fastbuild|dbg)\n"
+                                                  "cuda: [^\n]+\n"))
+        << arg;
+  }
 }
 
 struct BadConfig {

@@ -1,0 +1,12 @@
+#include "absl/strings/str_cat.h"
+#include "cli/build_info.h"
+#include "model/cuda_device.h"
+
+namespace pstrain {
+
+std::string VersionText() {
+  return absl::StrCat("pstrain ", kPstrainVersion, "\ncommit: ", BuildCommit(), " (", BuildTree(),
+                      " tree)\nbuild: ", BuildMode(), "\n", model::DescribeCuda(), "\n");
+}
+
+}  // namespace pstrain
