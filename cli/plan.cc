@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/ps_client.h"
 #include "common/exit_codes.h"
 #include "common/placement.h"
 #include "common/subprocess.h"
 #include "common/tf_config.h"
-#include "client/ps_client.h"
 
 namespace pstrain {
 namespace {
@@ -120,8 +120,7 @@ Plan MakePlan(double model_bytes, int workers, double bandwidth, double compute_
   Plan plan;
   const double worker_link = 2 * model_bytes / bandwidth;
   plan.floor_step_s = compute_s + worker_link;
-  plan.allreduce_step_s =
-      compute_s + 2 * model_bytes * (workers - 1) / workers / bandwidth;
+  plan.allreduce_step_s = compute_s + 2 * model_bytes * (workers - 1) / workers / bandwidth;
   plan.recommended_ps = max_ps;
   for (int p = 1; p <= max_ps; ++p) {
     PlanRow row;
@@ -130,12 +129,21 @@ Plan MakePlan(double model_bytes, int workers, double bandwidth, double compute_
     row.step_s = compute_s + std::max(worker_link, row.ps_bytes / bandwidth);
     plan.rows.push_back(row);
   }
+  plan.cap_binds = true;
   for (const PlanRow& row : plan.rows) {
     if (row.step_s <= 1.1 * plan.floor_step_s) {
       plan.recommended_ps = row.num_ps;
+      plan.cap_binds = false;
       break;
     }
   }
+  // p PS are within 10% when compute + 2BN / (p BW) <= 1.1 floor, and at the
+  // floor from p = N on.
+  plan.ps_at_floor = workers;
+  const double ps_side = 2 * model_bytes * workers / bandwidth;
+  const double within = std::ceil(ps_side / (1.1 * plan.floor_step_s - compute_s) * (1 - 1e-12));
+  plan.ps_within_10_percent =
+      static_cast<int>(std::clamp(within, 1.0, static_cast<double>(workers)));
   return plan;
 }
 
@@ -177,12 +185,13 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
     // machine's cores, a few seconds each.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     measured_up_to = std::min(k, std::max(1, cores));
-    std::printf("measuring on this machine (%d cores): %d worker thread(s), 1..%d PS process(es) "
-                "on loopback, 3 s each\n",
-                cores, static_cast<int>(*workers), measured_up_to);
+    std::printf(
+        "measuring on this machine (%d cores): %d worker thread(s), 1..%d PS process(es) "
+        "on loopback, 3 s each\n",
+        cores, static_cast<int>(*workers), measured_up_to);
     for (int p = 1; p <= measured_up_to; ++p) {
-      auto step = MeasureStep(self_path, *model_bytes, static_cast<int>(*workers), p,
-                              absl::Seconds(3));
+      auto step =
+          MeasureStep(self_path, *model_bytes, static_cast<int>(*workers), p, absl::Seconds(3));
       if (!step.ok()) return fail(step.status());
       measured.push_back(*step);
     }
@@ -203,22 +212,35 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
     std::string m;
     if (row.num_ps <= static_cast<int>(measured.size())) {
       const double got = measured[row.num_ps - 1];
-      m = absl::StrFormat("  %10.2f ms  %+5.0f%%", got * 1000,
-                          100 * (row.step_s - got) / got);
+      m = absl::StrFormat("  %10.2f ms  %+5.0f%%", got * 1000, 100 * (row.step_s - got) / got);
     }
-    std::printf("%4d  %14.1f  %12.2f ms%s%s\n", row.num_ps, row.ps_bytes / 1e6,
-                row.step_s * 1000, m.c_str(),
-                row.num_ps == plan.recommended_ps ? "   <- recommended" : "");
+    std::printf("%4d  %14.1f  %12.2f ms%s%s\n", row.num_ps, row.ps_bytes / 1e6, row.step_s * 1000,
+                m.c_str(), row.num_ps == plan.recommended_ps ? "   <- recommended" : "");
   }
   std::printf("\nring all-reduce of the same gradient, no PS: %.2f ms per step\n",
               plan.allreduce_step_s * 1000);
-  std::printf("recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
-              "PS each worker's own link is the limit.%s\n",
-              plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers),
-              plan.allreduce_step_s < plan.rows[plan.recommended_ps - 1].step_s
-                  ? " All-reduce moves less per worker link at this size: PS pay off when "
-                    "updates are sparse, asynchronous or the workers are many and unreliable."
-                  : "");
+  if (plan.cap_binds) {
+    const double at_cap = plan.rows.back().step_s;
+    std::printf(
+        "recommended: %d PS, the cap (--max-ps=%d) binds: %.2f ms per step, %.1fx the "
+        "%.2f ms of unlimited PS; %d PS come within 10%% of that and %d reach it (each "
+        "worker's own link is then the limit): raise --max-ps to go further.%s\n",
+        plan.recommended_ps, k, at_cap * 1000, at_cap / plan.floor_step_s, plan.floor_step_s * 1000,
+        plan.ps_within_10_percent, plan.ps_at_floor,
+        plan.allreduce_step_s < at_cap
+            ? " All-reduce moves less per worker link at this size: PS pay off when "
+              "updates are sparse, asynchronous or the workers are many and unreliable."
+            : "");
+    return kExitOk;
+  }
+  std::printf(
+      "recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
+      "PS each worker's own link is the limit.%s\n",
+      plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers),
+      plan.allreduce_step_s < plan.rows[plan.recommended_ps - 1].step_s
+          ? " All-reduce moves less per worker link at this size: PS pay off when "
+            "updates are sparse, asynchronous or the workers are many and unreliable."
+          : "");
   return kExitOk;
 }
 

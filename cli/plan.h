@@ -25,15 +25,23 @@ namespace pstrain {
 
 struct PlanRow {
   int num_ps = 0;
-  double ps_bytes = 0;     // per PS per step
-  double step_s = 0;       // predicted step time with num_ps PS
+  double ps_bytes = 0;  // per PS per step
+  double step_s = 0;    // predicted step time with num_ps PS
 };
 
 struct Plan {
   std::vector<PlanRow> rows;  // 1..max_ps
   double allreduce_step_s = 0;
-  double floor_step_s = 0;    // unlimited PS
+  double floor_step_s = 0;  // unlimited PS
+  // The fewest PS whose step is within 10% of floor_step_s, or max_ps when
+  // none of 1..max_ps is (cap_binds).
   int recommended_ps = 1;
+  bool cap_binds = false;
+  // The fewest PS within 10% of the floor, and the fewest that reach it
+  // (the workers' count: from there each worker's own link is the limit),
+  // whatever max_ps is.
+  int ps_within_10_percent = 1;
+  int ps_at_floor = 1;
 };
 
 // The cost model above for PS counts 1..max_ps. REQUIRES: every argument

@@ -20,6 +20,26 @@ TEST(PlanTest, TheCostModelByHand) {
   EXPECT_DOUBLE_EQ(plan.floor_step_s, 0.25);
   EXPECT_DOUBLE_EQ(plan.allreduce_step_s, 0.2);
   EXPECT_EQ(plan.recommended_ps, 4);
+  EXPECT_FALSE(plan.cap_binds);
+  EXPECT_EQ(plan.ps_within_10_percent, 4);  // 3 PS: 0.3167 s > 0.275 s
+  EXPECT_EQ(plan.ps_at_floor, 4);
+}
+
+// 400 MB, 64 workers, 10 GB/s: unlimited PS give 80 ms (each worker's own
+// link); 16 PS, the default cap, give 320 ms. The cap binds: 59 PS come
+// within 10% (2 x 400 MB x 64 / 59 / 10 GB/s = 86.8 ms; 58 give 88.3 ms)
+// and 64 reach 80 ms.
+TEST(PlanTest, ACapThatBindsIsSaid) {
+  const Plan plan = MakePlan(400e6, 64, 10e9, 0, 16);
+  EXPECT_TRUE(plan.cap_binds);
+  EXPECT_EQ(plan.recommended_ps, 16);
+  EXPECT_DOUBLE_EQ(plan.rows.back().step_s, 0.32);
+  EXPECT_DOUBLE_EQ(plan.floor_step_s, 0.08);
+  EXPECT_EQ(plan.ps_within_10_percent, 59);
+  EXPECT_EQ(plan.ps_at_floor, 64);
+  const Plan wide = MakePlan(400e6, 64, 10e9, 0, 64);
+  EXPECT_FALSE(wide.cap_binds);
+  EXPECT_EQ(wide.recommended_ps, 59);
 }
 
 // Long compute hides part of the PS's traffic in the 10% margin: 3 PS

@@ -927,6 +927,23 @@ TEST(ClusterTest, VersionNamesTheCommitTheBuildAndCuda) {
   }
 }
 
+// pstrain plan says when --max-ps keeps the recommendation from the floor.
+TEST(ClusterTest, PlanSaysWhenTheCapBinds) {
+  const std::string out = TmpDir("plan");
+  RunResult r = RunPstrain({"plan", "--model-bytes=400000000", "--workers=64", "--bandwidth=10"},
+                           "", out + "/p.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("recommended: 16 PS, the cap (--max-ps=16) binds: 320.00 ms per "
+                                  "step, 4.0x the 80.00 ms of unlimited PS; 59 PS come within "
+                                  "10% of that and 64 reach it"));
+  r = RunPstrain(
+      {"plan", "--model-bytes=400000000", "--workers=64", "--bandwidth=10", "--max-ps=64"}, "",
+      out + "/p.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("recommended: 59 PS (the fewest within 10% of unlimited PS, "
+                                  "80.00 ms)"));
+}
+
 struct BadConfig {
   std::string tf_config;
   std::string message;
