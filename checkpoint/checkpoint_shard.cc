@@ -1,7 +1,5 @@
 #include "checkpoint/checkpoint_shard.h"
 
-#include "absl/time/clock.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -70,6 +70,69 @@ class ShardFile {
   uint32_t crc_ = 0;
   int64_t bytes_ = 0;
 };
+
+// Parses tensor record `body[0, n)` into `t`, at any size. protobuf parses
+// at most 2 GiB, and a table's values and slots (the data field, 4) can be
+// more: the fields are walked, the data field's bytes are moved out of
+// `body` into `t` (which takes `body`'s buffer), and the rest is parsed as
+// usual. False when the record is not a well-formed TensorCheckpoint.
+bool ParseTensorRecord(std::string* body, uint64_t n, v1::TensorCheckpoint* t) {
+  constexpr uint64_t kMaxParse = std::numeric_limits<int>::max();
+  if (n <= kMaxParse) return t->ParseFromArray(body->data(), static_cast<int>(n));
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(body->data());
+  uint64_t at = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && at < n; shift += 7) {
+      const uint8_t b = p[at++];
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  std::string rest;  // every field but data
+  uint64_t data_at = 0, data_len = 0;
+  bool has_data = false;
+  while (at < n) {
+    const uint64_t start = at;
+    uint64_t tag = 0, len = 0, skip = 0;
+    if (!varint(&tag)) return false;
+    switch (tag & 7) {
+      case 0:  // varint
+        if (!varint(&skip)) return false;
+        break;
+      case 1:  // 64-bit
+        if (n - at < 8) return false;
+        at += 8;
+        break;
+      case 5:  // 32-bit
+        if (n - at < 4) return false;
+        at += 4;
+        break;
+      case 2:  // length-delimited
+        if (!varint(&len) || len > n - at) return false;
+        if ((tag >> 3) == v1::TensorCheckpoint::kDataFieldNumber) {
+          data_at = at;
+          data_len = len;
+          has_data = true;
+          at += len;
+          continue;
+        }
+        at += len;
+        break;
+      default:
+        return false;
+    }
+    rest.append(body->data() + start, at - start);
+  }
+  if (rest.size() > kMaxParse || !t->ParseFromString(rest)) return false;
+  if (has_data) {
+    body->resize(data_at + data_len);
+    body->erase(0, data_at);
+    t->mutable_data()->swap(*body);
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -173,14 +236,15 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
     for (int k = 3; k >= 0; --k) crc = (crc << 8) | static_cast<unsigned char>(body[n + k]);
     if (UnmaskCrc32c(crc) != Crc32c(body.data(), n)) {
       v1::TensorCheckpoint t;
-      const bool named =
-          i > 0 && t.ParseFromArray(body.data(), static_cast<int>(n)) && !t.key().empty();
-      return bad(absl::StrCat(what, named ? absl::StrCat(" (", t.key(), ")") : "",
-                              ": checksum mismatch"));
+      const bool named = i > 0 && ParseTensorRecord(&body, n, &t) && !t.key().empty();
+      return bad(
+          absl::StrCat(what, named ? absl::StrCat(" (", t.key(), ")") : "", ": checksum mismatch"));
     }
-    if (!out->ParseFromArray(body.data(), static_cast<int>(n))) {
-      return bad(absl::StrCat(what, ": does not parse"));
-    }
+    const bool parsed = i == 0
+                            ? n <= static_cast<uint64_t>(std::numeric_limits<int>::max()) &&
+                                  out->ParseFromArray(body.data(), static_cast<int>(n))
+                            : ParseTensorRecord(&body, n, static_cast<v1::TensorCheckpoint*>(out));
+    if (!parsed) return bad(absl::StrCat(what, ": does not parse"));
     return absl::OkStatus();
   };
   ShardContents shard;
@@ -208,9 +272,9 @@ absl::Status CheckTableRecord(const v1::TensorCheckpoint& t, int num_slots, int6
   }
   const int64_t need = int64_t{t.row_ids_size()} * dim * (1 + num_slots) * 4;
   if (static_cast<int64_t>(t.data().size()) != need) {
-    return absl::DataLossError(absl::StrCat(
-        "table ", t.key(), " holds ", t.data().size(), " bytes; its ", t.row_ids_size(),
-        " rows of dim ", dim, " with ", num_slots, " optimizer slots take ", need));
+    return absl::DataLossError(absl::StrCat("table ", t.key(), " holds ", t.data().size(),
+                                            " bytes; its ", t.row_ids_size(), " rows of dim ", dim,
+                                            " with ", num_slots, " optimizer slots take ", need));
   }
   return absl::OkStatus();
 }

@@ -39,7 +39,8 @@ struct ShardWritten {
 absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
                                         absl::Duration pause_midway = absl::ZeroDuration());
 
-// Reads and verifies every record. NotFound when the file is missing;
+// Reads and verifies every record, of any size (a table's values and slots
+// past protobuf's 2 GiB parse limit included). NotFound when the file is missing;
 // DataLoss naming the file and what is wrong otherwise: not a shard (bad
 // magic), a record cut short, a checksum mismatch (naming the tensor's
 // index, and its key when the record parses), a record that does not parse,

@@ -1,7 +1,13 @@
 #include "checkpoint/checkpoint_shard.h"
 
-#include <string>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/crc32c.h"
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
@@ -52,6 +58,76 @@ TEST(CheckpointShardTest, WritesAtomicallyAndReadsBackEveryField) {
   ASSERT_EQ(back.tensors.size(), 2u);
   EXPECT_EQ(back.tensors[0].SerializeAsString(), Example().tensors[0].SerializeAsString());
   EXPECT_EQ(back.tensors[1].SerializeAsString(), Example().tensors[1].SerializeAsString());
+}
+
+// A table's values and slots past 2 GiB in one record (2^24 rows of 32
+// floats with Adam's two slots are 6 GiB) read back whole. The file is
+// written by hand as WriteShard lays it out, with the record's middle left
+// as a hole: 2 GiB on disk cost nothing, and the bytes at both ends of the
+// data field say that it came back in place.
+TEST(CheckpointShardTest, RecordsPastTwoGibReadBack) {
+  const std::string dir = pstrain::testing::TempDir() + "/ckpt_big";
+  const std::string path = ShardPath(dir, 9, 0, 1);
+  ASSERT_OK(MakeDirs(dir + "/ckpt-9"));
+  v1::ShardHeader header;
+  header.set_step(9);
+  header.set_num_ps(1);
+  header.set_num_tensors(1);
+  v1::TensorCheckpoint t;
+  t.set_key("emb/embeddings");
+  t.set_dim(8);
+  t.add_row_ids(3);
+  t.add_row_updates(1);
+  const uint64_t data_size = (uint64_t{1} << 31) + 64;
+  std::string head = t.SerializeAsString();
+  head += static_cast<char>((v1::TensorCheckpoint::kDataFieldNumber << 3) | 2);
+  for (uint64_t v = data_size;; v >>= 7) {
+    head += static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if (v < 0x80) break;
+  }
+  const std::string first = "first bytes of the data field....";
+  const std::string last = "....last bytes of the data field";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  auto put = [&](const std::string& bytes) {
+    ASSERT_EQ(::write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  };
+  auto le = [](uint64_t v, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += static_cast<char>(v >> (8 * i));
+    return out;
+  };
+  put("PSCKPT01");
+  const std::string h = header.SerializeAsString();
+  put(le(h.size(), 8) + h + le(MaskCrc32c(Crc32c(h.data(), h.size())), 4));
+  // The tensor record: its CRC runs over the hole's zeros too.
+  uint32_t crc = Crc32c(head.data(), head.size());
+  crc = Crc32c(first.data(), first.size(), crc);
+  const std::vector<char> zeros(1 << 20, 0);
+  uint64_t hole = data_size - first.size() - last.size();
+  for (uint64_t left = hole; left > 0;) {
+    const size_t n = std::min<uint64_t>(left, zeros.size());
+    crc = Crc32c(zeros.data(), n, crc);
+    left -= n;
+  }
+  crc = Crc32c(last.data(), last.size(), crc);
+  put(le(head.size() + data_size, 8) + head + first);
+  ASSERT_GE(::lseek(fd, static_cast<off_t>(hole), SEEK_CUR), 0);
+  put(last + le(MaskCrc32c(crc), 4));
+  ASSERT_EQ(::close(fd), 0);
+
+  ASSERT_OK_AND_ASSIGN(ShardContents back, ReadShard(path));
+  EXPECT_EQ(back.header.step(), 9);
+  ASSERT_EQ(back.tensors.size(), 1u);
+  const v1::TensorCheckpoint& got = back.tensors[0];
+  EXPECT_EQ(got.key(), "emb/embeddings");
+  EXPECT_EQ(got.dim(), 8);
+  ASSERT_EQ(got.row_ids_size(), 1);
+  EXPECT_EQ(got.row_ids(0), 3);
+  ASSERT_EQ(got.data().size(), data_size);
+  EXPECT_EQ(got.data().substr(0, first.size()), first);
+  EXPECT_EQ(got.data().substr(data_size - last.size()), last);
+  EXPECT_EQ(got.data()[data_size / 2], '\0');
 }
 
 TEST(CheckpointShardTest, CorruptionIsNamedWithTheFileAndTheTensor) {
