@@ -148,7 +148,7 @@ int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
   }
   ps::ShardStore store(ps_index, num_ps);
   std::unique_ptr<GrpcServer> server;
-  ps::PsServiceImpl service(&store, [&](const std::string&) { stop = true; });
+  ps::PsServiceImpl service(&store, [&](const std::string&, int) { stop = true; });
   GrpcServerOptions options;
   options.address = address;
   auto created = GrpcServer::Create(options, {&service});

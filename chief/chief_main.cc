@@ -3,11 +3,11 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
-#include "coordinator/chief_duties.h"
-#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/chief_duties.h"
+#include "job/job_flags.h"
 #include "train/replica.h"
 
 namespace pstrain::chief {
@@ -41,18 +41,18 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     replica.security = security;
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
-      duties->StopParameterServers("job failed");
+      duties->StopParameterServers("job failed", report.status());
       return report.status();
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   }
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
-  const std::string line = absl::StrFormat(
-      "test accuracy: %.4f (loss %.4f on %d examples, global step %d)",
-      FindMember(metrics, "test_accuracy")->get<double>(),
-      FindMember(metrics, "test_loss")->get<double>(),
-      FindMember(metrics, "test_examples")->get<int64_t>(),
-      FindMember(metrics, "global_step")->get<int64_t>());
+  const std::string line =
+      absl::StrFormat("test accuracy: %.4f (loss %.4f on %d examples, global step %d)",
+                      FindMember(metrics, "test_accuracy")->get<double>(),
+                      FindMember(metrics, "test_loss")->get<double>(),
+                      FindMember(metrics, "test_examples")->get<int64_t>(),
+                      FindMember(metrics, "global_step")->get<int64_t>());
   Log(line);
   Log("metrics written to ", options.output_dir, "/final_metrics.json");
   return absl::OkStatus();
@@ -60,8 +60,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 
 }  // namespace
 
-int ChiefMain(const TfConfig& cfg, CliArgs& args,
-              std::shared_ptr<const Security> security) {
+int ChiefMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
   absl::Status s = Run(cfg, args, security);
   if (!s.ok()) Log("job failed: ", s.message());
   return ExitCodeFor(s);

@@ -1,12 +1,12 @@
 #include "client/ps_client.h"
 
 #include <algorithm>
-#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <iterator>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -885,13 +885,14 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(const std::ve
   return resps;
 }
 
-absl::Status PsClient::ShutdownAll(const std::string& reason) {
+absl::Status PsClient::ShutdownAll(const std::string& reason, int exit_code) {
   std::vector<v1::ShutdownRequest> reqs(num_ps());
   std::vector<v1::ShutdownResponse> resps(num_ps());
   std::vector<grpc::Status> results(num_ps());
   std::vector<std::string> failures;
   for (int ps = 0; ps < num_ps(); ++ps) {
     reqs[ps].set_reason(reason);
+    reqs[ps].set_exit_code(exit_code);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     grpc::Status s = stubs_[ps]->Shutdown(&ctx, reqs[ps], &resps[ps]);

@@ -235,8 +235,9 @@ class PsClient {
                                                            int written_by, int64_t generation,
                                                            absl::Duration timeout);
 
-  // Asks every PS to exit; PS that are already gone are not an error.
-  absl::Status ShutdownAll(const std::string& reason);
+  // Asks every PS to exit with `exit_code` (common/exit_codes.h); PS that
+  // are already gone are not an error.
+  absl::Status ShutdownAll(const std::string& reason, int exit_code = 0);
 
  private:
   PsClient(const PsClientOptions& options, const Placement& placement);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/event_file.h"
+#include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -262,8 +263,14 @@ void ChiefDuties::WatchLoop() {
   }
 }
 
-void ChiefDuties::StopParameterServers(const std::string& reason) {
-  absl::Status s = client_->ShutdownAll(reason);
+void ChiefDuties::StopParameterServers(const std::string& reason, const absl::Status& why) {
+  const int code = ExitCodeFor(why);
+  if (code >= kExitRetryable) {
+    Log("leaving the ps running: the failure is retryable (exit ", code,
+        ") and a restarted task needs them");
+    return;
+  }
+  absl::Status s = client_->ShutdownAll(reason, code);
   if (!s.ok()) Log("stopping the ps: ", s.message());
 }
 
@@ -279,12 +286,12 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
                           absl::Seconds(std::min(30, job.sync_wait_secs)));
   StopCheckpointing();
   if (!waited.ok()) {
-    StopParameterServers("job failed");
+    StopParameterServers("job failed", waited);
     return waited;
   }
   // The final checkpoint: what a relaunch of the finished job resumes from.
   if (absl::Status s = CheckpointNow(/*final=*/true); !s.ok()) {
-    StopParameterServers("job failed");
+    StopParameterServers("job failed", s);
     return s;
   }
   auto scored = [&]() -> absl::StatusOr<Json> {
@@ -361,7 +368,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
         WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
     return metrics;
   }();
-  StopParameterServers(scored.ok() ? "job finished" : "job failed");
+  StopParameterServers(scored.ok() ? "job finished" : "job failed", scored.status());
   return scored;
 }
 

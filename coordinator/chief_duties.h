@@ -31,15 +31,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/checkpointer.h"
-#include "coordinator/coordinator.h"
+#include "client/ps_client.h"
 #include "common/checkpoint_layout.h"
 #include "common/grpc_server.h"
 #include "common/json.h"
 #include "common/tf_config.h"
+#include "coordinator/checkpointer.h"
+#include "coordinator/coordinator.h"
 #include "model/job_spec.h"
 #include "model/network.h"
-#include "client/ps_client.h"
 
 namespace pstrain::coordinator {
 
@@ -61,8 +61,8 @@ class ChiefDuties {
   // Errors: Unavailable when the coordinator address cannot be bound;
   // DeadlineExceeded naming each PS that never answered; errors of the
   // CreateVariables RPC naming the PS.
-  static absl::StatusOr<std::unique_ptr<ChiefDuties>> Start(
-      const TfConfig& cfg, const ChiefOptions& options);
+  static absl::StatusOr<std::unique_ptr<ChiefDuties>> Start(const TfConfig& cfg,
+                                                            const ChiefOptions& options);
   ~ChiefDuties();
 
   // For the task with chief duties when it trains too: record its own
@@ -75,11 +75,15 @@ class ChiefDuties {
   // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
   // "task", "steps", "examples", "final_loss", "examples_per_sec"}...],
   // "seconds" (since Start), "dropped_gradients", "staleness_histogram"}. The PS are told to
-  // exit whether or not the scoring succeeded.
+  // exit when the job finished, or failed for good (StopParameterServers).
   absl::StatusOr<Json> Finish();
 
-  // Tells every PS to exit (used when the job fails).
-  void StopParameterServers(const std::string& reason);
+  // Tells every PS to exit, with 0 when `why` is OK and ExitCodeFor(why)
+  // otherwise, unless that code is retryable: then the PS are left
+  // running, for the retried chief (or worker) needs them, and an
+  // orchestrator that restarts by exit code would not restart a PS that
+  // exited 0. Logs what it did.
+  void StopParameterServers(const std::string& reason, const absl::Status& why);
 
   // Heartbeat period and per-call deadline of the PS watch.
   static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);
@@ -99,8 +103,7 @@ class ChiefDuties {
   // candidate whose files pass every check, setting aside those that do
   // not. Returns the step restored. DataLoss when none could be.
   absl::StatusOr<int64_t> RestoreNewest(const std::vector<CompleteCheckpoint>& candidates,
-                                        int64_t generation)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
+                                        int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
   // The options CreateVariables gets (restoring nothing).
   client::CreateOptions CreateOptionsFor(int64_t generation) const;
   // Checkpoints the current global step unless it was saved already

@@ -43,6 +43,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()), *rows);
   GrpcServer* server_for_signal = nullptr;
   absl::Mutex server_mu;
+  int exit_code ABSL_GUARDED_BY(server_mu) = kExitOk;
   WatchStopSignals([&](int signo) {
     absl::MutexLock lock(&server_mu);
     if (server_for_signal != nullptr) {
@@ -60,9 +61,10 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   options.shared_memory = *shared;
   PsServiceImpl service(
       &store,
-      [&](const std::string& reason) {
+      [&](const std::string& reason, int code) {
         absl::MutexLock lock(&server_mu);
         if (server_for_signal != nullptr) {
+          exit_code = code;
           server_for_signal->RequestStop(reason);
         }
       },
@@ -101,7 +103,9 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     server_for_signal = nullptr;
   }
   server->Shutdown(absl::Seconds(5));
-  return kExitOk;
+  // What the chief said the job came to (0 on a signal or a finished job).
+  absl::MutexLock lock(&server_mu);
+  return exit_code;
 }
 
 }  // namespace pstrain::ps

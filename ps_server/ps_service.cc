@@ -178,9 +178,7 @@ class RefusedExchange final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
 }  // namespace
 
-PsServiceImpl::PsServiceImpl(ShardStore* store,
-                             std::function<void(const std::string& reason)> on_shutdown,
-                             PsServiceOptions options)
+PsServiceImpl::PsServiceImpl(ShardStore* store, OnShutdown on_shutdown, PsServiceOptions options)
     : store_(store),
       on_shutdown_(std::move(on_shutdown)),
       options_(options),
@@ -399,7 +397,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Shutdown(grpc::CallbackServerContext* c
   auto admitted = guard_.Admit(*ctx, "Shutdown");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   grpc::ServerUnaryReactor* reactor = FinishWith(ctx, absl::OkStatus());
-  on_shutdown_(req->reason());
+  on_shutdown_(req->reason(), req->exit_code());
   return reactor;
 }
 

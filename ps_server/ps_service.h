@@ -57,8 +57,10 @@ using PsServiceBase = v1::PsService::WithCallbackMethod_CreateVariables<
 class PsServiceImpl final : public PsServiceBase {
  public:
   // `store` must outlive the service. `on_shutdown` runs (once per Shutdown
-  // RPC, after the reply is queued) on a gRPC thread; it must not block.
-  PsServiceImpl(ShardStore* store, std::function<void(const std::string& reason)> on_shutdown,
+  // RPC, after the reply is queued) on a gRPC thread with the request's
+  // reason and exit code; it must not block.
+  using OnShutdown = std::function<void(const std::string& reason, int exit_code)>;
+  PsServiceImpl(ShardStore* store, OnShutdown on_shutdown,
                 PsServiceOptions options = PsServiceOptions());
   ~PsServiceImpl() override;
 
@@ -95,7 +97,7 @@ class PsServiceImpl final : public PsServiceBase {
   ExchangeLimits Limits() const;
 
   ShardStore* const store_;
-  const std::function<void(const std::string&)> on_shutdown_;
+  const OnShutdown on_shutdown_;
   const PsServiceOptions options_;
   const std::shared_ptr<BufferPool> pool_;
   CallGuard guard_;

@@ -17,10 +17,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/ps_client.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/json.h"
+#include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
@@ -451,21 +453,30 @@ TEST(ClusterTest, WorkerNamesAPsThatNeverAnswersAndExitsRetryable) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): not answering")));
 }
 
+// ps:0 of a one-PS, one-worker cluster on `ports`, started alone, logging to
+// `log`; returns once it serves.
+absl::StatusOr<pid_t> StartLonePs(const std::vector<int>& ports, const std::string& log,
+                                  SpawnOptions* o) {
+  o->argv = {Pstrain()};
+  o->env = {{"TF_CONFIG", absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0],
+                                       R"("], "worker": ["127.0.0.1:)", ports[1],
+                                       R"("]}, "task": {"type": "ps", "index": 0}})")}};
+  o->log_path = log;
+  PSTRAIN_ASSIGN_OR_RETURN(pid_t pid, Spawn(*o));
+  if (!testing::WaitUntil(
+          [&] { return ReadFile(log).value_or("").find("serving on") != std::string::npos; },
+          absl::Seconds(30))) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("ps:0 not serving after 30 s: ", ReadFile(log).value_or("")));
+  }
+  return pid;
+}
+
 TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   const std::string out = TmpDir("sigterm");
   ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
   SpawnOptions o;
-  o.argv = {Pstrain()};
-  o.env = {{"TF_CONFIG", absl::StrCat(R"({"cluster": {"ps": ["127.0.0.1:)", ports[0],
-                                      R"("], "worker": ["127.0.0.1:)", ports[1],
-                                      R"("]}, "task": {"type": "ps", "index": 0}})")}};
-  o.log_path = out + "/ps.log";
-  ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
-  // Wait until it serves, then stop it.
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] { return ReadFile(o.log_path).value_or("").find("serving on") != std::string::npos; },
-      absl::Seconds(30)))
-      << ReadFile(o.log_path).value_or("");
+  ASSERT_OK_AND_ASSIGN(pid_t pid, StartLonePs(ports, out + "/ps.log", &o));
   // `pstrain status` asks the live PS.
   RunResult status =
       RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/status.txt");
@@ -486,6 +497,30 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
       RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/gone.txt");
   EXPECT_EQ(gone.code, 138) << gone.output;
   EXPECT_THAT(gone.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
+}
+
+// A PS told to stop ends with the exit code it is sent: 0 when the job
+// finished, the failure's own code when the job failed for good (so an
+// orchestrator restarting by exit code leaves it down).
+TEST(ClusterTest, APsStopsWithTheExitCodeItIsSent) {
+  const std::string out = TmpDir("ps_exit");
+  for (int code : {0, 1, 2}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
+    SpawnOptions o;
+    ASSERT_OK_AND_ASSIGN(pid_t pid, StartLonePs(ports, absl::StrCat(out, "/ps", code, ".log"), &o));
+    client::PsClientOptions options;
+    options.ps_addresses = {{"127.0.0.1", ports[0]}};
+    Placement nothing;  // no variables: the client only stops the PS
+    nothing.num_ps = 1;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> c,
+                         client::PsClient::Create(options, nothing));
+    ASSERT_OK(c->ShutdownAll(code == 0 ? "job finished" : "job failed", code));
+    auto exit = WaitChild(pid, absl::Seconds(20));
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->code, code);
+    EXPECT_THAT(ReadFile(o.log_path).value_or(""),
+                HasSubstr(code == 0 ? "stopping: job finished" : "stopping: job failed"));
+  }
 }
 
 TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {

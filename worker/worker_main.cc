@@ -3,11 +3,11 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
-#include "coordinator/chief_duties.h"
-#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "coordinator/chief_duties.h"
+#include "job/job_flags.h"
 #include "train/replica.h"
 
 namespace pstrain::worker {
@@ -49,12 +49,12 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   }
   auto report = train::TrainAsReplica(cfg, replica);
   if (!report.ok()) {
-    if (duties != nullptr) duties->StopParameterServers("job failed");
+    if (duties != nullptr) duties->StopParameterServers("job failed", report.status());
     return report.status();
   }
   if (duties == nullptr) {
     return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
-                                     *security);
+                                          *security);
   }
   PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
@@ -66,8 +66,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 
 }  // namespace
 
-int WorkerMain(const TfConfig& cfg, CliArgs& args,
-               std::shared_ptr<const Security> security) {
+int WorkerMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
   absl::Status s = Run(cfg, args, security);
   if (!s.ok()) Log("failed: ", s.message());
   return ExitCodeFor(s);

@@ -10,7 +10,8 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOpt
     ps->stores_.push_back(std::make_unique<ShardStore>(i, num_ps));
     ps->services_.push_back(std::make_unique<PsServiceImpl>(
         ps->stores_.back().get(),
-        [self, i](const std::string& reason) { self->servers_[i]->RequestStop(reason); }, options));
+        [self, i](const std::string& reason, int) { self->servers_[i]->RequestStop(reason); },
+        options));
   }
   for (int i = 0; i < num_ps; ++i) {
     GrpcServerOptions server_options;
