@@ -16,6 +16,7 @@
 #include "common/crc32c.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
+#include "common/varint.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 
@@ -79,17 +80,9 @@ class ShardFile {
 bool ParseTensorRecord(std::string* body, uint64_t n, v1::TensorCheckpoint* t) {
   constexpr uint64_t kMaxParse = std::numeric_limits<int>::max();
   if (n <= kMaxParse) return t->ParseFromArray(body->data(), static_cast<int>(n));
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(body->data());
-  uint64_t at = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && at < n; shift += 7) {
-      const uint8_t b = p[at++];
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  };
+  const absl::string_view record(body->data(), n);
+  size_t at = 0;
+  auto varint = [&](uint64_t* v) { return ReadVarint(record, &at, v); };
   std::string rest;  // every field but data
   uint64_t data_at = 0, data_len = 0;
   bool has_data = false;

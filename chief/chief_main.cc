@@ -41,7 +41,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     replica.security = security;
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
-      duties->StopParameterServers("job failed", report.status());
+      duties->StopParameterServers(report.status());
       return report.status();
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));

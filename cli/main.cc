@@ -252,6 +252,11 @@ int main(int argc, char** argv) {
   pstrain::TuneMallocForLargeMessages();
   // Read once; every command and role is handed the text.
   const char* const tf_config = std::getenv("TF_CONFIG");
+  if (argc == 2 && (std::strcmp(argv[1], "version") == 0 ||
+                    std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    std::fputs(pstrain::VersionText().c_str(), stdout);
+    return pstrain::kExitOk;
+  }
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
     if (cmd != "help" && AsksForHelp(argc, argv, 2)) {
@@ -263,10 +268,6 @@ int main(int argc, char** argv) {
       return pstrain::kExitOk;
     }
     if (cmd == "describe") return Describe(argc, argv, tf_config);
-    if (cmd == "version" && argc == 2) {
-      std::fputs(pstrain::VersionText().c_str(), stdout);
-      return pstrain::kExitOk;
-    }
     if (cmd == "help") {
       std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
       return pstrain::kExitOk;
@@ -313,10 +314,6 @@ int main(int argc, char** argv) {
       return pstrain::kExitBadConfig;
     }
     return it->second.second(*args);
-  }
-  if (argc == 2 && (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
-    std::fputs(pstrain::VersionText().c_str(), stdout);
-    return pstrain::kExitOk;
   }
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());

@@ -219,28 +219,25 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
   }
   std::printf("\nring all-reduce of the same gradient, no PS: %.2f ms per step\n",
               plan.allreduce_step_s * 1000);
+  const double recommended_step = plan.rows[plan.recommended_ps - 1].step_s;
   if (plan.cap_binds) {
-    const double at_cap = plan.rows.back().step_s;
     std::printf(
         "recommended: %d PS, the cap (--max-ps=%d) binds: %.2f ms per step, %.1fx the "
         "%.2f ms of unlimited PS; %d PS come within 10%% of that and %d reach it (each "
-        "worker's own link is then the limit): raise --max-ps to go further.%s\n",
-        plan.recommended_ps, k, at_cap * 1000, at_cap / plan.floor_step_s, plan.floor_step_s * 1000,
-        plan.ps_within_10_percent, plan.ps_at_floor,
-        plan.allreduce_step_s < at_cap
-            ? " All-reduce moves less per worker link at this size: PS pay off when "
-              "updates are sparse, asynchronous or the workers are many and unreliable."
-            : "");
-    return kExitOk;
+        "worker's own link is then the limit): raise --max-ps to go further.",
+        plan.recommended_ps, k, recommended_step * 1000, recommended_step / plan.floor_step_s,
+        plan.floor_step_s * 1000, plan.ps_within_10_percent, plan.ps_at_floor);
+  } else {
+    std::printf(
+        "recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
+        "PS each worker's own link is the limit.",
+        plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers));
   }
-  std::printf(
-      "recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
-      "PS each worker's own link is the limit.%s\n",
-      plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers),
-      plan.allreduce_step_s < plan.rows[plan.recommended_ps - 1].step_s
-          ? " All-reduce moves less per worker link at this size: PS pay off when "
-            "updates are sparse, asynchronous or the workers are many and unreliable."
-          : "");
+  std::printf("%s\n", plan.allreduce_step_s < recommended_step
+                          ? " All-reduce moves less per worker link at this size: PS pay off when "
+                            "updates are sparse, asynchronous or the workers are many and "
+                            "unreliable."
+                          : "");
   return kExitOk;
 }
 

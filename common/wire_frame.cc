@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/varint.h"
 
 namespace pstrain {
 namespace {
@@ -93,31 +94,16 @@ grpc::Slice BorrowSlice(const void* data, size_t size) {
   return grpc::Slice(data, size, grpc::Slice::STATIC_SLICE);
 }
 
-namespace {
-
-// A varint at head[*at...]; false when it runs past the end or over 10 bytes.
-bool PrefixVarint(absl::string_view head, size_t* at, uint64_t* v) {
-  *v = 0;
-  for (int shift = 0; shift < 64 && *at < head.size(); shift += 7) {
-    const uint8_t b = static_cast<uint8_t>(head[(*at)++]);
-    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 bool FramePrefix(absl::string_view head, size_t* header_end, size_t* payload_at,
                  uint64_t* payload_size) {
   size_t at = 0;
   uint64_t len = 0;
   if (head.empty() || static_cast<uint8_t>(head[at++]) != kHeaderTag) return false;
-  if (!PrefixVarint(head, &at, &len) || len > head.size() - at) return false;
+  if (!ReadVarint(head, &at, &len) || len > head.size() - at) return false;
   *header_end = at + len;
   at = *header_end;
   if (at >= head.size() || static_cast<uint8_t>(head[at++]) != kPayloadTag) return false;
-  if (!PrefixVarint(head, &at, payload_size)) return false;
+  if (!ReadVarint(head, &at, payload_size)) return false;
   *payload_at = at;
   return true;
 }

@@ -263,14 +263,14 @@ void ChiefDuties::WatchLoop() {
   }
 }
 
-void ChiefDuties::StopParameterServers(const std::string& reason, const absl::Status& why) {
+void ChiefDuties::StopParameterServers(const absl::Status& why) {
   const int code = ExitCodeFor(why);
   if (code >= kExitRetryable) {
     Log("leaving the ps running: the failure is retryable (exit ", code,
         ") and a restarted task needs them");
     return;
   }
-  absl::Status s = client_->ShutdownAll(reason, code);
+  absl::Status s = client_->ShutdownAll(why.ok() ? "job finished" : "job failed", code);
   if (!s.ok()) Log("stopping the ps: ", s.message());
 }
 
@@ -286,12 +286,12 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
                           absl::Seconds(std::min(30, job.sync_wait_secs)));
   StopCheckpointing();
   if (!waited.ok()) {
-    StopParameterServers("job failed", waited);
+    StopParameterServers(waited);
     return waited;
   }
   // The final checkpoint: what a relaunch of the finished job resumes from.
   if (absl::Status s = CheckpointNow(/*final=*/true); !s.ok()) {
-    StopParameterServers("job failed", s);
+    StopParameterServers(s);
     return s;
   }
   auto scored = [&]() -> absl::StatusOr<Json> {
@@ -368,7 +368,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
         WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
     return metrics;
   }();
-  StopParameterServers(scored.ok() ? "job finished" : "job failed", scored.status());
+  StopParameterServers(scored.status());
   return scored;
 }
 

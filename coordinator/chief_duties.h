@@ -78,12 +78,12 @@ class ChiefDuties {
   // exit when the job finished, or failed for good (StopParameterServers).
   absl::StatusOr<Json> Finish();
 
-  // Tells every PS to exit, with 0 when `why` is OK and ExitCodeFor(why)
-  // otherwise, unless that code is retryable: then the PS are left
-  // running, for the retried chief (or worker) needs them, and an
-  // orchestrator that restarts by exit code would not restart a PS that
-  // exited 0. Logs what it did.
-  void StopParameterServers(const std::string& reason, const absl::Status& why);
+  // Tells every PS to exit ("job finished" with 0 when `why` is OK, "job
+  // failed" with ExitCodeFor(why) otherwise), unless that code is
+  // retryable: then the PS are left running, for the retried chief (or
+  // worker) needs them, and an orchestrator that restarts by exit code
+  // would not restart a PS that exited 0. Logs what it did.
+  void StopParameterServers(const absl::Status& why);
 
   // Heartbeat period and per-call deadline of the PS watch.
   static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);

@@ -49,7 +49,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   }
   auto report = train::TrainAsReplica(cfg, replica);
   if (!report.ok()) {
-    if (duties != nullptr) duties->StopParameterServers("job failed", report.status());
+    if (duties != nullptr) duties->StopParameterServers(report.status());
     return report.status();
   }
   if (duties == nullptr) {
