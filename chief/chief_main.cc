@@ -33,7 +33,14 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::ChiefDuties> duties,
                            coordinator::ChiefDuties::Start(cfg, options));
+  // A chief that had finished training before a restart (its done report
+  // on disk) does not train again.
+  bool done = false;
   if (options.job.chief_trains) {
+    PSTRAIN_ASSIGN_OR_RETURN(done, duties->JoinLocal(cfg.task));
+    if (done) Log(cfg.task.ToString(), " finished training before this start; not training again");
+  }
+  if (options.job.chief_trains && !done) {
     train::ReplicaOptions replica;
     replica.job = options.job;
     replica.output_dir = options.output_dir;

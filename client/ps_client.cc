@@ -220,8 +220,7 @@ std::string PsClient::TlsHint(const absl::Status& s) const {
          "says why";
 }
 
-absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized,
-                                      int64_t newer_than) {
+absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized) {
   const absl::Time start = absl::Now();
   absl::Time next_log = start + absl::Seconds(5);
   std::vector<std::string> why(num_ps());
@@ -253,9 +252,6 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
         missing.push_back(ps);
       } else if (require_initialized && !resp->initialized()) {
         why[ps] = "variables not initialised yet";
-        missing.push_back(ps);
-      } else if (require_initialized && newer_than >= 0 && resp->generation() <= newer_than) {
-        why[ps] = absl::StrCat("not restored yet (still at generation ", resp->generation(), ")");
         missing.push_back(ps);
       } else {
         health[ps] = *std::move(resp);
@@ -885,21 +881,45 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(const std::ve
   return resps;
 }
 
-absl::Status PsClient::ShutdownAll(const std::string& reason, int exit_code) {
-  std::vector<v1::ShutdownRequest> reqs(num_ps());
-  std::vector<v1::ShutdownResponse> resps(num_ps());
-  std::vector<grpc::Status> results(num_ps());
+absl::Status PsClient::ShutdownAll(const std::string& reason, int exit_code,
+                                   absl::Duration wait_for_unreachable) {
+  v1::ShutdownRequest req;
+  req.set_reason(reason);
+  req.set_exit_code(exit_code);
+  std::vector<int> pending(num_ps());
+  for (int ps = 0; ps < num_ps(); ++ps) pending[ps] = ps;
   std::vector<std::string> failures;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    reqs[ps].set_reason(reason);
-    reqs[ps].set_exit_code(exit_code);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    grpc::Status s = stubs_[ps]->Shutdown(&ctx, reqs[ps], &resps[ps]);
-    // A PS that is already gone has nothing left to stop.
-    if (!s.ok() && s.error_code() != grpc::StatusCode::UNAVAILABLE) {
-      failures.push_back(FromGrpcStatus(s, PsName(ps), "Shutdown").ToString());
+  const absl::Time deadline = absl::Now() + wait_for_unreachable;
+  bool said = false;
+  while (true) {
+    std::vector<int> unreachable;
+    for (int ps : pending) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::ShutdownResponse resp;
+      grpc::Status s = stubs_[ps]->Shutdown(&ctx, req, &resp);
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        unreachable.push_back(ps);
+      } else if (!s.ok()) {
+        failures.push_back(FromGrpcStatus(s, PsName(ps), "Shutdown").ToString());
+      }
     }
+    pending = std::move(unreachable);
+    if (pending.empty() || absl::Now() >= deadline) break;
+    if (!said) {
+      std::vector<std::string> names;
+      for (int ps : pending) names.push_back(PsName(ps));
+      Log("stopping the ps: ", absl::StrJoin(names, ", "), " not answering; trying for up to ",
+          absl::FormatDuration(wait_for_unreachable));
+      said = true;
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  // A PS that is already gone has nothing left to stop.
+  if (!pending.empty() && wait_for_unreachable > absl::ZeroDuration()) {
+    std::vector<std::string> names;
+    for (int ps : pending) names.push_back(PsName(ps));
+    Log("stopping the ps: ", absl::StrJoin(names, ", "), " never answered; taken to be gone");
   }
   if (!failures.empty()) {
     return absl::UnknownError(absl::StrJoin(failures, "; "));

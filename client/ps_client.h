@@ -123,13 +123,11 @@ class PsClient {
   std::string PsName(int ps) const;
 
   // Polls every PS's Health until all answer (and, if `require_initialized`,
-  // report initialised variables of one generation, newer than
-  // `newer_than` when that is >= 0) or `timeout` passes. Logs, every 5 s,
+  // report initialised variables of one generation) or `timeout` passes. Logs, every 5 s,
   // whom it still waits for and since when. DeadlineExceeded naming every
   // PS still missing and why. With `require_initialized`, the client then
   // sends that generation with its pushes and pulls.
-  absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized,
-                              int64_t newer_than = -1);
+  absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized);
 
   // After WaitUntilReady(..., true): the step of the checkpoint the PS
   // restored the variables from (the largest any PS reported), 0 when they
@@ -235,9 +233,12 @@ class PsClient {
                                                            int written_by, int64_t generation,
                                                            absl::Duration timeout);
 
-  // Asks every PS to exit with `exit_code` (common/exit_codes.h); PS that
-  // are already gone are not an error.
-  absl::Status ShutdownAll(const std::string& reason, int exit_code = 0);
+  // Asks every PS to exit with `exit_code` (common/exit_codes.h). A PS not
+  // answering (Unavailable) is asked again every half second for up to
+  // `wait_for_unreachable` (it may be restarting); one still not answering
+  // then is taken to be gone already and logged, not an error.
+  absl::Status ShutdownAll(const std::string& reason, int exit_code = 0,
+                           absl::Duration wait_for_unreachable = absl::ZeroDuration());
 
  private:
   PsClient(const PsClientOptions& options, const Placement& placement);

@@ -50,14 +50,29 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const 
   }
   // Only now, with the new one complete and named, the oldest go; not
   // those an evaluator has yet to score.
-  const int64_t scored =
-      spare_unscored ? ReadScoredStep(dir) : std::numeric_limits<int64_t>::max();
+  const int64_t scored = spare_unscored ? ReadScoredStep(dir) : std::numeric_limits<int64_t>::max();
   const std::vector<int64_t> steps = ListCheckpointSteps(dir);
   for (size_t i = 0; i + std::max(keep, 1) < steps.size(); ++i) {
     if (steps[i] == step || steps[i] > scored) continue;
     std::error_code ec;
     std::filesystem::remove_all(CheckpointDir(dir, steps[i]), ec);
     if (ec) Log("could not remove ", CheckpointDir(dir, steps[i]), ": ", ec.message());
+  }
+  // Directories of saves cut short (a PS or a chief that died mid-save)
+  // are never completed: this chief writes one checkpoint at a time, and an
+  // earlier chief's are over. After a roll-back their higher steps would
+  // otherwise outlive newer complete checkpoints.
+  std::vector<IncompleteCheckpoint> incomplete;
+  CompleteCheckpoints(dir, &incomplete);
+  for (const IncompleteCheckpoint& c : incomplete) {
+    if (c.step == step) continue;
+    std::error_code ec;
+    std::filesystem::remove_all(CheckpointDir(dir, c.step), ec);
+    if (ec) {
+      Log("could not remove ", CheckpointDir(dir, c.step), ": ", ec.message());
+    } else {
+      Log("removed ", CheckpointDir(dir, c.step), ", a save cut short (", c.why, ")");
+    }
   }
   record.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return record;

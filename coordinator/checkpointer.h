@@ -25,7 +25,8 @@ struct CheckpointRecord {
 // Saves checkpoint `step` under `dir`: every PS writes its shard, then the
 // MANIFEST ({"step", "wall_time", "shards": [{"file", "bytes", "crc32c"}]})
 // and the index ({"step": S}) are written atomically, in that order; then
-// checkpoints beyond the newest `keep` are removed. Errors name the PS or
+// checkpoints beyond the newest `keep` are removed, and so is every other
+// ckpt-S directory that is not complete (a save cut short by a crash). Errors name the PS or
 // the file.
 // `final`: the job's last checkpoint; the index says so ({"step": S,
 // "final": true}), which tells an evaluator it may stop after scoring it.

@@ -1,7 +1,11 @@
 #include "coordinator/chief_duties.h"
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "checkpoint/checkpoint_shard.h"
+#include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -11,6 +15,7 @@
 #include "data/dataset.h"
 #include "data/input.h"
 #include "model/embeddings.h"
+#include "train/replica.h"
 
 namespace pstrain::coordinator {
 
@@ -22,6 +27,7 @@ ChiefDuties::ChiefDuties(const TfConfig& cfg, const ChiefOptions& options)
 
 ChiefDuties::~ChiefDuties() {
   StopCheckpointing();
+  StopWatching();
   if (server_ != nullptr) server_->Shutdown(absl::Seconds(1));
 }
 
@@ -31,7 +37,43 @@ void ChiefDuties::StopCheckpointing() {
     stopping_ = true;
   }
   if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void ChiefDuties::StopWatching() {
+  {
+    absl::MutexLock lock(&mu_);
+    watch_stopping_ = true;
+  }
   if (watcher_.joinable()) watcher_.join();
+}
+
+namespace {
+
+// <output_dir>/generation: the highest recovery generation a chief of this
+// job has handed out, written before the PS are told it.
+std::string GenerationPath(const std::string& dir) { return dir + "/generation"; }
+
+absl::StatusOr<int64_t> ReadGeneration(const std::string& dir) {
+  auto text = ReadFile(GenerationPath(dir));
+  if (text.status().code() == absl::StatusCode::kNotFound) return 0;
+  if (!text.ok()) return text.status();
+  int64_t generation = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &generation) || generation < 0) {
+    return absl::DataLossError(absl::StrCat(GenerationPath(dir), " does not hold a generation: \"",
+                                            absl::CEscape(text->substr(0, 40)), "\""));
+  }
+  return generation;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ChiefDuties::NextGeneration() {
+  const int64_t next = generation_ + 1;
+  PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
+  PSTRAIN_RETURN_IF_ERROR(
+      WriteFileAtomically(GenerationPath(options_.output_dir), absl::StrCat(next, "\n")));
+  generation_ = next;
+  return next;
 }
 
 absl::StatusOr<int64_t> ChiefDuties::GlobalStep() {
@@ -45,6 +87,10 @@ absl::StatusOr<int64_t> ChiefDuties::GlobalStep() {
 
 absl::Status ChiefDuties::CheckpointNow(bool final) {
   absl::MutexLock ps_lock(&ps_mu_);
+  return CheckpointNowLocked(final);
+}
+
+absl::Status ChiefDuties::CheckpointNowLocked(bool final) {
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
   {
     absl::MutexLock lock(&mu_);
@@ -94,6 +140,15 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
                                                                 const ChiefOptions& options) {
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
   chief->started_ = absl::Now();
+  // Replicas that reported done to an earlier run of the chief have exited;
+  // their reports are on disk. Read before any new report is taken.
+  PSTRAIN_ASSIGN_OR_RETURN(const int done,
+                           chief->tracker_.KeepReportsIn(options.output_dir, options.rejoin_grace));
+  if (done > 0) {
+    Log(done, " of ", chief->tracker_.replicas().size(),
+        " training replicas reported done before this start (", options.output_dir,
+        "/done); those a restore has not rolled back since are not waited for again");
+  }
   PSTRAIN_ASSIGN_OR_RETURN(
       chief->server_,
       GrpcServer::Create({options.bind_address, 512 << 20, options.security}, {&chief->service_}));
@@ -106,34 +161,20 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
   client_options.replica = -1;  // this client only observes; training has its own
   client_options.security = options.security;
   PSTRAIN_ASSIGN_OR_RETURN(chief->client_, client::PsClient::Create(client_options, placement));
+  // A job that finished (its final checkpoint complete, its metrics written)
+  // needs no PS: they may have exited already.
+  PSTRAIN_ASSIGN_OR_RETURN(chief->finished_,
+                           FinishedJob(options.output_dir, chief->ScheduleKey(), placement));
+  if (chief->finished_.has_value()) {
+    chief->tracker_.SetFinished();
+    return chief;
+  }
   Log("waiting for ", cfg.cluster.ps.size(), " ps");
   PSTRAIN_RETURN_IF_ERROR(chief->client_->WaitUntilReady(options.ps_wait, false));
-  // A job whose output directory holds a complete checkpoint resumes from it.
-  std::vector<IncompleteCheckpoint> skipped;
-  const std::vector<CompleteCheckpoint> candidates =
-      CompleteCheckpoints(options.output_dir, &skipped);
-  for (const IncompleteCheckpoint& c : skipped) Log(c.ToString());
-  if (!candidates.empty()) {
+  {
     absl::MutexLock ps_lock(&chief->ps_mu_);
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t step, chief->RestoreNewest(candidates, 1));
-    absl::MutexLock lock(&chief->mu_);
-    chief->last_checkpoint_ = step;
-  } else {
-    std::vector<int> kept;
-    PSTRAIN_RETURN_IF_ERROR(chief->client_
-                                ->CreateVariables(chief->mlp_->InitialParameters(options.job.seed),
-                                                  chief->mlp_->offsets(),
-                                                  chief->CreateOptionsFor(1), &kept)
-                                .status());
-    if (!kept.empty()) {
-      Log(kept.size(), " of ", cfg.cluster.ps.size(),
-          " ps already held initialised variables; they were kept");
-    }
-    Log("initialised ", chief->mlp_->num_parameters(), " parameters in ",
-        chief->mlp_->variables().size(), " variables on ", cfg.cluster.ps.size(), " ps");
-    // The checkpoint of step 0: what a PS lost before the first periodic
-    // checkpoint comes back from.
-    PSTRAIN_RETURN_IF_ERROR(chief->CheckpointNow());
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t serving, chief->TakeOverPs());
+    chief->tracker_.SetGeneration(serving);
   }
   ChiefDuties* self = chief.get();
   chief->watcher_ = std::thread([self] { self->WatchLoop(); });
@@ -141,6 +182,119 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
     chief->checkpointer_ = std::thread([self] { self->CheckpointLoop(); });
   }
   return chief;
+}
+
+std::string ChiefDuties::ScheduleKey() const {
+  const model::JobSpec& job = options_.job;
+  return absl::StrCat("epochs=", job.epochs, " max_steps=", job.max_steps,
+                      " batch_size=", job.batch_size, " consistency=", job.consistency,
+                      " replicas_to_aggregate=", job.replicas_to_aggregate,
+                      " replicas=", tracker_.replicas().size(), " ps=", cfg_.cluster.ps.size(),
+                      " parameters=", mlp_->num_parameters(), " seed=", job.seed);
+}
+
+absl::StatusOr<std::optional<Json>> ChiefDuties::FinishedJob(const std::string& dir,
+                                                             const std::string& schedule,
+                                                             const Placement& placement) {
+  const std::optional<Json> not_finished;
+  auto index = ReadCheckpointIndex(dir);
+  if (!index.ok() || !index->final) return not_finished;
+  const std::vector<CompleteCheckpoint> complete = CompleteCheckpoints(dir, nullptr);
+  if (complete.empty() || complete[0].step != index->step) return not_finished;
+  auto text = ReadFile(dir + "/final_metrics.json");
+  if (!text.ok()) return not_finished;
+  auto metrics = ParseJson(*text);
+  if (!metrics.ok()) return not_finished;
+  const Json* step = FindMember(*metrics, "global_step");
+  const Json* key = FindMember(*metrics, "schedule");
+  // Metrics of another step, or of another schedule (the job relaunched
+  // for more epochs, say): not this job's end.
+  if (step == nullptr || !step->is_number_integer() || step->get<int64_t>() != index->step ||
+      key == nullptr || !key->is_string() || key->get<std::string>() != schedule ||
+      complete[0].num_ps != placement.num_ps) {
+    return not_finished;
+  }
+  // Every shard of it reads back whole (checksums verified); else the
+  // checkpoint is restored from (and set aside) as after any failure.
+  for (int ps = 0; ps < complete[0].num_ps; ++ps) {
+    auto shard = ckpt::ReadShard(ShardPath(dir, index->step, ps, complete[0].num_ps));
+    if (!shard.ok()) {
+      Log("the job's final checkpoint (step ", index->step, ") does not read back (",
+          shard.status().message(), "): not taken as finished");
+      return not_finished;
+    }
+  }
+  Log("the job already finished: its final checkpoint (step ", index->step,
+      ") is complete and its metrics are in ", dir, "/final_metrics.json");
+  return std::optional<Json>(*std::move(metrics));
+}
+
+absl::StatusOr<int64_t> ChiefDuties::TakeOverPs() {
+  const std::string& dir = options_.output_dir;
+  const int n = client_->num_ps();
+  // What each PS holds now, and the highest generation handed out so far:
+  // a restore must go above both, so that generations only move forward.
+  PSTRAIN_ASSIGN_OR_RETURN(generation_, ReadGeneration(dir));
+  int live = 0;
+  int64_t live_generation = -1;
+  bool one_generation = true;
+  for (int ps = 0; ps < n; ++ps) {
+    PSTRAIN_ASSIGN_OR_RETURN(v1::HealthResponse h, client_->Health(ps, absl::Seconds(10), true));
+    generation_ = std::max(generation_, h.generation());
+    if (!h.initialized()) continue;
+    ++live;
+    if (live_generation >= 0 && h.generation() != live_generation) one_generation = false;
+    live_generation = std::max(live_generation, h.generation());
+  }
+  std::vector<IncompleteCheckpoint> skipped;
+  const std::vector<CompleteCheckpoint> candidates = CompleteCheckpoints(dir, &skipped);
+  for (const IncompleteCheckpoint& c : skipped) Log(c.ToString());
+  // Every PS alive with its variables (this chief restarted, the PS did
+  // not): they are ahead of any checkpoint; carry on with them.
+  if (live == n && one_generation) {
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
+    Log("every ps serves initialised variables (generation ", live_generation, ", global step ",
+        step, "): carrying on with them, nothing restored");
+    {
+      absl::MutexLock lock(&mu_);
+      last_checkpoint_ = candidates.empty() ? -1 : candidates[0].step;
+      last_seen_step_ = step;
+    }
+    // An earlier chief died before its first checkpoint was complete.
+    if (candidates.empty()) PSTRAIN_RETURN_IF_ERROR(CheckpointNowLocked(/*final=*/false));
+    return live_generation;
+  }
+  // A job whose output directory holds a complete checkpoint resumes from it.
+  if (!candidates.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t generation, NextGeneration());
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, RestoreNewest(candidates, generation));
+    absl::MutexLock lock(&mu_);
+    last_checkpoint_ = step;
+    last_seen_step_ = step;
+    return generation;
+  }
+  // No checkpoint: the variables are created. PS that hold some already (an
+  // earlier chief died before its first checkpoint) keep them, and the others
+  // join their generation.
+  const int64_t generation = live > 0 ? live_generation : 0;
+  if (live == 0) {
+    PSTRAIN_RETURN_IF_ERROR(NextGeneration().status());
+  }
+  std::vector<int> kept;
+  PSTRAIN_RETURN_IF_ERROR(
+      client_
+          ->CreateVariables(mlp_->InitialParameters(options_.job.seed), mlp_->offsets(),
+                            CreateOptionsFor(live > 0 ? generation : generation_), &kept)
+          .status());
+  if (!kept.empty()) {
+    Log(kept.size(), " of ", n, " ps already held initialised variables; they were kept");
+  }
+  Log("initialised ", mlp_->num_parameters(), " parameters in ", mlp_->variables().size(),
+      " variables on ", n, " ps");
+  // The checkpoint of step 0: what a PS lost before the first periodic
+  // checkpoint comes back from.
+  PSTRAIN_RETURN_IF_ERROR(CheckpointNowLocked(/*final=*/false));
+  return live > 0 ? generation : generation_;
 }
 
 client::CreateOptions ChiefDuties::CreateOptionsFor(int64_t generation) const {
@@ -200,14 +354,17 @@ void ChiefDuties::WatchLoop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kHeartbeat);
-      if (stopping_) return;
+      mu_.AwaitWithTimeout(absl::Condition(&watch_stopping_), kHeartbeat);
+      if (watch_stopping_) return;
     }
     std::vector<int> restarted;
+    int64_t round_step = -1;  // the lowest global step of those answering this round
+    bool all_answered = true;
     for (int ps = 0; ps < n; ++ps) {
       auto health = client_->Health(ps, 2 * kHeartbeat);
       const absl::Time now = absl::Now();
       if (!health.ok()) {
+        all_answered = false;
         if (!down[ps]) {
           down[ps] = true;
           down_since[ps] = now;
@@ -230,15 +387,34 @@ void ChiefDuties::WatchLoop() {
         --ps_down_;
       }
       // A PS without variables was restarted: it lost its part of the model.
-      if (!health->initialized()) restarted.push_back(ps);
+      if (!health->initialized()) {
+        restarted.push_back(ps);
+      } else {
+        round_step =
+            round_step < 0 ? health->global_step() : std::min(round_step, health->global_step());
+      }
     }
-    if (restarted.empty()) continue;
+    if (restarted.empty()) {
+      // The job's global step as last seen whole: what a restore rolls back.
+      if (all_answered && round_step >= 0) {
+        absl::MutexLock lock(&mu_);
+        last_seen_step_ = std::max(last_seen_step_, round_step);
+      }
+      continue;
+    }
     absl::MutexLock ps_lock(&ps_mu_);
     std::vector<IncompleteCheckpoint> skipped;
     const std::vector<CompleteCheckpoint> candidates =
         CompleteCheckpoints(options_.output_dir, &skipped);
     for (const IncompleteCheckpoint& c : skipped) Log(c.ToString());
-    const int64_t generation = ++generation_;
+    auto next = NextGeneration();
+    if (!next.ok()) {
+      tracker_.Fail(absl::UnavailableError(
+          absl::StrCat("restoring the ps after ", client_->PsName(restarted[0]),
+                       " restarted: recording the next generation: ", next.status().message())));
+      return;
+    }
+    const int64_t generation = *next;
     for (int ps : restarted) {
       Log(client_->PsName(ps), " restarted without variables (",
           down_since[ps] == absl::Time()
@@ -258,8 +434,15 @@ void ChiefDuties::WatchLoop() {
                                                         " restarted: ", step.status().message())));
       return;
     }
+    tracker_.SetGeneration(generation);
     absl::MutexLock lock(&mu_);
     last_checkpoint_ = *step;
+    if (last_seen_step_ > *step) {
+      Log("global steps rolled back: ", last_seen_step_ - *step, " (from ", last_seen_step_, " to ",
+          *step, "); replicas still training redo theirs");
+      rolled_back_ += last_seen_step_ - *step;
+    }
+    last_seen_step_ = *step;
   }
 }
 
@@ -270,11 +453,152 @@ void ChiefDuties::StopParameterServers(const absl::Status& why) {
         ") and a restarted task needs them");
     return;
   }
-  absl::Status s = client_->ShutdownAll(why.ok() ? "job finished" : "job failed", code);
+  // A PS away now (restarted by an orchestrator) is waited for, within
+  // --ps_wait_s, to be told as well; one that finished with an earlier run of
+  // the chief (finished_) is not.
+  absl::Status s =
+      client_->ShutdownAll(why.ok() ? "job finished" : "job failed", code,
+                           finished_.has_value() ? absl::ZeroDuration() : options_.ps_wait);
   if (!s.ok()) Log("stopping the ps: ", s.message());
 }
 
+absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
+  PSTRAIN_RETURN_IF_ERROR(CheckpointNow(/*final=*/true));
+  std::vector<float> params(mlp_->num_parameters());
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
+  // The embeddings' rows come from the PS, a chunk's ids at a time.
+  PSTRAIN_ASSIGN_OR_RETURN(
+      model::BatchResult r,
+      model::EvaluateExamples(
+          mlp_->embeddings(),
+          [&](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+            return client_->PullRows(table, ids, out);
+          },
+          test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
+          static_cast<int>(test.example_dim), test.ids_dim, 1024,
+          [&](const float* in, const int32_t* labels, int n) {
+            return mlp_->Evaluate(params.data(), in, labels, n);
+          }));
+  Json metrics = Json::object();
+  metrics["test_accuracy"] = r.accuracy();
+  metrics["test_loss"] = r.mean_loss();
+  if (r.has_auc()) metrics["test_auc"] = r.Auc();
+  metrics["test_examples"] = r.count;
+  metrics["global_step"] = step;
+  metrics["schedule"] = ScheduleKey();
+  Json replicas = Json::array();
+  double total_rate = 0;
+  int64_t expected = 0;
+  for (const auto& [replica, rep] : tracker_.reports()) {
+    Json w = Json::object();
+    w["replica"] = replica;
+    w["task"] = absl::StrCat(rep.task_type(), ":", rep.task_index());
+    w["steps"] = rep.steps();
+    w["examples"] = rep.examples();
+    w["final_loss"] = rep.final_loss();
+    w["examples_per_sec"] = rep.examples_per_sec();
+    total_rate += rep.examples_per_sec();
+    // Sync steps are the job's (every replica runs them together); async
+    // and ssp steps each replica's own, each one global step.
+    expected = options_.job.consistency == "sync" ? std::max(expected, rep.schedule_steps())
+                                                  : expected + rep.schedule_steps();
+    replicas.push_back(std::move(w));
+  }
+  metrics["replicas"] = std::move(replicas);
+  metrics["seconds"] = absl::ToDoubleSeconds(absl::Now() - started_);
+  // What faults cost: global steps rolled back by restores, and those the
+  // job ends without (rolled back after the replica that ran them finished).
+  int64_t rolled_back, made_up;
+  {
+    absl::MutexLock lock(&mu_);
+    rolled_back = rolled_back_;
+    made_up = made_up_;
+  }
+  const int64_t lost = std::max<int64_t>(0, expected - step);
+  metrics["global_steps_expected"] = expected;
+  metrics["global_steps_rolled_back"] = rolled_back;
+  metrics["global_steps_lost"] = lost;
+  metrics["global_steps_made_up"] = made_up;
+  if (lost > 0) {
+    Log("the job ends ", lost, " global steps short of its schedule (", step, " of ", expected,
+        "): updates rolled back by a restore after the replicas that made them had finished");
+  }
+  // What the PS saw: gradients dropped as stale, and the staleness of
+  // those applied (summed over every slice; buckets as SliceStats says).
+  if (auto stats = client_->Stats(); stats.ok()) {
+    int64_t dropped = 0;
+    std::vector<int64_t> histogram;
+    for (const v1::StatsResponse& ps : *stats) {
+      for (const v1::SliceStats& slice : ps.slices()) {
+        dropped += slice.dropped_stale();
+        if (histogram.size() < static_cast<size_t>(slice.staleness_histogram_size())) {
+          histogram.resize(slice.staleness_histogram_size());
+        }
+        for (int b = 0; b < slice.staleness_histogram_size(); ++b) {
+          histogram[b] += slice.staleness_histogram(b);
+        }
+      }
+    }
+    metrics["dropped_gradients"] = dropped;
+    Json h = Json::array();
+    for (int64_t count : histogram) h.push_back(count);
+    metrics["staleness_histogram"] = std::move(h);
+  }
+  metrics["examples_per_sec"] = total_rate;
+  PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
+  // With an evaluator in the cluster, output_dir/eval is its to write.
+  if (cfg_.cluster.evaluator.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
+                             EventWriter::Open(options_.output_dir + "/eval"));
+    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(step, r.ScoreScalars()));
+  }
+  PSTRAIN_RETURN_IF_ERROR(
+      WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
+  return metrics;
+}
+
+absl::Status ChiefDuties::MakeUpRolledBack() {
+  // Async steps are each replica's own: the chief runs a finished replica's
+  // shard from the restored step, as that replica would have. Sync steps are
+  // the job's (the replicas still training redo them); ssp replicas wait for
+  // each other, which a replica run alone after the rest cannot.
+  if (options_.job.consistency != "async") return absl::OkStatus();
+  // A restore during a make-up rolls back those made up before it: a few
+  // rounds at most.
+  for (int round = 0; round < 5; ++round) {
+    const int64_t generation = tracker_.generation();
+    std::vector<int> stale;
+    for (const auto& [replica, report] : tracker_.reports()) {
+      if (report.generation() != generation) stale.push_back(replica);
+    }
+    if (stale.empty()) return absl::OkStatus();
+    for (int replica : stale) {
+      TfConfig as = cfg_;
+      as.task = tracker_.replicas()[replica];
+      Log("making up the steps of ", as.task.ToString(),
+          ": a restore rolled its updates back after it finished, and it is not training "
+          "again; the chief trains its shard from the restored step");
+      train::ReplicaOptions r;
+      r.job = options_.job;
+      r.output_dir = options_.output_dir;
+      r.ps_wait = options_.ps_wait;
+      r.security = options_.security;
+      PSTRAIN_ASSIGN_OR_RETURN(v1::ReportDoneRequest report, train::TrainAsReplica(as, r));
+      {
+        absl::MutexLock lock(&mu_);
+        made_up_ += report.steps();
+      }
+      PSTRAIN_RETURN_IF_ERROR(tracker_.MarkDone(report));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Json> ChiefDuties::Finish() {
+  if (finished_.has_value()) {
+    StopParameterServers(absl::OkStatus());
+    return *finished_;
+  }
   // Sync with backup replicas: the steps are done once replicas_to_aggregate
   // replicas finished; a lost backup is not waited for beyond a grace time.
   const model::JobSpec& job = options_.job;
@@ -285,91 +609,50 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
       tracker_.WaitForAll(options_.job_timeout, backups ? job.replicas_to_aggregate : 0,
                           absl::Seconds(std::min(30, job.sync_wait_secs)));
   StopCheckpointing();
-  if (!waited.ok()) {
-    StopParameterServers(waited);
-    return waited;
+  auto fail = [this](absl::Status why) {
+    StopWatching();
+    StopParameterServers(why);
+    return why;
+  };
+  if (!waited.ok()) return fail(waited);
+  auto test = data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
+                                   options_.job.model.num_classes());
+  if (!test.ok()) return fail(test.status());
+  // The final phase: the final checkpoint (what a relaunch of the finished
+  // job resumes from), the score, the metrics. The PS watch goes on: a PS
+  // lost now is waited for and restored as during training, and the phase
+  // starts again, within --ps_wait_s.
+  Log("every replica is done; writing the final checkpoint and scoring it");
+  absl::Time trouble_since = absl::InfiniteFuture();
+  while (true) {
+    // Before each try: a restore (in this phase too) rolled back finished
+    // replicas' steps.
+    if (absl::Status s = MakeUpRolledBack(); !s.ok()) return fail(s);
+    absl::StatusOr<Json> scored = ScoreFinal(*test);
+    if (scored.ok()) {
+      StopWatching();
+      StopParameterServers(absl::OkStatus());
+      return scored;
+    }
+    if (absl::Status failed = tracker_.failure(); !failed.ok()) return fail(failed);
+    const absl::StatusCode code = scored.status().code();
+    if (code != absl::StatusCode::kUnavailable && code != absl::StatusCode::kAborted &&
+        code != absl::StatusCode::kFailedPrecondition &&
+        code != absl::StatusCode::kDeadlineExceeded) {
+      return fail(scored.status());
+    }
+    const absl::Time now = absl::Now();
+    if (trouble_since == absl::InfiniteFuture()) trouble_since = now;
+    if (now - trouble_since > options_.ps_wait) {
+      return fail(absl::UnavailableError(
+          absl::StrCat("the final checkpoint and score failed for ",
+                       absl::FormatDuration(absl::Trunc(now - trouble_since, absl::Seconds(1))),
+                       " (--ps_wait_s): ", scored.status().message())));
+    }
+    Log("final phase: ", scored.status().message(),
+        "; trying again once the ps are back (the watch restores a ps that lost its variables)");
+    absl::SleepFor(kHeartbeat);
   }
-  // The final checkpoint: what a relaunch of the finished job resumes from.
-  if (absl::Status s = CheckpointNow(/*final=*/true); !s.ok()) {
-    StopParameterServers(s);
-    return s;
-  }
-  auto scored = [&]() -> absl::StatusOr<Json> {
-    PSTRAIN_ASSIGN_OR_RETURN(
-        data::Dataset test,
-        data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
-                             options_.job.model.num_classes()));
-    std::vector<float> params(mlp_->num_parameters());
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t step, client_->PullAll(params.data(), mlp_->offsets()));
-    // The embeddings' rows come from the PS, a chunk's ids at a time.
-    PSTRAIN_ASSIGN_OR_RETURN(
-        model::BatchResult r,
-        model::EvaluateExamples(
-            mlp_->embeddings(),
-            [&](const std::string& table, absl::Span<const int64_t> ids, float* out) {
-              return client_->PullRows(table, ids, out);
-            },
-            test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
-            static_cast<int>(test.example_dim), test.ids_dim, 1024,
-            [&](const float* in, const int32_t* labels, int n) {
-              return mlp_->Evaluate(params.data(), in, labels, n);
-            }));
-    Json metrics = Json::object();
-    metrics["test_accuracy"] = r.accuracy();
-    metrics["test_loss"] = r.mean_loss();
-    if (r.has_auc()) metrics["test_auc"] = r.Auc();
-    metrics["test_examples"] = r.count;
-    metrics["global_step"] = step;
-    Json replicas = Json::array();
-    double total_rate = 0;
-    for (const auto& [replica, rep] : tracker_.reports()) {
-      Json w = Json::object();
-      w["replica"] = replica;
-      w["task"] = absl::StrCat(rep.task_type(), ":", rep.task_index());
-      w["steps"] = rep.steps();
-      w["examples"] = rep.examples();
-      w["final_loss"] = rep.final_loss();
-      w["examples_per_sec"] = rep.examples_per_sec();
-      total_rate += rep.examples_per_sec();
-      replicas.push_back(std::move(w));
-    }
-    metrics["replicas"] = std::move(replicas);
-    metrics["seconds"] = absl::ToDoubleSeconds(absl::Now() - started_);
-    // What the PS saw: gradients dropped as stale, and the staleness of
-    // those applied (summed over every slice; buckets as SliceStats says).
-    if (auto stats = client_->Stats(); stats.ok()) {
-      int64_t dropped = 0;
-      std::vector<int64_t> histogram;
-      for (const v1::StatsResponse& ps : *stats) {
-        for (const v1::SliceStats& slice : ps.slices()) {
-          dropped += slice.dropped_stale();
-          if (histogram.size() < static_cast<size_t>(slice.staleness_histogram_size())) {
-            histogram.resize(slice.staleness_histogram_size());
-          }
-          for (int b = 0; b < slice.staleness_histogram_size(); ++b) {
-            histogram[b] += slice.staleness_histogram(b);
-          }
-        }
-      }
-      metrics["dropped_gradients"] = dropped;
-      Json h = Json::array();
-      for (int64_t count : histogram) h.push_back(count);
-      metrics["staleness_histogram"] = std::move(h);
-    }
-    metrics["examples_per_sec"] = total_rate;
-    PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
-    // With an evaluator in the cluster, output_dir/eval is its to write.
-    if (cfg_.cluster.evaluator.empty()) {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
-                               EventWriter::Open(options_.output_dir + "/eval"));
-      PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(step, r.ScoreScalars()));
-    }
-    PSTRAIN_RETURN_IF_ERROR(
-        WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));
-    return metrics;
-  }();
-  StopParameterServers(scored.status());
-  return scored;
 }
 
 }  // namespace pstrain::coordinator

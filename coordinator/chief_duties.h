@@ -1,11 +1,20 @@
 // What the task with chief duties does for a job (the chief, or worker 0 when
 // the cluster has no chief):
-//   Start():  serve the Coordinator service on its own address, wait for every
-//             PS (naming any that never answers), then either restore the
-//             variables from the newest complete checkpoint in output_dir
-//             (falling back to older ones when a shard fails its checks,
-//             setting the bad one aside), or create and initialise them and
-//             write the checkpoint of step 0; then checkpoint every
+//   Start():  read back the done reports of replicas that finished under an
+//             earlier run of the chief (output_dir/done, coordinator.h);
+//             serve the Coordinator service on its own address; when the
+//             job's final checkpoint is complete and its metrics written
+//             (a chief restarted after the job finished), stop there. Else
+//             wait for every PS (naming any that never answers), then: when
+//             every PS serves initialised variables of one generation (the
+//             chief restarted, the PS did not), carry on with them; else
+//             restore the variables from the newest complete checkpoint in
+//             output_dir (falling back to older ones when a shard fails its
+//             checks, setting the bad one aside), or create and initialise
+//             them and write the checkpoint of step 0. Restores go to a
+//             generation above any a PS or an earlier chief (output_dir/
+//             generation, written before the PS are told) has seen, so
+//             generations only move forward. Then checkpoint every
 //             job.checkpoint_every_secs seconds and/or
 //             job.checkpoint_every_steps global steps (coordinator/checkpointer.h),
 //             and watch the PS by heartbeat, on threads of their own. A PS
@@ -16,15 +25,21 @@
 //             from there (train/trainer.h). A PS away longer than
 //             options.ps_wait fails the job, naming it;
 //   Finish(): wait for every training replica (chief:0 when it trains, the
-//             workers) to report done, write the final
+//             workers) to report done (async jobs: make up the steps of
+//             finished replicas that a restore rolled back), write the final
 //             checkpoint, score the final parameters on the test set, write
 //             output_dir/final_metrics.json and output_dir/eval summaries,
-//             and tell every PS to exit.
+//             and tell every PS to exit. The PS watch runs until then: a PS
+//             lost in this final phase is waited for and restored, and the
+//             phase starts again (within options.ps_wait). For a job that had
+//             finished before Start, it stops the PS still answering and
+//             returns the metrics on disk.
 // Thread-compatible: call Start, then Finish, from one thread.
 #ifndef PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 #define PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -35,9 +50,11 @@
 #include "common/checkpoint_layout.h"
 #include "common/grpc_server.h"
 #include "common/json.h"
+#include "common/placement.h"
 #include "common/tf_config.h"
 #include "coordinator/checkpointer.h"
 #include "coordinator/coordinator.h"
+#include "data/dataset.h"
 #include "model/job_spec.h"
 #include "model/network.h"
 
@@ -54,6 +71,10 @@ struct ChiefOptions {
   absl::Duration job_timeout = absl::Hours(24);
   // TLS and token for the Coordinator server and the PS channels.
   std::shared_ptr<const Security> security;
+  // How long a replica whose done report a restore rolled back (a whole job
+  // relaunched from its output directory) has to Join and train again
+  // before the report is taken as final (coordinator.h).
+  absl::Duration rejoin_grace = absl::Seconds(10);
 };
 
 class ChiefDuties {
@@ -70,11 +91,21 @@ class ChiefDuties {
   absl::Status ReportLocal(const v1::ReportDoneRequest& report) {
     return tracker_.MarkDone(report);
   }
+  // For the task with chief duties when it trains too: whether it is done
+  // (JobTracker::Join): it finished training under an earlier run of the
+  // chief and no restore rolled that back since, or the job finished.
+  absl::StatusOr<bool> JoinLocal(const TaskId& task) { return tracker_.Join(task); }
 
   // Returns the metrics it wrote: {"test_accuracy", "test_loss",
   // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
   // "task", "steps", "examples", "final_loss", "examples_per_sec"}...],
-  // "seconds" (since Start), "dropped_gradients", "staleness_histogram"}. The PS are told to
+  // "seconds" (since Start), "global_steps_expected" (what the replicas'
+  // schedules add up to), "global_steps_rolled_back" (by restores),
+  // "global_steps_lost" (expected less global_step: rolled back after the
+  // replica that ran them finished, and not made up), "global_steps_made_up"
+  // (async: the chief trained a finished replica's rolled-back steps
+  // again), "dropped_gradients",
+  // "staleness_histogram"}. The PS are told to
   // exit when the job finished, or failed for good (StopParameterServers).
   absl::StatusOr<Json> Finish();
 
@@ -82,7 +113,8 @@ class ChiefDuties {
   // failed" with ExitCodeFor(why) otherwise), unless that code is
   // retryable: then the PS are left running, for the retried chief (or
   // worker) needs them, and an orchestrator that restarts by exit code
-  // would not restart a PS that exited 0. Logs what it did.
+  // would not restart a PS that exited 0. A PS not answering is tried
+  // again within options.ps_wait (it may be restarting). Logs what it did.
   void StopParameterServers(const absl::Status& why);
 
   // Heartbeat period and per-call deadline of the PS watch.
@@ -93,6 +125,30 @@ class ChiefDuties {
 
   // The job's global step: the lowest any PS reports.
   absl::StatusOr<int64_t> GlobalStep();
+  // The metrics on disk when the job under `dir` finished (its final
+  // checkpoint complete, final_metrics.json of that step written); none
+  // otherwise.
+  // ... of `schedule` (ScheduleKey), its final checkpoint written by
+  // placement.num_ps PS and reading back whole.
+  static absl::StatusOr<std::optional<Json>> FinishedJob(const std::string& dir,
+                                                         const std::string& schedule,
+                                                         const Placement& placement);
+  // What decides the replicas' steps (epochs, batch, mode, replicas, PS,
+  // model size, seed), in one line: final_metrics.json's "schedule".
+  std::string ScheduleKey() const;
+  // Start's choice between carrying on with the PS, restoring them and
+  // creating the variables (see the top of this file). Returns the
+  // generation the PS serve afterwards.
+  absl::StatusOr<int64_t> TakeOverPs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
+  // generation_ + 1, recorded in output_dir/generation first.
+  absl::StatusOr<int64_t> NextGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
+  // Async jobs: trains, as each finished replica whose report a restore
+  // rolled back since (and which did not Join again), its shard from the
+  // restored step. Errors of TrainAsReplica.
+  absl::Status MakeUpRolledBack() ABSL_LOCKS_EXCLUDED(mu_);
+  // The final checkpoint, the score of the parameters on `test`, and
+  // final_metrics.json; the metrics.
+  absl::StatusOr<Json> ScoreFinal(const data::Dataset& test) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
   // Checkpoints while the job runs, until stopping_ is set.
   void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeats every PS until stopping_ is set; restores those that come
@@ -109,20 +165,32 @@ class ChiefDuties {
   // Checkpoints the current global step unless it was saved already
   // (`final`: the job's last; saved even then, to mark it final).
   absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
+  absl::Status CheckpointNowLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
+  void StopWatching() ABSL_LOCKS_EXCLUDED(mu_);
 
   const TfConfig cfg_;
   const ChiefOptions options_;
   absl::Time started_;
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;        // the checkpoint loop's
+  bool watch_stopping_ ABSL_GUARDED_BY(mu_) = false;  // the PS watch's
+  // The job's global step as the watch last saw it with every PS answering,
+  // and the global steps restores rolled back in all.
+  int64_t last_seen_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rolled_back_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t made_up_ ABSL_GUARDED_BY(mu_) = 0;  // steps MakeUpRolledBack ran
   int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;
   // PS the watch finds not answering; checkpoints wait while any is.
   int ps_down_ ABSL_GUARDED_BY(mu_) = 0;
   // Held while checkpoints are written or the PS restored, so that the two
   // never overlap. Acquired before mu_.
   absl::Mutex ps_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  int64_t generation_ ABSL_GUARDED_BY(ps_mu_) = 1;
+  // The highest generation handed out (TakeOverPs, NextGeneration).
+  int64_t generation_ ABSL_GUARDED_BY(ps_mu_) = 0;
+  // Set by Start for a job that had finished: its metrics.
+  std::optional<Json> finished_;
   std::thread checkpointer_;
   std::thread watcher_;
   JobTracker tracker_;

@@ -1,11 +1,15 @@
 #include "coordinator/coordinator.h"
 
 #include <chrono>
+#include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::coordinator {
@@ -18,40 +22,123 @@ std::string JobTracker::Describe(int replica) const {
   return absl::StrCat(id.ToString(), " (", cluster_.Address(id.role, id.index).ToString(), ")");
 }
 
-absl::Status JobTracker::MarkDone(const v1::ReportDoneRequest& report) {
-  int replica = -1;
+absl::StatusOr<int> JobTracker::ReplicaOf(const std::string& type, int index,
+                                          absl::string_view what) const {
   for (int r = 0; r < static_cast<int>(replicas_.size()); ++r) {
-    if (RoleName(replicas_[r].role) == report.task_type() &&
-        replicas_[r].index == report.task_index()) {
-      replica = r;
+    if (RoleName(replicas_[r].role) == type && replicas_[r].index == index) return r;
+  }
+  std::vector<std::string> names;
+  for (const TaskId& id : replicas_) names.push_back(id.ToString());
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " from ", type, ":", index, ": not one of the job's ", replicas_.size(),
+                   " training replicas (", absl::StrJoin(names, ", "), ")"));
+}
+
+absl::StatusOr<int> JobTracker::KeepReportsIn(const std::string& dir, absl::Duration rejoin_grace) {
+  const std::string done = dir + "/done";
+  PSTRAIN_RETURN_IF_ERROR(MakeDirs(done));
+  std::error_code ec;
+  std::map<int, v1::ReportDoneRequest> read;
+  for (const auto& entry : std::filesystem::directory_iterator(done, ec)) {
+    const std::string path = entry.path().string();
+    const std::string name = entry.path().filename().string();
+    if (absl::EndsWith(name, ".tmp")) continue;  // a write cut short, never acknowledged
+    PSTRAIN_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    v1::ReportDoneRequest report;
+    if (!report.ParseFromString(text)) {
+      return absl::DataLossError(absl::StrCat("done report ", path, " does not parse"));
     }
+    auto replica = ReplicaOf(report.task_type(), report.task_index(), "ReportDone");
+    if (!replica.ok() || name != absl::StrCat(report.task_type(), "-", report.task_index())) {
+      return absl::DataLossError(absl::StrCat(
+          "done report ", path, " is not one of this job's training replicas (",
+          replica.ok() ? "its name says another task" : replica.status().message(), ")"));
+    }
+    read[*replica] = std::move(report);
   }
-  if (replica < 0) {
-    std::vector<std::string> names;
-    for (const TaskId& id : replicas_) names.push_back(id.ToString());
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReportDone from ", report.task_type(), ":", report.task_index(),
-        ": not one of the job's ", replicas_.size(), " training replicas (",
-        absl::StrJoin(names, ", "), ")"));
-  }
+  if (ec) return FileError("listing done reports in", done);
   absl::MutexLock lock(&mu_);
-  reports_[replica] = report;
+  done_dir_ = done;
+  generation_known_ = false;
+  stale_counts_from_ = absl::Now() + rejoin_grace;
+  for (auto& [replica, report] : read) reports_[replica] = std::move(report);
+  return static_cast<int>(read.size());
+}
+
+void JobTracker::SetGeneration(int64_t generation) {
+  absl::MutexLock lock(&mu_);
+  generation_ = generation;
+  generation_known_ = true;
+}
+
+int64_t JobTracker::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+void JobTracker::SetFinished() {
+  absl::MutexLock lock(&mu_);
+  finished_ = true;
+  generation_known_ = true;
+}
+
+absl::Status JobTracker::MarkDone(const v1::ReportDoneRequest& report) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int replica,
+                           ReplicaOf(report.task_type(), report.task_index(), "ReportDone"));
+  absl::MutexLock lock(&mu_);
+  if (!generation_known_) return absl::UnavailableError("the chief is still starting");
+  v1::ReportDoneRequest stamped = report;
+  stamped.set_generation(generation_);
+  if (!done_dir_.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
+        absl::StrCat(done_dir_, "/", report.task_type(), "-", report.task_index()),
+        stamped.SerializeAsString()));
+  }
+  reports_[replica] = std::move(stamped);
   return absl::OkStatus();
 }
 
-absl::Status JobTracker::WaitForAll(absl::Duration timeout, int enough,
-                                    absl::Duration grace) {
+absl::StatusOr<bool> JobTracker::Join(const TaskId& task) {
+  PSTRAIN_ASSIGN_OR_RETURN(const int replica, ReplicaOf(RoleName(task.role), task.index, "Join"));
+  absl::MutexLock lock(&mu_);
+  if (!generation_known_) return absl::UnavailableError("the chief is still starting");
+  if (finished_) return true;
+  auto it = reports_.find(replica);
+  if (it == reports_.end()) return false;
+  if (it->second.generation() == generation_) return true;
+  Log(task.ToString(), " joins again; its report (generation ", it->second.generation(),
+      ") was rolled back by a restore since (generation ", generation_, "): it trains again");
+  if (!done_dir_.empty()) {
+    std::error_code ec;
+    const std::string path = absl::StrCat(done_dir_, "/", RoleName(task.role), "-", task.index);
+    std::filesystem::remove(path, ec);
+    if (ec) return FileError("removing the done report", path);
+  }
+  reports_.erase(it);
+  return false;
+}
+
+size_t JobTracker::CountedReports(absl::Time now) const {
+  size_t n = 0;
+  for (const auto& [replica, report] : reports_) {
+    n += report.generation() == generation_ || now >= stale_counts_from_;
+  }
+  return n;
+}
+
+absl::Status JobTracker::WaitForAll(absl::Duration timeout, int enough, absl::Duration grace) {
   const absl::Time deadline = absl::Now() + timeout;
   const size_t n = replicas_.size();
   const size_t need = enough > 0 && static_cast<size_t>(enough) < n ? enough : n;
   absl::Time enough_since = absl::InfiniteFuture();
   auto all_done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reports_.size() == n || !failed_.ok();
+    return CountedReports(absl::Now()) == n || !failed_.ok();
   };
   // Also wakes the first time `need` replicas have reported.
   auto wake_up = [this, n, need, &enough_since]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return reports_.size() == n || !failed_.ok() ||
-           (reports_.size() >= need && enough_since == absl::InfiniteFuture());
+    const size_t counted = CountedReports(absl::Now());
+    return counted == n || !failed_.ok() ||
+           (counted >= need && enough_since == absl::InfiniteFuture());
   };
   auto missing = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> names;
@@ -61,14 +148,17 @@ absl::Status JobTracker::WaitForAll(absl::Duration timeout, int enough,
     return absl::StrJoin(names, ", ");
   };
   absl::MutexLock lock(&mu_);
+  absl::Time next_log = absl::Now() + absl::Seconds(30);
   while (true) {
-    const absl::Time wake =
-        std::min({deadline, absl::Now() + absl::Seconds(30), enough_since + grace});
+    // Stale reports start counting at stale_counts_from_: a wake then.
+    const absl::Time stale_from =
+        stale_counts_from_ > absl::Now() ? stale_counts_from_ : absl::InfiniteFuture();
+    const absl::Time wake = std::min({deadline, next_log, enough_since + grace, stale_from});
     mu_.AwaitWithDeadline(absl::Condition(&wake_up), wake);
     if (!failed_.ok()) return failed_;
     if (all_done()) return absl::OkStatus();
     const absl::Time now = absl::Now();
-    if (reports_.size() >= need && enough_since == absl::InfiniteFuture()) {
+    if (CountedReports(now) >= need && enough_since == absl::InfiniteFuture()) {
       enough_since = now;
       Log(reports_.size(), " of ", n, " replicas done, enough for every step; waiting up to ",
           absl::FormatDuration(grace), " for ", missing());
@@ -79,12 +169,20 @@ absl::Status JobTracker::WaitForAll(absl::Duration timeout, int enough,
       return absl::OkStatus();
     }
     if (now >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "after ", absl::FormatDuration(timeout), " still waiting for ", missing(),
-          " to finish training"));
+      return absl::DeadlineExceededError(absl::StrCat("after ", absl::FormatDuration(timeout),
+                                                      " still waiting for ", missing(),
+                                                      " to finish training"));
     }
-    Log(reports_.size(), " of ", n, " replicas done; waiting for ", missing());
+    if (now >= next_log) {
+      Log(reports_.size(), " of ", n, " replicas done; waiting for ", missing());
+      next_log = now + absl::Seconds(30);
+    }
   }
+}
+
+absl::Status JobTracker::failure() const {
+  absl::MutexLock lock(&mu_);
+  return failed_;
 }
 
 void JobTracker::Fail(absl::Status why) {
@@ -97,9 +195,9 @@ std::map<int, v1::ReportDoneRequest> JobTracker::reports() const {
   return reports_;
 }
 
-grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(
-    grpc::CallbackServerContext* ctx, const v1::ReportDoneRequest* req,
-    v1::ReportDoneResponse* resp) {
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(grpc::CallbackServerContext* ctx,
+                                                             const v1::ReportDoneRequest* req,
+                                                             v1::ReportDoneResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "ReportDone");
   absl::Status s = admitted.ok() ? tracker_->MarkDone(*req) : admitted.status();
   if (s.ok()) {
@@ -112,10 +210,27 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(
   return reactor;
 }
 
-absl::Status ReportDoneToChief(const HostPort& address,
-                               const v1::ReportDoneRequest& report,
-                               absl::Duration timeout,
-                               const Security& security) {
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerContext* ctx,
+                                                       const v1::JoinRequest* req,
+                                                       v1::JoinResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "Join");
+  absl::Status s = admitted.status();
+  if (s.ok()) {
+    auto task = ParseTaskName(absl::StrCat(req->task_type(), ":", req->task_index()));
+    auto done = task.ok() ? tracker_->Join(*task)
+                          : absl::StatusOr<bool>(absl::InvalidArgumentError(
+                                absl::StrCat("Join from ", req->task_type(), ":", req->task_index(),
+                                             ": ", task.status().message())));
+    s = done.status();
+    if (done.ok()) resp->set_done(*done);
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
+                               absl::Duration timeout, const Security& security) {
   auto stub = v1::Coordinator::NewStub(
       security.CreateChannel(address.ToString(), grpc::ChannelArguments()));
   const std::string peer = absl::StrCat("chief (", address.ToString(), ")");
@@ -132,6 +247,36 @@ absl::Status ReportDoneToChief(const HostPort& address,
     }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
+                               const Security& security) {
+  // Replicas start beside the chief and ask before they train: a chief that
+  // comes up is to be reached at once, not after gRPC's reconnect backoff
+  // (1 s and growing), so each try gets a channel (and a connection) of its
+  // own.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const std::string peer = absl::StrCat("chief (", address.ToString(), ")");
+  v1::JoinRequest req;
+  req.set_task_type(RoleName(task.role));
+  req.set_task_index(task.index);
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    auto stub = v1::Coordinator::NewStub(security.CreateChannel(address.ToString(), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::JoinResponse resp;
+    grpc::Status s = stub->Join(&ctx, req, &resp);
+    if (s.ok()) return resp.done();
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() + backoff > deadline) {
+      return FromGrpcStatus(s, peer, "Join");
+    }
+    // The chief answers once it has taken over the PS: soon after it starts.
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(250));
   }
 }
 

@@ -1,6 +1,9 @@
 // The chief's coordination state and its gRPC face.
 //
-// JobTracker records which training replicas have finished; the Coordinator
+// JobTracker records which training replicas have finished, and, given a
+// directory, keeps each report there (<dir>/done/<type>-<index>, written
+// and fsynced before the report is acknowledged) so that a restarted chief
+// does not wait for a replica that finished and exited; the Coordinator
 // service (CoordinatorServiceImpl) lets them report it; ReportDoneToChief is
 // how a worker does. Thread-safe.
 #ifndef PSTRAIN_COORDINATOR_COORDINATOR_H_
@@ -27,11 +30,41 @@ class JobTracker {
   // The job's training replicas are TrainingReplicas(cluster, chief_trains).
   JobTracker(const ClusterSpec& cluster, bool chief_trains);
 
-  // Records that the task `report.task_type():report.task_index()` finished.
-  // InvalidArgument for a task that is not one of the training replicas; a
-  // repeated report replaces the earlier one (a retried RPC).
-  absl::Status MarkDone(const v1::ReportDoneRequest& report)
+  // Keeps reports under `dir`/done from now on, and reads back those kept
+  // there before (by an earlier run of the chief); returns how many it read.
+  // A file that does not parse, or names a task that is not a training
+  // replica of this cluster, is an error naming it (DataLoss), as is one
+  // that cannot be read. Until SetGeneration is called, reports and joins
+  // are answered Unavailable (the chief is still starting). A report read
+  // back that is stale (of another generation than the one set) counts for
+  // WaitForAll only `rejoin_grace` after this call: time for its replica,
+  // when it was started again (a whole job relaunched), to Join and train.
+  absl::StatusOr<int> KeepReportsIn(const std::string& dir, absl::Duration rejoin_grace)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The recovery generation the PS serve from now on (0 until set). Reports
+  // are stamped with it.
+  void SetGeneration(int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t generation() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The whole job has finished: every Join is answered done.
+  void SetFinished() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Records that the task `report.task_type():report.task_index()` finished
+  // (and, with KeepReportsIn, writes it to disk first: an error then means
+  // the report was not recorded), stamped with the generation. InvalidArgument
+  // for a task that is not one of the training replicas; a repeated report
+  // replaces the earlier one (a retried RPC).
+  absl::Status MarkDone(const v1::ReportDoneRequest& report) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether `task` is to train (false) or is done (true): done when it has
+  // a report of the current generation, or the job finished. A stale
+  // report (a restore rolled its steps back since) is dropped, from disk
+  // too, and the replica trains again. InvalidArgument for a task that is
+  // not a training replica.
+  absl::StatusOr<bool> Join(const TaskId& task) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The failure given to Fail, or OK.
+  absl::Status failure() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until every replica has reported or `timeout` passes, logging
   // every 30 s who is still training. DeadlineExceeded naming each missing
@@ -54,12 +87,22 @@ class JobTracker {
  private:
   // "worker:1 (host:port)".
   std::string Describe(int replica) const;
+  // The replica number of a task, or InvalidArgument (`what` names the call).
+  absl::StatusOr<int> ReplicaOf(const std::string& type, int index, absl::string_view what) const;
+  // Reports WaitForAll counts: those of the current generation, and stale
+  // ones once the rejoin grace has passed.
+  size_t CountedReports(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ClusterSpec cluster_;
   const std::vector<TaskId> replicas_;
   mutable absl::Mutex mu_;
   std::map<int, v1::ReportDoneRequest> reports_ ABSL_GUARDED_BY(mu_);
+  std::string done_dir_ ABSL_GUARDED_BY(mu_);  // empty: reports in memory only
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool generation_known_ ABSL_GUARDED_BY(mu_) = true;  // false from KeepReportsIn to SetGeneration
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time stale_counts_from_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
@@ -72,6 +115,8 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ReportDone(grpc::CallbackServerContext* ctx,
                                        const v1::ReportDoneRequest* req,
                                        v1::ReportDoneResponse* resp) override;
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
+                                 v1::JoinResponse* resp) override;
 
  private:
   JobTracker* const tracker_;
@@ -81,9 +126,12 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
 // Sends ReportDone to the task with chief duties at `address`, retrying
 // Unavailable (the chief may still be starting) with backoff for up to
 // `timeout`. Errors name the chief: "chief (host:port): ReportDone: ...".
-absl::Status ReportDoneToChief(const HostPort& address,
-                               const v1::ReportDoneRequest& report,
-                               absl::Duration timeout,
+absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
+                               absl::Duration timeout, const Security& security);
+
+// Asks the task with chief duties whether `task` is to train (false) or
+// has finished already (true); retries as ReportDoneToChief does.
+absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
                                const Security& security);
 
 }  // namespace pstrain::coordinator

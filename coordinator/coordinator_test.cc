@@ -1,9 +1,13 @@
 #include "coordinator/coordinator.h"
 
+#include <filesystem>
 #include <thread>
 
+#include "common/file_util.h"
 #include "common/grpc_server.h"
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::coordinator {
@@ -15,6 +19,13 @@ v1::ReportDoneRequest Report(int index, int64_t steps) {
   r.set_task_index(index);
   r.set_steps(steps);
   return r;
+}
+
+// Join's answer, or a failure naming the status.
+bool Joined(JobTracker& tracker, const TaskId& task) {
+  auto done = tracker.Join(task);
+  EXPECT_OK(done.status());
+  return done.value_or(false);
 }
 
 ClusterSpec Cluster(std::vector<HostPort> workers, bool with_chief = false) {
@@ -30,8 +41,12 @@ TEST(CoordinatorTest, WorkersReportOverGrpcAndTheChiefStopsWaiting) {
   CoordinatorServiceImpl service(&tracker, Security::None());
   ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
   HostPort chief{"127.0.0.1", server->bound_port()};
-  std::thread w0([&] { EXPECT_OK(ReportDoneToChief(chief, Report(0, 10), absl::Seconds(5), *Security::None())); });
-  std::thread w1([&] { EXPECT_OK(ReportDoneToChief(chief, Report(1, 12), absl::Seconds(5), *Security::None())); });
+  std::thread w0([&] {
+    EXPECT_OK(ReportDoneToChief(chief, Report(0, 10), absl::Seconds(5), *Security::None()));
+  });
+  std::thread w1([&] {
+    EXPECT_OK(ReportDoneToChief(chief, Report(1, 12), absl::Seconds(5), *Security::None()));
+  });
   EXPECT_OK(tracker.WaitForAll(absl::Seconds(10)));
   w0.join();
   w1.join();
@@ -80,9 +95,10 @@ TEST(CoordinatorTest, RejectsReportsFromOutsideTheCluster) {
   absl::Status s = ReportDoneToChief({"127.0.0.1", server->bound_port()}, Report(4, 1),
                                      absl::Seconds(5), *Security::None());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("ReportDone: ReportDone from worker:4: not one of the job's 1 training "
-                        "replicas (worker:0)"),
-            absl::string_view::npos)
+  EXPECT_NE(
+      s.message().find("ReportDone: ReportDone from worker:4: not one of the job's 1 training "
+                       "replicas (worker:0)"),
+      absl::string_view::npos)
       << s;
   EXPECT_TRUE(tracker.reports().empty());
 }
@@ -105,6 +121,102 @@ TEST(CoordinatorTest, ReportsWithoutTheTokenAreRefusedAndNotCounted) {
   EXPECT_TRUE(tracker.reports().empty());
   EXPECT_OK(ReportDoneToChief(chief, Report(0, 1), absl::Seconds(5), *server_side));
   EXPECT_EQ(tracker.reports().size(), 1u);
+}
+
+// Reports kept in a directory are on disk before they are acknowledged and
+// come back in a new tracker (a restarted chief). With the PS still on the
+// same generation, the replica is done (Join says so) and not waited for;
+// reports and joins wait for the generation to be known.
+TEST(CoordinatorTest, KeptReportsSurviveARestartedChief) {
+  const std::string dir = testing::TempDir() + "/kept_reports";
+  std::filesystem::remove_all(dir);
+  const ClusterSpec cluster = Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}, true);
+  const TaskId w0{Role::kWorker, 0}, w1{Role::kWorker, 1};
+  {
+    JobTracker tracker(cluster, true);
+    ASSERT_OK_AND_ASSIGN(int read, tracker.KeepReportsIn(dir, absl::Seconds(60)));
+    EXPECT_EQ(read, 0);
+    v1::ReportDoneRequest r = Report(1, 12);
+    r.set_schedule_steps(40);
+    EXPECT_EQ(tracker.MarkDone(r).code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(tracker.Join(w1).status().code(), absl::StatusCode::kUnavailable);
+    tracker.SetGeneration(3);
+    ASSERT_OK(tracker.MarkDone(r));
+    EXPECT_TRUE(std::filesystem::exists(dir + "/done/worker-1"));
+  }
+  JobTracker restarted(cluster, true);
+  ASSERT_OK_AND_ASSIGN(int read, restarted.KeepReportsIn(dir, absl::Seconds(60)));
+  EXPECT_EQ(read, 1);
+  restarted.SetGeneration(3);
+  EXPECT_TRUE(Joined(restarted, w1));
+  EXPECT_FALSE(Joined(restarted, w0));
+  auto reports = restarted.reports();
+  ASSERT_EQ(reports.count(2), 1u);  // worker 1 is replica 2 after the chief
+  EXPECT_EQ(reports[2].steps(), 12);
+  EXPECT_EQ(reports[2].schedule_steps(), 40);
+  EXPECT_EQ(reports[2].generation(), 3);
+  absl::Status s = restarted.WaitForAll(absl::Milliseconds(10));
+  EXPECT_EQ(s.message(),
+            "after 10ms still waiting for chief:0 (127.0.0.1:1000), worker:0 (127.0.0.1:1001) to "
+            "finish training");
+}
+
+// After a restore (a new generation), a kept report is stale: its replica,
+// when it joins again, trains again (the report is dropped, from disk too);
+// one that never comes back is counted once the rejoin grace has passed.
+TEST(CoordinatorTest, ReportsRolledBackByARestoreAreRedoneOrCountedAfterAGrace) {
+  const std::string dir = testing::TempDir() + "/stale_reports";
+  std::filesystem::remove_all(dir);
+  const ClusterSpec cluster = Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}});
+  const TaskId w0{Role::kWorker, 0}, w1{Role::kWorker, 1};
+  {
+    JobTracker tracker(cluster, true);
+    ASSERT_OK(tracker.KeepReportsIn(dir, absl::ZeroDuration()).status());
+    tracker.SetGeneration(1);
+    ASSERT_OK(tracker.MarkDone(Report(0, 5)));
+    ASSERT_OK(tracker.MarkDone(Report(1, 6)));
+  }
+  JobTracker restarted(cluster, true);
+  ASSERT_OK(restarted.KeepReportsIn(dir, absl::Milliseconds(300)).status());
+  restarted.SetGeneration(2);  // restored from a checkpoint
+  EXPECT_FALSE(Joined(restarted, w0));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/done/worker-0"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/done/worker-1"));
+  // worker:1 never joins: its stale report counts after the grace; worker:0
+  // trains again and reports under the new generation.
+  const absl::Time start = absl::Now();
+  ASSERT_OK(restarted.MarkDone(Report(0, 7)));
+  EXPECT_OK(restarted.WaitForAll(absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+  EXPECT_EQ(restarted.reports()[0].generation(), 2);
+  EXPECT_EQ(restarted.reports()[1].generation(), 1);
+  // Once the job finished, every join is answered done.
+  restarted.SetFinished();
+  EXPECT_TRUE(Joined(restarted, w0));
+}
+
+// A kept report that is damaged, or names a task outside the cluster (an
+// output directory reused for another cluster), is refused by name.
+TEST(CoordinatorTest, DamagedKeptReportsAreErrorsNamingTheFile) {
+  const std::string dir = testing::TempDir() + "/damaged_reports";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/done");
+  ASSERT_OK(WriteFileAtomically(dir + "/done/worker-0", "\xff\xff\xff"));
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}}), true);
+  absl::Status s = tracker.KeepReportsIn(dir, absl::ZeroDuration()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "done report " + dir + "/done/worker-0 does not parse");
+  ASSERT_OK(WriteFileAtomically(dir + "/done/worker-0", Report(3, 1).SerializeAsString()));
+  s = tracker.KeepReportsIn(dir, absl::ZeroDuration()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("is not one of this job's training replicas (ReportDone from "
+                                   "worker:3: not one of the job's 1 training replicas"));
+  // A report half written (never acknowledged) is passed over.
+  std::filesystem::remove(dir + "/done/worker-0");
+  ASSERT_OK(WriteFileAtomically(dir + "/done/worker-0.tmp", "partial"));
+  ASSERT_OK_AND_ASSIGN(int read, tracker.KeepReportsIn(dir, absl::ZeroDuration()));
+  EXPECT_EQ(read, 0);
 }
 
 }  // namespace

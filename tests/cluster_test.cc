@@ -231,7 +231,7 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   r = RunPstrain(third, "", out + "/fourth.txt", absl::Seconds(120));
   ASSERT_EQ(r.code, 0) << r.output;
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
-  EXPECT_THAT(chief, HasSubstr(", re-sliced from 2 ps (generation 1)"));
+  EXPECT_THAT(chief, HasSubstr(", re-sliced from 2 ps (generation 4)"));
   ASSERT_OK_AND_ASSIGN(std::string ps2, ReadFile(out + "/logs/ps-2.log"));
   EXPECT_THAT(ps2, HasSubstr("(written by 2 ps, re-sliced)"));
   ASSERT_OK_AND_ASSIGN(text, ReadFile(out + "/final_metrics.json"));

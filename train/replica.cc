@@ -89,6 +89,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   report.set_examples(trained.examples);
   report.set_final_loss(trained.final_loss);
   report.set_examples_per_sec(trained.examples_per_sec);
+  report.set_schedule_steps(trained.schedule_steps);
   return report;
 }
 

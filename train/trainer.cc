@@ -117,9 +117,13 @@ struct EmbeddedBatch {
 //   Drain       wait for every round still in flight
 class StepLoop {
  public:
+  // `continue_at` >= 0: start at that step of the schedule rather than at
+  // the one the PS were restored to.
   StepLoop(const TrainerOptions& options, data::BatchSource* source, client::PsClient* client,
-           model::Backend* backend, EventWriter* summaries, TrainerResult* result)
+           model::Backend* backend, EventWriter* summaries, TrainerResult* result,
+           int64_t continue_at)
       : options_(options),
+        continue_at_(continue_at),
         job_(options.job),
         source_(*source),
         client_(client),
@@ -170,6 +174,7 @@ class StepLoop {
                             : sync_ ? split_examples / aggregate / job_.batch_size
                                     : split_examples / options_.num_replicas / job_.batch_size;
     total_steps_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * batches;
+    result_.schedule_steps = total_steps_;
     // A bound on local steps that a sync replica cannot reach unless the PS
     // stop advancing, which the PS's own wait timeout reports first.
     max_local_ = sync_ ? total_steps_ * options_.num_replicas + 1 : total_steps_;
@@ -212,7 +217,10 @@ class StepLoop {
     // step: this replica's steps so far (async steps count every replica's
     // pushes; sync and ssp steps are each replica's), and its place in the
     // data.
-    if (const int64_t restored = client_->restored_step(); restored > 0) {
+    if (continue_at_ >= 0) {
+      step_ = std::min(total_steps_, continue_at_);
+      Log("carrying on at this replica's step ", step_);
+    } else if (const int64_t restored = client_->restored_step(); restored > 0) {
       step_ = std::min(total_steps_, job_.consistency == "async"
                                          ? restored / std::max(options_.num_replicas, 1)
                                          : restored);
@@ -239,6 +247,7 @@ class StepLoop {
   }
 
   absl::Status RunStep() {
+    result_.schedule_step = step_;
     ++step_;
     ++result_.steps;
     result_.last_global_step = global_step_;
@@ -455,6 +464,7 @@ class StepLoop {
   const std::vector<int64_t>& offsets() const { return mlp_->offsets(); }
 
   const TrainerOptions& options_;
+  const int64_t continue_at_;
   const model::JobSpec& job_;
   client::PsClient* const client_;
   model::Backend* const backend_;
@@ -502,8 +512,8 @@ class StepLoop {
 
 absl::Status TrainFrom(const TrainerOptions& options, data::BatchSource* source,
                        client::PsClient* client, model::Backend* backend, EventWriter* summaries,
-                       TrainerResult* result) {
-  StepLoop loop(options, source, client, backend, summaries, result);
+                       TrainerResult* result, int64_t continue_at) {
+  StepLoop loop(options, source, client, backend, summaries, result, continue_at);
   return loop.Run();
 }
 
@@ -526,8 +536,10 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::Ba
   }
   TrainerResult result;
   const absl::Time start = absl::Now();
+  int64_t continue_at = -1;
   while (true) {
-    absl::Status s = TrainFrom(options, source, client, backend.get(), summaries.get(), &result);
+    absl::Status s =
+        TrainFrom(options, source, client, backend.get(), summaries.get(), &result, continue_at);
     if (s.ok()) break;
     // A PS lost (Unavailable) or restored under the replica (Aborted): the
     // chief puts every PS back on the newest checkpoint; carry on from it.
@@ -546,13 +558,24 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::Ba
     const int64_t generation = client->generation();
     Log("lost the ps at global step ", result.last_global_step, ": ", s.message(),
         "; waiting up to ", absl::FormatDuration(options.recovery_wait),
-        " for the chief to restore them");
+        " for every ps to serve one generation again");
     const absl::Time lost = absl::Now();
-    PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.recovery_wait, true, generation));
+    PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.recovery_wait, true));
     ++result.recoveries;
+    const std::string after =
+        absl::FormatDuration(absl::Trunc(absl::Now() - lost, absl::Milliseconds(1)));
+    if (client->generation() == generation) {
+      // Nothing was restored: the PS kept their variables. The step that
+      // failed and the two before it (overlapped rounds in flight) run
+      // again: async steps, so a repeat costs less than a step lost.
+      continue_at = std::max<int64_t>(0, result.schedule_step - 2);
+      Log("the ps are back after ", after, ", still at generation ", generation,
+          " (nothing restored); carrying on");
+      continue;
+    }
+    continue_at = -1;
     Log("the ps were restored to the checkpoint at global step ", client->restored_step(),
-        " (generation ", client->generation(), ") after ",
-        absl::FormatDuration(absl::Trunc(absl::Now() - lost, absl::Milliseconds(1))),
+        " (generation ", client->generation(), ", was ", generation, ") after ", after,
         "; global steps lost: ",
         std::max<int64_t>(0, result.last_global_step - client->restored_step()));
   }

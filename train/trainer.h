@@ -8,8 +8,11 @@
 // behind it (its table is async). The consistency mode is the PS's
 // business: in sync mode the pull waits for the aggregated step, under ssp
 // for the slowest replica; async never waits. When a PS is lost, the
-// replica waits (logging whom and since when) for the chief to restore the
-// PS from a checkpoint and carries on from its step.
+// replica waits (logging whom and since when) until every PS serves
+// initialised variables of one generation again: under another generation
+// (in either direction) the chief restored them from a checkpoint, and the
+// replica carries on from its step; under the same one (a PS that was slow
+// or unreachable for a while, not restarted) it carries on where it was.
 // Thread-compatible; one Trainer per thread.
 #ifndef PSTRAIN_TRAIN_TRAINER_H_
 #define PSTRAIN_TRAIN_TRAINER_H_
@@ -65,6 +68,10 @@ struct TrainerResult {
   double examples_per_sec = 0;
   int64_t last_global_step = 0;  // as the last step began
   int recoveries = 0;            // times it carried on after PS were restored
+  // The steps of its schedule (sync: the job's aggregated steps; async and
+  // ssp: its own), and its place in it as the last step began.
+  int64_t schedule_steps = 0;
+  int64_t schedule_step = 0;
 };
 
 // Runs the whole schedule (job.epochs over this replica's shard, or

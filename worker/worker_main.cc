@@ -47,16 +47,28 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     Log("the cluster has no chief: worker:0 takes the chief's duties");
     PSTRAIN_ASSIGN_OR_RETURN(duties, coordinator::ChiefDuties::Start(cfg, chief_options));
   }
-  auto report = train::TrainAsReplica(cfg, replica);
-  if (!report.ok()) {
-    if (duties != nullptr) duties->StopParameterServers(report.status());
-    return report.status();
+  // A replica asks the chief first: one that finished before (its report
+  // kept, not rolled back since), or of a job that finished, exits at once.
+  PSTRAIN_ASSIGN_OR_RETURN(const bool done,
+                           duties != nullptr
+                               ? duties->JoinLocal(cfg.task)
+                               : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task,
+                                                        replica.ps_wait, *security));
+  if (!done) {
+    auto report = train::TrainAsReplica(cfg, replica);
+    if (!report.ok()) {
+      if (duties != nullptr) duties->StopParameterServers(report.status());
+      return report.status();
+    }
+    if (duties == nullptr) {
+      return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
+                                            *security);
+    }
+    PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
+  } else {
+    Log(cfg.task.ToString(), " finished training before this start; not training again");
+    if (duties == nullptr) return absl::OkStatus();
   }
-  if (duties == nullptr) {
-    return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
-                                          *security);
-  }
-  PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
   Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)",
                       FindMember(metrics, "test_accuracy")->get<double>(),

@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""Chaos trials: a pstrain job run the way an orchestrator runs it, with faults.
+
+Every task (2 PS, a chief, 2 workers, an evaluator) is its own process with
+its own TF_CONFIG on loopback. A task that exits 128-255 or dies of a signal
+is started again 0.5 s later; one that exits 0-127 never is (Kubernetes'
+`restartPolicy: ExitCode`). Each trial injects one fault from a seeded list
+at a seeded moment. A trial survives when it ends, within its bound, with
+every task's last exit 0, the final checkpoint complete and scored by the
+evaluator, final_metrics.json written, and nothing left running.
+
+  tests/chaos.py --pstrain=bazel-bin/pstrain --trials=50 --seed=1   # a soak
+  tests/chaos.py --pstrain=... --faults=ps_kill_5x,chief_kill_after_done
+
+Prints one line per trial and a summary (trials, survived, hangs, the
+median and worst time from fault to the job's end); exit status 1 when a
+trial did not survive. Logs of failed trials are kept under --out.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RESTART_DELAY_S = 0.5
+
+
+def free_ports(n):
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def retryable(code):
+    # Popen gives -N for a death by signal N: 128+N to an orchestrator.
+    return code < 0 or code >= 128
+
+
+class Task:
+    def __init__(self, name, argv, env, log_path):
+        self.name, self.argv, self.env, self.log_path = name, argv, env, log_path
+        self.proc = None
+        self.starts = 0
+        self.codes = []          # every exit, in order
+        self.restart_at = None   # when a retryable exit is to be restarted
+
+    def start(self):
+        self.starts += 1
+        with open(self.log_path, "a") as log:
+            log.write("=== start %d\n" % self.starts)
+            log.flush()
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.restart_at = None
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        if self.running():
+            try:
+                os.kill(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            return True
+        return False
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+class Trial:
+    def __init__(self, args, number, fault, seed):
+        self.args, self.number, self.fault, self.seed = args, number, fault, seed
+        self.rng = random.Random(seed)
+        self.out = os.path.join(args.out, "trial-%03d-%s" % (number, fault))
+        shutil.rmtree(self.out, ignore_errors=True)
+        os.makedirs(self.out)
+        self.job_dir = os.path.join(self.out, "job")
+        ports = free_ports(6)
+        at = lambda p: "127.0.0.1:%d" % p
+        self.cluster = {"chief": [at(ports[0])], "ps": [at(ports[1]), at(ports[2])],
+                        "worker": [at(ports[3]), at(ports[4])], "evaluator": [at(ports[5])]}
+        consistency = "sync" if fault.endswith("_sync") else "async"
+        job_flags = ["--hidden=%s" % args.hidden, "--epochs=%d" % args.epochs,
+                     "--batch_size=%d" % args.batch_size,
+                     # Steps that wait a little (not compute): a job long
+                     # enough for faults to land in, at little CPU.
+                     "--straggler=all:%d" % args.step_delay_ms,
+                     "--consistency=" + consistency, "--checkpoint_secs=1",
+                     "--seed=%d" % (seed % 1000 + 1), "--output_dir=" + self.job_dir]
+        self.tasks = {}
+        for role, addrs in self.cluster.items():
+            for i in range(len(addrs)):
+                name = "%s:%d" % (role, i)
+                env = dict(os.environ)
+                env["TF_CONFIG"] = json.dumps(
+                    {"cluster": self.cluster, "task": {"type": role, "index": i}})
+                argv = [args.pstrain]
+                if role == "ps":
+                    # A slow disk: checkpoints (the final one too) take long
+                    # enough for faults to land in them.
+                    argv += ["--test_checkpoint_delay_ms=%d" % args.checkpoint_delay_ms]
+                elif role == "evaluator":
+                    argv += job_flags + ["--eval_poll_secs=1"]
+                else:
+                    argv += job_flags + ["--ps_wait_s=%d" % args.ps_wait_s]
+                self.tasks[name] = Task(name, argv, env,
+                                        os.path.join(self.out, name.replace(":", "-") + ".log"))
+        self.events = []      # (seconds since start, what)
+        self.fault_time = None
+        self.chief_done_at = None
+        self.left_running = []
+
+    # --- what the injector looks at ---
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def note(self, what):
+        self.events.append((self.now(), what))
+
+    def training(self):
+        return all("training replica " in self.tasks[t].log()
+                   for t in ("chief:0", "worker:0", "worker:1"))
+
+    def chief_log_count(self, text):
+        return self.tasks["chief:0"].log().count(text)
+
+    def checkpoint_tmp(self):
+        try:
+            for d in os.listdir(self.job_dir):
+                if d.startswith("ckpt-"):
+                    for f in os.listdir(os.path.join(self.job_dir, d)):
+                        if f.endswith(".tmp"):
+                            return True
+        except OSError:
+            pass
+        return False
+
+    def kill(self, name, sig=signal.SIGKILL):
+        if self.tasks[name].signal(sig):
+            self.note("%s %s" % (signal.Signals(sig).name, name))
+            if self.fault_time is None:
+                self.fault_time = self.now()
+            return True
+        return False
+
+    # --- the faults: generators that yield while they wait ---
+    def wait_for(self, ready, bound_s=120):
+        end = self.now() + bound_s
+        while not ready() and self.now() < end:
+            yield
+        return ready()
+
+    def sleep(self, seconds):
+        end = self.now() + seconds
+        while self.now() < end:
+            yield
+
+    def injector(self):
+        f, rng = self.fault, self.rng
+        if f == "chief_kill_step0":
+            # As it writes the checkpoint of step 0, right after it initialised
+            # the variables.
+            yield from self.wait_for(lambda: self.chief_log_count("initialised ")
+                                     or self.checkpoint_tmp(), 60)
+            self.kill("chief:0")
+            return
+        yield from self.wait_for(self.training)
+        if f in ("ps_kill", "ps_kill_sync"):
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill("ps:%d" % rng.randrange(2))
+        elif f == "ps_kill_5x":
+            # The same PS five times, 3-4 s apart; the last once every
+            # replica is done (the chief's final phase).
+            for _ in range(4):
+                self.kill("ps:0")
+                yield from self.sleep(rng.uniform(3, 4))
+                if self.chief_log_count("every replica is done"):
+                    break
+            yield from self.wait_for(lambda: self.chief_log_count("every replica is done"))
+            yield from self.wait_for(lambda: self.tasks["ps:0"].running())
+            self.kill("ps:0")
+        elif f == "ps_kill_both":
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill("ps:0")
+            self.kill("ps:1")
+        elif f == "ps_kill_in_checkpoint":
+            yield from self.sleep(rng.uniform(0.5, 2))
+            yield from self.wait_for(self.checkpoint_tmp, 30)
+            self.kill("ps:%d" % rng.randrange(2))
+        elif f == "ps_kill_final":
+            # At once: the final checkpoint and score take tens of ms here.
+            yield from self.wait_for(lambda: self.chief_log_count("every replica is done"))
+            self.kill("ps:%d" % rng.randrange(2))
+        elif f == "ps_freeze":
+            yield from self.sleep(rng.uniform(0.5, 4))
+            name = "ps:%d" % rng.randrange(2)
+            if self.kill(name, signal.SIGSTOP):
+                yield from self.sleep(10)
+                self.kill(name, signal.SIGCONT)
+        elif f == "ps_restored_then_chief_killed":
+            yield from self.sleep(rng.uniform(0.5, 3))
+            before = self.chief_log_count("restored every ps")
+            self.kill("ps:0")
+            yield from self.wait_for(lambda: self.chief_log_count("restored every ps") > before, 60)
+            yield from self.sleep(rng.uniform(0.5, 5))
+            self.kill("chief:0")
+        elif f == "chief_kill":
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill("chief:0")
+        elif f == "chief_kill_after_done":
+            yield from self.wait_for(lambda: self.chief_log_count("worker:1 finished") > 0)
+            yield from self.sleep(0.1)
+            self.kill("chief:0")
+        elif f == "chief_kill_final":
+            yield from self.wait_for(lambda: self.chief_log_count("every replica is done"))
+            yield from self.sleep(rng.uniform(0, 0.02))
+            self.kill("chief:0")
+        elif f in ("worker_kill", "worker_kill_sync"):
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill("worker:%d" % rng.randrange(2))
+        elif f == "evaluator_kill_scoring":
+            ev = self.tasks["evaluator:0"]
+            scored = ev.log().count("eval at step")
+            yield from self.wait_for(lambda: ev.log().count("evaluator: checkpoint at step")
+                                     + ev.log().count("eval at step") > scored, 60)
+            yield from self.sleep(rng.uniform(0, 0.2))
+            self.kill("evaluator:0")
+        elif f == "whole_job":
+            yield from self.sleep(rng.uniform(1, 4))
+            self.kill_all()
+        elif f == "none":
+            pass
+        else:
+            raise ValueError("unknown fault " + f)
+
+    def stop_everything(self):
+        for t in self.tasks.values():
+            if t.running():
+                t.signal(signal.SIGCONT)
+                t.signal(signal.SIGKILL)
+                t.proc.wait()
+
+    def kill_all(self):
+        for name in self.tasks:
+            self.kill(name)
+
+    # --- the orchestrator ---
+    def run(self):
+        self.t0 = time.monotonic()
+        for name in ("ps:0", "ps:1", "chief:0", "worker:0", "worker:1", "evaluator:0"):
+            self.tasks[name].start()
+        injector = self.injector()
+        hung = False
+        while True:
+            if injector is not None:
+                try:
+                    next(injector)
+                except StopIteration:
+                    injector = None
+            pending = False
+            for t in self.tasks.values():
+                if t.proc is not None and t.restart_at is None and t.proc.poll() is not None:
+                    code = t.proc.returncode
+                    t.codes.append(code)
+                    self.note("%s exited %d" % (t.name, code if code >= 0 else 128 - code))
+                    t.proc = None
+                    if retryable(code):
+                        t.restart_at = time.monotonic() + RESTART_DELAY_S
+                if t.restart_at is not None:
+                    pending = True
+                    if time.monotonic() >= t.restart_at:
+                        self.note("restart " + t.name)
+                        t.start()
+                if t.running():
+                    pending = True
+            if not pending:
+                break
+            chief = self.tasks["chief:0"]
+            if chief.codes and chief.codes[-1] == 0 and chief.restart_at is None:
+                # The job is over (TFJob's success policy); what still runs
+                # after a grace time is stopped, as its cleanPodPolicy
+                # would, and counts against the trial.
+                if self.chief_done_at is None:
+                    self.chief_done_at = self.now()
+                elif self.now() - self.chief_done_at > self.args.cleanup_grace_s:
+                    for t in self.tasks.values():
+                        if t.running():
+                            self.left_running.append(t.name)
+                            t.signal(signal.SIGCONT)
+                            t.signal(signal.SIGTERM)
+                    self.note("SIGTERM to " + ", ".join(self.left_running))
+                    self.chief_done_at = float("inf")
+            if self.now() > self.args.trial_timeout_s:
+                hung = True
+                self.note("hung: killing what is left")
+                self.stop_everything()
+                break
+            time.sleep(0.05)
+        self.elapsed = self.now()
+        return self.verdict(hung)
+
+    def verdict(self, hung):
+        problems = []
+        if self.left_running:
+            problems.append("still running %ds after the chief finished: %s" % (
+                self.args.cleanup_grace_s, ", ".join(self.left_running)))
+        if hung:
+            problems.append("hung past %ds" % self.args.trial_timeout_s)
+        for t in self.tasks.values():
+            last = t.codes[-1] if t.codes else None
+            if last != 0:
+                problems.append("%s last exit %s" % (t.name, last))
+        metrics = {}
+        try:
+            with open(os.path.join(self.job_dir, "final_metrics.json")) as f:
+                metrics = json.load(f)
+        except (OSError, ValueError):
+            problems.append("no final_metrics.json")
+        index = {}
+        try:
+            with open(os.path.join(self.job_dir, "checkpoint")) as f:
+                index = json.load(f)
+        except (OSError, ValueError):
+            problems.append("no checkpoint index")
+        if index and not index.get("final"):
+            problems.append("the newest checkpoint is not final")
+        if index.get("final"):
+            manifest = os.path.join(self.job_dir, "ckpt-%d" % index["step"], "MANIFEST")
+            if not os.path.exists(manifest):
+                problems.append("final checkpoint has no MANIFEST")
+            try:
+                with open(os.path.join(self.job_dir, "eval", "scored")) as f:
+                    scored = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                scored = -1
+            if scored != index["step"]:
+                problems.append("final checkpoint %d not scored (scored: %d)"
+                                % (index["step"], scored))
+        self.metrics = metrics
+        self.problems = problems
+        return not problems
+
+
+def main():
+    # SIGTERM ends the run as Ctrl-C does, stopping the trial's tasks.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pstrain", required=True, help="the pstrain binary")
+    p.add_argument("--trials", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1, help="seeds the faults and their moments")
+    p.add_argument("--faults", default="",
+                   help="comma-separated faults to take in turn (default: all, seeded order)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch_size", type=int, default=32)
+    p.add_argument("--hidden", default="128,64")
+    p.add_argument("--step_delay_ms", type=int, default=4,
+                   help="every replica sleeps this long before each step")
+    p.add_argument("--checkpoint_delay_ms", type=int, default=200,
+                   help="each PS's shard write takes this much longer")
+    p.add_argument("--ps_wait_s", type=int, default=60)
+    p.add_argument("--trial_timeout_s", type=int, default=240)
+    p.add_argument("--cleanup_grace_s", type=int, default=20,
+                   help="how long tasks may run on after the chief exited 0")
+    p.add_argument("--out", default="", help="where trials write (default: a temporary dir)")
+    p.add_argument("--keep", action="store_true", help="keep the logs of trials that survived")
+    args = p.parse_args()
+    args.pstrain = os.path.abspath(args.pstrain)
+    if not os.access(args.pstrain, os.X_OK):
+        sys.exit("--pstrain %s is not an executable file" % args.pstrain)
+    if not args.out:
+        args.out = tempfile.mkdtemp(prefix="pstrain-chaos-")
+    faults = [f for f in args.faults.split(",") if f] or list(ALL_FAULTS)
+    for f in faults:
+        if f not in ALL_FAULTS:
+            sys.exit("unknown fault %s; known: %s" % (f, ", ".join(ALL_FAULTS)))
+    rng = random.Random(args.seed)
+    if not args.faults:
+        rng.shuffle(faults)
+    survived, hangs, to_end = 0, 0, []
+    for n in range(args.trials):
+        fault = faults[n % len(faults)]
+        seed = rng.randrange(1 << 30)
+        trial = Trial(args, n, fault, seed)
+        try:
+            ok = trial.run()
+        finally:
+            trial.stop_everything()  # on an interrupt too: nothing is left behind
+        survived += ok
+        hangs += any("hung" in p for p in trial.problems)
+        if trial.fault_time is not None:
+            to_end.append(trial.elapsed - trial.fault_time)
+        m = trial.metrics
+        print("trial %d %-30s seed %-10d %s in %.1fs%s; restarts %d; global step %s; "
+              "steps lost %s; test accuracy %s" % (
+                  n, fault, seed, "survived" if ok else "FAILED", trial.elapsed,
+                  "" if trial.fault_time is None else
+                  " (fault at %.1fs)" % trial.fault_time,
+                  sum(max(0, t.starts - 1) for t in trial.tasks.values()),
+                  m.get("global_step"), m.get("global_steps_lost"),
+                  "%.4f" % m["test_accuracy"] if "test_accuracy" in m else None), flush=True)
+        if not ok:
+            print("  problems: " + "; ".join(trial.problems))
+            print("  events: " + ", ".join("%.1fs %s" % e for e in trial.events))
+            print("  logs: " + trial.out, flush=True)
+        elif not args.keep:
+            shutil.rmtree(trial.out, ignore_errors=True)
+    print("%d trials: %d survived, %d failed, %d hung; fault to the job's end: median %.1fs, "
+          "worst %.1fs" % (args.trials, survived, args.trials - survived, hangs,
+                           statistics.median(to_end) if to_end else 0,
+                           max(to_end) if to_end else 0))
+    return 0 if survived == args.trials else 1
+
+
+ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_checkpoint", "ps_kill_final",
+              "ps_freeze", "ps_restored_then_chief_killed", "chief_kill", "chief_kill_step0",
+              "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
+              "ps_kill_sync", "evaluator_kill_scoring", "whole_job"]
+
+if __name__ == "__main__":
+    sys.exit(main())
