@@ -320,12 +320,25 @@ absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
     create.restore_dir = dir;
     create.restore_step = c.step;
     create.restore_num_ps = c.num_ps;
-    // PS without variables create them and load the checkpoint; those that
-    // already serve some are then rolled back to it.
-    std::vector<int> kept;
-    absl::Status s = client_->CreateVariables(initial, mlp_->offsets(), create, &kept).status();
-    if (s.ok() && !kept.empty()) {
-      s = client_->Restore(kept, dir, c.step, c.num_ps, generation, absl::Minutes(10)).status();
+    absl::Status s;
+    for (int attempt = 1;; ++attempt) {
+      // PS without variables create them and load the checkpoint; those that
+      // already serve some (from an earlier attempt too) are then rolled back
+      // to it.
+      std::vector<int> kept;
+      s = client_->CreateVariables(initial, mlp_->offsets(), create, &kept).status();
+      if (s.ok() && !kept.empty()) {
+        s = client_->Restore(kept, dir, c.step, c.num_ps, generation, absl::Minutes(10)).status();
+      }
+      // A file that was there a moment ago (the listing checked every shard)
+      // and cannot be opened or read now: storage that hiccups (NotFound,
+      // an I/O error). Tried again; the checkpoint is not damaged.
+      const bool transient =
+          s.code() == absl::StatusCode::kNotFound || s.code() == absl::StatusCode::kInternal;
+      if (!transient || attempt == kRestoreTries) break;
+      Log("restoring the checkpoint at step ", c.step, ": ", s.message(), "; trying again (",
+          attempt, " of ", kRestoreTries, ")");
+      absl::SleepFor(absl::Seconds(attempt));
     }
     if (s.ok()) {
       Log(absl::StrFormat(
@@ -335,11 +348,14 @@ absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
           generation));
       return c.step;
     }
-    if (s.code() != absl::StatusCode::kDataLoss && s.code() != absl::StatusCode::kNotFound) {
-      return s;
+    if (s.code() != absl::StatusCode::kDataLoss) {
+      // Left in place: a read that keeps failing says nothing of the files.
+      return absl::Status(s.code(), absl::StrCat("restoring the checkpoint at step ", c.step,
+                                                 " (left in place): ", s.message()));
     }
-    // A shard that fails its checks: the previous checkpoint is used, and
-    // this one set aside so that nothing picks it up again.
+    // A shard that fails its checks (a checksum, a short file): the previous
+    // checkpoint is used, and this one set aside so that nothing picks it up
+    // again.
     SetAsideCheckpoint(dir, c.step, s.message());
     last = s;
   }

@@ -117,6 +117,9 @@ class ChiefDuties {
   // again within options.ps_wait (it may be restarting). Logs what it did.
   void StopParameterServers(const absl::Status& why);
 
+  // Tries of a restore whose reads fail without a failed check (1 s, then
+  // 2 s, ... apart).
+  static constexpr int kRestoreTries = 3;
   // Heartbeat period and per-call deadline of the PS watch.
   static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);
 
@@ -157,7 +160,10 @@ class ChiefDuties {
   // Puts every PS on checkpoint `candidates` (newest first), under
   // `generation`: creates the variables where missing, loads the newest
   // candidate whose files pass every check, setting aside those that do
-  // not. Returns the step restored. DataLoss when none could be.
+  // not (DataLoss: a checksum, a short file). A read that fails otherwise
+  // (NotFound, an I/O error) is tried kRestoreTries times, then returned,
+  // the checkpoint left in place. Returns the step restored. DataLoss when
+  // no candidate passes its checks.
   absl::StatusOr<int64_t> RestoreNewest(const std::vector<CompleteCheckpoint>& candidates,
                                         int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
   // The options CreateVariables gets (restoring nothing).

@@ -335,19 +335,33 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
                                "SaveCheckpoint needs a directory and a step >= 0, got \"",
                                req->dir(), "\" and ", req->step())));
   }
-  const absl::Time start = absl::Now();
-  auto snapshot = store_->Snapshot(req->step());
-  if (!snapshot.ok()) return FinishWith(ctx, snapshot.status());
-  const int tensors = static_cast<int>(snapshot->tensors.size());
-  const std::string path = ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
-  auto written = ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
-  if (!written.ok()) return FinishWith(ctx, written.status());
-  resp->set_path(path);
-  resp->set_bytes(written->bytes);
-  resp->set_crc32c(written->crc);
-  resp->set_tensors(tensors);
-  resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  return FinishWith(ctx, absl::OkStatus());
+  // The snapshot and the write run on the checkpoint thread; this gRPC
+  // thread returns at once, and the call is answered from there.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto admission = std::make_shared<CallGuard::Admission>(*std::move(admitted));
+  checkpoint_writer_.Run([this, req, resp, reactor, admission] {
+    const absl::Time start = absl::Now();
+    auto snapshot = store_->Snapshot(req->step());
+    if (!snapshot.ok()) {
+      reactor->Finish(ToGrpcStatus(snapshot.status()));
+      return;
+    }
+    const int tensors = static_cast<int>(snapshot->tensors.size());
+    const std::string path =
+        ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
+    auto written = ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
+    if (!written.ok()) {
+      reactor->Finish(ToGrpcStatus(written.status()));
+      return;
+    }
+    resp->set_path(path);
+    resp->set_bytes(written->bytes);
+    resp->set_crc32c(written->crc);
+    resp->set_tensors(tensors);
+    resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx,

@@ -1,8 +1,9 @@
 // gRPC adapter for the PS: control RPCs (CreateVariables, Health, Stats,
-// SaveCheckpoint, Restore, Shutdown) are unary; the data path is the Exchange stream, whose frames
-// are parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes are never copied
-// through protobuf. Each stream handles its frames in order: a frame's push is applied, then its
-// pull is served, or parked in the store's WaitList until a sync step or ssp clock allows it,
+// SaveCheckpoint, Restore, Shutdown) are unary (SaveCheckpoint does its work
+// on a thread of its own and answers from there); the data path is the Exchange stream, whose
+// frames are parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes are never
+// copied through protobuf. Each stream handles its frames in order: a frame's push is applied, then
+// its pull is served, or parked in the store's WaitList until a sync step or ssp clock allows it,
 // without holding a gRPC thread. A client on this host may offer shared memory as its stream's
 // first frame (common/shared_memory.h); frames then name payloads and reply space in it, checked
 // against its bounds. No training logic here: ShardStore decides. Thread-safe.
@@ -17,6 +18,7 @@
 #include "absl/time/time.h"
 #include "common/call_guard.h"
 #include "common/security.h"
+#include "common/serial_worker.h"
 #include "common/shared_memory.h"
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -103,6 +105,10 @@ class PsServiceImpl final : public PsServiceBase {
   CallGuard guard_;
   std::unique_ptr<FrameServer> frames_;
   std::atomic<int> frame_port_{0};
+  // SaveCheckpoint's snapshot and write (an fsync on a slow disk) run here,
+  // one at a time, not on gRPC's threads. Last: destroyed (and joined)
+  // first.
+  SerialWorker checkpoint_writer_;
 };
 
 }  // namespace pstrain::ps
