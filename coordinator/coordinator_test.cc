@@ -168,7 +168,7 @@ TEST(CoordinatorTest, ReportsRolledBackByARestoreAreRedoneOrCountedAfterAGrace) 
   const std::string dir = testing::TempDir() + "/stale_reports";
   std::filesystem::remove_all(dir);
   const ClusterSpec cluster = Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}});
-  const TaskId w0{Role::kWorker, 0}, w1{Role::kWorker, 1};
+  const TaskId w0{Role::kWorker, 0};
   {
     JobTracker tracker(cluster, true);
     ASSERT_OK(tracker.KeepReportsIn(dir, absl::ZeroDuration()).status());

@@ -16,6 +16,8 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   auto bind = args.GetString("bind", cfg.task_address()->ToString());
   // Test-only: see PsServiceOptions::test_checkpoint_delay.
   auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
+  // Test-only: see PsServiceOptions::test_failing_restore_reads.
+  auto failing_reads = args.GetIntInRange("test_failing_restore_reads", 0, 0, 1000);
   PsServiceOptions defaults;
   auto message_mib = args.GetIntInRange("max_message_mib", 512, 1, 2047);
   auto per_client =
@@ -31,8 +33,9 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   auto tcp_frames = args.GetBool("tcp_frames", true);
   absl::Status s;
   for (const absl::Status& each :
-       {bind.status(), delay_ms.status(), message_mib.status(), per_client.status(), calls.status(),
-        tensors.status(), ids.status(), rows.status(), shared.status(), tcp_frames.status()}) {
+       {bind.status(), delay_ms.status(), failing_reads.status(), message_mib.status(),
+        per_client.status(), calls.status(), tensors.status(), ids.status(), rows.status(),
+        shared.status(), tcp_frames.status()}) {
     if (s.ok()) s = each;
   }
   if (s.ok()) s = args.CheckAllUsed();
@@ -53,6 +56,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   std::unique_ptr<GrpcServer> server;
   PsServiceOptions options;
   options.test_checkpoint_delay = absl::Milliseconds(*delay_ms);
+  options.test_failing_restore_reads = static_cast<int>(*failing_reads);
   options.security = security;
   options.calls.max_calls_per_client = static_cast<int>(*per_client);
   options.calls.max_calls = static_cast<int>(*calls);

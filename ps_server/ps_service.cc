@@ -184,7 +184,8 @@ PsServiceImpl::PsServiceImpl(ShardStore* store, OnShutdown on_shutdown, PsServic
       options_(options),
       // Idle response buffers kept for reuse: a few frames' worth.
       pool_(BufferPool::Create(16 << 20)),
-      guard_(options.security, options.calls) {}
+      guard_(options.security, options.calls),
+      failing_restore_reads_(options.test_failing_restore_reads) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
     grpc::CallbackServerContext* ctx) {
@@ -298,6 +299,11 @@ absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t ge
                      ref.dir(), "\", ", ref.step(), " and ", ref.num_ps()));
   }
   const absl::Time start = absl::Now();
+  if (failing_restore_reads_.load(std::memory_order_relaxed) > 0 &&
+      failing_restore_reads_.fetch_sub(1, std::memory_order_relaxed) > 0) {
+    return absl::InternalError(absl::StrCat("reading ", CheckpointDir(ref.dir(), ref.step()),
+                                            ": an injected read error (test)"));
+  }
   auto shard = ckpt::ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
                                        store_->num_ps(), store_->Layout());
   if (!shard.ok()) return shard.status();

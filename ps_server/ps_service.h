@@ -34,6 +34,9 @@ struct PsServiceOptions {
   // Test-only: SaveCheckpoint sleeps this long with its shard half written
   // (under its temporary name), widening the window a crash test aims at.
   absl::Duration test_checkpoint_delay = absl::ZeroDuration();
+  // Test-only: the first this many checkpoint reads of restores fail with
+  // Internal, as storage that hiccups would.
+  int test_failing_restore_reads = 0;
   // Token checks (and nothing else: TLS is the server's credentials). Null:
   // no token.
   std::shared_ptr<const Security> security;
@@ -105,6 +108,7 @@ class PsServiceImpl final : public PsServiceBase {
   CallGuard guard_;
   std::unique_ptr<FrameServer> frames_;
   std::atomic<int> frame_port_{0};
+  std::atomic<int> failing_restore_reads_;  // options_.test_failing_restore_reads left
   // SaveCheckpoint's snapshot and write (an fsync on a slow disk) run here,
   // one at a time, not on gRPC's threads. Last: destroyed (and joined)
   // first.

@@ -488,7 +488,8 @@ std::vector<TensorStats> ShardStore::Stats() const {
   return out;
 }
 
-absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(int64_t step) const {
+absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(
+    int64_t step, const std::function<void()>& after_cut) const {
   if (!initialized()) {
     return absl::FailedPreconditionError(
         absl::StrCat("ps:", ps_index_, " has no variables yet: nothing to checkpoint"));
@@ -499,10 +500,41 @@ absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(int64_t step) const {
   shard.header.set_num_ps(num_ps_);
   shard.header.set_optimizer(job_.optimizer.name);
   shard.header.set_num_slots(optimizer_->num_slots());
-  // One moment for every tensor: all locked (in index order) while copying.
+  // One moment for every dense tensor and every table that is not async:
+  // all locked (in index order) only while each dense tensor's buffer is
+  // held (its next write goes to a copy, BeforeWriteLocked) and those tables
+  // are copied. The dense bytes are copied afterwards with no lock held, so
+  // pushes go on meanwhile. An async table, whose updates keep no step with
+  // the rest, is copied under its own lock alone.
+  const size_t n = tensors_.size();
+  std::vector<HeldBytes> held(n);
+  std::vector<int64_t> updates(n, 0);
+  shard.tensors.resize(n);
+  auto alone = [](const StoredTensor& t) {
+    return t.embedding && t.consistency.mode == Consistency::Mode::kAsync;
+  };
   for (const auto& t : tensors_) t->mu.Lock();
-  for (const auto& t : tensors_) shard.tensors.push_back(RecordOfLocked(*t));
+  for (size_t i = 0; i < n; ++i) {
+    StoredTensor& t = *tensors_[i];
+    if (!t.embedding) {
+      held[i] = HoldDataLocked(t, static_cast<int64_t>(t.data.size() * sizeof(float)));
+      updates[i] = t.updates;
+    } else if (!alone(t)) {
+      shard.tensors[i] = RecordOfLocked(t);
+    }
+  }
   for (auto it = tensors_.rbegin(); it != tensors_.rend(); ++it) (*it)->mu.Unlock();
+  if (after_cut) after_cut();
+  for (size_t i = 0; i < n; ++i) {
+    StoredTensor& t = *tensors_[i];
+    if (!t.embedding) {
+      shard.tensors[i] = RecordOfDense(t, updates[i], held[i]);
+      held[i] = HeldBytes();  // the tensor's next write is in place again
+    } else if (alone(t)) {
+      absl::MutexLock lock(&t.mu);
+      shard.tensors[i] = RecordOfLocked(t);
+    }
+  }
   return shard;
 }
 

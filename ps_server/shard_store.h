@@ -38,6 +38,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,12 +50,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "common/consistency.h"
-#include "common/placement.h"
-#include "common/payload.h"
-#include "common/staleness.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
+#include "common/consistency.h"
+#include "common/payload.h"
+#include "common/placement.h"
+#include "common/staleness.h"
 #include "optim/optimizer.h"
 #include "ps_server/stored_tensor.h"
 #include "ps_server/update_rules.h"
@@ -62,16 +63,15 @@
 
 namespace pstrain::ps {
 
-
 struct TensorStats {
-  std::string key;       // slice key, or the table's name
+  std::string key;  // slice key, or the table's name
   std::string variable;
   std::string consistency;
-  int64_t bytes = 0;     // values held (tables: rows created so far)
-  int64_t rows = 0;      // tables: rows created
-  int64_t pushes = 0;    // gradients received (applied or dropped)
+  int64_t bytes = 0;   // values held (tables: rows created so far)
+  int64_t rows = 0;    // tables: rows created
+  int64_t pushes = 0;  // gradients received (applied or dropped)
   int64_t pulls = 0;
-  int64_t version = 0;   // updates applied (sync: aggregated steps)
+  int64_t version = 0;  // updates applied (sync: aggregated steps)
   int64_t dropped_stale = 0;
   std::array<int64_t, kStalenessBuckets> staleness{};
 };
@@ -128,11 +128,9 @@ class ShardStore {
   // optimizer is unknown.
   // `await_restore`: the values are about to be replaced from a checkpoint;
   // the store is not ready() until Restore succeeds.
-  absl::StatusOr<bool> Initialize(const JobConfig& job,
-                                  const std::vector<DenseInit>& dense,
+  absl::StatusOr<bool> Initialize(const JobConfig& job, const std::vector<DenseInit>& dense,
                                   const std::vector<EmbeddingInit>& embeddings,
-                                  bool await_restore = false)
-      ABSL_LOCKS_EXCLUDED(init_mu_);
+                                  bool await_restore = false) ABSL_LOCKS_EXCLUDED(init_mu_);
 
   // The tensors exist.
   bool initialized() const { return initialized_.load(std::memory_order_acquire); }
@@ -213,14 +211,14 @@ class ShardStore {
   // a NaN or Inf, a replica out of range, or a payload of the wrong size.
   // (Locks a run-time set of tensors in index order, which the static
   // analysis cannot follow.)
-  absl::StatusOr<std::vector<bool>> Push(const PushBatch& batch, const Payload& payload)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::StatusOr<std::vector<bool>> Push(const PushBatch& batch,
+                                         const Payload& payload) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   struct PullBatch {
-    int replica = 0;       // -1: an observer (chief, tools), which never waits
+    int replica = 0;         // -1: an observer (chief, tools), which never waits
     int64_t generation = 0;  // as PushBatch::generation
-    int64_t min_step = 0;  // sync: also wait for at least this version
-    int64_t stop_step = 0;  // sync: no waiting once a tensor is here (0: none)
+    int64_t min_step = 0;    // sync: also wait for at least this version
+    int64_t stop_step = 0;   // sync: no waiting once a tensor is here (0: none)
     std::vector<TensorRef> tensors;
   };
   // Checks a pull and returns the bytes its values take.
@@ -229,8 +227,7 @@ class ShardStore {
   // each tensor's version and bytes, and returns true. Not ready (sync step or ssp
   // clock not reached): returns false and says what it waits for in
   // `*waiting_for`. Errors as PullSize.
-  absl::StatusOr<bool> TryPull(const PullBatch& batch, char* out,
-                               std::vector<Pulled>* pulled,
+  absl::StatusOr<bool> TryPull(const PullBatch& batch, char* out, std::vector<Pulled>* pulled,
                                std::string* waiting_for);
 
   // Pulls that wait park here; Push notifies it when a sync step completes
@@ -244,10 +241,16 @@ class ShardStore {
 
   std::vector<TensorStats> Stats() const;
 
-  // Every tensor as it is at one moment (all locked together, then copied):
-  // values, slots, update counts, table rows; the header says `step`.
-  // FailedPrecondition before Initialize.
-  absl::StatusOr<ckpt::ShardContents> Snapshot(int64_t step) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Every tensor's values, slots, update count and table rows; the header
+  // says `step`. Dense tensors and tables that are not async as they are at
+  // one moment: all locked together just long enough to hold the dense
+  // buffers (copied afterwards, with no lock held: a push meanwhile writes to
+  // a copy) and to copy those tables; async tables each under its own lock
+  // afterwards. `after_cut` (tests) runs between the two. FailedPrecondition
+  // before Initialize.
+  absl::StatusOr<ckpt::ShardContents> Snapshot(
+      int64_t step,
+      const std::function<void()>& after_cut = nullptr) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // Replaces every tensor's values, slots, update count and table rows with
   // those of `shard`, a Snapshot of a store initialised with the same
@@ -256,8 +259,8 @@ class ShardStore {
   // this store's tensors, has one it lacks, or a size disagrees, and then
   // nothing changes. FailedPrecondition before Initialize. Afterwards the
   // store serves `generation` (0: keeps its own) and is ready().
-  absl::Status Restore(const ckpt::ShardContents& shard, int64_t generation = 0)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::Status Restore(const ckpt::ShardContents& shard,
+                       int64_t generation = 0) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   // What the store holds, for re-slicing a checkpoint written by another
   // number of PS (checkpoint/reshard.h). Empty before Initialize.
@@ -280,18 +283,17 @@ class ShardStore {
   absl::StatusOr<PushPlan> ResolvePush(const PushBatch& batch, const Payload& payload) const;
   // Stage: checks every gradient that is not exchanged for NaN/Inf; those
   // applied from memory are copied to scratch, table rows merged by id.
-  absl::Status StageGradients(const PushBatch& batch, const Payload& payload,
-                              PushPlan& plan) const;
+  absl::Status StageGradients(const PushBatch& batch, const Payload& payload, PushPlan& plan) const;
   // Admit, with every target locked: the generation, table row limits, and
   // which sync pushes are taken or dropped as stale.
-  absl::Status AdmitLocked(const PushBatch& batch, PushPlan& plan) const
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::Status AdmitLocked(const PushBatch& batch,
+                           PushPlan& plan) const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Apply, with every target locked: returns whether a waiting pull may now
   // be ready.
-  absl::StatusOr<bool> ApplyExchangingLocked(const PushBatch& batch, PushPlan& plan)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  bool ApplyAllLocked(const PushBatch& batch, const Payload& payload, PushPlan& plan)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  absl::StatusOr<bool> ApplyExchangingLocked(const PushBatch& batch,
+                                             PushPlan& plan) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  bool ApplyAllLocked(const PushBatch& batch, const Payload& payload,
+                      PushPlan& plan) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const int ps_index_;
   const int num_ps_;

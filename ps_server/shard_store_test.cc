@@ -35,8 +35,8 @@ ShardStore::DenseInit Dense(const SliceDef& def, const std::string& value,
   return d;
 }
 
-ShardStore::JobConfig Job(OptimizerSpec opt, const std::string& mode = "async",
-                          int replicas = 1, int aggregate = 0) {
+ShardStore::JobConfig Job(OptimizerSpec opt, const std::string& mode = "async", int replicas = 1,
+                          int aggregate = 0) {
   ShardStore::JobConfig job;
   job.optimizer = opt;
   job.consistency = *ParseConsistency(mode);
@@ -95,10 +95,10 @@ absl::StatusOr<std::vector<float>> Pull(ShardStore& store, const std::string& ke
 class ShardStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(bool created,
-                         store_.Initialize(Job({"sgd", 0.5f}),
-                                           {Dense(Slice("w", 3, 2), w_), Dense(Slice("b", 2, 1), b_)},
-                                           {}));
+    ASSERT_OK_AND_ASSIGN(
+        bool created,
+        store_.Initialize(Job({"sgd", 0.5f}),
+                          {Dense(Slice("w", 3, 2), w_), Dense(Slice("b", 2, 1), b_)}, {}));
     EXPECT_TRUE(created);
   }
   std::string w_ = Bytes({1, 2, 3, 4, 5, 6});
@@ -205,17 +205,14 @@ TEST_F(ShardStoreTest, PushThenPullWithSgdAnswersFromTheStoredValues) {
   // Another payload than the one pushed, one that may not be written, or
   // nowhere to put the answer is a caller's bug, refused.
   batch.read_back_in_payload = &frame.payload;
-  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(), absl::StatusCode::kInternal);
   Received read_only(Bytes({1, 1, 1, 1, 1, 1}) + Bytes({1, 1}), 8);
   read_only.payload.set_writable(false);
   batch.read_back_in_payload = &read_only.payload;
-  EXPECT_EQ(store_.Push(batch, read_only.payload).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(store_.Push(batch, read_only.payload).status().code(), absl::StatusCode::kInternal);
   batch.read_back_in_payload = &bad_frame.payload;
   batch.read_back_in_place = nullptr;
-  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(store_.Push(batch, bad_frame.payload).status().code(), absl::StatusCode::kInternal);
 }
 
 // While an answer's values are held (still being sent), the next write
@@ -234,7 +231,7 @@ TEST_F(ShardStoreTest, HeldAnswersKeepTheirValuesWhileTheTensorMovesOn) {
     return s;
   };
   std::vector<HeldBytes> first, second, third;
-  ASSERT_OK(push_pull(1, &first));  // b = {0, -1}
+  ASSERT_OK(push_pull(1, &first));   // b = {0, -1}
   ASSERT_OK(push_pull(2, &second));  // b = {-1, -2}, while `first` is held
   EXPECT_EQ(Joined(first), Bytes({0, -1}));
   EXPECT_EQ(Joined(second), Bytes({-1, -2}));
@@ -262,8 +259,8 @@ TEST(ShardStoreExchangeTest, ABadValueInAnyShareUndoesEveryShare) {
   for (int64_t i = 0; i < kN; ++i) init[i] = 0.25f * static_cast<float>(i % 1000);
   const std::string init_bytes = Bytes(init);
   ShardStore store(0, 1);
-  ASSERT_OK(store.Initialize(Job({"sgd", 1}), {Dense(Slice("big", kN, 1), init_bytes)}, {})
-                .status());
+  ASSERT_OK(
+      store.Initialize(Job({"sgd", 1}), {Dense(Slice("big", kN, 1), init_bytes)}, {}).status());
   ShardStore::PushBatch batch;
   batch.tensors = {{"big/part_0", {}, 0, -1}};
   std::vector<float> grad(kN, 1.0f);
@@ -296,9 +293,9 @@ TEST(ShardStoreRewriteTest, PushThenPullWithMomentumWritesTheNewValuesOverTheGra
   ShardStore store(0, 1);
   OptimizerSpec momentum{"momentum", 0.5f};
   momentum.momentum = 0.5f;
-  ASSERT_OK(store.Initialize(Job(momentum),
-                             {Dense(Slice("w", 3, 2), Bytes({1, 2, 3, 4, 5, 6}))}, {})
-                .status());
+  ASSERT_OK(
+      store.Initialize(Job(momentum), {Dense(Slice("w", 3, 2), Bytes({1, 2, 3, 4, 5, 6}))}, {})
+          .status());
   Received frame(Bytes({2, -2, 4, 1, 0.5f, 6}), 7);
   ShardStore::PushBatch batch;
   batch.tensors = {{"w/part_0", {}, 0, -1}};
@@ -350,9 +347,11 @@ TEST_F(ShardStoreTest, BadPushesChangeNothing) {
   EXPECT_EQ(r.status().message(), "push payload has 28 bytes but its tensors need 32");
   r = Push(store_, {{"b/part_0", {inf, 1}}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), "gradient for b/part_0 has a non-finite value (inf) at element 0");
+  EXPECT_EQ(r.status().message(),
+            "gradient for b/part_0 has a non-finite value (inf) at element 0");
   r = Push(store_, {{"w/part_0", {1, std::nanf(""), 1, 1, 1, 1}}});
-  EXPECT_EQ(r.status().message(), "gradient for w/part_0 has a non-finite value (nan) at element 1");
+  EXPECT_EQ(r.status().message(),
+            "gradient for w/part_0 has a non-finite value (nan) at element 1");
   r = Push(store_, {{"nope/part_0", {1}}});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(r.status().message(), "ps:0 holds no tensor \"nope/part_0\"");
@@ -425,8 +424,8 @@ TEST(ShardStoreInitTest, InitializerFillsLargeSlicesOnThePs) {
 TEST(ShardStoreConcurrencyTest, AsyncPushesLoseNoUpdate) {
   ShardStore store(0, 1);
   const std::string zeros = Bytes({0, 0, 0, 0});
-  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "async", 4), {Dense(Slice("v", 4, 1), zeros)}, {})
-                .status());
+  ASSERT_OK(
+      store.Initialize(Job({"sgd", 1}, "async", 4), {Dense(Slice("v", 4, 1), zeros)}, {}).status());
   constexpr int kThreads = 4, kPushes = 500;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -447,9 +446,10 @@ TEST(ShardStoreConcurrencyTest, AsyncPushesLoseNoUpdate) {
 // main target, and every update still lands.
 TEST(ShardStoreConcurrencyTest, MixedTrafficWithStatsAndSnapshotsLosesNothing) {
   ShardStore store(0, 1);
-  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "async", 4),
-                             {Dense(Slice("v", 4, 1), Bytes({0, 0, 0, 0}))},
-                             {{"emb", 1000, 2, "", "zeros"}})
+  ASSERT_OK(store
+                .Initialize(Job({"sgd", 1}, "async", 4),
+                            {Dense(Slice("v", 4, 1), Bytes({0, 0, 0, 0}))},
+                            {{"emb", 1000, 2, "", "zeros"}})
                 .status());
   constexpr int kThreads = 4, kPushes = 200;
   std::atomic<bool> done{false};
@@ -463,8 +463,8 @@ TEST(ShardStoreConcurrencyTest, MixedTrafficWithStatsAndSnapshotsLosesNothing) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPushes; ++i) {
-        ASSERT_OK(Push(store, {{"v/part_0", {1, 1, 1, 1}}, {"emb", {1, 1, 1, 1}, {t, 500}}}, t)
-                      .status());
+        ASSERT_OK(
+            Push(store, {{"v/part_0", {1, 1, 1, 1}}, {"emb", {1, 1, 1, 1}, {t, 500}}}, t).status());
         ASSERT_OK(Pull(store, "emb", {t, 500, 999}).status());
       }
     });
@@ -490,8 +490,10 @@ TEST(ShardStoreSlotsTest, AdamSlotsPersistAcrossPushesPerSlice) {
   adam.beta1 = 0.5f;
   adam.beta2 = 0.75f;
   const std::string zero = Bytes({0});
-  ASSERT_OK(store.Initialize(Job(adam), {Dense(Slice("a", 1, 1), zero), Dense(Slice("b", 1, 1), zero)}, {})
-                .status());
+  ASSERT_OK(
+      store
+          .Initialize(Job(adam), {Dense(Slice("a", 1, 1), zero), Dense(Slice("b", 1, 1), zero)}, {})
+          .status());
   ASSERT_OK(Push(store, {{"a/part_0", {1}}, {"b/part_0", {1}}}).status());
   ASSERT_OK(Push(store, {{"a/part_0", {-2}}}).status());
   ASSERT_OK_AND_ASSIGN(auto a, Pull(store, "a/part_0"));
@@ -538,12 +540,12 @@ TEST(ShardStoreSyncTest, AveragesReplicasDropsStaleAndRefusesAheadOrRepeat) {
 TEST(ShardStoreSspTest, FastestReplicaWaitsWhenMoreThanSAhead) {
   ShardStore store(0, 1);
   const std::string zero = Bytes({0});
-  ASSERT_OK(store.Initialize(Job({"sgd", 1}, "ssp:1", 2), {Dense(Slice("v", 1, 1), zero)}, {})
-                .status());
+  ASSERT_OK(
+      store.Initialize(Job({"sgd", 1}, "ssp:1", 2), {Dense(Slice("v", 1, 1), zero)}, {}).status());
   bool ready = false;
   ASSERT_OK(Push(store, {{"v/part_0", {1}}}, 0).status());  // replica 0 at clock 1
   ASSERT_OK(Pull(store, "v/part_0", {}, 0, &ready).status());
-  EXPECT_TRUE(ready);  // 1 ahead of replica 1: allowed
+  EXPECT_TRUE(ready);                                       // 1 ahead of replica 1: allowed
   ASSERT_OK(Push(store, {{"v/part_0", {1}}}, 0).status());  // clock 2: S+1 ahead
   ASSERT_OK(Pull(store, "v/part_0", {}, 0, &ready).status());
   EXPECT_FALSE(ready);
@@ -612,7 +614,7 @@ TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
   ASSERT_OK_AND_ASSIGN(auto after, Pull(a, "emb", {mine[0], mine[1], mine[2]}));
   for (int j = 0; j < 4; ++j) {
     EXPECT_NEAR(after[j], r0[j] - 0.1f, 1e-6);  // Adam's first step moves by lr
-    EXPECT_EQ(after[4 + j], r0[4 + j]);          // untouched row, untouched slots
+    EXPECT_EQ(after[4 + j], r0[4 + j]);         // untouched row, untouched slots
   }
   EXPECT_EQ(a.Stats()[0].rows, 1);
   // Lazy Adam: the untouched row's first update is again a step of exactly lr.
@@ -645,8 +647,8 @@ TEST(ShardCheckpointTest, SnapshotRestoredIntoAFreshStoreContinuesIdentically) {
   make(a);
   make(b);
   for (int step = 0; step < 3; ++step) {
-    ASSERT_OK(Push(a, {{"w/part_0", {0.5f, -1, 2, 0.25f}}, {"emb", {1, 2, 3, 4}, {7, 9}}})
-                  .status());
+    ASSERT_OK(
+        Push(a, {{"w/part_0", {0.5f, -1, 2, 0.25f}}, {"emb", {1, 2, 3, 4}, {7, 9}}}).status());
   }
   ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(3));
   EXPECT_EQ(snap.header.step(), 3);
@@ -700,6 +702,51 @@ TEST(ShardCheckpointTest, RequestsOfAnOlderGenerationAreAbortedAfterARestore) {
   EXPECT_EQ(w, (std::vector<float>{-1, -1}));  // 1 - mean(1, 3): the old push left no trace
 }
 
+// A snapshot holds no tensor's lock while it copies: pushes go on (here on
+// the very thread that is snapshotting, which would deadlock on a held
+// lock), land in a copy of the buffer, and the snapshot keeps the values of
+// its moment; an async table is copied afterwards under its own lock, and
+// so holds what was pushed before that.
+TEST(ShardCheckpointTest, SnapshotCopiesWithoutHoldingTheLocks) {
+  ShardStore store(0, 1);
+  ShardStore::EmbeddingInit table{"emb", 1000, 2, "", "zeros"};
+  ASSERT_OK(store
+                .Initialize(Job({"momentum", 1.0f}), {Dense(Slice("w", 2, 2), Bytes({1, 2, 3, 4}))},
+                            {table})
+                .status());
+  ASSERT_OK(Push(store, {{"w/part_0", {1, 1, 1, 1}}}).status());
+  ASSERT_OK(Push(store, {{"emb", {1, 1}, {5}}}).status());
+  ASSERT_OK_AND_ASSIGN(std::vector<float> w_then, Pull(store, "w/part_0", {}));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(7, [&] {
+    EXPECT_OK(Push(store, {{"w/part_0", {10, 10, 10, 10}}}).status());
+    EXPECT_OK(Push(store, {{"emb", {2, 2}, {5}}}).status());
+  }));
+  ASSERT_EQ(snap.tensors.size(), 2u);
+  const v1::TensorCheckpoint* w = nullptr;
+  const v1::TensorCheckpoint* emb = nullptr;
+  for (const v1::TensorCheckpoint& t : snap.tensors) (t.key() == "emb" ? emb : w) = &t;
+  ASSERT_NE(w, nullptr);
+  ASSERT_NE(emb, nullptr);
+  // The dense record: the values and the momentum slot of before the push
+  // in after_cut, and their update count.
+  EXPECT_EQ(w->updates(), 1);
+  std::vector<float> w_data(w->data().size() / 4);
+  std::memcpy(w_data.data(), w->data().data(), w->data().size());
+  ASSERT_EQ(w_data.size(), 8u);
+  EXPECT_EQ(std::vector<float>(w_data.begin(), w_data.begin() + 4), w_then);
+  EXPECT_EQ(std::vector<float>(w_data.begin() + 4, w_data.end()), (std::vector<float>{1, 1, 1, 1}));
+  // The store went on: the push of 10s on top of 0.9 x the velocity of 1.
+  ASSERT_OK_AND_ASSIGN(std::vector<float> w_now, Pull(store, "w/part_0", {}));
+  ASSERT_EQ(w_now.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(w_now[i], w_then[i] - 10.9f, 1e-5) << i;
+  // The async table was copied after the cut: both of its pushes are in.
+  EXPECT_EQ(emb->updates(), 2);
+  // Restoring the snapshot brings the moment back.
+  ASSERT_OK(store.Restore(snap));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> w_back, Pull(store, "w/part_0", {}));
+  EXPECT_EQ(w_back, w_then);
+}
+
 // A table record that disagrees with the table or repeats a row is refused
 // whole; the table keeps its rows.
 TEST(ShardCheckpointTest, RestoreRefusesABrokenTableRecord) {
@@ -731,9 +778,9 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
   ShardStore a(0, 1), b(0, 1);
   ASSERT_OK(a.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 2), Bytes({1, 2, 3, 4}))}, {})
                 .status());
-  ASSERT_OK(b.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 3), Bytes({5, 5, 5, 5, 5, 5}))},
-                         {})
-                .status());
+  ASSERT_OK(
+      b.Initialize(Job({"sgd", 0.1f}), {Dense(Slice("w", 2, 3), Bytes({5, 5, 5, 5, 5, 5}))}, {})
+          .status());
   ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(0));
   EXPECT_EQ(b.Restore(snap).message(),
             "checkpoint for ps:0 of 1 at step 0: w/part_0: 16 bytes, expected 24 (6 values and "

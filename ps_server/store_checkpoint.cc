@@ -10,20 +10,18 @@
 
 namespace pstrain::ps {
 
-v1::TensorCheckpoint RecordOfLocked(const StoredTensor& t) {
+namespace {
+
+// A record of t with `updates` and the bytes [data, data + size): its
+// values and slots (a table's rows of them).
+v1::TensorCheckpoint RecordWith(const StoredTensor& t, int64_t updates, const char* data,
+                                int64_t size) {
   v1::TensorCheckpoint c;
   c.set_key(t.key);
   c.set_embedding(t.embedding);
-  c.set_updates(t.updates);
-  c.set_data(
-      std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float)));
-  if (t.embedding) {
-    c.set_dim(t.dim);
-    std::vector<int64_t> ids(t.row_updates.size());
-    for (const auto& [id, row] : t.row_of) ids[row] = id;
-    c.mutable_row_ids()->Add(ids.begin(), ids.end());
-    c.mutable_row_updates()->Add(t.row_updates.begin(), t.row_updates.end());
-  } else {
+  c.set_updates(updates);
+  c.set_data(std::string(data, size));
+  if (!t.embedding) {
     c.set_elements(t.def.elements());
     c.set_variable(t.variable);
     c.set_row_begin(t.def.row_begin);
@@ -31,6 +29,25 @@ v1::TensorCheckpoint RecordOfLocked(const StoredTensor& t) {
     c.set_row_elements(t.def.row_elements);
   }
   return c;
+}
+
+}  // namespace
+
+v1::TensorCheckpoint RecordOfLocked(const StoredTensor& t) {
+  v1::TensorCheckpoint c = RecordWith(t, t.updates, reinterpret_cast<const char*>(t.data.data()),
+                                      static_cast<int64_t>(t.data.size() * sizeof(float)));
+  if (t.embedding) {
+    c.set_dim(t.dim);
+    std::vector<int64_t> ids(t.row_updates.size());
+    for (const auto& [id, row] : t.row_of) ids[row] = id;
+    c.mutable_row_ids()->Add(ids.begin(), ids.end());
+    c.mutable_row_updates()->Add(t.row_updates.begin(), t.row_updates.end());
+  }
+  return c;
+}
+
+v1::TensorCheckpoint RecordOfDense(const StoredTensor& t, int64_t updates, const HeldBytes& data) {
+  return RecordWith(t, updates, data.data, data.size);
 }
 
 absl::Status CheckRecordFits(const StoredTensor& t, const v1::TensorCheckpoint& c, int ps_index,

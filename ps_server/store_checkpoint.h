@@ -14,6 +14,10 @@ namespace pstrain::ps {
 
 v1::TensorCheckpoint RecordOfLocked(const StoredTensor& t) ABSL_SHARED_LOCKS_REQUIRED(t.mu);
 
+// A dense t's record from its values and slots as `data` holds them
+// (HoldDataLocked) with update count `updates`: no lock needed.
+v1::TensorCheckpoint RecordOfDense(const StoredTensor& t, int64_t updates, const HeldBytes& data);
+
 // Whether `c` (a record with t's key) can replace t's contents on ps:
 // `ps_index` of `num_ps`: same kind, a table's rows and slots well formed
 // and its ids owned here, a dense slice's size. The error's message names

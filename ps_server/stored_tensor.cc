@@ -16,12 +16,14 @@ struct StoredTensor::Pin {
   std::vector<float> orphan;
 };
 
-HeldBytes HoldValuesLocked(StoredTensor& t) {
+HeldBytes HoldValuesLocked(StoredTensor& t) { return HoldDataLocked(t, t.bytes); }
+
+HeldBytes HoldDataLocked(StoredTensor& t, int64_t size) {
   if (t.pin == nullptr) t.pin = std::make_shared<StoredTensor::Pin>();
   t.pin->holds.fetch_add(1, std::memory_order_relaxed);
   HeldBytes held;
   held.data = reinterpret_cast<const char*>(t.data.data());
-  held.size = t.bytes;
+  held.size = size;
   // Release: the sender's reads of the values happen before a writer that
   // sees the count drop (BeforeWriteLocked's acquire).
   held.hold = std::shared_ptr<const void>(held.data, [pin = t.pin](const void*) {

@@ -89,6 +89,9 @@ struct StoredTensor {
 // t's values (its `bytes` from data), held from being written in place
 // until the result's hold is dropped. REQUIRES: t is dense.
 HeldBytes HoldValuesLocked(StoredTensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+// The first `size` bytes of t.data (values and slots: at most
+// t.data.size() * 4), held the same way. REQUIRES: t is dense.
+HeldBytes HoldDataLocked(StoredTensor& t, int64_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 // Call before writing t.data: when an answer is still being sent from it,
 // the answer keeps that buffer and the tensor goes on in a copy.
 void BeforeWriteLocked(StoredTensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);

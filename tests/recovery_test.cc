@@ -79,6 +79,28 @@ class Cluster {
     return ReadFile(absl::StrCat(out_, "/", name, ".log")).value_or("");
   }
 
+  // Waits until every replica trains and a periodic checkpoint is written
+  // (step 0 is written at the start). False after 60 s.
+  bool WaitUntilTrainingAndCheckpointed() const {
+    return testing::WaitUntil(
+        [&] {
+          for (const char* task : {"chief-0", "worker-0", "worker-1"}) {
+            if (Log(task).find("training replica ") == std::string::npos) return false;
+          }
+          return IndexStep() > 0;
+        },
+        absl::Seconds(60));
+  }
+
+  // SIGKILL to ps:`i`, then waits (30 s at most) for the chief's heartbeat
+  // to log it gone.
+  bool KillPsAndWaitForTheChief(int i) {
+    Kill(absl::StrCat("ps-", i));
+    const std::string gone = absl::StrCat("ps:", i, " (", ps_address(i), ") stopped answering (");
+    return testing::WaitUntil([&] { return Log("chief-0").find(gone) != std::string::npos; },
+                              absl::Seconds(30));
+  }
+
   // The step the checkpoint index names, or -1.
   int64_t IndexStep() const {
     auto index = ReadCheckpointIndex(out_);
@@ -124,24 +146,11 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   // replicas need more steps than ones taking turns.
   c.StartAll({"--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=3", "--checkpoint_secs=1",
               "--straggler=all:3"});
-  // Once every replica trains, after the first periodic checkpoint (step 0
-  // is written at the start).
-  ASSERT_TRUE(testing::WaitUntil(
-      [&] {
-        for (const char* task : {"chief-0", "worker-0", "worker-1"}) {
-          if (c.Log(task).find("training replica ") == std::string::npos) return false;
-        }
-        return c.IndexStep() > 0;
-      },
-      absl::Seconds(60)))
-      << c.Log("chief-0");
-  c.Kill("ps-1");
+  // Once every replica trains, after the first periodic checkpoint.
+  ASSERT_TRUE(c.WaitUntilTrainingAndCheckpointed()) << c.Log("chief-0");
   const int64_t newest = c.IndexStep();
   // The chief's heartbeat notices the PS is gone before it comes back.
-  const std::string gone = absl::StrCat("ps:1 (", c.ps_address(1), ") stopped answering (");
-  ASSERT_TRUE(testing::WaitUntil([&] { return c.Log("chief-0").find(gone) != std::string::npos; },
-                                 absl::Seconds(30)))
-      << c.Log("chief-0");
+  ASSERT_TRUE(c.KillPsAndWaitForTheChief(1)) << c.Log("chief-0");
   c.Start("ps", 1, {});
   std::map<std::string, int> codes = c.WaitAll(absl::Seconds(180));
   for (const auto& [name, code] : codes) EXPECT_EQ(code, 0) << name << "\n" << c.Log(name);
@@ -175,6 +184,30 @@ TEST(RecoveryTest, PsKilledAndRestartedAtTheSameAddressAndTheJobResumes) {
   const Json metrics = c.Metrics();
   EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.83);
   EXPECT_GE(FindMember(metrics, "global_step")->get<double>(), 3 * 1875);
+}
+
+// A PS restarted on storage that hiccups: its first two checkpoint reads
+// fail (an I/O error, not a failed check). The chief tries the restore again
+// rather than setting the checkpoint aside, and the job finishes.
+TEST(RecoveryTest, ARestoreWhoseReadsFailIsTriedAgainAndTheCheckpointKept) {
+  Cluster c("flaky_reads");
+  c.StartAll({"--epochs=1", "--checkpoint_secs=1", "--straggler=all:3"});
+  ASSERT_TRUE(c.WaitUntilTrainingAndCheckpointed()) << c.Log("chief-0");
+  ASSERT_TRUE(c.KillPsAndWaitForTheChief(1)) << c.Log("chief-0");
+  c.Start("ps", 1, {"--test_failing_restore_reads=2"});
+  std::map<std::string, int> codes = c.WaitAll(absl::Seconds(180));
+  for (const auto& [name, code] : codes) EXPECT_EQ(code, 0) << name << "\n" << c.Log(name);
+  const std::string chief = c.Log("chief-0");
+  EXPECT_THAT(chief, HasSubstr(": an injected read error (test); trying again (1 of 3)"));
+  EXPECT_THAT(chief, HasSubstr(": an injected read error (test); trying again (2 of 3)"));
+  const int64_t restored =
+      static_cast<int64_t>(NumberAfter(chief, "restored every ps to the checkpoint at step "));
+  EXPECT_GE(restored, 0) << chief;
+  EXPECT_THAT(chief, ::testing::Not(HasSubstr("set aside")));
+  for (const auto& e : std::filesystem::directory_iterator(c.out())) {
+    EXPECT_EQ(e.path().string().find(".corrupt"), std::string::npos) << e.path();
+  }
+  EXPECT_GE(FindMember(c.Metrics(), "test_accuracy")->get<double>(), 0.80);
 }
 
 // kill -9 a PS while it writes a checkpoint: that checkpoint never becomes

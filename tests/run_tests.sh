@@ -78,15 +78,17 @@ check "unit tests under ASan + UBSan" \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
   //train/... //coordinator/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
-# The PS's concurrency tests (shard store, wait list, ParallelFor: threads
-# sharing a store without gRPC in between) under ThreadSanitizer. Debian's
+# The PS's concurrency tests (shard store, wait list, ParallelFor, the
+# checkpoint writer's SerialWorker: threads sharing state without gRPC in
+# between) under ThreadSanitizer. Debian's
 # Abseil is annotated for it by //common/testing:tsan_absl; tests whose
 # threads meet inside gRPC are not run here: gRPC's core is not instrumented
 # and its hand-offs would read as races.
 tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
-  //ps_server:shard_store_test //ps_server:wait_list_test //common:parallel_for_test
+  //ps_server:shard_store_test //ps_server:wait_list_test //common:parallel_for_test \
+  //common:serial_worker_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 20 s from its corpus,
 # built in the sanitizer output base above.

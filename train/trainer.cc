@@ -125,13 +125,13 @@ class StepLoop {
       : options_(options),
         continue_at_(continue_at),
         job_(options.job),
-        source_(*source),
         client_(client),
         backend_(backend),
         mlp_(&backend->network()),
         embeddings_(mlp_->embeddings()),
         summaries_(summaries),
         result_(*result),
+        source_(*source),
         stall_rng_(job_.seed * 7919 + options.replica),
         ids_dim_(source->ids_dim()) {}
 
