@@ -276,16 +276,16 @@ absl::StatusOr<int64_t> ChiefDuties::TakeOverPs() {
   // No checkpoint: the variables are created. PS that hold some already (an
   // earlier chief died before its first checkpoint) keep them, and the others
   // join their generation.
-  const int64_t generation = live > 0 ? live_generation : 0;
+  int64_t generation = live_generation;
   if (live == 0) {
-    PSTRAIN_RETURN_IF_ERROR(NextGeneration().status());
+    PSTRAIN_ASSIGN_OR_RETURN(generation, NextGeneration());
   }
   std::vector<int> kept;
-  PSTRAIN_RETURN_IF_ERROR(
-      client_
-          ->CreateVariables(mlp_->InitialParameters(options_.job.seed), mlp_->offsets(),
-                            CreateOptionsFor(live > 0 ? generation : generation_), &kept)
-          .status());
+  PSTRAIN_RETURN_IF_ERROR(client_
+                              ->CreateVariables(mlp_->InitialParameters(options_.job.seed),
+                                                mlp_->offsets(), CreateOptionsFor(generation),
+                                                &kept)
+                              .status());
   if (!kept.empty()) {
     Log(kept.size(), " of ", n, " ps already held initialised variables; they were kept");
   }
@@ -294,7 +294,7 @@ absl::StatusOr<int64_t> ChiefDuties::TakeOverPs() {
   // The checkpoint of step 0: what a PS lost before the first periodic
   // checkpoint comes back from.
   PSTRAIN_RETURN_IF_ERROR(CheckpointNowLocked(/*final=*/false));
-  return live > 0 ? generation : generation_;
+  return generation;
 }
 
 client::CreateOptions ChiefDuties::CreateOptionsFor(int64_t generation) const {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -229,55 +230,67 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
   return reactor;
 }
 
-absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
-                               absl::Duration timeout, const Security& security) {
-  auto stub = v1::Coordinator::NewStub(
-      security.CreateChannel(address.ToString(), grpc::ChannelArguments()));
-  const std::string peer = absl::StrCat("chief (", address.ToString(), ")");
+namespace {
+
+// Makes `call` on the chief at `address` until it ends other than
+// UNAVAILABLE (the chief may still be starting) or `timeout` would pass,
+// waiting 100 ms, then twice as long each time up to `max_backoff`. With
+// `fresh_channel`, each try gets a channel (and a connection) of its own,
+// reached at once rather than after gRPC's reconnect backoff.
+grpc::Status CallChief(
+    const HostPort& address, const Security& security, absl::Duration timeout,
+    absl::Duration max_backoff, bool fresh_channel,
+    const std::function<grpc::Status(v1::Coordinator::Stub&, grpc::ClientContext&)>& call) {
+  grpc::ChannelArguments args;
+  if (fresh_channel) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::unique_ptr<v1::Coordinator::Stub> stub;
   const absl::Time deadline = absl::Now() + timeout;
   absl::Duration backoff = absl::Milliseconds(100);
   while (true) {
+    if (stub == nullptr || fresh_channel) {
+      stub = v1::Coordinator::NewStub(security.CreateChannel(address.ToString(), args));
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::ReportDoneResponse resp;
-    grpc::Status s = stub->ReportDone(&ctx, report, &resp);
-    if (s.ok()) return absl::OkStatus();
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() + backoff > deadline) {
-      return FromGrpcStatus(s, peer, "ReportDone");
+    grpc::Status s = call(*stub, ctx);
+    if (s.ok() || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        absl::Now() + backoff > deadline) {
+      return s;
     }
     absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    backoff = std::min(backoff * 2, max_backoff);
   }
+}
+
+}  // namespace
+
+absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
+                               absl::Duration timeout, const Security& security) {
+  v1::ReportDoneResponse resp;
+  grpc::Status s = CallChief(address, security, timeout, absl::Seconds(2), /*fresh_channel=*/false,
+                             [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                               return stub.ReportDone(&ctx, report, &resp);
+                             });
+  if (s.ok()) return absl::OkStatus();
+  return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
 }
 
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
                                const Security& security) {
-  // Replicas start beside the chief and ask before they train: a chief that
-  // comes up is to be reached at once, not after gRPC's reconnect backoff
-  // (1 s and growing), so each try gets a channel (and a connection) of its
-  // own.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  const std::string peer = absl::StrCat("chief (", address.ToString(), ")");
   v1::JoinRequest req;
   req.set_task_type(RoleName(task.role));
   req.set_task_index(task.index);
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (true) {
-    auto stub = v1::Coordinator::NewStub(security.CreateChannel(address.ToString(), args));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::JoinResponse resp;
-    grpc::Status s = stub->Join(&ctx, req, &resp);
-    if (s.ok()) return resp.done();
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() + backoff > deadline) {
-      return FromGrpcStatus(s, peer, "Join");
-    }
-    // The chief answers once it has taken over the PS: soon after it starts.
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Milliseconds(250));
-  }
+  v1::JoinResponse resp;
+  // Replicas start beside the chief and ask before they train; the chief
+  // answers once it has taken over the PS, soon after it starts: fresh
+  // channels, short waits.
+  grpc::Status s =
+      CallChief(address, security, timeout, absl::Milliseconds(250),
+                /*fresh_channel=*/true, [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+                  return stub.Join(&ctx, req, &resp);
+                });
+  if (s.ok()) return resp.done();
+  return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "Join");
 }
 
 }  // namespace pstrain::coordinator

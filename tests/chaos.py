@@ -330,18 +330,15 @@ class Trial:
             last = t.codes[-1] if t.codes else None
             if last != 0:
                 problems.append("%s last exit %s" % (t.name, last))
-        metrics = {}
-        try:
-            with open(os.path.join(self.job_dir, "final_metrics.json")) as f:
-                metrics = json.load(f)
-        except (OSError, ValueError):
-            problems.append("no final_metrics.json")
-        index = {}
-        try:
-            with open(os.path.join(self.job_dir, "checkpoint")) as f:
-                index = json.load(f)
-        except (OSError, ValueError):
-            problems.append("no checkpoint index")
+        def read_json(name, missing):
+            try:
+                with open(os.path.join(self.job_dir, name)) as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                problems.append(missing)
+                return {}
+        metrics = read_json("final_metrics.json", "no final_metrics.json")
+        index = read_json("checkpoint", "no checkpoint index")
         if index and not index.get("final"):
             problems.append("the newest checkpoint is not final")
         if index.get("final"):
