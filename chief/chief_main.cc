@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/job_flags.h"
+#include "job/task_flags.h"
 #include "train/replica.h"
 
 namespace pstrain::chief {
@@ -25,7 +26,11 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
   // As for workers: one BLAS thread when the chief trains beside its duties.
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
-  PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
+                           args.GetIntInRange("eval_wait_secs", 600, 0, 86400));
+  PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kChief));
+  if (std::string plan = DevicePlan(options.job); !plan.empty()) Log(plan);
+  options.eval_wait = absl::Seconds(eval_wait_s);
   options.ps_wait = absl::Seconds(ps_wait_s);
   options.job_timeout = absl::Seconds(job_timeout_s);
   options.security = security;

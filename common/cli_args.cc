@@ -121,18 +121,28 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
-absl::Status CliArgs::CheckAllUsed() const {
+absl::Status CliArgs::CheckAllUsed() const { return CheckAllUsed({}, nullptr); }
+
+absl::Status CliArgs::CheckAllUsed(const std::vector<std::string>& also_known,
+                                   std::vector<std::string>* ignored) const {
+  const std::set<std::string> known(also_known.begin(), also_known.end());
   for (const auto& [name, value] : values_) {
     if (used_.count(name) != 0) continue;
-    // The nearest flag the command asked for, when it is a likely typo:
-    // a third of the name's letters or fewer apart (at least one).
+    if (known.count(name) != 0 && ignored != nullptr) {
+      ignored->push_back(name);
+      continue;
+    }
+    // The nearest flag the command asked for or knows, when it is a likely
+    // typo: a third of the name's letters or fewer apart (at least one).
     std::string nearest;
     size_t best = std::max<size_t>(1, name.size() / 3) + 1;
-    for (const std::string& known : used_) {
-      const size_t d = EditDistance(name, known);
-      if (d < best) {
-        best = d;
-        nearest = known;
+    for (const std::set<std::string>* names : {&used_, &known}) {
+      for (const std::string& candidate : *names) {
+        const size_t d = EditDistance(name, candidate);
+        if (d < best) {
+          best = d;
+          nearest = candidate;
+        }
       }
     }
     return absl::InvalidArgumentError(

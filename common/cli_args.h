@@ -22,13 +22,11 @@ class CliArgs {
   // Parses argv[first..argc). Arguments not starting with "--" are positional.
   // "--" ends flag parsing. InvalidArgument for "--" followed by nothing
   // usable, e.g. "--=x".
-  static absl::StatusOr<CliArgs> Parse(int argc, const char* const* argv,
-                                       int first = 1);
+  static absl::StatusOr<CliArgs> Parse(int argc, const char* const* argv, int first = 1);
 
   // Typed getters: return `def` when the flag is absent; InvalidArgument
   // naming the flag when its value does not parse. Each marks the flag used.
-  absl::StatusOr<std::string> GetString(absl::string_view name,
-                                        absl::string_view def);
+  absl::StatusOr<std::string> GetString(absl::string_view name, absl::string_view def);
   absl::StatusOr<int64_t> GetInt(absl::string_view name, int64_t def);
   // GetInt, and InvalidArgument "--NAME=V: must be in LO..HI" when the value
   // (given or default) is outside [lo, hi].
@@ -48,6 +46,11 @@ class CliArgs {
   // suggests the nearest flag a getter asked for when one is a few letters
   // away ("unknown flag --epoch (did you mean --epochs?)").
   absl::Status CheckAllUsed() const;
+  // CheckAllUsed, except that a flag no getter asked for that is in
+  // `also_known` (flags other parts of the program take) is appended to
+  // *ignored instead of being an error; suggestions draw on both sets.
+  absl::Status CheckAllUsed(const std::vector<std::string>& also_known,
+                            std::vector<std::string>* ignored) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -1,5 +1,8 @@
 #include "common/cli_args.h"
 
+#include <string>
+#include <vector>
+
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +48,23 @@ TEST(CliArgsTest, UnknownFlagSuggestsTheNearestKnownOne) {
   ASSERT_OK_AND_ASSIGN(CliArgs c, CliArgs::Parse(2, far));
   ASSERT_OK(c.GetInt("ps", 1).status());
   EXPECT_EQ(c.CheckAllUsed().message(), "unknown flag --learning");
+}
+
+TEST(CliArgsTest, FlagsKnownElsewhereAreSetApartAndSuggested) {
+  const char* argv[] = {"prog", "--epochs=3", "--bind=x", "--max_calls=4"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(4, argv));
+  ASSERT_OK(a.GetString("bind", "").status());
+  std::vector<std::string> ignored;
+  EXPECT_OK(a.CheckAllUsed({"epochs", "max_calls", "seed"}, &ignored));
+  EXPECT_EQ(ignored, (std::vector<std::string>{"epochs", "max_calls"}));
+  // A typo is still refused, with the nearest name from either set.
+  const char* typo[] = {"prog", "--epoch=3"};
+  ASSERT_OK_AND_ASSIGN(CliArgs b, CliArgs::Parse(2, typo));
+  ASSERT_OK(b.GetString("bind", "").status());
+  ignored.clear();
+  EXPECT_EQ(b.CheckAllUsed({"epochs"}, &ignored).message(),
+            "unknown flag --epoch (did you mean --epochs?)");
+  EXPECT_TRUE(ignored.empty());
 }
 
 TEST(CliArgsTest, IntInRangeNamesTheFlagAndTheRange) {

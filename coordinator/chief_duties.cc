@@ -573,6 +573,25 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
   return metrics;
 }
 
+void ChiefDuties::WaitForEvaluator(int64_t step) const {
+  if (cfg_.cluster.evaluator.empty() || options_.eval_wait <= absl::ZeroDuration()) return;
+  if (ReadScoredStep(options_.output_dir) >= step) return;
+  Log("waiting up to ", absl::FormatDuration(options_.eval_wait),
+      " (--eval_wait_secs) for the evaluator to score the final checkpoint, step ", step);
+  const absl::Time start = absl::Now();
+  while (ReadScoredStep(options_.output_dir) < step) {
+    if (absl::Now() - start >= options_.eval_wait) {
+      Log("the evaluator has not scored step ", step, " after ",
+          absl::FormatDuration(options_.eval_wait),
+          " (--eval_wait_secs); ending without its score");
+      return;
+    }
+    absl::SleepFor(kHeartbeat);
+  }
+  Log("the evaluator scored the final checkpoint (step ", step, ") after ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(100))));
+}
+
 absl::Status ChiefDuties::MakeUpRolledBack() {
   // Async steps are each replica's own: the chief runs a finished replica's
   // shard from the restored step, as that replica would have. Sync steps are
@@ -613,6 +632,7 @@ absl::Status ChiefDuties::MakeUpRolledBack() {
 absl::StatusOr<Json> ChiefDuties::Finish() {
   if (finished_.has_value()) {
     StopParameterServers(absl::OkStatus());
+    WaitForEvaluator(FindMember(*finished_, "global_step")->get<int64_t>());
     return *finished_;
   }
   // Sync with backup replicas: the steps are done once replicas_to_aggregate
@@ -648,6 +668,7 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
     if (scored.ok()) {
       StopWatching();
       StopParameterServers(absl::OkStatus());
+      WaitForEvaluator(FindMember(*scored, "global_step")->get<int64_t>());
       return scored;
     }
     if (absl::Status failed = tracker_.failure(); !failed.ok()) return fail(failed);

@@ -75,6 +75,12 @@ struct ChiefOptions {
   // relaunched from its output directory) has to Join and train again
   // before the report is taken as final (coordinator.h).
   absl::Duration rejoin_grace = absl::Seconds(10);
+  // With an evaluator in the cluster, how long Finish waits, after the PS
+  // are stopped, for it to score the final checkpoint (<output_dir>/eval/
+  // scored): a platform that ends a job when its chief exits (TFJob) would
+  // otherwise remove the evaluator before the final score exists. Zero: no
+  // wait.
+  absl::Duration eval_wait = absl::Minutes(10);
 };
 
 class ChiefDuties {
@@ -107,6 +113,9 @@ class ChiefDuties {
   // again), "dropped_gradients",
   // "staleness_histogram"}. The PS are told to
   // exit when the job finished, or failed for good (StopParameterServers).
+  // Then, with an evaluator in the cluster, it waits up to
+  // options.eval_wait for the final checkpoint's score, logging what it
+  // waits for and how that ended.
   absl::StatusOr<Json> Finish();
 
   // Tells every PS to exit ("job finished" with 0 when `why` is OK, "job
@@ -126,6 +135,8 @@ class ChiefDuties {
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
+  // The wait of Finish for the evaluator's score of step `step`.
+  void WaitForEvaluator(int64_t step) const;
   // The job's global step: the lowest any PS reports.
   absl::StatusOr<int64_t> GlobalStep();
   // The metrics on disk when the job under `dir` finished (its final

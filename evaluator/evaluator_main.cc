@@ -1,10 +1,11 @@
 #include "evaluator/evaluator_main.h"
 
-#include "job/job_flags.h"
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "evaluator/evaluator.h"
+#include "job/job_flags.h"
+#include "job/task_flags.h"
 
 namespace pstrain::evaluator {
 namespace {
@@ -16,7 +17,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   PSTRAIN_ASSIGN_OR_RETURN(int64_t poll_s, args.GetInt("eval_poll_secs", 2));
   PSTRAIN_ASSIGN_OR_RETURN(options.once, args.GetBool("once", false));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t idle_s, args.GetInt("idle_timeout_s", 86400));
-  PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+  PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kEvaluator));
   if (poll_s < 1 || idle_s < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--eval_poll_secs=", poll_s, " --idle_timeout_s=", idle_s, ": each must be >= 1"));

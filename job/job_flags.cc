@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/consistency.h"
 #include "common/status_macros.h"
+#include "model/cuda_device.h"
 #include "model/model_config.h"
 
 namespace pstrain {
@@ -33,6 +34,7 @@ const std::vector<std::string>& JobFlagNames() {
                                                           "replicas_to_aggregate",
                                                           "model_config",
                                                           "device",
+                                                          "num_gpus",
                                                           "push_per_layer",
                                                           "shared_memory",
                                                           "tcp_frames",
@@ -56,7 +58,8 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X --l1=X --l2=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --[no]push_per_layer "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --num_gpus=N "
+         "--[no]push_per_layer "
          "--[no]shared_memory --[no]tcp_frames --wire_dtype=float32|bfloat16 "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
          "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
@@ -237,6 +240,16 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", job.device, ": must be auto, cpu or cuda"));
   }
+  if (args.Has("num_gpus")) {
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t gpus, args.GetIntInRange("num_gpus", 0, 0, 1024));
+    const bool cpu = gpus == 0;
+    if (args.Has("device") && (job.device == "cuda" ? cpu : job.device == "cpu" && !cpu)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--num_gpus=", gpus, " and --device=", job.device, " disagree: give one"));
+    }
+    if (cpu) job.device = "cpu";
+    job.num_gpus = static_cast<int>(gpus);
+  }
   if (!config.empty()) return job;
   std::vector<int> widths;
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
@@ -249,6 +262,21 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   }
   job.model = model::NetworkSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
   return job;
+}
+
+std::string DevicePlan(const model::JobSpec& job) {
+  if (job.num_gpus < 0) return "";
+  if (job.num_gpus == 0) return "--num_gpus=0: training on the CPU";
+  auto devices = model::ListCudaDevices();
+  if (!devices.ok() || devices->empty()) {
+    return absl::StrCat("--num_gpus=", job.num_gpus, ": ", model::DescribeCuda(),
+                        job.device == "cuda" ? "" : "; training on the CPU");
+  }
+  return absl::StrCat("--num_gpus=", job.num_gpus, ": training on CUDA device 0 (",
+                      (*devices)[0].name, ") of ", devices->size(),
+                      job.num_gpus > 1 || devices->size() > 1
+                          ? "; a task trains on one device: run one worker per GPU"
+                          : "");
 }
 
 absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args, const std::string& environment) {

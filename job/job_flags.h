@@ -15,7 +15,8 @@ namespace pstrain {
 
 // Names of the job flags: data_dir, batch_size, epochs, max_steps,
 // learning_rate, optimizer (and its hyper-parameters), seed, hidden,
-// consistency, replicas_to_aggregate, model_config, device, push_per_layer,
+// consistency, replicas_to_aggregate, model_config, device, num_gpus,
+// push_per_layer,
 // checkpoint_secs, checkpoint_steps, keep_checkpoints, chief_trains,
 // sync_wait_secs, config (= model_config), output_dir.
 const std::vector<std::string>& JobFlagNames();
@@ -28,6 +29,10 @@ const std::vector<std::string>& JobFlagNames();
 // of range, the config file's own errors (model/model_config.h), a config
 // without layers, or --hidden given with --model_config.
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
+
+// One log line saying where a replica of `job` trains given --num_gpus
+// (a device, or the CPU and why); "" when --num_gpus was not given.
+std::string DevicePlan(const model::JobSpec& job);
 
 // --output_dir, defaulting to /data/output when TF_CONFIG's environment is
 // "cloud", else ./output.

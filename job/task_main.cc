@@ -9,6 +9,7 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "job/security_flags.h"
+#include "job/task_flags.h"
 
 namespace pstrain {
 namespace {
@@ -37,6 +38,13 @@ int RunTask(const char* tf_config, int argc, char** argv, int first, std::option
   auto args = CliArgs::Parse(argc, argv, first);
   if (!args.ok()) return Fail(args.status());
   SetLogTag(cfg->task.ToString());
+  // First, so that relative paths resolve in --work_dir and every line
+  // goes where the platform collects it.
+  auto platform = PlatformFlagsFromArgs(*args);
+  if (!platform.ok()) return Fail(platform.status());
+  if (absl::Status applied = ApplyPlatformFlags(*platform, cfg->task); !applied.ok()) {
+    return Fail(applied);
+  }
   auto security = SecurityFromFlags(*args);
   if (!security.ok()) return Fail(security.status());
   auto bind = args->GetString("bind", "");

@@ -1,6 +1,7 @@
 // What every task does before its role runs, the same in `pstrain` and in
 // the per-role binaries (ps_server, worker, chief, evaluator): parse
-// TF_CONFIG, check the task's role, parse the flags and the security flags,
+// TF_CONFIG, check the task's role, parse the flags, apply the platform
+// flags (job/task_flags.h: --work_dir, --log_dir, --log_to), read the security flags,
 // refuse to expose an insecure task beyond loopback, and tag the log with
 // the task's name.
 #ifndef PSTRAIN_JOB_TASK_MAIN_H_

@@ -38,6 +38,10 @@ struct JobSpec {
   // Where workers compute: "auto" (CUDA when a device is usable, else the
   // CPU), "cpu" or "cuda" (model/backend.h).
   std::string device = "auto";
+  // --num_gpus as a platform passed it (UAI Train, AI Platform); -1 when not
+  // given. 0 sets `device` to "cpu"; N >= 1 leaves "auto" (a replica trains
+  // on one device).
+  int num_gpus = -1;
   // Workers push each layer's gradient (and pull its new values) as soon as
   // backprop produces it, instead of the whole model after the step. Off by
   // default: on a 2-core machine, where the round trips cost more CPU than

@@ -7,6 +7,7 @@
 #include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "job/task_flags.h"
 #include "ps_server/ps_service.h"
 #include "ps_server/shard_store.h"
 
@@ -38,7 +39,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
         shared.status(), tcp_frames.status()}) {
     if (s.ok()) s = each;
   }
-  if (s.ok()) s = args.CheckAllUsed();
+  if (s.ok()) s = CheckTaskFlags(args, Role::kPs);
   if (!s.ok()) {
     Log(s.message());
     return ExitCodeFor(s);

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/job_flags.h"
+#include "job/task_flags.h"
 #include "train/replica.h"
 
 namespace pstrain::worker {
@@ -27,19 +28,24 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
   const bool chief_duties = cfg.HasChiefDuties();
   coordinator::ChiefOptions chief_options;
-  // Only a worker with chief duties serves (the Coordinator); the others
-  // accept --bind and --job_timeout_s too, so that one pod spec fits all.
+  // Only a worker with chief duties serves (the Coordinator) and waits for
+  // the evaluator; the others read --bind, --job_timeout_s and
+  // --eval_wait_secs too, so that one pod spec fits all.
   PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
                            args.GetString("bind", cfg.task_address()->ToString()));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
+                           args.GetIntInRange("eval_wait_secs", 600, 0, 86400));
   if (chief_duties) {
     chief_options.job = replica.job;
     chief_options.output_dir = replica.output_dir;
     chief_options.ps_wait = replica.ps_wait;
     chief_options.job_timeout = absl::Seconds(job_timeout_s);
+    chief_options.eval_wait = absl::Seconds(eval_wait_s);
     chief_options.security = security;
   }
-  PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+  PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kWorker));
+  if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
 
   std::unique_ptr<coordinator::ChiefDuties> duties;

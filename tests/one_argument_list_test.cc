@@ -1,0 +1,205 @@
+// Platforms start every task of a job with one argument list (UAI Train's
+// one entrypoint, AI Platform's submitted arguments, a TFJob's shared pod
+// template): every role run as a real `pstrain` process with the same flags
+// (job flags, each role's own, and the platforms' --work_dir, --log_dir,
+// --log_to, --num_gpus) trains a job to the end, while a misspelt flag is
+// still refused by every role. With an evaluator in the cluster the chief
+// exits only once the final checkpoint's score is on disk, or after
+// --eval_wait_secs, saying so.
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/subprocess.h"
+#include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/task_set.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/", path);
+}
+
+struct Cluster {
+  std::string json;  // "cluster": {...}
+  std::string TfConfig(const std::string& type) const {
+    return absl::StrCat("{", json, R"(, "task": {"type": ")", type, R"(", "index": 0}})");
+  }
+};
+
+Cluster FourTasks() {
+  absl::StatusOr<std::vector<int>> p = PickFreePorts(4);
+  EXPECT_OK(p);
+  return {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0], R"("], "ps": ["127.0.0.1:)",
+                       (*p)[1], R"("], "worker": ["127.0.0.1:)", (*p)[2],
+                       R"("], "evaluator": ["127.0.0.1:)", (*p)[3], R"("]})")};
+}
+
+SpawnOptions Task(const Cluster& cluster, const std::string& type,
+                  const std::vector<std::string>& flags, const std::string& log) {
+  SpawnOptions o;
+  o.argv = {Runfile("pstrain")};
+  o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+  o.env = {{"TF_CONFIG", cluster.TfConfig(type)}};
+  o.log_path = log;
+  return o;
+}
+
+int64_t ScoredStep(const std::string& output_dir) {
+  int64_t step = -1;
+  auto text = ReadFile(output_dir + "/eval/scored");
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &step)) return -1;
+  return step;
+}
+
+TEST(OneArgumentListTest, EveryRoleTrainsAJobWithTheSameFlags) {
+  const std::string dir = pstrain::testing::TempDir() + "/same";
+  const std::string out = dir + "/out", logs = dir + "/logs";
+  ASSERT_OK(MakeDirs(dir));
+  const Cluster cluster = FourTasks();
+  // The config is named relative to --work_dir, as UAI Train's code
+  // directory; an evaluator that polls every 3 s would score the final
+  // checkpoint after a chief that did not wait had exited.
+  const std::vector<std::string> flags = {"--model_config=fashion_mnist_mlp.pbtxt",
+                                          "--work_dir=" + Runfile("configs"),
+                                          "--epochs=1",
+                                          "--max_steps=150",
+                                          "--batch_size=32",
+                                          "--learning_rate=0.05",
+                                          "--optimizer=sgd",
+                                          "--seed=3",
+                                          "--consistency=async",
+                                          "--checkpoint_secs=600",
+                                          "--keep_checkpoints=3",
+                                          "--data_dir=/usr/share/datasets/fashion-mnist",
+                                          "--output_dir=" + out,
+                                          "--log_dir=" + logs,
+                                          "--log_to=stdout",
+                                          "--num_gpus=1",
+                                          "--eval_poll_secs=3",
+                                          "--eval_wait_secs=120",
+                                          "--ps_wait_s=60",
+                                          "--max_message_mib=64",
+                                          "--blas_threads=1"};
+  pstrain::testing::TaskSet tasks;
+  for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
+    ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "/", type, ".out"))));
+  }
+  // The chief first: when it has exited, the final score is on disk.
+  int64_t scored_when_the_chief_ended = -1;
+  ASSERT_TRUE(pstrain::testing::WaitUntil(
+      [&] {
+        if (ReadFile(dir + "/chief.out").value_or("").find("metrics written to") ==
+            std::string::npos) {
+          return false;
+        }
+        scored_when_the_chief_ended = ScoredStep(out);
+        return true;
+      },
+      absl::Seconds(120)))
+      << ReadFile(dir + "/chief.out").value_or("");
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(60));
+  for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
+    EXPECT_EQ(codes[type], 0) << type << ":\n" << ReadFile(dir + "/" + type + ".out").value_or("");
+  }
+  ASSERT_OK_AND_ASSIGN(std::string metrics_text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(metrics_text));
+  const int64_t step = FindMember(metrics, "global_step")->get<int64_t>();
+  EXPECT_EQ(step, 300);  // two replicas, 150 steps each
+  EXPECT_EQ(scored_when_the_chief_ended, step);
+  EXPECT_GT(FindMember(metrics, "test_accuracy")->get<double>(), 0.6);
+
+  // Each task's log also in --log_dir, saying what it ignored and why.
+  ASSERT_OK_AND_ASSIGN(std::string ps, ReadFile(logs + "/ps-0.log"));
+  EXPECT_THAT(ps, HasSubstr("ps:0: ignoring --batch_size, --blas_threads, --checkpoint_secs, "));
+  EXPECT_THAT(ps, HasSubstr("--num_gpus, "));
+  EXPECT_THAT(ps, HasSubstr("(flags the ps does not use, accepted so that every task can share "
+                            "one argument list)"));
+  EXPECT_THAT(ps, HasSubstr("stopping: job finished"));
+  ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(logs + "/chief-0.log"));
+  EXPECT_THAT(
+      chief,
+      HasSubstr("ignoring --eval_poll_secs, --max_message_mib (flags the chief does not use"));
+  EXPECT_THAT(chief, HasSubstr("--num_gpus=1: "));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("for the evaluator to score the final checkpoint, "
+                                            "step ",
+                                            step)));
+  EXPECT_THAT(chief, HasSubstr(absl::StrCat("the evaluator scored the final checkpoint (step ",
+                                            step, ")")));
+  ASSERT_OK_AND_ASSIGN(std::string worker, ReadFile(logs + "/worker-0.log"));
+  EXPECT_THAT(worker, HasSubstr("worker:0: done: 150 steps"));
+  ASSERT_OK_AND_ASSIGN(std::string evaluator, ReadFile(logs + "/evaluator-0.log"));
+  EXPECT_THAT(evaluator, HasSubstr(absl::StrCat("eval at step ", step, ": loss")));
+  // The same lines on the process's output.
+  EXPECT_THAT(ReadFile(dir + "/worker.out").value_or(""), HasSubstr("worker:0: done: 150 steps"));
+}
+
+TEST(OneArgumentListTest, AMisspeltFlagIsRefusedByEveryRole) {
+  const Cluster cluster = FourTasks();
+  for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
+    const std::string log = absl::StrCat(pstrain::testing::TempDir(), "/typo-", type, ".log");
+    ASSERT_OK_AND_ASSIGN(
+        pid_t pid, Spawn(Task(cluster, type, {"--epoch=2", "--num_gpus=0", "--work_dir=/"}, log)));
+    std::optional<ChildExit> exit = WaitChild(pid, absl::Seconds(30));
+    ASSERT_TRUE(exit.has_value()) << type;
+    EXPECT_EQ(exit->code, 2) << type;
+    EXPECT_THAT(ReadFile(log).value_or(""),
+                HasSubstr("unknown flag --epoch (did you mean --epochs?)"))
+        << type;
+  }
+}
+
+TEST(OneArgumentListTest, PlatformFlagsWithBadValuesAreNamed) {
+  const Cluster cluster = FourTasks();
+  for (const auto& [flags, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--log_to=file"}, "--log_to=file needs --log_dir"},
+           {{"--log_to=syslog"}, "--log_to=syslog: must be stderr, stdout or file"},
+           {{"--work_dir=/no/such/dir"}, "--work_dir: cannot change into /no/such/dir"},
+           {{"--num_gpus=-1"}, "--num_gpus=-1: must be in 0..1024"},
+           {{"--num_gpus=0", "--device=cuda"}, "--num_gpus=0 and --device=cuda disagree"}}) {
+    const std::string log = pstrain::testing::TempDir() + "/bad-platform.log";
+    ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(Task(cluster, "worker", flags, log)));
+    std::optional<ChildExit> exit = WaitChild(pid, absl::Seconds(30));
+    ASSERT_TRUE(exit.has_value());
+    EXPECT_EQ(exit->code, 2) << message;
+    EXPECT_THAT(ReadFile(log).value_or(""), HasSubstr(message));
+  }
+}
+
+TEST(OneArgumentListTest, TheChiefWaitsForAnEvaluatorThatNeverScoresOnlyWithinItsBound) {
+  const std::string dir = pstrain::testing::TempDir() + "/no-evaluator";
+  const Cluster cluster = FourTasks();  // the evaluator is listed but never started
+  const std::vector<std::string> flags = {"--max_steps=20", "--hidden=16",
+                                          "--output_dir=" + dir + "/out", "--eval_wait_secs=2"};
+  pstrain::testing::TaskSet tasks;
+  for (const char* type : {"ps", "chief", "worker"}) {
+    ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "-", type, ".log"))));
+  }
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(90));
+  const std::string chief = ReadFile(dir + "-chief.log").value_or("");
+  EXPECT_EQ(codes["chief"], 0) << chief;
+  EXPECT_EQ(codes["worker"], 0);
+  EXPECT_EQ(codes["ps"], 0);
+  EXPECT_THAT(chief, HasSubstr("waiting up to 2s (--eval_wait_secs) for the evaluator to score "
+                               "the final checkpoint, step 40"));
+  EXPECT_THAT(chief, HasSubstr("the evaluator has not scored step 40 after 2s (--eval_wait_secs); "
+                               "ending without its score"));
+  EXPECT_THAT(chief, Not(HasSubstr("the evaluator scored")));
+}
+
+}  // namespace
+}  // namespace pstrain
