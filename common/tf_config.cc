@@ -340,7 +340,7 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
     list_name = cfg.cluster.chief_named_master ? "master" : "chief";
   }
   if (cfg.task.role == Role::kEvaluator && count == 0) {
-    // TFJob leaves the evaluator out of "cluster"; it needs no address.
+    // AI Platform leaves the evaluator out of "cluster"; it needs no address.
   } else if (count == 0) {
     return Invalid(absl::StrCat("task.type \"", type_name, "\" has no entries in cluster.",
                                 list_name));

@@ -4,8 +4,9 @@
 //
 // Accepted dialects (TensorFlow, Kubeflow TFJob, UAI-Train-style platforms):
 //   - "chief" or "master" (synonyms; at most one of them, with one address);
-//   - the evaluator listed in "cluster" or left out of it (TFJob leaves it
-//     out); it never takes part in training;
+//   - the evaluator listed in "cluster" (Kubeflow's TFJob lists every
+//     replica type) or left out of it (AI Platform); it never takes part in
+//     training;
 //   - unknown top-level keys ("rpc_layer", "job", ...) are ignored;
 //   - addresses "host:port", "1.2.3.4:port" or "[v6addr]:port".
 // Values are plain data; thread-compatible.

@@ -81,6 +81,7 @@ constexpr char kChiefPsWorkerEvaluator[] = R"({
   "rpc_layer": "grpc", "job": {"name": "x"}
 })";
 
+// Every replica type listed, as Kubeflow's TFJob writes it.
 TEST(TfConfigTest, ParsesChiefPsWorkerEvaluatorAndIgnoresUnknownKeys) {
   ASSERT_OK_AND_ASSIGN(TfConfig cfg, ParseTfConfig(kChiefPsWorkerEvaluator));
   EXPECT_FALSE(cfg.cluster.chief_named_master);
@@ -94,7 +95,7 @@ TEST(TfConfigTest, ParsesChiefPsWorkerEvaluatorAndIgnoresUnknownKeys) {
   EXPECT_EQ(cfg.environment, "");
 }
 
-TEST(TfConfigTest, EvaluatorLeftOutOfClusterAsTfJobWritesIt) {
+TEST(TfConfigTest, EvaluatorLeftOutOfClusterAsAiPlatformWritesIt) {
   ASSERT_OK_AND_ASSIGN(
       TfConfig cfg,
       ParseTfConfig(R"({"cluster": {"chief": ["c:1"], "ps": ["p:1"], "worker": ["w:1"]},

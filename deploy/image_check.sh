@@ -16,7 +16,7 @@
 #   printf '[containers]\ndefault_ulimits = []\n' > /tmp/pc.conf
 #   CONTAINERS_CONF=/tmp/pc.conf ENGINE=podman ... deploy/image_check.sh
 # IMAGE (default pstrain:check); SKIP_BUILD=1 runs an image already built;
-# BASE_PORT (default 7200): the tasks use BASE_PORT..BASE_PORT+2.
+# BASE_PORT (default 7200): the tasks use BASE_PORT..BASE_PORT+3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ENGINE=${ENGINE:-docker}
@@ -26,16 +26,22 @@ PORT=${BASE_PORT:-7200}
 OUT=$(realpath -m "${1:-output/image_check}")
 mkdir -p "$OUT"
 rm -rf "${OUT:?}"/*
+# The tasks run as the image's user, not as the caller.
+chmod 0777 "$OUT"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   start=$(date +%s)
-  "$ENGINE" "${FLAGS[@]}" build -f deploy/Dockerfile -t "$IMAGE" . > "$OUT/build.log" 2>&1 ||
+  "$ENGINE" "${FLAGS[@]}" build -f deploy/Dockerfile -t "$IMAGE" \
+    --build-arg PSTRAIN_COMMIT="$(git rev-parse HEAD 2>/dev/null || echo unknown)" . \
+    > "$OUT/build.log" 2>&1 ||
     { echo "image_check: the build failed; see $OUT/build.log" >&2; exit 1; }
   echo "image_check: built $IMAGE in $(( $(date +%s) - start )) s"
 fi
+size=$("$ENGINE" "${FLAGS[@]}" image inspect --format '{{.Size}}' "$IMAGE")
+echo "image_check: $IMAGE is $(( size / 1000000 )) MB"
 
 cluster="\"cluster\":{\"chief\":[\"127.0.0.1:$PORT\"],\"ps\":[\"127.0.0.1:$((PORT + 1))\"],"
-cluster+="\"worker\":[\"127.0.0.1:$((PORT + 2))\"]}"
+cluster+="\"worker\":[\"127.0.0.1:$((PORT + 2))\"],\"evaluator\":[\"127.0.0.1:$((PORT + 3))\"]}"
 declare -A pids
 run() {  # NAME TYPE INDEX [FLAGS...]
   local name=$1 type=$2 index=$3
@@ -46,10 +52,11 @@ run() {  # NAME TYPE INDEX [FLAGS...]
   pids[$name]=$!
 }
 start=$(date +%s)
-run ps-0 ps 0
-run chief-0 chief 0 --epochs=1
-run worker-0 worker 0 --epochs=1
-run evaluator-0 evaluator 0 --epochs=1 --eval_poll_secs=1
+args=(--epochs=1 --eval_poll_secs=1 --eval_wait_secs=300)
+run ps-0 ps 0 "${args[@]}"
+run chief-0 chief 0 "${args[@]}"
+run worker-0 worker 0 "${args[@]}"
+run evaluator-0 evaluator 0 "${args[@]}"
 failed=0
 for name in ps-0 chief-0 worker-0 evaluator-0; do
   code=0
@@ -62,7 +69,9 @@ chief=$(grep -o 'test accuracy: [0-9.]*' "$OUT/chief-0.log" | tail -n 1 || true)
 eval_line=$(grep -o 'eval at step [0-9]*: loss [0-9.]* - accuracy [0-9.]*' "$OUT/evaluator-0.log" |
             tail -n 1 || true)
 echo "image_check: chief: ${chief:-none}; evaluator: ${eval_line:-none}"
-if [[ $failed != 0 || -z "$chief" || "${chief##* }" != "${eval_line##* }" ]]; then
+waited=$(grep -o 'the evaluator scored the final checkpoint.*' "$OUT/chief-0.log" || true)
+echo "image_check: chief: ${waited:-did not wait for the evaluator}"
+if [[ $failed != 0 || -z "$chief" || -z "$waited" || "${chief##* }" != "${eval_line##* }" ]]; then
   echo "image_check: FAILED" >&2
   exit 1
 fi

@@ -23,6 +23,7 @@ PACKAGES=(
   dataset-fashion-mnist    # the training data, in /usr/share/datasets
   gnuplot-nox              # `pstrain experiment` plots (PNG)
   python3                  # tests/count_results.py counts the test reports
+  python3-yaml             # deploy/manifests_test.py reads the deployment files
   nlohmann-json3-dev       # JSON (TF_CONFIG, metrics, checkpoint index)
 )
 

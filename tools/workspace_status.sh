@@ -2,8 +2,10 @@
 # Build stamp for `pstrain --version` (.bazelrc: --workspace_status_command).
 # Keys starting with STABLE_ are read by //cli:build_info; when they change,
 # only that file and the binaries that link it are rebuilt.
-commit=$(git rev-parse HEAD 2>/dev/null) || commit=unknown
-if [ "$commit" = unknown ]; then
+# Without a checkout (an image build: .dockerignore leaves .git out), the
+# builder may name the commit in PSTRAIN_COMMIT.
+commit=$(git rev-parse HEAD 2>/dev/null) || commit=${PSTRAIN_COMMIT:-unknown}
+if [ "$commit" = unknown ] || ! git rev-parse HEAD >/dev/null 2>&1; then
   tree=unknown
 elif git diff --quiet HEAD -- 2>/dev/null; then
   tree=clean
