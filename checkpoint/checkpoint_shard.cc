@@ -255,7 +255,7 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
 
 absl::Status CheckTableRecord(const v1::TensorCheckpoint& t, int num_slots, int64_t dim) {
   if (t.dim() != dim) {
-    return absl::DataLossError(
+    return absl::FailedPreconditionError(
         absl::StrCat("table ", t.key(), " has rows of dim ", t.dim(), ", not ", dim));
   }
   if (t.row_updates_size() != t.row_ids_size()) {

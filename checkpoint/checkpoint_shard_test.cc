@@ -159,7 +159,10 @@ TEST(CheckpointShardTest, TableRecordsAreCheckedAgainstTheTableAndTheSlots) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
     return std::string(s.message());
   };
-  EXPECT_EQ(lost(CheckTableRecord(table, 2, 4)), "table emb has rows of dim 1, not 4");
+  // Rows of another width: a table of another model, not damage.
+  const absl::Status other = CheckTableRecord(table, 2, 4);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.message(), "table emb has rows of dim 1, not 4");
   EXPECT_EQ(lost(CheckTableRecord(table, 0, 1)),
             "table emb holds 12 bytes; its 1 rows of dim 1 with 0 optimizer slots take 4");
   v1::TensorCheckpoint counts = table;

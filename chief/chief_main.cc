@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/job_flags.h"
+#include "job/run_info.h"
 #include "job/task_flags.h"
 #include "train/replica.h"
 
@@ -31,6 +32,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kChief));
   if (std::string plan = DevicePlan(options.job); !plan.empty()) Log(plan);
   options.eval_wait = absl::Seconds(eval_wait_s);
+  options.run = RunInfo(args, cfg);
   options.ps_wait = absl::Seconds(ps_wait_s);
   options.job_timeout = absl::Seconds(job_timeout_s);
   options.security = security;

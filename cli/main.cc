@@ -35,6 +35,7 @@
 #include "common/malloc_tuning.h"
 #include "common/tf_config.h"
 #include "job/job_flags.h"
+#include "job/run_info.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
 
@@ -259,6 +260,8 @@ int main(int argc, char** argv) {
   pstrain::InstallCrashHandler(argv[0]);
   // Every role moves MiB-sized messages (common/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();
+  // What run.json records of the binary that ran a job.
+  pstrain::SetBinaryVersion(pstrain::kPstrainVersion, pstrain::BuildCommit());
   // Read once; every command and role is handed the text.
   const char* const tf_config = std::getenv("TF_CONFIG");
   if (argc == 2 && (std::strcmp(argv[1], "version") == 0 ||

@@ -18,8 +18,18 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const 
                                                 int64_t step, int keep, bool final,
                                                 bool spare_unscored, absl::Duration timeout) {
   const absl::Time start = absl::Now();
+  // A save that fails leaves no ckpt-S directory behind (the PS may have
+  // made it, or written some shards): it would never be completed.
+  auto discard = [&](const absl::Status& why) {
+    auto index = ReadCheckpointIndex(dir);
+    if (!index.ok() || index->step != step) {
+      std::error_code ec;
+      std::filesystem::remove_all(CheckpointDir(dir, step), ec);
+    }
+    return why;
+  };
   auto shards = client->SaveCheckpoint(dir, step, timeout);
-  if (!shards.ok()) return shards.status();
+  if (!shards.ok()) return discard(shards.status());
   CheckpointRecord record;
   record.step = step;
   Json manifest = Json::object();
@@ -39,14 +49,14 @@ absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const 
   manifest["shards"] = std::move(list);
   if (absl::Status s = WriteFileAtomically(ManifestPath(dir, step), manifest.dump() + "\n");
       !s.ok()) {
-    return s;
+    return discard(s);
   }
   Json index = Json::object();
   index["step"] = step;
   if (final) index["final"] = true;
   if (absl::Status s = WriteFileAtomically(CheckpointIndexPath(dir), index.dump() + "\n");
       !s.ok()) {
-    return s;
+    return discard(s);
   }
   // Only now, with the new one complete and named, the oldest go; not
   // those an evaluator has yet to score.

@@ -27,7 +27,7 @@ struct CheckpointRecord {
 // and the index ({"step": S}) are written atomically, in that order; then
 // checkpoints beyond the newest `keep` are removed, and so is every other
 // ckpt-S directory that is not complete (a save cut short by a crash). Errors name the PS or
-// the file.
+// the file; a save that fails removes its own ckpt-S directory.
 // `final`: the job's last checkpoint; the index says so ({"step": S,
 // "final": true}), which tells an evaluator it may stop after scoring it.
 // `spare_unscored`: an evaluator is in the cluster, so checkpoints after

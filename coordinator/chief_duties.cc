@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/checkpointer.h"
+#include "coordinator/run_record.h"
 #include "data/dataset.h"
 #include "data/input.h"
 #include "model/embeddings.h"
@@ -140,6 +141,18 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
                                                                 const ChiefOptions& options) {
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
   chief->started_ = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Network::Create(options.job.model, 1024));
+  // Before anything in the output directory changes: a run of another
+  // model there is refused, its checkpoints left as they are.
+  {
+    Json model = DescribeModel(chief->mlp_->variables(), options.job.optimizer.name);
+    PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(options.output_dir, model));
+    PSTRAIN_RETURN_IF_ERROR(MakeDirs(options.output_dir));
+    Json run = options.run;
+    run["job"] = DescribeJob(options.job);
+    run["model"] = std::move(model);
+    PSTRAIN_RETURN_IF_ERROR(WriteRunStart(options.output_dir, std::move(run), chief->started_));
+  }
   // Replicas that reported done to an earlier run of the chief have exited;
   // their reports are on disk. Read before any new report is taken.
   PSTRAIN_ASSIGN_OR_RETURN(const int done,
@@ -153,7 +166,6 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
       chief->server_,
       GrpcServer::Create({options.bind_address, 512 << 20, options.security}, {&chief->service_}));
   Log("coordinator serving on ", options.bind_address);
-  PSTRAIN_ASSIGN_OR_RETURN(chief->mlp_, model::Network::Create(options.job.model, 1024));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
                            ComputePlacement(chief->mlp_->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;
@@ -347,6 +359,14 @@ absl::StatusOr<int64_t> ChiefDuties::RestoreNewest(
           c.num_ps == client_->num_ps() ? "" : absl::StrCat(", re-sliced from ", c.num_ps, " ps"),
           generation));
       return c.step;
+    }
+    if (s.code() == absl::StatusCode::kFailedPrecondition) {
+      // Written for another model (an output directory without run.json,
+      // or one edited): the checkpoint is whole; the job is what differs.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint at step ", c.step, " in ", dir, " does not fit this job (", s.message(),
+          "); nothing was changed. Relaunch with the flags and --model_config "
+          "that wrote it to resume, or give a new --output_dir to start afresh"));
     }
     if (s.code() != absl::StatusCode::kDataLoss) {
       // Left in place: a read that keeps failing says nothing of the files.
@@ -557,10 +577,20 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
     }
     metrics["dropped_gradients"] = dropped;
     Json h = Json::array();
-    for (int64_t count : histogram) h.push_back(count);
+    Json labels = Json::array();
+    for (size_t b = 0; b < histogram.size(); ++b) {
+      h.push_back(histogram[b]);
+      // Bucket b counts staleness 0, 1, 2, then 2^(b-2)+1 .. 2^(b-1).
+      labels.push_back(b <= 2
+                           ? std::to_string(b)
+                           : absl::StrCat((int64_t{1} << (b - 2)) + 1, "-", int64_t{1} << (b - 1)));
+    }
     metrics["staleness_histogram"] = std::move(h);
+    metrics["staleness_buckets"] = std::move(labels);
   }
   metrics["examples_per_sec"] = total_rate;
+  // The run's settings beside its results (run.json has the rest).
+  metrics["job"] = DescribeJob(options_.job);
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
   // With an evaluator in the cluster, output_dir/eval is its to write.
   if (cfg_.cluster.evaluator.empty()) {
@@ -630,6 +660,15 @@ absl::Status ChiefDuties::MakeUpRolledBack() {
 }
 
 absl::StatusOr<Json> ChiefDuties::Finish() {
+  absl::StatusOr<Json> metrics = FinishJob();
+  if (absl::Status s = WriteRunEnd(options_.output_dir, metrics.status(), absl::Now()); !s.ok()) {
+    Log("could not record the run's end in ", RunRecordPath(options_.output_dir), ": ",
+        s.message());
+  }
+  return metrics;
+}
+
+absl::StatusOr<Json> ChiefDuties::FinishJob() {
   if (finished_.has_value()) {
     StopParameterServers(absl::OkStatus());
     WaitForEvaluator(FindMember(*finished_, "global_step")->get<int64_t>());

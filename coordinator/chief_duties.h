@@ -1,6 +1,9 @@
 // What the task with chief duties does for a job (the chief, or worker 0 when
 // the cluster has no chief):
-//   Start():  read back the done reports of replicas that finished under an
+//   Start():  refuse an output_dir whose run.json is of another model (its
+//             variables, shapes or optimizer; coordinator/run_record.h),
+//             changing nothing there; record this launch in run.json;
+//             read back the done reports of replicas that finished under an
 //             earlier run of the chief (output_dir/done, coordinator.h);
 //             serve the Coordinator service on its own address; when the
 //             job's final checkpoint is complete and its metrics written
@@ -81,6 +84,9 @@ struct ChiefOptions {
   // otherwise remove the evaluator before the final score exists. Zero: no
   // wait.
   absl::Duration eval_wait = absl::Minutes(10);
+  // What run.json records of this launch besides the job and the model
+  // (job/run_info.h: version, flags, cluster, model config text).
+  Json run = Json::object();
 };
 
 class ChiefDuties {
@@ -116,6 +122,7 @@ class ChiefDuties {
   // Then, with an evaluator in the cluster, it waits up to
   // options.eval_wait for the final checkpoint's score, logging what it
   // waits for and how that ended.
+  // Last, "ended" and "outcome" are added to output_dir/run.json.
   absl::StatusOr<Json> Finish();
 
   // Tells every PS to exit ("job finished" with 0 when `why` is OK, "job
@@ -135,6 +142,8 @@ class ChiefDuties {
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
+  // Finish, less the record of its outcome in run.json.
+  absl::StatusOr<Json> FinishJob();
   // The wait of Finish for the evaluator's score of step `step`.
   void WaitForEvaluator(int64_t step) const;
   // The job's global step: the lowest any PS reports.

@@ -551,23 +551,32 @@ absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t gener
   if (shard.header.ps_index() != ps_index_ || shard.header.num_ps() != num_ps_) {
     return bad(absl::StrCat("this is ps:", ps_index_, " of ", num_ps_));
   }
+  // A checkpoint that reads back whole but does not fit this job's
+  // variables was written for another model: not damaged, and not to be
+  // set aside as if it were.
+  auto other = [&](absl::string_view what) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint for ps:", shard.header.ps_index(), " of ", shard.header.num_ps(),
+                     " at step ", shard.header.step(), " is of another model: ", what));
+  };
   if (shard.header.num_slots() != optimizer_->num_slots()) {
-    return bad(absl::StrCat("it holds ", shard.header.num_slots(), " optimizer slots (",
-                            shard.header.optimizer(), ") but this job's ", job_.optimizer.name,
-                            " has ", optimizer_->num_slots()));
+    return other(absl::StrCat("it holds ", shard.header.num_slots(), " optimizer slots (",
+                              shard.header.optimizer(), ") but this job's ", job_.optimizer.name,
+                              " has ", optimizer_->num_slots()));
   }
   std::vector<const v1::TensorCheckpoint*> source(tensors_.size(), nullptr);
   for (const v1::TensorCheckpoint& c : shard.tensors) {
     auto t = Find(c.key());
-    if (!t.ok()) return bad(absl::StrCat("it holds ", c.key(), ", which this job does not have"));
+    if (!t.ok()) return other(absl::StrCat("it holds ", c.key(), ", which this job does not have"));
     if (source[(*t)->index] != nullptr) return bad(absl::StrCat(c.key(), " appears twice"));
     if (absl::Status fits = CheckRecordFits(**t, c, ps_index_, num_ps_); !fits.ok()) {
-      return bad(fits.message());
+      return fits.code() == absl::StatusCode::kFailedPrecondition ? other(fits.message())
+                                                                  : bad(fits.message());
     }
     source[(*t)->index] = &c;
   }
   for (const auto& t : tensors_) {
-    if (source[t->index] == nullptr) return bad(absl::StrCat("it lacks ", t->key));
+    if (source[t->index] == nullptr) return other(absl::StrCat("it lacks ", t->key));
   }
   for (const auto& t : tensors_) t->mu.Lock();
   for (const auto& t : tensors_) {

@@ -767,8 +767,12 @@ TEST(ShardCheckpointTest, RestoreRefusesABrokenTableRecord) {
             "checkpoint for ps:0 of 1 at step 1: emb: row id 7 appears twice");
   ckpt::ShardContents dim = snap;
   dim.tensors[0].set_dim(3);
-  EXPECT_EQ(store.Restore(dim).message(),
-            "checkpoint for ps:0 of 1 at step 1: table emb has rows of dim 3, not 2");
+  // Rows of another width: a table of another model (not set aside).
+  const absl::Status other = store.Restore(dim);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(other.message(),
+            "checkpoint for ps:0 of 1 at step 1 is of another model: table emb has rows of dim 3, "
+            "not 2");
   ASSERT_OK_AND_ASSIGN(std::vector<float> after, Pull(store, "emb", {7, 9}));
   EXPECT_EQ(after, before);
   EXPECT_OK(store.Restore(snap));
@@ -783,18 +787,18 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
           .status());
   ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(0));
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0: w/part_0: 16 bytes, expected 24 (6 values and "
+            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 16 bytes, expected 24 (6 values and "
             "their 0 optimizer slots)");
   // Stray bytes after the floats are not read past.
   snap.tensors[0].mutable_data()->resize(26, '\0');
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0: w/part_0: 26 bytes, expected 24 (6 values and "
+            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 26 bytes, expected 24 (6 values and "
             "their 0 optimizer slots)");
   snap.tensors[0].set_key("v/part_0");
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0: it holds v/part_0, which this job does not have");
+            "checkpoint for ps:0 of 1 at step 0 is of another model: it holds v/part_0, which this job does not have");
   snap.tensors.clear();
-  EXPECT_EQ(b.Restore(snap).message(), "checkpoint for ps:0 of 1 at step 0: it lacks w/part_0");
+  EXPECT_EQ(b.Restore(snap).message(), "checkpoint for ps:0 of 1 at step 0 is of another model: it lacks w/part_0");
   ASSERT_OK_AND_ASSIGN(std::vector<float> w, Pull(b, "w/part_0"));
   EXPECT_EQ(w, std::vector<float>(6, 5.0f));
   ShardStore empty(0, 1);

@@ -53,7 +53,7 @@ v1::TensorCheckpoint RecordOfDense(const StoredTensor& t, int64_t updates, const
 absl::Status CheckRecordFits(const StoredTensor& t, const v1::TensorCheckpoint& c, int ps_index,
                              int num_ps) {
   if (c.embedding() != t.embedding) {
-    return absl::DataLossError(
+    return absl::FailedPreconditionError(
         absl::StrCat(c.key(), " is ", c.embedding() ? "a table" : "dense", " there but not here"));
   }
   if (t.embedding) {
@@ -72,9 +72,9 @@ absl::Status CheckRecordFits(const StoredTensor& t, const v1::TensorCheckpoint& 
   }
   const int per = 1 + t.slots;
   if (static_cast<int64_t>(c.data().size()) != t.def.elements() * per * 4) {
-    return absl::DataLossError(absl::StrCat(c.key(), ": ", c.data().size(), " bytes, expected ",
-                                            t.def.elements() * per * 4, " (", t.def.elements(),
-                                            " values and their ", per - 1, " optimizer slots)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        c.key(), ": ", c.data().size(), " bytes, expected ", t.def.elements() * per * 4, " (",
+        t.def.elements(), " values and their ", per - 1, " optimizer slots)"));
   }
   return absl::OkStatus();
 }

@@ -184,6 +184,44 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   }
   EXPECT_EQ(dirs, 2);
 
+  // Relaunched by mistake with another model (--hidden=64, an optimizer
+  // with slots): refused before anything changes, every difference named;
+  // the checkpoints stay as they were, and so does run.json.
+  auto snapshot = [&out] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(out)) {
+      const std::string rel = std::filesystem::relative(e.path(), out).string();
+      if (!e.is_regular_file() || rel.rfind("logs/", 0) == 0 || rel.size() < 5 ||
+          rel.substr(rel.size() - 4) == ".txt") {
+        continue;
+      }
+      files[rel] = ReadFile(e.path().string()).value_or("?");
+    }
+    return files;
+  };
+  const std::map<std::string, std::string> before = snapshot();
+  ASSERT_TRUE(before.count("run.json")) << out;
+  EXPECT_TRUE(before.count("ckpt-1874/shard-0-of-2"));
+  std::vector<std::string> other = job;
+  other.insert(other.end(), {"--epochs=2", "--hidden=64", "--optimizer=adam"});
+  r = RunPstrain(other, "", out + "/other.txt", absl::Seconds(120));
+  EXPECT_EQ(r.code, 2) << r.output;
+  ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
+  EXPECT_THAT(chief, HasSubstr(out + " holds a run of another model (" + out + "/run.json)"));
+  EXPECT_THAT(chief, HasSubstr("optimizer: sgd on disk, adam in this job; dense_0/kernel: shape "
+                               "[784, 128] on disk, shape [784, 64] in this job;"));
+  EXPECT_THAT(chief, HasSubstr("Nothing was changed."));
+  EXPECT_THAT(chief, ::testing::Not(HasSubstr("set aside")));
+  EXPECT_EQ(snapshot(), before);
+  ASSERT_OK_AND_ASSIGN(std::string record, ReadFile(out + "/run.json"));
+  ASSERT_OK_AND_ASSIGN(Json run, ParseJson(record));
+  EXPECT_EQ(run["launches"], 1);
+  EXPECT_EQ(run["outcome"], "ok");
+  EXPECT_EQ(run["model"]["optimizer"], "sgd");
+  EXPECT_EQ(run["job"]["epochs"], 1);
+  EXPECT_EQ(run["cluster"]["ps"].size(), 2u);
+  EXPECT_THAT(run["flags"].dump(), HasSubstr("--keep_checkpoints=2"));
+
   std::vector<std::string> second = job;
   second.push_back("--epochs=2");
   r = RunPstrain(second, "", out + "/second.txt", absl::Seconds(240));
@@ -196,6 +234,11 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
   EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 2 * 1874);
+  EXPECT_EQ(metrics["job"]["epochs"], 2);
+  ASSERT_OK_AND_ASSIGN(record, ReadFile(out + "/run.json"));
+  ASSERT_OK_AND_ASSIGN(run, ParseJson(record));
+  EXPECT_EQ(run["launches"], 2);  // the refused one wrote nothing
+  EXPECT_EQ(run["job"]["epochs"], 2);
   EXPECT_GE(FindMember(metrics, "test_accuracy")->get<double>(), 0.80) << text;
 
   // A flipped byte in a shard of the newest checkpoint: the relaunch names

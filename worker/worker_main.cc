@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/job_flags.h"
+#include "job/run_info.h"
 #include "job/task_flags.h"
 #include "train/replica.h"
 
@@ -42,6 +43,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     chief_options.ps_wait = replica.ps_wait;
     chief_options.job_timeout = absl::Seconds(job_timeout_s);
     chief_options.eval_wait = absl::Seconds(eval_wait_s);
+    chief_options.run = RunInfo(args, cfg);
     chief_options.security = security;
   }
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kWorker));

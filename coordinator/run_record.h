@@ -1,0 +1,74 @@
+// <output_dir>/run.json: what a run of a job is, so that the directory
+// describes itself and a relaunch into it can be checked. The chief writes it
+// when it starts (before it touches a checkpoint) and adds its end:
+//   {"started": "2026-11-27T01:02:03Z", "ended": "...", "outcome": "ok",
+//    "launches": 2,                      // starts of a chief in this dir
+//    "first_started": "...",             // the first of them
+//    "version": "0.1.0", "commit": "...",  // as the binary says
+//    "flags": ["--epochs=2", ...],       // as given to this launch
+//    "cluster": {"chief": [...], "ps": [...], ...},
+//    "job": {"batch_size": 32, "learning_rate": 0.05, ...},
+//    "model": {"optimizer": "adam",
+//              "variables": [{"name": "dense_0/kernel", "shape": [784, 128]},
+//                            {"name": "ids", "shape": [1000, 8], "table": true}]},
+//    "model_config": "<the config file's text>"}
+// A relaunch whose "model" differs from the one on disk (other variables,
+// shapes or optimizer) is refused before anything in the directory changes:
+// its checkpoints belong to the other model, are not damaged, and stay.
+// Stateless; thread-compatible.
+#ifndef PSTRAIN_COORDINATOR_RUN_RECORD_H_
+#define PSTRAIN_COORDINATOR_RUN_RECORD_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/json.h"
+#include "common/placement.h"
+#include "model/job_spec.h"
+
+namespace pstrain::coordinator {
+
+// "run.json" under `dir`.
+std::string RunRecordPath(const std::string& dir);
+
+// The part of a run a checkpoint depends on: the optimizer (its slots are
+// stored beside each value) and each variable's name, shape and kind.
+Json DescribeModel(const std::vector<VariableDef>& variables, const std::string& optimizer);
+
+// The job's settings as resolved (flags, config file and defaults
+// together): batch size, epochs, optimizer and its hyper-parameters, seed,
+// consistency, checkpointing, input.
+Json DescribeJob(const model::JobSpec& job);
+
+// Each way in which `now` (DescribeModel) differs from `before`, one
+// phrase each, `before`'s variables first: "optimizer: adam on disk, sgd
+// in this job", "dense_0/kernel: shape [784, 128] on disk, shape [784, 64]
+// in this job", "dense_2/bias: shape [10] on disk, not in this job",
+// "emb: not on disk, table [1000, 8] in this job".
+// Empty when they match.
+std::vector<std::string> ModelDifferences(const Json& before, const Json& now);
+
+// OK when `dir` holds no run.json (a new directory, or one written before
+// run.json existed) or one whose "model" matches `model`. Else
+// FailedPrecondition naming the directory, every difference and how to
+// start afresh; nothing is changed. A run.json that does not parse is
+// DataLoss naming the file.
+absl::Status CheckRelaunch(const std::string& dir, const Json& model);
+
+// Writes run.json for a launch starting at `started`: `run` (flags,
+// version, cluster, job, model, ...) with "started", "launches" (one more
+// than the run.json it replaces) and "first_started" kept from it.
+// Written atomically (a crash leaves the old or the new one).
+absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started);
+
+// Adds "ended" and "outcome" ("ok", or the error) to run.json.
+absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, absl::Time ended);
+
+// RFC 3339 in UTC, to the second: "2026-11-27T01:02:03Z".
+std::string Rfc3339(absl::Time t);
+
+}  // namespace pstrain::coordinator
+
+#endif  // PSTRAIN_COORDINATOR_RUN_RECORD_H_
