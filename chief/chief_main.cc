@@ -30,6 +30,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
                            args.GetIntInRange("eval_wait_secs", 600, 0, 86400));
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kChief));
+  PSTRAIN_RETURN_IF_ERROR(CheckStragglers(options.job, cfg.cluster));
   if (std::string plan = DevicePlan(options.job); !plan.empty()) Log(plan);
   options.eval_wait = absl::Seconds(eval_wait_s);
   options.run = RunInfo(args, cfg);

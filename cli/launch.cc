@@ -234,6 +234,12 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument \"", args.positional()[1], "\"")));
   }
+  // A --straggler naming a task this launch does not start is a mistake.
+  ClusterSpec shape;
+  if (*chief) shape.chief = HostPort{"127.0.0.1", 1};
+  shape.worker.assign(static_cast<size_t>(std::max<int64_t>(*workers, 0)),
+                      HostPort{"127.0.0.1", 1});
+  if (absl::Status s = CheckStragglers(*job, shape); !s.ok()) return fail(s);
   options.num_ps = static_cast<int>(*ps);
   options.num_workers = static_cast<int>(*workers);
   options.with_chief = *chief;

@@ -360,6 +360,7 @@ int SummaryMain(CliArgs& args) {
 }
 
 int StatusMain(CliArgs& args, const std::string& tf_config) {
+  absl::Status unanswered;  // the first PS that did not answer
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string ps_list, args.GetString("ps", ""));
     PSTRAIN_ASSIGN_OR_RETURN(bool json, args.GetBool("json", false));
@@ -379,20 +380,46 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     if (addresses.empty()) {
       return absl::InvalidArgumentError("no ps to ask: give --ps=HOST:PORT,... or set TF_CONFIG");
     }
-    client::PsClientOptions options;
-    options.ps_addresses = addresses;
-    options.rpc_deadline = absl::Seconds(5);
-    options.max_attempts = 2;
-    options.security = security;
-    Placement empty;
-    empty.num_ps = static_cast<int>(addresses.size());
-    PSTRAIN_ASSIGN_OR_RETURN(auto client, client::PsClient::Create(options, empty));
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, client->Stats());
-    return json ? StatusJson(addresses, stats) : StatusTable(addresses, stats);
+    // Each PS on its own: one that does not answer is reported, and the
+    // others still are.
+    std::string table;
+    Json list = Json::array();
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      client::PsClientOptions options;
+      options.ps_addresses = {addresses[i]};
+      options.rpc_deadline = absl::Seconds(5);
+      options.max_attempts = 2;
+      options.security = security;
+      Placement one;
+      one.num_ps = 1;
+      absl::StatusOr<std::vector<v1::StatsResponse>> stats;
+      auto client = client::PsClient::Create(options, one);
+      stats = client.ok() ? (*client)->Stats() : client.status();
+      if (!stats.ok()) {
+        if (unanswered.ok()) unanswered = stats.status();
+        table += absl::StrCat("ps:", i, " ", addresses[i].ToString(),
+                              "  not answering: ", stats.status().message(), "\n");
+        list.push_back(Json{{"ps", i},
+                            {"address", addresses[i].ToString()},
+                            {"error", std::string(stats.status().message())}});
+        continue;
+      }
+      if (json) {
+        PSTRAIN_ASSIGN_OR_RETURN(Json one_ps, ParseJson(StatusJson({addresses[i]}, *stats)));
+        for (Json& entry : one_ps) list.push_back(std::move(entry));
+      } else {
+        table += StatusTable({addresses[i]}, *stats);
+      }
+    }
+    return json ? list.dump() + "\n" : table;
   };
   auto out = run();
   if (!out.ok()) return Fail("status", out.status());
   std::fputs(out->c_str(), stdout);
+  if (!unanswered.ok()) {
+    std::fprintf(stderr, "pstrain status: not every ps answered\n");
+    return ExitCodeFor(unanswered);
+  }
   return kExitOk;
 }
 

@@ -48,7 +48,10 @@ std::string StatusJson(const std::vector<HostPort>& addresses,
 
 // `pstrain status`: asks every PS for its Stats. The PS addresses come from
 // --ps, else from $TF_CONFIG (read by the caller and passed as `tf_config`,
-// empty when unset).
+// empty when unset). A PS that does not answer is reported in its place
+// ("ps:1 HOST:PORT  not answering: ...", or {"ps", "address", "error"} with
+// --json) and the others still are; the exit code is then that error's
+// (common/exit_codes.h: 138 for one unreachable).
 int StatusMain(CliArgs& args, const std::string& tf_config);
 
 }  // namespace pstrain

@@ -150,7 +150,8 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options.output_dir));
     Json run = options.run;
     run["job"] = DescribeJob(options.job);
-    run["model"] = std::move(model);
+    run["model"] = model;
+    chief->service_.SetJob(Json{{"job", run["job"]}, {"model", std::move(model)}});
     PSTRAIN_RETURN_IF_ERROR(WriteRunStart(options.output_dir, std::move(run), chief->started_));
   }
   // Replicas that reported done to an earlier run of the chief have exited;

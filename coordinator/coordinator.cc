@@ -216,6 +216,22 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
                                                        v1::JoinResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Join");
   absl::Status s = admitted.status();
+  if (s.ok() && !req->job().empty() && !job_.is_null()) {
+    // A task started with other job flags than the chief's: refused (it
+    // exits 2), and the job fails at once rather than waiting for it.
+    auto mine = ParseJson(req->job());
+    std::vector<std::string> diff =
+        mine.ok() ? DifferencesFromChief(job_, *mine)
+                  : std::vector<std::string>{"its job description does not parse"};
+    if (!diff.empty()) {
+      s = absl::FailedPreconditionError(absl::StrCat(
+          req->task_type(), ":", req->task_index(),
+          " was started with other job flags than the chief: ", absl::StrJoin(diff, "; "),
+          ". Give every task of the job the same job flags"));
+      Log(s.message());
+      tracker_->Fail(s);
+    }
+  }
   if (s.ok()) {
     auto task = ParseTaskName(absl::StrCat(req->task_type(), ":", req->task_index()));
     auto done = task.ok() ? tracker_->Join(*task)
@@ -275,11 +291,26 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
 }
 
+std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& mine) {
+  const Json none = Json::object();
+  auto part = [&none](const Json& j, absl::string_view key) -> const Json& {
+    const Json* p = FindMember(j, key);
+    return p != nullptr ? *p : none;
+  };
+  std::vector<std::string> out = JobDifferences(part(chief, "job"), part(mine, "job"));
+  for (const std::string& d :
+       ModelDifferences(part(chief, "model"), part(mine, "model"), "on the chief", "here")) {
+    out.push_back(absl::StrCat("the model (--hidden, --model_config, --optimizer): ", d));
+  }
+  return out;
+}
+
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
-                               const Security& security) {
+                               const Security& security, const Json& job) {
   v1::JoinRequest req;
   req.set_task_type(RoleName(task.role));
   req.set_task_index(task.index);
+  if (!job.is_null()) req.set_job(job.dump());
   v1::JoinResponse resp;
   // Replicas start beside the chief and ask before they train; the chief
   // answers once it has taken over the PS, soon after it starts: fresh

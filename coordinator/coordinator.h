@@ -19,8 +19,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/call_guard.h"
+#include "common/json.h"
 #include "common/security.h"
 #include "common/tf_config.h"
+#include "job/job_description.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace pstrain::coordinator {
@@ -112,6 +114,10 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   CoordinatorServiceImpl(JobTracker* tracker, std::shared_ptr<const Security> security)
       : tracker_(tracker), guard_(std::move(security), CallLimits()) {}
 
+  // The chief's own job ({"job", "model"}, job/job_description.h), which
+  // each Join's is compared with. Call before the service is served.
+  void SetJob(Json job) { job_ = std::move(job); }
+
   grpc::ServerUnaryReactor* ReportDone(grpc::CallbackServerContext* ctx,
                                        const v1::ReportDoneRequest* req,
                                        v1::ReportDoneResponse* resp) override;
@@ -121,7 +127,14 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
  private:
   JobTracker* const tracker_;
   CallGuard guard_;
+  Json job_;  // set before serving; read only after
 };
+
+// The ways in which a task's job (`mine`, as JoinRequest.job) differs from
+// the chief's (`chief`): each differing flag (JobDifferences), then the
+// model's differences (ModelDifferences) prefixed "the model (--hidden,
+// --model_config, --optimizer): ". Empty when they match.
+std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& mine);
 
 // Sends ReportDone to the task with chief duties at `address`, retrying
 // Unavailable (the chief may still be starting) with backoff for up to
@@ -131,8 +144,10 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
 
 // Asks the task with chief duties whether `task` is to train (false) or
 // has finished already (true); retries as ReportDoneToChief does.
+// `job`: the task's own ({"job", "model"}); a chief whose job differs
+// answers FailedPrecondition naming each difference.
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
-                               const Security& security);
+                               const Security& security, const Json& job = Json());
 
 }  // namespace pstrain::coordinator
 

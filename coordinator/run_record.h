@@ -25,34 +25,17 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/json.h"
-#include "common/placement.h"
-#include "model/job_spec.h"
+#include "job/job_description.h"
 
 namespace pstrain::coordinator {
 
 // "run.json" under `dir`.
 std::string RunRecordPath(const std::string& dir);
 
-// The part of a run a checkpoint depends on: the optimizer (its slots are
-// stored beside each value) and each variable's name, shape and kind.
-Json DescribeModel(const std::vector<VariableDef>& variables, const std::string& optimizer);
-
-// The job's settings as resolved (flags, config file and defaults
-// together): batch size, epochs, optimizer and its hyper-parameters, seed,
-// consistency, checkpointing, input.
-Json DescribeJob(const model::JobSpec& job);
-
-// Each way in which `now` (DescribeModel) differs from `before`, one
-// phrase each, `before`'s variables first: "optimizer: adam on disk, sgd
-// in this job", "dense_0/kernel: shape [784, 128] on disk, shape [784, 64]
-// in this job", "dense_2/bias: shape [10] on disk, not in this job",
-// "emb: not on disk, table [1000, 8] in this job".
-// Empty when they match.
-std::vector<std::string> ModelDifferences(const Json& before, const Json& now);
-
 // OK when `dir` holds no run.json (a new directory, or one written before
-// run.json existed) or one whose "model" matches `model`. Else
-// FailedPrecondition naming the directory, every difference and how to
+// run.json existed) or one whose "model" matches `model` (DescribeModel). Else
+// FailedPrecondition naming the directory, every difference
+// (ModelDifferences, job/job_description.h) and how to
 // start afresh; nothing is changed. A run.json that does not parse is
 // DataLoss naming the file.
 absl::Status CheckRelaunch(const std::string& dir, const Json& model);

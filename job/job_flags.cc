@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/consistency.h"
 #include "common/status_macros.h"
@@ -50,6 +52,19 @@ const std::vector<std::string>& JobFlagNames() {
                                                           "test_files",
                                                           "skip_bad_records"};
   return *names;
+}
+
+absl::Status CheckStragglers(const model::JobSpec& job, const ClusterSpec& cluster) {
+  const std::vector<TaskId> replicas = TrainingReplicas(cluster, job.chief_trains);
+  std::vector<std::string> names;
+  for (const TaskId& t : replicas) names.push_back(t.ToString());
+  for (const auto& [task, straggler] : job.stragglers) {
+    if (task == "all" || absl::c_linear_search(names, task)) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("--straggler names ", task, ", which is not a training task of this cluster (",
+                     absl::StrJoin(names, ", "), ")"));
+  }
+  return absl::OkStatus();
 }
 
 const char* JobFlagsUsage() {

@@ -30,6 +30,11 @@ const std::vector<std::string>& JobFlagNames();
 // without layers, or --hidden given with --model_config.
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
 
+// InvalidArgument when a --straggler names a task that does not train in
+// `cluster` ("--straggler names worker:7, which is not a training task of
+// this cluster (chief:0, worker:0, worker:1)"). `chief_trains` as the job.
+absl::Status CheckStragglers(const model::JobSpec& job, const ClusterSpec& cluster);
+
 // One log line saying where a replica of `job` trains given --num_gpus
 // (a device, or the CPU and why); "" when --num_gpus was not given.
 std::string DevicePlan(const model::JobSpec& job);

@@ -81,6 +81,22 @@ TEST(JobFlagsTest, StragglersByTask) {
   }
 }
 
+TEST(JobFlagsTest, AStragglerMustBeATrainingTaskOfTheCluster) {
+  CliArgs args = Args({"--straggler=worker:1:50,all:5"});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(args));
+  ClusterSpec cluster;
+  cluster.chief = HostPort{"127.0.0.1", 1};
+  cluster.worker.assign(2, HostPort{"127.0.0.1", 2});
+  EXPECT_OK(CheckStragglers(j, cluster));
+  cluster.worker.resize(1);
+  EXPECT_EQ(CheckStragglers(j, cluster).message(),
+            "--straggler names worker:1, which is not a training task of this cluster (chief:0, "
+            "worker:0)");
+  CliArgs chief = Args({"--straggler=chief:0:5", "--nochief_trains"});
+  ASSERT_OK_AND_ASSIGN(j, JobSpecFromFlags(chief));
+  EXPECT_EQ(CheckStragglers(j, cluster).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {
   CliArgs plain = Args({"--model_config=configs/fashion_mnist_mlp.pbtxt"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec j, JobSpecFromFlags(plain));

@@ -357,9 +357,10 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     if (*kind == "dense") {
       const v1::DenseLayer& d = l.dense();
       layer.kind = LayerKind::kDense;
-      if (d.units() == 0) return Bad(at_layer, what + "dense.units is missing");
+      if (!d.has_units()) return Bad(at_layer, what + "dense.units is missing");
       if (d.units() < 1 || d.units() > 65536) {
-        return Bad(at("units"), absl::StrCat(d.units(), " must be in 1..65536"));
+        return Bad(at("units"),
+                   absl::StrCat(d.units(), " must be positive, at most 65536 (units per example)"));
       }
       if (d.input_dim() != 0 && (shape.size() != 1 || d.input_dim() != shape[0])) {
         return Bad(

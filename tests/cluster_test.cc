@@ -530,6 +530,24 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   RunResult json = RunPstrain({"status", "--json"}, o.env[0].second, out + "/status.json");
   EXPECT_EQ(json.code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr(R"("global_step":0)"));
+  // A second address where nothing serves: reported in its place, after
+  // the live PS's report (not instead of it), and the exit code says so.
+  const std::vector<std::string> both = {
+      "status", absl::StrCat("--ps=127.0.0.1:", ports[1], ",127.0.0.1:", ports[0])};
+  RunResult partial = RunPstrain(both, "", out + "/partial.txt");
+  EXPECT_EQ(partial.code, 138) << partial.output;
+  EXPECT_THAT(partial.output,
+              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[1], "  not answering: ")));
+  EXPECT_THAT(partial.output,
+              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0], "  global step 0  resident ")));
+  EXPECT_THAT(partial.output, HasSubstr("pstrain status: not every ps answered"));
+  std::vector<std::string> both_json = both;
+  both_json.push_back("--json");
+  RunResult partial_json = RunPstrain(both_json, "", out + "/partial.json");
+  EXPECT_EQ(partial_json.code, 138) << partial_json.output;
+  EXPECT_THAT(partial_json.output,
+              HasSubstr(absl::StrCat(R"({"address":"127.0.0.1:)", ports[1], R"(","error":")")));
+  EXPECT_THAT(partial_json.output, HasSubstr(R"("global_step":0)"));
   SignalChild(pid, SIGTERM);
   auto exit = WaitChild(pid, absl::Seconds(20));
   ASSERT_TRUE(exit.has_value());
@@ -539,7 +557,9 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   RunResult gone =
       RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/gone.txt");
   EXPECT_EQ(gone.code, 138) << gone.output;
-  EXPECT_THAT(gone.output, HasSubstr(absl::StrCat("ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
+  EXPECT_THAT(gone.output,
+              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0],
+                                     "  not answering: ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
 }
 
 // A PS told to stop ends with the exit code it is sent: 0 when the job

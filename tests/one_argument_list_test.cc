@@ -8,6 +8,7 @@
 // --eval_wait_secs, saying so.
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job/task_flags.h"
 #include "tests/testing/task_set.h"
 
 namespace pstrain {
@@ -199,6 +201,68 @@ TEST(OneArgumentListTest, TheChiefWaitsForAnEvaluatorThatNeverScoresOnlyWithinIt
   EXPECT_THAT(chief, HasSubstr("the evaluator has not scored step 40 after 2s (--eval_wait_secs); "
                                "ending without its score"));
   EXPECT_THAT(chief, Not(HasSubstr("the evaluator scored")));
+}
+
+// Every flag a task accepts is in `pstrain help` and in the README.
+TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
+  const std::string log = pstrain::testing::TempDir() + "/help.txt";
+  SpawnOptions o;
+  o.argv = {Runfile("pstrain"), "help"};
+  o.log_path = log;
+  absl::StatusOr<pid_t> pid = Spawn(o);
+  ASSERT_OK(pid);
+  std::optional<ChildExit> exit = WaitChild(*pid, absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->code, 0);
+  ASSERT_OK_AND_ASSIGN(const std::string help, ReadFile(log));
+  ASSERT_OK_AND_ASSIGN(const std::string readme, ReadFile(Runfile("README.md")));
+  auto names = [](const std::string& text, const std::string& flag) {
+    return text.find("--" + flag) != std::string::npos ||
+           text.find("--[no]" + flag) != std::string::npos;
+  };
+  ASSERT_GT(TaskFlagNames().size(), 50u);
+  for (const std::string& flag : TaskFlagNames()) {
+    EXPECT_TRUE(names(help, flag)) << "pstrain help does not name --" << flag;
+    EXPECT_TRUE(names(readme, flag)) << "README.md does not name --" << flag;
+  }
+}
+
+// The converse: a task given other job flags than the chief (another
+// model, batch size and learning rate) is refused as it joins, each
+// difference named, and the job ends at once (exit 2 everywhere) rather
+// than failing later on a size mismatch or waiting for the worker.
+TEST(OneArgumentListTest, ATaskWithOtherJobFlagsThanTheChiefIsRefusedAndTheJobEnds) {
+  const std::string dir = pstrain::testing::TempDir() + "/other-flags";
+  absl::StatusOr<std::vector<int>> p = PickFreePorts(3);
+  ASSERT_OK(p);
+  const Cluster cluster = {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0],
+                                        R"("], "ps": ["127.0.0.1:)", (*p)[1],
+                                        R"("], "worker": ["127.0.0.1:)", (*p)[2], R"("]})")};
+  const std::vector<std::string> flags = {"--max_steps=20", "--hidden=16",
+                                          "--output_dir=" + dir + "/out"};
+  std::vector<std::string> other = flags;
+  other.insert(other.end(),
+               {"--hidden=64", "--batch_size=128", "--learning_rate=0.5", "--noshared_memory"});
+  other.erase(other.begin() + 1);  // the first --hidden
+  pstrain::testing::TaskSet tasks;
+  const absl::Time start = absl::Now();
+  ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "-ps.log")));
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "-chief.log")));
+  ASSERT_OK(tasks.Start("worker", Task(cluster, "worker", other, dir + "-worker.log")));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(90));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+  const std::string worker = ReadFile(dir + "-worker.log").value_or("");
+  const std::string chief = ReadFile(dir + "-chief.log").value_or("");
+  EXPECT_EQ(codes["worker"], 2) << worker;
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_EQ(codes["ps"], 2);
+  EXPECT_THAT(worker, HasSubstr("--batch_size=128 here, 32 on the chief; --learning_rate=0.5 "
+                                "here, 0.05 on the chief; the model (--hidden, --model_config, "
+                                "--optimizer): dense_0/kernel: shape [784, 16] on the chief, "
+                                "shape [784, 64] here;"));
+  EXPECT_THAT(worker, HasSubstr("Give every task of the job the same job flags"));
+  EXPECT_THAT(worker, Not(HasSubstr("shared_memory")));  // each task's own
+  EXPECT_THAT(chief, HasSubstr("worker:0 was started with other job flags than the chief: "));
 }
 
 }  // namespace

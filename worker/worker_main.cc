@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
+#include "job/job_description.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "job/task_flags.h"
@@ -47,9 +48,12 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     chief_options.security = security;
   }
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kWorker));
+  PSTRAIN_RETURN_IF_ERROR(CheckStragglers(replica.job, cfg.cluster));
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
 
+  // What the chief compares with its own job as this task joins.
+  PSTRAIN_ASSIGN_OR_RETURN(const Json job, DescribeJobAndModel(replica.job));
   std::unique_ptr<coordinator::ChiefDuties> duties;
   if (chief_duties) {
     Log("the cluster has no chief: worker:0 takes the chief's duties");
@@ -61,7 +65,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
                            duties != nullptr
                                ? duties->JoinLocal(cfg.task)
                                : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task,
-                                                        replica.ps_wait, *security));
+                                                        replica.ps_wait, *security, job));
   if (!done) {
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {

@@ -1,0 +1,173 @@
+#include "job/job_description.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "data/input.h"
+#include "model/network.h"
+
+namespace pstrain {
+namespace {
+
+std::string ShapeText(const Json& shape) {
+  std::vector<std::string> dims;
+  if (shape.is_array()) {
+    for (const Json& d : shape) dims.push_back(d.dump());
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
+}
+
+std::string StringMember(const Json& j, absl::string_view key) {
+  const Json* m = FindMember(j, key);
+  return m != nullptr && m->is_string() ? m->get<std::string>() : "";
+}
+
+// name -> "shape [..]" or "table [..]", in the order given.
+std::vector<std::pair<std::string, std::string>> Variables(const Json& model) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const Json* vars = FindMember(model, "variables");
+  if (vars == nullptr || !vars->is_array()) return out;
+  for (const Json& v : *vars) {
+    const Json* table = FindMember(v, "table");
+    const Json* shape = FindMember(v, "shape");
+    const bool is_table = table != nullptr && table->is_boolean() && table->get<bool>();
+    out.emplace_back(StringMember(v, "name"), absl::StrCat(is_table ? "table " : "shape ",
+                                                           ShapeText(shape ? *shape : Json())));
+  }
+  return out;
+}
+
+// A float setting as a flag gives it (6 significant digits), so that
+// records read 0.05, not 0.05000000074505806.
+double Num(float f) { return std::strtod(absl::StrCat(f).c_str(), nullptr); }
+
+// A setting's value as a flag would give it: 0.05, not 0.05000000074505806.
+std::string ValueText(const Json* v) {
+  if (v == nullptr) return "(unset)";
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_number_float()) return absl::StrCat(v->get<double>());
+  return v->dump();
+}
+
+}  // namespace
+
+Json DescribeModel(const std::vector<VariableDef>& variables, const std::string& optimizer) {
+  Json model = Json::object();
+  model["optimizer"] = optimizer;
+  Json list = Json::array();
+  for (const VariableDef& v : variables) {
+    Json d = Json::object();
+    d["name"] = v.name;
+    d["shape"] = v.shape;
+    if (v.embedding) d["table"] = true;
+    list.push_back(std::move(d));
+  }
+  model["variables"] = std::move(list);
+  return model;
+}
+
+Json DescribeJob(const model::JobSpec& job) {
+  const OptimizerSpec& opt = job.optimizer;
+  Json j = {{"data_dir", job.data_dir},
+            {"input_format", data::InputFormatName(job.input)},
+            {"train_files", job.input.train_files},
+            {"test_files", job.input.test_files},
+            {"skip_bad_records", job.input.skip_bad_records},
+            {"batch_size", job.batch_size},
+            {"epochs", job.epochs},
+            {"max_steps", job.max_steps},
+            {"optimizer", opt.name},
+            {"learning_rate", Num(opt.learning_rate)},
+            {"seed", job.seed},
+            {"consistency", job.consistency},
+            {"replicas_to_aggregate", job.replicas_to_aggregate},
+            {"chief_trains", job.chief_trains},
+            {"sync_wait_secs", job.sync_wait_secs},
+            {"checkpoint_secs", job.checkpoint_every_secs},
+            {"checkpoint_steps", job.checkpoint_every_steps},
+            {"keep_checkpoints", job.keep_checkpoints},
+            {"device", job.device},
+            {"push_per_layer", job.push_per_layer},
+            {"shared_memory", job.shared_memory},
+            {"tcp_frames", job.tcp_frames},
+            {"wire_dtype", job.bfloat16_wire ? "bfloat16" : "float32"}};
+  // Only the hyper-parameters the optimizer reads.
+  if (opt.name == "momentum") {
+    j["momentum"] = Num(opt.momentum);
+    j["nesterov"] = opt.nesterov;
+  } else if (opt.name == "adagrad") {
+    j["initial_accumulator"] = Num(opt.initial_accumulator);
+  } else if (opt.name == "adam" || opt.name == "nadam") {
+    j["beta1"] = Num(opt.beta1);
+    j["beta2"] = Num(opt.beta2);
+    j["epsilon"] = Num(opt.epsilon);
+  } else if (opt.name == "ftrl") {
+    j["initial_accumulator"] = Num(opt.initial_accumulator);
+    j["l1"] = Num(opt.l1);
+    j["l2"] = Num(opt.l2);
+  }
+  return j;
+}
+
+absl::StatusOr<Json> DescribeJobAndModel(const model::JobSpec& job) {
+  // Batch 1: only the variables are wanted.
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> network,
+                           model::Network::Create(job.model, 1));
+  return Json{{"job", DescribeJob(job)},
+              {"model", DescribeModel(network->variables(), job.optimizer.name)}};
+}
+
+std::vector<std::string> ModelDifferences(const Json& a, const Json& b, absl::string_view a_is,
+                                          absl::string_view b_is) {
+  std::vector<std::string> out;
+  const std::string opt_a = StringMember(a, "optimizer");
+  const std::string opt_b = StringMember(b, "optimizer");
+  if (opt_a != opt_b) {
+    out.push_back(absl::StrCat("optimizer: ", opt_a, " ", a_is, ", ", opt_b, " ", b_is));
+  }
+  const auto in_a = Variables(a);
+  const auto in_b = Variables(b);
+  const std::map<std::string, std::string> a_by_name(in_a.begin(), in_a.end());
+  const std::map<std::string, std::string> b_by_name(in_b.begin(), in_b.end());
+  for (const auto& [name, text] : in_a) {
+    auto it = b_by_name.find(name);
+    if (it == b_by_name.end()) {
+      out.push_back(absl::StrCat(name, ": ", text, " ", a_is, ", not ", b_is));
+    } else if (it->second != text) {
+      out.push_back(absl::StrCat(name, ": ", text, " ", a_is, ", ", it->second, " ", b_is));
+    }
+  }
+  for (const auto& [name, text] : in_b) {
+    if (a_by_name.count(name) == 0) {
+      out.push_back(absl::StrCat(name, ": not ", a_is, ", ", text, " ", b_is));
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> JobDifferences(const Json& chief, const Json& mine) {
+  static const auto* own = new std::set<std::string>{
+      "device",     "push_per_layer",  "shared_memory",    "tcp_frames",
+      "wire_dtype", "checkpoint_secs", "checkpoint_steps", "keep_checkpoints"};
+  std::set<std::string> names;
+  for (const auto& [key, value] : chief.items()) names.insert(key);
+  for (const auto& [key, value] : mine.items()) names.insert(key);
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    if (own->count(name) > 0) continue;
+    const Json* c = FindMember(chief, name);
+    const Json* m = FindMember(mine, name);
+    if (c != nullptr && m != nullptr && *c == *m) continue;
+    out.push_back(
+        absl::StrCat("--", name, "=", ValueText(m), " here, ", ValueText(c), " on the chief"));
+  }
+  return out;
+}
+
+}  // namespace pstrain
