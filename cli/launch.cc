@@ -6,9 +6,12 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -196,8 +199,24 @@ int RunLaunch(const LaunchOptions& options) {
     Say(absl::StrFormat("test auc: %.4f", auc->get<double>()));
   }
   if (rate != nullptr && rate->is_number()) {
-    Say(absl::StrFormat("training throughput: %.0f examples/s (all replicas)",
-                        rate->get<double>()));
+    // The job's examples over its training wall time; each replica's own
+    // rate beside it.
+    std::vector<std::string> each;
+    if (const Json* reps = FindMember(*metrics, "replicas"); reps != nullptr && reps->is_array()) {
+      for (const Json& r : *reps) {
+        const Json* task = FindMember(r, "task");
+        const Json* own = FindMember(r, "examples_per_sec");
+        if (task != nullptr && task->is_string() && own != nullptr && own->is_number()) {
+          each.push_back(absl::StrFormat("%s %.0f", task->get<std::string>(), own->get<double>()));
+        }
+      }
+    }
+    const Json* wall = FindMember(*metrics, "training_seconds");
+    Say(absl::StrFormat(
+        "training throughput: %.0f examples/s over %.1f s of training (per "
+        "replica: %s)",
+        rate->get<double>(), wall != nullptr && wall->is_number() ? wall->get<double>() : 0.0,
+        absl::StrJoin(each, ", ")));
   }
   Say(absl::StrCat("metrics: ", options.output_dir, "/final_metrics.json; logs: ", logs, "/"));
   return kExitOk;

@@ -524,7 +524,11 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
   metrics["global_step"] = step;
   metrics["schedule"] = ScheduleKey();
   Json replicas = Json::array();
-  double total_rate = 0;
+  // The job's throughput: every replica's examples over the wall time from
+  // the first replica's start to the last one's end (not the sum of their
+  // rates, which overstates it when replicas run for different times).
+  int64_t examples = 0;
+  double first_start = 0, last_end = 0;
   int64_t expected = 0;
   for (const auto& [replica, rep] : tracker_.reports()) {
     Json w = Json::object();
@@ -534,7 +538,12 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
     w["examples"] = rep.examples();
     w["final_loss"] = rep.final_loss();
     w["examples_per_sec"] = rep.examples_per_sec();
-    total_rate += rep.examples_per_sec();
+    examples += rep.examples();
+    if (rep.train_end_unix() > 0) {
+      first_start =
+          first_start == 0 ? rep.train_start_unix() : std::min(first_start, rep.train_start_unix());
+      last_end = std::max(last_end, rep.train_end_unix());
+    }
     // Sync steps are the job's (every replica runs them together); async
     // and ssp steps each replica's own, each one global step.
     expected = options_.job.consistency == "sync" ? std::max(expected, rep.schedule_steps())
@@ -589,7 +598,10 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
     metrics["staleness_histogram"] = std::move(h);
     metrics["staleness_buckets"] = std::move(labels);
   }
-  metrics["examples_per_sec"] = total_rate;
+  const double wall = last_end - first_start;
+  metrics["training_seconds"] = wall;
+  metrics["examples"] = examples;
+  metrics["examples_per_sec"] = wall > 0 ? examples / wall : 0.0;
   // The run's settings beside its results (run.json has the rest).
   metrics["job"] = DescribeJob(options_.job);
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));

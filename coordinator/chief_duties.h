@@ -109,7 +109,9 @@ class ChiefDuties {
   absl::StatusOr<bool> JoinLocal(const TaskId& task) { return tracker_.Join(task); }
 
   // Returns the metrics it wrote: {"test_accuracy", "test_loss",
-  // "test_examples", "global_step", "examples_per_sec", "replicas": [{"replica",
+  // "test_examples", "global_step", "examples" (every replica's),
+  // "training_seconds" (the first replica's start to the last one's end),
+  // "examples_per_sec" (examples over training_seconds), "replicas": [{"replica",
   // "task", "steps", "examples", "final_loss", "examples_per_sec"}...],
   // "seconds" (since Start), "global_steps_expected" (what the replicas'
   // schedules add up to), "global_steps_rolled_back" (by restores),

@@ -40,7 +40,9 @@ void CountPushLocked(StoredTensor& t, int64_t version) {
 
 void DropStaleLocked(StoredTensor& t, int64_t version, int replica) {
   t.last_pushed[replica] = std::max(t.last_pushed[replica], version);
-  CountPushLocked(t, version);
+  // Received but not applied: counted apart, not in the histogram of the
+  // staleness of applied gradients.
+  t.pushes.fetch_add(1, std::memory_order_relaxed);
   t.dropped_stale.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -36,7 +36,8 @@ absl::StatusOr<bool> AdmitPushLocked(const StoredTensor& t, int64_t version, int
 
 // Counts a gradient received (taken or dropped) and its staleness.
 void CountPushLocked(StoredTensor& t, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
-// Records a dropped stale push from `replica` at `version`.
+// Records a dropped stale push from `replica` at `version`: counted as
+// received and dropped, not in the staleness histogram (of applied ones).
 void DropStaleLocked(StoredTensor& t, int64_t version, int replica)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 

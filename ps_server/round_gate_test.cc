@@ -55,8 +55,14 @@ TEST(RoundGateTest, SyncRoundSumsDistinctReplicasAndRefusesRepeatsAndPushesAhead
   EXPECT_FALSE(taken);
   ASSERT_OK_AND_ASSIGN(taken, AdmitPushLocked(t, 1, 0, 1));
   EXPECT_FALSE(taken);
+  int64_t counted = 0;
+  for (const auto& b : t.staleness) counted += b.load();
   DropStaleLocked(t, 0, 0);
   EXPECT_EQ(t.dropped_stale.load(), 1);
+  // Not applied: not in the histogram of applied gradients' staleness.
+  int64_t after = 0;
+  for (const auto& b : t.staleness) after += b.load();
+  EXPECT_EQ(after, counted);
   EXPECT_EQ(t.last_pushed[0], 0);
 }
 

@@ -147,7 +147,8 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_st
                        (total - step) * job.batch_size / rate));
       if (train_summaries != nullptr) {
         PSTRAIN_RETURN_IF_ERROR(train_summaries->WriteScalars(
-            step, ProgressScalars(window, rate, rate / job.batch_size, step)));
+            step, ProgressScalars(window, rate, rate / job.batch_size, step,
+                                  job.optimizer.learning_rate)));
       }
       window = model::BatchResult();
       window_start = now;

@@ -15,12 +15,13 @@ std::string ProgressLine(int64_t step, int64_t total, const model::BatchResult& 
 }
 
 Scalars ProgressScalars(const model::BatchResult& window, double examples_per_sec,
-                        double steps_per_sec, int64_t global_step) {
+                        double steps_per_sec, int64_t global_step, double learning_rate) {
   Scalars scalars = {{"loss", window.mean_loss()},
                      {"accuracy", window.accuracy()},
                      {"examples_per_sec", examples_per_sec},
                      {"steps_per_sec", steps_per_sec},
-                     {"global_step", static_cast<double>(global_step)}};
+                     {"global_step", static_cast<double>(global_step)},
+                     {"learning_rate", learning_rate}};
   if (window.has_auc()) scalars.push_back({"auc", window.Auc()});
   return scalars;
 }

@@ -17,10 +17,10 @@ namespace pstrain::train {
 std::string ProgressLine(int64_t step, int64_t total, const model::BatchResult& window,
                          double examples_per_sec, double elapsed_seconds, double eta_seconds);
 
-// loss, accuracy, examples_per_sec, steps_per_sec, global_step and, with
-// binary labels, auc, in that order.
+// loss, accuracy, examples_per_sec, steps_per_sec, global_step,
+// learning_rate and, with binary labels, auc, in that order.
 Scalars ProgressScalars(const model::BatchResult& window, double examples_per_sec,
-                        double steps_per_sec, int64_t global_step);
+                        double steps_per_sec, int64_t global_step, double learning_rate);
 
 }  // namespace pstrain::train
 

@@ -90,6 +90,9 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   report.set_final_loss(trained.final_loss);
   report.set_examples_per_sec(trained.examples_per_sec);
   report.set_schedule_steps(trained.schedule_steps);
+  const double end = absl::ToUnixMicros(absl::Now()) / 1e6;
+  report.set_train_start_unix(end - trained.seconds);
+  report.set_train_end_unix(end);
   return report;
 }
 

@@ -438,8 +438,13 @@ class StepLoop {
     result_.final_accuracy = window_.accuracy();
     Log(ProgressLine(shown, total_steps_, window_, rate, elapsed, eta));
     if (summaries_ != nullptr) {
+      // At the job's global step, as the evaluator's scores are, so that the
+      // curves share an axis and go on from a checkpoint after a resume;
+      // never backwards within a run.
+      summary_step_ = std::max(summary_step_, global_step_);
       PSTRAIN_RETURN_IF_ERROR(summaries_->WriteScalars(
-          shown, ProgressScalars(window_, rate, window_steps_ / window_seconds, global_step_)));
+          summary_step_, ProgressScalars(window_, rate, window_steps_ / window_seconds,
+                                         global_step_, job_.optimizer.learning_rate)));
     }
     window_ = model::BatchResult();
     window_start_ = now;
@@ -493,6 +498,7 @@ class StepLoop {
 
   int64_t step_ = 0;
   int64_t global_step_ = 0;
+  int64_t summary_step_ = 0;  // of the last summaries written
   // The ticket of the last round queued to write into params_[b].
   int64_t written_by_[2] = {0, 0};
   int64_t last_row_push_ = 0;

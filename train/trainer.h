@@ -40,8 +40,10 @@ struct TrainerOptions {
   // async updates allow that). sync jobs always wait for the step.
   bool overlap_communication = true;
   // When not empty, the progress scalars (loss, accuracy, examples/s,
-  // steps/s, global step) also go to TensorBoard event files and JSON lines
-  // in this directory at every progress line (common/event_file.h).
+  // steps/s, global step, learning rate) also go to TensorBoard event files
+  // and JSON lines in this directory at every progress line
+  // (common/event_file.h), at the job's global step (as the evaluator's
+  // scores), never backwards within a run.
   std::string summary_dir;
   // How long to wait, when a PS is lost or restored from a checkpoint under
   // this replica, for the chief to put every PS back on one checkpoint
