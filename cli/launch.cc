@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +41,40 @@ struct Task {
 void Say(const std::string& line) {
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
+}
+
+// A log an earlier launch into the same directory left at `log`
+// (logs/ps-0.log) is kept as logs/ps-0.1.log, .2, ...: the first free one.
+void KeepEarlierLog(const std::string& log) {
+  std::error_code ec;
+  if (!std::filesystem::exists(log, ec) || std::filesystem::file_size(log, ec) == 0) return;
+  const std::string stem = log.substr(0, log.size() - 4);  // less ".log"
+  for (int n = 1; n < 100000; ++n) {
+    const std::string kept = absl::StrCat(stem, ".", n, ".log");
+    if (std::filesystem::exists(kept, ec)) continue;
+    std::filesystem::rename(log, kept, ec);
+    return;
+  }
+}
+
+// The line of a failed task's log that says why: its last "failed"
+// line, else its last line.
+std::string WhyFailed(const std::string& log) {
+  auto text = ReadFile(log);
+  if (!text.ok()) return "";
+  std::string last, failed;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    last = std::string(line);
+    if (absl::StrContains(line, "failed") || absl::StrContains(line, "error")) failed = last;
+  }
+  std::string why = failed.empty() ? last : failed;
+  // Less the log's own "HH:MM:SS.mmm type:index: " prefix.
+  const size_t space = why.find(' ');
+  if (space == 12 && why[2] == ':' && why[8] == '.') {
+    const size_t tag_end = why.find(": ", space);
+    if (tag_end != std::string::npos) why = why.substr(tag_end + 2);
+  }
+  return why;
 }
 
 // SIGTERM every running task, then SIGKILL whatever is left after `grace`.
@@ -112,6 +148,7 @@ int RunLaunch(const LaunchOptions& options) {
     }
     spawn.env = {{"TF_CONFIG", cfg.ToJson()}};
     t.log = absl::StrCat(logs, "/", RoleName(t.id.role), "-", t.id.index, ".log");
+    KeepEarlierLog(t.log);
     spawn.log_path = t.log;
     auto pid = Spawn(spawn);
     if (!pid.ok()) {
@@ -147,7 +184,8 @@ int RunLaunch(const LaunchOptions& options) {
     eval_log_read = end + 1;
   };
 
-  const absl::Time deadline = absl::Now() + options.timeout;
+  const absl::Time deadline = options.timeout > absl::ZeroDuration() ? absl::Now() + options.timeout
+                                                                     : absl::InfiniteFuture();
   int result = kExitOk;
   int running = static_cast<int>(tasks.size());
   while (running > 0) {
@@ -173,7 +211,9 @@ int RunLaunch(const LaunchOptions& options) {
     Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
                         absl::ToDoubleSeconds(absl::Now() - t.started)));
     if (e->code != 0) {
-      Say(absl::StrCat(t.id.ToString(), " failed; see ", t.log, "; stopping the others"));
+      const std::string why = WhyFailed(t.log);
+      Say(absl::StrCat(t.id.ToString(), " failed", why.empty() ? "" : ": ", why));
+      Say(absl::StrCat("  log: ", t.log, "; stopping the others"));
       StopAll(tasks, absl::Seconds(5));
       result = e->code;
       break;
@@ -234,7 +274,7 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   auto chief = args.GetBool("chief", options.with_chief);
   auto evaluator = args.GetBool("evaluator", options.with_evaluator);
   auto eval_poll = args.GetIntInRange("eval_poll_secs", options.eval_poll_secs, 1, 3600);
-  auto timeout = args.GetInt("timeout_s", 7200);
+  auto timeout = args.GetIntInRange("timeout_s", 0, 0, 30 * 86400);
   for (const absl::Status& s : {ps.status(), workers.status(), chief.status(), evaluator.status(),
                                 eval_poll.status(), timeout.status()}) {
     if (!s.ok()) return fail(s);

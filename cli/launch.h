@@ -33,8 +33,9 @@ struct LaunchOptions {
   // (job/security_flags.h) and --config when it is given. PSTRAIN_TOKEN,
   // like the rest of the environment, is inherited.
   std::vector<std::string> task_flags;
-  // 2 hours: far beyond any job this launcher is meant for on one machine.
-  absl::Duration timeout = absl::Hours(2);
+  // --timeout_s: every task is stopped after this long (exit 138). Zero
+  // (the default): no bound.
+  absl::Duration timeout = absl::ZeroDuration();
 };
 
 // Runs the cluster to completion. Returns the exit code for the process.

@@ -46,7 +46,7 @@ constexpr char kUsage[] =
     "  pstrain [flags]              run the task named by $TF_CONFIG\n"
     "  pstrain describe [--json]    print this task and the cluster from $TF_CONFIG\n"
     "  pstrain launch [--ps N] [--workers M] [--nochief] [--evaluator] [--output_dir DIR]\n"
-    "                 [--timeout_s S] [job flags]\n"
+    "                 [--timeout_s S (0: no bound)] [job flags]\n"
     "                               start a whole cluster on 127.0.0.1 and train\n"
     "  pstrain train --local [job flags]\n"
     "                               the same model and data in this one process, no PS\n"

@@ -212,6 +212,13 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   other.insert(other.end(), {"--epochs=2", "--hidden=64", "--optimizer=adam"});
   r = RunPstrain(other, "", out + "/other.txt", absl::Seconds(120));
   EXPECT_EQ(r.code, 2) << r.output;
+  // The launcher says why, from the chief's log, and keeps the first
+  // launch's logs beside this one's.
+  EXPECT_THAT(r.output,
+              HasSubstr("chief:0 failed: job failed: " + out + " holds a run of another model"));
+  EXPECT_THAT(r.output, HasSubstr("  log: " + out + "/logs/chief-0.log; stopping the others"));
+  ASSERT_OK_AND_ASSIGN(std::string first_chief, ReadFile(out + "/logs/chief-0.1.log"));
+  EXPECT_THAT(first_chief, HasSubstr("checkpoint at step 1874"));
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
   EXPECT_THAT(chief, HasSubstr(out + " holds a run of another model (" + out + "/run.json)"));
   EXPECT_THAT(chief, HasSubstr("optimizer: sgd on disk, adam in this job; dense_0/kernel: shape "
