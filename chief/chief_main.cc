@@ -41,6 +41,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::ChiefDuties> duties,
                            coordinator::ChiefDuties::Start(cfg, options));
+  duties->CheckpointOnStopSignals();
   // A chief that had finished training before a restart (its done report
   // on disk) does not train again.
   bool done = false;

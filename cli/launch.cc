@@ -29,6 +29,10 @@ namespace {
 
 std::atomic<int> g_stop_signal{0};
 
+// How long stopped tasks get before SIGKILL: the chief writes a checkpoint
+// on SIGTERM, and the PS serve until it is written.
+constexpr absl::Duration kStopGrace = absl::Seconds(15);
+
 struct Task {
   TaskId id;
   HostPort address;
@@ -36,7 +40,14 @@ struct Task {
   std::string log;
   absl::Time started;
   bool running = false;
+  SpawnOptions spawn;  // how it was started, to start it again
+  int restarts = 0;
 };
+
+// A worker or the evaluator that ends with a retryable code (128-255: a
+// lost peer, a signal) is started again, as a platform's ExitCode restart
+// policy would, at most this many times.
+constexpr int kMaxRestarts = 3;
 
 void Say(const std::string& line) {
   std::printf("%s\n", line.c_str());
@@ -150,10 +161,11 @@ int RunLaunch(const LaunchOptions& options) {
     t.log = absl::StrCat(logs, "/", RoleName(t.id.role), "-", t.id.index, ".log");
     KeepEarlierLog(t.log);
     spawn.log_path = t.log;
+    t.spawn = spawn;
     auto pid = Spawn(spawn);
     if (!pid.ok()) {
       std::fprintf(stderr, "%s\n", std::string(pid.status().message()).c_str());
-      StopAll(tasks, absl::Seconds(5));
+      StopAll(tasks, kStopGrace);
       return kExitRetryable;
     }
     t.pid = *pid;
@@ -192,13 +204,13 @@ int RunLaunch(const LaunchOptions& options) {
     relay_scores();
     if (int signo = g_stop_signal.load(); signo != 0) {
       Say(absl::StrCat("signal ", signo, ": stopping every task"));
-      StopAll(tasks, absl::Seconds(5));
+      StopAll(tasks, kStopGrace);
       return 128 + signo;
     }
     if (absl::Now() >= deadline) {
       Say(absl::StrCat("the job ran past --timeout_s (", absl::FormatDuration(options.timeout),
                        "): stopping every task"));
-      StopAll(tasks, absl::Seconds(5));
+      StopAll(tasks, kStopGrace);
       return kExitRetryable;
     }
     auto e = WaitAnyChild(absl::Milliseconds(200));
@@ -210,11 +222,29 @@ int RunLaunch(const LaunchOptions& options) {
     --running;
     Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
                         absl::ToDoubleSeconds(absl::Now() - t.started)));
+    if (e->code >= 128 && (t.id.role == Role::kWorker || t.id.role == Role::kEvaluator) &&
+        t.restarts < kMaxRestarts) {
+      ++t.restarts;
+      KeepEarlierLog(t.log);
+      auto pid = Spawn(t.spawn);
+      if (pid.ok()) {
+        t.pid = *pid;
+        t.running = true;
+        t.started = absl::Now();
+        by_pid[t.pid] = &t;
+        ++running;
+        if (t.id.role == Role::kEvaluator) eval_log_read = 0;
+        Say(absl::StrFormat("%-10s restarted pid %-7d (exit %d is retryable; restart %d of %d)",
+                            t.id.ToString(), t.pid, e->code, t.restarts, kMaxRestarts));
+        continue;
+      }
+      Say(absl::StrCat(t.id.ToString(), " could not be restarted: ", pid.status().message()));
+    }
     if (e->code != 0) {
       const std::string why = WhyFailed(t.log);
       Say(absl::StrCat(t.id.ToString(), " failed", why.empty() ? "" : ": ", why));
       Say(absl::StrCat("  log: ", t.log, "; stopping the others"));
-      StopAll(tasks, absl::Seconds(5));
+      StopAll(tasks, kStopGrace);
       result = e->code;
       break;
     }

@@ -98,6 +98,7 @@ constexpr char kUsage[] =
     "PS limits: --max_message_mib --max_tensors_per_request --max_ids_per_request\n"
     "  --max_table_rows --max_calls_per_client --max_calls\n"
     "  --noshared_memory   refuse the shared memory a worker on this host offers\n"
+    "  --stop_grace_secs=S (10) on SIGTERM, serve this long for the chief's last checkpoint\n"
     "chief and workers: --bind=HOST:PORT (the chief's service; TF_CONFIG's address)\n"
     "  --ps_wait_s=S (120: how long a PS may be away) --blas_threads=N (1)\n"
     "  --job_timeout_s=S (86400: the longest the chief waits for the training replicas)\n"

@@ -1,5 +1,8 @@
 #include "coordinator/chief_duties.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +13,7 @@
 #include "common/exit_codes.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/signals.h"
 #include "common/status_macros.h"
 #include "coordinator/checkpointer.h"
 #include "coordinator/run_record.h"
@@ -26,7 +30,42 @@ ChiefDuties::ChiefDuties(const TfConfig& cfg, const ChiefOptions& options)
       tracker_(cfg.cluster, options.job.chief_trains),
       service_(&tracker_, options.security) {}
 
+namespace {
+
+// The chief a stop signal checkpoints (CheckpointOnStopSignals); cleared
+// by its destructor, which waits for a checkpoint in progress.
+absl::Mutex signal_mu(absl::kConstInit);
+ChiefDuties* signal_target ABSL_GUARDED_BY(signal_mu) = nullptr;
+
+}  // namespace
+
+void ChiefDuties::CheckpointOnStopSignals() {
+  {
+    absl::MutexLock lock(&signal_mu);
+    signal_target = this;
+  }
+  WatchStopSignals([](int signo) {
+    absl::MutexLock lock(&signal_mu);
+    if (signal_target != nullptr) {
+      Log("signal ", signo, ": writing a checkpoint of the step reached before stopping");
+      const absl::Status s = signal_target->CheckpointNow(/*final=*/false);
+      if (s.ok()) {
+        Log("checkpoint written; exiting with ", 128 + signo);
+      } else {
+        Log("the checkpoint on signal ", signo, " failed: ", s.message(), "; exiting with ",
+            128 + signo);
+      }
+    }
+    std::fflush(nullptr);
+    std::_Exit(128 + signo);
+  });
+}
+
 ChiefDuties::~ChiefDuties() {
+  {
+    absl::MutexLock lock(&signal_mu);
+    if (signal_target == this) signal_target = nullptr;
+  }
   StopCheckpointing();
   StopWatching();
   if (server_ != nullptr) server_->Shutdown(absl::Seconds(1));

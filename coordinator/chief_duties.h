@@ -98,6 +98,11 @@ class ChiefDuties {
                                                             const ChiefOptions& options);
   ~ChiefDuties();
 
+  // SIGTERM and SIGINT from now on: a checkpoint of the step reached
+  // (CheckpointNow), logged, then the process exits 128 + the signal's
+  // number. Call once, from the main thread, after Start.
+  void CheckpointOnStopSignals();
+
   // For the task with chief duties when it trains too: record its own
   // result without an RPC.
   absl::Status ReportLocal(const v1::ReportDoneRequest& report) {

@@ -99,11 +99,13 @@ absl::Status JobTracker::MarkDone(const v1::ReportDoneRequest& report) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> JobTracker::Join(const TaskId& task) {
+absl::StatusOr<bool> JobTracker::Join(const TaskId& task, bool* rejoined) {
   PSTRAIN_ASSIGN_OR_RETURN(const int replica, ReplicaOf(RoleName(task.role), task.index, "Join"));
   absl::MutexLock lock(&mu_);
   if (!generation_known_) return absl::UnavailableError("the chief is still starting");
   if (finished_) return true;
+  const bool again = !joined_.insert(replica).second;
+  if (rejoined != nullptr) *rejoined = again;
   auto it = reports_.find(replica);
   if (it == reports_.end()) return false;
   if (it->second.generation() == generation_) return true;
@@ -234,12 +236,16 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
   }
   if (s.ok()) {
     auto task = ParseTaskName(absl::StrCat(req->task_type(), ":", req->task_index()));
-    auto done = task.ok() ? tracker_->Join(*task)
+    bool rejoined = false;
+    auto done = task.ok() ? tracker_->Join(*task, &rejoined)
                           : absl::StatusOr<bool>(absl::InvalidArgumentError(
                                 absl::StrCat("Join from ", req->task_type(), ":", req->task_index(),
                                              ": ", task.status().message())));
     s = done.status();
-    if (done.ok()) resp->set_done(*done);
+    if (done.ok()) {
+      resp->set_done(*done);
+      resp->set_rejoined(rejoined);
+    }
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
@@ -306,7 +312,7 @@ std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& min
 }
 
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
-                               const Security& security, const Json& job) {
+                               const Security& security, const Json& job, bool* rejoined) {
   v1::JoinRequest req;
   req.set_task_type(RoleName(task.role));
   req.set_task_index(task.index);
@@ -320,7 +326,10 @@ absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl
                 /*fresh_channel=*/true, [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
                   return stub.Join(&ctx, req, &resp);
                 });
-  if (s.ok()) return resp.done();
+  if (s.ok()) {
+    if (rejoined != nullptr) *rejoined = resp.rejoined();
+    return resp.done();
+  }
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "Join");
 }
 

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,8 +63,10 @@ class JobTracker {
   // a report of the current generation, or the job finished. A stale
   // report (a restore rolled its steps back since) is dropped, from disk
   // too, and the replica trains again. InvalidArgument for a task that is
-  // not a training replica.
-  absl::StatusOr<bool> Join(const TaskId& task) ABSL_LOCKS_EXCLUDED(mu_);
+  // not a training replica. `rejoined` (optional): set when the task joined
+  // this chief before and is to train again (the task was restarted while
+  // the job went on).
+  absl::StatusOr<bool> Join(const TaskId& task, bool* rejoined = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The failure given to Fail, or OK.
   absl::Status failure() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -102,6 +105,7 @@ class JobTracker {
   std::string done_dir_ ABSL_GUARDED_BY(mu_);  // empty: reports in memory only
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<int> joined_ ABSL_GUARDED_BY(mu_);          // replicas that joined this chief
   bool generation_known_ ABSL_GUARDED_BY(mu_) = true;  // false from KeepReportsIn to SetGeneration
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time stale_counts_from_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -147,7 +151,8 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
 // `job`: the task's own ({"job", "model"}); a chief whose job differs
 // answers FailedPrecondition naming each difference.
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
-                               const Security& security, const Json& job = Json());
+                               const Security& security, const Json& job = Json(),
+                               bool* rejoined = nullptr);
 
 }  // namespace pstrain::coordinator
 

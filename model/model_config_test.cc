@@ -335,7 +335,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
       "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
   // Given as 0: not missing, but out of range, named at the field.
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { units: 0 } }"),
-            "m.pbtxt:3:17: units 0 must be positive, at most 65536 (units per example)");
+            "m.pbtxt:3:17: layer 1 (dense_1): dense.units 0 must be positive, at most 65536 (units "
+            "per example)");
   EXPECT_EQ(message("layer { dense { units: 3 } }"),
             "m.pbtxt:1:1: input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
   // Shapes that do not chain.

@@ -32,11 +32,15 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
       args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1, int64_t{1} << 40);
   auto shared = args.GetBool("shared_memory", defaults.shared_memory);
   auto tcp_frames = args.GetBool("tcp_frames", true);
+  // How long a PS with variables keeps serving after SIGTERM or SIGINT for
+  // the chief's last checkpoint (a platform stopping a job signals every
+  // task at once; the chief checkpoints on its signal).
+  auto stop_grace = args.GetIntInRange("stop_grace_secs", 10, 0, 3600);
   absl::Status s;
   for (const absl::Status& each :
        {bind.status(), delay_ms.status(), failing_reads.status(), message_mib.status(),
         per_client.status(), calls.status(), tensors.status(), ids.status(), rows.status(),
-        shared.status(), tcp_frames.status()}) {
+        shared.status(), tcp_frames.status(), stop_grace.status()}) {
     if (s.ok()) s = each;
   }
   if (s.ok()) s = CheckTaskFlags(args, Role::kPs);
@@ -48,12 +52,6 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   GrpcServer* server_for_signal = nullptr;
   absl::Mutex server_mu;
   int exit_code ABSL_GUARDED_BY(server_mu) = kExitOk;
-  WatchStopSignals([&](int signo) {
-    absl::MutexLock lock(&server_mu);
-    if (server_for_signal != nullptr) {
-      server_for_signal->RequestStop(absl::StrCat("signal ", signo));
-    }
-  });
   std::unique_ptr<GrpcServer> server;
   PsServiceOptions options;
   options.test_checkpoint_delay = absl::Milliseconds(*delay_ms);
@@ -74,6 +72,29 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
         }
       },
       options);
+  // A signal stops the PS with 128 + its number, once the chief's last
+  // checkpoint is written (or the grace passes; at once without variables).
+  WatchStopSignals([&](int signo) {
+    if (store.initialized() && *stop_grace > 0) {
+      const int64_t before = service.shards_written();
+      Log("signal ", signo, ": serving up to ", *stop_grace,
+          "s more (--stop_grace_secs) for the chief's last checkpoint");
+      const absl::Time deadline = absl::Now() + absl::Seconds(*stop_grace);
+      // No heartbeat for 2 s: no chief is left to checkpoint.
+      while (service.shards_written() == before && absl::Now() < deadline &&
+             absl::Now() - service.last_health() < absl::Seconds(2)) {
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+      Log(service.shards_written() > before ? "the chief's checkpoint is written"
+          : absl::Now() < deadline          ? "no chief heartbeat for 2s: not waiting for it"
+                                            : "no checkpoint came");
+    }
+    absl::MutexLock lock(&server_mu);
+    exit_code = 128 + signo;
+    if (server_for_signal != nullptr) {
+      server_for_signal->RequestStop(absl::StrCat("signal ", signo));
+    }
+  });
   GrpcServerOptions server_options;
   server_options.address = *bind;
   server_options.max_message_bytes = static_cast<int>(*message_mib << 20);

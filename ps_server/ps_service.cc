@@ -365,6 +365,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
     resp->set_crc32c(written->crc);
     resp->set_tensors(tensors);
     resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    shards_written_.fetch_add(1, std::memory_order_release);
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
@@ -375,6 +376,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
                                                 v1::HealthResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Health");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
+  last_health_micros_.store(absl::ToUnixMicros(absl::Now()), std::memory_order_relaxed);
   resp->set_initialized(store_->ready());
   resp->set_generation(store_->generation());
   resp->set_global_step(store_->global_step());

@@ -87,6 +87,14 @@ class PsServiceImpl final : public PsServiceBase {
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                            const v1::SaveCheckpointRequest* req,
                                            v1::SaveCheckpointResponse* resp) override;
+  // Shards this PS has written (SaveCheckpoint calls completed): a PS
+  // asked to stop waits for the chief's last checkpoint by it.
+  int64_t shards_written() const { return shards_written_.load(std::memory_order_acquire); }
+  // When the last Health call came (the chief heartbeats every PS every
+  // 500 ms while it runs); the Unix epoch before any.
+  absl::Time last_health() const {
+    return absl::FromUnixMicros(last_health_micros_.load(std::memory_order_relaxed));
+  }
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx, const v1::RestoreRequest* req,
                                     v1::RestoreResponse* resp) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* ctx,
@@ -108,7 +116,9 @@ class PsServiceImpl final : public PsServiceBase {
   CallGuard guard_;
   std::unique_ptr<FrameServer> frames_;
   std::atomic<int> frame_port_{0};
-  std::atomic<int> failing_restore_reads_;  // options_.test_failing_restore_reads left
+  std::atomic<int64_t> shards_written_{0};      // SaveCheckpoint calls completed
+  std::atomic<int64_t> last_health_micros_{0};  // of the last Health call
+  std::atomic<int> failing_restore_reads_;      // options_.test_failing_restore_reads left
   // SaveCheckpoint's snapshot and write (an fsync on a slow disk) run here,
   // one at a time, not on gRPC's threads. Last: destroyed (and joined)
   // first.

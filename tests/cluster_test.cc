@@ -564,7 +564,7 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
   SignalChild(pid, SIGTERM);
   auto exit = WaitChild(pid, absl::Seconds(20));
   ASSERT_TRUE(exit.has_value());
-  EXPECT_EQ(exit->code, 0);
+  EXPECT_EQ(exit->code, 143);  // 128 + SIGTERM, at once: no variables to checkpoint
   EXPECT_THAT(ReadFile(o.log_path).value_or(""), HasSubstr("stopping: signal 15"));
   // Once it is gone, status names it.
   RunResult gone =
@@ -995,6 +995,54 @@ TEST(ClusterTest, ExperimentComparesModesWithAStraggler) {
   EXPECT_NEAR(metrics["examples_per_sec"].get<double>(), examples / wall, 1e-6 * examples / wall)
       << text;
   EXPECT_LT(metrics["examples_per_sec"].get<double>(), 0.9 * sum_of_rates) << text;
+}
+
+// A worker stopped by SIGTERM mid-job (a node drained, a pod evicted) is
+// started again by the launcher, as a platform's ExitCode policy would,
+// and carries on at the job's step; the job finishes.
+TEST(ClusterTest, ALaunchSurvivesOneWorkersSigterm) {
+  const std::string out = TmpDir("worker_sigterm");
+  SpawnOptions o;
+  o.argv = {Pstrain(),
+            "launch",
+            "--ps=1",
+            "--workers=2",
+            "--epochs=2",
+            "--hidden=16",
+            "--straggler=all:1",
+            "--output_dir=" + out};
+  o.log_path = out + "/launch.txt";
+  ASSERT_OK_AND_ASSIGN(pid_t launch, Spawn(o));
+  // The worker's pid, from the launcher's line, once it has trained a while.
+  pid_t worker = 0;
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        const std::string text = ReadFile(o.log_path).value_or("");
+        const size_t at = text.find("worker:0   started");
+        const size_t pid_at = at == std::string::npos ? at : text.find(" pid ", at);
+        if (pid_at == std::string::npos) return false;
+        worker = std::atoi(text.c_str() + pid_at + 5);
+        return ReadFile(out + "/logs/worker-0.log").value_or("").find("step 400/") !=
+               std::string::npos;
+      },
+      absl::Seconds(120)));
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(::kill(worker, SIGTERM), 0);
+  auto exit = WaitChild(launch, absl::Seconds(240));
+  ASSERT_TRUE(exit.has_value());
+  const std::string text = ReadFile(o.log_path).value_or("");
+  EXPECT_EQ(exit->code, 0) << text;
+  EXPECT_THAT(text, HasSubstr("worker:0   exited    code 143"));
+  EXPECT_THAT(text, HasSubstr("(exit 143 is retryable; restart 1 of 3)"));
+  // The first attempt's log is kept; the second carries on at the job's step.
+  ASSERT_OK_AND_ASSIGN(std::string first, ReadFile(out + "/logs/worker-0.1.log"));
+  EXPECT_THAT(first, HasSubstr("step 400/"));
+  ASSERT_OK_AND_ASSIGN(std::string second, ReadFile(out + "/logs/worker-0.log"));
+  EXPECT_THAT(second, HasSubstr("restarted while the job went on (global step "));
+  EXPECT_THAT(second, ::testing::Not(HasSubstr("step 200/")));  // not from the start
+  ASSERT_OK_AND_ASSIGN(std::string metrics_text, ReadFile(out + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(metrics_text));
+  EXPECT_GE(metrics["test_accuracy"].get<double>(), 0.75) << metrics_text;
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {

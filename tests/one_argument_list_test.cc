@@ -5,8 +5,13 @@
 // --log_to, --num_gpus) trains a job to the end, while a misspelt flag is
 // still refused by every role. With an evaluator in the cluster the chief
 // exits only once the final checkpoint's score is on disk, or after
-// --eval_wait_secs, saying so.
+// --eval_wait_secs, saying so. Tasks given other job flags than the chief
+// are refused; every flag is documented; a platform's SIGTERM leaves a
+// checkpoint of the step reached.
+#include <signal.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/checkpoint_layout.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/subprocess.h"
@@ -201,6 +207,52 @@ TEST(OneArgumentListTest, TheChiefWaitsForAnEvaluatorThatNeverScoresOnlyWithinIt
   EXPECT_THAT(chief, HasSubstr("the evaluator has not scored step 40 after 2s (--eval_wait_secs); "
                                "ending without its score"));
   EXPECT_THAT(chief, Not(HasSubstr("the evaluator scored")));
+}
+
+// Kubernetes stops a job's pods with SIGTERM, all at once, and a grace
+// period: the chief writes a checkpoint of the step reached, the PS serve
+// until it is written, and each exits 128 + 15; nothing else checkpoints
+// here (--checkpoint_secs=3600 after ckpt-0).
+TEST(OneArgumentListTest, SigtermLeavesACheckpointOfTheStepReached) {
+  const std::string dir = pstrain::testing::TempDir() + "/sigterm";
+  absl::StatusOr<std::vector<int>> p = PickFreePorts(3);
+  ASSERT_OK(p);
+  const Cluster cluster = {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0],
+                                        R"("], "ps": ["127.0.0.1:)", (*p)[1],
+                                        R"("], "worker": ["127.0.0.1:)", (*p)[2], R"("]})")};
+  const std::string out = dir + "/out";
+  const std::vector<std::string> flags = {
+      "--epochs=50",       "--hidden=16",   "--checkpoint_secs=3600",
+      "--straggler=all:1", "--ps_wait_s=2", "--output_dir=" + out};
+  pstrain::testing::TaskSet tasks;
+  for (const char* type : {"ps", "chief", "worker"}) {
+    ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "-", type, ".log"))));
+  }
+  ASSERT_TRUE(pstrain::testing::WaitUntil(
+      [&] {
+        return ReadFile(dir + "-chief.log").value_or("").find("step 800/") != std::string::npos;
+      },
+      absl::Seconds(120)))
+      << ReadFile(dir + "-chief.log").value_or("");
+  tasks.Signal("chief", SIGTERM);
+  tasks.Signal("ps", SIGTERM);
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(60));
+  const std::string chief = ReadFile(dir + "-chief.log").value_or("");
+  const std::string ps = ReadFile(dir + "-ps.log").value_or("");
+  EXPECT_EQ(codes["chief"], 143) << chief;
+  EXPECT_EQ(codes["ps"], 143) << ps;
+  EXPECT_THAT(chief, HasSubstr("signal 15: writing a checkpoint of the step reached before "
+                               "stopping"));
+  EXPECT_THAT(chief, HasSubstr("checkpoint written; exiting with 143"));
+  EXPECT_THAT(ps, HasSubstr("the chief's checkpoint is written"));
+  // The index names the checkpoint of the signal: past the chief's own 800
+  // steps (two replicas push), complete on disk.
+  const std::vector<int64_t> steps = ListCheckpointSteps(out);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_GE(steps.back(), 800);
+  ASSERT_OK_AND_ASSIGN(const std::string index, ReadFile(out + "/checkpoint"));
+  EXPECT_EQ(index, absl::StrCat("{\"step\":", steps.back(), "}\n"));
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(out, "/ckpt-", steps.back(), "/MANIFEST")));
 }
 
 // Every flag a task accepts is in `pstrain help` and in the README.

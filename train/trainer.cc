@@ -228,6 +228,14 @@ class StepLoop {
       Log("resuming from the checkpoint at global step ", restored, ": this replica's step ", step_,
           ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
           step_ / per_epoch);
+    } else if (options_.rejoined && global_step_ > 0) {
+      step_ = std::min(total_steps_, job_.consistency == "async"
+                                         ? global_step_ / std::max(options_.num_replicas, 1)
+                                         : global_step_);
+      const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
+      Log("restarted while the job went on (global step ", global_step_,
+          "): carrying on at this replica's step ", step_, ", its input at batch ",
+          step_ % per_epoch, " of ", per_epoch, " in epoch ", step_ / per_epoch);
     }
     // The source may be where an earlier attempt's prefetcher left it.
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));

@@ -58,14 +58,15 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   if (chief_duties) {
     Log("the cluster has no chief: worker:0 takes the chief's duties");
     PSTRAIN_ASSIGN_OR_RETURN(duties, coordinator::ChiefDuties::Start(cfg, chief_options));
+    duties->CheckpointOnStopSignals();
   }
   // A replica asks the chief first: one that finished before (its report
   // kept, not rolled back since), or of a job that finished, exits at once.
-  PSTRAIN_ASSIGN_OR_RETURN(const bool done,
-                           duties != nullptr
-                               ? duties->JoinLocal(cfg.task)
-                               : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task,
-                                                        replica.ps_wait, *security, job));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      const bool done, duties != nullptr ? duties->JoinLocal(cfg.task)
+                                         : coordinator::JoinChief(
+                                               *cfg.chief_duties_address(), cfg.task,
+                                               replica.ps_wait, *security, job, &replica.rejoined));
   if (!done) {
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {

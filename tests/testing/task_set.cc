@@ -32,6 +32,11 @@ void TaskSet::Kill(const std::string& name) {
   pids_.erase(it);
 }
 
+void TaskSet::Signal(const std::string& name, int signo) {
+  auto it = pids_.find(name);
+  if (it != pids_.end()) SignalChild(it->second, signo);
+}
+
 std::map<std::string, int> TaskSet::WaitAll(absl::Duration timeout) {
   std::map<std::string, int> codes;
   const absl::Time deadline = absl::Now() + timeout;

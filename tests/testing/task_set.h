@@ -27,6 +27,8 @@ class TaskSet {
 
   // SIGKILL, then reaped (10 s at most).
   void Kill(const std::string& name);
+  // Sends `signo` to `name`, which is left to end (WaitAll reaps it).
+  void Signal(const std::string& name, int signo);
   // Kill() for every task still running.
   void KillAll();
 
