@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,7 +44,22 @@ struct Task {
   bool running = false;
   SpawnOptions spawn;  // how it was started, to start it again
   int restarts = 0;
+  int64_t log_read = 0;  // bytes of `log` relayed so far
 };
+
+// The whole lines of `path` past *offset (advanced past them); "" when
+// there are none yet.
+std::string ReadNewLines(const std::string& path, int64_t* offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(*offset);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t end = text.rfind('\n');
+  if (end == std::string::npos) return "";
+  *offset += static_cast<int64_t>(end + 1);
+  text.resize(end + 1);
+  return text;
+}
 
 // A worker or the evaluator that ends with a retryable code (128-255: a
 // lost peer, a signal) is started again, as a platform's ExitCode restart
@@ -176,24 +193,25 @@ int RunLaunch(const LaunchOptions& options) {
                         t.address.ToString(), t.pid, t.log));
   }
 
-  // The evaluator's scores are shown as they arrive.
-  std::string eval_log;
-  size_t eval_log_read = 0;
-  for (const Task& t : tasks) {
-    if (t.id.role == Role::kEvaluator) eval_log = t.log;
-  }
-  auto relay_scores = [&] {
-    if (eval_log.empty()) return;
-    auto text = ReadFile(eval_log);
-    if (!text.ok() || text->size() <= eval_log_read) return;
-    size_t end = text->rfind('\n');
-    if (end == std::string::npos || end < eval_log_read) return;
-    for (absl::string_view line : absl::StrSplit(
-             absl::string_view(*text).substr(eval_log_read, end - eval_log_read), '\n')) {
-      const size_t at = line.find("eval at step ");
-      if (at != absl::string_view::npos) Say(absl::StrCat("evaluator: ", line.substr(at)));
+  // What the tasks report, as it arrives: each training task's progress
+  // lines (step, loss, examples/s, ETA) and the evaluator's scores.
+  auto relay = [&] {
+    for (Task& t : tasks) {
+      if (t.id.role == Role::kPs) continue;
+      std::string fresh = ReadNewLines(t.log, &t.log_read);
+      for (absl::string_view line : absl::StrSplit(fresh, '\n', absl::SkipEmpty())) {
+        if (t.id.role == Role::kEvaluator) {
+          const size_t at = line.find("eval at step ");
+          if (at != absl::string_view::npos) Say(absl::StrCat("evaluator: ", line.substr(at)));
+          continue;
+        }
+        const size_t at = line.find(": step ");
+        if (at != absl::string_view::npos && absl::StrContains(line, " - loss ") &&
+            absl::StrContains(line, " - ETA ")) {
+          Say(absl::StrFormat("%-10s %s", t.id.ToString(), line.substr(at + 2)));
+        }
+      }
     }
-    eval_log_read = end + 1;
   };
 
   const absl::Time deadline = options.timeout > absl::ZeroDuration() ? absl::Now() + options.timeout
@@ -201,7 +219,7 @@ int RunLaunch(const LaunchOptions& options) {
   int result = kExitOk;
   int running = static_cast<int>(tasks.size());
   while (running > 0) {
-    relay_scores();
+    relay();
     if (int signo = g_stop_signal.load(); signo != 0) {
       Say(absl::StrCat("signal ", signo, ": stopping every task"));
       StopAll(tasks, kStopGrace);
@@ -220,6 +238,7 @@ int RunLaunch(const LaunchOptions& options) {
     Task& t = *it->second;
     t.running = false;
     --running;
+    relay();  // its last lines before the line saying it ended
     Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
                         absl::ToDoubleSeconds(absl::Now() - t.started)));
     if (e->code >= 128 && (t.id.role == Role::kWorker || t.id.role == Role::kEvaluator) &&
@@ -233,7 +252,7 @@ int RunLaunch(const LaunchOptions& options) {
         t.started = absl::Now();
         by_pid[t.pid] = &t;
         ++running;
-        if (t.id.role == Role::kEvaluator) eval_log_read = 0;
+        t.log_read = 0;
         Say(absl::StrFormat("%-10s restarted pid %-7d (exit %d is retryable; restart %d of %d)",
                             t.id.ToString(), t.pid, e->code, t.restarts, kMaxRestarts));
         continue;
@@ -249,7 +268,7 @@ int RunLaunch(const LaunchOptions& options) {
       break;
     }
   }
-  relay_scores();
+  relay();
   if (result != kExitOk) return result;
   auto metrics_text = ReadFile(options.output_dir + "/final_metrics.json");
   if (!metrics_text.ok()) {

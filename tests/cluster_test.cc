@@ -98,6 +98,11 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   }
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n') > 10, true);
   EXPECT_THAT(r.output, HasSubstr("exited    code 0"));
+  // Each training task's progress, relayed as it comes.
+  for (const char* task : {"chief:0    step 1250/1250 - loss ", "worker:0   step 1250/1250 - loss ",
+                           "worker:1   step 1250/1250 - loss "}) {
+    EXPECT_THAT(r.output, HasSubstr(task));
+  }
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
   const double acc = FindMember(metrics, "test_accuracy")->get<double>();
