@@ -129,6 +129,9 @@ Plan MakePlan(double model_bytes, int workers, double bandwidth, double compute_
     row.step_s = compute_s + std::max(worker_link, row.ps_bytes / bandwidth);
     plan.rows.push_back(row);
   }
+  // compute + t1 <= 1.1 (compute + link), t1 one PS's traffic time.
+  const double one_ps = std::max(worker_link, 2 * model_bytes * workers / bandwidth);
+  plan.one_ps_enough_from_compute_s = std::max(0.0, (one_ps - 1.1 * worker_link) / 0.1);
   plan.cap_binds = true;
   for (const PlanRow& row : plan.rows) {
     if (row.step_s <= 1.1 * plan.floor_step_s) {
@@ -232,6 +235,14 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
         "recommended: %d PS (the fewest within 10%% of unlimited PS, %.2f ms); beyond %d "
         "PS each worker's own link is the limit.",
         plan.recommended_ps, plan.floor_step_s * 1000, static_cast<int>(*workers));
+  }
+  if (plan.recommended_ps > 1) {
+    std::printf(
+        " One PS is enough once a step computes for %.1f ms or more (--step-ms; %.1f ms "
+        "given): its extra traffic then stays within the 10%% margin.",
+        plan.one_ps_enough_from_compute_s * 1000, *step_ms);
+  } else {
+    std::printf(" One PS is enough for this model.");
   }
   std::printf("%s\n", plan.allreduce_step_s < recommended_step
                           ? " All-reduce moves less per worker link at this size: PS pay off when "

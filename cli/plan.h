@@ -42,6 +42,9 @@ struct Plan {
   // whatever max_ps is.
   int ps_within_10_percent = 1;
   int ps_at_floor = 1;
+  // The compute per step from which one PS is within 10% of unlimited PS
+  // (its extra traffic hidden in the margin): 0 when it already is.
+  double one_ps_enough_from_compute_s = 0;
 };
 
 // The cost model above for PS counts 1..max_ps. REQUIRES: every argument

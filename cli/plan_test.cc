@@ -49,5 +49,17 @@ TEST(PlanTest, ComputeHeavyStepsNeedFewerPs) {
   EXPECT_EQ(plan.recommended_ps, 3);
 }
 
+// A 1 MB model, 4 workers on 1.25 GB/s links: without compute 4 PS reach
+// the 1.6 ms floor, but one PS (6.4 ms of traffic) is within 10% of the
+// floor once a step computes for (6.4 - 1.76) / 0.1 = 46.4 ms, and then it
+// is what the plan recommends.
+TEST(PlanTest, ItSaysWhenOnePsIsEnough) {
+  const Plan bare = MakePlan(1e6, 4, 1.25e9, 0, 8);
+  EXPECT_EQ(bare.recommended_ps, 4);
+  EXPECT_NEAR(bare.one_ps_enough_from_compute_s, 0.0464, 1e-9);
+  EXPECT_EQ(MakePlan(1e6, 4, 1.25e9, 0.0465, 8).recommended_ps, 1);
+  EXPECT_EQ(MakePlan(1e6, 4, 1.25e9, 0.046, 8).recommended_ps, 2);
+}
+
 }  // namespace
 }  // namespace pstrain
