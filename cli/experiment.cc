@@ -1,6 +1,7 @@
 #include "cli/experiment.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -11,7 +12,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "job/job_flags.h"
 #include "cli/launch.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -19,6 +19,7 @@
 #include "common/median.h"
 #include "common/staleness.h"
 #include "common/subprocess.h"
+#include "job/job_flags.h"
 
 namespace pstrain {
 namespace {
@@ -34,13 +35,16 @@ struct Run {
   std::string mode;
   int repeat = 0;
   std::vector<EvalPoint> evals;
-  double seconds = 0;            // the launch, start to end
+  double seconds = 0;  // the launch, start to end
   double test_accuracy = 0;
   double examples_per_sec = 0;
-  double ms_per_step = 0;        // replica 0's seconds over its steps
+  double ms_per_step = 0;  // replica 0's seconds over its steps
   double dropped = 0;
   std::vector<double> staleness;  // histogram
   double time_to_target = -1;     // -1: never reached
+  // Training examples per global step (examples over global_step): a sync
+  // step is every replica's batch, an async one a single replica's.
+  double examples_per_step = 0;
 };
 
 // Reads what a finished run left in `dir`.
@@ -56,6 +60,9 @@ absl::Status ReadRun(const std::string& dir, double start_unix, double target, R
   run->test_accuracy = number("test_accuracy");
   run->examples_per_sec = number("examples_per_sec");
   run->dropped = number("dropped_gradients");
+  if (number("global_step") > 0) {
+    run->examples_per_step = number("examples") / number("global_step");
+  }
   if (const Json* h = FindMember(*metrics, "staleness_histogram"); h != nullptr && h->is_array()) {
     for (const Json& c : *h) run->staleness.push_back(c.get<double>());
   }
@@ -83,8 +90,7 @@ absl::Status ReadRun(const std::string& dir, double start_unix, double target, R
     const Json* loss = FindMember(*json, "loss");
     const Json* accuracy = FindMember(*json, "accuracy");
     if (wall == nullptr || step == nullptr || loss == nullptr || accuracy == nullptr) continue;
-    EvalPoint p{wall->get<double>() - start_unix,
-                step->get<int64_t>(), loss->get<double>(),
+    EvalPoint p{wall->get<double>() - start_unix, step->get<int64_t>(), loss->get<double>(),
                 accuracy->get<double>()};
     run->evals.push_back(p);
     if (run->time_to_target < 0 && p.accuracy >= target) run->time_to_target = p.wall_s;
@@ -109,6 +115,11 @@ absl::Status Plot(const std::string& dir, const std::vector<ExperimentMode>& mod
   const std::string data = dir + "/data";
   if (absl::Status s = MakeDirs(data); !s.ok()) return s;
   std::string time_plot, step_plot;
+  // The accuracy axis starts near the lowest final accuracy, so that the
+  // range where the modes differ is not squeezed by the first evaluations.
+  double lowest_final = 1;
+  for (const Run& r : runs) lowest_final = std::min(lowest_final, r.test_accuracy);
+  const double y_from = std::max(0.0, std::floor((lowest_final - 0.05) * 100) / 100);
   std::map<std::string, std::vector<double>> staleness;  // mode -> fractions
   for (const ExperimentMode& spec : mode_specs) {
     const std::string& mode = spec.name;
@@ -118,15 +129,17 @@ absl::Status Plot(const std::string& dir, const std::vector<ExperimentMode>& mod
     }
     if (first == nullptr) continue;
     std::string rows;
+    // Columns: wall time, global step, accuracy, loss, examples trained.
     for (const EvalPoint& p : first->evals) {
-      absl::StrAppendFormat(&rows, "%.3f,%d,%.5f,%.5f\n", p.wall_s, p.step, p.accuracy, p.loss);
+      absl::StrAppendFormat(&rows, "%.3f,%d,%.5f,%.5f,%.0f\n", p.wall_s, p.step, p.accuracy, p.loss,
+                            p.step * first->examples_per_step);
     }
     const std::string file = absl::StrCat(data, "/", spec.dir, ".csv");
     if (absl::Status s = WriteFileAtomically(file, rows); !s.ok()) return s;
     absl::StrAppend(&time_plot, time_plot.empty() ? "" : ", ", "\"", file,
                     "\" using 1:3 with linespoints title \"", mode, "\"");
     absl::StrAppend(&step_plot, step_plot.empty() ? "" : ", ", "\"", file,
-                    "\" using 2:3 with linespoints title \"", mode, "\"");
+                    "\" using 5:3 with linespoints title \"", mode, "\"");
     double total = 0;
     for (const Run& r : runs) {
       if (r.mode != mode) continue;
@@ -162,30 +175,46 @@ absl::Status Plot(const std::string& dir, const std::vector<ExperimentMode>& mod
       "set grid\n"
       "set key bottom right\n"
       "set ylabel \"test accuracy\"\n"
-      "set output \"", dir, "/accuracy_vs_time.png\"\n"
+      "set yrange [",
+      absl::StrFormat("%.2f", y_from),
+      ":*]\n"
+      "set output \"",
+      dir,
+      "/accuracy_vs_time.png\"\n"
       "set title \"Test accuracy against wall time\"\n"
       "set xlabel \"wall time since launch (s)\"\n"
-      "plot ", time_plot, "\n"
-      "set output \"", dir, "/accuracy_vs_step.png\"\n"
-      "set title \"Test accuracy against global step\"\n"
-      "set xlabel \"global step\"\n"
-      "plot ", step_plot, "\n"
-      "set output \"", dir, "/staleness.png\"\n"
-      "set title \"Staleness of applied gradients\"\n"
+      "plot ",
+      time_plot,
+      "\n"
+      "set output \"",
+      dir,
+      "/accuracy_vs_examples.png\"\n"
+      "set title \"Test accuracy against training examples processed\"\n"
+      "set xlabel \"training examples (every replica's)\"\n"
+      "plot ",
+      step_plot,
+      "\n"
+      "set output \"",
+      dir,
+      "/staleness.png\"\n"
+      "set title \"Staleness of applied gradients (log scale: the tail shows)\"\n"
       "set xlabel \"staleness (PS steps between the pull and the push)\"\n"
       "set ylabel \"share of applied gradients\"\n"
       "set key top right\n"
       "set style data histograms\n"
       "set style histogram clustered\n"
       "set style fill solid 0.8 border -1\n"
-      "set yrange [0:1]\n"
-      "plot ", hist_plot, "\n");
+      "set logscale y\n"
+      "set yrange [0.0001:1]\n"
+      "plot ",
+      hist_plot, "\n");
   if (absl::Status s = WriteFileAtomically(dir + "/plots.gp", script); !s.ok()) return s;
   const std::string gnuplot = GnuplotPath();
   if (gnuplot.empty()) {
     return absl::FailedPreconditionError(
         "gnuplot is not installed (Debian package gnuplot-nox; deploy/install_deps.sh installs "
-        "it): the plots' data and script are in " + dir);
+        "it): the plots' data and script are in " +
+        dir);
   }
   SpawnOptions o;
   o.argv = {gnuplot, dir + "/plots.gp"};
@@ -216,14 +245,14 @@ absl::StatusOr<ExperimentMode> ParseExperimentMode(const std::string& mode, int 
     m.flags = {"--consistency=" + mode};
   } else if (mode.rfind("sync+backup:", 0) == 0 && absl::SimpleAtoi(mode.substr(12), &k)) {
     if (k < 1 || k >= replicas) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mode \"", mode, "\": backups must be from 1 to ", replicas - 1, " with ", replicas,
-          " training replicas"));
+      return absl::InvalidArgumentError(absl::StrCat("mode \"", mode,
+                                                     "\": backups must be from 1 to ", replicas - 1,
+                                                     " with ", replicas, " training replicas"));
     }
     m.flags = {"--consistency=sync", absl::StrCat("--replicas_to_aggregate=", replicas - k)};
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mode \"", mode, "\": must be async, sync, sync+backup:K or ssp:S"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode \"", mode, "\": must be async, sync, sync+backup:K or ssp:S"));
   }
   return m;
 }
@@ -264,13 +293,13 @@ int ExperimentMain(const std::string& self_path, CliArgs& args) {
     if (!s.ok()) return fail(s);
   }
   if (*workers < 1 || *workers > 16 || *ps < 1 || *ps > 16 || *repeats < 1 || *repeats > 20) {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
-        "--workers=", *workers, " --ps=", *ps, " --repeats=", *repeats,
-        ": workers and ps must be in 1..16, repeats in 1..20")));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--workers=", *workers, " --ps=", *ps, " --repeats=", *repeats,
+                     ": workers and ps must be in 1..16, repeats in 1..20")));
   }
   if (!(*target > 0 && *target < 1)) {
-    return fail(absl::InvalidArgumentError(absl::StrCat("--target=", *target,
-                                                        ": an accuracy in (0, 1)")));
+    return fail(
+        absl::InvalidArgumentError(absl::StrCat("--target=", *target, ": an accuracy in (0, 1)")));
   }
   // The job flags are checked here, before any run, and passed to each.
   auto job = JobSpecFromFlags(args);
@@ -325,9 +354,9 @@ int ExperimentMain(const std::string& self_path, CliArgs& args) {
       const absl::Time start = absl::Now();
       const int code = RunLaunch(launch);
       if (code != kExitOk) {
-        return fail(absl::InternalError(absl::StrCat(mode.name, " run ", r, " failed (exit ",
-                                                     code, "); logs under ",
-                                                     launch.output_dir, "/logs")));
+        return fail(
+            absl::InternalError(absl::StrCat(mode.name, " run ", r, " failed (exit ", code,
+                                             "); logs under ", launch.output_dir, "/logs")));
       }
       Run run;
       run.mode = mode.name;
@@ -380,7 +409,8 @@ int ExperimentMain(const std::string& self_path, CliArgs& args) {
         reach.empty() ? "not reached"
                       : absl::StrFormat("%.1f%s", Median(reach),
                                         never > 0 ? absl::StrCat(" (", never, " never)") : "");
-    absl::StrAppendFormat(&md, "| %s | %d | %s | %.4f | %.1f | %.0f | %.0f | %.2f | %.0f | %.1f |\n",
+    absl::StrAppendFormat(&md,
+                          "| %s | %d | %s | %.4f | %.1f | %.0f | %.0f | %.2f | %.0f | %.1f |\n",
                           mode.name, n, reached, Median(acc), Median(ms), Median(rate),
                           Median(dropped), Median(mean), Median(p99), Median(secs));
   }
@@ -396,7 +426,7 @@ int ExperimentMain(const std::string& self_path, CliArgs& args) {
   std::printf("\n%s%s\n", header.c_str(), md.c_str());
   std::printf("written: %s/runs.csv, %s/summary.md%s\n", dir.c_str(), dir.c_str(),
               plotted.ok() ? absl::StrCat(", ", dir, "/accuracy_vs_time.png, ", dir,
-                                          "/accuracy_vs_step.png, ", dir, "/staleness.png")
+                                          "/accuracy_vs_examples.png, ", dir, "/staleness.png")
                                  .c_str()
                            : "");
   if (!plotted.ok()) return fail(plotted);

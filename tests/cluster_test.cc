@@ -972,7 +972,7 @@ TEST(ClusterTest, ExperimentComparesModesWithAStraggler) {
   // The chief (replica 0) waits for the straggler in sync only.
   EXPECT_GE(ms_per_step["sync"], 20) << md;
   EXPECT_LT(ms_per_step["async"], ms_per_step["sync"]) << md;
-  for (const char* png : {"accuracy_vs_time.png", "accuracy_vs_step.png", "staleness.png"}) {
+  for (const char* png : {"accuracy_vs_time.png", "accuracy_vs_examples.png", "staleness.png"}) {
     ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(out + "/experiment/" + png));
     EXPECT_EQ(bytes.substr(1, 3), "PNG") << png;
   }
