@@ -186,6 +186,9 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
   {
     Json model = DescribeModel(chief->mlp_->variables(), options.job.optimizer.name);
     PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(options.output_dir, model));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        chief->test_, data::LoadInputSplit(options.job.data_dir, options.job.input,
+                                           data::Split::kTest, options.job.model.num_classes()));
     PSTRAIN_RETURN_IF_ERROR(MakeDirs(options.output_dir));
     Json run = options.run;
     run["job"] = DescribeJob(options.job);
@@ -742,9 +745,6 @@ absl::StatusOr<Json> ChiefDuties::FinishJob() {
     return why;
   };
   if (!waited.ok()) return fail(waited);
-  auto test = data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
-                                   options_.job.model.num_classes());
-  if (!test.ok()) return fail(test.status());
   // The final phase: the final checkpoint (what a relaunch of the finished
   // job resumes from), the score, the metrics. The PS watch goes on: a PS
   // lost now is waited for and restored as during training, and the phase
@@ -755,7 +755,7 @@ absl::StatusOr<Json> ChiefDuties::FinishJob() {
     // Before each try: a restore (in this phase too) rolled back finished
     // replicas' steps.
     if (absl::Status s = MakeUpRolledBack(); !s.ok()) return fail(s);
-    absl::StatusOr<Json> scored = ScoreFinal(*test);
+    absl::StatusOr<Json> scored = ScoreFinal(test_);
     if (scored.ok()) {
       StopWatching();
       StopParameterServers(absl::OkStatus());

@@ -2,7 +2,9 @@
 // the cluster has no chief):
 //   Start():  refuse an output_dir whose run.json is of another model (its
 //             variables, shapes or optimizer; coordinator/run_record.h),
-//             changing nothing there; record this launch in run.json;
+//             changing nothing there; read the test split (a data error
+//             fails here, before anything is written); record this launch
+//             in run.json;
 //             read back the done reports of replicas that finished under an
 //             earlier run of the chief (output_dir/done, coordinator.h);
 //             serve the Coordinator service on its own address; when the
@@ -230,6 +232,9 @@ class ChiefDuties {
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<model::Network> mlp_;
+  // The test split, read in Start before anything is written: a job whose
+  // data cannot be read fails before its first checkpoint.
+  data::Dataset test_;
   std::unique_ptr<client::PsClient> client_;
 };
 

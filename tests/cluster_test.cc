@@ -1050,6 +1050,23 @@ TEST(ClusterTest, ALaunchSurvivesOneWorkersSigterm) {
   EXPECT_GE(metrics["test_accuracy"].get<double>(), 0.75) << metrics_text;
 }
 
+// Data that cannot be read fails the job before its first checkpoint: a
+// relaunch with the data fixed starts afresh, not from a ckpt-0 of nothing.
+TEST(ClusterTest, DataThatCannotBeReadFailsBeforeAnythingIsWritten) {
+  const std::string out = TmpDir("no_data");
+  RunResult r = RunPstrain({"launch", "--ps=1", "--workers=1", "--data_dir=" + out + "/nowhere",
+                            "--output_dir=" + out + "/run"},
+                           "", out + "/launch.txt", absl::Seconds(60));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("chief:0 failed: job failed: cannot open IDX file " + out +
+                                  "/nowhere/t10k-images-idx3-ubyte"));
+  std::vector<std::string> written;
+  for (const auto& e : std::filesystem::directory_iterator(out + "/run")) {
+    written.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(written, std::vector<std::string>{"logs"});
+}
+
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {
   const std::string out = TmpDir("badflags");
   RunResult r =
