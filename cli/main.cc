@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/build_info.h"
+#include "cli/checkpoint_tools.h"
 #include "cli/data_tool.h"
 #include "cli/describe.h"
 #include "cli/experiment.h"
@@ -56,6 +57,11 @@ constexpr char kUsage[] =
     "                               the model's layers, output shapes and parameter\n"
     "                               counts (Keras's model.summary()) and where each\n"
     "                               variable lives on N PS\n"
+    "  pstrain inspect DIR [--json]  a checkpoint's variables, rows, optimizer slots,\n"
+    "                               step and checksums (DIR: an output directory or\n"
+    "                               a ckpt-<step> in it)\n"
+    "  pstrain evaluate --checkpoint DIR [job flags]\n"
+    "                               a checkpoint's loss and accuracy on the test split\n"
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
@@ -127,6 +133,8 @@ const std::map<std::string, std::string>& Examples() {
       {"train", "pstrain train --local --model_config=configs/fashion_mnist_mlp.pbtxt --epochs=3"},
       {"placement", "pstrain placement --ps=4 --model_config=configs/click_model.pbtxt"},
       {"summary", "pstrain summary --model_config=configs/text_cnn.pbtxt --ps=2"},
+      {"inspect", "pstrain inspect ./output/quickstart"},
+      {"evaluate", "pstrain evaluate --checkpoint ./output/quickstart/ckpt-3750"},
       {"bench", "pstrain bench --model_config=configs/fashion_mnist_bag.pbtxt --steps=1000"},
       {"experiment", "pstrain experiment --modes=async,sync --workers=2 --epochs=2"},
       {"plan", "pstrain plan --model-bytes=400000000 --workers=64 --bandwidth=10"},
@@ -142,7 +150,7 @@ const std::map<std::string, std::string>& Examples() {
 // Commands whose flags include the job flags (JobFlagsUsage).
 bool TakesJobFlags(const std::string& cmd) {
   return cmd == "launch" || cmd == "train" || cmd == "placement" || cmd == "summary" ||
-         cmd == "bench" || cmd == "experiment";
+         cmd == "evaluate" || cmd == "bench" || cmd == "experiment";
 }
 
 // `cmd`'s part of kUsage: its lines (every sub-command's for `data`), its
@@ -298,6 +306,8 @@ int main(int argc, char** argv) {
         {"launch", {2, [&](pstrain::CliArgs& a) { return pstrain::LaunchMain(self, a); }}},
         {"placement", {2, [](pstrain::CliArgs& a) { return pstrain::PlacementMain(a); }}},
         {"summary", {2, [](pstrain::CliArgs& a) { return pstrain::SummaryMain(a); }}},
+        {"inspect", {1, [](pstrain::CliArgs& a) { return pstrain::InspectMain(a); }}},
+        {"evaluate", {1, [](pstrain::CliArgs& a) { return pstrain::EvaluateMain(a); }}},
         {"status",
          {2,
           [&](pstrain::CliArgs& a) {

@@ -105,14 +105,36 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
   return params;
 }
 
+absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint64_t seed,
+                                                   const std::string& dir, int64_t step, int num_ps,
+                                                   const data::Dataset& test) {
+  const model::Network& net = backend.network();
+  // Read as the PS that wrote it placed the variables (a job restored onto
+  // another number of PS writes with the new count).
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net.variables(), num_ps));
+  // The embedding tables: every row the checkpoint holds, the initial
+  // values for the rest.
+  PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
+                           train::LocalTables::Create(net.variables(), seed, nullptr));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::vector<float> params,
+      LoadCheckpointParams(dir, step, placement, net.offsets(), net.num_parameters(), &tables));
+  return model::EvaluateExamples(
+      net.embeddings(),
+      [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+        return tables.Read(table, ids, out);
+      },
+      test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
+      static_cast<int>(test.example_dim), test.ids_dim, 1024,
+      [&](const float* in, const int32_t* labels, int n) {
+        return backend.Evaluate(params.data(), in, labels, n);
+      });
+}
+
 absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options) {
   const model::JobSpec& job = options.job;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                            model::CreateBackend(job.model, 1024, job.device));
-  const model::Network& net = backend->network();
-  // Each checkpoint is read as the PS that wrote it placed the variables
-  // (a job restored onto another number of PS writes with the new count).
-  std::map<int, Placement> placements;
   PSTRAIN_ASSIGN_OR_RETURN(
       data::Dataset test,
       data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
@@ -146,46 +168,26 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
     if (options.once && !steps.empty()) steps = {steps.back()};
     for (const CompleteCheckpoint& c : steps) {
       const int64_t step = c.step;
-      auto placement = placements.find(c.num_ps);
-      if (placement == placements.end()) {
-        PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(net.variables(), c.num_ps));
-        placement = placements.emplace(c.num_ps, std::move(p)).first;
-      }
-      // The embedding tables: every row the checkpoint holds, the initial
-      // values for the rest.
-      PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
-                               train::LocalTables::Create(net.variables(), job.seed, nullptr));
-      auto params = LoadCheckpointParams(options.output_dir, step, placement->second, net.offsets(),
-                                         net.num_parameters(), &tables);
+      auto scored_now =
+          ScoreCheckpoint(*backend, job.seed, options.output_dir, step, c.num_ps, test);
       // A chief that does not know of this evaluator (one left out of the
       // cluster) may delete an old checkpoint while it is being read.
-      if (params.status().code() == absl::StatusCode::kNotFound) {
+      if (scored_now.status().code() == absl::StatusCode::kNotFound) {
         Log("checkpoint at step ", step,
-            " is gone before it was scored: ", params.status().message());
+            " is gone before it was scored: ", scored_now.status().message());
         continue;
       }
       // A damaged checkpoint (a checksum that fails, a tensor missing) is
       // passed over with a line saying why, unless it is the job's last.
-      if (params.status().code() == absl::StatusCode::kDataLoss &&
+      if (scored_now.status().code() == absl::StatusCode::kDataLoss &&
           !(index.final && step == index.step)) {
         Log("evaluator: checkpoint at step ", step,
-            " cannot be scored: ", params.status().message(), "; not scoring it");
+            " cannot be scored: ", scored_now.status().message(), "; not scoring it");
         unusable.insert(step);
         continue;
       }
-      if (!params.ok()) return params.status();
-      PSTRAIN_ASSIGN_OR_RETURN(
-          model::BatchResult r,
-          model::EvaluateExamples(
-              net.embeddings(),
-              [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
-                return tables.Read(table, ids, out);
-              },
-              test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
-              static_cast<int>(test.example_dim), test.ids_dim, 1024,
-              [&](const float* in, const int32_t* labels, int n) {
-                return backend->Evaluate(params->data(), in, labels, n);
-              }));
+      if (!scored_now.ok()) return scored_now.status();
+      const model::BatchResult& r = *scored_now;
       Score s{step, r.mean_loss(), r.accuracy()};
       if (r.has_auc()) s.auc = r.Auc();
       PSTRAIN_RETURN_IF_ERROR(events->WriteScalars(s.step, r.ScoreScalars()));

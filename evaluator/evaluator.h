@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/placement.h"
+#include "data/dataset.h"
+#include "model/backend.h"
 #include "model/job_spec.h"
 #include "train/local_table.h"
 
@@ -55,6 +57,13 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
                                                         const std::vector<int64_t>& offsets,
                                                         int64_t num_parameters,
                                                         train::LocalTables* tables = nullptr);
+
+// Scores checkpoint `step` under `dir`, written by `num_ps` PS, on `test`
+// with `backend`'s network (embedding rows the checkpoint lacks take their
+// initial values from `seed`). LoadCheckpointParams's errors.
+absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint64_t seed,
+                                                   const std::string& dir, int64_t step, int num_ps,
+                                                   const data::Dataset& test);
 
 // Runs until the final checkpoint is scored (or one, with `once`); returns
 // the scores written, in order.

@@ -156,6 +156,30 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   EXPECT_FLOAT_EQ(eval[1].scalars[1].second, static_cast<float>(acc));
   ASSERT_OK_AND_ASSIGN(std::string lines, ReadFile(out + "/eval/scalars.jsonl"));
   EXPECT_THAT(lines, HasSubstr(absl::StrCat("\"step\": ", 3 * 1250, ", \"loss\": ")));
+
+  // The model taken away: `inspect` lists the final checkpoint, `evaluate`
+  // scores it alone, as the chief scored the final values, and refuses the
+  // flags of another model.
+  RunResult inspect = RunPstrain({"inspect", out}, "", out + "/inspect.txt");
+  EXPECT_EQ(inspect.code, 0) << inspect.output;
+  EXPECT_THAT(inspect.output,
+              HasSubstr(absl::StrCat("checkpoint at step 3750 in ", out,
+                                     "/ckpt-3750, written by 2 ps; optimizer sgd")));
+  EXPECT_THAT(inspect.output, HasSubstr("(checksums verified)"));
+  EXPECT_THAT(inspect.output,
+              HasSubstr("dense_0/kernel rows 0..784 x 128 = 100352 values  updates 3750"));
+  RunResult evaluate = RunPstrain({"evaluate", "--checkpoint", out}, "", out + "/evaluate.txt");
+  EXPECT_EQ(evaluate.code, 0) << evaluate.output;
+  EXPECT_THAT(evaluate.output, HasSubstr(absl::StrFormat(
+                                   "checkpoint at step 3750 (%s/ckpt-3750): loss %.4f - "
+                                   "accuracy %.4f on 10000 test examples",
+                                   out, FindMember(metrics, "test_loss")->get<double>(), acc)));
+  RunResult other = RunPstrain({"evaluate", "--checkpoint", out + "/ckpt-3750", "--hidden=64"}, "",
+                               out + "/other.txt");
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_THAT(other.output, HasSubstr("the checkpoint is of another model (" + out +
+                                      "/run.json): dense_0/kernel: shape [784, 128] in the "
+                                      "checkpoint, shape [784, 64] in these flags"));
 }
 
 // Checkpoints while training and at the end; relaunching the same job in

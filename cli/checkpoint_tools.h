@@ -1,0 +1,43 @@
+// Using a trained model outside a job: what a checkpoint holds, and its
+// score on a data set.
+//   pstrain inspect DIR [--json]
+//   pstrain evaluate --checkpoint DIR [job flags]
+// DIR is a job's output directory (the checkpoint its index names, else
+// the newest complete one) or one ckpt-<step> directory in it.
+#ifndef PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
+#define PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/cli_args.h"
+
+namespace pstrain {
+
+struct CheckpointAt {
+  std::string output_dir;  // where ckpt-<step>/ lies
+  int64_t step = 0;
+  int num_ps = 0;  // the PS that wrote it
+};
+
+// The complete checkpoint `path` names (see above). NotFound naming the
+// path when it holds none; FailedPrecondition when the ckpt-<step> it
+// names is not complete (saying why).
+absl::StatusOr<CheckpointAt> ResolveCheckpoint(const std::string& path);
+
+// `pstrain inspect`: the checkpoint's step, optimizer and slots, each
+// shard (file, bytes, CRC-32C, every checksum verified as it is read) and
+// each tensor in it (variable, rows, elements, updates; tables: rows held
+// and their width). Returns the exit code.
+int InspectMain(CliArgs& args);
+
+// `pstrain evaluate`: the checkpoint's loss and accuracy (AUC with binary
+// labels) on the job's test split, with the model of the job flags; a
+// model that differs from the run.json beside the checkpoint is refused,
+// each difference named. Returns the exit code.
+int EvaluateMain(CliArgs& args);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
