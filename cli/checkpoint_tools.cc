@@ -1,5 +1,6 @@
 #include "cli/checkpoint_tools.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -21,6 +22,8 @@
 #include "job/job_description.h"
 #include "job/job_flags.h"
 #include "model/backend.h"
+#include "model/network.h"
+#include "train/local_table.h"
 
 namespace pstrain {
 namespace {
@@ -41,6 +44,24 @@ absl::StatusOr<std::string> CheckpointPath(CliArgs& args, const char* cmd) {
                      " DIR (a job's output directory or a ckpt-<step> directory in it)"));
   }
   return path;
+}
+
+// The run that wrote the checkpoint (its run.json) says what model it is;
+// FailedPrecondition naming each difference from `net`'s.
+absl::Status CheckModel(const CheckpointAt& at, const model::Network& net,
+                        const model::JobSpec& job) {
+  auto text = ReadFile(at.output_dir + "/run.json");
+  if (!text.ok()) return absl::OkStatus();  // a directory from before run.json
+  auto run_json = ParseJson(*text);
+  const Json* model = run_json.ok() ? FindMember(*run_json, "model") : nullptr;
+  if (model == nullptr) return absl::OkStatus();
+  const std::vector<std::string> diff =
+      ModelDifferences(*model, DescribeModel(net.variables(), job.optimizer.name),
+                       "in the checkpoint", "in these flags");
+  if (diff.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the checkpoint is of another model (", at.output_dir, "/run.json): ",
+                   absl::StrJoin(diff, "; "), ". Give the flags and --model_config of that run"));
 }
 
 }  // namespace
@@ -144,6 +165,88 @@ int InspectMain(CliArgs& args) {
   return kExitOk;
 }
 
+int PredictMain(CliArgs& args) {
+  auto run = [&]() -> absl::StatusOr<std::string> {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "predict"));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string input, args.GetString("input", ""));
+    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    if (out_path.empty()) {
+      return absl::InvalidArgumentError("--out=FILE is needed (.csv for CSV, else JSON lines)");
+    }
+    if (!input.empty()) {
+      if (job.input.format == data::InputFormat::kIdx) {
+        return absl::InvalidArgumentError(
+            "--input names CSV or TFRecord files, read as a --model_config's input block says; "
+            "without one, predict scores the IDX test split of --data_dir");
+      }
+      job.input.test_files = input;
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
+                             model::Network::Create(job.model, 1024));
+    PSTRAIN_RETURN_IF_ERROR(CheckModel(at, *net, job));
+    PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net->variables(), at.num_ps));
+    PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
+                             train::LocalTables::Create(net->variables(), job.seed, nullptr));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::vector<float> params,
+        evaluator::LoadCheckpointParams(at.output_dir, at.step, placement, net->offsets(),
+                                        net->num_parameters(), &tables));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        data::Dataset examples,
+        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
+    std::vector<float> probs;
+    PSTRAIN_ASSIGN_OR_RETURN(
+        model::BatchResult r,
+        model::EvaluateExamples(
+            net->embeddings(),
+            [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
+              return tables.Read(table, ids, out);
+            },
+            examples.features.data(), examples.ids.data(), examples.labels.data(),
+            examples.num_examples, static_cast<int>(examples.example_dim), examples.ids_dim, 1024,
+            [&](const float* in, const int32_t* labels, int n) {
+              return net->Evaluate(params.data(), in, labels, n, &probs);
+            }));
+    const int64_t n = examples.num_examples;
+    const int64_t width = n > 0 ? static_cast<int64_t>(probs.size()) / n : 0;
+    const bool binary = width == 1;
+    const bool csv = out_path.size() > 4 && out_path.substr(out_path.size() - 4) == ".csv";
+    std::string text;
+    if (csv) {
+      text = "example,label,predicted";
+      for (int64_t j = 0; j < width; ++j) absl::StrAppend(&text, ",p", j);
+      text += "\n";
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = probs.data() + i * width;
+      const int64_t predicted = binary ? (p[0] > 0.5f ? 1 : 0) : std::max_element(p, p + width) - p;
+      if (csv) {
+        absl::StrAppend(&text, i, ",", examples.labels[i], ",", predicted);
+        for (int64_t j = 0; j < width; ++j) absl::StrAppendFormat(&text, ",%.6g", p[j]);
+        text += "\n";
+      } else {
+        std::vector<std::string> each;
+        for (int64_t j = 0; j < width; ++j) each.push_back(absl::StrFormat("%.6g", p[j]));
+        absl::StrAppend(&text, "{\"example\": ", i, ", \"label\": ", examples.labels[i],
+                        ", \"predicted\": ", predicted, ", \"probabilities\": [",
+                        absl::StrJoin(each, ", "), "]}\n");
+      }
+    }
+    PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, text));
+    return absl::StrFormat(
+        "wrote %d predictions of the checkpoint at step %d to %s (accuracy "
+        "%.4f against their labels)\n",
+        n, at.step, out_path, r.accuracy());
+  };
+  auto out = run();
+  if (!out.ok()) return Fail("predict", out.status());
+  std::fputs(out->c_str(), stdout);
+  return kExitOk;
+}
+
 int EvaluateMain(CliArgs& args) {
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "evaluate"));
@@ -152,21 +255,7 @@ int EvaluateMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                              model::CreateBackend(job.model, 1024, job.device));
-    // The run that wrote the checkpoint says what model it is.
-    if (auto text = ReadFile(at.output_dir + "/run.json"); text.ok()) {
-      auto run_json = ParseJson(*text);
-      const Json* model = run_json.ok() ? FindMember(*run_json, "model") : nullptr;
-      if (model != nullptr) {
-        const std::vector<std::string> diff = ModelDifferences(
-            *model, DescribeModel(backend->network().variables(), job.optimizer.name),
-            "in the checkpoint", "in these flags");
-        if (!diff.empty()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "the checkpoint is of another model (", at.output_dir, "/run.json): ",
-              absl::StrJoin(diff, "; "), ". Give the flags and --model_config of that run"));
-        }
-      }
-    }
+    PSTRAIN_RETURN_IF_ERROR(CheckModel(at, backend->network(), job));
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset test,
         data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));

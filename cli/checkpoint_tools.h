@@ -2,6 +2,7 @@
 // score on a data set.
 //   pstrain inspect DIR [--json]
 //   pstrain evaluate --checkpoint DIR [job flags]
+//   pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]
 // DIR is a job's output directory (the checkpoint its index names, else
 // the newest complete one) or one ckpt-<step> directory in it.
 #ifndef PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
@@ -37,6 +38,14 @@ int InspectMain(CliArgs& args);
 // model that differs from the run.json beside the checkpoint is refused,
 // each difference named. Returns the exit code.
 int EvaluateMain(CliArgs& args);
+
+// `pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]`:
+// each example's prediction by the checkpoint's model, for the job's test
+// split or the files --input names (a config's CSV or TFRecord input), as
+// CSV (FILE ending in .csv: example,label,predicted,p0,p1,...) or JSON
+// lines ({"example", "label", "predicted", "probabilities"}). The same
+// model checks as evaluate. Returns the exit code.
+int PredictMain(CliArgs& args);
 
 }  // namespace pstrain
 

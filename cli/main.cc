@@ -62,6 +62,9 @@ constexpr char kUsage[] =
     "                               a ckpt-<step> in it)\n"
     "  pstrain evaluate --checkpoint DIR [job flags]\n"
     "                               a checkpoint's loss and accuracy on the test split\n"
+    "  pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]\n"
+    "                               each example's prediction and probabilities (CSV\n"
+    "                               for FILE.csv, else JSON lines)\n"
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
@@ -135,6 +138,7 @@ const std::map<std::string, std::string>& Examples() {
       {"summary", "pstrain summary --model_config=configs/text_cnn.pbtxt --ps=2"},
       {"inspect", "pstrain inspect ./output/quickstart"},
       {"evaluate", "pstrain evaluate --checkpoint ./output/quickstart/ckpt-3750"},
+      {"predict", "pstrain predict --checkpoint ./output/quickstart --out /tmp/predictions.csv"},
       {"bench", "pstrain bench --model_config=configs/fashion_mnist_bag.pbtxt --steps=1000"},
       {"experiment", "pstrain experiment --modes=async,sync --workers=2 --epochs=2"},
       {"plan", "pstrain plan --model-bytes=400000000 --workers=64 --bandwidth=10"},
@@ -150,7 +154,7 @@ const std::map<std::string, std::string>& Examples() {
 // Commands whose flags include the job flags (JobFlagsUsage).
 bool TakesJobFlags(const std::string& cmd) {
   return cmd == "launch" || cmd == "train" || cmd == "placement" || cmd == "summary" ||
-         cmd == "evaluate" || cmd == "bench" || cmd == "experiment";
+         cmd == "evaluate" || cmd == "predict" || cmd == "bench" || cmd == "experiment";
 }
 
 // `cmd`'s part of kUsage: its lines (every sub-command's for `data`), its
@@ -308,6 +312,7 @@ int main(int argc, char** argv) {
         {"summary", {2, [](pstrain::CliArgs& a) { return pstrain::SummaryMain(a); }}},
         {"inspect", {1, [](pstrain::CliArgs& a) { return pstrain::InspectMain(a); }}},
         {"evaluate", {1, [](pstrain::CliArgs& a) { return pstrain::EvaluateMain(a); }}},
+        {"predict", {1, [](pstrain::CliArgs& a) { return pstrain::PredictMain(a); }}},
         {"status",
          {2,
           [&](pstrain::CliArgs& a) {

@@ -376,7 +376,8 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
 }
 
 absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* x,
-                                              const int32_t* labels, int64_t n) {
+                                              const int32_t* labels, int64_t n,
+                                              std::vector<float>* outputs) {
   absl::Status s = CheckLabels(labels, n);
   if (!s.ok()) return s;
   BatchResult result;
@@ -385,6 +386,10 @@ absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* 
     const int b = static_cast<int>(std::min<int64_t>(eval_chunk_, n - start));
     EnsureScratch(b, false);
     Forward(params, x + start * width, labels + start, b, /*training=*/false, &result);
+    if (outputs != nullptr) {
+      const float* out = activations_.back().data();  // probabilities, in place
+      outputs->insert(outputs->end(), out, out + b * ShapeSize(shapes_.back()));
+    }
   }
   return result;
 }

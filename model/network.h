@@ -180,9 +180,10 @@ class Network {
 
   // Forward only (dropout off) over `n` examples of input_width() floats
   // (any n >= 0, in chunks that keep the scratch under 32 MiB). Same errors
-  // as ComputeGradients for labels.
+  // as ComputeGradients for labels. With `outputs`, each example's outputs
+  // (softmax probabilities, or the sigmoid's one) are appended to it.
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
-                                       int64_t n);
+                                       int64_t n, std::vector<float>* outputs = nullptr);
 
  private:
   Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings, std::vector<Shape> shapes);

@@ -174,6 +174,27 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
                                    "checkpoint at step 3750 (%s/ckpt-3750): loss %.4f - "
                                    "accuracy %.4f on 10000 test examples",
                                    out, FindMember(metrics, "test_loss")->get<double>(), acc)));
+  // `predict`: one row per test example, probabilities that sum to 1, and
+  // as many right as the accuracy says.
+  RunResult predict =
+      RunPstrain({"predict", "--checkpoint", out, "--out", out + "/predictions.csv"}, "",
+                 out + "/predict.txt");
+  EXPECT_EQ(predict.code, 0) << predict.output;
+  ASSERT_OK_AND_ASSIGN(std::string csv, ReadFile(out + "/predictions.csv"));
+  std::vector<std::string> rows = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), 10001u);
+  EXPECT_EQ(rows[0], "example,label,predicted,p0,p1,p2,p3,p4,p5,p6,p7,p8,p9");
+  int right = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    std::vector<std::string> cells = absl::StrSplit(rows[i], ',');
+    ASSERT_EQ(cells.size(), 13u) << rows[i];
+    EXPECT_EQ(cells[0], std::to_string(i - 1));
+    right += cells[1] == cells[2];
+    double sum = 0;
+    for (size_t j = 3; j < cells.size(); ++j) sum += std::stod(cells[j]);
+    EXPECT_NEAR(sum, 1.0, 1e-4) << rows[i];
+  }
+  EXPECT_NEAR(right / 10000.0, acc, 1e-9);
   RunResult other = RunPstrain({"evaluate", "--checkpoint", out + "/ckpt-3750", "--hidden=64"}, "",
                                out + "/other.txt");
   EXPECT_EQ(other.code, 2) << other.output;
