@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "cli/npz_writer.h"
 #include "common/checkpoint_layout.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -62,6 +63,30 @@ absl::Status CheckModel(const CheckpointAt& at, const model::Network& net,
   return absl::FailedPreconditionError(
       absl::StrCat("the checkpoint is of another model (", at.output_dir, "/run.json): ",
                    absl::StrJoin(diff, "; "), ". Give the flags and --model_config of that run"));
+}
+
+// A checkpoint's values in `job`'s network (after CheckModel): the dense
+// variables flat, the tables' rows (those never written at their initial
+// values).
+struct LoadedModel {
+  std::unique_ptr<model::Network> net;
+  train::LocalTables tables;
+  std::vector<float> params;
+};
+
+absl::StatusOr<LoadedModel> LoadModel(const CheckpointAt& at, const model::JobSpec& job,
+                                      int max_batch) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
+                           model::Network::Create(job.model, max_batch));
+  PSTRAIN_RETURN_IF_ERROR(CheckModel(at, *net, job));
+  PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net->variables(), at.num_ps));
+  PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
+                           train::LocalTables::Create(net->variables(), job.seed, nullptr));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::vector<float> params,
+      evaluator::LoadCheckpointParams(at.output_dir, at.step, placement, net->offsets(),
+                                      net->num_parameters(), &tables));
+  return LoadedModel{std::move(net), std::move(tables), std::move(params)};
 }
 
 }  // namespace
@@ -184,16 +209,10 @@ int PredictMain(CliArgs& args) {
       job.input.test_files = input;
     }
     PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
-                             model::Network::Create(job.model, 1024));
-    PSTRAIN_RETURN_IF_ERROR(CheckModel(at, *net, job));
-    PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net->variables(), at.num_ps));
-    PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
-                             train::LocalTables::Create(net->variables(), job.seed, nullptr));
-    PSTRAIN_ASSIGN_OR_RETURN(
-        std::vector<float> params,
-        evaluator::LoadCheckpointParams(at.output_dir, at.step, placement, net->offsets(),
-                                        net->num_parameters(), &tables));
+    PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1024));
+    model::Network* net = loaded.net.get();
+    const std::vector<float>& params = loaded.params;
+    train::LocalTables& tables = loaded.tables;
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset examples,
         data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
@@ -243,6 +262,56 @@ int PredictMain(CliArgs& args) {
   };
   auto out = run();
   if (!out.ok()) return Fail("predict", out.status());
+  std::fputs(out->c_str(), stdout);
+  return kExitOk;
+}
+
+int ExportMain(CliArgs& args) {
+  auto run = [&]() -> absl::StatusOr<std::string> {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "export"));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string format, args.GetString("format", "npz"));
+    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    if (format != "npz") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--format=", format, ": npz is the format written (NumPy's .npz)"));
+    }
+    if (out_path.empty()) return absl::InvalidArgumentError("--out=FILE.npz is needed");
+    PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
+    PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1));
+    const model::Network* net = loaded.net.get();
+    const std::vector<float>& params = loaded.params;
+    const train::LocalTables& tables = loaded.tables;
+    std::vector<NpzArray> arrays;
+    int64_t floats = 0;
+    for (size_t v = 0; v < net->variables().size(); ++v) {
+      const VariableDef& def = net->variables()[v];
+      NpzArray a{def.name, def.shape, {}};
+      a.values.resize(static_cast<size_t>(def.elements()));
+      if (def.embedding) {
+        // Every row, in id order, a chunk of ids at a time.
+        const int64_t width = def.row_elements();
+        std::vector<int64_t> ids;
+        for (int64_t first = 0; first < def.rows(); first += 4096) {
+          ids.clear();
+          for (int64_t id = first; id < std::min(def.rows(), first + 4096); ++id) ids.push_back(id);
+          PSTRAIN_RETURN_IF_ERROR(tables.Read(def.name, ids, a.values.data() + first * width));
+        }
+      } else {
+        const float* from = params.data() + net->offsets()[v];
+        std::copy(from, from + def.elements(), a.values.begin());
+      }
+      floats += def.elements();
+      arrays.push_back(std::move(a));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, NpzBytes(arrays));
+    PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
+    return absl::StrFormat("wrote %d arrays (%d floats) of the checkpoint at step %d to %s\n",
+                           arrays.size(), floats, at.step, out_path);
+  };
+  auto out = run();
+  if (!out.ok()) return Fail("export", out.status());
   std::fputs(out->c_str(), stdout);
   return kExitOk;
 }

@@ -65,6 +65,8 @@ constexpr char kUsage[] =
     "  pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]\n"
     "                               each example's prediction and probabilities (CSV\n"
     "                               for FILE.csv, else JSON lines)\n"
+    "  pstrain export --checkpoint DIR --out FILE.npz [job flags]\n"
+    "                               the model as NumPy's .npz, an array per variable\n"
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
@@ -139,6 +141,7 @@ const std::map<std::string, std::string>& Examples() {
       {"inspect", "pstrain inspect ./output/quickstart"},
       {"evaluate", "pstrain evaluate --checkpoint ./output/quickstart/ckpt-3750"},
       {"predict", "pstrain predict --checkpoint ./output/quickstart --out /tmp/predictions.csv"},
+      {"export", "pstrain export --checkpoint ./output/quickstart --out /tmp/model.npz"},
       {"bench", "pstrain bench --model_config=configs/fashion_mnist_bag.pbtxt --steps=1000"},
       {"experiment", "pstrain experiment --modes=async,sync --workers=2 --epochs=2"},
       {"plan", "pstrain plan --model-bytes=400000000 --workers=64 --bandwidth=10"},
@@ -154,7 +157,8 @@ const std::map<std::string, std::string>& Examples() {
 // Commands whose flags include the job flags (JobFlagsUsage).
 bool TakesJobFlags(const std::string& cmd) {
   return cmd == "launch" || cmd == "train" || cmd == "placement" || cmd == "summary" ||
-         cmd == "evaluate" || cmd == "predict" || cmd == "bench" || cmd == "experiment";
+         cmd == "evaluate" || cmd == "predict" || cmd == "export" || cmd == "bench" ||
+         cmd == "experiment";
 }
 
 // `cmd`'s part of kUsage: its lines (every sub-command's for `data`), its
@@ -313,6 +317,7 @@ int main(int argc, char** argv) {
         {"inspect", {1, [](pstrain::CliArgs& a) { return pstrain::InspectMain(a); }}},
         {"evaluate", {1, [](pstrain::CliArgs& a) { return pstrain::EvaluateMain(a); }}},
         {"predict", {1, [](pstrain::CliArgs& a) { return pstrain::PredictMain(a); }}},
+        {"export", {1, [](pstrain::CliArgs& a) { return pstrain::ExportMain(a); }}},
         {"status",
          {2,
           [&](pstrain::CliArgs& a) {

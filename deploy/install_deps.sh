@@ -24,6 +24,7 @@ PACKAGES=(
   gnuplot-nox              # `pstrain experiment` plots (PNG)
   python3                  # tests/count_results.py counts the test reports
   python3-yaml             # deploy/manifests_test.py reads the deployment files
+  python3-numpy            # tests/export_test.py reads an exported model
   nlohmann-json3-dev       # JSON (TF_CONFIG, metrics, checkpoint index)
 )
 
