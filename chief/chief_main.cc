@@ -55,10 +55,13 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     replica.output_dir = options.output_dir;
     replica.ps_wait = options.ps_wait;
     replica.security = security;
+    replica.job_failure = [d = duties.get()] { return d->failure(); };
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
-      duties->StopParameterServers(report.status());
-      return report.status();
+      // The job failed first (a task refused, say): that is why.
+      const absl::Status why = duties->failure().ok() ? report.status() : duties->failure();
+      duties->StopParameterServers(why);
+      return why;
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   }

@@ -283,6 +283,9 @@ absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initi
         absl::StrAppend(out, PsName(ps), ": ", why[ps]);
       });
     };
+    if (abort_check_) {
+      if (absl::Status aborted = abort_check_(); !aborted.ok()) return aborted;
+    }
     const absl::Time now = absl::Now();
     if (now - start >= timeout) {
       return absl::DeadlineExceededError(

@@ -127,7 +127,14 @@ class PsClient {
   // whom it still waits for and since when. DeadlineExceeded naming every
   // PS still missing and why. With `require_initialized`, the client then
   // sends that generation with its pushes and pulls.
+  // A non-OK status from the abort check (SetAbortCheck) ends the wait
+  // with that status.
   absl::Status WaitUntilReady(absl::Duration timeout, bool require_initialized);
+
+  // Asked every round of WaitUntilReady: a job that failed for good (the
+  // chief in this process refused a task) stops a replica from waiting for
+  // PS told to exit. Set before the client is used.
+  void SetAbortCheck(std::function<absl::Status()> check) { abort_check_ = std::move(check); }
 
   // After WaitUntilReady(..., true): the step of the checkpoint the PS
   // restored the variables from (the largest any PS reported), 0 when they
@@ -327,6 +334,7 @@ class PsClient {
   // Per embedding table (placement order), per PS: its version in the
   // last pull of its rows there (what a sync push of its rows is for).
   std::vector<std::vector<int64_t>> table_versions_;
+  std::function<absl::Status()> abort_check_;  // see SetAbortCheck
   // Per PS: its slices (placement order) and the version of each last pulled.
   std::vector<std::vector<SliceDef>> slices_on_;
   std::vector<std::vector<int>> slice_variable_;  // index into placement.variables

@@ -436,6 +436,15 @@ void ChiefDuties::WatchLoop() {
       mu_.AwaitWithTimeout(absl::Condition(&watch_stopping_), kHeartbeat);
       if (watch_stopping_) return;
     }
+    // A permanent failure (a task started with other job flags) ends every
+    // replica's training now, this task's own too: the PS are told to exit
+    // with its code, and training against them stops.
+    if (absl::Status failed = tracker_.failure();
+        !failed.ok() && ExitCodeFor(failed) < kExitRetryable) {
+      Log("the job failed (", failed.message(), "); stopping the ps");
+      StopParameterServers(failed);
+      return;
+    }
     std::vector<int> restarted;
     int64_t round_step = -1;  // the lowest global step of those answering this round
     bool all_answered = true;
@@ -532,6 +541,8 @@ void ChiefDuties::StopParameterServers(const absl::Status& why) {
         ") and a restarted task needs them");
     return;
   }
+  // Told once: the watch may have stopped them for a failed job already.
+  if (ps_stopped_.exchange(true)) return;
   // A PS away now (restarted by an orchestrator) is waited for, within
   // --ps_wait_s, to be told as well; one that finished with an earlier run of
   // the chief (finished_) is not.

@@ -43,6 +43,7 @@
 #ifndef PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 #define PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,11 @@ class ChiefDuties {
   // (CheckpointNow), logged, then the process exits 128 + the signal's
   // number. Call once, from the main thread, after Start.
   void CheckpointOnStopSignals();
+
+  // Why the job failed (JobTracker::Fail: a task refused as it joined, a PS
+  // lost), or OK. When its own training fails, the task with chief duties
+  // reports this rather than what its training ran into.
+  absl::Status failure() const { return tracker_.failure(); }
 
   // For the task with chief duties when it trains too: record its own
   // result without an RPC.
@@ -232,6 +238,7 @@ class ChiefDuties {
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<model::Network> mlp_;
+  std::atomic<bool> ps_stopped_{false};  // StopParameterServers told them to exit
   // The test split, read in Start before anything is written: a job whose
   // data cannot be read fails before its first checkpoint.
   data::Dataset test_;

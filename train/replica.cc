@@ -55,6 +55,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   Log("training as replica ", replica, " of ", num_replicas,
       "; waiting for the ps to hold initialised variables");
+  if (options.job_failure) client->SetAbortCheck(options.job_failure);
   PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.ps_wait, true));
 
   TrainerOptions trainer;

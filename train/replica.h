@@ -5,6 +5,8 @@
 #ifndef PSTRAIN_TRAIN_REPLICA_H_
 #define PSTRAIN_TRAIN_REPLICA_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,6 +28,9 @@ struct ReplicaOptions {
   // The replica was restarted while the job went on (the chief's Join said
   // so): it carries on at the job's step (TrainerOptions::rejoined).
   bool rejoined = false;
+  // When set (the task with chief duties): the job's failure, which ends
+  // this replica's waits for the PS (PsClient::SetAbortCheck).
+  std::function<absl::Status()> job_failure;
 };
 
 // Trains `cfg.task` as replica ReplicaIndexOf(cfg.cluster, cfg.task,

@@ -68,10 +68,16 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
                                                *cfg.chief_duties_address(), cfg.task,
                                                replica.ps_wait, *security, job, &replica.rejoined));
   if (!done) {
+    if (duties != nullptr) {
+      replica.job_failure = [d = duties.get()] { return d->failure(); };
+    }
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
-      if (duties != nullptr) duties->StopParameterServers(report.status());
-      return report.status();
+      if (duties == nullptr) return report.status();
+      // The job failed first (a task refused, say): that is why.
+      const absl::Status why = duties->failure().ok() ? report.status() : duties->failure();
+      duties->StopParameterServers(why);
+      return why;
     }
     if (duties == nullptr) {
       return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
