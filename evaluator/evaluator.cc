@@ -6,15 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
 #include "common/file_util.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
 #include "data/input.h"
+#include "job/job_description.h"
 #include "model/backend.h"
 
 namespace pstrain::evaluator {
@@ -131,6 +134,21 @@ absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint
       });
 }
 
+absl::Status CheckRunModel(const std::string& dir, const model::Network& net,
+                           const model::JobSpec& job) {
+  auto text = ReadFile(dir + "/run.json");
+  if (!text.ok()) return absl::OkStatus();  // a run from before run.json
+  auto run = ParseJson(*text);
+  const Json* model = run.ok() ? FindMember(*run, "model") : nullptr;
+  if (model == nullptr) return absl::OkStatus();
+  const std::vector<std::string> diff = ModelDifferences(
+      *model, DescribeModel(net.variables(), job.optimizer.name), "in the run", "here");
+  if (diff.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the evaluator was started with another model than the run it scores (", dir, "/run.json): ",
+      absl::StrJoin(diff, "; "), ". Give every task of the job the same job flags"));
+}
+
 absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options) {
   const model::JobSpec& job = options.job;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
@@ -148,6 +166,7 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   std::set<int64_t> unusable;  // damaged checkpoints, said once
   std::set<int64_t> said, incomplete;
   absl::Time last_new = absl::Now();
+  bool model_checked = false;
   while (true) {
     // No index yet: nothing written so far.
     CheckpointIndex index{-1, false};
@@ -166,6 +185,12 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
                                               index.step, ", cannot be scored (see above)"));
     }
     if (options.once && !steps.empty()) steps = {steps.back()};
+    // Before the first score: the run whose checkpoints these are is of
+    // this model (its run.json), or the evaluator was given other flags.
+    if (!steps.empty() && !model_checked) {
+      PSTRAIN_RETURN_IF_ERROR(CheckRunModel(options.output_dir, backend->network(), job));
+      model_checked = true;
+    }
     for (const CompleteCheckpoint& c : steps) {
       const int64_t step = c.step;
       auto scored_now =

@@ -255,6 +255,32 @@ TEST(OneArgumentListTest, SigtermLeavesACheckpointOfTheStepReached) {
   EXPECT_TRUE(std::filesystem::exists(absl::StrCat(out, "/ckpt-", steps.back(), "/MANIFEST")));
 }
 
+// An evaluator given another model than the run it scores says so, by
+// its run.json, and exits 2 rather than passing every checkpoint over as
+// damaged; the job itself finishes.
+TEST(OneArgumentListTest, AnEvaluatorWithAnotherModelIsRefused) {
+  const std::string dir = pstrain::testing::TempDir() + "/other-evaluator";
+  const Cluster cluster = FourTasks();
+  const std::vector<std::string> flags = {"--max_steps=40", "--hidden=16", "--eval_wait_secs=2",
+                                          "--output_dir=" + dir + "/out"};
+  std::vector<std::string> other = flags;
+  other[1] = "--hidden=32";
+  pstrain::testing::TaskSet tasks;
+  for (const char* type : {"ps", "chief", "worker"}) {
+    ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "-", type, ".log"))));
+  }
+  ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", other, dir + "-evaluator.log")));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(90));
+  const std::string evaluator = ReadFile(dir + "-evaluator.log").value_or("");
+  EXPECT_EQ(codes["evaluator"], 2) << evaluator;
+  EXPECT_EQ(codes["chief"], 0) << ReadFile(dir + "-chief.log").value_or("");
+  EXPECT_THAT(evaluator, HasSubstr("the evaluator was started with another model than the run it "
+                                   "scores (" +
+                                   dir +
+                                   "/out/run.json): dense_0/kernel: shape "
+                                   "[784, 16] in the run, shape [784, 32] here;"));
+}
+
 // Every flag a task accepts is in `pstrain help` and in the README.
 TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
   const std::string log = pstrain::testing::TempDir() + "/help.txt";
