@@ -51,11 +51,8 @@ absl::StatusOr<std::string> CheckpointPath(CliArgs& args, const char* cmd) {
 // FailedPrecondition naming each difference from `net`'s.
 absl::Status CheckModel(const CheckpointAt& at, const model::Network& net,
                         const model::JobSpec& job) {
-  auto text = ReadFile(at.output_dir + "/run.json");
-  if (!text.ok()) return absl::OkStatus();  // a directory from before run.json
-  auto run_json = ParseJson(*text);
-  const Json* model = run_json.ok() ? FindMember(*run_json, "model") : nullptr;
-  if (model == nullptr) return absl::OkStatus();
+  absl::StatusOr<Json> model = ReadRunModel(at.output_dir);
+  if (!model.ok()) return absl::OkStatus();  // a directory from before run.json
   const std::vector<std::string> diff =
       ModelDifferences(*model, DescribeModel(net.variables(), job.optimizer.name),
                        "in the checkpoint", "in these flags");
@@ -79,14 +76,10 @@ absl::StatusOr<LoadedModel> LoadModel(const CheckpointAt& at, const model::JobSp
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
                            model::Network::Create(job.model, max_batch));
   PSTRAIN_RETURN_IF_ERROR(CheckModel(at, *net, job));
-  PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net->variables(), at.num_ps));
-  PSTRAIN_ASSIGN_OR_RETURN(train::LocalTables tables,
-                           train::LocalTables::Create(net->variables(), job.seed, nullptr));
   PSTRAIN_ASSIGN_OR_RETURN(
-      std::vector<float> params,
-      evaluator::LoadCheckpointParams(at.output_dir, at.step, placement, net->offsets(),
-                                      net->num_parameters(), &tables));
-  return LoadedModel{std::move(net), std::move(tables), std::move(params)};
+      evaluator::CheckpointValues values,
+      evaluator::LoadCheckpointValues(*net, job.seed, at.output_dir, at.step, at.num_ps));
+  return LoadedModel{std::move(net), std::move(values.tables), std::move(values.params)};
 }
 
 }  // namespace

@@ -20,14 +20,12 @@ std::string Rfc3339(absl::Time t) {
 
 absl::Status CheckRelaunch(const std::string& dir, const Json& model) {
   const std::string path = RunRecordPath(dir);
-  if (!std::filesystem::exists(path)) return absl::OkStatus();
-  PSTRAIN_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
-  auto run = ParseJson(text);
-  const Json* before = run.ok() ? FindMember(*run, "model") : nullptr;
-  if (before == nullptr || !before->is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(path, " does not parse or has no \"model\"; move it away to go on"));
+  absl::StatusOr<Json> before = ReadRunModel(dir);
+  if (before.status().code() == absl::StatusCode::kNotFound) return absl::OkStatus();
+  if (before.status().code() == absl::StatusCode::kDataLoss) {
+    return absl::DataLossError(absl::StrCat(before.status().message(), "; move it away to go on"));
   }
+  if (!before.ok()) return before.status();
   const std::vector<std::string> diff = ModelDifferences(*before, model, "on disk", "in this job");
   if (diff.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(

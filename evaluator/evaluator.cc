@@ -108,10 +108,9 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
   return params;
 }
 
-absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint64_t seed,
-                                                   const std::string& dir, int64_t step, int num_ps,
-                                                   const data::Dataset& test) {
-  const model::Network& net = backend.network();
+absl::StatusOr<CheckpointValues> LoadCheckpointValues(const model::Network& net, uint64_t seed,
+                                                      const std::string& dir, int64_t step,
+                                                      int num_ps) {
   // Read as the PS that wrote it placed the variables (a job restored onto
   // another number of PS writes with the new count).
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement, ComputePlacement(net.variables(), num_ps));
@@ -122,6 +121,17 @@ absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint
   PSTRAIN_ASSIGN_OR_RETURN(
       std::vector<float> params,
       LoadCheckpointParams(dir, step, placement, net.offsets(), net.num_parameters(), &tables));
+  return CheckpointValues{std::move(tables), std::move(params)};
+}
+
+absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint64_t seed,
+                                                   const std::string& dir, int64_t step, int num_ps,
+                                                   const data::Dataset& test) {
+  const model::Network& net = backend.network();
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues values,
+                           LoadCheckpointValues(net, seed, dir, step, num_ps));
+  const train::LocalTables& tables = values.tables;
+  const std::vector<float>& params = values.params;
   return model::EvaluateExamples(
       net.embeddings(),
       [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
@@ -136,11 +146,8 @@ absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint
 
 absl::Status CheckRunModel(const std::string& dir, const model::Network& net,
                            const model::JobSpec& job) {
-  auto text = ReadFile(dir + "/run.json");
-  if (!text.ok()) return absl::OkStatus();  // a run from before run.json
-  auto run = ParseJson(*text);
-  const Json* model = run.ok() ? FindMember(*run, "model") : nullptr;
-  if (model == nullptr) return absl::OkStatus();
+  absl::StatusOr<Json> model = ReadRunModel(dir);
+  if (!model.ok()) return absl::OkStatus();  // a run from before run.json
   const std::vector<std::string> diff = ModelDifferences(
       *model, DescribeModel(net.variables(), job.optimizer.name), "in the run", "here");
   if (diff.empty()) return absl::OkStatus();

@@ -58,6 +58,17 @@ absl::StatusOr<std::vector<float>> LoadCheckpointParams(const std::string& dir, 
                                                         int64_t num_parameters,
                                                         train::LocalTables* tables = nullptr);
 
+// Checkpoint `step` under `dir`, written by `num_ps` PS, in `net`'s layout:
+// the dense values flat (LoadCheckpointParams) and every embedding table,
+// rows the checkpoint lacks at their initial values from `seed`.
+struct CheckpointValues {
+  train::LocalTables tables;
+  std::vector<float> params;
+};
+absl::StatusOr<CheckpointValues> LoadCheckpointValues(const model::Network& net, uint64_t seed,
+                                                      const std::string& dir, int64_t step,
+                                                      int num_ps);
+
 // Scores checkpoint `step` under `dir`, written by `num_ps` PS, on `test`
 // with `backend`'s network (embedding rows the checkpoint lacks take their
 // initial values from `seed`). LoadCheckpointParams's errors.

@@ -1,6 +1,7 @@
 #include "job/job_description.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "data/input.h"
 #include "model/network.h"
@@ -113,6 +115,20 @@ Json DescribeJob(const model::JobSpec& job) {
     j["l2"] = Num(opt.l2);
   }
   return j;
+}
+
+absl::StatusOr<Json> ReadRunModel(const std::string& dir) {
+  const std::string path = dir + "/run.json";
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("no run.json in ", dir));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  auto run = ParseJson(text);
+  const Json* model = run.ok() ? FindMember(*run, "model") : nullptr;
+  if (model == nullptr || !model->is_object()) {
+    return absl::DataLossError(absl::StrCat(path, " does not parse or has no \"model\""));
+  }
+  return *model;
 }
 
 absl::StatusOr<Json> DescribeJobAndModel(const model::JobSpec& job) {

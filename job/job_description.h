@@ -30,6 +30,12 @@ Json DescribeModel(const std::vector<VariableDef>& variables, const std::string&
 // "consistency", "checkpoint_secs", "data_dir", ...
 Json DescribeJob(const model::JobSpec& job);
 
+// The model <dir>/run.json records (its "model": DescribeModel's form;
+// coordinator/run_record.h writes the file). NotFound when there is no
+// run.json; DataLoss naming the file when it does not parse or has no
+// "model"; ReadFile's other errors.
+absl::StatusOr<Json> ReadRunModel(const std::string& dir);
+
 // {"job": DescribeJob(job), "model": DescribeModel of job's network}: what
 // a task sends the chief to compare (coordinator/coordinator.h). Errors of
 // building the network from job.model.
