@@ -7,12 +7,15 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "cli/build_info.h"
 #include "cli/npz_writer.h"
+#include "cli/onnx_writer.h"
 #include "common/checkpoint_layout.h"
 #include "common/exit_codes.h"
 #include "common/file_util.h"
@@ -263,19 +266,31 @@ int ExportMain(CliArgs& args) {
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "export"));
     PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
-    PSTRAIN_ASSIGN_OR_RETURN(std::string format, args.GetString("format", "npz"));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string format, args.GetString("format", ""));
     PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
     PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
-    if (format != "npz") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--format=", format, ": npz is the format written (NumPy's .npz)"));
+    if (out_path.empty()) return absl::InvalidArgumentError("--out=FILE.npz|FILE.onnx is needed");
+    // The format: as given, else from the file's name.
+    if (format.empty()) format = absl::EndsWith(out_path, ".onnx") ? "onnx" : "npz";
+    if (format != "npz" && format != "onnx") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--format=", format, ": the formats written are npz (NumPy's .npz) and onnx"));
     }
-    if (out_path.empty()) return absl::InvalidArgumentError("--out=FILE.npz is needed");
     PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
     PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1));
     const model::Network* net = loaded.net.get();
     const std::vector<float>& params = loaded.params;
     const train::LocalTables& tables = loaded.tables;
+    if (format == "onnx") {
+      PSTRAIN_ASSIGN_OR_RETURN(
+          std::string bytes,
+          OnnxModelBytes(job.model, net->variables(), net->offsets(), params, kPstrainVersion));
+      PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
+      return absl::StrFormat(
+          "wrote the model of the checkpoint at step %d to %s (ONNX, opset 13: input \"input\" "
+          "[batch, %d], outputs \"logits\" and \"probabilities\")\n",
+          at.step, out_path, job.model.input_dim);
+    }
     std::vector<NpzArray> arrays;
     int64_t floats = 0;
     for (size_t v = 0; v < net->variables().size(); ++v) {

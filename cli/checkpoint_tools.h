@@ -3,7 +3,7 @@
 //   pstrain inspect DIR [--json]
 //   pstrain evaluate --checkpoint DIR [job flags]
 //   pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]
-//   pstrain export --checkpoint DIR --out FILE.npz [job flags]
+//   pstrain export --checkpoint DIR --out FILE.npz|FILE.onnx [job flags]
 // DIR is a job's output directory (the checkpoint its index names, else
 // the newest complete one) or one ckpt-<step> directory in it.
 #ifndef PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
@@ -48,12 +48,13 @@ int EvaluateMain(CliArgs& args);
 // model checks as evaluate. Returns the exit code.
 int PredictMain(CliArgs& args);
 
-// `pstrain export --checkpoint DIR --out FILE.npz [job flags]`: the
-// checkpoint's model for other tools, as NumPy's .npz: one float32 array
-// per variable, named as the model names it (dense_0/kernel [784, 128],
-// dense_0/bias [128], ...; an embedding table whole, [vocabulary, dim],
-// rows never trained at their initial values). The same model checks as
-// evaluate. Returns the exit code.
+// `pstrain export --checkpoint DIR --out FILE [--format=npz|onnx] [job
+// flags]`: the checkpoint's model for other tools (the format from FILE's
+// name unless given). NumPy's .npz: one float32 array per variable, named
+// as the model names it (dense_0/kernel [784, 128], dense_0/bias [128],
+// ...; an embedding table whole, [vocabulary, dim], rows never trained at
+// their initial values). ONNX: cli/onnx_writer.h (no embedding tables).
+// The same model checks as evaluate. Returns the exit code.
 int ExportMain(CliArgs& args);
 
 }  // namespace pstrain

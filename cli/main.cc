@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,7 @@
 #include "common/exit_codes.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/signals.h"
 #include "common/tf_config.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
@@ -65,8 +67,9 @@ constexpr char kUsage[] =
     "  pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]\n"
     "                               each example's prediction and probabilities (CSV\n"
     "                               for FILE.csv, else JSON lines)\n"
-    "  pstrain export --checkpoint DIR --out FILE.npz [job flags]\n"
-    "                               the model as NumPy's .npz, an array per variable\n"
+    "  pstrain export --checkpoint DIR --out FILE.npz|FILE.onnx [--format=npz|onnx]\n"
+    "                  [job flags]  the model as NumPy's .npz (an array per variable)\n"
+    "                               or as ONNX (opset 13)\n"
     "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
@@ -243,12 +246,12 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   auto job = pstrain::JobSpecFromFlags(args);
   // A local run in a cloud container writes where the platform collects
   // outputs, as the cluster's tasks would.
-  std::string environment;
+  pstrain::TfConfig cfg;
   if (tf_config != nullptr) {
-    auto cfg = pstrain::ParseTfConfig(tf_config);
-    if (cfg.ok()) environment = cfg->environment;
+    auto parsed = pstrain::ParseTfConfig(tf_config);
+    if (parsed.ok()) cfg = *parsed;
   }
-  auto output_dir = pstrain::OutputDirFromFlags(args, environment);
+  auto output_dir = pstrain::OutputDirFromFlags(args, cfg.environment);
   absl::Status s = local.status();
   if (s.ok()) s = job.status();
   if (s.ok()) s = output_dir.status();
@@ -262,19 +265,34 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
     return pstrain::ExitCodeFor(s);
   }
-  auto result = pstrain::train::RunLocal(*job, 400, *output_dir);
+  // SIGTERM or SIGINT: the run checkpoints the step it reached and stops.
+  static std::atomic<int> stop{0};
+  pstrain::WatchStopSignals([](int signo) { stop.store(signo); });
+  pstrain::train::LocalOptions options;
+  options.output_dir = *output_dir;
+  options.run = pstrain::RunInfo(args, cfg);
+  options.stop = &stop;
+  auto result = pstrain::train::RunLocal(*job, options);
   if (!result.ok()) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
     return pstrain::ExitCodeFor(result.status());
+  }
+  if (result->stopped_by != 0) {
+    std::printf("stopped by signal %d at step %d; checkpointed in %s, where a rerun resumes\n",
+                result->stopped_by, static_cast<int>(result->steps), output_dir->c_str());
+    return 128 + result->stopped_by;
   }
   std::printf(
       "test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
       "(%d steps in %.1f s)\ninput: %.1f s to load; training waited for input %.2f%% of the "
       "time\n",
       result->test_accuracy, result->test_loss, result->examples_per_sec,
-      static_cast<int>(result->steps), result->train_seconds, result->load_seconds,
+      static_cast<int>(result->steps - std::min(result->resumed_step, result->steps)),
+      result->train_seconds, result->load_seconds,
       100.0 * result->input_wait_seconds / std::max(result->train_seconds, 1e-9));
   if (result->test_auc.has_value()) std::printf("test auc: %.4f\n", *result->test_auc);
+  std::printf("checkpoint, metrics and summaries: %s (final_metrics.json, ckpt-%d/)\n",
+              output_dir->c_str(), static_cast<int>(result->steps));
   return pstrain::kExitOk;
 }
 

@@ -16,9 +16,9 @@
 #include "common/signals.h"
 #include "common/status_macros.h"
 #include "coordinator/checkpointer.h"
-#include "coordinator/run_record.h"
 #include "data/dataset.h"
 #include "data/input.h"
+#include "job/run_record.h"
 #include "model/embeddings.h"
 #include "train/replica.h"
 
@@ -569,12 +569,7 @@ absl::StatusOr<Json> ChiefDuties::ScoreFinal(const data::Dataset& test) {
           [&](const float* in, const int32_t* labels, int n) {
             return mlp_->Evaluate(params.data(), in, labels, n);
           }));
-  Json metrics = Json::object();
-  metrics["test_accuracy"] = r.accuracy();
-  metrics["test_loss"] = r.mean_loss();
-  if (r.has_auc()) metrics["test_auc"] = r.Auc();
-  metrics["test_examples"] = r.count;
-  metrics["global_step"] = step;
+  Json metrics = DescribeScore(r, step);
   metrics["schedule"] = ScheduleKey();
   Json replicas = Json::array();
   // The job's throughput: every replica's examples over the wall time from

@@ -1,7 +1,7 @@
 // What the task with chief duties does for a job (the chief, or worker 0 when
 // the cluster has no chief):
 //   Start():  refuse an output_dir whose run.json is of another model (its
-//             variables, shapes or optimizer; coordinator/run_record.h),
+//             variables, shapes or optimizer; job/run_record.h),
 //             changing nothing there; read the test split (a data error
 //             fails here, before anything is written); record this launch
 //             in run.json;

@@ -25,6 +25,8 @@ PACKAGES=(
   python3                  # tests/count_results.py counts the test reports
   python3-yaml             # deploy/manifests_test.py reads the deployment files
   python3-numpy            # tests/export_test.py reads an exported model
+  libonnx-dev              # ONNX's protocol buffers: `pstrain export --format=onnx`
+  python3-onnx             # tests/export_test.py checks the ONNX file
   nlohmann-json3-dev       # JSON (TF_CONFIG, metrics, checkpoint index)
 )
 

@@ -76,7 +76,7 @@ absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint
                                                    const std::string& dir, int64_t step, int num_ps,
                                                    const data::Dataset& test);
 
-// OK when `dir` holds no run.json (coordinator/run_record.h) or one whose
+// OK when `dir` holds no run.json (job/run_record.h) or one whose
 // model is `net`'s with `job`'s optimizer; else FailedPrecondition naming
 // each difference (an evaluator given other job flags than the chief).
 absl::Status CheckRunModel(const std::string& dir, const model::Network& net,

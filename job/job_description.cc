@@ -117,6 +117,16 @@ Json DescribeJob(const model::JobSpec& job) {
   return j;
 }
 
+Json DescribeScore(const model::BatchResult& score, int64_t global_step) {
+  Json out = Json::object();
+  out["test_accuracy"] = score.accuracy();
+  out["test_loss"] = score.mean_loss();
+  if (score.has_auc()) out["test_auc"] = score.Auc();
+  out["test_examples"] = score.count;
+  out["global_step"] = global_step;
+  return out;
+}
+
 absl::StatusOr<Json> ReadRunModel(const std::string& dir) {
   const std::string path = dir + "/run.json";
   if (!std::filesystem::exists(path)) {

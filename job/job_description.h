@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/placement.h"
 #include "model/job_spec.h"
+#include "model/network.h"
 
 namespace pstrain {
 
@@ -30,8 +31,13 @@ Json DescribeModel(const std::vector<VariableDef>& variables, const std::string&
 // "consistency", "checkpoint_secs", "data_dir", ...
 Json DescribeJob(const model::JobSpec& job);
 
+// A test-set score as final_metrics.json opens: {"test_accuracy",
+// "test_loss", "test_auc" (binary labels only), "test_examples",
+// "global_step": the step of the values scored}.
+Json DescribeScore(const model::BatchResult& score, int64_t global_step);
+
 // The model <dir>/run.json records (its "model": DescribeModel's form;
-// coordinator/run_record.h writes the file). NotFound when there is no
+// job/run_record.h writes the file). NotFound when there is no
 // run.json; DataLoss naming the file when it does not parse or has no
 // "model"; ReadFile's other errors.
 absl::StatusOr<Json> ReadRunModel(const std::string& dir);

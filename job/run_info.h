@@ -1,4 +1,4 @@
-// What a run's record (<output_dir>/run.json, coordinator/run_record.h) says
+// What a run's record (<output_dir>/run.json, job/run_record.h) says
 // about the task that launched it: the binary's version and commit, the
 // flags as given, the cluster, and the model config file's text. Main-layer
 // code only.

@@ -681,7 +681,8 @@ TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
 
 TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
   const std::string out = TmpDir("local");
-  RunResult r = RunPstrain({"train", "--local", "--epochs=1"}, "", out + "/local.txt");
+  RunResult r = RunPstrain({"train", "--local", "--output_dir=" + out + "/local0", "--epochs=1"},
+                           "", out + "/local.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("local: step 1875/1875 - loss "));
   const size_t at = r.output.find("test accuracy: ");
@@ -692,25 +693,111 @@ TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
   EXPECT_EQ(bad.output,
             "pstrain train: pstrain train runs only --local; a cluster job starts with pstrain "
             "launch or from TF_CONFIG\n");
+  // The run directory is a cluster's: run.json, the final checkpoint, the
+  // metrics, which the checkpoint commands read as they read a cluster's.
+  const std::string run = out + "/local0";
+  ASSERT_OK_AND_ASSIGN(CheckpointIndex index, ReadCheckpointIndex(run));
+  EXPECT_EQ(index.step, 1875);
+  EXPECT_TRUE(index.final);
+  EXPECT_TRUE(std::filesystem::exists(ShardPath(run, 1875, 0, 1)));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(run + "/final_metrics.json"));
+  ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+  EXPECT_EQ(metrics["global_step"].get<int64_t>(), 1875);
+  EXPECT_EQ(metrics["examples"].get<int64_t>(), 60000);
+  EXPECT_EQ(metrics["job"]["epochs"].get<int64_t>(), 1);
+  const double accuracy = metrics["test_accuracy"].get<double>();
+  EXPECT_THAT(r.output, HasSubstr(absl::StrFormat("test accuracy: %.4f\n", accuracy)));
+  ASSERT_OK_AND_ASSIGN(text, ReadFile(run + "/run.json"));
+  ASSERT_OK_AND_ASSIGN(Json record, ParseJson(text));
+  EXPECT_EQ(record["outcome"].get<std::string>(), "ok");
+  EXPECT_EQ(record["model"]["variables"][0]["name"].get<std::string>(), "dense_0/kernel");
+  RunResult evaluate = RunPstrain({"evaluate", "--checkpoint", run}, "", out + "/evaluate.txt");
+  ASSERT_EQ(evaluate.code, 0) << evaluate.output;
+  EXPECT_THAT(evaluate.output,
+              HasSubstr(absl::StrFormat("accuracy %.4f on 10000 test examples", accuracy)));
+}
+
+// Stopped by SIGTERM, train --local checkpoints the step it reached and
+// exits 143; run again, it resumes there (its data where it left off) and
+// ends with the very model an uninterrupted run trains. A relaunch of
+// another model into the directory is refused with every file left as it is.
+TEST(ClusterTest, TrainLocalCheckpointsOnSigtermAndResumesToTheSameModel) {
+  const std::string out = TmpDir("local_sigterm");
+  const std::vector<std::string> flags = {"--epochs=4", "--optimizer=adam", "--learning_rate=0.001",
+                                          "--hidden=64"};
+  SpawnOptions o;
+  o.argv = {Pstrain(), "train", "--local", "--output_dir=" + out + "/run"};
+  o.argv.insert(o.argv.end(), flags.begin(), flags.end());
+  o.log_path = out + "/first.txt";
+  ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return ReadFile(o.log_path).value_or("").find("step 400/") != std::string::npos; },
+      absl::Seconds(120)));
+  SignalChild(pid, SIGTERM);
+  auto exit = WaitChild(pid, absl::Seconds(60));
+  ASSERT_TRUE(exit.has_value());
+  const std::string first = ReadFile(o.log_path).value_or("");
+  ASSERT_EQ(exit->code, 143) << first;
+  ASSERT_OK_AND_ASSIGN(CheckpointIndex index, ReadCheckpointIndex(out + "/run"));
+  EXPECT_FALSE(index.final);
+  EXPECT_GE(index.step, 400);
+  EXPECT_LT(index.step, 7500);
+  EXPECT_THAT(first, HasSubstr(absl::StrCat("stopped by signal 15 at step ", index.step,
+                                            "; checkpointed in ", out, "/run")));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/run/run.json"));
+  EXPECT_THAT(text, HasSubstr("stopped by signal 15 at step"));
+
+  std::vector<std::string> again = {"train", "--local", "--output_dir=" + out + "/run"};
+  again.insert(again.end(), flags.begin(), flags.end());
+  RunResult resumed = RunPstrain(again, "", out + "/resumed.txt");
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_THAT(resumed.output, HasSubstr(absl::StrCat("resuming from the checkpoint at step ",
+                                                     index.step, " in ", out, "/run")));
+  std::vector<std::string> whole = {"train", "--local", "--output_dir=" + out + "/whole"};
+  whole.insert(whole.end(), flags.begin(), flags.end());
+  RunResult uninterrupted = RunPstrain(whole, "", out + "/whole.txt");
+  ASSERT_EQ(uninterrupted.code, 0) << uninterrupted.output;
+  ASSERT_OK_AND_ASSIGN(Json a, ParseJson(ReadFile(out + "/run/final_metrics.json").value_or("")));
+  ASSERT_OK_AND_ASSIGN(Json b, ParseJson(ReadFile(out + "/whole/final_metrics.json").value_or("")));
+  EXPECT_EQ(a["global_step"].get<int64_t>(), 7500);
+  EXPECT_EQ(a["resumed_from_step"].get<int64_t>(), index.step);
+  EXPECT_EQ(a["test_loss"].get<double>(), b["test_loss"].get<double>());
+  EXPECT_EQ(a["test_accuracy"].get<double>(), b["test_accuracy"].get<double>());
+  ASSERT_OK_AND_ASSIGN(std::string resumed_shard, ReadFile(ShardPath(out + "/run", 7500, 0, 1)));
+  ASSERT_OK_AND_ASSIGN(std::string whole_shard, ReadFile(ShardPath(out + "/whole", 7500, 0, 1)));
+  EXPECT_TRUE(resumed_shard == whole_shard) << "the checkpoints differ";
+
+  // Another model: refused before anything changes.
+  const std::string before = ReadFile(out + "/run/run.json").value_or("");
+  RunResult other =
+      RunPstrain({"train", "--local", "--output_dir=" + out + "/run", "--epochs=4", "--hidden=32"},
+                 "", out + "/other.txt");
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_THAT(other.output, HasSubstr("holds a run of another model"));
+  EXPECT_THAT(other.output, HasSubstr("optimizer: adam on disk, sgd in this job"));
+  EXPECT_EQ(ReadFile(out + "/run/run.json").value_or(""), before);
+  EXPECT_EQ(ReadFile(ShardPath(out + "/run", 7500, 0, 1)).value_or(""), resumed_shard);
 }
 
 TEST(ClusterTest, TrainLocalWithTheGuideModelConfig) {
   const std::string out = TmpDir("local_config");
-  RunResult r = RunPstrain(
-      {"train", "--local", "--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=1"}, "",
-      out + "/local.txt");
+  RunResult r = RunPstrain({"train", "--local", "--output_dir=" + out + "/local1",
+                            "--model_config=configs/fashion_mnist_mlp.pbtxt", "--epochs=1"},
+                           "", out + "/local.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   const size_t at = r.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.83) << r.output;
-  RunResult cuda =
-      RunPstrain({"train", "--local", "--device=cuda", "--max_steps=5"}, "", out + "/cuda.txt");
+  RunResult cuda = RunPstrain(
+      {"train", "--local", "--output_dir=" + out + "/local2", "--device=cuda", "--max_steps=5"}, "",
+      out + "/cuda.txt");
   if (cuda.code != 0) {  // no usable device here: a clear error, no fallback
     EXPECT_THAT(cuda.output, HasSubstr("pstrain train: ")) << cuda.output;
     EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA"))) << cuda.output;
   }
-  RunResult bad = RunPstrain({"train", "--local", "--model_config=" + out + "/none.pbtxt"}, "",
-                             out + "/bad.txt");
+  RunResult bad = RunPstrain({"train", "--local", "--output_dir=" + out + "/local3",
+                              "--model_config=" + out + "/none.pbtxt"},
+                             "", out + "/bad.txt");
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_THAT(bad.output, HasSubstr("none.pbtxt"));
 }
@@ -745,16 +832,17 @@ TEST(ClusterTest, EmbeddingBagModelTrainsItsTableOnThePs) {
     EXPECT_THAT(shard, HasSubstr("pixels/embeddings")) << ps;
   }
 
-  RunResult local = RunPstrain(
-      {"train", "--local", "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1"}, "",
-      out + "/local.txt");
+  RunResult local = RunPstrain({"train", "--local", "--output_dir=" + out + "/local4",
+                                "--model_config=configs/fashion_mnist_bag.pbtxt", "--epochs=1"},
+                               "", out + "/local.txt");
   ASSERT_EQ(local.code, 0) << local.output;
   const size_t at = local.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << local.output;
   EXPECT_GE(std::stod(local.output.substr(at + 15)), 0.80) << local.output;
-  RunResult cuda = RunPstrain({"train", "--local", "--device=cuda",
-                               "--model_config=configs/fashion_mnist_bag.pbtxt", "--max_steps=5"},
-                              "", out + "/cuda.txt");
+  RunResult cuda =
+      RunPstrain({"train", "--local", "--output_dir=" + out + "/local5", "--device=cuda",
+                  "--model_config=configs/fashion_mnist_bag.pbtxt", "--max_steps=5"},
+                 "", out + "/cuda.txt");
   if (cuda.code != 0) {  // no usable device here: a clear error, no fallback
     EXPECT_THAT(cuda.output, ::testing::AnyOf(HasSubstr("cuda"), HasSubstr("CUDA"))) << cuda.output;
   }
@@ -823,8 +911,9 @@ TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
     EXPECT_THAT(shard, HasSubstr("embedding/embeddings")) << ps;
   }
 
-  RunResult local =
-      RunPstrain({"train", "--local", config, data_dir, "--epochs=3"}, "", out + "/local.txt");
+  RunResult local = RunPstrain(
+      {"train", "--local", "--output_dir=" + out + "/local6", config, data_dir, "--epochs=3"}, "",
+      out + "/local.txt");
   ASSERT_EQ(local.code, 0) << local.output;
   const size_t at = local.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << local.output;
@@ -1147,7 +1236,8 @@ TEST(ClusterTest, EveryCommandAnswersHelpAndRefusesStrayArguments) {
   EXPECT_EQ(r.output,
             "pstrain launch: unexpected argument \"extra\" (flags start with --; `pstrain launch "
             "--help` lists them)\n");
-  r = RunPstrain({"train", "--local", "--modle_config=x"}, "", out + "/h.txt");
+  r = RunPstrain({"train", "--local", "--output_dir=" + out + "/local7", "--modle_config=x"}, "",
+                 out + "/h.txt");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output,
             "pstrain train: unknown flag --modle_config (did you mean --model_config?)\n");

@@ -90,6 +90,38 @@ absl::Status LocalTable::Set(int64_t id, const float* values) {
   return absl::OkStatus();
 }
 
+int LocalTable::num_slots() const { return optimizer_ ? optimizer_->num_slots() : 0; }
+
+LocalTable::StoredRows LocalTable::Stored() const {
+  StoredRows rows;
+  rows.ids.resize(updates_.size());
+  for (const auto& [id, row] : row_of_) rows.ids[row] = id;
+  rows.data = absl::MakeConstSpan(data_);
+  rows.updates = absl::MakeConstSpan(updates_);
+  return rows;
+}
+
+absl::Status LocalTable::Restore(absl::Span<const int64_t> ids, absl::Span<const float> data,
+                                 absl::Span<const int64_t> updates) {
+  if (data.size() != ids.size() * static_cast<size_t>(stride_) || updates.size() != ids.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": ", ids.size(), " rows with ", data.size(), " floats and ",
+                     updates.size(), " update counts, expected ", stride_, " floats (", dim_,
+                     " values and ", num_slots(), " optimizer slots) and one count a row"));
+  }
+  if (absl::Status s = CheckIds(ids); !s.ok()) return s;
+  absl::flat_hash_map<int64_t, int64_t> row_of;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (!row_of.try_emplace(ids[r], static_cast<int64_t>(r)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(name_, ": row id ", ids[r], " appears twice"));
+    }
+  }
+  row_of_ = std::move(row_of);
+  data_.assign(data.begin(), data.end());
+  updates_.assign(updates.begin(), updates.end());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LocalTables> LocalTables::Create(const std::vector<VariableDef>& variables,
                                                 uint64_t seed, const OptimizerSpec* optimizer) {
   LocalTables out;

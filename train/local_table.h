@@ -52,6 +52,28 @@ class LocalTable {
   // InvalidArgument for an id out of range.
   absl::Status Set(int64_t id, const float* values);
 
+  // Optimizer slots each row keeps (0 for a read-only table).
+  int num_slots() const;
+  // Floats a row is stored as, and checkpointed as (a PS's table record,
+  // checkpoint/checkpoint_shard.h): its dim values, then each slot's dim.
+  int64_t stride() const { return stride_; }
+
+  // The rows created so far, in the order they were made: their ids, their
+  // stored floats (stride() each) and their update counts. Valid until the
+  // table next changes.
+  struct StoredRows {
+    std::vector<int64_t> ids;
+    absl::Span<const float> data;
+    absl::Span<const int64_t> updates;
+  };
+  StoredRows Stored() const;
+
+  // Replaces every row with `ids`' (a checkpoint's): stride() floats each in
+  // `data`, one update count each in `updates`. InvalidArgument (the table
+  // unchanged) for sizes that disagree, an id out of range or repeated.
+  absl::Status Restore(absl::Span<const int64_t> ids, absl::Span<const float> data,
+                       absl::Span<const int64_t> updates);
+
  private:
   LocalTable(const VariableDef& table, uint64_t seed, optim::Initializer init,
              std::unique_ptr<optim::Optimizer> optimizer);

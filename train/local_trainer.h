@@ -5,19 +5,21 @@
 #ifndef PSTRAIN_TRAIN_LOCAL_TRAINER_H_
 #define PSTRAIN_TRAIN_LOCAL_TRAINER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/json.h"
 #include "model/job_spec.h"
 #include "train/local_table.h"
 
 namespace pstrain::train {
 
 struct LocalResult {
-  int64_t steps = 0;
+  int64_t steps = 0;  // the step reached (counted from the run's start, resumes included)
   double train_seconds = 0;
   double examples_per_sec = 0;
   double test_accuracy = 0;
@@ -31,18 +33,45 @@ struct LocalResult {
   // The test accuracy after each full epoch (as Keras's validation_data),
   // when the job runs by epochs; not counted in train_seconds.
   std::vector<double> epoch_test_accuracy;
+  // The step the run started from: 0, or the checkpoint it resumed.
+  int64_t resumed_step = 0;
+  // The signal that stopped the run before its end (options.stop), or 0.
+  int stopped_by = 0;
   std::vector<float> params;  // the trained values, flat (model::Network's layout)
   LocalTables tables;         // the trained embedding tables
 };
 
+struct LocalOptions {
+  // A progress line (and, with an output directory, a summary) every so many steps.
+  int log_every_steps = 400;
+  // Where the run's files go, laid out as a cluster's chief lays them out:
+  // run.json (job/run_record.h), checkpoints every job.checkpoint_every_secs
+  // or _steps and at the end (train/local_checkpoint.h), final_metrics.json,
+  // TensorBoard event files and JSON lines in train/ and eval/
+  // (common/event_file.h). Empty: nothing is written.
+  std::string output_dir;
+  // What run.json records of the command line (job/run_info.h); the job's
+  // settings and model are added here.
+  Json run = Json::object();
+  // Set to a signal's number to stop: the run checkpoints the step it has
+  // reached and returns with `stopped_by` set. Null: runs to the end.
+  const std::atomic<int>* stop = nullptr;
+};
+
 // Trains job.epochs (or job.max_steps) over the whole training set, then
 // scores the test set (and after each epoch, logging "epoch E/N: test
-// accuracy ..."). Logs Keras-like progress lines every `log_every_steps`. Errors for bad data, a
-// bad model or optimizer. When `summary_dir` is not empty, the progress scalars go to TensorBoard
-// event files and JSON lines in <summary_dir>/train, and the test loss and
-// accuracy in <summary_dir>/eval (common/event_file.h).
-absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400,
-                                     const std::string& summary_dir = "");
+// accuracy ..."). Logs Keras-like progress lines. Errors for bad data, a bad
+// model or optimizer.
+//
+// With an output directory: a directory whose run.json is of another model
+// is refused before anything in it changes (FailedPrecondition naming each
+// difference); one holding checkpoints resumes from the newest (a cluster's
+// included), its data where that step left it; a run already at its last step
+// is scored again. The test split is read before anything is written.
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptions& options);
+
+// RunLocal writing nothing.
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps = 400);
 
 }  // namespace pstrain::train
 

@@ -1,4 +1,4 @@
-#include "coordinator/run_record.h"
+#include "job/run_record.h"
 
 #include <filesystem>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "common/status_macros.h"
 #include "job/job_description.h"
 
-namespace pstrain::coordinator {
+namespace pstrain {
 
 std::string RunRecordPath(const std::string& dir) { return dir + "/run.json"; }
 
@@ -64,4 +64,4 @@ absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, ab
   return WriteFileAtomically(path, run.dump(2) + "\n");
 }
 
-}  // namespace pstrain::coordinator
+}  // namespace pstrain

@@ -16,8 +16,8 @@
 // shapes or optimizer) is refused before anything in the directory changes:
 // its checkpoints belong to the other model, are not damaged, and stay.
 // Stateless; thread-compatible.
-#ifndef PSTRAIN_COORDINATOR_RUN_RECORD_H_
-#define PSTRAIN_COORDINATOR_RUN_RECORD_H_
+#ifndef PSTRAIN_JOB_RUN_RECORD_H_
+#define PSTRAIN_JOB_RUN_RECORD_H_
 
 #include <string>
 #include <vector>
@@ -27,7 +27,7 @@
 #include "common/json.h"
 #include "job/job_description.h"
 
-namespace pstrain::coordinator {
+namespace pstrain {
 
 // "run.json" under `dir`.
 std::string RunRecordPath(const std::string& dir);
@@ -52,6 +52,6 @@ absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, ab
 // RFC 3339 in UTC, to the second: "2026-11-27T01:02:03Z".
 std::string Rfc3339(absl::Time t);
 
-}  // namespace pstrain::coordinator
+}  // namespace pstrain
 
-#endif  // PSTRAIN_COORDINATOR_RUN_RECORD_H_
+#endif  // PSTRAIN_JOB_RUN_RECORD_H_

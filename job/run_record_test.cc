@@ -1,4 +1,4 @@
-#include "coordinator/run_record.h"
+#include "job/run_record.h"
 
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace pstrain::coordinator {
+namespace pstrain {
 namespace {
 
 using ::testing::HasSubstr;
@@ -74,4 +74,4 @@ TEST(RunRecordTest, LaunchesAreCountedAndTheEndIsRecorded) {
 }
 
 }  // namespace
-}  // namespace pstrain::coordinator
+}  // namespace pstrain

@@ -1,0 +1,239 @@
+#include "cli/onnx_writer.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "model/layers.h"
+#include "onnx/onnx_pb.h"  // with ONNX_ML: onnx-ml.pb.h, the one Debian ships
+
+namespace pstrain {
+namespace {
+
+using model::Shape;
+
+// A graph under construction: names each value it adds.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(onnx::GraphProto* graph) : graph_(graph) {}
+
+  // A node of `op` over `inputs`; returns its (one) output's name.
+  onnx::NodeProto* Node(const std::string& op, const std::vector<std::string>& inputs,
+                        std::string* output) {
+    onnx::NodeProto* node = graph_->add_node();
+    node->set_op_type(op);
+    node->set_name(absl::StrCat(op, "_", graph_->node_size()));
+    for (const std::string& in : inputs) node->add_input(in);
+    *output = absl::StrCat(op, "_", graph_->node_size(), "_out");
+    node->add_output(*output);
+    return node;
+  }
+
+  std::string Add(const std::string& op, const std::vector<std::string>& inputs) {
+    std::string out;
+    Node(op, inputs, &out);
+    return out;
+  }
+
+  // A float initializer `name` of `dims` from `values`.
+  std::string Floats(const std::string& name, const Shape& dims, const float* values) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    t->set_raw_data(reinterpret_cast<const char*>(values), n * sizeof(float));
+    return name;
+  }
+
+  // An int64 initializer (shapes, axes).
+  std::string Ints(const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(absl::StrCat("const_", ++constants_));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+    return t->name();
+  }
+
+  // [batch, shape...]: the batch dimension kept (0 in Reshape copies it).
+  std::string Reshape(const std::string& in, const Shape& shape) {
+    std::vector<int64_t> dims = {0};
+    dims.insert(dims.end(), shape.begin(), shape.end());
+    return Add("Reshape", {in, Ints(dims)});
+  }
+
+  std::string Transpose(const std::string& in, const std::vector<int64_t>& perm) {
+    std::string out;
+    onnx::AttributeProto* a = Node("Transpose", {in}, &out)->add_attribute();
+    a->set_name("perm");
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t p : perm) a->add_ints(p);
+    return out;
+  }
+
+ private:
+  onnx::GraphProto* graph_;
+  int constants_ = 0;
+};
+
+void SetInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
+void SetString(onnx::NodeProto* node, const std::string& name, const std::string& value) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(value);
+}
+
+void SetInt(onnx::NodeProto* node, const std::string& name, int64_t value) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+// A float tensor value [batch, dims...] named `name`.
+void DescribeValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
+                                           const std::vector<VariableDef>& variables,
+                                           const std::vector<int64_t>& offsets,
+                                           const std::vector<float>& params,
+                                           const std::string& producer_version) {
+  if (!spec.embeddings.empty()) {
+    return absl::InvalidArgumentError(
+        "this model reads embedding tables, whose lookups ONNX export does not write yet; "
+        "--format=npz writes every variable, its tables included");
+  }
+  std::map<std::string, size_t> index;
+  for (size_t v = 0; v < variables.size(); ++v) index[variables[v].name] = v;
+  // Variable `name` of `elements` floats, or an error naming it.
+  auto values_of = [&](const std::string& name, int64_t elements) -> absl::StatusOr<const float*> {
+    auto it = index.find(name);
+    if (it == index.end() || variables[it->second].elements() != elements ||
+        offsets[it->second] + elements > static_cast<int64_t>(params.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model has no variable ", name, " of ", elements, " values"));
+    }
+    return params.data() + offsets[it->second];
+  };
+
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.set_producer_name("pstrain");
+  model.set_producer_version(producer_version);
+  model.add_opset_import()->set_version(13);
+  onnx::GraphProto* graph = model.mutable_graph();
+  graph->set_name("pstrain_model");
+  GraphBuilder g(graph);
+  DescribeValue(graph->add_input(), "input", {spec.input_dim});
+  Shape shape = spec.input_shape.empty() ? Shape{spec.input_dim} : spec.input_shape;
+  std::string x = "input";
+  if (shape.size() > 1) x = g.Reshape(x, shape);
+  for (const model::LayerSpec& layer : spec.layers) {
+    PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShape(layer, shape));
+    const std::vector<Shape> var_shapes = model::LayerVariableShapes(layer, shape);
+    switch (layer.kind) {
+      case model::LayerKind::kDense: {
+        const Shape& k = var_shapes[0];
+        PSTRAIN_ASSIGN_OR_RETURN(const float* kernel,
+                                 values_of(layer.name + "/kernel", k[0] * k[1]));
+        PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values_of(layer.name + "/bias", k[1]));
+        x = g.Add("MatMul", {x, g.Floats(layer.name + "/kernel", k, kernel)});
+        x = g.Add("Add", {x, g.Floats(layer.name + "/bias", {k[1]}, bias)});
+        if (layer.relu) x = g.Add("Relu", {x});
+        break;
+      }
+      case model::LayerKind::kConv1D:
+      case model::LayerKind::kConv2D:
+      case model::LayerKind::kMaxPool1D:
+      case model::LayerKind::kMaxPool2D: {
+        // Channels last ([h, w, c]; 1D: [1, t, c]) to NCHW and back.
+        const bool one_d = shape.size() == 2;
+        const Shape in3 = one_d ? Shape{1, shape[0], shape[1]} : shape;
+        const Shape out3 = one_d ? Shape{1, out[0], out[1]} : out;
+        std::string y = g.Transpose(one_d ? g.Reshape(x, in3) : x, {0, 3, 1, 2});
+        const bool conv =
+            layer.kind == model::LayerKind::kConv1D || layer.kind == model::LayerKind::kConv2D;
+        onnx::NodeProto* node;
+        if (conv) {
+          // Keras's [kh, kw, c_in, c_out] as ONNX's [c_out, c_in, kh, kw].
+          const int64_t kh = layer.window[0], kw = layer.window[1], cin = in3[2],
+                        cout = layer.units;
+          PSTRAIN_ASSIGN_OR_RETURN(const float* kernel,
+                                   values_of(layer.name + "/kernel", kh * kw * cin * cout));
+          PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values_of(layer.name + "/bias", cout));
+          std::vector<float> w(kh * kw * cin * cout);
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j)
+              for (int64_t c = 0; c < cin; ++c)
+                for (int64_t o = 0; o < cout; ++o)
+                  w[((o * cin + c) * kh + i) * kw + j] =
+                      kernel[((i * kw + j) * cin + c) * cout + o];
+          node = g.Node("Conv",
+                        {y, g.Floats(layer.name + "/kernel", {cout, cin, kh, kw}, w.data()),
+                         g.Floats(layer.name + "/bias", {cout}, bias)},
+                        &y);
+          SetInts(node, "kernel_shape", {kh, kw});
+        } else {
+          node = g.Node("MaxPool", {y}, &y);
+          SetInts(node, "kernel_shape", {layer.window[0], layer.window[1]});
+        }
+        SetInts(node, "strides", {layer.stride[0], layer.stride[1]});
+        // Keras's "same" puts the odd padding after: SAME_UPPER.
+        SetString(node, "auto_pad", layer.same_padding ? "SAME_UPPER" : "VALID");
+        if (conv && layer.relu) y = g.Add("Relu", {y});
+        y = g.Transpose(y, {0, 2, 3, 1});
+        x = one_d ? g.Reshape(y, out) : y;
+        break;
+      }
+      case model::LayerKind::kGlobalAveragePool1D: {
+        std::string y;
+        onnx::NodeProto* node = g.Node("ReduceMean", {x}, &y);
+        SetInts(node, "axes", {1});
+        SetInt(node, "keepdims", 0);
+        x = y;
+        break;
+      }
+      case model::LayerKind::kFlatten:
+        x = g.Reshape(x, {-1});
+        break;
+      case model::LayerKind::kDropout:
+        break;  // inference: the identity
+    }
+    shape = out;
+  }
+  // The logits, and the probabilities predict reports.
+  graph->mutable_node(graph->node_size() - 1)->set_output(0, "logits");
+  const std::string probabilities = spec.binary() ? "Sigmoid" : "Softmax";
+  std::string p;
+  onnx::NodeProto* last = g.Node(probabilities, {"logits"}, &p);
+  last->set_output(0, "probabilities");
+  if (!spec.binary()) SetInt(last, "axis", -1);
+  DescribeValue(graph->add_output(), "logits", shape);
+  DescribeValue(graph->add_output(), "probabilities", shape);
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) {
+    return absl::InternalError("the ONNX model does not serialize (over 2 GiB?)");
+  }
+  return bytes;
+}
+
+}  // namespace pstrain
