@@ -50,20 +50,28 @@ std::string JsonString(const std::string& s) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& dir,
+                                                               bool with_jsonl) {
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   char host[256] = "localhost";
   ::gethostname(host, sizeof(host) - 1);
   std::unique_ptr<EventWriter> w(new EventWriter);
-  w->path_ = absl::StrCat(dir, "/events.out.tfevents.",
-                          absl::ToUnixSeconds(absl::Now()), ".", host, ".", ::getpid());
+  const std::string base = absl::StrCat(
+      dir, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".", host, ".", ::getpid());
   w->jsonl_path_ = dir + "/scalars.jsonl";
-  w->events_ = std::fopen(w->path_.c_str(), "wb");
-  if (w->events_ == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot create ", w->path_, ": ", std::strerror(errno)));
+  // A writer opened in the same second by this process takes the next free
+  // name (".1", ".2", ...) rather than truncating the other's file.
+  for (int i = 0; i < 1000 && w->events_ == nullptr; ++i) {
+    w->path_ = i == 0 ? base : absl::StrCat(base, ".", i);
+    w->events_ = std::fopen(w->path_.c_str(), "wbx");
+    if (w->events_ == nullptr && errno != EEXIST) break;
   }
-  w->jsonl_ = std::fopen(w->jsonl_path_.c_str(), "ab");
-  if (w->jsonl_ == nullptr) {
+  if (w->events_ == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", w->path_, ": ", std::strerror(errno)));
+  }
+  if (with_jsonl) w->jsonl_ = std::fopen(w->jsonl_path_.c_str(), "ab");
+  if (with_jsonl && w->jsonl_ == nullptr) {
     return absl::InternalError(
         absl::StrCat("cannot open ", w->jsonl_path_, ": ", std::strerror(errno)));
   }
@@ -107,12 +115,25 @@ absl::Status EventWriter::WriteScalars(int64_t step, const Scalars& scalars) {
   }
   line += "}\n";
   if (absl::Status s = WriteRecord(e.SerializeAsString()); !s.ok()) return s;
-  if (std::fwrite(line.data(), 1, line.size(), jsonl_) != line.size() ||
-      std::fflush(jsonl_) != 0) {
+  if (jsonl_ == nullptr) return absl::OkStatus();
+  if (std::fwrite(line.data(), 1, line.size(), jsonl_) != line.size() || std::fflush(jsonl_) != 0) {
     return absl::InternalError(
         absl::StrCat("cannot write ", jsonl_path_, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::Status EventWriter::WritePluginData(int64_t step, const std::string& tag,
+                                          const std::string& plugin, const std::string& content) {
+  events::Event e;
+  e.set_wall_time(WallTime());
+  e.set_step(step);
+  events::SummaryValue* v = e.mutable_summary()->add_value();
+  v->set_tag(tag);
+  events::SummaryMetadata::PluginData* data = v->mutable_metadata()->mutable_plugin_data();
+  data->set_plugin_name(plugin);
+  data->set_content(content);
+  return WriteRecord(e.SerializeAsString());
 }
 
 absl::StatusOr<std::vector<EventRecord>> ReadEventFile(const std::string& path) {
@@ -141,7 +162,11 @@ absl::StatusOr<std::vector<EventRecord>> ReadEventFile(const std::string& path) 
     r.step = e.step();
     r.file_version = e.file_version();
     for (const events::SummaryValue& v : e.summary().value()) {
-      r.scalars.emplace_back(v.tag(), v.simple_value());
+      if (v.has_metadata() && !v.metadata().plugin_data().plugin_name().empty()) {
+        r.plugin_values.push_back({v.tag(), v.metadata().plugin_data().plugin_name(),
+                                   v.metadata().plugin_data().content()});
+      }
+      if (v.has_simple_value()) r.scalars.emplace_back(v.tag(), v.simple_value());
     }
     out.push_back(std::move(r));
     at += 12 + len + 4;

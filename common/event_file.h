@@ -28,9 +28,11 @@ using Scalars = std::vector<std::pair<std::string, double>>;
 class EventWriter {
  public:
   // Creates `dir` (and its parents), a new event file in it named
-  // events.out.tfevents.<unix seconds>.<host>.<pid>, and opens
-  // <dir>/scalars.jsonl for appending. Internal naming the path on failure.
-  static absl::StatusOr<std::unique_ptr<EventWriter>> Open(const std::string& dir);
+  // events.out.tfevents.<unix seconds>.<host>.<pid>[.<n>], and opens
+  // <dir>/scalars.jsonl for appending (unless not `with_jsonl`). Internal
+  // naming the path on failure.
+  static absl::StatusOr<std::unique_ptr<EventWriter>> Open(const std::string& dir,
+                                                           bool with_jsonl = true);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
@@ -40,6 +42,12 @@ class EventWriter {
   // (a value that is not finite is written as null there). Both files are
   // flushed, so a reader sees every call that returned.
   absl::Status WriteScalars(int64_t step, const Scalars& scalars);
+
+  // One Event at `step` holding one summary value `tag` with no scalar,
+  // whose metadata names `plugin` and carries `content` (a TensorBoard
+  // plugin's own message, e.g. the hparams plugin's). Flushed.
+  absl::Status WritePluginData(int64_t step, const std::string& tag, const std::string& plugin,
+                               const std::string& content);
 
   const std::string& path() const { return path_; }
   const std::string& jsonl_path() const { return jsonl_path_; }
@@ -58,6 +66,10 @@ struct EventRecord {
   int64_t step = 0;
   std::string file_version;  // set on the first record only
   std::vector<std::pair<std::string, float>> scalars;
+  struct PluginValue {
+    std::string tag, plugin, content;
+  };
+  std::vector<PluginValue> plugin_values;  // values with plugin data
 };
 
 // Every record of an event file, every CRC checked. DataLoss naming the

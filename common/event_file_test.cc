@@ -64,6 +64,33 @@ TEST(EventFileTest, WritesTfRecordFramedEventsThatReadBack) {
       << second;
 }
 
+// A scalar of 0 is written, not left out as proto3 leaves out defaults
+// (TensorBoard would skip a value without one); plugin data reads back;
+// two writers opened in one second keep separate files.
+TEST(EventFileTest, ZeroScalarsPluginDataAndTwoWritersInOneSecond) {
+  const std::string dir = testing::TempDir() + "/events/zero";
+  ASSERT_OK_AND_ASSIGN(auto a, EventWriter::Open(dir));
+  ASSERT_OK_AND_ASSIGN(auto b, EventWriter::Open(dir, /*with_jsonl=*/false));
+  EXPECT_NE(a->path(), b->path());
+  ASSERT_OK(a->WriteScalars(1, {{"accuracy", 0.0}}));
+  ASSERT_OK(b->WritePluginData(0, "_hparams_/session_end_info", "hparams",
+                               std::string("\x22\x02\x08\x01", 4)));
+  ASSERT_OK_AND_ASSIGN(std::string raw, ReadFile(a->path()));
+  EXPECT_NE(raw.find(std::string("\x15\0\0\0\0", 5)), std::string::npos)
+      << "simple_value 0 (field 2, fixed32) is not in the record";
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> ra, ReadEventFile(a->path()));
+  ASSERT_EQ(ra.size(), 2u);
+  ASSERT_EQ(ra[1].scalars.size(), 1u);
+  EXPECT_EQ(ra[1].scalars[0].second, 0.0f);
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> rb, ReadEventFile(b->path()));
+  ASSERT_EQ(rb.size(), 2u);
+  EXPECT_TRUE(rb[1].scalars.empty());
+  ASSERT_EQ(rb[1].plugin_values.size(), 1u);
+  EXPECT_EQ(rb[1].plugin_values[0].tag, "_hparams_/session_end_info");
+  EXPECT_EQ(rb[1].plugin_values[0].plugin, "hparams");
+  EXPECT_EQ(rb[1].plugin_values[0].content, std::string("\x22\x02\x08\x01", 4));
+}
+
 TEST(EventFileTest, CorruptOrCutFilesAreNamedWithTheOffset) {
   const std::string dir = testing::TempDir() + "/events/bad";
   std::string path;

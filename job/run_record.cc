@@ -1,16 +1,76 @@
 #include "job/run_record.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
 #include "job/job_description.h"
+#include "proto/event.pb.h"
 
 namespace pstrain {
+namespace {
+
+constexpr char kHparamsPlugin[] = "hparams";
+
+// One hparams record in a new event file at the top of `dir`.
+absl::Status WriteHparamsData(const std::string& dir, const std::string& tag,
+                              const events::HParamsPluginData& data) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events,
+                           EventWriter::Open(dir, /*with_jsonl=*/false));
+  return events->WritePluginData(0, tag, kHparamsPlugin, data.SerializeAsString());
+}
+
+// How many tasks of `type` the run's cluster has.
+int64_t TasksOf(const Json& run, const char* type) {
+  const Json* cluster = FindMember(run, "cluster");
+  const Json* tasks = cluster == nullptr ? nullptr : FindMember(*cluster, type);
+  return tasks != nullptr && tasks->is_array() ? static_cast<int64_t>(tasks->size()) : 0;
+}
+
+}  // namespace
+
+events::HParamsPluginData HparamsOfRun(const Json& run, absl::Time started) {
+  events::HParamsPluginData data;
+  events::SessionStartInfo* start = data.mutable_session_start_info();
+  start->set_start_time_secs(absl::ToDoubleSeconds(started - absl::UnixEpoch()));
+  auto& hparams = *start->mutable_hparams();
+  if (const Json* job = FindMember(run, "job"); job != nullptr && job->is_object()) {
+    for (const auto& [name, value] : job->items()) {
+      if (value.is_boolean()) {
+        hparams[name].set_bool_value(value.get<bool>());
+      } else if (value.is_number()) {
+        hparams[name].set_number_value(value.get<double>());
+      } else if (value.is_string()) {
+        hparams[name].set_string_value(value.get<std::string>());
+      }
+    }
+  }
+  hparams["ps"].set_number_value(static_cast<double>(TasksOf(run, "ps")));
+  // Training replicas: the workers and the chief (one process when local).
+  const int64_t replicas = TasksOf(run, "chief") + TasksOf(run, "worker");
+  hparams["replicas"].set_number_value(static_cast<double>(std::max<int64_t>(replicas, 1)));
+  if (const Json* model = FindMember(run, "model"); model != nullptr) {
+    int64_t parameters = 0;
+    if (const Json* vars = FindMember(*model, "variables"); vars != nullptr && vars->is_array()) {
+      for (const Json& v : *vars) {
+        int64_t n = 1;
+        if (const Json* shape = FindMember(v, "shape"); shape != nullptr && shape->is_array()) {
+          for (const Json& d : *shape) n *= d.is_number_integer() ? d.get<int64_t>() : 1;
+        }
+        parameters += n;
+      }
+    }
+    hparams["parameters"].set_number_value(static_cast<double>(parameters));
+  }
+  return data;
+}
 
 std::string RunRecordPath(const std::string& dir) { return dir + "/run.json"; }
 
@@ -52,7 +112,8 @@ absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started)
   run["started"] = Rfc3339(started);
   run["first_started"] = first;
   run["launches"] = launches + 1;
-  return WriteFileAtomically(path, run.dump(2) + "\n");
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(path, run.dump(2) + "\n"));
+  return WriteHparamsData(dir, "_hparams_/session_start_info", HparamsOfRun(run, started));
 }
 
 absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, absl::Time ended) {
@@ -61,7 +122,12 @@ absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, ab
   PSTRAIN_ASSIGN_OR_RETURN(Json run, ParseJson(text));
   run["ended"] = Rfc3339(ended);
   run["outcome"] = outcome.ok() ? std::string("ok") : outcome.ToString();
-  return WriteFileAtomically(path, run.dump(2) + "\n");
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(path, run.dump(2) + "\n"));
+  events::HParamsPluginData data;
+  data.mutable_session_end_info()->set_status(outcome.ok() ? 1 : 2);
+  data.mutable_session_end_info()->set_end_time_secs(
+      absl::ToDoubleSeconds(ended - absl::UnixEpoch()));
+  return WriteHparamsData(dir, "_hparams_/session_end_info", data);
 }
 
 }  // namespace pstrain

@@ -15,6 +15,13 @@
 // A relaunch whose "model" differs from the one on disk (other variables,
 // shapes or optimizer) is refused before anything in the directory changes:
 // its checkpoints belong to the other model, are not damaged, and stay.
+//
+// The run's record for TensorBoard too: each start and end adds an event file
+// at the top of <output_dir> with the hparams plugin's session start info
+// (every setting of "job" that is a number, string or bool, and "ps",
+// "replicas" and "parameters") or end info (success or failure), so that
+// `tensorboard --logdir` over several runs' directories lists them in its
+// HParams tab beside their train/ and eval/ scalars.
 // Stateless; thread-compatible.
 #ifndef PSTRAIN_JOB_RUN_RECORD_H_
 #define PSTRAIN_JOB_RUN_RECORD_H_
@@ -26,6 +33,7 @@
 #include "absl/time/time.h"
 #include "common/json.h"
 #include "job/job_description.h"
+#include "proto/event.pb.h"
 
 namespace pstrain {
 
@@ -43,11 +51,16 @@ absl::Status CheckRelaunch(const std::string& dir, const Json& model);
 // Writes run.json for a launch starting at `started`: `run` (flags,
 // version, cluster, job, model, ...) with "started", "launches" (one more
 // than the run.json it replaces) and "first_started" kept from it.
-// Written atomically (a crash leaves the old or the new one).
+// Written atomically (a crash leaves the old or the new one). Then the
+// hparams session start (HparamsOfRun).
 absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started);
 
-// Adds "ended" and "outcome" ("ok", or the error) to run.json.
+// Adds "ended" and "outcome" ("ok", or the error) to run.json, then the
+// hparams session end.
 absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, absl::Time ended);
+
+// The hparams plugin's session start info of `run` (run.json's form).
+events::HParamsPluginData HparamsOfRun(const Json& run, absl::Time started);
 
 // RFC 3339 in UTC, to the second: "2026-11-27T01:02:03Z".
 std::string Rfc3339(absl::Time t);

@@ -1,7 +1,9 @@
 #include "job/run_record.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "common/event_file.h"
 #include "common/file_util.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
@@ -71,6 +73,59 @@ TEST(RunRecordTest, LaunchesAreCountedAndTheEndIsRecorded) {
   EXPECT_EQ(j["started"], "2026-11-18T11:08:20Z");
   EXPECT_EQ(j["ended"], "2026-11-18T11:10:00Z");
   EXPECT_EQ(j["outcome"], "UNAVAILABLE: ps:0 lost");
+}
+
+// TensorBoard's HParams tab reads the run's settings and outcome from the
+// event files at the top of its directory.
+TEST(RunRecordTest, StartAndEndAreHparamsSessionsForTensorBoard) {
+  const std::string dir = pstrain::testing::TempDir() + "/hparams";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  Json run = Json::object();
+  run["model"] = DescribeModel(SoftmaxRegression(8), "adam");
+  run["job"] = Json{{"batch_size", 32},
+                    {"learning_rate", 0.5},
+                    {"optimizer", "adam"},
+                    {"sync", false},
+                    {"input", Json::object()}};
+  run["cluster"] = Json{{"chief", {"a:1"}}, {"worker", {"b:1", "c:1"}}, {"ps", {"d:1", "e:1"}}};
+  ASSERT_OK(WriteRunStart(dir, run, absl::FromUnixSeconds(1795000000)));
+  ASSERT_OK(WriteRunEnd(dir, absl::OkStatus(), absl::FromUnixSeconds(1795000060)));
+  std::vector<EventRecord::PluginValue> values;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("events.out.tfevents.", 0) == 0) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u);  // the start's and the end's, neither overwritten
+  for (const std::string& f : files) {
+    ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> records, ReadEventFile(f));
+    for (const EventRecord& r : records) {
+      values.insert(values.end(), r.plugin_values.begin(), r.plugin_values.end());
+    }
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/scalars.jsonl"));
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].tag, "_hparams_/session_start_info");
+  EXPECT_EQ(values[0].plugin, "hparams");
+  events::HParamsPluginData start;
+  ASSERT_TRUE(start.ParseFromString(values[0].content));
+  const auto& h = start.session_start_info().hparams();
+  EXPECT_EQ(h.at("batch_size").number_value(), 32);
+  EXPECT_EQ(h.at("learning_rate").number_value(), 0.5);
+  EXPECT_EQ(h.at("optimizer").string_value(), "adam");
+  EXPECT_FALSE(h.at("sync").bool_value());
+  EXPECT_EQ(h.count("input"), 0u);  // not a scalar setting
+  EXPECT_EQ(h.at("ps").number_value(), 2);
+  EXPECT_EQ(h.at("replicas").number_value(), 3);
+  EXPECT_EQ(h.at("parameters").number_value(), 8 * 10 + 10);
+  EXPECT_EQ(start.session_start_info().start_time_secs(), 1795000000);
+  EXPECT_EQ(values[1].tag, "_hparams_/session_end_info");
+  events::HParamsPluginData end;
+  ASSERT_TRUE(end.ParseFromString(values[1].content));
+  EXPECT_EQ(end.session_end_info().status(), 1);  // success
+  EXPECT_EQ(end.session_end_info().end_time_secs(), 1795000060);
 }
 
 }  // namespace
