@@ -397,11 +397,13 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
       stats = client.ok() ? (*client)->Stats() : client.status();
       if (!stats.ok()) {
         if (unanswered.ok()) unanswered = stats.status();
-        table += absl::StrCat("ps:", i, " ", addresses[i].ToString(),
-                              "  not answering: ", stats.status().message(), "\n");
-        list.push_back(Json{{"ps", i},
-                            {"address", addresses[i].ToString()},
-                            {"error", std::string(stats.status().message())}});
+        // The client, asking this PS alone, calls it ps:0: the line names it.
+        absl::string_view why = stats.status().message();
+        absl::ConsumePrefix(&why, absl::StrCat("ps:0 (", addresses[i].ToString(), "): "));
+        table +=
+            absl::StrCat("ps:", i, " ", addresses[i].ToString(), "  not answering: ", why, "\n");
+        list.push_back(
+            Json{{"ps", i}, {"address", addresses[i].ToString()}, {"error", std::string(why)}});
         continue;
       }
       if (json) {

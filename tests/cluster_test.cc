@@ -621,8 +621,14 @@ TEST(ClusterTest, StatusReportsALivePsAndSigtermStopsItCleanly) {
       RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[0])}, "", out + "/gone.txt");
   EXPECT_EQ(gone.code, 138) << gone.output;
   EXPECT_THAT(gone.output,
-              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0],
-                                     "  not answering: ps:0 (127.0.0.1:", ports[0], "): Stats: ")));
+              HasSubstr(absl::StrCat("ps:0 127.0.0.1:", ports[0], "  not answering: Stats: ")));
+  // Second in the list, it is ps:1 there, and named once.
+  gone = RunPstrain({"status", absl::StrCat("--ps=127.0.0.1:", ports[1], ",127.0.0.1:", ports[0])},
+                    "", out + "/gone2.txt");
+  EXPECT_EQ(gone.code, 138) << gone.output;
+  EXPECT_THAT(gone.output,
+              HasSubstr(absl::StrCat("ps:1 127.0.0.1:", ports[0], "  not answering: Stats: ")));
+  EXPECT_THAT(gone.output, ::testing::Not(HasSubstr("(127.0.0.1:"))) << gone.output;
 }
 
 // A PS told to stop ends with the exit code it is sent: 0 when the job

@@ -128,6 +128,49 @@ TEST(LocalTableTest, SeveralTablesInOneExchangeMatchLocalTables) {
             "the model has no embedding table \"tags/embeddings\"");
 }
 
+// A table push is as stale as the updates the table took on that PS since
+// the rows were pulled: 0 right after a pull, one more for each push
+// without one in between (and not the table's whole age).
+TEST(LocalTableTest, TableStalenessCountsUpdatesSinceThePull) {
+  VariableDef user{"user/embeddings", {500, 4}};
+  user.embedding = true;
+  user.consistency = "async";
+  const OptimizerSpec sgd{"sgd", 0.1f};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
+  const std::vector<VariableDef> variables = {{"dense/kernel", {3, 2}}, user};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> client,
+                       Connect(*ps, variables, std::vector<float>(6, 0.5f), {0, 6}, sgd, 3));
+  const std::vector<int64_t> ids = {7, 1, 499, 20, 3};  // rows on both PS
+  std::vector<float> grads(5 * 4, 0.25f), rows(5 * 4);
+  const std::vector<client::PsClient::TableRows> push = {
+      {"user/embeddings", ids, nullptr, grads.data()}};
+  const std::vector<client::PsClient::TableRows> pull = {
+      {"user/embeddings", ids, rows.data(), nullptr}};
+  ASSERT_OK(client->PushRows(push));  // 0 updates since the start
+  ASSERT_OK(client->PushRows(push));  // 1
+  ASSERT_OK(client->PushRows(push));  // 2
+  ASSERT_OK(client->PullRows(pull));
+  ASSERT_OK(client->PushRows(push));            // 0: pulled after the third
+  ASSERT_OK(client->PushPullRows(push, pull));  // 1, then pulls after it
+  ASSERT_OK(client->PushRows(push));            // 0
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::StatsResponse> stats, client->Stats());
+  ASSERT_EQ(stats.size(), 2u);
+  for (const v1::StatsResponse& s : stats) {
+    bool found = false;
+    for (const v1::SliceStats& slice : s.slices()) {
+      if (slice.key() != "user/embeddings") continue;
+      found = true;
+      EXPECT_EQ(slice.pushes(), 6);
+      ASSERT_GE(slice.staleness_histogram_size(), 4);
+      EXPECT_EQ(slice.staleness_histogram(0), 3) << "ps " << s.ps_index();
+      EXPECT_EQ(slice.staleness_histogram(1), 2) << "ps " << s.ps_index();
+      EXPECT_EQ(slice.staleness_histogram(2), 1) << "ps " << s.ps_index();
+      EXPECT_EQ(slice.staleness_histogram(3), 0) << "ps " << s.ps_index();
+    }
+    EXPECT_TRUE(found) << "ps " << s.ps_index();
+  }
+}
+
 TEST(LocalTableTest, ErrorsAndReadOnlyTables) {
   VariableDef table{"t", {10, 2}};
   table.embedding = true;
