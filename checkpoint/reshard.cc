@@ -32,8 +32,8 @@ Resharder::Resharder(std::vector<TargetTensor> targets, int ps_index, int num_ps
 absl::Status Resharder::Add(const ShardContents& old) {
   const v1::ShardHeader& h = old.header;
   auto bad = [&](absl::string_view what) {
-    return absl::DataLossError(absl::StrCat("checkpoint shard ", h.ps_index(), " of ",
-                                            h.num_ps(), " at step ", h.step(), ": ", what));
+    return absl::DataLossError(absl::StrCat("checkpoint shard ", h.ps_index(), " of ", h.num_ps(),
+                                            " at step ", h.step(), ": ", what));
   };
   if (!started_) {
     if (h.num_ps() < 1) return bad("its header names no PS count");
@@ -65,9 +65,10 @@ absl::Status Resharder::Add(const ShardContents& old) {
       continue;
     }
     if (c.variable().empty() || c.row_elements() <= 0 || c.row_end() <= c.row_begin() ||
-        c.data().size() != static_cast<size_t>((c.row_end() - c.row_begin()) *
-                                               c.row_elements() * planes * sizeof(float))) {
-      return bad(absl::StrCat(c.key(), " lacks its row layout or its size disagrees with it, "
+        c.data().size() != static_cast<size_t>((c.row_end() - c.row_begin()) * c.row_elements() *
+                                               planes * sizeof(float))) {
+      return bad(absl::StrCat(c.key(),
+                              " lacks its row layout or its size disagrees with it, "
                               "so it cannot be re-sliced"));
     }
     dense_of[c.variable()].push_back(&c);
@@ -105,13 +106,22 @@ absl::Status Resharder::Add(const ShardContents& old) {
       }
       const int64_t old_elements = (c->row_end() - c->row_begin()) * re;
       for (int64_t p = 0; p < planes; ++p) {
-        std::memcpy(t.data.data() + (p * elements + (lo - t.def.row_begin) * re) * sizeof(float),
-                    c->data().data() + (p * old_elements + (lo - c->row_begin()) * re) *
-                                           sizeof(float),
-                    (hi - lo) * re * sizeof(float));
+        std::memcpy(
+            t.data.data() + (p * elements + (lo - t.def.row_begin) * re) * sizeof(float),
+            c->data().data() + (p * old_elements + (lo - c->row_begin()) * re) * sizeof(float),
+            (hi - lo) * re * sizeof(float));
       }
       t.rows_covered += hi - lo;
       t.out.set_updates(std::max(t.out.updates(), c->updates()));
+      // Each replica's pushes: the fewest any old slice of it took (slices
+      // of one variable differ only by pushes in flight at the cut).
+      if (t.out.replica_pushes_size() == 0) {
+        *t.out.mutable_replica_pushes() = c->replica_pushes();
+      } else if (t.out.replica_pushes_size() == c->replica_pushes_size()) {
+        for (int r = 0; r < c->replica_pushes_size(); ++r) {
+          t.out.set_replica_pushes(r, std::min(t.out.replica_pushes(r), c->replica_pushes(r)));
+        }
+      }
     }
   }
   return absl::OkStatus();
@@ -121,8 +131,8 @@ absl::StatusOr<ShardContents> Resharder::Finish() {
   if (!started_) return absl::DataLossError("no checkpoint shard was read");
   for (size_t i = 0; i < seen_.size(); ++i) {
     if (!seen_[i]) {
-      return absl::DataLossError(absl::StrCat("checkpoint at step ", first_.step(), ": shard ",
-                                              i, " of ", seen_.size(), " was not read"));
+      return absl::DataLossError(absl::StrCat("checkpoint at step ", first_.step(), ": shard ", i,
+                                              " of ", seen_.size(), " was not read"));
     }
   }
   ShardContents shard;
@@ -134,10 +144,10 @@ absl::StatusOr<ShardContents> Resharder::Finish() {
     if (!t.def.embedding) {
       const int64_t rows = t.def.row_end - t.def.row_begin;
       if (t.rows_covered != rows) {
-        return absl::DataLossError(absl::StrCat(
-            "checkpoint at step ", first_.step(), ": ", t.def.key, " needs rows ",
-            t.def.row_begin, "..", t.def.row_end, " of ", t.def.variable, " but its shards hold ",
-            t.rows_covered, " of them"));
+        return absl::DataLossError(
+            absl::StrCat("checkpoint at step ", first_.step(), ": ", t.def.key, " needs rows ",
+                         t.def.row_begin, "..", t.def.row_end, " of ", t.def.variable,
+                         " but its shards hold ", t.rows_covered, " of them"));
       }
       t.out.set_data(std::move(t.data));
     }

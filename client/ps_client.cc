@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -838,6 +839,27 @@ absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
       options_.rpc_deadline);
   if (!s.ok()) return s;
   return resps;
+}
+
+absl::StatusOr<int64_t> PsClient::ReplicaPushes(int replica) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, Stats());
+  std::optional<int64_t> fewest;
+  for (const v1::StatsResponse& ps : stats) {
+    for (const v1::SliceStats& slice : ps.slices()) {
+      const bool table = std::any_of(placement_.embeddings.begin(), placement_.embeddings.end(),
+                                     [&](const VariableDef& v) { return v.name == slice.key(); });
+      if (table) continue;
+      if (replica < 0 || replica >= slice.replica_pushes_size()) {
+        return absl::NotFoundError(absl::StrCat(PsName(ps.ps_index()),
+                                                " keeps no count of replica ", replica,
+                                                "'s pushes to ", slice.key()));
+      }
+      const int64_t n = slice.replica_pushes(replica);
+      fewest = fewest.has_value() ? std::min(*fewest, n) : n;
+    }
+  }
+  if (!fewest.has_value()) return absl::NotFoundError("the model has no dense variable");
+  return *fewest;
 }
 
 absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint(

@@ -226,6 +226,13 @@ class PsClient {
 
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
 
+  // The pushes the PS applied from training replica `replica` (the fewest
+  // over every dense slice: each step pushes each slice once), kept across
+  // restores: where an async or ssp replica that starts again is in its own
+  // schedule. NotFound when no PS counts them (a checkpoint written before
+  // the counts, or a model without dense variables); Stats' errors.
+  absl::StatusOr<int64_t> ReplicaPushes(int replica);
+
   // Every PS writes its shard of checkpoint `step` under `dir`
   // (SaveCheckpointRequest); the answers in PS order. Errors name the PS.
   absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,

@@ -403,6 +403,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
     out->set_step(s.version);
     out->set_dropped_stale(s.dropped_stale);
     for (int64_t b : s.staleness) out->add_staleness_histogram(b);
+    out->mutable_replica_pushes()->Add(s.replica_pushes.begin(), s.replica_pushes.end());
   }
   resp->set_global_step(store_->global_step());
   resp->set_ps_index(store_->ps_index());

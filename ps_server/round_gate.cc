@@ -9,6 +9,8 @@
 namespace pstrain::ps {
 
 void InitRoundsLocked(StoredTensor& t, int num_replicas) {
+  t.num_replicas = num_replicas;
+  t.replica_pushes.assign(num_replicas, 0);
   if (t.consistency.mode == Consistency::Mode::kSync) {
     t.contributed.assign(num_replicas, 0);
     t.last_pushed.assign(num_replicas, -1);
@@ -33,8 +35,11 @@ absl::StatusOr<bool> AdmitPushLocked(const StoredTensor& t, int64_t version, int
   return true;
 }
 
-void CountPushLocked(StoredTensor& t, int64_t version) {
+void CountPushLocked(StoredTensor& t, int64_t version, int replica) {
   t.pushes.fetch_add(1, std::memory_order_relaxed);
+  if (replica >= 0 && replica < static_cast<int>(t.replica_pushes.size())) {
+    ++t.replica_pushes[replica];
+  }
   t.staleness[StalenessBucket(t.updates - version)].fetch_add(1, std::memory_order_relaxed);
 }
 

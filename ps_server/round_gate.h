@@ -34,8 +34,9 @@ void InitRoundsLocked(StoredTensor& t, int num_replicas) ABSL_EXCLUSIVE_LOCKS_RE
 absl::StatusOr<bool> AdmitPushLocked(const StoredTensor& t, int64_t version, int replica,
                                      int64_t stop_step) ABSL_SHARED_LOCKS_REQUIRED(t.mu);
 
-// Counts a gradient received (taken or dropped) and its staleness.
-void CountPushLocked(StoredTensor& t, int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+// Counts a gradient taken (not dropped) from `replica` and its staleness.
+void CountPushLocked(StoredTensor& t, int64_t version, int replica)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 // Records a dropped stale push from `replica` at `version`: counted as
 // received and dropped, not in the staleness histogram (of applied ones).
 void DropStaleLocked(StoredTensor& t, int64_t version, int replica)

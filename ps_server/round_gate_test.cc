@@ -100,9 +100,12 @@ TEST(RoundGateTest, AsyncTakesEveryPushAndNeverWaits) {
   std::string why;
   EXPECT_TRUE(ReadyLocked(t, {0, 100, 0}, 2, 2, &why));
   t.updates = 5;
-  CountPushLocked(t, 2);  // 3 updates stale
-  EXPECT_EQ(t.pushes.load(), 1);
+  CountPushLocked(t, 2, 1);  // 3 updates stale, from replica 1
+  CountPushLocked(t, 5, 1);
+  CountPushLocked(t, 5, 7);  // no such replica: counted, not per replica
+  EXPECT_EQ(t.pushes.load(), 3);
   EXPECT_EQ(t.staleness[StalenessBucket(3)].load(), 1);
+  EXPECT_EQ(t.replica_pushes, (std::vector<int64_t>{0, 2}));
 }
 
 }  // namespace

@@ -304,7 +304,7 @@ absl::StatusOr<bool> ShardStore::ApplyExchangingLocked(const PushBatch& batch, P
   bool progress = false;
   for (size_t i = 0; i < plan.targets.size(); ++i) {
     StoredTensor& t = *plan.targets[i];
-    CountPushLocked(t, batch.tensors[i].version);
+    CountPushLocked(t, batch.tensors[i].version, batch.replica);
     ++t.updates;
     progress |= FinishUpdateLocked(t, batch.replica);
     if (batch.read_back_versions != nullptr) {
@@ -483,6 +483,10 @@ std::vector<TensorStats> ShardStore::Stats() const {
     for (int b = 0; b < kStalenessBuckets; ++b) {
       s.staleness[b] = t->staleness[b].load(std::memory_order_relaxed);
     }
+    if (!t->embedding) {
+      absl::MutexLock lock(&t->mu);
+      s.replica_pushes = t->replica_pushes;
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -509,6 +513,7 @@ absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(
   const size_t n = tensors_.size();
   std::vector<HeldBytes> held(n);
   std::vector<int64_t> updates(n, 0);
+  std::vector<std::vector<int64_t>> replica_pushes(n);
   shard.tensors.resize(n);
   auto alone = [](const StoredTensor& t) {
     return t.embedding && t.consistency.mode == Consistency::Mode::kAsync;
@@ -519,6 +524,7 @@ absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(
     if (!t.embedding) {
       held[i] = HoldDataLocked(t, static_cast<int64_t>(t.data.size() * sizeof(float)));
       updates[i] = t.updates;
+      replica_pushes[i] = t.replica_pushes;
     } else if (!alone(t)) {
       shard.tensors[i] = RecordOfLocked(t);
     }
@@ -529,6 +535,8 @@ absl::StatusOr<ckpt::ShardContents> ShardStore::Snapshot(
     StoredTensor& t = *tensors_[i];
     if (!t.embedding) {
       shard.tensors[i] = RecordOfDense(t, updates[i], held[i]);
+      shard.tensors[i].mutable_replica_pushes()->Add(replica_pushes[i].begin(),
+                                                     replica_pushes[i].end());
       held[i] = HeldBytes();  // the tensor's next write is in place again
     } else if (alone(t)) {
       absl::MutexLock lock(&t.mu);

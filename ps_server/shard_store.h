@@ -74,6 +74,7 @@ struct TensorStats {
   int64_t version = 0;  // updates applied (sync: aggregated steps)
   int64_t dropped_stale = 0;
   std::array<int64_t, kStalenessBuckets> staleness{};
+  std::vector<int64_t> replica_pushes;  // dense: pushes applied per replica
 };
 
 class ShardStore {

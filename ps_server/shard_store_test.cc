@@ -672,6 +672,44 @@ TEST(ShardCheckpointTest, SnapshotRestoredIntoAFreshStoreContinuesIdentically) {
   EXPECT_EQ(b.global_step(), 4);
 }
 
+// Each replica's applied pushes are counted per dense tensor, written to a
+// checkpoint and restored with it: where an async replica that starts again
+// is in its own schedule. A checkpoint without them leaves them unknown.
+TEST(ShardCheckpointTest, EachReplicasPushesAreCountedAndRestored) {
+  auto make = [&](ShardStore& store) {
+    ASSERT_OK(store
+                  .Initialize(Job({"sgd", 0.1f}, "async", 3),
+                              {Dense(Slice("w", 2, 2), Bytes({1, 2, 3, 4}))}, {})
+                  .status());
+  };
+  ShardStore a(0, 1), b(0, 1), c(0, 1);
+  make(a);
+  make(b);
+  make(c);
+  for (int replica : {0, 2, 2, 0, 2}) {
+    ASSERT_OK(Push(a, {{"w/part_0", {1, 1, 1, 1}}}, replica).status());
+  }
+  auto counts = [](ShardStore& store) {
+    for (const TensorStats& s : store.Stats()) {
+      if (s.key == "w/part_0") return s.replica_pushes;
+    }
+    return std::vector<int64_t>{-1};
+  };
+  EXPECT_EQ(counts(a), (std::vector<int64_t>{2, 0, 3}));
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(5));
+  ASSERT_EQ(snap.tensors.size(), 1u);
+  EXPECT_EQ(std::vector<int64_t>(snap.tensors[0].replica_pushes().begin(),
+                                 snap.tensors[0].replica_pushes().end()),
+            (std::vector<int64_t>{2, 0, 3}));
+  ASSERT_OK(b.Restore(snap));
+  EXPECT_EQ(counts(b), (std::vector<int64_t>{2, 0, 3}));
+  ASSERT_OK(Push(b, {{"w/part_0", {1, 1, 1, 1}}}, 1).status());
+  EXPECT_EQ(counts(b), (std::vector<int64_t>{2, 1, 3}));
+  snap.tensors[0].clear_replica_pushes();  // as written before the counts
+  ASSERT_OK(c.Restore(snap));
+  EXPECT_TRUE(counts(c).empty());
+}
+
 // After a restore under a new generation, pushes and pulls of the old one
 // are refused (a replica must pull again), those of the new one and
 // unchecked ones (generation 0) served; a sync pull parked before the
@@ -787,18 +825,22 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
           .status());
   ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, a.Snapshot(0));
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 16 bytes, expected 24 (6 values and "
+            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 16 bytes, expected "
+            "24 (6 values and "
             "their 0 optimizer slots)");
   // Stray bytes after the floats are not read past.
   snap.tensors[0].mutable_data()->resize(26, '\0');
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 26 bytes, expected 24 (6 values and "
+            "checkpoint for ps:0 of 1 at step 0 is of another model: w/part_0: 26 bytes, expected "
+            "24 (6 values and "
             "their 0 optimizer slots)");
   snap.tensors[0].set_key("v/part_0");
   EXPECT_EQ(b.Restore(snap).message(),
-            "checkpoint for ps:0 of 1 at step 0 is of another model: it holds v/part_0, which this job does not have");
+            "checkpoint for ps:0 of 1 at step 0 is of another model: it holds v/part_0, which this "
+            "job does not have");
   snap.tensors.clear();
-  EXPECT_EQ(b.Restore(snap).message(), "checkpoint for ps:0 of 1 at step 0 is of another model: it lacks w/part_0");
+  EXPECT_EQ(b.Restore(snap).message(),
+            "checkpoint for ps:0 of 1 at step 0 is of another model: it lacks w/part_0");
   ASSERT_OK_AND_ASSIGN(std::vector<float> w, Pull(b, "w/part_0"));
   EXPECT_EQ(w, std::vector<float>(6, 5.0f));
   ShardStore empty(0, 1);

@@ -1,5 +1,6 @@
 #include "ps_server/store_checkpoint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -89,6 +90,15 @@ void LoadRecordLocked(StoredTensor& t, const v1::TensorCheckpoint& c) {
     for (int r = 0; r < c.row_ids_size(); ++r) t.row_of[c.row_ids(r)] = r;
     t.row_updates.assign(c.row_updates().begin(), c.row_updates().end());
     t.rows.store(c.row_ids_size(), std::memory_order_relaxed);
+  }
+  if (!t.embedding) {
+    // Where each replica was in its schedule; unknown (empty) from a
+    // checkpoint without the counts, or of another number of replicas.
+    if (c.replica_pushes_size() == t.num_replicas) {
+      t.replica_pushes.assign(c.replica_pushes().begin(), c.replica_pushes().end());
+    } else {
+      t.replica_pushes.clear();
+    }
   }
   t.version.store(t.updates, std::memory_order_release);
 }

@@ -75,6 +75,12 @@ struct StoredTensor {
   std::vector<int64_t> last_pushed ABSL_GUARDED_BY(mu);
   // ssp: pushes per replica.
   std::vector<int64_t> clocks ABSL_GUARDED_BY(mu);
+  // Every mode: the pushes applied from each replica since the variables
+  // were created, restored with a checkpoint (where a replica that starts
+  // again is in its own schedule); empty when unknown (restored from a
+  // checkpoint without them).
+  int num_replicas ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int64_t> replica_pushes ABSL_GUARDED_BY(mu);
 
   // Mirrors for lock-free reads (stats, global step).
   std::atomic<int64_t> version{0};

@@ -84,7 +84,7 @@ void MergeRepeatedRows(absl::Span<const int64_t> ids, int64_t dim, float* grad,
 bool UpdateRules::ApplyLocked(StoredTensor& t, absl::Span<const int64_t> ids, int64_t version,
                               int replica, const float* grad) const {
   BeforeWriteLocked(t);
-  CountPushLocked(t, version);
+  CountPushLocked(t, version, replica);
   if (t.consistency.mode == Consistency::Mode::kSync) {
     if (!AddToRoundLocked(t, ids, grad, replica, version, aggregate_)) return false;
     ApplyRoundLocked(t);
@@ -123,7 +123,7 @@ bool UpdateRules::ApplyStreamedLocked(StoredTensor& t, int64_t version, int repl
                                       const Payload& payload, int64_t offset, char* read_back,
                                       Payload* rewrite) const {
   BeforeWriteLocked(t);
-  CountPushLocked(t, version);
+  CountPushLocked(t, version, replica);
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
   float* data = t.data.data();

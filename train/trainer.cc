@@ -221,20 +221,18 @@ class StepLoop {
       step_ = std::min(total_steps_, continue_at_);
       Log("carrying on at this replica's step ", step_);
     } else if (const int64_t restored = client_->restored_step(); restored > 0) {
-      step_ = std::min(total_steps_, job_.consistency == "async"
-                                         ? restored / std::max(options_.num_replicas, 1)
-                                         : restored);
+      std::string how;
+      step_ = std::min(total_steps_, OwnStep(restored, &how));
       const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
       Log("resuming from the checkpoint at global step ", restored, ": this replica's step ", step_,
-          ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
+          how, ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
           step_ / per_epoch);
     } else if (options_.rejoined && global_step_ > 0) {
-      step_ = std::min(total_steps_, job_.consistency == "async"
-                                         ? global_step_ / std::max(options_.num_replicas, 1)
-                                         : global_step_);
+      std::string how;
+      step_ = std::min(total_steps_, OwnStep(global_step_, &how));
       const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
       Log("restarted while the job went on (global step ", global_step_,
-          "): carrying on at this replica's step ", step_, ", its input at batch ",
+          "): carrying on at this replica's step ", step_, how, ", its input at batch ",
           step_ % per_epoch, " of ", per_epoch, " in epoch ", step_ / per_epoch);
     }
     // The source may be where an earlier attempt's prefetcher left it.
@@ -248,6 +246,21 @@ class StepLoop {
     if (overlap_) params_[1] = params_[0];
     if (!embeddings_.empty()) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     return absl::OkStatus();
+  }
+
+  // Where this replica is in its own schedule when the job is at `global`:
+  // sync steps are the job's; async and ssp steps its own, the pushes the PS
+  // applied from it (kept in checkpoints), else (a checkpoint without the
+  // counts) async's share of the global step. `how` says which.
+  int64_t OwnStep(int64_t global, std::string* how) {
+    if (job_.consistency == "sync") return global;
+    absl::StatusOr<int64_t> own = client_->ReplicaPushes(options_.replica);
+    if (own.ok()) {
+      *how = " (its pushes the ps applied)";
+      return *own;
+    }
+    *how = absl::StrCat(" (from the global step: ", own.status().message(), ")");
+    return job_.consistency == "async" ? global / std::max(options_.num_replicas, 1) : global;
   }
 
   bool Done() const {
