@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "cli/build_info.h"
+#include "cli/command_output.h"
 #include "cli/npz_writer.h"
 #include "cli/onnx_writer.h"
 #include "common/checkpoint_layout.h"
@@ -31,11 +32,6 @@
 
 namespace pstrain {
 namespace {
-
-int Fail(const char* cmd, const absl::Status& s) {
-  std::fprintf(stderr, "pstrain %s: %s\n", cmd, std::string(s.message()).c_str());
-  return ExitCodeFor(s);
-}
 
 // The checkpoint path of `args`: --checkpoint, else the word after the
 // command.
@@ -180,10 +176,7 @@ int InspectMain(CliArgs& args) {
                out.value("optimizer", std::string()), out.value("optimizer_slots", 0)) +
            table;
   };
-  auto out = run();
-  if (!out.ok()) return Fail("inspect", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("inspect", run());
 }
 
 int PredictMain(CliArgs& args) {
@@ -256,10 +249,7 @@ int PredictMain(CliArgs& args) {
         "%.4f against their labels)\n",
         n, at.step, out_path, r.accuracy());
   };
-  auto out = run();
-  if (!out.ok()) return Fail("predict", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("predict", run());
 }
 
 int ExportMain(CliArgs& args) {
@@ -318,10 +308,7 @@ int ExportMain(CliArgs& args) {
     return absl::StrFormat("wrote %d arrays (%d floats) of the checkpoint at step %d to %s\n",
                            arrays.size(), floats, at.step, out_path);
   };
-  auto out = run();
-  if (!out.ok()) return Fail("export", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("export", run());
 }
 
 int EvaluateMain(CliArgs& args) {
@@ -345,10 +332,7 @@ int EvaluateMain(CliArgs& args) {
         at.step, CheckpointDir(at.output_dir, at.step), r.mean_loss(), r.accuracy(),
         r.has_auc() ? absl::StrFormat(" - auc %.4f", r.Auc()) : "", r.count);
   };
-  auto out = run();
-  if (!out.ok()) return Fail("evaluate", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("evaluate", run());
 }
 
 }  // namespace pstrain

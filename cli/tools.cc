@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/command_output.h"
 #include "client/ps_client.h"
 #include "common/exit_codes.h"
 #include "common/json.h"
@@ -20,12 +21,6 @@
 
 namespace pstrain {
 namespace {
-
-int Fail(absl::string_view cmd, const absl::Status& s) {
-  std::fprintf(stderr, "pstrain %s: %s\n", std::string(cmd).c_str(),
-               std::string(s.message()).c_str());
-  return ExitCodeFor(s);
-}
 
 double ImbalancePercent(const Placement& p) {
   int64_t total = 0, largest = 0;
@@ -223,10 +218,7 @@ int PlacementMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(variables, num_ps, options));
     return json ? PlacementJson(p) : PlacementTable(p);
   };
-  auto out = run();
-  if (!out.ok()) return Fail("placement", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("placement", run());
 }
 
 namespace {
@@ -353,10 +345,7 @@ int SummaryMain(CliArgs& args) {
                              ComputePlacement(net->variables(), static_cast<int>(num_ps)));
     return SummaryTable(config.empty() ? "job flags" : config, *net, p);
   };
-  auto out = run();
-  if (!out.ok()) return Fail("summary", out.status());
-  std::fputs(out->c_str(), stdout);
-  return kExitOk;
+  return FinishCommand("summary", run());
 }
 
 int StatusMain(CliArgs& args, const std::string& tf_config) {
@@ -416,7 +405,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     return json ? list.dump() + "\n" : table;
   };
   auto out = run();
-  if (!out.ok()) return Fail("status", out.status());
+  if (!out.ok()) return FailCommand("status", out.status());
   std::fputs(out->c_str(), stdout);
   if (!unanswered.ok()) {
     std::fprintf(stderr, "pstrain status: not every ps answered\n");

@@ -57,6 +57,14 @@ Cluster FourTasks() {
                        R"("], "evaluator": ["127.0.0.1:)", (*p)[3], R"("]})")};
 }
 
+// A chief, a PS and a worker (no evaluator).
+Cluster ThreeTasks() {
+  absl::StatusOr<std::vector<int>> p = PickFreePorts(3);
+  EXPECT_OK(p);
+  return {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0], R"("], "ps": ["127.0.0.1:)",
+                       (*p)[1], R"("], "worker": ["127.0.0.1:)", (*p)[2], R"("]})")};
+}
+
 SpawnOptions Task(const Cluster& cluster, const std::string& type,
                   const std::vector<std::string>& flags, const std::string& log) {
   SpawnOptions o;
@@ -215,11 +223,7 @@ TEST(OneArgumentListTest, TheChiefWaitsForAnEvaluatorThatNeverScoresOnlyWithinIt
 // here (--checkpoint_secs=3600 after ckpt-0).
 TEST(OneArgumentListTest, SigtermLeavesACheckpointOfTheStepReached) {
   const std::string dir = pstrain::testing::TempDir() + "/sigterm";
-  absl::StatusOr<std::vector<int>> p = PickFreePorts(3);
-  ASSERT_OK(p);
-  const Cluster cluster = {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0],
-                                        R"("], "ps": ["127.0.0.1:)", (*p)[1],
-                                        R"("], "worker": ["127.0.0.1:)", (*p)[2], R"("]})")};
+  const Cluster cluster = ThreeTasks();
   const std::string out = dir + "/out";
   const std::vector<std::string> flags = {
       "--epochs=50",       "--hidden=16",   "--checkpoint_secs=3600",
@@ -311,11 +315,7 @@ TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
 // than failing later on a size mismatch or waiting for the worker.
 TEST(OneArgumentListTest, ATaskWithOtherJobFlagsThanTheChiefIsRefusedAndTheJobEnds) {
   const std::string dir = pstrain::testing::TempDir() + "/other-flags";
-  absl::StatusOr<std::vector<int>> p = PickFreePorts(3);
-  ASSERT_OK(p);
-  const Cluster cluster = {absl::StrCat(R"("cluster": {"chief": ["127.0.0.1:)", (*p)[0],
-                                        R"("], "ps": ["127.0.0.1:)", (*p)[1],
-                                        R"("], "worker": ["127.0.0.1:)", (*p)[2], R"("]})")};
+  const Cluster cluster = ThreeTasks();
   const std::vector<std::string> flags = {"--epochs=50", "--hidden=16",
                                           "--output_dir=" + dir + "/out"};
   std::vector<std::string> other = flags;
