@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds every fuzz target with libFuzzer (clang, ASan + UBSan, coverage) and
-# runs each for SECONDS (default 20) from its checked-in corpus; new inputs
+# runs each for SECONDS (default 10) from its checked-in corpus; new inputs
 # go to a scratch directory, not into the repository. Prints executions and
 # coverage per target. A crash fails the run and leaves its input under the
 # scratch directory: fix it and add the input to fuzz/corpus/<target>/.
 #
-#   fuzz/run.sh            # 20 s each (the test command's run)
+#   fuzz/run.sh            # 10 s each (the test command's run)
 #   fuzz/run.sh 600        # the long runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-seconds=${1:-20}
+seconds=${1:-10}
 targets=(tf_config model_config idx_reader tfrecord example csv checkpoint ps_request)
 # The output base of the test command's ASan build, whose objects the fuzz
 # configuration shares (.bazelrc).
