@@ -271,16 +271,6 @@ int ExportMain(CliArgs& args) {
     const model::Network* net = loaded.net.get();
     const std::vector<float>& params = loaded.params;
     const train::LocalTables& tables = loaded.tables;
-    if (format == "onnx") {
-      PSTRAIN_ASSIGN_OR_RETURN(
-          std::string bytes,
-          OnnxModelBytes(job.model, net->variables(), net->offsets(), params, kPstrainVersion));
-      PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
-      return absl::StrFormat(
-          "wrote the model of the checkpoint at step %d to %s (ONNX, opset 13: input \"input\" "
-          "[batch, %d], outputs \"logits\" and \"probabilities\")\n",
-          at.step, out_path, job.model.input_dim);
-    }
     std::vector<NpzArray> arrays;
     int64_t floats = 0;
     for (size_t v = 0; v < net->variables().size(); ++v) {
@@ -302,6 +292,22 @@ int ExportMain(CliArgs& args) {
       }
       floats += def.elements();
       arrays.push_back(std::move(a));
+    }
+    if (format == "onnx") {
+      std::map<std::string, std::vector<float>> whole_tables;
+      for (size_t v = 0; v < arrays.size(); ++v) {
+        if (net->variables()[v].embedding)
+          whole_tables[arrays[v].name] = std::move(arrays[v].values);
+      }
+      PSTRAIN_ASSIGN_OR_RETURN(std::string bytes,
+                               OnnxModelBytes(job.model, net->variables(), net->offsets(), params,
+                                              whole_tables, kPstrainVersion));
+      PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
+      return absl::StrFormat(
+          "wrote the model of the checkpoint at step %d to %s (ONNX, opset 13: input \"input\" "
+          "[batch, %d]%s, outputs \"logits\" and \"probabilities\")\n",
+          at.step, out_path, job.model.input_dim,
+          net->embeddings().reads_ids() ? " and \"ids\" [batch, ids_width]" : "");
     }
     PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, NpzBytes(arrays));
     PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));

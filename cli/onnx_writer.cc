@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/embeddings.h"
 #include "model/layers.h"
 #include "onnx/onnx_pb.h"  // with ONNX_ML: onnx-ml.pb.h, the one Debian ships
 
@@ -59,11 +60,36 @@ class GraphBuilder {
     return t->name();
   }
 
+  // A float scalar initializer.
+  std::string Scalar(float value) {
+    const std::string name = absl::StrCat("const_", ++constants_);
+    return Floats(name, {}, &value);
+  }
+
+  // An int64 initializer of `dims` (e.g. [1, F]: a row to broadcast).
+  std::string IntTensor(const Shape& dims, const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(absl::StrCat("const_", ++constants_));
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t v : values) t->add_int64_data(v);
+    return t->name();
+  }
+
   // [batch, shape...]: the batch dimension kept (0 in Reshape copies it).
   std::string Reshape(const std::string& in, const Shape& shape) {
     std::vector<int64_t> dims = {0};
     dims.insert(dims.end(), shape.begin(), shape.end());
     return Add("Reshape", {in, Ints(dims)});
+  }
+
+  std::string CastToFloat(const std::string& in) {
+    std::string out;
+    onnx::AttributeProto* a = Node("Cast", {in}, &out)->add_attribute();
+    a->set_name("to");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(onnx::TensorProto::FLOAT);
+    return out;
   }
 
   std::string Transpose(const std::string& in, const std::vector<int64_t>& perm) {
@@ -79,6 +105,16 @@ class GraphBuilder {
   onnx::GraphProto* graph_;
   int constants_ = 0;
 };
+
+// Example b's rows of `table` for `ids` ([batch, L] int64), kept where
+// `keep` ([batch, L] bool) holds, zeros elsewhere: [batch, L, dim]. `ids`
+// must name a row everywhere (0 where not kept).
+std::string KeptRows(GraphBuilder& g, const std::string& table, const std::string& ids,
+                     const std::string& keep, std::string* kept_floats) {
+  const std::string rows = g.Add("Gather", {table, ids});
+  *kept_floats = g.CastToFloat(keep);
+  return g.Add("Mul", {rows, g.Add("Unsqueeze", {*kept_floats, g.Ints({2})})});
+}
 
 void SetInts(onnx::NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
   onnx::AttributeProto* a = node->add_attribute();
@@ -116,12 +152,8 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
                                            const std::vector<VariableDef>& variables,
                                            const std::vector<int64_t>& offsets,
                                            const std::vector<float>& params,
+                                           const std::map<std::string, std::vector<float>>& tables,
                                            const std::string& producer_version) {
-  if (!spec.embeddings.empty()) {
-    return absl::InvalidArgumentError(
-        "this model reads embedding tables, whose lookups ONNX export does not write yet; "
-        "--format=npz writes every variable, its tables included");
-  }
   std::map<std::string, size_t> index;
   for (size_t v = 0; v < variables.size(); ++v) index[variables[v].name] = v;
   // Variable `name` of `elements` floats, or an error naming it.
@@ -143,10 +175,83 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
   onnx::GraphProto* graph = model.mutable_graph();
   graph->set_name("pstrain_model");
   GraphBuilder g(graph);
-  DescribeValue(graph->add_input(), "input", {spec.input_dim});
+  // The float features (a model that reads ids alone may have none).
+  if (spec.input_dim > 0) DescribeValue(graph->add_input(), "input", {spec.input_dim});
   Shape shape = spec.input_shape.empty() ? Shape{spec.input_dim} : spec.input_shape;
   std::string x = "input";
-  if (shape.size() > 1) x = g.Reshape(x, shape);
+  if (!spec.embeddings.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(model::Embeddings embeddings,
+                             model::Embeddings::Create(spec.embeddings, spec.input_dim));
+    if (embeddings.reads_ids()) {
+      // The id features in the input's id layout (data/feature_spec.h).
+      onnx::ValueInfoProto* ids = graph->add_input();
+      ids->set_name("ids");
+      onnx::TypeProto::Tensor* t = ids->mutable_type()->mutable_tensor_type();
+      t->set_elem_type(onnx::TensorProto::INT64);
+      t->mutable_shape()->add_dim()->set_dim_param("batch");
+      t->mutable_shape()->add_dim()->set_dim_param("ids_width");
+    }
+    std::vector<std::string> outputs;
+    for (int i = 0; i < embeddings.size(); ++i) {
+      const model::EmbeddingBagSpec& e = embeddings[i].spec();
+      auto it = tables.find(e.table());
+      if (it == tables.end() || static_cast<int64_t>(it->second.size()) != e.vocabulary * e.dim) {
+        return absl::InvalidArgumentError(absl::StrCat("the model has no table ", e.table(), " of ",
+                                                       e.vocabulary, " x ", e.dim, " values"));
+      }
+      const std::string table = g.Floats(e.table(), {e.vocabulary, e.dim}, it->second.data());
+      std::string ids, keep;
+      if (e.from_feature()) {
+        // Its ids: columns [offset, offset + length) of "ids".
+        ids = g.Add("Slice", {"ids", g.Ints({e.ids_offset}), g.Ints({e.ids_offset + e.ids_length}),
+                              g.Ints({1})});
+        // Id 0 is padding in a bag, and in a sequence with mask_zero.
+        keep = (!e.sequence || e.mask_zero)
+                   ? g.Add("Not", {g.Add("Equal", {ids, g.IntTensor({}, {0})})})
+                   : g.Add("Equal", {ids, ids});
+      } else {
+        // pixel_buckets:B: feature f > 0 is id f * B + its bucket,
+        // min(x * B, B - 1) truncated; other features take no row.
+        const int64_t buckets = std::stoll(e.ids_from.substr(14));
+        const float steps = static_cast<float>(buckets);
+        keep = g.Add("Greater", {"input", g.Scalar(0.0f)});
+        std::string bucket = g.Add(
+            "Floor",
+            {g.Add("Min", {g.Add("Mul", {"input", g.Scalar(steps)}), g.Scalar(steps - 1.0f)})});
+        std::string as_int;
+        onnx::NodeProto* cast = g.Node("Cast", {bucket}, &as_int);
+        SetInt(cast, "to", onnx::TensorProto::INT64);
+        std::vector<int64_t> base(spec.input_dim);
+        for (int64_t f = 0; f < spec.input_dim; ++f) base[f] = f * buckets;
+        const std::string all = g.Add("Add", {g.IntTensor({1, spec.input_dim}, base), as_int});
+        ids = g.Add("Where", {keep, all, g.IntTensor({}, {0})});
+      }
+      std::string kept;
+      std::string rows = KeptRows(g, table, ids, keep, &kept);
+      if (e.sequence) {
+        outputs.push_back(rows);  // [batch, T, dim]
+        continue;
+      }
+      std::string bag = g.Add("ReduceSum", {rows, g.Ints({1})});
+      SetInt(graph->mutable_node(graph->node_size() - 1), "keepdims", 0);
+      if (e.combiner == "mean") {
+        // Over the ids kept; an empty bag stays zeros.
+        std::string count = g.Add("ReduceSum", {kept, g.Ints({1})});
+        count = g.Add("Max", {count, g.Scalar(1.0f)});
+        bag = g.Add("Div", {bag, count});
+      }
+      outputs.push_back(bag);
+    }
+    if (outputs.size() == 1) {
+      x = outputs[0];
+    } else {
+      onnx::NodeProto* concat = g.Node("Concat", outputs, &x);
+      SetInt(concat, "axis", 1);
+    }
+    shape = embeddings.output_shape();
+  } else if (shape.size() > 1) {
+    x = g.Reshape(x, shape);
+  }
   for (const model::LayerSpec& layer : spec.layers) {
     PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShape(layer, shape));
     const std::vector<Shape> var_shapes = model::LayerVariableShapes(layer, shape);

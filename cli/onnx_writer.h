@@ -3,7 +3,8 @@
 // operators (opset 13) with the trained values as initializers, from the
 // float32 input "input" [batch, input_dim] to "logits" and "probabilities"
 // [batch, classes] (softmax; sigmoid for one logit), which equal what
-// `pstrain predict` writes for the same checkpoint. Keras's channels-last
+// `pstrain predict` writes for the same checkpoint (embedding lookups
+// included). Keras's channels-last
 // layout is kept at the edges: convolutions and pools run in ONNX's NCHW
 // between two transposes, and a 1D layer as a 2D one of height 1.
 // Stateless; thread-safe.
@@ -11,6 +12,7 @@
 #define PSTRAIN_CLI_ONNX_WRITER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,14 +23,18 @@
 namespace pstrain {
 
 // The serialized ModelProto of `spec` with `params` laid out as
-// `variables` at `offsets` (model::Network's layout). InvalidArgument for
-// a model with embedding tables (their lookups are not written as ONNX
-// yet; NumPy's .npz carries them) or variables that disagree with the
-// layers.
+// `variables` at `offsets` (model::Network's layout) and each embedding
+// table whole in `tables` (by variable name, [vocabulary, dim] row-major).
+// A model with embeddings reads its ids as model/embedding_bag.h says:
+// pixel_buckets from "input", feature:NAME from a second input "ids"
+// [batch, ids_width] (int64, the input's id layout, data/feature_spec.h);
+// each table is a Gather, a bag its kept rows' sum or mean. InvalidArgument
+// for variables or tables that disagree with the layers.
 absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
                                            const std::vector<VariableDef>& variables,
                                            const std::vector<int64_t>& offsets,
                                            const std::vector<float>& params,
+                                           const std::map<std::string, std::vector<float>>& tables,
                                            const std::string& producer_version);
 
 }  // namespace pstrain

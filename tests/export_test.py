@@ -62,10 +62,11 @@ def windows(x, kernel, strides, auto_pad, fill):
             yield i, j, x[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
 
 
-def run_onnx(model, x):
-    """Runs `model`'s graph on x with NumPy, node by node; returns its outputs."""
+def run_onnx(model, feeds):
+    """Runs `model`'s graph on `feeds` (input name -> array) with NumPy, node
+    by node; returns its outputs."""
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    values[model.graph.input[0].name] = x
+    values.update(feeds)
     for node in model.graph.node:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         ins = [values[name] for name in node.input]
@@ -77,7 +78,7 @@ def run_onnx(model, x):
         elif op == "Relu":
             out = np.maximum(ins[0], 0)
         elif op == "Reshape":
-            shape = [x.shape[i] if d == 0 else d for i, d in enumerate(ins[1])]
+            shape = [ins[0].shape[i] if d == 0 else d for i, d in enumerate(ins[1])]
             out = ins[0].reshape(shape)
         elif op == "Transpose":
             out = ins[0].transpose(attrs["perm"])
@@ -100,21 +101,57 @@ def run_onnx(model, x):
             out = z / z.sum(axis=attrs["axis"], keepdims=True)
         elif op == "Sigmoid":
             out = 1 / (1 + np.exp(-ins[0]))
+        elif op == "Mul":
+            out = ins[0] * ins[1]
+        elif op == "Div":
+            out = ins[0] / ins[1]
+        elif op == "Min":
+            out = np.minimum(ins[0], ins[1])
+        elif op == "Max":
+            out = np.maximum(ins[0], ins[1])
+        elif op == "Floor":
+            out = np.floor(ins[0])
+        elif op == "Greater":
+            out = ins[0] > ins[1]
+        elif op == "Equal":
+            out = ins[0] == ins[1]
+        elif op == "Not":
+            out = np.logical_not(ins[0])
+        elif op == "Where":
+            out = np.where(ins[0], ins[1], ins[2])
+        elif op == "Cast":
+            out = ins[0].astype({1: np.float32, 7: np.int64}[attrs["to"]])
+        elif op == "Gather":
+            out = np.take(ins[0], ins[1], axis=attrs.get("axis", 0))
+        elif op == "Unsqueeze":
+            out = np.expand_dims(ins[0], tuple(ins[1]))
+        elif op == "ReduceSum":
+            out = ins[0].sum(axis=tuple(ins[1]), keepdims=bool(attrs.get("keepdims", 1)))
+        elif op == "Slice":
+            index = [slice(None)] * ins[0].ndim
+            for start, end, axis in zip(ins[1], ins[2], ins[3]):
+                index[axis] = slice(start, end)
+            out = ins[0][tuple(index)]
+        elif op == "Concat":
+            out = np.concatenate(ins, axis=attrs["axis"])
         else:
             raise AssertionError(f"operator {op} is not interpreted here")
-        values[node.output[0]] = out.astype(np.float32)
+        if out.dtype == np.float64:
+            out = out.astype(np.float32)
+        values[node.output[0]] = out
     return [values[o.name] for o in model.graph.output]
 
 
 class ExportTest(unittest.TestCase):
-    def check_onnx(self, path, job, flags, examples):
+    def check_onnx(self, path, job, flags, examples, feeds=None):
         """The ONNX file passes the checker and scores `examples` of the test
-        set as predict does."""
+        set (Fashion-MNIST's images, or `feeds`) as predict does."""
         model = onnx.load(path)
         onnx.checker.check_model(model, full_check=True)
         self.assertEqual([o.name for o in model.graph.output], ["logits", "probabilities"])
-        x = test_images()[:examples]
-        logits, probabilities = run_onnx(model, x)
+        if feeds is None:
+            feeds = {"input": test_images()[:examples]}
+        logits, probabilities = run_onnx(model, feeds)
         run("predict", "--checkpoint", job, *flags, "--out", path + ".csv")
         theirs = np.loadtxt(path + ".csv", delimiter=",", skiprows=1)[:examples]
         np.testing.assert_allclose(theirs[:, 3:], probabilities, atol=1e-5)
@@ -163,6 +200,76 @@ class ExportTest(unittest.TestCase):
         run("export", "--checkpoint", job, config, "--format=onnx",
             "--out", os.path.join(out, "cnn.onnx"))
         self.check_onnx(os.path.join(out, "cnn.onnx"), job, [config], 500)
+
+    def test_a_bag_of_pixels_model_exports_as_onnx(self):
+        """pixel_buckets ids computed in the graph from the input, each id's
+        row gathered from the table, the bag's mean."""
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        job = os.path.join(out, "job")
+        config = "--model_config=" + os.path.join(os.path.dirname(PSTRAIN), "configs",
+                                                  "fashion_mnist_bag.pbtxt")
+        run("train", "--local", config, "--max_steps=200", "--output_dir=" + job)
+        run("export", "--checkpoint", job, config, "--out", os.path.join(out, "bag.onnx"))
+        self.check_onnx(os.path.join(out, "bag.onnx"), job, [config], 1000)
+
+    def test_id_features_export_as_onnx(self):
+        """Id features read from a second input: two bags (sum and mean, id 0
+        padding) side by side, and a masked sequence before a Conv1D, on CSV
+        data written here."""
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        data = os.path.join(out, "data")
+        os.makedirs(data)
+        rng = np.random.default_rng(7)
+        splits = {}
+        for split, n in (("train", 2000), ("test", 300)):
+            a = rng.integers(1, 50, size=(n, 1))
+            b = rng.integers(0, 30, size=(n, 3))  # 0: padding
+            x = rng.random((n, 2)).round(3)
+            label = (a[:, 0] + b[:, 0]) % 3
+            with open(os.path.join(data, split + ".csv"), "w") as f:
+                f.write("label,x0,x1,a,b0,b1,b2\n")
+                for i in range(n):
+                    f.write(",".join(str(v) for v in [label[i], *x[i], a[i, 0], *b[i]]) + "\n")
+            splits[split] = (x.astype(np.float32), np.concatenate([a, b], axis=1))
+        def input_block(with_a):
+            return ("""input {
+  format: "csv"  train_files: "train.csv"  test_files: "test.csv"
+  feature { name: "x" type: "float" column: "x0" length: 2 }
+""" + ('  feature { name: "a" type: "int64" vocabulary: 50 }\n' if with_a else "") +
+                    """  feature { name: "b" type: "int64" column: "b0" length: 3 vocabulary: 30 }
+  label: "label"
+}
+""")
+        models = {
+            "bags": """
+layer { name: "a" embedding_bag { vocabulary: 50 dim: 4 ids_from: "feature:a" combiner: "sum" } }
+layer { name: "b" embedding_bag { vocabulary: 30 dim: 3 ids_from: "feature:b" } }
+layer { dense { units: 16 activation: "relu" } }
+layer { dense { units: 3 } }
+""",
+            "sequence": """
+layer { name: "b" embedding { vocabulary: 30 dim: 4 ids_from: "feature:b" mask_zero: true } }
+layer { conv1d { filters: 5 kernel_size: 2 activation: "relu" } }
+layer { global_average_pool1d {} }
+layer { dense { units: 3 } }
+""",
+        }
+        x, ids = splits["test"]
+        for name, layers in models.items():
+            with self.subTest(model=name):
+                with_a = name == "bags"  # the sequence reads b alone
+                config = os.path.join(out, name + ".pbtxt")
+                with open(config, "w") as f:
+                    f.write(input_block(with_a) + layers +
+                            'optimizer { name: "adam" learning_rate: 0.01 }\nbatch_size: 32\n')
+                flags = ["--model_config=" + config, "--data_dir=" + data]
+                job = os.path.join(out, name)
+                run("train", "--local", *flags, "--max_steps=120", "--output_dir=" + job)
+                said = run("export", "--checkpoint", job, *flags,
+                           "--out", os.path.join(out, name + ".onnx"))
+                self.assertIn('and "ids" [batch, ids_width]', said)
+                self.check_onnx(os.path.join(out, name + ".onnx"), job, flags, len(ids),
+                                {"input": x, "ids": ids if with_a else ids[:, 1:]})
 
     def test_another_model_or_format_is_refused(self):
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
