@@ -2,7 +2,10 @@
 # Proves both builds the CUDA repository rule allows: with the toolkit found
 # (where /usr/local/cuda or $CUDA_PATH has one) the CUDA kernels are compiled
 # by nvcc into pstrain; with the rule pointed at a path that does not exist
-# the build is CPU-only and still passes its tests.
+# the build is CPU-only and still passes its tests. The default build is
+# checked first (the test command has just built it), the CPU-only one last:
+# the other order would rebuild the default afterwards for nothing. A later
+# plain `bazel build` builds the default again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,12 +14,6 @@ describe() {
   TF_CONFIG='{"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "task": {"type": "ps", "index": 0}}' \
     bazel-bin/pstrain describe | grep '^cuda:'
 }
-
-echo "-- CPU-only: CUDA_PATH=/nonexistent/cuda"
-bazel build --repo_env=CUDA_PATH=/nonexistent/cuda //:pstrain //model:cuda_device_test
-config | tee /dev/stderr | grep -q '^CUDA disabled: /nonexistent/cuda lacks bin/nvcc'
-describe | tee /dev/stderr | grep -qx 'cuda: not compiled in (CPU-only build)'
-bazel test --repo_env=CUDA_PATH=/nonexistent/cuda //model:cuda_device_test //model:network_test
 
 echo "-- default: toolkit detection"
 bazel build //:pstrain //model:cuda_device_test
@@ -27,4 +24,10 @@ if [[ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]]; then
 else
   config | tee /dev/stderr | grep -q '^CUDA disabled'
 fi
+
+echo "-- CPU-only: CUDA_PATH=/nonexistent/cuda"
+bazel build --repo_env=CUDA_PATH=/nonexistent/cuda //:pstrain //model:cuda_device_test
+config | tee /dev/stderr | grep -q '^CUDA disabled: /nonexistent/cuda lacks bin/nvcc'
+describe | tee /dev/stderr | grep -qx 'cuda: not compiled in (CPU-only build)'
+bazel test --repo_env=CUDA_PATH=/nonexistent/cuda //model:cuda_device_test //model:network_test
 echo "both builds OK"

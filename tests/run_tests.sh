@@ -13,11 +13,12 @@ skipped=0
 check() {  # check NAME COMMAND...: one counted test run outside Bazel
   local name=$1
   shift
+  local start=$SECONDS
   if "$@" >"/tmp/pstrain-check-$$.log" 2>&1; then
-    echo "PASS: $name"
+    echo "PASS: $name ($((SECONDS - start)) s)"
     passed=$((passed + 1))
   else
-    echo "FAIL: $name"
+    echo "FAIL: $name ($((SECONDS - start)) s)"
     sed 's/^/    /' "/tmp/pstrain-check-$$.log" | tail -40
     failed=$((failed + 1))
   fi
