@@ -726,6 +726,25 @@ TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
               HasSubstr(absl::StrFormat("accuracy %.4f on 10000 test examples", accuracy)));
 }
 
+// A local run that fails after it has started says so in its run.json (here
+// its metrics cannot be written: a directory stands in their place).
+TEST(ClusterTest, TrainLocalRecordsHowItFailedInRunJson) {
+  const std::string out = TmpDir("local_failed");
+  std::filesystem::create_directories(out + "/run/final_metrics.json");
+  RunResult r = RunPstrain(
+      {"train", "--local", "--output_dir=" + out + "/run", "--max_steps=20", "--hidden=8"}, "",
+      out + "/local.txt");
+  EXPECT_NE(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("final_metrics.json")) << r.output;
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/run/run.json"));
+  ASSERT_OK_AND_ASSIGN(Json record, ParseJson(text));
+  EXPECT_THAT(record["outcome"].get<std::string>(), HasSubstr("final_metrics.json")) << text;
+  EXPECT_TRUE(record.contains("ended")) << text;
+  // The checkpoint of the last step was written before the failure.
+  ASSERT_OK_AND_ASSIGN(CheckpointIndex index, ReadCheckpointIndex(out + "/run"));
+  EXPECT_EQ(index.step, 20);
+}
+
 // Stopped by SIGTERM, train --local checkpoints the step it reached and
 // exits 143; run again, it resumes there (its data where it left off) and
 // ends with the very model an uninterrupted run trains. A relaunch of

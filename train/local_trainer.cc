@@ -27,13 +27,12 @@
 
 namespace pstrain::train {
 
-absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps) {
-  LocalOptions options;
-  options.log_every_steps = log_every_steps;
-  return RunLocal(job, options);
-}
+namespace {
 
-absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptions& options) {
+// RunLocal, which sets `*recorded` once run.json holds this run's start (so
+// that a failure after it is recorded as the run's end).
+absl::StatusOr<LocalResult> TrainLocally(const model::JobSpec& job, const LocalOptions& options,
+                                         bool* recorded) {
   const int log_every_steps = std::max(options.log_every_steps, 1);
   const std::string& dir = options.output_dir;
   const bool writes = !dir.empty();
@@ -102,6 +101,7 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptio
     run["model"] = model_json;
     run["cluster"] = Json::object();  // none: one process
     PSTRAIN_RETURN_IF_ERROR(WriteRunStart(dir, std::move(run), started));
+    *recorded = true;
     PSTRAIN_ASSIGN_OR_RETURN(train_summaries, EventWriter::Open(dir + "/train"));
   }
   if (first > 0) {
@@ -293,6 +293,26 @@ absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptio
   result.params = std::move(params);
   result.tables = std::move(tables);
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptions& options) {
+  bool recorded = false;
+  absl::StatusOr<LocalResult> result = TrainLocally(job, options, &recorded);
+  if (!result.ok() && recorded) {
+    if (absl::Status s = WriteRunEnd(options.output_dir, result.status(), absl::Now()); !s.ok()) {
+      Log("could not record the run's end in ", RunRecordPath(options.output_dir), ": ",
+          s.message());
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, int log_every_steps) {
+  LocalOptions options;
+  options.log_every_steps = log_every_steps;
+  return RunLocal(job, options);
 }
 
 }  // namespace pstrain::train

@@ -68,6 +68,8 @@ struct LocalOptions {
 // difference); one holding checkpoints resumes from the newest (a cluster's
 // included), its data where that step left it; a run already at its last step
 // is scored again. The test split is read before anything is written.
+// run.json records how the run ended: "ok", the error that ended it, or the
+// signal that stopped it.
 absl::StatusOr<LocalResult> RunLocal(const model::JobSpec& job, const LocalOptions& options);
 
 // RunLocal writing nothing.
