@@ -43,6 +43,31 @@ int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes
   return std::min<int64_t>(8 * frame + (int64_t{1} << 20), int64_t{256} << 20);
 }
 
+// Consecutive positions of a table's rows in the caller's buffer, as one PS
+// receives them: `rows` rows from position `pos`, the `at`-th row onwards
+// in that PS's part of the frame.
+struct RowRun {
+  size_t pos = 0;
+  size_t at = 0;
+  size_t rows = 0;
+};
+
+std::vector<RowRun> RowRuns(const std::vector<size_t>& positions) {
+  std::vector<RowRun> runs;
+  for (size_t k = 0; k < positions.size(); ++k) {
+    if (!runs.empty() && runs.back().pos + runs.back().rows == positions[k]) {
+      ++runs.back().rows;
+    } else {
+      runs.push_back({positions[k], k, 1});
+    }
+  }
+  return runs;
+}
+
+// Pushed rows in at most this many runs are sent from the caller's memory,
+// a slice per run; more are gathered into one buffer.
+constexpr size_t kMaxBorrowedRuns = 4;
+
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "table ids go into the payload as little-endian int64s as they lie in memory");
 
@@ -769,19 +794,34 @@ absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
           r->set_version(table_versions_[pushed.index[t]][ps]);
           r->set_bytes(WireBytes(static_cast<int64_t>(ids.size()) * dim * 4));
           const std::vector<size_t>& pos = pushed.rows[t].pos_on[ps];
+          if (pos.empty()) continue;
+          const std::vector<RowRun> runs = RowRuns(pos);
           if (options_.bfloat16_wire) {
             // The rows gathered into one buffer as they are narrowed.
-            if (pos.empty()) continue;
             BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
-            for (size_t k = 0; k < pos.size(); ++k) {
-              FloatsToBfloat16(push[t].grads + pos[k] * dim, dim, buf.data() + k * dim * 2);
+            for (const RowRun& run : runs) {
+              FloatsToBfloat16(push[t].grads + run.pos * dim, run.rows * dim,
+                               buf.data() + run.at * dim * 2);
             }
             payload->push_back(std::move(buf).ToSlice());
             continue;
           }
-          for (size_t p : pos) {
-            payload->push_back(BorrowSlice(push[t].grads + p * dim, dim * 4));
+          // Rows that sit side by side in the caller's gradients (one PS's
+          // ids: all of them) go as one slice; rows spread over many runs
+          // (ids hashed over several PS) are gathered into one buffer, a
+          // copy that costs less than a slice per row.
+          if (runs.size() <= kMaxBorrowedRuns) {
+            for (const RowRun& run : runs) {
+              payload->push_back(BorrowSlice(push[t].grads + run.pos * dim, run.rows * dim * 4));
+            }
+            continue;
           }
+          BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 4);
+          for (const RowRun& run : runs) {
+            std::memcpy(buf.data() + run.at * dim * 4, push[t].grads + run.pos * dim,
+                        run.rows * dim * 4);
+          }
+          payload->push_back(std::move(buf).ToSlice());
         }
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
@@ -808,12 +848,11 @@ absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
           ++ref;
           const int64_t dim = pulled.dims[t];
           const int64_t row_bytes = WireBytes(dim * 4);
-          for (size_t p : pulled.rows[t].pos_on[ps]) {
-            f.CopyPayload(at, row_bytes, pull[t].out + p * dim);
-            if (options_.bfloat16_wire) {
-              Bfloat16ToFloats(pull[t].out + p * dim, dim, pull[t].out + p * dim);
-            }
-            at += row_bytes;
+          for (const RowRun& run : RowRuns(pulled.rows[t].pos_on[ps])) {
+            float* out = pull[t].out + run.pos * dim;
+            f.CopyPayload(at, run.rows * row_bytes, out);
+            if (options_.bfloat16_wire) Bfloat16ToFloats(out, run.rows * dim, out);
+            at += run.rows * row_bytes;
           }
         }
         return absl::OkStatus();

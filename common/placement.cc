@@ -142,6 +142,7 @@ absl::StatusOr<Placement> ComputePlacement(
 }
 
 int EmbeddingOwner(int64_t id, int num_ps) {
+  if (num_ps == 1) return 0;  // the hash below, mod 1, without its division
   uint64_t x = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL;  // SplitMix64
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;

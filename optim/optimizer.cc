@@ -11,6 +11,7 @@
 #include "common/finite.h"
 #include "common/flush_denormals.h"
 #include "common/vector_clones.h"
+#include "optim/count_table.h"
 
 namespace pstrain::optim {
 namespace {
@@ -231,15 +232,20 @@ class Adam final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t t) const override {
-    // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
-    const double lr_t =
-        lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) / (1.0 - std::pow(double{b1_}, t));
+    const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
     AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
-             static_cast<float>(lr_t), b1_, b2_, eps_);
+             cached != nullptr ? *cached : StepSize(t), b1_, b2_, eps_);
   }
 
  private:
+  // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
+  float StepSize(int64_t t) const {
+    return static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
+                              (1.0 - std::pow(double{b1_}, t)));
+  }
+
   const float lr_, b1_, b2_, eps_;
+  CountTable<1> steps_;  // StepSize by count
 };
 
 // Nadam as Keras computes it (Dozat's schedule): the momentum of step t is
@@ -257,17 +263,26 @@ class Nadam final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t t) const override {
-    const double u_t = Momentum(t), u_next = Momentum(t + 1);
-    const double product = MomentumProduct(t), product_next = product * u_next;
-    const double c_m = u_next / (1 - product_next);
-    const double c_g = (1 - u_t) / (1 - product);
-    const double inv_b2 = 1 / (1 - std::pow(double{b2_}, t));
+    float computed[3];
+    const float* c = factors_.Get(t, [this](int64_t n, float* out) { Factors(n, out); });
+    if (c == nullptr) {
+      Factors(t, computed);
+      c = computed;
+    }
     NadamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, b1_,
-              b2_, static_cast<float>(c_m), static_cast<float>(c_g), static_cast<float>(inv_b2),
-              eps_);
+              b2_, c[0], c[1], c[2], eps_);
   }
 
  private:
+  // The step's factors of m, of g and of v (c_m, c_g, 1 / (1 - beta2^t)).
+  void Factors(int64_t t, float* out) const {
+    const double u_t = Momentum(t), u_next = Momentum(t + 1);
+    const double product = MomentumProduct(t), product_next = product * u_next;
+    out[0] = static_cast<float>(u_next / (1 - product_next));
+    out[1] = static_cast<float>((1 - u_t) / (1 - product));
+    out[2] = static_cast<float>(1 / (1 - std::pow(double{b2_}, t)));
+  }
+
   static constexpr double kDecay = 0.96, kRate = 0.004;
   double Momentum(int64_t t) const {
     return b1_ * (1 - 0.5 * std::pow(kDecay, kRate * static_cast<double>(t)));
@@ -288,6 +303,7 @@ class Nadam final : public Optimizer {
   }
 
   const float lr_, b1_, b2_, eps_;
+  CountTable<3> factors_;  // Factors by count
 };
 
 // FTRL-Proximal (McMahan et al.), the usual optimizer of wide sparse

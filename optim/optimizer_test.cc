@@ -108,6 +108,31 @@ TEST(OptimizerTest, AdamFirstStepsByHand) {
   EXPECT_NEAR(v[1], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
 }
 
+// One step at count t from zero slots, at counts the optimizer keeps its
+// step size for (optim/count_table.h), across its chunks, and beyond them.
+TEST(OptimizerTest, AdamStepAtAnyCountIsTheClosedForm) {
+  OptimizerSpec s;
+  s.name = "adam";
+  s.learning_rate = 0.01f;
+  auto opt = CreateOptimizer(s);
+  ASSERT_OK(opt);
+  for (int64_t t : {1, 2, 3, 4095, 4096, 4097, 38000, 65535, 65536, 70000, 1000000}) {
+    std::vector<float> value = {1.0f}, ms = {0.0f}, vs = {0.0f};
+    const std::vector<absl::Span<float>> slots = {absl::MakeSpan(ms), absl::MakeSpan(vs)};
+    const float g = 0.5f;
+    (*opt)->Apply(absl::MakeSpan(value), absl::MakeConstSpan(&g, 1), slots, t);
+    const double b1t = std::pow(0.9, t), b2t = std::pow(0.999, t);
+    const double lr_t = 0.01 * std::sqrt(1 - b2t) / (1 - b1t);
+    const double expected = 1.0 - lr_t * 0.05 / (std::sqrt(0.001 * 0.25) + 1e-7);
+    EXPECT_NEAR(value[0], expected, 1e-6) << "count " << t;
+    // The same count again gives the same step, bit for bit.
+    std::vector<float> again = {1.0f}, ms2 = {0.0f}, vs2 = {0.0f};
+    const std::vector<absl::Span<float>> slots2 = {absl::MakeSpan(ms2), absl::MakeSpan(vs2)};
+    (*opt)->Apply(absl::MakeSpan(again), absl::MakeConstSpan(&g, 1), slots2, t);
+    EXPECT_EQ(again[0], value[0]) << "count " << t;
+  }
+}
+
 // Keras's Nadam (tf.keras.optimizers.Nadam), its recurrence written out in
 // double: the momentum schedule's product carried step by step.
 TEST(OptimizerTest, NadamFollowsKerasRecurrenceStepByStep) {
@@ -146,6 +171,19 @@ TEST(OptimizerTest, NadamFollowsKerasRecurrenceStepByStep) {
   const double m_hat = u_next * 0.05 / (1 - product * u_next) + (1 - u_t) * 0.5 / (1 - product);
   const double v_hat = 0.001 * 0.25 / (1 - std::pow(0.999, 20000));
   EXPECT_NEAR(value[0], 1.0 - 0.002 * m_hat / (std::sqrt(v_hat) + 1e-7), 1e-6);
+  // Beyond the counts Nadam keeps its factors for (70000), computed anew.
+  value = {1.0f};
+  ms = {0.0f};
+  vs = {0.0f};
+  (*opt)->Apply(absl::MakeSpan(value), absl::MakeConstSpan(&g, 1), slots, 70000);
+  product = 1;
+  for (int t = 1; t <= 70000; ++t) product *= 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * t));
+  const double u_far = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * 70000));
+  const double u_far_next = 0.9 * (1 - 0.5 * std::pow(0.96, 0.004 * 70001));
+  const double m_far =
+      u_far_next * 0.05 / (1 - product * u_far_next) + (1 - u_far) * 0.5 / (1 - product);
+  const double v_far = 0.001 * 0.25 / (1 - std::pow(0.999, 70000));
+  EXPECT_NEAR(value[0], 1.0 - 0.002 * m_far / (std::sqrt(v_far) + 1e-7), 1e-6);
 }
 
 // tf.raw_ops.ApplyFtrl by hand, learning-rate power -1/2: the accumulator

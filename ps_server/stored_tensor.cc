@@ -63,7 +63,7 @@ absl::StatusOr<int64_t> TransferBytes(const StoredTensor& t, absl::Span<const in
   return static_cast<int64_t>(ids.size()) * t.dim * 4;
 }
 
-float* RowLocked(StoredTensor& t, int64_t id, const optim::Optimizer& opt) {
+float* RowLocked(StoredTensor& t, int64_t id, const optim::Optimizer& opt, int64_t* index) {
   const int64_t stride = t.dim * (1 + t.slots);
   auto [it, inserted] = t.row_of.try_emplace(id, static_cast<int64_t>(t.row_updates.size()));
   if (inserted) {
@@ -74,6 +74,7 @@ float* RowLocked(StoredTensor& t, int64_t id, const optim::Optimizer& opt) {
     t.row_updates.push_back(0);
     t.rows.store(static_cast<int64_t>(t.row_updates.size()), std::memory_order_relaxed);
   }
+  if (index != nullptr) *index = it->second;
   return t.data.data() + it->second * stride;
 }
 

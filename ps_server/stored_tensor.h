@@ -109,8 +109,9 @@ absl::StatusOr<int64_t> TransferBytes(const StoredTensor& t, absl::Span<const in
                                       int ps_index, int num_ps);
 
 // Table row `id`'s values and slots, created from the initializer (and
-// `opt`'s initial slots) on first touch.
-float* RowLocked(StoredTensor& t, int64_t id, const optim::Optimizer& opt)
+// `opt`'s initial slots) on first touch; its place in t's rows (row_of) in
+// `*index` when that is not null.
+float* RowLocked(StoredTensor& t, int64_t id, const optim::Optimizer& opt, int64_t* index = nullptr)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 // Copies row `id`'s values to `out`: the stored row, or, for a row not
 // created yet, its initial values (creating nothing).

@@ -69,6 +69,7 @@ int64_t CheckFinite(const Payload& payload, int64_t offset, int64_t n, float* ba
 void MergeRepeatedRows(absl::Span<const int64_t> ids, int64_t dim, float* grad,
                        std::vector<int64_t>* unique) {
   absl::flat_hash_map<int64_t, int64_t> first;
+  first.reserve(ids.size());
   for (size_t r = 0; r < ids.size(); ++r) {
     auto [it, inserted] = first.try_emplace(ids[r], unique->size());
     float* dst = grad + it->second * dim;
@@ -95,8 +96,8 @@ bool UpdateRules::ApplyLocked(StoredTensor& t, absl::Span<const int64_t> ids, in
   }
   // A table, async or ssp.
   for (size_t i = 0; i < ids.size(); ++i) {
-    float* row = RowLocked(t, ids[i], *opt_);
-    const int64_t r = t.row_of[ids[i]];
+    int64_t r = 0;
+    float* row = RowLocked(t, ids[i], *opt_, &r);
     opt_->ApplyStrided(row, grad + i * t.dim, t.dim, t.dim, ++t.row_updates[r]);
   }
   ++t.updates;
@@ -108,8 +109,8 @@ void UpdateRules::ApplyRoundLocked(StoredTensor& t) const {
   if (t.embedding) {
     for (auto& [id, acc] : t.sparse_accum) {
       for (float& v : acc) v *= scale;
-      float* row = RowLocked(t, id, *opt_);
-      const int64_t r = t.row_of[id];
+      int64_t r = 0;
+      float* row = RowLocked(t, id, *opt_, &r);
       opt_->ApplyStrided(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);
     }
     return;

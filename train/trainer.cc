@@ -189,12 +189,15 @@ class StepLoop {
     }
     x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
-    // With embeddings, batches go through a pipeline of three: while step
+    // With embeddings, batches go through a pipeline of four: while step
     // s computes, the rows of step s+1's ids are being pulled and step
     // s-1's row gradients pushed (async tables: step s+1's rows may miss
     // step s's update, as overlapped dense rounds do; sync tables pull step
-    // s+1's rows behind step s's pushes instead). The embeddings' output
-    // (the first layer's input) and its gradient are the step's own.
+    // s+1's rows behind step s's pushes instead); after it, step s+2's
+    // batch is gathered and its bags made while that round is still in
+    // flight, so the next step queues its round without that work in
+    // between. The embeddings' output (the first layer's input) and its
+    // gradient are the step's own.
     sync_tables_ = sync_ && !embeddings_.empty() && mlp_->spec().sync_tables;
     if (!embeddings_.empty()) {
       for (EmbeddedBatch& eb : pipeline_) {
@@ -283,6 +286,9 @@ class StepLoop {
     // so their pull goes behind this step's pushes (and waits on the PS for
     // the other replicas').
     if (sync_tables_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
+    if (batch.embedded != nullptr && prepared_ == step_ + 1 && WantsRows(step_ + 2)) {
+      PSTRAIN_RETURN_IF_ERROR(PrepareBatch(step_ + 2));
+    }
     PSTRAIN_RETURN_IF_ERROR(FinishStep(b));
     return Report(br);
   }
@@ -305,18 +311,32 @@ class StepLoop {
     }
   }
 
-  // Gathers batch `s` into its place in the pipeline and queues the pull of
-  // its rows. The place's last user, step s-3, pushed its rows at the
-  // latest with the pull of step s-1's rows (in its frame, or queued
-  // before it); rounds run in order, and every caller has waited for that
+  // Whether step s's rows are pulled: every step of the schedule; sync
+  // replicas go on past it until the PS reach its end.
+  bool WantsRows(int64_t s) const { return sync_ || s <= total_steps_; }
+
+  // Gathers batch `s` (the one after the last gathered) into its place in
+  // the pipeline and makes its bags. The place's last user, step s-4,
+  // pushed its rows at the latest with the pull of step s-2's rows (in its
+  // frame, or queued before it); rounds run in order, and every caller,
+  // the end of step s-2 or the start of step s-1, has waited for that
   // pull: the place is free.
-  absl::Status QueueRows(int64_t s) {
-    EmbeddedBatch& eb = pipeline_[s % 3];
+  absl::Status PrepareBatch(int64_t s) {
+    EmbeddedBatch& eb = pipeline_[s % pipeline_.size()];
     PSTRAIN_RETURN_IF_ERROR(
         prefetch_->Next(eb.x.data(), eb.y.data(), eb.ids.empty() ? nullptr : eb.ids.data())
             .status());
     PSTRAIN_RETURN_IF_ERROR(
         embeddings_.MakeBags(eb.x.data(), eb.ids.data(), ids_dim_, job_.batch_size, &eb.lookups));
+    prepared_ = s;
+    return absl::OkStatus();
+  }
+
+  // Queues the pull of batch s's rows, gathering the batch first unless the
+  // step before did (RunStep).
+  absl::Status QueueRows(int64_t s) {
+    if (prepared_ < s) PSTRAIN_RETURN_IF_ERROR(PrepareBatch(s));
+    EmbeddedBatch& eb = pipeline_[s % pipeline_.size()];
     client::PsClient* client = client_;
     const model::Embeddings* embeddings = &embeddings_;
     EmbeddedBatch* pushed = std::exchange(held_push_, nullptr);
@@ -361,9 +381,9 @@ class StepLoop {
       batch.y = y_.data();
       return batch;
     }
-    batch.embedded = &pipeline_[step_ % 3];
+    batch.embedded = &pipeline_[step_ % pipeline_.size()];
     PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(batch.embedded->pulled_by).status());
-    if (!sync_tables_ && (sync_ || step_ < total_steps_)) {
+    if (!sync_tables_ && WantsRows(step_ + 1)) {
       PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     }
     batch.x = batch.embedded->x.data();
@@ -513,7 +533,7 @@ class StepLoop {
   std::vector<float> params_[2], grads_[2];
   std::vector<float> x_;
   std::vector<int32_t> y_;
-  std::array<EmbeddedBatch, 3> pipeline_;
+  std::array<EmbeddedBatch, 4> pipeline_;
   std::vector<float> emb_out_, emb_grad_;
   std::optional<data::Prefetcher> prefetch_;
 
@@ -523,6 +543,7 @@ class StepLoop {
   // The ticket of the last round queued to write into params_[b].
   int64_t written_by_[2] = {0, 0};
   int64_t last_row_push_ = 0;
+  int64_t prepared_ = 0;  // the last step whose batch the pipeline gathered
   // Async and ssp tables: the step whose row gradients wait to go out with
   // the next rows' pull (PushRows).
   EmbeddedBatch* held_push_ = nullptr;
