@@ -39,6 +39,7 @@
 #include "common/tf_config.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
+#include "model/blas_kernels.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
 
@@ -297,6 +298,8 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
 }
 
 int main(int argc, char** argv) {
+  // First: this may execute the binary again with OPENBLAS_CORETYPE set.
+  pstrain::model::UseTheCpusBlasKernels(argv);
   pstrain::InstallCrashHandler(argv[0]);
   // Every role moves MiB-sized messages (common/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();

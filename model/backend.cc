@@ -1,5 +1,7 @@
 #include "model/backend.h"
 
+#include <cblas.h>
+
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +16,9 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(std::unique_ptr<Network> mlp) : mlp_(std::move(mlp)) {}
   std::string name() const override { return "cpu"; }
-  std::string Describe() const override { return "cpu: OpenBLAS sgemm"; }
+  std::string Describe() const override {
+    return absl::StrCat("cpu: OpenBLAS sgemm, ", openblas_get_corename(), " kernels");
+  }
   const Network& network() const override { return *mlp_; }
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
                                                const int32_t* labels, int batch, float* grads,

@@ -28,6 +28,7 @@
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/blas_kernels.h"
 #include "tests/testing/keyword_texts.h"
 #include "tests/testing/task_set.h"
 
@@ -52,11 +53,13 @@ struct RunResult {
 // Runs pstrain with `args` and TF_CONFIG (unless empty) to completion, or
 // kills it after `timeout`.
 RunResult RunPstrain(const std::vector<std::string>& args, const std::string& tf_config,
-                     const std::string& log, absl::Duration timeout = absl::Seconds(120)) {
+                     const std::string& log, absl::Duration timeout = absl::Seconds(120),
+                     std::vector<std::pair<std::string, std::string>> env = {}) {
   SpawnOptions o;
   o.argv = {Pstrain()};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
-  if (!tf_config.empty()) o.env = {{"TF_CONFIG", tf_config}};
+  o.env = std::move(env);
+  if (!tf_config.empty()) o.env.push_back({"TF_CONFIG", tf_config});
   o.log_path = log;
   RunResult r;
   auto pid = Spawn(o);
@@ -1301,9 +1304,36 @@ TEST(ClusterTest, VersionNamesTheCommitTheBuildAndCuda) {
                                                   "commit: ([0-9a-f]{40}|unknown) "
                                                   "\\((clean|modified|unknown) tree\\)\n"
                                                   "build: (opt|fastbuild|dbg)\n"
-                                                  "cuda: [^\n]+\n"))
+                                                  "cuda: [^\n]+\n"
+                                                  "blas: OpenBLAS [^\n]+ kernels[^\n]*\n"))
         << arg;
   }
+}
+
+// The binary computes with OpenBLAS kernels as wide as the CPU's vector
+// instructions, also on a CPU newer than Debian's OpenBLAS knows (which it
+// would give SSE3 kernels: model/blas_kernels.h); a user's own
+// OPENBLAS_CORETYPE is kept as given.
+TEST(ClusterTest, BlasKernelsAreAsWideAsTheCpu) {
+  const std::string out = TmpDir("blas");
+  // "..., NAME kernels" in the blas line.
+  auto kernels = [](const std::string& text) -> std::string {
+    const size_t end = text.find(" kernels");
+    if (end == std::string::npos) return "";
+    const size_t start = text.rfind(", ", end);
+    return start == std::string::npos ? "" : text.substr(start + 2, end - start - 2);
+  };
+  // The test's environment has no OPENBLAS_CORETYPE (bazel passes none).
+  RunResult r = RunPstrain({"version"}, "", out + "/v.txt", absl::Seconds(60));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string picked = kernels(r.output);
+  ASSERT_FALSE(picked.empty()) << r.output;
+  EXPECT_GE(static_cast<int>(model::KernelLevel(picked)), static_cast<int>(model::CpuLevel()))
+      << r.output;
+  r = RunPstrain({"version"}, "", out + "/v.txt", absl::Seconds(60),
+                 {{"OPENBLAS_CORETYPE", "Prescott"}});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(", Prescott kernels (OPENBLAS_CORETYPE)\n"));
 }
 
 // pstrain plan says when --max-ps keeps the recommendation from the floor.
