@@ -81,6 +81,13 @@ class FrameSocket {
   absl::Status Error(const char* what, int err) const;
   // Sends (write) or receives every byte of `iov`.
   absl::Status Transfer(std::vector<iovec> iov, bool write);
+  // Before a read of `bytes` (kLowWaterMin to kLowWaterMax): waits, up to
+  // the socket's timeout, until they are all in, or the kernel says to
+  // read now (its receive window is full, or the connection ended). True
+  // when the socket is readable (false: the wait timed out).
+  bool AwaitBytes(size_t bytes);
+  static constexpr size_t kLowWaterMin = 64 << 10;
+  static constexpr size_t kLowWaterMax = 2 << 20;
   // Reads exactly n bytes; `started` says whether a frame is under way (an
   // end of stream is then DataLoss, not OutOfRange).
   absl::Status ReadExactly(char* dst, size_t n, bool started);
@@ -88,6 +95,7 @@ class FrameSocket {
   const int fd_;
   const std::string peer_;
   std::atomic<bool> shut_{false};
+  std::atomic<int> timeout_ms_{-1};  // SetTimeout's, for poll (-1: none)
 };
 
 // A listening TCP socket for FrameSockets.

@@ -1,5 +1,7 @@
 #include "common/frame_socket.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -72,6 +74,67 @@ TEST(FrameSocketTest, FramesArriveWholeAndInOrderAsOneWritableSlice) {
   ASSERT_OK(frame.Parse(empty));
   EXPECT_EQ(frame.header().request_id(), 0u);
   writer.join();
+}
+
+// Payloads of 64 KiB to 2 MiB are awaited whole (the socket's low-water
+// mark) before they are read: each arrives intact, also when the writer
+// sends it in pieces with pauses between, and a small frame after one is
+// read at once (the mark goes back down). The writer is a plain socket.
+TEST(FrameSocketTest, MidSizeFramesAwaitedWholeAndASmallOneAfter) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameListener> listener,
+                       FrameListener::Listen("127.0.0.1", 0));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(listener->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, listener->Accept(absl::Seconds(5)));
+  ASSERT_NE(server, nullptr);
+  auto pool = BufferPool::Create();
+  // Each frame as the wire has it: its length (8 bytes, little-endian),
+  // then its bytes.
+  auto on_wire = [](const std::string& bytes) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(uint64_t{bytes.size()} >> (8 * i));
+    return out + bytes;
+  };
+  std::string mid(1 << 20, '\0');
+  for (size_t i = 0; i < mid.size(); ++i) mid[i] = static_cast<char>(i * 31 % 253);
+  const std::string wire =
+      Flatten(EncodeFrame(v1::FrameHeader(), {BorrowSlice(mid.data(), mid.size())}));
+  v1::FrameHeader small;
+  small.set_request_id(9);
+  const std::string small_wire = Flatten(EncodeFrame(small, {}));
+  auto send_all = [fd](const std::string& bytes) {
+    for (size_t at = 0; at < bytes.size();) {
+      const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      at += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  std::thread writer([&] {
+    EXPECT_TRUE(send_all(on_wire(wire) + on_wire(small_wire)));
+    // The same frame again in pieces of 100 KB, 20 ms apart.
+    const std::string again = on_wire(wire);
+    for (size_t at = 0; at < again.size(); at += 100000) {
+      EXPECT_TRUE(send_all(again.substr(at, 100000)));
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(send_all(on_wire(small_wire)));
+  });
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer got, server->Read(*pool, 64 << 20));
+    EXPECT_EQ(Flatten(got), wire) << "round " << round;
+    const absl::Time start = absl::Now();
+    ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer next, server->Read(*pool, 64 << 20));
+    EXPECT_EQ(Flatten(next), small_wire) << "round " << round;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << "round " << round;
+  }
+  writer.join();
+  ::close(fd);
 }
 
 TEST(FrameSocketTest, AFrameOverTheLimitIsRefusedNamingBothSizes) {

@@ -95,6 +95,21 @@ void AdamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
   }
 }
 
+// AdamLoop with the gradient as raw bytes at any alignment (as received):
+// the same arithmetic, so the same results, without first copying the
+// gradient into an aligned buffer.
+PSTRAIN_VECTOR_CLONES
+void AdamBytesLoop(float* __restrict v, float* __restrict m, float* __restrict s,
+                   const char* __restrict g, size_t n, float step, float b1, float b2, float eps) {
+  for (size_t i = 0; i < n; ++i) {
+    float x;
+    std::memcpy(&x, g + 4 * i, 4);  // unaligned loads, vectorised
+    m[i] = b1 * m[i] + (1 - b1) * x;
+    s[i] = b2 * s[i] + (1 - b2) * x * x;
+    v[i] -= step * m[i] / (std::sqrt(s[i]) + eps);
+  }
+}
+
 PSTRAIN_VECTOR_CLONES
 void NadamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
                const float* __restrict g, size_t n, float lr, float b1, float b2, float c_m,
@@ -235,6 +250,13 @@ class Adam final : public Optimizer {
     const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
     AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
              cached != nullptr ? *cached : StepSize(t), b1_, b2_, eps_);
+  }
+  void ApplyBytes(absl::Span<float> values, const char* grad,
+                  absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    ScopedFlushDenormals flush;
+    const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
+    AdamBytesLoop(values.data(), slots[0].data(), slots[1].data(), grad, values.size(),
+                  cached != nullptr ? *cached : StepSize(t), b1_, b2_, eps_);
   }
 
  private:

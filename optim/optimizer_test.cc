@@ -108,13 +108,17 @@ TEST(OptimizerTest, AdamFirstStepsByHand) {
   EXPECT_NEAR(v[1], -0.1 - lr2 * (-0.75) / (std::sqrt(1.1875) + 1e-7), 1e-6);
 }
 
+OptimizerSpec AdamSpec(float learning_rate) {
+  OptimizerSpec s;
+  s.name = "adam";
+  s.learning_rate = learning_rate;
+  return s;
+}
+
 // One step at count t from zero slots, at counts the optimizer keeps its
 // step size for (optim/count_table.h), across its chunks, and beyond them.
 TEST(OptimizerTest, AdamStepAtAnyCountIsTheClosedForm) {
-  OptimizerSpec s;
-  s.name = "adam";
-  s.learning_rate = 0.01f;
-  auto opt = CreateOptimizer(s);
+  auto opt = CreateOptimizer(AdamSpec(0.01f));
   ASSERT_OK(opt);
   for (int64_t t : {1, 2, 3, 4095, 4096, 4097, 38000, 65535, 65536, 70000, 1000000}) {
     std::vector<float> value = {1.0f}, ms = {0.0f}, vs = {0.0f};
@@ -212,6 +216,38 @@ TEST(OptimizerTest, FtrlByHandWithL1ZeroingAndL2) {
   EXPECT_EQ(ApplySequence(s, 0.3f, {0.5f}), std::vector<float>{0.0f});
   s.l1 = -1;
   EXPECT_EQ(CreateOptimizer(s).status().message(), "optimizer l1 -1 must be 0 or more");
+}
+
+// Adam's step on a gradient as received (raw bytes at an odd alignment)
+// gives Apply's values and slots bit for bit: the PS applies received
+// bytes, train --local aligned floats, and the two must agree.
+TEST(OptimizerTest, AdamOnReceivedBytesMatchesApplyBitForBit) {
+  auto opt = CreateOptimizer(AdamSpec(0.003f));
+  ASSERT_OK(opt);
+  constexpr int64_t kN = 4096 + 37;
+  std::vector<float> grad(kN);
+  std::vector<float> values(kN), m(kN), v(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    grad[i] = std::cos(0.37f * i) / (1 + i % 7);
+    values[i] = std::sin(0.1f * i);
+    m[i] = 0.01f * std::sin(0.3f * i);
+    v[i] = 0.001f * (1 + i % 5);
+  }
+  std::vector<char> bytes(kN * 4 + 3);
+  char* g = bytes.data() + 3;
+  std::memcpy(g, grad.data(), kN * 4);
+  std::vector<float> values2 = values, m2 = m, v2 = v;
+  for (int64_t t : {int64_t{1}, int64_t{57}, int64_t{100000}}) {
+    const std::vector<absl::Span<float>> slots = {absl::MakeSpan(m), absl::MakeSpan(v)};
+    const std::vector<absl::Span<float>> slots2 = {absl::MakeSpan(m2), absl::MakeSpan(v2)};
+    (*opt)->Apply(absl::MakeSpan(values), grad, slots, t);
+    (*opt)->ApplyBytes(absl::MakeSpan(values2), g, slots2, t);
+    for (int64_t i = 0; i < kN; ++i) {
+      ASSERT_EQ(values2[i], values[i]) << "count " << t << " element " << i;
+      ASSERT_EQ(m2[i], m[i]) << "count " << t << " element " << i;
+      ASSERT_EQ(v2[i], v[i]) << "count " << t << " element " << i;
+    }
+  }
 }
 
 // SGD's exchanging step gives ApplyBytes's values bit for bit (at an odd
