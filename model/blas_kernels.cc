@@ -1,15 +1,11 @@
 #include "model/blas_kernels.h"
 
+#include <cblas.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-
-extern "C" {
-char* openblas_get_corename(void);
-char* openblas_get_config(void);
-}
 
 namespace pstrain::model {
 namespace {
@@ -17,6 +13,12 @@ namespace {
 // Set by UseTheCpusBlasKernels in the process it executes, so that the
 // process can say the kernels were its choice, not the user's.
 constexpr char kChosenMark[] = "PSTRAIN_CHOSE_OPENBLAS_CORETYPE";
+
+// Whether OPENBLAS_CORETYPE names kernels (an empty value names none).
+bool CoreTypeSet() {
+  const char* given = std::getenv("OPENBLAS_CORETYPE");
+  return given != nullptr && given[0] != '\0';
+}
 
 }  // namespace
 
@@ -53,8 +55,7 @@ std::string BetterKernels(const std::string& corename, VectorLevel cpu, bool bf1
 }
 
 void UseTheCpusBlasKernels(char** argv) {
-  const char* given = std::getenv("OPENBLAS_CORETYPE");
-  if (given != nullptr && given[0] != '\0') return;
+  if (CoreTypeSet()) return;
   __builtin_cpu_init();
   const std::string better =
       BetterKernels(openblas_get_corename(), CpuLevel(), __builtin_cpu_supports("avx512bf16"));
@@ -72,8 +73,7 @@ std::string DescribeBlas() {
   std::string how;
   if (std::getenv(kChosenMark) != nullptr) {
     how = " (chosen by pstrain: OpenBLAS picked narrower kernels than this CPU runs)";
-  } else if (const char* given = std::getenv("OPENBLAS_CORETYPE");
-             given != nullptr && given[0] != '\0') {
+  } else if (CoreTypeSet()) {
     how = " (OPENBLAS_CORETYPE)";
   }
   return absl::StrCat("blas: ", openblas_get_config(), ", ", corename, " kernels", how);

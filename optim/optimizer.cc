@@ -247,16 +247,14 @@ class Adam final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t t) const override {
-    const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
     AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
-             cached != nullptr ? *cached : StepSize(t), b1_, b2_, eps_);
+             CachedStepSize(t), b1_, b2_, eps_);
   }
   void ApplyBytes(absl::Span<float> values, const char* grad,
                   absl::Span<const absl::Span<float>> slots, int64_t t) const override {
     ScopedFlushDenormals flush;
-    const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
     AdamBytesLoop(values.data(), slots[0].data(), slots[1].data(), grad, values.size(),
-                  cached != nullptr ? *cached : StepSize(t), b1_, b2_, eps_);
+                  CachedStepSize(t), b1_, b2_, eps_);
   }
 
  private:
@@ -267,6 +265,12 @@ class Adam final : public Optimizer {
   }
 
   const float lr_, b1_, b2_, eps_;
+  // StepSize(t) from the table, or computed beyond it.
+  float CachedStepSize(int64_t t) const {
+    const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
+    return cached != nullptr ? *cached : StepSize(t);
+  }
+
   CountTable<1> steps_;  // StepSize by count
 };
 
