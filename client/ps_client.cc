@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -901,14 +902,55 @@ absl::StatusOr<int64_t> PsClient::ReplicaPushes(int replica) {
   return *fewest;
 }
 
+absl::Status PsClient::HoldPushesOnEach(int32_t lease_ms, absl::Duration deadline,
+                                        std::vector<v1::HoldPushesResponse>* resps) {
+  std::vector<v1::HoldPushesRequest> reqs(num_ps());
+  resps->assign(num_ps(), v1::HoldPushesResponse());
+  std::vector<int> all;
+  for (int i = 0; i < num_ps(); ++i) {
+    reqs[i].set_lease_ms(lease_ms);
+    all.push_back(i);
+  }
+  return CallEach(
+      all, "HoldPushes",
+      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
+        stubs_[ps]->async()->HoldPushes(ctx, &reqs[ps], &(*resps)[ps], std::move(done));
+      },
+      deadline);
+}
+
+absl::StatusOr<int64_t> PsClient::HoldPushes(absl::Duration lease) {
+  const int64_t lease_ms = absl::ToInt64Milliseconds(lease);
+  if (lease_ms <= 0 || lease_ms > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a push hold needs a lease of 1 ms or more, got ", absl::FormatDuration(lease)));
+  }
+  std::vector<v1::HoldPushesResponse> resps;
+  if (absl::Status s = HoldPushesOnEach(static_cast<int32_t>(lease_ms), lease, &resps); !s.ok()) {
+    ReleasePushes().IgnoreError();  // best effort: the leases end them anyway
+    return s;
+  }
+  int64_t step = -1;
+  for (const v1::HoldPushesResponse& r : resps) {
+    step = step < 0 ? r.global_step() : std::min(step, r.global_step());
+  }
+  return step;
+}
+
+absl::Status PsClient::ReleasePushes() {
+  std::vector<v1::HoldPushesResponse> resps;
+  return HoldPushesOnEach(0, options_.rpc_deadline, &resps);
+}
+
 absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint(
-    const std::string& dir, int64_t step, absl::Duration timeout) {
+    const std::string& dir, int64_t step, absl::Duration timeout, bool release_hold) {
   std::vector<v1::SaveCheckpointRequest> reqs(num_ps());
   std::vector<v1::SaveCheckpointResponse> resps(num_ps());
   std::vector<int> all;
   for (int i = 0; i < num_ps(); ++i) {
     reqs[i].set_dir(dir);
     reqs[i].set_step(step);
+    reqs[i].set_release_hold(release_hold);
     all.push_back(i);
   }
   absl::Status s = CallEach(

@@ -233,11 +233,21 @@ class PsClient {
   // the counts, or a model without dense variables); Stats' errors.
   absl::StatusOr<int64_t> ReplicaPushes(int replica);
 
+  // Holds every PS's pushes for at most `lease` (HoldPushesRequest) and
+  // returns the global step at that cut (the lowest any PS reports, as the
+  // chief reads it from Stats). On an error, the PS that did hold are
+  // released and the error names the PS that failed.
+  absl::StatusOr<int64_t> HoldPushes(absl::Duration lease);
+  // Ends every PS's hold (also those whose lease ended already).
+  absl::Status ReleasePushes();
+
   // Every PS writes its shard of checkpoint `step` under `dir`
-  // (SaveCheckpointRequest); the answers in PS order. Errors name the PS.
+  // (SaveCheckpointRequest), ending its push hold once its snapshot is cut
+  // when `release_hold`; the answers in PS order. Errors name the PS.
   absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,
                                                                          int64_t step,
-                                                                         absl::Duration timeout);
+                                                                         absl::Duration timeout,
+                                                                         bool release_hold = false);
 
   // PS `targets` replace their values with checkpoint `step` under `dir`,
   // written by `written_by` PS, and serve `generation` (RestoreRequest);
@@ -277,6 +287,11 @@ class PsClient {
       const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>&
           build,
       const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
+
+  // One HoldPushes call to every PS (`lease_ms` 0: release), answers in PS
+  // order.
+  absl::Status HoldPushesOnEach(int32_t lease_ms, absl::Duration deadline,
+                                std::vector<v1::HoldPushesResponse>* resps);
 
   // Dense slices are moved in groups: some slices of one PS, at most
   // max_frame_bytes together.

@@ -32,10 +32,13 @@ struct CheckpointRecord {
 // "final": true}), which tells an evaluator it may stop after scoring it.
 // `spare_unscored`: an evaluator is in the cluster, so checkpoints after
 // the last step it scored (<dir>/eval/scored) are kept even beyond `keep`.
+// `release_hold`: the PS hold their pushes (PsClient::HoldPushes); each ends
+// its hold once its snapshot is cut, and on an error every hold is ended.
 absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const std::string& dir,
                                                 int64_t step, int keep, bool final = false,
                                                 bool spare_unscored = false,
-                                                absl::Duration timeout = absl::Minutes(10));
+                                                absl::Duration timeout = absl::Minutes(10),
+                                                bool release_hold = false);
 
 // Renames ckpt-S to ckpt-S.corrupt (kept for a person to look at, no longer
 // listed); logs what it did.

@@ -37,6 +37,11 @@ namespace {
 absl::Mutex signal_mu(absl::kConstInit);
 ChiefDuties* signal_target ABSL_GUARDED_BY(signal_mu) = nullptr;
 
+// How long a checkpoint may hold the PS's pushes: the hold lasts from the
+// HoldPushes answers to each PS's cut (milliseconds); the lease only bounds
+// the stall should this chief die in between.
+constexpr absl::Duration kPushHoldLease = absl::Seconds(10);
+
 }  // namespace
 
 void ChiefDuties::CheckpointOnStopSignals() {
@@ -131,15 +136,20 @@ absl::Status ChiefDuties::CheckpointNow(bool final) {
 }
 
 absl::Status ChiefDuties::CheckpointNowLocked(bool final) {
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, GlobalStep());
   {
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t now, GlobalStep());
     absl::MutexLock lock(&mu_);
-    if (step <= last_checkpoint_ && !final) return absl::OkStatus();
+    if (now <= last_checkpoint_ && !final) return absl::OkStatus();
   }
+  // Every PS cut at one moment: their pushes held from before the step is
+  // read until each one's snapshot is taken, so a replica's pushes in the
+  // shards differ by at most the one it had in flight.
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, client_->HoldPushes(kPushHoldLease));
   PSTRAIN_ASSIGN_OR_RETURN(
       CheckpointRecord r,
       SaveCheckpoint(client_.get(), options_.output_dir, step, options_.job.keep_checkpoints, final,
-                     /*spare_unscored=*/!cfg_.cluster.evaluator.empty()));
+                     /*spare_unscored=*/!cfg_.cluster.evaluator.empty(), absl::Minutes(10),
+                     /*release_hold=*/true));
   Log(absl::StrFormat("checkpoint at step %d: %d bytes in %.3fs (ps: %.3fs) under %s", r.step,
                       r.bytes, r.seconds, r.ps_seconds, options_.output_dir));
   absl::MutexLock lock(&mu_);

@@ -18,6 +18,10 @@
 namespace pstrain::ps {
 namespace {
 
+// The longest a chief may hold a PS's pushes: a chief that dies holding them
+// stalls training no longer than this.
+constexpr int32_t kMaxHoldLeaseMs = 60'000;
+
 grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
@@ -331,6 +335,33 @@ grpc::ServerUnaryReactor* PsServiceImpl::Restore(grpc::CallbackServerContext* ct
   return FinishWith(ctx, RestoreFrom(req->checkpoint(), req->generation(), resp));
 }
 
+grpc::ServerUnaryReactor* PsServiceImpl::HoldPushes(grpc::CallbackServerContext* ctx,
+                                                    const v1::HoldPushesRequest* req,
+                                                    v1::HoldPushesResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "HoldPushes");
+  if (!admitted.ok()) return FinishWith(ctx, admitted.status());
+  if (req->lease_ms() < 0 || req->lease_ms() > kMaxHoldLeaseMs) {
+    return FinishWith(ctx, absl::InvalidArgumentError(
+                               absl::StrCat("HoldPushes needs a lease of 0 (release) to ",
+                                            kMaxHoldLeaseMs, " ms, got ", req->lease_ms())));
+  }
+  if (req->lease_ms() == 0) {
+    store_->push_hold().Release();
+    resp->set_global_step(store_->global_step());
+    return FinishWith(ctx, absl::OkStatus());
+  }
+  // Waiting for the pushes being applied to finish must not take a gRPC
+  // thread: it runs on the checkpoint thread, as saves do.
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto admission = std::make_shared<CallGuard::Admission>(*std::move(admitted));
+  checkpoint_writer_.Run([this, req, resp, reactor, admission] {
+    const absl::Status held = store_->push_hold().Hold(absl::Milliseconds(req->lease_ms()));
+    if (held.ok()) resp->set_global_step(store_->global_step());
+    reactor->Finish(ToGrpcStatus(held));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                                         const v1::SaveCheckpointRequest* req,
                                                         v1::SaveCheckpointResponse* resp) {
@@ -347,7 +378,11 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
   auto admission = std::make_shared<CallGuard::Admission>(*std::move(admitted));
   checkpoint_writer_.Run([this, req, resp, reactor, admission] {
     const absl::Time start = absl::Now();
-    auto snapshot = store_->Snapshot(req->step());
+    PushHold& hold = store_->push_hold();
+    std::function<void()> after_cut;
+    if (req->release_hold()) after_cut = [&hold] { hold.Release(); };
+    auto snapshot = store_->Snapshot(req->step(), after_cut);
+    if (req->release_hold()) hold.Release();  // also when nothing was cut
     if (!snapshot.ok()) {
       reactor->Finish(ToGrpcStatus(snapshot.status()));
       return;

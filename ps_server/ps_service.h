@@ -1,6 +1,7 @@
 // gRPC adapter for the PS: control RPCs (CreateVariables, Health, Stats,
-// SaveCheckpoint, Restore, Shutdown) are unary (SaveCheckpoint does its work
-// on a thread of its own and answers from there); the data path is the Exchange stream, whose
+// HoldPushes, SaveCheckpoint, Restore, Shutdown) are unary (HoldPushes and
+// SaveCheckpoint do their work on a thread of their own and answer from
+// there); the data path is the Exchange stream, whose
 // frames are parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes are never
 // copied through protobuf. Each stream handles its frames in order: a frame's push is applied, then
 // its pull is served, or parked in the store's WaitList until a sync step or ssp clock allows it,
@@ -55,9 +56,10 @@ struct PsServiceOptions {
 // Every method on the callback API; Exchange on raw byte buffers.
 using PsServiceBase = v1::PsService::WithCallbackMethod_CreateVariables<
     v1::PsService::WithRawCallbackMethod_Exchange<v1::PsService::WithCallbackMethod_Health<
-        v1::PsService::WithCallbackMethod_Stats<v1::PsService::WithCallbackMethod_SaveCheckpoint<
-            v1::PsService::WithCallbackMethod_Restore<
-                v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>>>;
+        v1::PsService::WithCallbackMethod_Stats<v1::PsService::WithCallbackMethod_HoldPushes<
+            v1::PsService::WithCallbackMethod_SaveCheckpoint<
+                v1::PsService::WithCallbackMethod_Restore<
+                    v1::PsService::WithCallbackMethod_Shutdown<v1::PsService::Service>>>>>>>>;
 
 class PsServiceImpl final : public PsServiceBase {
  public:
@@ -84,6 +86,9 @@ class PsServiceImpl final : public PsServiceBase {
                                    v1::HealthResponse* resp) override;
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* ctx, const v1::StatsRequest* req,
                                   v1::StatsResponse* resp) override;
+  grpc::ServerUnaryReactor* HoldPushes(grpc::CallbackServerContext* ctx,
+                                       const v1::HoldPushesRequest* req,
+                                       v1::HoldPushesResponse* resp) override;
   grpc::ServerUnaryReactor* SaveCheckpoint(grpc::CallbackServerContext* ctx,
                                            const v1::SaveCheckpointRequest* req,
                                            v1::SaveCheckpointResponse* resp) override;

@@ -29,7 +29,8 @@
 // The store is the coordinator of its parts, each with one reason to change:
 // stored_tensor.h (storage, table rows, answers held in place),
 // update_rules.h (optimizer application, NaN/Inf checks), round_gate.h
-// (sync rounds, the ssp bound), store_checkpoint.h (checkpoint records). It
+// (sync rounds, the ssp bound), store_checkpoint.h (checkpoint records),
+// push_hold.h (the checkpoint's hold on pushes). It
 // knows nothing of gRPC: gradients arrive as a Payload (common/payload.h)
 // and in-place answers leave as HeldBytes; ps_service.cc speaks the wire.
 #ifndef PSTRAIN_PS_SERVER_SHARD_STORE_H_
@@ -57,6 +58,7 @@
 #include "common/placement.h"
 #include "common/staleness.h"
 #include "optim/optimizer.h"
+#include "ps_server/push_hold.h"
 #include "ps_server/stored_tensor.h"
 #include "ps_server/update_rules.h"
 #include "ps_server/wait_list.h"
@@ -235,6 +237,10 @@ class ShardStore {
   // or an ssp clock moves.
   WaitList& wait_list() { return wait_list_; }
 
+  // Held by the chief's checkpoint so that every PS is cut at one moment
+  // (push_hold.h); Push waits on it before it applies anything.
+  PushHold& push_hold() { return push_hold_; }
+
   // Over dense tensors (tables only when there are no dense ones): with
   // sync tensors, the lowest version among them; else with ssp, the slowest
   // replica's clock; else the highest version. 0 before Initialize.
@@ -314,6 +320,7 @@ class ShardStore {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<UpdateRules> rules_;
   WaitList wait_list_;
+  PushHold push_hold_;
   std::atomic<int64_t> restored_step_{0};
 };
 

@@ -1,16 +1,20 @@
 // Consistency modes and input checks of the PS, over real gRPC on loopback:
 // PS servers in this process, one PsClient per replica as workers use them.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "checkpoint/checkpoint_shard.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 #include "common/placement.h"
 #include "common/testing/status_testing.h"
+#include "common/testing/temp_dir.h"
 #include "common/wire_frame.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 
@@ -235,6 +239,68 @@ TEST_F(PsConsistencyTest, AsyncLosesNoUpdate) {
   for (int64_t i = 0; i < total_; ++i) {
     ASSERT_EQ(params[i], init_[i] - kClients * kPushes) << i;
   }
+}
+
+// Checkpoints taken while async replicas push to both PS: the hold the
+// chief puts on every PS before it reads the step cuts the two shards at one
+// moment, so each replica's pushes counted in them differ by at most the one
+// it had in flight, and the step is that of the cut.
+TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
+  constexpr int kClients = 3, kCheckpoints = 12;
+  Start("async", kClients);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      const std::vector<float> zeros(total_, 0.0f);
+      std::vector<float> params(total_);
+      for (int k = 0; k < 1'000'000 && !stop && results[c].ok(); ++k) {
+        results[c] = clients_[c]->PushPullAll(zeros.data(), params.data(), offsets_).status();
+      }
+    });
+  }
+  const std::string dir = testing::TempDir() + "/one_cut";
+  for (int k = 1; k <= kCheckpoints; ++k) {
+    absl::SleepFor(absl::Milliseconds(20));
+    ASSERT_OK_AND_ASSIGN(const int64_t step, clients_[0]->HoldPushes(absl::Seconds(10)));
+    ASSERT_OK_AND_ASSIGN(auto saved, clients_[0]->SaveCheckpoint(dir, k, absl::Seconds(30),
+                                                                 /*release_hold=*/true));
+    // Per replica, the fewest and most pushes any dense slice counted.
+    std::vector<int64_t> fewest(kClients, -1), most(kClients, -1);
+    int64_t highest_version = 0;
+    for (const auto& shard : saved) {
+      ASSERT_OK_AND_ASSIGN(ckpt::ShardContents contents, ckpt::ReadShard(shard.path()));
+      for (const auto& t : contents.tensors) {
+        if (t.replica_pushes_size() == 0) continue;  // the table
+        ASSERT_EQ(t.replica_pushes_size(), kClients) << t.key();
+        highest_version = std::max(highest_version, t.updates());
+        for (int r = 0; r < kClients; ++r) {
+          const int64_t n = t.replica_pushes(r);
+          fewest[r] = fewest[r] < 0 ? n : std::min(fewest[r], n);
+          most[r] = std::max(most[r], n);
+        }
+      }
+    }
+    int64_t total = 0;
+    for (int r = 0; r < kClients; ++r) {
+      EXPECT_LE(most[r] - fewest[r], 1)
+          << "checkpoint " << k << ": replica " << r << "'s pushes differ across the shards";
+      total += fewest[r];
+    }
+    EXPECT_GE(step, total) << "checkpoint " << k;
+    EXPECT_LE(step, highest_version) << "checkpoint " << k;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  for (const auto& s : results) ASSERT_OK(s);
+  const absl::Status no_lease = clients_[0]->HoldPushes(absl::ZeroDuration()).status();
+  EXPECT_EQ(no_lease.code(), absl::StatusCode::kInvalidArgument) << no_lease;
+  EXPECT_THAT(std::string(no_lease.message()), ::testing::HasSubstr("lease of 1 ms or more"));
+  // The holds were all released: pushes go on.
+  const std::vector<float> zeros(total_, 0.0f);
+  std::vector<float> params(total_);
+  ASSERT_OK(clients_[0]->PushPullAll(zeros.data(), params.data(), offsets_).status());
 }
 
 TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {

@@ -147,7 +147,7 @@ TEST_F(PsSecurityTest, EveryMethodRefusesCallsWithoutTheRightToken) {
   ExpectUntouched();
   ASSERT_OK_AND_ASSIGN(auto stats, client_->Stats());
   EXPECT_EQ(stats[0].refused_unauthenticated(), calls);
-  EXPECT_EQ(calls, 2 * 7);
+  EXPECT_EQ(calls, 2 * 8);
 }
 
 TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {

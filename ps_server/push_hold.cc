@@ -1,0 +1,61 @@
+#include "ps_server/push_hold.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pstrain::ps {
+
+void PushHold::ExpireLocked() {
+  if (held_ && absl::Now() >= until_) held_ = false;
+}
+
+PushHold::Pass PushHold::Enter() {
+  absl::MutexLock lock(&mu_);
+  while (held_) {
+    const absl::Time until = until_;
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](bool* held) { return !*held; }, &held_),
+                          until);
+    ExpireLocked();
+  }
+  ++applying_;
+  return Pass(this);
+}
+
+void PushHold::Leave() {
+  absl::MutexLock lock(&mu_);
+  --applying_;
+}
+
+absl::Status PushHold::Hold(absl::Duration lease) {
+  if (lease <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a push hold needs a positive lease, got ", absl::FormatDuration(lease)));
+  }
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+  until_ = absl::Now() + lease;
+  const bool drained =
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](int64_t* applying) { return *applying == 0; }, &applying_),
+                            until_);
+  if (!drained) {
+    held_ = false;
+    return absl::DeadlineExceededError(
+        absl::StrCat(applying_, " push(es) were still being applied when the hold's lease of ",
+                     absl::FormatDuration(lease), " ended; nothing is held"));
+  }
+  return absl::OkStatus();
+}
+
+void PushHold::Release() {
+  absl::MutexLock lock(&mu_);
+  held_ = false;
+}
+
+bool PushHold::held() const {
+  absl::MutexLock lock(&mu_);
+  return held_ && absl::Now() < until_;
+}
+
+}  // namespace pstrain::ps
