@@ -2,12 +2,15 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "model/cuda_device.h"
 #include "model/cuda_mlp_kernels.h"
+#include "model/cuda_net_kernels.h"
 
 namespace pstrain::model {
 namespace {
@@ -36,49 +39,121 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Network> mlp_;
 };
 
+// Dense layers and softmax only: the MLP kernels, whose copies overlap the
+// layers (model/cuda_mlp_kernels.h). Anything else: the layer stack
+// (model/cuda_net_kernels.h).
+bool RunsAsMlp(const NetworkSpec& spec) {
+  if (spec.binary()) return false;
+  for (const LayerSpec& l : spec.layers) {
+    if (l.kind != LayerKind::kDense) return false;
+  }
+  return true;
+}
+
+// The layer stack's description of `net`'s layers.
+std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
+  const std::vector<int64_t> kernel_at = net.layout().LayerOffsets(ParamRole::kKernel);
+  const std::vector<int64_t> bias_at = net.layout().LayerOffsets(ParamRole::kBias);
+  std::vector<PstrainCudaLayer> out;
+  size_t with_variables = 0;
+  for (size_t l = 0; l < net.spec().layers.size(); ++l) {
+    const LayerSpec& spec = net.spec().layers[l];
+    const Shape& in = net.shapes()[l];
+    PstrainCudaLayer d{};
+    d.in_size = ShapeSize(in);
+    d.out_size = ShapeSize(net.shapes()[l + 1]);
+    d.units = spec.units;
+    d.relu = spec.relu ? 1 : 0;
+    d.kernel_at = -1;
+    d.bias_at = -1;
+    if (spec.has_variables()) {
+      d.kernel_at = kernel_at[with_variables];
+      d.bias_at = bias_at[with_variables];
+      ++with_variables;
+    }
+    switch (spec.kind) {
+      case LayerKind::kDense:
+        d.kind = kPstrainCudaDense;
+        break;
+      case LayerKind::kConv1D:
+      case LayerKind::kConv2D:
+        d.kind = kPstrainCudaConv;
+        d.window = LayerWindow(spec, in);
+        break;
+      case LayerKind::kMaxPool1D:
+      case LayerKind::kMaxPool2D:
+        d.kind = kPstrainCudaMaxPool;
+        d.window = LayerWindow(spec, in);
+        break;
+      case LayerKind::kGlobalAveragePool1D:
+        d.kind = kPstrainCudaAveragePool;
+        d.steps = in[0];
+        d.channels = in[1];
+        break;
+      case LayerKind::kFlatten:
+        d.kind = kPstrainCudaFlatten;
+        break;
+      case LayerKind::kDropout:
+        d.kind = kPstrainCudaDropout;
+        // As the CPU's dropout: drop when a draw's 32 bits are below this.
+        d.drop_below = static_cast<uint64_t>(static_cast<double>(spec.rate) * 4294967296.0);
+        d.keep_scale = 1.0f / (1.0f - spec.rate);
+        break;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 class CudaBackend final : public Backend {
  public:
-  static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Network> mlp,
+  static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Network> net,
                                                          int max_batch) {
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
-    if (mlp->spec().binary()) {
-      return absl::UnimplementedError(
-          "cuda: the sigmoid loss does not run on the CUDA backend yet (softmax only)");
-    }
-    for (const LayerSpec& l : mlp->spec().layers) {
-      if (l.kind != LayerKind::kDense) {
-        return absl::UnimplementedError(
-            absl::StrCat("cuda: layer ", l.name, " is ", LayerKindName(l.kind),
-                         ", which the CUDA backend does not run yet (dense layers only)"));
-      }
-    }
     const CudaDeviceInfo& d = devices->front();
-    std::vector<int> dims = {mlp->input_width()}, relu;
-    for (const LayerSpec& l : mlp->spec().layers) {
-      dims.push_back(l.units);
-      relu.push_back(l.relu ? 1 : 0);
-    }
-    const ParamLayout& layout = mlp->layout();
-    const std::vector<int64_t> kernel_at = layout.LayerOffsets(ParamRole::kKernel);
-    const std::vector<int64_t> bias_at = layout.LayerOffsets(ParamRole::kBias);
+    const std::string description =
+        absl::StrCat("cuda: device ", d.index, " ", d.name, " (sm_", d.major, d.minor, ")");
+    const ParamLayout& layout = net->layout();
     char err[512] = {0};
-    PstrainCudaMlp* handle = nullptr;
-    if (pstrain_cuda_mlp_create(d.index, dims.data(), relu.data(), static_cast<int>(relu.size()),
-                                kernel_at.data(), bias_at.data(), layout.num_parameters(),
-                                max_batch, &handle, err, sizeof(err)) != 0) {
-      pstrain_cuda_mlp_destroy(handle);
+    if (RunsAsMlp(net->spec())) {
+      std::vector<int> dims = {net->input_width()}, relu;
+      for (const LayerSpec& l : net->spec().layers) {
+        dims.push_back(l.units);
+        relu.push_back(l.relu ? 1 : 0);
+      }
+      const std::vector<int64_t> kernel_at = layout.LayerOffsets(ParamRole::kKernel);
+      const std::vector<int64_t> bias_at = layout.LayerOffsets(ParamRole::kBias);
+      PstrainCudaMlp* handle = nullptr;
+      if (pstrain_cuda_mlp_create(d.index, dims.data(), relu.data(), static_cast<int>(relu.size()),
+                                  kernel_at.data(), bias_at.data(), layout.num_parameters(),
+                                  max_batch, &handle, err, sizeof(err)) != 0) {
+        pstrain_cuda_mlp_destroy(handle);
+        return absl::UnavailableError(absl::StrCat("cuda: ", err));
+      }
+      return std::unique_ptr<Backend>(
+          new CudaBackend(std::move(net), handle, nullptr, max_batch, description));
+    }
+    const std::vector<PstrainCudaLayer> layers = CudaLayers(*net);
+    PstrainCudaNet* handle = nullptr;
+    if (pstrain_cuda_net_create(
+            d.index, layers.data(), static_cast<int>(layers.size()), net->input_width(),
+            net->spec().binary() ? 1 : 0, net->spec().binary() ? 1 : net->spec().num_classes(),
+            layout.num_parameters(), max_batch, &handle, err, sizeof(err)) != 0) {
+      pstrain_cuda_net_destroy(handle);
       return absl::UnavailableError(absl::StrCat("cuda: ", err));
     }
-    return std::unique_ptr<Backend>(new CudaBackend(
-        std::move(mlp), handle, max_batch,
-        absl::StrCat("cuda: device ", d.index, " ", d.name, " (sm_", d.major, d.minor, ")")));
+    return std::unique_ptr<Backend>(
+        new CudaBackend(std::move(net), nullptr, handle, max_batch, description));
   }
-  ~CudaBackend() override { pstrain_cuda_mlp_destroy(handle_); }
+  ~CudaBackend() override {
+    pstrain_cuda_mlp_destroy(mlp_handle_);
+    pstrain_cuda_net_destroy(net_handle_);
+  }
 
   std::string name() const override { return "cuda"; }
   std::string Describe() const override { return description_; }
-  const Network& network() const override { return *mlp_; }
+  const Network& network() const override { return *net_; }
 
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
                                                const int32_t* labels, int batch, float* grads,
@@ -88,55 +163,79 @@ class CudaBackend final : public Backend {
       return absl::InvalidArgumentError(
           absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
     }
-    if (absl::Status s = mlp_->CheckLabels(labels, batch); !s.ok()) return s;
+    if (absl::Status s = net_->CheckLabels(labels, batch); !s.ok()) return s;
     BatchResult r;
-    r.count = batch;
-    char err[512] = {0};
-    if (pstrain_cuda_mlp_run(handle_, params, x, labels, batch, grads, input_grad, &r.loss_sum,
-                             &r.correct, err, sizeof(err)) != 0) {
-      return absl::InternalError(absl::StrCat("cuda: ", err));
-    }
+    PSTRAIN_RETURN_IF_ERROR(Run(params, x, labels, batch, grads, input_grad, &r));
     if (on_layer_done) {
-      for (int l = static_cast<int>(mlp_->spec().layers.size()) - 1; l >= 0; --l) {
-        on_layer_done(l);
-      }
+      const int with_variables =
+          static_cast<int>(net_->layout().LayerOffsets(ParamRole::kKernel).size());
+      for (int l = with_variables - 1; l >= 0; --l) on_layer_done(l);
     }
     return r;
   }
 
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
                                        int64_t n) override {
-    if (absl::Status s = mlp_->CheckLabels(labels, n); !s.ok()) return s;
+    if (absl::Status s = net_->CheckLabels(labels, n); !s.ok()) return s;
     BatchResult r;
-    char err[512] = {0};
-    const int64_t dim = mlp_->input_width();
+    const int64_t dim = net_->input_width();
     for (int64_t start = 0; start < n; start += max_batch_) {
       const int b = static_cast<int>(std::min<int64_t>(max_batch_, n - start));
-      if (pstrain_cuda_mlp_run(handle_, params, x + start * dim, labels + start, b, nullptr,
-                               nullptr, &r.loss_sum, &r.correct, err, sizeof(err)) != 0) {
-        return absl::InternalError(absl::StrCat("cuda: ", err));
-      }
-      r.count += b;
+      PSTRAIN_RETURN_IF_ERROR(
+          Run(params, x + start * dim, labels + start, b, nullptr, nullptr, &r));
     }
     return r;
   }
 
+  void SetStepSeed(uint64_t seed) override { step_seed_ = seed; }
+
   void LastStepTiming(double* copy_seconds, double* total_seconds) const override {
-    pstrain_cuda_mlp_last_timing(handle_, copy_seconds, total_seconds);
+    if (mlp_handle_ != nullptr) {
+      pstrain_cuda_mlp_last_timing(mlp_handle_, copy_seconds, total_seconds);
+    } else {
+      pstrain_cuda_net_last_timing(net_handle_, copy_seconds, total_seconds);
+    }
   }
 
  private:
-  CudaBackend(std::unique_ptr<Network> mlp, PstrainCudaMlp* handle, int max_batch,
-              std::string description)
-      : mlp_(std::move(mlp)),
-        handle_(handle),
+  CudaBackend(std::unique_ptr<Network> net, PstrainCudaMlp* mlp_handle, PstrainCudaNet* net_handle,
+              int max_batch, std::string description)
+      : net_(std::move(net)),
+        mlp_handle_(mlp_handle),
+        net_handle_(net_handle),
         max_batch_(max_batch),
         description_(std::move(description)) {}
 
-  std::unique_ptr<Network> mlp_;
-  PstrainCudaMlp* const handle_;
+  // One batch on whichever kernels run this model; adds to *r (and, with
+  // the sigmoid loss, each example's score for the AUC).
+  absl::Status Run(const float* params, const float* x, const int32_t* labels, int batch,
+                   float* grads, float* input_grad, BatchResult* r) {
+    char err[512] = {0};
+    int rc = 0;
+    if (mlp_handle_ != nullptr) {
+      rc = pstrain_cuda_mlp_run(mlp_handle_, params, x, labels, batch, grads, input_grad,
+                                &r->loss_sum, &r->correct, err, sizeof(err));
+    } else {
+      if (probs_.size() < static_cast<size_t>(batch)) probs_.resize(batch);
+      rc =
+          pstrain_cuda_net_run(net_handle_, params, x, labels, batch, step_seed_, grads, input_grad,
+                               &r->loss_sum, &r->correct, probs_.data(), err, sizeof(err));
+    }
+    if (rc != 0) return absl::InternalError(absl::StrCat("cuda: ", err));
+    r->count += batch;
+    if (net_->spec().binary()) {
+      for (int i = 0; i < batch; ++i) r->AddScore(probs_[i], labels[i]);
+    }
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Network> net_;
+  PstrainCudaMlp* const mlp_handle_;  // one of the two
+  PstrainCudaNet* const net_handle_;
   const int max_batch_;
   const std::string description_;
+  uint64_t step_seed_ = 0;
+  std::vector<float> probs_;  // the sigmoid's scores of the last batch
 };
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Where a network's forward and backward passes run. One interface, two
 // backends: the CPU (OpenBLAS sgemm plus vectorised loops, model/network.h) and
-// CUDA (cuBLAS sgemm plus our kernels for bias, ReLU, softmax cross-entropy
-// and reductions; pinned host buffers; a copy stream overlapping compute,
-// model/cuda_mlp_kernels.h). Both take and return host arrays in the flat
+// CUDA (cuBLAS sgemm plus our kernels; pinned host buffers): dense stacks
+// with softmax on model/cuda_mlp_kernels.h, whose copy stream overlaps
+// compute, every other stack on model/cuda_net_kernels.h. Both take and return host arrays in the flat
 // parameter layout of model::Network, so trainers and the PS client do not care
 // which one runs. Thread-compatible: one Backend per thread.
 #ifndef PSTRAIN_MODEL_BACKEND_H_
@@ -45,7 +45,7 @@ class Backend {
                                                const int32_t* labels, int64_t n) = 0;
 
   // Dropout masks of the following steps derive from `seed` (the
-  // trainer's, per replica and step). The CUDA backend runs no dropout.
+  // trainer's, per replica and step); both backends draw the same masks.
   virtual void SetStepSeed(uint64_t seed) {}
 
   // Seconds of the last ComputeGradients spent in host<->device copies, and

@@ -155,6 +155,131 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
   EXPECT_LT(max_diff, 1e-4 * max_dx + 1e-7) << "largest input-gradient difference, CPU vs CUDA";
 }
 
+// One training step of `spec` (dropout seeded alike) on both backends, from
+// the same parameters and a random input: loss, accuracy, every gradient,
+// the input gradient and, with the sigmoid loss, the scores agree; then a
+// forward-only pass of the same batch (dropout off) agrees too.
+void ExpectAStepAgrees(const NetworkSpec& spec, int batch) {
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, batch, "cpu"));
+  auto devices = ListCudaDevices();
+  if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, batch, "cuda"));
+  ASSERT_EQ(cuda->name(), "cuda");
+  const int64_t width = cpu->network().input_width();
+  const std::vector<float> params = cpu->network().InitialParameters(7);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(batch * width);
+  for (float& v : x) v = u(rng);
+  std::vector<int32_t> y(batch);
+  for (int i = 0; i < batch; ++i) y[i] = i % spec.num_classes();
+  cpu->SetStepSeed(StepSeed(5, 1, 17));
+  cuda->SetStepSeed(StepSeed(5, 1, 17));
+  std::vector<float> g_cpu(params.size()), g_cuda(params.size());
+  std::vector<float> dx_cpu(x.size()), dx_cuda(x.size());
+  ASSERT_OK_AND_ASSIGN(BatchResult a,
+                       cpu->ComputeGradients(params.data(), x.data(), y.data(), batch, g_cpu.data(),
+                                             nullptr, dx_cpu.data()));
+  ASSERT_OK_AND_ASSIGN(
+      BatchResult b, cuda->ComputeGradients(params.data(), x.data(), y.data(), batch, g_cuda.data(),
+                                            nullptr, dx_cuda.data()));
+  EXPECT_NEAR(a.loss_sum, b.loss_sum, 1e-4 * std::fabs(a.loss_sum));
+  EXPECT_EQ(a.correct, b.correct);
+  EXPECT_EQ(a.count, b.count);
+  const auto [max_grad, max_diff] = LargestAndLargestDifference(g_cpu, g_cuda);
+  EXPECT_GT(max_grad, 1e-4);
+  EXPECT_LT(max_diff, 1e-4 * max_grad + 1e-7) << "largest gradient difference, CPU vs CUDA";
+  const auto [max_dx, max_dx_diff] = LargestAndLargestDifference(dx_cpu, dx_cuda);
+  EXPECT_GT(max_dx, 1e-6);
+  EXPECT_LT(max_dx_diff, 1e-4 * max_dx + 1e-8) << "largest input-gradient difference";
+  if (spec.binary()) {
+    BatchResult sa, sb;
+    sa.Add(a);
+    sb.Add(b);
+    EXPECT_NEAR(sa.Auc(), sb.Auc(), 1e-3);
+  }
+  ASSERT_OK_AND_ASSIGN(BatchResult ea, cpu->Evaluate(params.data(), x.data(), y.data(), batch));
+  ASSERT_OK_AND_ASSIGN(BatchResult eb, cuda->Evaluate(params.data(), x.data(), y.data(), batch));
+  EXPECT_NEAR(ea.loss_sum, eb.loss_sum, 1e-4 * std::fabs(ea.loss_sum));
+  EXPECT_EQ(ea.correct, eb.correct);
+  if (spec.binary()) {
+    EXPECT_NEAR(ea.Auc(), eb.Auc(), 1e-3);
+  }
+  double copy_s = 0, total_s = 0;
+  cuda->LastStepTiming(&copy_s, &total_s);
+  EXPECT_GT(total_s, 0);
+  EXPECT_LE(copy_s, total_s);
+}
+
+LayerSpec Layer1(LayerKind kind, const std::string& name, int units = 0, int k = 1, int s = 1,
+                 bool relu = false, bool same = false) {
+  LayerSpec l;
+  l.kind = kind;
+  l.name = name;
+  l.units = units;
+  l.relu = relu;
+  l.same_padding = same;
+  const bool two_d = kind == LayerKind::kConv2D || kind == LayerKind::kMaxPool2D;
+  l.window = {two_d ? k : 1, k};
+  l.stride = {two_d ? s : 1, s};
+  return l;
+}
+
+// configs/fashion_mnist_cnn.pbtxt's stack, with a dropout.
+TEST(CpuVsCudaTest, AStepOfTheFashionCnnAgrees) {
+  NetworkSpec spec;
+  spec.input_dim = 784;
+  spec.input_shape = {28, 28, 1};
+  spec.layers = {Layer1(LayerKind::kConv2D, "conv2d_0", 32, 3, 1, true),
+                 Layer1(LayerKind::kMaxPool2D, "max_pool2d_0", 0, 2, 2),
+                 Layer1(LayerKind::kFlatten, "flatten_0"),
+                 Layer1(LayerKind::kDense, "dense_0", 128, 1, 1, true),
+                 Layer1(LayerKind::kDropout, "dropout_0"),
+                 Layer1(LayerKind::kDense, "dense_1", 10)};
+  spec.layers[4].rate = 0.25f;
+  ExpectAStepAgrees(spec, 32);
+}
+
+// The seeds' text CNN after its embedding (whose rows the host gathers):
+// [300, 7] sequences, two convolutions and pools, 46 topics.
+TEST(CpuVsCudaTest, AStepOfTheTextCnnAgrees) {
+  NetworkSpec spec;
+  spec.input_dim = 300 * 7;
+  spec.input_shape = {300, 7};
+  spec.layers = {Layer1(LayerKind::kConv1D, "conv1d_0", 64, 5, 1, true),
+                 Layer1(LayerKind::kMaxPool1D, "max_pool1d_0", 0, 2, 2),
+                 Layer1(LayerKind::kConv1D, "conv1d_1", 32, 3, 1, true),
+                 Layer1(LayerKind::kMaxPool1D, "max_pool1d_1", 0, 2, 2),
+                 Layer1(LayerKind::kFlatten, "flatten_0"),
+                 Layer1(LayerKind::kDense, "dense_0", 46)};
+  ExpectAStepAgrees(spec, 32);
+}
+
+// Odd shapes: "same" padding with strides that do not divide the input,
+// overlapping pool windows, a global average pool, and the sigmoid loss.
+TEST(CpuVsCudaTest, AStepWithSamePaddingStridesAndTheSigmoidLossAgrees) {
+  NetworkSpec spec;
+  spec.input_dim = 13 * 11 * 3;
+  spec.input_shape = {13, 11, 3};
+  spec.layers = {Layer1(LayerKind::kConv2D, "conv2d_0", 8, 3, 2, true, true),
+                 Layer1(LayerKind::kMaxPool2D, "max_pool2d_0", 0, 3, 1, false, true),
+                 Layer1(LayerKind::kFlatten, "flatten_0"), Layer1(LayerKind::kDense, "dense_0", 1)};
+  spec.loss = Loss::kSigmoidCrossEntropy;
+  ExpectAStepAgrees(spec, 17);
+
+  NetworkSpec seq;
+  seq.input_dim = 20 * 6;
+  seq.input_shape = {20, 6};
+  seq.layers = {Layer1(LayerKind::kConv1D, "conv1d_0", 5, 4, 3, true, true),
+                Layer1(LayerKind::kDropout, "dropout_0"),
+                Layer1(LayerKind::kGlobalAveragePool1D, "global_average_pool1d_0"),
+                Layer1(LayerKind::kDense, "dense_0", 4, 1, 1, true),
+                Layer1(LayerKind::kDense, "dense_1", 1)};
+  seq.layers[1].rate = 0.5f;
+  seq.loss = Loss::kSigmoidCrossEntropy;
+  ExpectAStepAgrees(seq, 9);
+}
+
 TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
   const NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
   ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, "auto"));

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <vector>
 
+#include "model/cuda_layer_math.h"
 #include "model/cuda_mlp_kernels.h"
+#include "model/cuda_status.h"
 
 struct PstrainCudaMlp {
   int device = 0;
@@ -37,27 +39,6 @@ struct PstrainCudaMlp {
 
 namespace {
 
-int Fail(int code, const char* what, const char* detail, char* err, size_t err_len) {
-  std::snprintf(err, err_len, "%s: %s", what, detail);
-  return code == 0 ? -1 : code;
-}
-
-#define CUDA_OK(expr)                                                          \
-  do {                                                                         \
-    cudaError_t e_ = (expr);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      return Fail(static_cast<int>(e_), #expr, cudaGetErrorString(e_), err, err_len); \
-    }                                                                          \
-  } while (0)
-
-#define BLAS_OK(expr)                                                          \
-  do {                                                                         \
-    cublasStatus_t s_ = (expr);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      return Fail(static_cast<int>(s_), #expr, "cuBLAS error", err, err_len);  \
-    }                                                                          \
-  } while (0)
-
 __global__ void BiasBroadcastKernel(float* out, const float* bias, int rows, int n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < static_cast<int64_t>(rows) * n) out[i] = bias[i % n];
@@ -75,30 +56,13 @@ __global__ void ReluMaskKernel(float* d, const float* act, int64_t count) {
 
 // One thread per row: softmax over the row's logits, the row's loss and
 // whether its argmax is the label; with `delta`, (p - onehot) * inv_batch.
-__global__ void SoftmaxXentKernel(const float* logits, const int32_t* labels, int rows,
-                                  int classes, float inv_batch, float* delta, float* loss,
-                                  int32_t* correct) {
+__global__ void SoftmaxXentKernel(const float* logits, const int32_t* labels, int rows, int classes,
+                                  float inv_batch, float* delta, float* loss, int32_t* correct) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  const float* row = logits + static_cast<int64_t>(r) * classes;
-  int argmax = 0;
-  for (int j = 1; j < classes; ++j) {
-    if (row[j] > row[argmax]) argmax = j;
-  }
-  const float m = row[argmax];
-  float sum = 0;
-  for (int j = 0; j < classes; ++j) sum += expf(row[j] - m);
-  const float inv = 1.0f / sum;
-  const int y = labels[r];
-  const float p_label = expf(row[y] - m) * inv;
-  loss[r] = -logf(fmaxf(p_label, 1e-30f));
-  correct[r] = argmax == y ? 1 : 0;
-  if (delta != nullptr) {
-    float* d = delta + static_cast<int64_t>(r) * classes;
-    for (int j = 0; j < classes; ++j) {
-      d[j] = (expf(row[j] - m) * inv - (j == y ? 1.0f : 0.0f)) * inv_batch;
-    }
-  }
+  pstrain::cuda_math::SoftmaxCrossEntropyAt(
+      logits + static_cast<int64_t>(r) * classes, classes, labels[r], inv_batch, &loss[r],
+      &correct[r], delta != nullptr ? delta + static_cast<int64_t>(r) * classes : nullptr);
 }
 
 // One thread per column: the bias gradient, delta summed over the rows.
@@ -115,26 +79,25 @@ unsigned Blocks(int64_t n, unsigned threads) {
 }
 
 // An async copy on mlp->copy, bracketed by timing events.
-int TimedCopy(PstrainCudaMlp* mlp, void* dst, const void* src, size_t bytes,
-              cudaMemcpyKind kind, char* err, size_t err_len) {
+int TimedCopy(PstrainCudaMlp* mlp, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+              char* err, size_t err_len) {
   const int k = mlp->copies_used++;
-  CUDA_OK(cudaEventRecord(mlp->copy_begin[k], mlp->copy));
-  CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, mlp->copy));
-  CUDA_OK(cudaEventRecord(mlp->copy_end[k], mlp->copy));
+  PSTRAIN_CUDA_OK(cudaEventRecord(mlp->copy_begin[k], mlp->copy));
+  PSTRAIN_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, mlp->copy));
+  PSTRAIN_CUDA_OK(cudaEventRecord(mlp->copy_end[k], mlp->copy));
   return 0;
 }
 
 }  // namespace
 
-extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu,
-                                       int num_layers, const int64_t* kernel_offsets,
-                                       const int64_t* bias_offsets, int64_t num_params,
-                                       int max_batch, PstrainCudaMlp** out, char* err,
-                                       size_t err_len) {
+extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu, int num_layers,
+                                       const int64_t* kernel_offsets, const int64_t* bias_offsets,
+                                       int64_t num_params, int max_batch, PstrainCudaMlp** out,
+                                       char* err, size_t err_len) {
   *out = nullptr;
   if (num_layers < 1 || max_batch < 1) {
-    return Fail(-1, "pstrain_cuda_mlp_create", "need at least one layer and max_batch >= 1",
-                err, err_len);
+    return pstrain::cuda_status::Fail(-1, "pstrain_cuda_mlp_create",
+                                      "need at least one layer and max_batch >= 1", err, err_len);
   }
   // Each layer's parameters go to the device in one copy: its bias must
   // follow its kernel, both inside the flat array.
@@ -142,12 +105,12 @@ extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* r
     const int64_t kernel = static_cast<int64_t>(dims[l]) * dims[l + 1];
     if (kernel_offsets[l] < 0 || bias_offsets[l] != kernel_offsets[l] + kernel ||
         bias_offsets[l] + dims[l + 1] > num_params) {
-      return Fail(-1, "pstrain_cuda_mlp_create",
-                  "each layer's bias must follow its kernel inside the flat parameters", err,
-                  err_len);
+      return pstrain::cuda_status::Fail(
+          -1, "pstrain_cuda_mlp_create",
+          "each layer's bias must follow its kernel inside the flat parameters", err, err_len);
     }
   }
-  CUDA_OK(cudaSetDevice(device));
+  PSTRAIN_CUDA_OK(cudaSetDevice(device));
   PstrainCudaMlp* m = new PstrainCudaMlp;
   *out = m;  // the caller destroys it on error too
   m->device = device;
@@ -158,49 +121,51 @@ extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* r
   m->w_off.assign(kernel_offsets, kernel_offsets + num_layers);
   m->b_off.assign(bias_offsets, bias_offsets + num_layers);
   m->num_params = num_params;
-  CUDA_OK(cudaStreamCreateWithFlags(&m->compute, cudaStreamNonBlocking));
-  CUDA_OK(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking));
-  BLAS_OK(cublasCreate(&m->blas));
-  BLAS_OK(cublasSetStream(m->blas, m->compute));
+  PSTRAIN_CUDA_OK(cudaStreamCreateWithFlags(&m->compute, cudaStreamNonBlocking));
+  PSTRAIN_CUDA_OK(cudaStreamCreateWithFlags(&m->copy, cudaStreamNonBlocking));
+  PSTRAIN_BLAS_OK(cublasCreate(&m->blas));
+  PSTRAIN_BLAS_OK(cublasSetStream(m->blas, m->compute));
   const size_t pbytes = m->num_params * sizeof(float);
-  CUDA_OK(cudaMalloc(&m->d_params, pbytes));
-  CUDA_OK(cudaMalloc(&m->d_grads, pbytes));
-  CUDA_OK(cudaMalloc(&m->d_loss, max_batch * sizeof(float)));
-  CUDA_OK(cudaMalloc(&m->d_labels, max_batch * sizeof(int32_t)));
-  CUDA_OK(cudaMalloc(&m->d_correct, max_batch * sizeof(int32_t)));
+  PSTRAIN_CUDA_OK(cudaMalloc(&m->d_params, pbytes));
+  PSTRAIN_CUDA_OK(cudaMalloc(&m->d_grads, pbytes));
+  PSTRAIN_CUDA_OK(cudaMalloc(&m->d_loss, max_batch * sizeof(float)));
+  PSTRAIN_CUDA_OK(cudaMalloc(&m->d_labels, max_batch * sizeof(int32_t)));
+  PSTRAIN_CUDA_OK(cudaMalloc(&m->d_correct, max_batch * sizeof(int32_t)));
   m->d_act.assign(num_layers + 1, nullptr);
   m->d_delta.assign(num_layers + 1, nullptr);
   for (int l = 0; l <= num_layers; ++l) {
     const size_t bytes = static_cast<size_t>(max_batch) * m->dims[l] * sizeof(float);
-    CUDA_OK(cudaMalloc(&m->d_act[l], bytes));
+    PSTRAIN_CUDA_OK(cudaMalloc(&m->d_act[l], bytes));
     // d_delta[0]: the input gradient (an embedding bag's backward pass).
-    CUDA_OK(cudaMalloc(&m->d_delta[l], bytes));
+    PSTRAIN_CUDA_OK(cudaMalloc(&m->d_delta[l], bytes));
   }
-  CUDA_OK(cudaMallocHost(&m->h_params, pbytes));
-  CUDA_OK(cudaMallocHost(&m->h_grads, pbytes));
-  CUDA_OK(cudaMallocHost(&m->h_x, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
-  CUDA_OK(cudaMallocHost(&m->h_dx, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
-  CUDA_OK(cudaMallocHost(&m->h_labels, max_batch * sizeof(int32_t)));
-  CUDA_OK(cudaMallocHost(&m->h_loss, max_batch * sizeof(float)));
-  CUDA_OK(cudaMallocHost(&m->h_correct, max_batch * sizeof(int32_t)));
+  PSTRAIN_CUDA_OK(cudaMallocHost(&m->h_params, pbytes));
+  PSTRAIN_CUDA_OK(cudaMallocHost(&m->h_grads, pbytes));
+  PSTRAIN_CUDA_OK(
+      cudaMallocHost(&m->h_x, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
+  PSTRAIN_CUDA_OK(
+      cudaMallocHost(&m->h_dx, static_cast<size_t>(max_batch) * m->dims[0] * sizeof(float)));
+  PSTRAIN_CUDA_OK(cudaMallocHost(&m->h_labels, max_batch * sizeof(int32_t)));
+  PSTRAIN_CUDA_OK(cudaMallocHost(&m->h_loss, max_batch * sizeof(float)));
+  PSTRAIN_CUDA_OK(cudaMallocHost(&m->h_correct, max_batch * sizeof(int32_t)));
   m->param_ready.assign(num_layers, nullptr);
   m->grad_ready.assign(num_layers, nullptr);
   for (int l = 0; l < num_layers; ++l) {
-    CUDA_OK(cudaEventCreateWithFlags(&m->param_ready[l], cudaEventDisableTiming));
-    CUDA_OK(cudaEventCreateWithFlags(&m->grad_ready[l], cudaEventDisableTiming));
+    PSTRAIN_CUDA_OK(cudaEventCreateWithFlags(&m->param_ready[l], cudaEventDisableTiming));
+    PSTRAIN_CUDA_OK(cudaEventCreateWithFlags(&m->grad_ready[l], cudaEventDisableTiming));
   }
-  CUDA_OK(cudaEventCreateWithFlags(&m->input_ready, cudaEventDisableTiming));
-  CUDA_OK(cudaEventCreateWithFlags(&m->copies_done, cudaEventDisableTiming));
-  CUDA_OK(cudaEventCreate(&m->start));
-  CUDA_OK(cudaEventCreate(&m->end));
+  PSTRAIN_CUDA_OK(cudaEventCreateWithFlags(&m->input_ready, cudaEventDisableTiming));
+  PSTRAIN_CUDA_OK(cudaEventCreateWithFlags(&m->copies_done, cudaEventDisableTiming));
+  PSTRAIN_CUDA_OK(cudaEventCreate(&m->start));
+  PSTRAIN_CUDA_OK(cudaEventCreate(&m->end));
   // Copies per run: x, labels, one per layer's parameters, one per layer's
   // gradients.
   const int max_copies = 2 + 2 * num_layers;
   m->copy_begin.assign(max_copies, nullptr);
   m->copy_end.assign(max_copies, nullptr);
   for (int k = 0; k < max_copies; ++k) {
-    CUDA_OK(cudaEventCreate(&m->copy_begin[k]));
-    CUDA_OK(cudaEventCreate(&m->copy_end[k]));
+    PSTRAIN_CUDA_OK(cudaEventCreate(&m->copy_begin[k]));
+    PSTRAIN_CUDA_OK(cudaEventCreate(&m->copy_end[k]));
   }
   return 0;
 }
@@ -210,10 +175,14 @@ extern "C" void pstrain_cuda_mlp_destroy(PstrainCudaMlp* m) {
   cudaSetDevice(m->device);
   if (m->compute != nullptr) cudaStreamSynchronize(m->compute);
   if (m->copy != nullptr) cudaStreamSynchronize(m->copy);
-  for (cudaEvent_t e : m->param_ready) if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : m->grad_ready) if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : m->copy_begin) if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : m->copy_end) if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : m->param_ready)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : m->grad_ready)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : m->copy_begin)
+    if (e) cudaEventDestroy(e);
+  for (cudaEvent_t e : m->copy_end)
+    if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : {m->input_ready, m->copies_done, m->start, m->end}) {
     if (e) cudaEventDestroy(e);
   }
@@ -242,14 +211,15 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
                                     float* input_grad, double* loss_sum, int64_t* correct,
                                     char* err, size_t err_len) {
   if (batch < 1 || batch > m->max_batch) {
-    return Fail(-1, "pstrain_cuda_mlp_run", "batch outside 1..max_batch", err, err_len);
+    return pstrain::cuda_status::Fail(-1, "pstrain_cuda_mlp_run", "batch outside 1..max_batch", err,
+                                      err_len);
   }
-  CUDA_OK(cudaSetDevice(m->device));
+  PSTRAIN_CUDA_OK(cudaSetDevice(m->device));
   const int L = m->layers;
   const float one = 1.0f, zero = 0.0f;
   m->copies_used = 0;
-  CUDA_OK(cudaEventRecord(m->start, m->compute));
-  CUDA_OK(cudaStreamWaitEvent(m->copy, m->start, 0));
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->start, m->compute));
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->copy, m->start, 0));
   // Inputs first, then each layer's parameters in the order the forward
   // pass needs them; the host stages each into pinned memory just before
   // its copy is queued, so staging overlaps the copies already queued.
@@ -263,7 +233,7 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
                          cudaMemcpyHostToDevice, err, err_len)) {
     return rc;
   }
-  CUDA_OK(cudaEventRecord(m->input_ready, m->copy));
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->input_ready, m->copy));
   for (int l = 0; l < L; ++l) {
     const int64_t first = m->w_off[l];
     const int64_t count = m->b_off[l] + m->dims[l + 1] - first;
@@ -272,39 +242,39 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
                            cudaMemcpyHostToDevice, err, err_len)) {
       return rc;
     }
-    CUDA_OK(cudaEventRecord(m->param_ready[l], m->copy));
+    PSTRAIN_CUDA_OK(cudaEventRecord(m->param_ready[l], m->copy));
   }
   // Forward.
-  CUDA_OK(cudaStreamWaitEvent(m->compute, m->input_ready, 0));
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->input_ready, 0));
   const unsigned kThreads = 256;
   for (int l = 0; l < L; ++l) {
     const int k = m->dims[l], n = m->dims[l + 1];
-    CUDA_OK(cudaStreamWaitEvent(m->compute, m->param_ready[l], 0));
+    PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->param_ready[l], 0));
     float* out = m->d_act[l + 1];
     const float* w = m->d_params + m->w_off[l];
     const float* b = m->d_params + m->b_off[l];
     BiasBroadcastKernel<<<Blocks(static_cast<int64_t>(batch) * n, kThreads), kThreads, 0,
                           m->compute>>>(out, b, batch, n);
-    CUDA_OK(cudaGetLastError());
+    PSTRAIN_CUDA_OK(cudaGetLastError());
     // Row-major out[batch x n] += in[batch x k] * w[k x n], as column-major
     // out^T = w^T * in^T.
-    BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, batch, k, &one, w, n,
-                        m->d_act[l], k, &one, out, n));
+    PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, batch, k, &one, w, n,
+                                m->d_act[l], k, &one, out, n));
     if (m->relu[l]) {
       const int64_t count = static_cast<int64_t>(batch) * n;
       ReluKernel<<<Blocks(count, kThreads), kThreads, 0, m->compute>>>(out, count);
-      CUDA_OK(cudaGetLastError());
+      PSTRAIN_CUDA_OK(cudaGetLastError());
     }
   }
   const int classes = m->dims[L];
   SoftmaxXentKernel<<<Blocks(batch, 128), 128, 0, m->compute>>>(
       m->d_act[L], m->d_labels, batch, classes, 1.0f / batch,
       grads != nullptr ? m->d_delta[L] : nullptr, m->d_loss, m->d_correct);
-  CUDA_OK(cudaGetLastError());
-  CUDA_OK(cudaMemcpyAsync(m->h_loss, m->d_loss, batch * sizeof(float), cudaMemcpyDeviceToHost,
-                          m->compute));
-  CUDA_OK(cudaMemcpyAsync(m->h_correct, m->d_correct, batch * sizeof(int32_t),
-                          cudaMemcpyDeviceToHost, m->compute));
+  PSTRAIN_CUDA_OK(cudaGetLastError());
+  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_loss, m->d_loss, batch * sizeof(float),
+                                  cudaMemcpyDeviceToHost, m->compute));
+  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_correct, m->d_correct, batch * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, m->compute));
   // Backward: each layer's gradients go back to the host on the copy stream
   // while the layers below it are still being differentiated.
   if (grads != nullptr) {
@@ -315,12 +285,12 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
       float* gw = m->d_grads + m->w_off[l];
       float* gb = m->d_grads + m->b_off[l];
       // Row-major gw[k x n] = in^T * d, as column-major gw^T = d^T * in.
-      BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, n, k, batch, &one, d, n, in, k,
-                          &zero, gw, n));
+      PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, n, k, batch, &one, d, n, in, k,
+                                  &zero, gw, n));
       BiasGradKernel<<<Blocks(n, kThreads), kThreads, 0, m->compute>>>(d, batch, n, gb);
-      CUDA_OK(cudaGetLastError());
-      CUDA_OK(cudaEventRecord(m->grad_ready[l], m->compute));
-      CUDA_OK(cudaStreamWaitEvent(m->copy, m->grad_ready[l], 0));
+      PSTRAIN_CUDA_OK(cudaGetLastError());
+      PSTRAIN_CUDA_OK(cudaEventRecord(m->grad_ready[l], m->compute));
+      PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->copy, m->grad_ready[l], 0));
       const int64_t count = m->b_off[l] + n - m->w_off[l];
       if (int rc = TimedCopy(m, m->h_grads + m->w_off[l], gw, count * sizeof(float),
                              cudaMemcpyDeviceToHost, err, err_len)) {
@@ -330,31 +300,30 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
         // Row-major din[batch x k] = d * w^T, as column-major din^T = w * d^T.
         const float* w = m->d_params + m->w_off[l];
         float* din = m->d_delta[l];
-        BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d, n,
-                            &zero, din, k));
+        PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d,
+                                    n, &zero, din, k));
         if (m->relu[l - 1]) {
           const int64_t cnt = static_cast<int64_t>(batch) * k;
-          ReluMaskKernel<<<Blocks(cnt, kThreads), kThreads, 0, m->compute>>>(din, m->d_act[l],
-                                                                            cnt);
-          CUDA_OK(cudaGetLastError());
+          ReluMaskKernel<<<Blocks(cnt, kThreads), kThreads, 0, m->compute>>>(din, m->d_act[l], cnt);
+          PSTRAIN_CUDA_OK(cudaGetLastError());
         }
       } else if (input_grad != nullptr) {
         // The input gradient: row-major dx[batch x k] = d * w^T (the input
         // has no activation of ours), back on the compute stream after the
         // step.
         const float* w = m->d_params + m->w_off[0];
-        BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d, n,
-                            &zero, m->d_delta[0], k));
-        CUDA_OK(cudaMemcpyAsync(m->h_dx, m->d_delta[0],
-                                static_cast<size_t>(batch) * k * sizeof(float),
-                                cudaMemcpyDeviceToHost, m->compute));
+        PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d,
+                                    n, &zero, m->d_delta[0], k));
+        PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_dx, m->d_delta[0],
+                                        static_cast<size_t>(batch) * k * sizeof(float),
+                                        cudaMemcpyDeviceToHost, m->compute));
       }
     }
   }
-  CUDA_OK(cudaEventRecord(m->copies_done, m->copy));
-  CUDA_OK(cudaStreamWaitEvent(m->compute, m->copies_done, 0));
-  CUDA_OK(cudaEventRecord(m->end, m->compute));
-  CUDA_OK(cudaEventSynchronize(m->end));
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->copies_done, m->copy));
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->copies_done, 0));
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->end, m->compute));
+  PSTRAIN_CUDA_OK(cudaEventSynchronize(m->end));
   if (grads != nullptr) std::memcpy(grads, m->h_grads, m->num_params * sizeof(float));
   if (grads != nullptr && input_grad != nullptr) {
     std::memcpy(input_grad, m->h_dx, static_cast<size_t>(batch) * m->dims[0] * sizeof(float));
@@ -370,10 +339,10 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
   float ms = 0;
   double copy_ms = 0;
   for (int k = 0; k < m->copies_used; ++k) {
-    CUDA_OK(cudaEventElapsedTime(&ms, m->copy_begin[k], m->copy_end[k]));
+    PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->copy_begin[k], m->copy_end[k]));
     copy_ms += ms;
   }
-  CUDA_OK(cudaEventElapsedTime(&ms, m->start, m->end));
+  PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->start, m->end));
   m->last_copy_seconds = copy_ms / 1e3;
   m->last_total_seconds = ms / 1e3;
   return 0;

@@ -93,6 +93,15 @@ struct Geometry {
   }
 };
 
+}  // namespace
+
+PstrainWindow LayerWindow(const LayerSpec& spec, const Shape& in) {
+  const Geometry g(spec, in);
+  return PstrainWindow{g.h, g.w, g.c, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top, g.pad_left};
+}
+
+namespace {
+
 std::string WindowString(const LayerSpec& spec) {
   return Is1D(spec.kind) ? absl::StrCat(spec.window[1])
                          : absl::StrCat(spec.window[0], "x", spec.window[1]);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/cuda_layer_math.h"
 
 namespace pstrain::model {
 
@@ -85,6 +86,11 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in);
 // The shapes of the layer's variables for input `in` (kernel then bias);
 // empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
 std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in);
+
+// The window of a convolution or pool over input `in` (model/cuda_layer_math.h):
+// its input and output extents, kernel, stride and padding before.
+// REQUIRES: LayerOutputShape(spec, in) ok and spec a convolution or pool.
+PstrainWindow LayerWindow(const LayerSpec& spec, const Shape& in);
 
 // Glorot's fan-in and fan-out of a layer's kernel, as Keras counts them
 // (a convolution's receptive field times its channels).

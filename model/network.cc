@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/initializer_spec.h"
+#include "model/cuda_layer_math.h"
 
 namespace pstrain::model {
 
@@ -269,8 +270,9 @@ std::vector<float> Network::InitialParameters(uint64_t seed) const {
 
 void Network::SetStepSeed(uint64_t seed) {
   for (size_t l = 0; l < layers_.size(); ++l) {
-    // Each layer its own stream: the seed mixed with the layer's place.
-    layers_[l]->SetSeed(seed * 0x9E3779B97F4A7C15ull + (l + 1) * 0xD1B54A32D192ED03ull);
+    // Each layer its own stream: the seed mixed with the layer's place (as
+    // the CUDA layers draw it).
+    layers_[l]->SetSeed(cuda_math::LayerSeed(seed, static_cast<int64_t>(l)));
   }
 }
 
