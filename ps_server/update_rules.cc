@@ -33,7 +33,7 @@ int64_t CopyFinite(const Payload& payload, int64_t offset, int64_t n, float* dst
   for (int64_t begin = 0; begin < n; begin += kBlock) {
     const int64_t len = std::min(kBlock, n - begin);
     payload.Copy(offset + begin * 4, len * 4, dst + begin);
-    const int64_t at = FirstNonFinite(dst + begin, len);
+    const int64_t at = FindNonFinite(dst + begin, len);
     if (at >= 0) return begin + at;
   }
   return -1;
@@ -51,7 +51,7 @@ int64_t CheckFinite(const Payload& payload, int64_t offset, int64_t n, float* ba
     payload.ForEachFloatRun(offset + begin * 4, end - begin, end - begin,
                             [&](int64_t first, const char* p, int64_t count) {
                               if (share_bad >= 0) return;
-                              const int64_t at = FirstNonFinite(p, count);
+                              const int64_t at = FindNonFinite(p, count);
                               if (at < 0) return;
                               std::memcpy(&value, p + 4 * at, 4);
                               share_bad = begin + first + at;
