@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/build_info.h"
 #include "cli/checkpoint_tools.h"
 #include "cli/data_tool.h"
@@ -303,6 +304,13 @@ int main(int argc, char** argv) {
   pstrain::InstallCrashHandler(argv[0]);
   // Every role moves MiB-sized messages (common/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();
+#ifdef NDEBUG
+  // Debian's Abseil is built with its debug checks, so every Mutex::Lock
+  // and every Mutex's destruction also updates a process-wide lock-order
+  // graph under a global lock. Optimised builds (-c opt: images, benches)
+  // do without; test builds keep the check.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   // What run.json records of the binary that ran a job.
   pstrain::SetBinaryVersion(pstrain::kPstrainVersion, pstrain::BuildCommit());
   // Read once; every command and role is handed the text.
