@@ -49,9 +49,21 @@ TEST(Bfloat16Test, RelativeErrorIsAtMostHalfAUnitInTheLastPlace) {
 // Arrays of every length around the block size, converted into other
 // memory and in place, at odd addresses: the same as element by element.
 TEST(Bfloat16Test, ArraysConvertLikeElementsInPlaceOrNotAtAnyAlignment) {
-  for (int64_t n : {0, 1, 7, 1023, 1024, 1025, 3000}) {
+  // Special values among them: the vector loops (16 at a time) and the
+  // scalar ones must agree on NaNs, infinities, ties, denormals and zeros.
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::infinity(),
+                            1.00390625f,  // 1 + 2^-8: a tie, to even (down)
+                            1.01171875f,  // 1 + 3 * 2^-8: a tie, to even (up)
+                            std::numeric_limits<float>::denorm_min(),
+                            -0.0f,
+                            std::numeric_limits<float>::max()};
+  for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 1023, 1024, 1025, 3000}) {
     std::vector<float> values(n);
-    for (int64_t i = 0; i < n; ++i) values[i] = std::sin(0.37f * i) * (1 + i);
+    for (int64_t i = 0; i < n; ++i) {
+      values[i] = i % 5 == 3 ? specials[(i / 5) % 8] : std::sin(0.37f * i) * (1 + i);
+    }
     std::vector<uint16_t> want(n);
     for (int64_t i = 0; i < n; ++i) want[i] = ToBfloat16(values[i]);
 
@@ -63,7 +75,11 @@ TEST(Bfloat16Test, ArraysConvertLikeElementsInPlaceOrNotAtAnyAlignment) {
       uint16_t got;
       std::memcpy(&got, out.data() + 1 + 2 * i, 2);
       ASSERT_EQ(got, want[i]) << n << " " << i;
-      ASSERT_EQ(back[i], FromBfloat16(want[i])) << n << " " << i;
+      uint32_t back_bits, want_bits;
+      const float want_back = FromBfloat16(want[i]);
+      std::memcpy(&back_bits, &back[i], 4);
+      std::memcpy(&want_bits, &want_back, 4);
+      ASSERT_EQ(back_bits, want_bits) << n << " " << i;
     }
 
     std::vector<char> place(4 * n + 3);
@@ -76,9 +92,11 @@ TEST(Bfloat16Test, ArraysConvertLikeElementsInPlaceOrNotAtAnyAlignment) {
     }
     Bfloat16ToFloats(place.data() + 3, n, place.data() + 3);
     for (int64_t i = 0; i < n; ++i) {
-      float got;
+      uint32_t got, want_bits;
+      const float want_back = FromBfloat16(want[i]);
       std::memcpy(&got, place.data() + 3 + 4 * i, 4);
-      ASSERT_EQ(got, FromBfloat16(want[i])) << n << " " << i;
+      std::memcpy(&want_bits, &want_back, 4);
+      ASSERT_EQ(got, want_bits) << n << " " << i;
     }
   }
 }
