@@ -167,9 +167,7 @@ class CudaBackend final : public Backend {
     BatchResult r;
     PSTRAIN_RETURN_IF_ERROR(Run(params, x, labels, batch, grads, input_grad, &r));
     if (on_layer_done) {
-      const int with_variables =
-          static_cast<int>(net_->layout().LayerOffsets(ParamRole::kKernel).size());
-      for (int l = with_variables - 1; l >= 0; --l) on_layer_done(l);
+      for (int l = layers_with_variables_ - 1; l >= 0; --l) on_layer_done(l);
     }
     return r;
   }
@@ -204,7 +202,9 @@ class CudaBackend final : public Backend {
         mlp_handle_(mlp_handle),
         net_handle_(net_handle),
         max_batch_(max_batch),
-        description_(std::move(description)) {}
+        description_(std::move(description)),
+        layers_with_variables_(
+            static_cast<int>(net_->layout().LayerOffsets(ParamRole::kKernel).size())) {}
 
   // One batch on whichever kernels run this model; adds to *r (and, with
   // the sigmoid loss, each example's score for the AUC).
@@ -234,6 +234,7 @@ class CudaBackend final : public Backend {
   PstrainCudaNet* const net_handle_;
   const int max_batch_;
   const std::string description_;
+  const int layers_with_variables_;  // the layout's layers: on_layer_done's numbers
   uint64_t step_seed_ = 0;
   std::vector<float> probs_;  // the sigmoid's scores of the last batch
 };

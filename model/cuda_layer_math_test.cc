@@ -178,13 +178,10 @@ void CheckMaxPool(const LayerSpec& spec, const Shape& in_shape, int batch, bool 
   ExpectNear(d_in, d_in_got, "input gradient");
 }
 
+// A pool: a window without filters or ReLU.
 LayerSpec Pool(LayerKind kind, std::array<int, 2> window, std::array<int, 2> stride, bool same) {
-  LayerSpec s;
-  s.kind = kind;
+  LayerSpec s = Conv(kind, 0, window, stride, same, false);
   s.name = "pool";
-  s.window = window;
-  s.stride = stride;
-  s.same_padding = same;
   return s;
 }
 

@@ -85,22 +85,12 @@ void AdagradLoop(float* __restrict v, float* __restrict a, const float* __restri
   }
 }
 
+// The gradient as raw bytes at any alignment: what the PS received, or a
+// float array (train --local, rows); one loop for both, so the two agree
+// bit for bit.
 PSTRAIN_VECTOR_CLONES
 void AdamLoop(float* __restrict v, float* __restrict m, float* __restrict s,
-              const float* __restrict g, size_t n, float step, float b1, float b2, float eps) {
-  for (size_t i = 0; i < n; ++i) {
-    m[i] = b1 * m[i] + (1 - b1) * g[i];
-    s[i] = b2 * s[i] + (1 - b2) * g[i] * g[i];
-    v[i] -= step * m[i] / (std::sqrt(s[i]) + eps);
-  }
-}
-
-// AdamLoop with the gradient as raw bytes at any alignment (as received):
-// the same arithmetic, so the same results, without first copying the
-// gradient into an aligned buffer.
-PSTRAIN_VECTOR_CLONES
-void AdamBytesLoop(float* __restrict v, float* __restrict m, float* __restrict s,
-                   const char* __restrict g, size_t n, float step, float b1, float b2, float eps) {
+              const char* __restrict g, size_t n, float step, float b1, float b2, float eps) {
   for (size_t i = 0; i < n; ++i) {
     float x;
     std::memcpy(&x, g + 4 * i, 4);  // unaligned loads, vectorised
@@ -247,14 +237,15 @@ class Adam final : public Optimizer {
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
              absl::Span<const absl::Span<float>> slots, int64_t t) const override {
-    AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
-             CachedStepSize(t), b1_, b2_, eps_);
+    AdamLoop(values.data(), slots[0].data(), slots[1].data(),
+             reinterpret_cast<const char*>(grad.data()), values.size(), CachedStepSize(t), b1_, b2_,
+             eps_);
   }
   void ApplyBytes(absl::Span<float> values, const char* grad,
                   absl::Span<const absl::Span<float>> slots, int64_t t) const override {
     ScopedFlushDenormals flush;
-    AdamBytesLoop(values.data(), slots[0].data(), slots[1].data(), grad, values.size(),
-                  CachedStepSize(t), b1_, b2_, eps_);
+    AdamLoop(values.data(), slots[0].data(), slots[1].data(), grad, values.size(),
+             CachedStepSize(t), b1_, b2_, eps_);
   }
 
  private:
