@@ -89,8 +89,13 @@ grpc::ByteBuffer ErrorFrame(uint64_t id, const absl::Status& s) {
 }
 
 ExchangeSession::ExchangeSession(ShardStore* store, std::shared_ptr<BufferPool> pool,
-                                 ExchangeLimits limits, Respond respond)
-    : store_(store), pool_(std::move(pool)), limits_(limits), respond_(std::move(respond)) {}
+                                 ExchangeLimits limits, Respond respond,
+                                 WaitElsewhere wait_elsewhere)
+    : store_(store),
+      pool_(std::move(pool)),
+      limits_(limits),
+      respond_(std::move(respond)),
+      wait_elsewhere_(std::move(wait_elsewhere)) {}
 
 void ExchangeSession::Cancel() {
   cancelled_.store(true, std::memory_order_release);
@@ -129,7 +134,20 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
       absl::Status pullable = store_->PullSize(pull_).status();
       if (!pullable.ok()) return respond_(ErrorFrame(h.request_id(), pullable));
     }
-    if (Push(h, std::move(pushed), resp)) return;
+    std::optional<PushHold::Pass> pass =
+        wait_elsewhere_ ? store_->push_hold().TryEnter() : std::nullopt;
+    if (wait_elsewhere_ && !pass.has_value()) {
+      // Held by a checkpoint: the push waits for the hold's end on the
+      // other thread, and the frame (kept in request_) is answered there.
+      wait_elsewhere_([this, pushed = std::move(pushed), resp = std::move(resp)]() mutable {
+        const PushHold::Pass waited = store_->push_hold().Enter();
+        if (!Push(request_.header(), std::move(pushed), resp, /*admitted=*/true)) {
+          StartPull(std::move(resp));
+        }
+      });
+      return;
+    }
+    if (Push(h, std::move(pushed), resp, pass.has_value())) return;
   } else if (request_.payload_size() != 0) {
     return respond_(ErrorFrame(h.request_id(), absl::InvalidArgumentError(absl::StrCat(
                                                    "frame carries ", request_.payload_size(),
@@ -139,8 +157,9 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
 }
 
 bool ExchangeSession::Push(const v1::FrameHeader& h, std::vector<ShardStore::TensorRef> tensors,
-                           v1::FrameHeader& resp) {
+                           v1::FrameHeader& resp, bool admitted) {
   ShardStore::PushBatch push;
+  push.admitted = admitted;
   push.replica = h.replica();
   push.generation = h.generation();
   push.consistency = h.consistency();

@@ -62,13 +62,20 @@ struct ExchangeLimits {
 class ExchangeSession {
  public:
   using Respond = std::function<void(grpc::ByteBuffer answer)>;
-  // `store` must outlive the session.
+  // Runs a task on a thread that may wait; returns at once.
+  using WaitElsewhere = std::function<void(std::function<void()> task)>;
+  // `store` must outlive the session. A push that meets a checkpoint's hold
+  // (ShardStore::push_hold) waits on the calling thread of Handle when
+  // `wait_elsewhere` is empty; else it is handed to `wait_elsewhere`, for
+  // callers whose thread must not wait (gRPC's callback threads: were they
+  // all waiting, the PS could not serve the save that releases the hold).
   ExchangeSession(ShardStore* store, std::shared_ptr<BufferPool> pool, ExchangeLimits limits,
-                  Respond respond);
+                  Respond respond, WaitElsewhere wait_elsewhere = nullptr);
 
   // Handles one received frame; `respond` gets its answer exactly once, on
-  // this thread or, for a pull that waits, on the one that readies it.
-  // `in` may be cleared once this returns.
+  // this thread or, for a pull that waits, on the one that readies it, or
+  // for a push handed to `wait_elsewhere`, on that one. `in` may be cleared
+  // once this returns.
   void Handle(const grpc::ByteBuffer& in);
 
   // The call was cancelled: a waiting pull gives up now (answering
@@ -87,10 +94,11 @@ class ExchangeSession {
   // Reads the frame's shared-memory fields: its payload from the region,
   // and where its pull's values may go.
   absl::Status UseSharedRegion(const v1::FrameHeader& h);
-  // Applies the frame's push. Returns true when the frame is answered
-  // (an error, or a pull of the pushed tensors read back while applying).
+  // Applies the frame's push; `admitted`: the caller holds a pass through
+  // the store's push hold. Returns true when the frame is answered (an
+  // error, or a pull of the pushed tensors read back while applying).
   bool Push(const v1::FrameHeader& h, std::vector<ShardStore::TensorRef> tensors,
-            v1::FrameHeader& resp);
+            v1::FrameHeader& resp, bool admitted);
   // For a bfloat16 frame: the payload's gradients as floats in `*buf`,
   // viewed by `widened`, and each pushed tensor's bytes counted as floats.
   // InvalidArgument naming the tensor when the sizes do not fit.
@@ -119,6 +127,7 @@ class ExchangeSession {
   const std::shared_ptr<BufferPool> pool_;
   const ExchangeLimits limits_;
   const Respond respond_;
+  const WaitElsewhere wait_elsewhere_;
   std::atomic<bool> cancelled_{false};
   // The frame being handled and its pull; touched by one thread at a time
   // (Handle, then whoever runs the parked attempt).

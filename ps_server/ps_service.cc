@@ -67,11 +67,14 @@ absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
 // read is outstanding while one is).
 class ExchangeReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
+  // Pushes held by a checkpoint wait on `held_pushes`.
   ExchangeReactor(ShardStore* store, std::shared_ptr<BufferPool> pool, const ExchangeLimits& limits,
-                  CallGuard::Admission admission)
+                  CallGuard::Admission admission, SerialWorker* held_pushes)
       : admission_(std::move(admission)),
-        session_(store, std::move(pool), limits,
-                 [this](grpc::ByteBuffer answer) { Respond(std::move(answer)); }) {
+        session_(
+            store, std::move(pool), limits,
+            [this](grpc::ByteBuffer answer) { Respond(std::move(answer)); },
+            [held_pushes](std::function<void()> task) { held_pushes->Run(std::move(task)); }) {
     StartRead(&in_);
   }
 
@@ -195,7 +198,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exch
     grpc::CallbackServerContext* ctx) {
   auto admitted = guard_.Admit(*ctx, "Exchange");
   if (!admitted.ok()) return new RefusedExchange(admitted.status());
-  return new ExchangeReactor(store_, pool_, Limits(), *std::move(admitted));
+  return new ExchangeReactor(store_, pool_, Limits(), *std::move(admitted), &held_pushes_);
 }
 
 ExchangeLimits PsServiceImpl::Limits() const {

@@ -124,6 +124,10 @@ class PsServiceImpl final : public PsServiceBase {
   std::atomic<int64_t> shards_written_{0};      // SaveCheckpoint calls completed
   std::atomic<int64_t> last_health_micros_{0};  // of the last Health call
   std::atomic<int> failing_restore_reads_;      // options_.test_failing_restore_reads left
+  // Pushes of gRPC Exchange streams that meet a checkpoint's hold wait here
+  // for its end, not on gRPC's threads (ExchangeSession). Joined after the
+  // checkpoint writer, which ends holds.
+  SerialWorker held_pushes_;
   // SaveCheckpoint's snapshot and write (an fsync on a slow disk) run here,
   // one at a time, not on gRPC's threads. Last: destroyed (and joined)
   // first.

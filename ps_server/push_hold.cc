@@ -22,6 +22,14 @@ PushHold::Pass PushHold::Enter() {
   return Pass(this);
 }
 
+std::optional<PushHold::Pass> PushHold::TryEnter() {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked();
+  if (held_) return std::nullopt;
+  ++applying_;
+  return Pass(this);
+}
+
 void PushHold::Leave() {
   absl::MutexLock lock(&mu_);
   --applying_;

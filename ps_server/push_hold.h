@@ -19,6 +19,7 @@
 #define PSTRAIN_PS_SERVER_PUSH_HOLD_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -48,6 +49,11 @@ class PushHold {
   // Called by each push before it touches a tensor: waits while a hold is
   // on (until it is released or its lease ends).
   Pass Enter() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Enter without waiting, for a thread that must not wait (a gRPC
+  // callback thread: with all of them waiting, the PS could not serve the
+  // very save that releases the hold). Empty while a hold is on.
+  std::optional<Pass> TryEnter() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Holds new pushes for at most `lease` and returns once no push admitted
   // earlier is still being applied. A second Hold renews the lease.

@@ -48,6 +48,33 @@ TEST(PushHoldTest, AHoldWaitsForThePushBeingAppliedAndStopsTheNextUntilReleased)
   EXPECT_FALSE(hold.held());
 }
 
+TEST(PushHoldTest, TryEnterNeverWaitsAndItsPassCountsAsApplying) {
+  PushHold hold;
+  std::optional<PushHold::Pass> applying = hold.TryEnter();
+  ASSERT_TRUE(applying.has_value());
+  // The hold waits for that pass as for an Enter's.
+  std::atomic<bool> held{false};
+  std::thread holder([&] {
+    ASSERT_OK(hold.Hold(absl::Seconds(30)));
+    held = true;
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_FALSE(held);
+  applying.reset();
+  holder.join();
+  // Held: refused at once, until released.
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(hold.TryEnter().has_value());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  hold.Release();
+  EXPECT_TRUE(hold.TryEnter().has_value());
+  // And after a lease ends by itself.
+  ASSERT_OK(hold.Hold(absl::Milliseconds(50)));
+  EXPECT_FALSE(hold.TryEnter().has_value());
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(hold.TryEnter().has_value());
+}
+
 TEST(PushHoldTest, AHoldEndsByItselfWhenItsLeaseEnds) {
   PushHold hold;
   const absl::Time start = absl::Now();

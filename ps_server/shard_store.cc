@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -343,8 +344,10 @@ bool ShardStore::ApplyAllLocked(const PushBatch& batch, const Payload& payload, 
 absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch, const Payload& payload) {
   PSTRAIN_ASSIGN_OR_RETURN(PushPlan plan, ResolvePush(batch, payload));
   PSTRAIN_RETURN_IF_ERROR(StageGradients(batch, payload, plan));
-  // Waits here while a checkpoint holds this PS's pushes.
-  const PushHold::Pass pass = push_hold_.Enter();
+  // Waits here while a checkpoint holds this PS's pushes, unless the
+  // caller was admitted past the hold already.
+  std::optional<PushHold::Pass> pass;
+  if (!batch.admitted) pass.emplace(push_hold_.Enter());
   // Every target locked in index order while its state is checked and the
   // gradients applied.
   std::vector<StoredTensor*> order = plan.targets;

@@ -169,6 +169,9 @@ class ShardStore {
     int64_t stop_step = 0;
     std::string consistency;  // the sender's idea of the job's mode; empty: unchecked
     std::vector<TensorRef> tensors;
+    // The caller holds a PushHold::Pass for this push (push_hold(), Enter
+    // or TryEnter) until Push returns: Push does not wait on the hold.
+    bool admitted = false;
     // Optional, for a push-then-pull of the same tensors when every one is
     // dense and async (nothing to wait for): the new values are written here
     // back to back while they are still in cache, and each tensor's version
@@ -238,7 +241,8 @@ class ShardStore {
   WaitList& wait_list() { return wait_list_; }
 
   // Held by the chief's checkpoint so that every PS is cut at one moment
-  // (push_hold.h); Push waits on it before it applies anything.
+  // (push_hold.h); Push waits on it before it applies anything, unless the
+  // batch was admitted by its caller.
   PushHold& push_hold() { return push_hold_; }
 
   // Over dense tensors (tables only when there are no dense ones): with

@@ -31,7 +31,7 @@ class PsConsistencyTest : public ::testing::Test {
  protected:
   void Start(const std::string& mode, int replicas, int aggregate = 0,
              const std::string& emb_mode = "", ps::PsServiceOptions options = {},
-             int max_message_bytes = 512 << 20) {
+             int max_message_bytes = 512 << 20, bool tcp_frames = true) {
     ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2, options, max_message_bytes));
     VariableDef emb{"emb", {1000, 8}};
     emb.embedding = true;
@@ -50,6 +50,7 @@ class PsConsistencyTest : public ::testing::Test {
       o.consistency = mode;
       o.rpc_deadline = absl::Seconds(10);
       o.wait_deadline = absl::Seconds(10);
+      o.tcp_frames = tcp_frames;
       ASSERT_OK_AND_ASSIGN(auto c, client::PsClient::Create(o, placement_));
       clients_.push_back(std::move(c));
     }
@@ -62,6 +63,42 @@ class PsConsistencyTest : public ::testing::Test {
     create.replicas_to_aggregate = aggregate;
     ASSERT_OK(clients_[0]->CreateVariables(init_, offsets_, create).status());
   }
+
+  // Every replica pushes zeros and pulls the values back, over and over, on
+  // a thread of its own, until Stop() or the destructor; each one's first
+  // error ends its loop and stays in results().
+  class Pushers {
+   public:
+    explicit Pushers(PsConsistencyTest* test) : results_(test->clients_.size()) {
+      for (size_t c = 0; c < test->clients_.size(); ++c) {
+        threads_.emplace_back([this, test, c] {
+          const std::vector<float> zeros(test->total_, 0.0f);
+          std::vector<float> params(test->total_);
+          for (int k = 0; k < 1'000'000 && !stop_ && results_[c].ok(); ++k) {
+            results_[c] = test->clients_[c]
+                              ->PushPullAll(zeros.data(), params.data(), test->offsets_)
+                              .status();
+            rounds_.fetch_add(1);
+          }
+        });
+      }
+    }
+    ~Pushers() { Stop(); }
+    void Stop() {
+      stop_ = true;
+      for (auto& t : threads_) {
+        if (t.joinable()) t.join();
+      }
+    }
+    int64_t rounds() const { return rounds_.load(); }
+    const std::vector<absl::Status>& results() const { return results_; }
+
+   private:
+    std::atomic<bool> stop_{false};
+    std::atomic<int64_t> rounds_{0};
+    std::vector<absl::Status> results_;
+    std::vector<std::thread> threads_;
+  };
 
   // Replica r's gradient: every element r + 1, exactly representable, so
   // sums in any order are exact.
@@ -248,18 +285,7 @@ TEST_F(PsConsistencyTest, AsyncLosesNoUpdate) {
 TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
   constexpr int kClients = 3, kCheckpoints = 12;
   Start("async", kClients);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> threads;
-  std::vector<absl::Status> results(kClients);
-  for (int c = 0; c < kClients; ++c) {
-    threads.emplace_back([&, c] {
-      const std::vector<float> zeros(total_, 0.0f);
-      std::vector<float> params(total_);
-      for (int k = 0; k < 1'000'000 && !stop && results[c].ok(); ++k) {
-        results[c] = clients_[c]->PushPullAll(zeros.data(), params.data(), offsets_).status();
-      }
-    });
-  }
+  Pushers pushers(this);
   const std::string dir = testing::TempDir() + "/one_cut";
   for (int k = 1; k <= kCheckpoints; ++k) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -291,9 +317,8 @@ TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
     EXPECT_GE(step, total) << "checkpoint " << k;
     EXPECT_LE(step, highest_version) << "checkpoint " << k;
   }
-  stop = true;
-  for (auto& t : threads) t.join();
-  for (const auto& s : results) ASSERT_OK(s);
+  pushers.Stop();
+  for (const auto& s : pushers.results()) ASSERT_OK(s);
   const absl::Status no_lease = clients_[0]->HoldPushes(absl::ZeroDuration()).status();
   EXPECT_EQ(no_lease.code(), absl::StatusCode::kInvalidArgument) << no_lease;
   EXPECT_THAT(std::string(no_lease.message()), ::testing::HasSubstr("lease of 1 ms or more"));
@@ -301,6 +326,38 @@ TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
   const std::vector<float> zeros(total_, 0.0f);
   std::vector<float> params(total_);
   ASSERT_OK(clients_[0]->PushPullAll(zeros.data(), params.data(), offsets_).status());
+}
+
+// The same over gRPC streams (frames over TCP off, as with TLS), with more
+// replicas than gRPC has callback threads here: pushes that meet a hold
+// wait off those threads, so the PS still serves the save that releases
+// the hold (and health checks) at once, not when the hold's lease ends.
+TEST_F(PsConsistencyTest, AHoldOverGrpcStreamsLeavesThePsServingCalls) {
+  constexpr int kClients = 8, kCheckpoints = 4;
+  constexpr absl::Duration kLease = absl::Seconds(20);
+  Start("async", kClients, 0, "", {}, 512 << 20, /*tcp_frames=*/false);
+  ASSERT_FALSE(clients_[0]->frames_over_tcp(0));
+  Pushers pushers(this);
+  const std::string dir = testing::TempDir() + "/held_over_grpc";
+  for (int k = 1; k <= kCheckpoints; ++k) {
+    const int64_t before = pushers.rounds();
+    for (int wait = 0; wait < 3000 && pushers.rounds() < before + 20; ++wait) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_GE(pushers.rounds(), before + 20) << "the replicas stopped pushing";
+    const absl::Time start = absl::Now();
+    ASSERT_OK(clients_[0]->HoldPushes(kLease).status()) << "checkpoint " << k;
+    // The replicas' next pushes now wait on the hold.
+    absl::SleepFor(absl::Milliseconds(200));
+    ASSERT_OK(clients_[0]->Stats().status());
+    ASSERT_OK(
+        clients_[0]->SaveCheckpoint(dir, k, absl::Seconds(60), /*release_hold=*/true).status());
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_LT(took, absl::Seconds(5))
+        << "checkpoint " << k << " took " << took << "; the hold's lease is " << kLease;
+  }
+  pushers.Stop();
+  for (const auto& s : pushers.results()) ASSERT_OK(s);
 }
 
 TEST_F(PsConsistencyTest, AsyncPushThenPullAnswersWithTheNewValues) {
