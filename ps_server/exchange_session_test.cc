@@ -4,10 +4,12 @@
 // applied.
 #include "ps_server/exchange_session.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
@@ -163,6 +165,45 @@ TEST_F(ExchangeSessionTest, PayloadIdsCountAgainstTheIdLimit) {
   EXPECT_NE(f.header().message().find("the frame names 3 table ids; the limit is 2"),
             std::string::npos)
       << f.header().message();
+}
+
+// A session whose thread must not wait hands a push that meets a
+// checkpoint's hold to its wait_elsewhere runner; the push is applied, and
+// its frame answered, there once the hold ends. Without a hold it goes on
+// at once on the caller's thread.
+TEST_F(ExchangeSessionTest, APushMeetingAHoldIsHandedToTheThreadThatMayWait) {
+  std::optional<grpc::ByteBuffer> answer;
+  std::vector<std::function<void()>> handed;
+  ExchangeSession session(
+      &store_, BufferPool::Create(), ExchangeLimits(),
+      [&](grpc::ByteBuffer b) { answer = std::move(b); },
+      [&](std::function<void()> task) { handed.push_back(std::move(task)); });
+  const std::vector<int64_t> ids = {4};
+  const std::vector<float> grads = {0.5f, 1.5f};
+  v1::FrameHeader push;
+  v1::TensorRef* r = push.add_push();
+  r->set_key("emb");
+  for (int64_t id : ids) r->add_ids(id);
+  r->set_bytes(8);
+
+  session.Handle(EncodeFrame(push, {Bytes(grads.data(), 8)}));
+  EXPECT_TRUE(handed.empty());
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(Rows({4}), std::vector<float>({-0.5f, -1.5f}));
+
+  answer.reset();
+  ASSERT_OK(store_.push_hold().Hold(absl::Seconds(30)));
+  session.Handle(EncodeFrame(push, {Bytes(grads.data(), 8)}));
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_FALSE(answer.has_value());
+  // The frame's bytes live on in the session after the caller drops them.
+  store_.push_hold().Release();
+  handed[0]();
+  ASSERT_TRUE(answer.has_value());
+  DecodedFrame f;
+  ASSERT_OK(f.Parse(*answer));
+  EXPECT_EQ(f.header().code(), 0) << f.header().message();
+  EXPECT_EQ(Rows({4}), std::vector<float>({-1.0f, -3.0f}));
 }
 
 }  // namespace

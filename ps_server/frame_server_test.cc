@@ -68,7 +68,9 @@ class FrameServerTest : public ::testing::Test {
     DecodedFrame f;
     auto in = s.Read(*pool_, 1 << 20);
     EXPECT_OK(in.status());
-    if (in.ok()) EXPECT_OK(f.Parse(*in));
+    if (in.ok()) {
+      EXPECT_OK(f.Parse(*in));
+    }
     return f;
   }
 

@@ -329,10 +329,11 @@ TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
   ASSERT_OK(clients_[0]->PushPullAll(zeros.data(), params.data(), offsets_).status());
 }
 
-// The same over gRPC streams (frames over TCP off, as with TLS), with more
-// replicas than gRPC has callback threads here: pushes that meet a hold
-// wait off those threads, so the PS still serves the save that releases
-// the hold (and health checks) at once, not when the hold's lease ends.
+// The same over gRPC streams (frames over TCP off, as with TLS), with eight
+// replicas pushing: pushes that meet a hold wait off gRPC's threads, so
+// the PS still serves the save that releases the hold (and other calls) at
+// once, not when the hold's lease ends (were they all taken, as they were
+// here before, each checkpoint took the whole lease).
 TEST_F(PsConsistencyTest, AHoldOverGrpcStreamsLeavesThePsServingCalls) {
   constexpr int kClients = 8, kCheckpoints = 4;
   constexpr absl::Duration kLease = absl::Seconds(20);
