@@ -196,6 +196,7 @@ struct ShardStore::PushPlan {
 
 absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& batch,
                                                              const Payload& payload) const {
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
   if (!initialized()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps:", ps_index_, " has no variables yet: the chief has not initialised them"));
@@ -381,6 +382,7 @@ bool ShardStore::CanReadBack(const PushBatch& push, const std::vector<TensorRef>
 }
 
 absl::StatusOr<int64_t> ShardStore::PullSize(const PullBatch& batch) const {
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(batch.generation));
   int64_t total = 0;
   for (const TensorRef& ref : batch.tensors) {
     PSTRAIN_ASSIGN_OR_RETURN(StoredTensor * t, Find(ref.key));
@@ -606,8 +608,17 @@ absl::Status ShardStore::Restore(const ckpt::ShardContents& shard, int64_t gener
 }
 
 absl::Status ShardStore::CheckGeneration(int64_t generation) const {
+  if (generation == 0) return absl::OkStatus();
+  if (!initialized()) {
+    // A replica that trained on generation `generation` meets a PS that
+    // started again since, before the chief restored it: Aborted, as for a
+    // restore, so that the replica waits for one instead of failing.
+    return absl::AbortedError(absl::StrCat(
+        "ps:", ps_index_, " has no variables: it started again since this request's generation ",
+        generation, " was served; wait for the chief to restore it"));
+  }
   const int64_t mine = generation_.load(std::memory_order_acquire);
-  if (generation == 0 || generation == mine) return absl::OkStatus();
+  if (generation == mine) return absl::OkStatus();
   return absl::AbortedError(
       absl::StrCat("ps:", ps_index_, " was restored from the checkpoint at step ", restored_step(),
                    " (generation ", mine, "); this request is of generation ", generation,

@@ -210,7 +210,9 @@ class ShardStore {
   // anything is applied, or, when exchanging, what was applied is taken
   // back). Returns, per tensor, whether the gradient was applied or
   // aggregated (false: dropped as stale).
-  // FailedPrecondition before Initialize, for a mode mismatch, or a sync
+  // Aborted for a batch of another generation than the store's (also
+  // before Initialize: the PS started again); FailedPrecondition before
+  // Initialize for a batch of generation 0, for a mode mismatch, or a sync
   // push ahead of the tensor's version or repeated by a replica; NotFound for
   // an unknown key; InvalidArgument for a key named twice, a byte length
   // that differs from the tensor's, ids out of range or owned by another PS,
@@ -286,7 +288,8 @@ class ShardStore {
   struct PushPlan;
 
   absl::StatusOr<StoredTensor*> Find(absl::string_view key) const;
-  // Aborted when `generation` is neither 0 nor the store's.
+  // Aborted when `generation` is neither 0 nor the store's, or is not 0
+  // and the store has no variables (the PS started again since).
   absl::Status CheckGeneration(int64_t generation) const;
 
   // Push, phase by phase. Resolve: the batch against the job and the

@@ -740,6 +740,26 @@ TEST(ShardCheckpointTest, RequestsOfAnOlderGenerationAreAbortedAfterARestore) {
   EXPECT_EQ(w, (std::vector<float>{-1, -1}));  // 1 - mean(1, 3): the old push left no trace
 }
 
+// A PS that started again has no variables: a request naming the
+// generation its replica trained on is Aborted, as after a restore, so the
+// replica waits for the chief's restore instead of failing; one naming no
+// generation gets the plain error.
+TEST(ShardCheckpointTest, RequestsOfAGenerationToAPsThatStartedAgainAreAborted) {
+  ShardStore store(0, 2);
+  auto pushed = Push(store, {{"w/part_0", {1, 1}}}, 0, "", 3);
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(pushed.status().message(),
+            "ps:0 has no variables: it started again since this request's generation 3 was "
+            "served; wait for the chief to restore it");
+  auto pulled = Pull(store, "w/part_0", {}, 0, nullptr, nullptr, 3);
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kAborted);
+  auto unchecked = Push(store, {{"w/part_0", {1, 1}}});
+  EXPECT_EQ(unchecked.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(unchecked.status().message(),
+            "ps:0 has no variables yet: the chief has not initialised them");
+  EXPECT_EQ(Pull(store, "w/part_0").status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // A snapshot holds no tensor's lock while it copies: pushes go on (here on
 // the very thread that is snapshotting, which would deadlock on a held
 // lock), land in a copy of the buffer, and the snapshot keeps the values of
