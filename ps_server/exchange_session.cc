@@ -137,11 +137,11 @@ void ExchangeSession::Handle(const grpc::ByteBuffer& in) {
     std::optional<PushHold::Pass> pass =
         wait_elsewhere_ ? store_->push_hold().TryEnter() : std::nullopt;
     if (wait_elsewhere_ && !pass.has_value()) {
-      // Held by a checkpoint: the push waits for the hold's end on the
-      // other thread, and the frame (kept in request_) is answered there.
+      // Held by a checkpoint: the push waits for the hold's end (in the
+      // store's Push) on the other thread, and the frame (kept in request_)
+      // is answered there.
       wait_elsewhere_([this, pushed = std::move(pushed), resp = std::move(resp)]() mutable {
-        const PushHold::Pass waited = store_->push_hold().Enter();
-        if (!Push(request_.header(), std::move(pushed), resp, /*admitted=*/true)) {
+        if (!Push(request_.header(), std::move(pushed), resp, /*admitted=*/false)) {
           StartPull(std::move(resp));
         }
       });
