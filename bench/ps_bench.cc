@@ -246,8 +246,10 @@ struct Result {
 };
 
 // Runs `call` on `clients` threads for `seconds` after a short warm-up;
-// `call(c)` returns false on error (the run stops).
-Result RunClients(int clients, double seconds, const std::function<absl::Status(int)>& call) {
+// `call(c)` returns false on error (the run stops). `at_warm`, when given,
+// runs on this thread as the warm-up ends: when the calls counted begin.
+Result RunClients(int clients, double seconds, const std::function<absl::Status(int)>& call,
+                  const std::function<void()>& at_warm = nullptr) {
   Result r;
   absl::Mutex mu;
   std::atomic<bool> failed{false};
@@ -277,6 +279,10 @@ Result RunClients(int clients, double seconds, const std::function<absl::Status(
       r.latency_ms.insert(r.latency_ms.end(), lat.begin(), lat.end());
     });
   }
+  if (at_warm) {
+    absl::SleepFor(warm_until - absl::Now());
+    at_warm();
+  }
   for (auto& t : threads) t.join();
   r.seconds = seconds;
   if (failed) r.calls = 0;
@@ -289,12 +295,20 @@ std::string Size(int64_t b) {
   return absl::StrCat(b, " B");
 }
 
-// RunClients, also measuring CPU time per call of servers and client.
+// RunClients, also measuring CPU time and page faults per call of servers
+// and client. Both are read from the warm-up's end, as the calls are
+// counted: what the warm-up's calls and the servers' first touches of their
+// memory cost is left out.
 Result Measure(const Servers& servers, int clients, double seconds,
                const std::function<absl::Status(int)>& call) {
-  const double s0 = servers.CpuSeconds(), c0 = CpuSeconds().value_or(0);
-  const int64_t sf0 = servers.MinorFaults(), cf0 = MinorFaults().value_or(0);
-  Result r = RunClients(clients, seconds, call);
+  double s0 = 0, c0 = 0;
+  int64_t sf0 = 0, cf0 = 0;
+  Result r = RunClients(clients, seconds, call, [&] {
+    s0 = servers.CpuSeconds();
+    c0 = CpuSeconds().value_or(0);
+    sf0 = servers.MinorFaults();
+    cf0 = MinorFaults().value_or(0);
+  });
   const double calls = std::max<int64_t>(r.calls, 1);
   r.server_cpu_ms = (servers.CpuSeconds() - s0) * 1e3 / calls;
   r.client_cpu_ms = (CpuSeconds().value_or(0) - c0) * 1e3 / calls;
