@@ -30,7 +30,7 @@ namespace {
 constexpr int64_t kParallelCopyBytes = 1 << 20;
 
 // The shared memory one stream offers its PS: room for a few frames in
-// flight at once (ExchangeEach sends two per PS, and pulls and pushes of
+// flight at once (ExchangeEach sends two per stream, and pulls and pushes of
 // consecutive steps overlap), each pushing and pulling the PS's dense bytes
 // up to max_frame_bytes, plus 1 MiB for table rows; at most 256 MiB. A
 // frame that finds no room travels inline.
@@ -102,11 +102,15 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
                                                    " ps but the cluster has ",
                                                    options.ps_addresses.size()));
   }
+  if (options.lanes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a PS client needs at least 1 lane per ps, got ", options.lanes));
+  }
   return std::unique_ptr<PsClient>(new PsClient(options, placement));
 }
 
 PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
-    : options_(options), placement_(placement) {
+    : options_(options), placement_(placement), lanes_(options.lanes) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   args.SetMaxSendMessageSize(options.max_message_bytes);
@@ -141,38 +145,83 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
         return health->frame_port();
       };
     }
-    streams_.push_back(std::make_unique<PsStream>(
-        channel, PsName(i), "/pstrain.v1.PsService/Exchange",
-        options.shared_memory ? SharedBytes(slices_on_[i], options.max_frame_bytes) : 0,
-        std::move(tcp)));
+    for (int lane = 0; lane < lanes_; ++lane) {
+      streams_.push_back(std::make_unique<PsStream>(
+          channel, PsName(i), "/pstrain.v1.PsService/Exchange",
+          options.shared_memory && lane == 0 ? SharedBytes(slices_on_[i], options.max_frame_bytes)
+                                             : 0,
+          tcp));
+    }
     for (const SliceDef& s : slices_on_[i]) {
       slice_variable_[i].push_back(variable_index_.at(s.variable));
     }
     versions_[i].assign(slices_on_[i].size(), 0);
   }
   table_versions_.assign(placement.embeddings.size(), std::vector<int64_t>(n, 0));
-  groups_ = MakeGroups({});
 }
 
-std::vector<PsClient::Group> PsClient::MakeGroups(const std::vector<char>& wanted) const {
+std::vector<PsClient::Group> PsClient::MakeGroups(const std::vector<char>& wanted,
+                                                  const std::vector<int>& laned) const {
   std::vector<Group> groups;
   for (int i = 0; i < num_ps(); ++i) {
-    Group g{i, {}};
-    int64_t bytes = 0;
+    // Each wanted slice to the lane with the fewest bytes so far, largest
+    // slices first (ties: the earlier slice, the lower lane).
+    std::vector<int> order;
     for (size_t k = 0; k < slices_on_[i].size(); ++k) {
-      if (!wanted.empty() && !wanted[slice_variable_[i][k]]) continue;
-      const SliceDef& s = slices_on_[i][k];
-      if (!g.slices.empty() && bytes + s.bytes() > options_.max_frame_bytes) {
-        groups.push_back(std::move(g));
-        g = Group{i, {}};
-        bytes = 0;
-      }
-      g.slices.push_back(static_cast<int>(k));
-      bytes += s.bytes();
+      if (wanted.empty() || wanted[slice_variable_[i][k]]) order.push_back(static_cast<int>(k));
     }
-    if (!g.slices.empty()) groups.push_back(std::move(g));
+    const int lanes = laned[i];
+    std::vector<std::vector<int>> on_lane(lanes);
+    if (lanes == 1) {
+      on_lane[0] = order;
+    } else {
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return slices_on_[i][a].bytes() > slices_on_[i][b].bytes();
+      });
+      std::vector<int64_t> load(lanes, 0);
+      for (int k : order) {
+        const int lane =
+            static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+        on_lane[lane].push_back(k);
+        load[lane] += slices_on_[i][k].bytes();
+      }
+    }
+    for (int lane = 0; lane < lanes; ++lane) {
+      // In placement order within the lane, a frame per max_frame_bytes.
+      std::sort(on_lane[lane].begin(), on_lane[lane].end());
+      Group g{i, lane, {}};
+      int64_t bytes = 0;
+      for (int k : on_lane[lane]) {
+        const SliceDef& s = slices_on_[i][k];
+        if (!g.slices.empty() && bytes + s.bytes() > options_.max_frame_bytes) {
+          groups.push_back(std::move(g));
+          g = Group{i, lane, {}};
+          bytes = 0;
+        }
+        g.slices.push_back(k);
+        bytes += s.bytes();
+      }
+      if (!g.slices.empty()) groups.push_back(std::move(g));
+    }
   }
   return groups;
+}
+
+std::vector<int> PsClient::LanesNow() const {
+  std::vector<int> laned(num_ps(), lanes_);
+  for (int i = 0; i < num_ps(); ++i) {
+    if (Stream(i, 0).shares_memory()) laned[i] = 1;
+  }
+  return laned;
+}
+
+const std::vector<PsClient::Group>& PsClient::AllGroups() {
+  std::vector<int> laned = LanesNow();
+  if (laned != groups_lanes_) {
+    groups_ = MakeGroups({}, laned);
+    groups_lanes_ = std::move(laned);
+  }
+  return groups_;
 }
 
 PsClient::~PsClient() = default;
@@ -409,13 +458,13 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
 }
 
 absl::Status PsClient::ExchangeEach(
-    const std::vector<int>& ps_of, absl::Duration timeout,
+    const std::vector<int>& stream_of, absl::Duration timeout,
     const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>& build,
     const std::function<absl::Status(int, const DecodedFrame&)>& on_response) {
-  if (ps_of.empty()) return absl::OkStatus();
+  if (stream_of.empty()) return absl::OkStatus();
   // Each request ends by counting itself off `remaining` as its very last
   // act; the last one fires `all_done`, after which this frame may go.
-  std::atomic<size_t> remaining{ps_of.size()};
+  std::atomic<size_t> remaining{stream_of.size()};
   absl::Notification all_done;
   auto count_off = [&](size_t n) {
     if (n > 0 && remaining.fetch_sub(n) == n) all_done.Notify();
@@ -424,25 +473,25 @@ absl::Status PsClient::ExchangeEach(
   // Of several errors, the one of the lowest request (so the lowest PS)
   // is returned, whichever came first.
   absl::Status first_error;
-  size_t first_error_at = ps_of.size();
-  std::vector<char> answered(ps_of.size(), 0);
-  // Frames to each PS go out at most kMaxInFlight at a time: enough to keep
-  // the connection busy, few enough that a large model never sits whole in
-  // the PS's receive buffers.
+  size_t first_error_at = stream_of.size();
+  std::vector<char> answered(stream_of.size(), 0);
+  // Frames on each stream go out at most kMaxInFlight at a time: enough to
+  // keep the connection busy, few enough that a large model never sits
+  // whole in the PS's receive buffers.
   constexpr size_t kMaxInFlight = 2;
-  std::vector<std::deque<int>> queued(num_ps());
-  for (size_t i = 0; i < ps_of.size(); ++i) queued[ps_of[i]].push_back(static_cast<int>(i));
+  std::vector<std::deque<int>> queued(streams_.size());
+  for (size_t i = 0; i < stream_of.size(); ++i) queued[stream_of[i]].push_back(static_cast<int>(i));
   std::function<void(int)> send_one;  // sends request i
-  // The next queued request for `ps`, or -1.
-  auto pop = [&](int ps) {
+  // The next queued request for stream `at`, or -1.
+  auto pop = [&](size_t at) {
     absl::MutexLock lock(&mu);
-    if (queued[ps].empty()) return -1;
-    const int i = queued[ps].front();
-    queued[ps].pop_front();
+    if (queued[at].empty()) return -1;
+    const int i = queued[at].front();
+    queued[at].pop_front();
     return i;
   };
   send_one = [&](int i) {
-    const int ps = ps_of[i];
+    const int at = stream_of[i];
     v1::FrameHeader h;
     h.set_replica(options_.replica);
     h.set_generation(generation_.load(std::memory_order_acquire));
@@ -451,9 +500,9 @@ absl::Status PsClient::ExchangeEach(
     std::vector<grpc::Slice> payload;
     ReplyInto reply_into;
     build(i, &h, &payload, &reply_into);
-    streams_[ps]->Send(
+    streams_[at]->Send(
         std::move(h), std::move(payload),
-        [&, i, ps](const absl::Status& st, const DecodedFrame* frame) {
+        [&, i, at](const absl::Status& st, const DecodedFrame* frame) {
           absl::Status s = st.ok() ? on_response(i, *frame) : st;
           int next = -1;
           size_t dropped = 0;
@@ -464,12 +513,12 @@ absl::Status PsClient::ExchangeEach(
               first_error = s;
               first_error_at = i;
             }
-            if (!s.ok()) {  // the rest for this PS would fail alike
-              dropped = queued[ps].size();
-              queued[ps].clear();
-            } else if (!queued[ps].empty()) {
-              next = queued[ps].front();
-              queued[ps].pop_front();
+            if (!s.ok()) {  // the rest on this stream would fail alike
+              dropped = queued[at].size();
+              queued[at].clear();
+            } else if (!queued[at].empty()) {
+              next = queued[at].front();
+              queued[at].pop_front();
             }
           }
           if (next >= 0) send_one(next);
@@ -477,9 +526,9 @@ absl::Status PsClient::ExchangeEach(
         },
         std::move(reply_into));
   };
-  for (int ps = 0; ps < num_ps(); ++ps) {
+  for (size_t at = 0; at < streams_.size(); ++at) {
     for (size_t k = 0; k < kMaxInFlight; ++k) {
-      const int i = pop(ps);
+      const int i = pop(at);
       if (i >= 0) send_one(i);
     }
   }
@@ -488,8 +537,8 @@ absl::Status PsClient::ExchangeEach(
     size_t never_sent = 0;
     {
       absl::MutexLock lock(&mu);
-      for (size_t i = 0; i < ps_of.size(); ++i) {
-        const std::string name = PsName(ps_of[i]);
+      for (size_t i = 0; i < stream_of.size(); ++i) {
+        const std::string name = PsName(stream_of[i] / lanes_);
         if (!answered[i] && std::find(silent.begin(), silent.end(), name) == silent.end()) {
           silent.push_back(name);
         }
@@ -500,7 +549,7 @@ absl::Status PsClient::ExchangeEach(
       }
     }
     count_off(never_sent);
-    for (int ps = 0; ps < num_ps(); ++ps) streams_[ps]->Cancel();
+    for (const auto& stream : streams_) stream->Cancel();
     all_done.WaitForNotification();
     return absl::DeadlineExceededError(absl::StrCat(absl::StrJoin(silent, ", "),
                                                     ": Exchange: no answer within ",
@@ -539,7 +588,8 @@ void PsClient::BuildDense(const Group& g, const float* grads, float* params,
     }
   }
   // Room for the pulled values as floats: the PS narrows them in place.
-  if (options_.shared_memory) h->set_shm_reply_capacity(pulled_bytes);
+  // The hint is for the first stream's shared memory; other lanes have none.
+  if (options_.shared_memory && g.lane == 0) h->set_shm_reply_capacity(pulled_bytes);
   if (grads != nullptr) h->set_consistency(options_.consistency);
 }
 
@@ -634,11 +684,11 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
   if (grads != nullptr && groups.size() > 1) {
     PSTRAIN_RETURN_IF_ERROR(CheckFinite(groups, grads, offsets));
   }
-  std::vector<int> ps_of;
-  for (const Group& g : groups) ps_of.push_back(g.ps);
+  std::vector<int> stream_of;
+  for (const Group& g : groups) stream_of.push_back(g.ps * lanes_ + g.lane);
   std::vector<int64_t> steps(groups.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
-      ps_of, timeout,
+      stream_of, timeout,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto* reply_into) {
         BuildDense(groups[i], grads, params, offsets, h, payload, reply_into);
       },
@@ -646,20 +696,33 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
         steps[i] = f.header().global_step();
         return ReadDense(groups[i], f, params, offsets);
       }));
-  return steps.empty() ? 0 : *std::min_element(steps.begin(), steps.end());
+  // A PS's global step is its slowest tensor's; each answer reads it when
+  // that frame is done, and a frame answered before another to the same PS
+  // (another lane, or a later group) may see that PS's other tensors not
+  // yet at the step. So the latest reading of each PS (the largest: it
+  // never goes back within a round), and the slowest PS.
+  std::vector<int64_t> latest(num_ps(), -1);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    latest[groups[i].ps] = std::max(latest[groups[i].ps], steps[i]);
+  }
+  int64_t step = -1;
+  for (int64_t s : latest) {
+    if (s >= 0) step = step < 0 ? s : std::min(step, s);
+  }
+  return std::max<int64_t>(step, 0);
 }
 
 absl::StatusOr<int64_t> PsClient::PullAll(float* params, const std::vector<int64_t>& offsets) {
-  return DenseRound(groups_, nullptr, params, offsets, options_.wait_deadline);
+  return DenseRound(AllGroups(), nullptr, params, offsets, options_.wait_deadline);
 }
 
 absl::Status PsClient::PushAll(const float* grads, const std::vector<int64_t>& offsets) {
-  return DenseRound(groups_, grads, nullptr, offsets, options_.rpc_deadline).status();
+  return DenseRound(AllGroups(), grads, nullptr, offsets, options_.rpc_deadline).status();
 }
 
 absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
                                               const std::vector<int64_t>& offsets) {
-  return DenseRound(groups_, grads, params, offsets, options_.wait_deadline);
+  return DenseRound(AllGroups(), grads, params, offsets, options_.wait_deadline);
 }
 
 absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& variables,
@@ -673,7 +736,7 @@ absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& vari
     }
     wanted[v] = 1;
   }
-  return DenseRound(MakeGroups(wanted), grads, params, offsets, options_.wait_deadline);
+  return DenseRound(MakeGroups(wanted, LanesNow()), grads, params, offsets, options_.wait_deadline);
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {
@@ -763,8 +826,11 @@ absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
   std::vector<int> targets;
   std::set_union(pushed.targets.begin(), pushed.targets.end(), pulled.targets.begin(),
                  pulled.targets.end(), std::back_inserter(targets));
+  // Rows go on each PS's first stream.
+  std::vector<int> first_streams;
+  for (int ps : targets) first_streams.push_back(ps * lanes_);
   return ExchangeEach(
-      targets, pull.empty() ? options_.rpc_deadline : options_.wait_deadline,
+      first_streams, pull.empty() ? options_.rpc_deadline : options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
         const int ps = targets[i];
         if (!push.empty()) h->set_consistency(options_.consistency);

@@ -1,12 +1,22 @@
 // Client side of the PS service for every role that talks to the PS: the
 // worker (pull, push), the chief (create, final pull, shutdown) and tools
-// (stats). Owns one channel, one control stub and one Exchange stream
-// (ps_stream.h) per PS.
+// (stats). Owns one channel and one control stub per PS, and `lanes`
+// Exchange streams (ps_stream.h) per PS.
 //
 // Pulls and pushes of dense slices go straight between the caller's flat
 // parameter/gradient arrays and the wire: gradients are sent from `grads`
 // without a copy, pulled values are copied once, from gRPC's buffers into
-// `params`. Calls that span several PS run in parallel, one frame per PS.
+// `params`. Calls that span several PS run in parallel, one frame per PS
+// and lane (below).
+//
+// Lanes: a dense round's slices on one PS are spread over `lanes` streams,
+// each carrying its share of the bytes, balanced by size. Over a socket
+// (TCP frames or gRPC), a PS serves each connection on its own thread and
+// the kernel's copies of each connection run on whichever core is free, so
+// one round's frames go through the PS and the network stack side by side
+// instead of one after another. A PS that mapped the stream's shared memory
+// (a worker on its host) gets every frame on its first stream: the bytes
+// then cross no socket, and a second stream only adds hand-offs.
 //
 // The client remembers, per slice, the version it last pulled and sends it
 // with the next push (sync aggregation, staleness); the PS does the waiting
@@ -83,6 +93,10 @@ struct PsClientOptions {
   // (common/bfloat16.h; FrameHeader.wire_dtype), half the bytes; the PS
   // keeps and updates float32. Applies to dense slices and table rows.
   bool bfloat16_wire = false;
+  // Exchange streams per PS that dense rounds spread their frames over
+  // (lanes, above); at least 1. Streams other than the first open on first
+  // use, never offer shared memory, and carry dense slices only.
+  int lanes = 2;
 };
 
 // What the chief tells every PS besides the variables.
@@ -113,9 +127,9 @@ class PsClient {
   ~PsClient();
 
   int num_ps() const { return static_cast<int>(stubs_.size()); }
-  // Whether frames to `ps` went over TCP on the stream last opened
-  // (client/ps_stream.h), not in gRPC.
-  bool frames_over_tcp(int ps) const { return streams_[ps]->over_tcp(); }
+  // Whether frames to `ps` on `lane` went over TCP on the stream last
+  // opened (client/ps_stream.h), not in gRPC; false for a lane not used yet.
+  bool frames_over_tcp(int ps, int lane = 0) const { return Stream(ps, lane).over_tcp(); }
   // Exchange frames sent so far whose tensor bytes went through shared
   // memory (options.shared_memory), over all PS.
   int64_t SharedMemoryFrames() const;
@@ -278,12 +292,16 @@ class PsClient {
   absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
                         const AsyncCall& call, absl::Duration deadline);
 
-  // Sends frame i to PS ps_of[i], all concurrently; `build(i, header,
-  // payload, reply_into)` fills each request (reply_into: where its
-  // answer's payload may land, client/ps_stream.h) and `on_response(i, frame)` reads each
-  // answer (on a gRPC thread). Waits for all; the first error wins.
+  // The Exchange stream of `lane` to `ps`.
+  PsStream& Stream(int ps, int lane) const { return *streams_[ps * lanes_ + lane]; }
+
+  // Sends frame i on stream stream_of[i] (ps * lanes + lane), all
+  // concurrently; `build(i, header, payload, reply_into)` fills each
+  // request (reply_into: where its answer's payload may land,
+  // client/ps_stream.h) and `on_response(i, frame)` reads each answer (on a
+  // gRPC thread). Waits for all; the first error wins.
   absl::Status ExchangeEach(
-      const std::vector<int>& ps_of, absl::Duration timeout,
+      const std::vector<int>& stream_of, absl::Duration timeout,
       const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>&
           build,
       const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
@@ -294,9 +312,10 @@ class PsClient {
                                 std::vector<v1::HoldPushesResponse>* resps);
 
   // Dense slices are moved in groups: some slices of one PS, at most
-  // max_frame_bytes together.
+  // max_frame_bytes together, sent on one of its lanes.
   struct Group {
     int ps = 0;
+    int lane = 0;
     std::vector<int> slices;  // indices into slices_on_[ps]
   };
   // One group's request: pushes from `grads` (may be null), pulls into
@@ -309,8 +328,15 @@ class PsClient {
   absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
                          const std::vector<int64_t>& offsets);
   // The groups of the slices of the wanted variables (empty: all), in PS
-  // order.
-  std::vector<Group> MakeGroups(const std::vector<char>& wanted) const;
+  // order; each PS's slices spread over laned[ps] lanes (1: all on the
+  // first, in placement order).
+  std::vector<Group> MakeGroups(const std::vector<char>& wanted,
+                                const std::vector<int>& laned) const;
+  // The lanes each PS's dense frames take now: 1 for a PS whose first
+  // stream shares memory with it, else options_.lanes.
+  std::vector<int> LanesNow() const;
+  // Every dense slice's groups for the lanes each PS takes now (cached).
+  const std::vector<Group>& AllGroups();
   // Counts the pushes of a response the PS dropped as stale.
   void CountDropped(const DecodedFrame& f);
   // InvalidArgument naming the slice and element of the first NaN or Inf in
@@ -352,6 +378,8 @@ class PsClient {
   const PsClientOptions options_;
   const Placement placement_;
   std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;
+  // Per PS, its lanes' streams: stream (ps, lane) at ps * lanes_ + lane.
+  const int lanes_;
   std::vector<std::unique_ptr<PsStream>> streams_;
   // Per embedding table (placement order), per PS: its version in the
   // last pull of its rows there (what a sync push of its rows is for).
@@ -361,7 +389,9 @@ class PsClient {
   std::vector<std::vector<SliceDef>> slices_on_;
   std::vector<std::vector<int>> slice_variable_;  // index into placement.variables
   std::vector<std::vector<int64_t>> versions_;
-  std::vector<Group> groups_;  // every dense slice
+  // AllGroups' cache, and the lanes per PS it was made for.
+  std::vector<Group> groups_;
+  std::vector<int> groups_lanes_;
   std::map<std::string, int> variable_index_;
   std::atomic<int64_t> dropped_{0};
   // Bytes on the wire of `float_bytes` of float32 tensor values: half of

@@ -215,6 +215,7 @@ class PsStream::Connection {
         " KiB; this PS is on the same host)");
     absl::MutexLock lock(&mu_);
     ring_ = std::make_unique<RegionRing>(SharedRegion::kDataStart, shm_->size());
+    owner_->shares_memory_.store(true, std::memory_order_relaxed);
   }
 
   // Copies the payload into the region and reserves the reply space the
@@ -500,6 +501,7 @@ PsStream::PsStream(std::shared_ptr<grpc::Channel> channel, std::string name, std
       pool_(BufferPool::Create(64 << 20)) {}
 
 std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
+  shares_memory_.store(false, std::memory_order_relaxed);
   if (tcp_.has_value() && !tcp_refused_) {
     auto socket = ConnectTcp();
     if (socket.ok()) {

@@ -112,6 +112,10 @@ class PsStream {
   // Whether the stream last opened carries its frames over TCP.
   bool over_tcp() const { return over_tcp_.load(std::memory_order_relaxed); }
 
+  // Whether the PS mapped the shared memory of the stream last opened: its
+  // requests' tensor bytes then go through it when they fit.
+  bool shares_memory() const { return shares_memory_.load(std::memory_order_relaxed); }
+
  private:
   class Connection;
   class GrpcConnection;
@@ -136,6 +140,7 @@ class PsStream {
   const std::shared_ptr<BufferPool> pool_;
   std::atomic<int64_t> shared_frames_{0};
   std::atomic<bool> over_tcp_{false};
+  std::atomic<bool> shares_memory_{false};
   absl::Mutex mu_;
   // The PS offered TCP but could not be reached so: gRPC from then on.
   bool tcp_refused_ ABSL_GUARDED_BY(mu_) = false;
