@@ -13,6 +13,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -122,27 +125,66 @@ void StopChildren(const std::vector<pid_t>& pids, absl::Duration grace) {
   }
 }
 
+std::pair<int, int> EphemeralPortRange() {
+  std::pair<int, int> range{32768, 60999};  // Linux's default
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low >= 1 && low <= high && high <= 65535) range = {low, high};
+  return range;
+}
+
+namespace {
+
+// Binds a TCP socket to 127.0.0.1:`port` (0: one the kernel picks); its fd
+// and the port bound, or -1 and the error.
+int BindLoopback(int port, int* bound, absl::Status* error) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    return -1;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    *error =
+        absl::UnavailableError(absl::StrCat("bind 127.0.0.1:", port, ": ", std::strerror(errno)));
+    ::close(fd);
+    return -1;
+  }
+  *bound = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int>> PickFreePorts(int n) {
+  // Between choosing a port and its task binding it, the kernel may give
+  // it to anyone who asks for a port of its choosing (a listener on port 0,
+  // or any outgoing connection), and those ports come from the ephemeral
+  // range. Ports below it are never handed out so: tried at random there
+  // first, the kernel's choice only when that range is too small or full.
+  const auto [low, high] = EphemeralPortRange();
+  constexpr int kLowest = 10000;
   std::vector<int> fds, ports;
   absl::Status status;
+  std::mt19937 rng(static_cast<uint32_t>(::getpid()) * 2654435761u ^
+                   static_cast<uint32_t>(absl::GetCurrentTimeNanos()));
   for (int i = 0; i < n && status.ok(); ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      status = absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-      break;
+    int fd = -1, port = 0;
+    for (int attempt = 0; attempt < 200 && fd < 0 && low - 1 > kLowest; ++attempt) {
+      const int candidate = std::uniform_int_distribution<int>(kLowest, low - 1)(rng);
+      if (std::find(ports.begin(), ports.end(), candidate) != ports.end()) continue;
+      absl::Status ignored;
+      fd = BindLoopback(candidate, &port, &ignored);
     }
+    if (fd < 0) fd = BindLoopback(0, &port, &status);
+    if (fd < 0) break;
     fds.push_back(fd);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      status = absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", std::strerror(errno)));
-      break;
-    }
-    ports.push_back(ntohs(addr.sin_port));
+    ports.push_back(port);
   }
   for (int fd : fds) ::close(fd);
   if (!status.ok()) return status;

@@ -50,9 +50,17 @@ void SignalChild(pid_t pid, int signo);
 // `grace` has passed (counted once for all), each reaped.
 void StopChildren(const std::vector<pid_t>& pids, absl::Duration grace);
 
-// Picks `n` distinct free TCP ports on 127.0.0.1 by binding port 0 (all
-// sockets held open until every port is chosen, then closed).
+// Picks `n` distinct free TCP ports on 127.0.0.1 for tasks to bind later:
+// at random below the kernel's ephemeral range (EphemeralPortRange), from
+// 10000 up, so that no port the kernel picks for someone else in the
+// meantime (a listener on port 0, an outgoing connection) is one of them;
+// by binding port 0 when that range has no free port. Each is bound to
+// check it is free, all held until every port is chosen, then closed.
 absl::StatusOr<std::vector<int>> PickFreePorts(int n);
+
+// The ports the kernel picks from (/proc/sys/net/ipv4/ip_local_port_range;
+// Linux's default 32768-60999 when unreadable).
+std::pair<int, int> EphemeralPortRange();
 
 }  // namespace pstrain
 

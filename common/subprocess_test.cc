@@ -1,6 +1,10 @@
 #include "common/subprocess.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <set>
@@ -48,11 +52,27 @@ TEST(SubprocessTest, MissingProgramExits127) {
   EXPECT_EQ(exit->code, 127);
 }
 
-TEST(SubprocessTest, PicksDistinctFreePorts) {
+TEST(SubprocessTest, PicksDistinctFreePortsOutsideTheEphemeralRange) {
   ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(8));
   std::set<int> unique(ports.begin(), ports.end());
   EXPECT_EQ(unique.size(), 8u);
-  for (int p : ports) EXPECT_GT(p, 0);
+  const auto [low, high] = EphemeralPortRange();
+  ASSERT_GT(low, 10001) << "this machine's ephemeral range starts too low for the test";
+  for (int p : ports) {
+    EXPECT_GE(p, 10000);
+    EXPECT_LT(p, low);
+  }
+  // Free: each can be bound now.
+  for (int p : ports) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(p));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << p;
+    ::close(fd);
+  }
 }
 
 }  // namespace

@@ -34,10 +34,30 @@ RESTART_DELAY_S = 0.5
 
 
 def free_ports(n):
+    # Below the kernel's ephemeral range, as pstrain launch picks them: a
+    # port the kernel hands out meanwhile (a PS's frame port, an outgoing
+    # connection) is never one of these.
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    rng = random.Random()
     socks, ports = [], []
-    for _ in range(n):
+    attempts = 0
+    while len(ports) < n:
+        attempts += 1
         s = socket.socket()
-        s.bind(("127.0.0.1", 0))
+        # The kernel's choice once that range seems full.
+        port = rng.randrange(10000, low) if low > 10001 and attempts <= 1000 else 0
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            if port == 0:
+                raise
+            continue
         socks.append(s)
         ports.append(s.getsockname()[1])
     for s in socks:
