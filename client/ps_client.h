@@ -9,8 +9,9 @@
 // `params`. Calls that span several PS run in parallel, one frame per PS
 // and lane (below).
 //
-// Lanes: a dense round's slices on one PS are spread over `lanes` streams,
-// each carrying its share of the bytes, balanced by size. Over a socket
+// Lanes: a dense round's slices on one PS are spread over up to `lanes`
+// streams (one per 384 KiB the round moves to that PS), each carrying its
+// share of the bytes, balanced by slice sizes. Over a socket
 // (TCP frames or gRPC), a PS serves each connection on its own thread and
 // the kernel's copies of each connection run on whichever core is free, so
 // one round's frames go through the PS and the network stack side by side
@@ -328,8 +329,9 @@ class PsClient {
   absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
                          const std::vector<int64_t>& offsets);
   // The groups of the slices of the wanted variables (empty: all), in PS
-  // order; each PS's slices spread over laned[ps] lanes (1: all on the
-  // first, in placement order).
+  // order; each PS's slices spread over up to laned[ps] lanes, one per
+  // kMinLaneBytes of them on the wire (1: all on the first, in placement
+  // order).
   std::vector<Group> MakeGroups(const std::vector<char>& wanted,
                                 const std::vector<int>& laned) const;
   // The lanes each PS's dense frames take now: 1 for a PS whose first

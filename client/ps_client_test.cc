@@ -146,55 +146,79 @@ TEST_F(PsClientTest, FramesOverTcpAndInGrpcCarryTheSameValues) {
   }
 }
 
-// Three clients on the same PS, alternating pushes: one lane, three lanes
-// over TCP, and three lanes with shared memory. Each round's frames to a
-// PS are spread over that many connections; every client sees the others'
-// updates, and the values are as one client's would be.
+// Three clients on the same two PS, alternating pushes: one lane, three
+// lanes over TCP, and three lanes with shared memory. Each round's frames
+// to a PS are spread over a lane per 384 KiB; every client sees the
+// others' updates, and the values are as one client's would be.
 TEST_F(PsClientTest, LanesSpreadARoundOverConnectionsWithTheSameValues) {
-  ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
-  std::vector<float> init(total_);
-  for (int64_t i = 0; i < total_; ++i) init[i] = 0.5f * (i % 13);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(0.25f)).status());
+  // Each PS: 800 KB of "a", 200 KB of "b"; ps:0 also "small". About 1 MB
+  // each: two lanes, "a" on one, the rest on the other.
+  const std::vector<VariableDef> variables = {
+      {"a", {1000, 400}}, {"b", {1000, 100}}, {"small", {10}}};
+  PlacementOptions popts;
+  popts.min_slice_bytes = 64 * 1024;
+  ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(variables, 2, popts));
+  ASSERT_EQ(placement.SlicesOf("a").size(), 2u);
+  ASSERT_EQ(placement.SlicesOf("b").size(), 2u);
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (const VariableDef& v : variables) {
+    offsets.push_back(total);
+    total += v.elements();
+  }
   PsClientOptions options;
   options.ps_addresses = addresses_;
   options.max_frame_bytes = 64 * 1024;
   options.lanes = 1;
-  ASSERT_OK_AND_ASSIGN(auto one_lane, PsClient::Create(options, placement_));
+  ASSERT_OK_AND_ASSIGN(auto one_lane, PsClient::Create(options, placement));
+  ASSERT_OK(one_lane->WaitUntilReady(absl::Seconds(5), false));
+  std::vector<float> init(total);
+  for (int64_t i = 0; i < total; ++i) init[i] = 0.5f * (i % 13);
+  ASSERT_OK(one_lane->CreateVariables(init, offsets, Sgd(0.25f)).status());
   options.lanes = 3;
-  ASSERT_OK_AND_ASSIGN(auto three_lanes, PsClient::Create(options, placement_));
+  ASSERT_OK_AND_ASSIGN(auto three_lanes, PsClient::Create(options, placement));
   options.shared_memory = true;
-  ASSERT_OK_AND_ASSIGN(auto shared, PsClient::Create(options, placement_));
+  ASSERT_OK_AND_ASSIGN(auto shared, PsClient::Create(options, placement));
   options.lanes = 0;
-  EXPECT_EQ(PsClient::Create(options, placement_).status().message(),
+  EXPECT_EQ(PsClient::Create(options, placement).status().message(),
             "a PS client needs at least 1 lane per ps, got 0");
 
-  std::vector<float> grads(total_), params(total_);
-  for (int64_t i = 0; i < total_; ++i) grads[i] = 0.125f * (i % 7);
+  std::vector<float> grads(total), params(total);
+  for (int64_t i = 0; i < total; ++i) grads[i] = 0.125f * (i % 7);
   constexpr int kRounds = 4;
   int64_t shared_before = 0;
   for (int round = 0; round < kRounds; ++round) {
-    ASSERT_OK(one_lane->PushPullAll(grads.data(), params.data(), offsets_).status());
-    ASSERT_OK(three_lanes->PushPullAll(grads.data(), params.data(), offsets_).status());
+    ASSERT_OK(one_lane->PushPullAll(grads.data(), params.data(), offsets).status());
+    ASSERT_OK(three_lanes->PushPullAll(grads.data(), params.data(), offsets).status());
     if (round == kRounds - 1) shared_before = shared->SharedMemoryFrames();
-    ASSERT_OK(shared->PushPullAll(grads.data(), params.data(), offsets_).status());
+    ASSERT_OK(shared->PushPullAll(grads.data(), params.data(), offsets).status());
   }
-  for (int64_t i = 0; i < total_; ++i) {
+  for (int64_t i = 0; i < total; ++i) {
     ASSERT_FLOAT_EQ(params[i], init[i] - 0.25f * 3 * kRounds * grads[i]) << i;
   }
   for (int ps = 0; ps < 2; ++ps) {
     EXPECT_TRUE(one_lane->frames_over_tcp(ps, 0)) << ps;
-    // Each PS holds two slices, half of "big" and a small variable: one
-    // on each of two lanes; the third lane has nothing to carry.
+    // Two lanes' worth of bytes: the third lane has nothing to carry.
     EXPECT_TRUE(three_lanes->frames_over_tcp(ps, 0)) << ps;
     EXPECT_TRUE(three_lanes->frames_over_tcp(ps, 1)) << ps;
     EXPECT_FALSE(three_lanes->frames_over_tcp(ps, 2)) << ps;
   }
   // Once the PS have mapped the region (the first round may go out before
   // they answer the offer, over lanes), a round goes through it whole, on
-  // each PS's first stream, the only one with a region: two frames per PS
-  // (the half of "big" is over max_frame_bytes, so it has a frame of its
-  // own).
-  EXPECT_EQ(shared->SharedMemoryFrames() - shared_before, 4);
+  // each PS's first stream, the only one with a region: a frame per slice
+  // (each is over max_frame_bytes but "small"), five in all.
+  EXPECT_EQ(shared->SharedMemoryFrames() - shared_before, 5);
+
+  // Under 768 KiB a PS, one lane: the same rounds in bfloat16, 0.5 MB.
+  options.lanes = 3;
+  options.shared_memory = false;
+  options.bfloat16_wire = true;
+  ASSERT_OK_AND_ASSIGN(auto narrow, PsClient::Create(options, placement));
+  ASSERT_OK(narrow->PushPullAll(grads.data(), params.data(), offsets).status());
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_TRUE(narrow->frames_over_tcp(ps, 0)) << ps;
+    EXPECT_FALSE(narrow->frames_over_tcp(ps, 1)) << ps;
+  }
 }
 
 TEST_F(PsClientTest, PullBeforeInitialisationNamesThePs) {
