@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <utility>
 #include <vector>
 
@@ -58,9 +59,33 @@ void Advance(size_t n, std::vector<iovec>& iov, size_t* first) {
   }
 }
 
-void SetNoDelay(int fd) {
+// The integers in a /proc/sys file (empty when it cannot be read).
+std::vector<int64_t> ReadSysctl(const char* path) {
+  std::vector<int64_t> values;
+  std::ifstream in(path);
+  int64_t v = 0;
+  while (in >> v) values.push_back(v);
+  return values;
+}
+
+// This host's request for frame sockets' send buffers (FrameSendBufferRequest),
+// read once.
+int SendBufferRequest() {
+  static const int request = [] {
+    const std::vector<int64_t> core = ReadSysctl("/proc/sys/net/core/wmem_max");
+    const std::vector<int64_t> tcp = ReadSysctl("/proc/sys/net/ipv4/tcp_wmem");
+    if (core.empty() || tcp.size() < 3) return 0;
+    return static_cast<int>(FrameSendBufferRequest(core[0], tcp[2]));
+  }();
+  return request;
+}
+
+void Configure(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (int bytes = SendBufferRequest(); bytes > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  }
 }
 
 // One address of host:port for `flags` (AI_PASSIVE to bind).
@@ -128,10 +153,24 @@ absl::StatusOr<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const std::str
       continue;
     }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-    SetNoDelay(fd);
+    Configure(fd);
     return std::make_unique<FrameSocket>(fd, AddressText(a.ai_addr));
   }
   return absl::UnavailableError(absl::StrCat("cannot connect to ", host, ":", port, ": ", why));
+}
+
+int64_t FrameSendBufferRequest(int64_t wmem_max, int64_t tcp_wmem_max) {
+  const int64_t request = std::min(kFrameSendBuffer, wmem_max);
+  // The kernel doubles a request (for its own bookkeeping); below the
+  // autotuned size, a fixed buffer would only be smaller.
+  return 2 * request > tcp_wmem_max ? request : 0;
+}
+
+int FrameSocket::SendBufferBytes() const {
+  int bytes = 0;
+  socklen_t len = sizeof(bytes);
+  if (getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0) return -1;
+  return bytes;
 }
 
 FrameSocket::FrameSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
@@ -348,7 +387,7 @@ absl::StatusOr<std::unique_ptr<FrameSocket>> FrameListener::Accept(absl::Duratio
     if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) return nullptr;
     return absl::UnavailableError(absl::StrCat("frame listener: ", std::strerror(errno)));
   }
-  SetNoDelay(fd);
+  Configure(fd);
   return std::make_unique<FrameSocket>(fd, AddressText(reinterpret_cast<sockaddr*>(&from)));
 }
 

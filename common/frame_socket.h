@@ -33,6 +33,21 @@
 
 namespace pstrain {
 
+// The send buffer frame sockets ask for: a frame of a few MiB then goes
+// into the kernel without its writer sleeping until the reader has drained
+// part of a smaller buffer, which saves wake-ups and context switches on
+// both ends. With two PS and two workers, 4 MiB each way, the aggregate
+// rose about 1.15x over the buffer Linux sizes by itself (BENCHMARKS.md).
+inline constexpr int64_t kFrameSendBuffer = 4 << 20;
+
+// The SO_SNDBUF value a frame socket sets on a host whose
+// net.core.wmem_max and net.ipv4.tcp_wmem (its third value: the most Linux
+// grows a send buffer to by itself) are as given: kFrameSendBuffer capped
+// at wmem_max, or 0 (leave the kernel's own sizing) when that would not
+// give a larger buffer than the kernel grows to, as on hosts where
+// wmem_max keeps its default of 208 KiB.
+int64_t FrameSendBufferRequest(int64_t wmem_max, int64_t tcp_wmem_max);
+
 class FrameSocket {
  public:
   // Connects to host:port (a name or an address) within `timeout`.
@@ -76,6 +91,8 @@ class FrameSocket {
   void Shutdown();
 
   const std::string& peer() const { return peer_; }
+  // The socket's send buffer as the kernel reports it (-1 on error).
+  int SendBufferBytes() const;
 
  private:
   absl::Status Error(const char* what, int err) const;

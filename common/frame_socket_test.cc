@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,9 +47,9 @@ TEST(FrameSocketTest, FramesArriveWholeAndInOrderAsOneWritableSlice) {
   auto pool = BufferPool::Create();
   v1::FrameHeader h;
   h.set_request_id(3);
-  // 6 MiB in several slices: more than a socket buffer holds, so the writer
-  // and the reader must overlap.
-  std::string big(6 << 20, '\0');
+  // 20 MiB in several slices: more than the sockets' buffers hold, so the
+  // writer and the reader must overlap.
+  std::string big(20 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7919 % 251);
   std::vector<grpc::Slice> payload;
   for (size_t i = 0; i < big.size(); i += 1 << 20) payload.push_back(BorrowSlice(&big[i], 1 << 20));
@@ -74,6 +75,41 @@ TEST(FrameSocketTest, FramesArriveWholeAndInOrderAsOneWritableSlice) {
   ASSERT_OK(frame.Parse(empty));
   EXPECT_EQ(frame.header().request_id(), 0u);
   writer.join();
+}
+
+// A fixed send buffer only where the host lets it be larger than what
+// Linux grows one to by itself.
+TEST(FrameSocketTest, SendBufferRequestIsFixedOnlyWhereItBeatsTheKernelsOwn) {
+  constexpr int64_t kMiB = 1 << 20;
+  EXPECT_EQ(FrameSendBufferRequest(4 * kMiB, 4 * kMiB), 4 * kMiB);
+  EXPECT_EQ(FrameSendBufferRequest(64 * kMiB, 4 * kMiB), kFrameSendBuffer);
+  EXPECT_EQ(FrameSendBufferRequest(3 * kMiB, 4 * kMiB), 3 * kMiB);
+  // Doubled, 2 MiB only matches the autotuned 4 MiB: left to the kernel.
+  EXPECT_EQ(FrameSendBufferRequest(2 * kMiB, 4 * kMiB), 0);
+  // Linux's default wmem_max.
+  EXPECT_EQ(FrameSendBufferRequest(212992, 4 * kMiB), 0);
+  EXPECT_EQ(FrameSendBufferRequest(4 * kMiB, 16 * kMiB), 0);
+}
+
+// Both ends of a connection take this host's request (the kernel reports
+// twice what was asked).
+TEST(FrameSocketTest, BothEndsTakeThisHostsSendBuffer) {
+  int64_t wmem_max = 0, tcp_min = 0, tcp_default = 0, tcp_max = 0;
+  std::ifstream("/proc/sys/net/core/wmem_max") >> wmem_max;
+  std::ifstream("/proc/sys/net/ipv4/tcp_wmem") >> tcp_min >> tcp_default >> tcp_max;
+  ASSERT_GT(wmem_max, 0);
+  ASSERT_GT(tcp_max, 0);
+  const int64_t request = FrameSendBufferRequest(wmem_max, tcp_max);
+  Pair p = Connected();
+  for (const FrameSocket* s : {p.client.get(), p.server.get()}) {
+    if (request > 0) {
+      EXPECT_EQ(s->SendBufferBytes(), 2 * request) << s->peer();
+    } else {
+      // Left to the kernel, which starts below its most.
+      EXPECT_GT(s->SendBufferBytes(), 0) << s->peer();
+      EXPECT_LE(s->SendBufferBytes(), tcp_max) << s->peer();
+    }
+  }
 }
 
 // Payloads of 64 KiB to 2 MiB are awaited whole (the socket's low-water
