@@ -30,7 +30,8 @@
 //              machine state (the separate runs of push_pull drift apart on
 //              a shared, noisy machine); median call times and their ratio,
 //              per round of S seconds, R rounds.
-//   pipelined  K pushes in flight on one stream per client, one way.
+//   pipelined  K pushes in flight on one stream per client, one way; R
+//              rounds, the client counts taking turns, medians reported.
 //   memory     one PS holding a dense model of model_mib MiB with Adam's two
 //              slots, trained for a few rounds; its resident memory against
 //              the bytes of values plus slots.
@@ -873,14 +874,25 @@ int Main(int argc, char** argv) {
   }
   if (scenario == "all" || scenario == "pipelined") {
     PrintHeader();
-    for (auto [m, n] : shapes) {
-      (void)m;
-      for (int64_t b : sizes) {
-        if (b < (1 << 20)) continue;  // a layer-by-layer push of big tensors
-        auto r = Pipelined(n, b, inflight, seconds);
-        report(r.status());
-        if (r.ok()) Print(absl::StrCat("pipelined push x", inflight), 1, n, b, *r);
+    for (int64_t b : sizes) {
+      if (b < (1 << 20)) continue;  // a layer-by-layer push of big tensors
+      // The client counts take turns, `repeat` rounds; a median for each.
+      std::map<int, std::vector<double>> rates;
+      for (int rep = 0; rep < repeat; ++rep) {
+        for (auto [m, n] : shapes) {
+          (void)m;
+          auto r = Pipelined(n, b, inflight, seconds);
+          report(r.status());
+          if (!r.ok()) continue;
+          Print(absl::StrCat("pipelined push x", inflight), 1, n, b, *r);
+          rates[n].push_back(r->gb_per_sec());
+        }
       }
+      for (const auto& [n, r] : rates) {
+        std::printf("  median of %zu: pipelined, %d in flight, %d client%s: %.3f GB/s one way\n",
+                    r.size(), inflight, n, n == 1 ? "" : "s", Median(r));
+      }
+      std::fflush(stdout);
     }
   }
   if (scenario == "all" || scenario == "memory") report(Memory(model_mib));
