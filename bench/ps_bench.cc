@@ -76,7 +76,7 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "ps_server/ps_service.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::bench {
 namespace {

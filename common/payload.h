@@ -2,7 +2,7 @@
 // message's slices, a shared-memory region), read and rewritten in place
 // without gathering it into one buffer. Knows nothing of where the pieces
 // came from: common/wire_frame.h fills one from a gRPC message, and the PS
-// store (ps_server/shard_store.h) reads gradients from it.
+// store (store/shard_store.h) reads gradients from it.
 // Not thread-safe to change; reads, and rewrites of disjoint ranges, may run
 // at once.
 #ifndef PSTRAIN_COMMON_PAYLOAD_H_

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "model/network.h"
 #include "checkpoint/checkpoint_shard.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::evaluator {
 namespace {

@@ -6,7 +6,7 @@
 #include "fuzz/small_store.h"
 #include "fuzz/temp_file.h"
 #include "checkpoint/checkpoint_shard.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "common/file_util.h"
 #include "common/wire_frame.h"
 #include "fuzz/small_store.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -7,7 +7,7 @@
 #include "common/wire_frame.h"
 #include "fuzz/small_store.h"
 #include "ps_server/exchange_session.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace {
 

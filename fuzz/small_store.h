@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::fuzz {
 

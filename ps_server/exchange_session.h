@@ -23,7 +23,7 @@
 #include "common/shared_memory.h"
 #include "common/wire_frame.h"
 #include "proto/ps_service.pb.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps {
 

@@ -29,7 +29,7 @@
 #include "common/frame_socket.h"
 #include "common/wire_frame.h"
 #include "ps_server/exchange_session.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps {
 

@@ -9,7 +9,7 @@
 #include "common/signals.h"
 #include "job/task_flags.h"
 #include "ps_server/ps_service.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps {
 

@@ -24,7 +24,7 @@
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/frame_server.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps {
 

@@ -19,7 +19,8 @@ declare -A ALLOWED=(
   [job]="common proto data model"
   [train]="common proto optim checkpoint data model client job"
   [coordinator]="common proto checkpoint data model client job train"
-  [ps_server]="common proto optim checkpoint job"
+  [store]="common proto optim checkpoint"
+  [ps_server]="common proto optim checkpoint store job"
   [worker]="common proto data model client job train coordinator"
   [chief]="common proto data model client job train coordinator"
   [evaluator]="common proto optim checkpoint data model job train"
@@ -47,8 +48,8 @@ for pkg in $(printf '%s\n' "${!ALLOWED[@]}" | sort); do
   done
 done
 # The PS's store and its parts know nothing of gRPC: gradients arrive as a
-# Payload, in-place answers leave as HeldBytes (ps_server/shard_store.h).
-for target in //ps_server:shard_store //common:payload; do
+# Payload, in-place answers leave as HeldBytes (store/shard_store.h).
+for target in //store:shard_store //common:payload; do
   path=$(bazel query --noshow_progress "somepath($target, @system_libs//:grpc)" 2>/dev/null)
   if [[ -n "$path" ]]; then
     echo "$target reaches gRPC, which it may not:"

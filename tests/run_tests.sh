@@ -70,13 +70,13 @@ check "package dependencies point one way (tests/check_layers.sh)" tests/check_l
 san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  //:pstrain //cli/... //common/... //proto/... //ps_server/... //model/... \
+  //:pstrain //cli/... //common/... //proto/... //store/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
   //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
   //fuzz/...
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
-  //common/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
+  //common/... //store/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
   //train/... //coordinator/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
@@ -89,7 +89,7 @@ bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
-  //ps_server:shard_store_test //ps_server:wait_list_test //common:parallel_for_test \
+  //store:shard_store_test //store:wait_list_test //common:parallel_for_test \
   //common:serial_worker_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 10 s from its corpus,

@@ -1,5 +1,5 @@
 // An embedding table held in one process, with the PS's row semantics
-// (ps_server/shard_store.h): a row is created on first touch from the
+// (store/shard_store.h): a row is created on first touch from the
 // table's initializer and the job's seed (optim/initializer.h), so a
 // row never pushed reads the same as on any PS; each row keeps its own
 // optimizer slots and update count (lazy Adam and Adagrad). `pstrain train

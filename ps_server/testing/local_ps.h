@@ -13,7 +13,7 @@
 #include "common/grpc_server.h"
 #include "common/tf_config.h"
 #include "ps_server/ps_service.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps::testing {
 

@@ -33,8 +33,8 @@
 // push_hold.h (the checkpoint's hold on pushes). It
 // knows nothing of gRPC: gradients arrive as a Payload (common/payload.h)
 // and in-place answers leave as HeldBytes; ps_service.cc speaks the wire.
-#ifndef PSTRAIN_PS_SERVER_SHARD_STORE_H_
-#define PSTRAIN_PS_SERVER_SHARD_STORE_H_
+#ifndef PSTRAIN_STORE_SHARD_STORE_H_
+#define PSTRAIN_STORE_SHARD_STORE_H_
 
 #include <array>
 #include <atomic>
@@ -58,10 +58,10 @@
 #include "common/placement.h"
 #include "common/staleness.h"
 #include "optim/optimizer.h"
-#include "ps_server/push_hold.h"
-#include "ps_server/stored_tensor.h"
-#include "ps_server/update_rules.h"
-#include "ps_server/wait_list.h"
+#include "store/push_hold.h"
+#include "store/stored_tensor.h"
+#include "store/update_rules.h"
+#include "store/wait_list.h"
 
 namespace pstrain::ps {
 
@@ -333,4 +333,4 @@ class ShardStore {
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_SHARD_STORE_H_
+#endif  // PSTRAIN_STORE_SHARD_STORE_H_

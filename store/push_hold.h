@@ -15,8 +15,8 @@
 // A hold is a lease: it ends by itself when `lease` passes, so a chief that
 // dies between the hold and the save stalls training for that long at most.
 // Thread-safe.
-#ifndef PSTRAIN_PS_SERVER_PUSH_HOLD_H_
-#define PSTRAIN_PS_SERVER_PUSH_HOLD_H_
+#ifndef PSTRAIN_STORE_PUSH_HOLD_H_
+#define PSTRAIN_STORE_PUSH_HOLD_H_
 
 #include <cstdint>
 #include <optional>
@@ -80,4 +80,4 @@ class PushHold {
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_PUSH_HOLD_H_
+#endif  // PSTRAIN_STORE_PUSH_HOLD_H_

@@ -11,15 +11,15 @@
 //   ssp:S  every push is taken and moves the pushing replica's clock; a
 //          replica's pull waits while its clock is more than S ahead of the
 //          slowest replica's.
-#ifndef PSTRAIN_PS_SERVER_ROUND_GATE_H_
-#define PSTRAIN_PS_SERVER_ROUND_GATE_H_
+#ifndef PSTRAIN_STORE_ROUND_GATE_H_
+#define PSTRAIN_STORE_ROUND_GATE_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "ps_server/stored_tensor.h"
+#include "store/stored_tensor.h"
 
 namespace pstrain::ps {
 
@@ -72,4 +72,4 @@ bool ReadyLocked(const StoredTensor& t, const PullWait& w, int num_replicas, int
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_ROUND_GATE_H_
+#endif  // PSTRAIN_STORE_ROUND_GATE_H_

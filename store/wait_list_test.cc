@@ -1,4 +1,4 @@
-#include "ps_server/wait_list.h"
+#include "store/wait_list.h"
 
 #include <atomic>
 #include <thread>

@@ -5,8 +5,8 @@
 // round's averaged sum; and the NaN/Inf checks that keep a bad gradient out.
 // The consistency rules (which pushes are taken, when a round ends) are
 // round_gate.h's.
-#ifndef PSTRAIN_PS_SERVER_UPDATE_RULES_H_
-#define PSTRAIN_PS_SERVER_UPDATE_RULES_H_
+#ifndef PSTRAIN_STORE_UPDATE_RULES_H_
+#define PSTRAIN_STORE_UPDATE_RULES_H_
 
 #include <cstdint>
 #include <vector>
@@ -16,7 +16,7 @@
 #include "absl/types/span.h"
 #include "common/payload.h"
 #include "optim/optimizer.h"
-#include "ps_server/stored_tensor.h"
+#include "store/stored_tensor.h"
 
 namespace pstrain::ps {
 
@@ -84,4 +84,4 @@ class UpdateRules {
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_UPDATE_RULES_H_
+#endif  // PSTRAIN_STORE_UPDATE_RULES_H_

@@ -8,7 +8,7 @@
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
 #include "gtest/gtest.h"
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 namespace pstrain::ps {
 namespace {

@@ -1,4 +1,4 @@
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 #include <atomic>
 #include <cmath>

@@ -6,8 +6,8 @@
 //
 // Thread-safe. No lost wake-ups: an attempt that fails concurrently with a
 // Notify() is retried.
-#ifndef PSTRAIN_PS_SERVER_WAIT_LIST_H_
-#define PSTRAIN_PS_SERVER_WAIT_LIST_H_
+#ifndef PSTRAIN_STORE_WAIT_LIST_H_
+#define PSTRAIN_STORE_WAIT_LIST_H_
 
 #include <atomic>
 #include <cstdint>
@@ -60,4 +60,4 @@ class WaitList {
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_WAIT_LIST_H_
+#endif  // PSTRAIN_STORE_WAIT_LIST_H_

@@ -1,4 +1,4 @@
-#include "ps_server/store_checkpoint.h"
+#include "store/store_checkpoint.h"
 
 #include <algorithm>
 #include <cstring>

@@ -2,13 +2,13 @@
 // TensorCheckpoint) and back: values with their optimizer slots, the update
 // count, and a table's row ids with their own counts. ShardStore locks its
 // tensors and calls these for Snapshot and Restore.
-#ifndef PSTRAIN_PS_SERVER_STORE_CHECKPOINT_H_
-#define PSTRAIN_PS_SERVER_STORE_CHECKPOINT_H_
+#ifndef PSTRAIN_STORE_STORE_CHECKPOINT_H_
+#define PSTRAIN_STORE_STORE_CHECKPOINT_H_
 
 #include "absl/status/status.h"
 #include "checkpoint/reshard.h"
 #include "proto/checkpoint.pb.h"
-#include "ps_server/stored_tensor.h"
+#include "store/stored_tensor.h"
 
 namespace pstrain::ps {
 
@@ -36,4 +36,4 @@ ckpt::TargetTensor TargetOf(const StoredTensor& t);
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_STORE_CHECKPOINT_H_
+#endif  // PSTRAIN_STORE_STORE_CHECKPOINT_H_

@@ -1,4 +1,4 @@
-#include "ps_server/stored_tensor.h"
+#include "store/stored_tensor.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ps_server/push_hold.h"
+#include "store/push_hold.h"
 
 #include <atomic>
 #include <optional>

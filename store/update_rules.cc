@@ -1,4 +1,4 @@
-#include "ps_server/update_rules.h"
+#include "store/update_rules.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/finite.h"
 #include "common/parallel_for.h"
-#include "ps_server/round_gate.h"
+#include "store/round_gate.h"
 
 namespace pstrain::ps {
 namespace {

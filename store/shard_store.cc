@@ -1,4 +1,4 @@
-#include "ps_server/shard_store.h"
+#include "store/shard_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/parallel_for.h"
 #include "common/status_macros.h"
-#include "ps_server/round_gate.h"
-#include "ps_server/store_checkpoint.h"
+#include "store/round_gate.h"
+#include "store/store_checkpoint.h"
 
 namespace pstrain::ps {
 

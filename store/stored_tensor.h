@@ -4,8 +4,8 @@
 // values (HeldBytes) while later writes move on to a copy. Update rules,
 // sync rounds and checkpoint records are elsewhere (update_rules.h,
 // round_gate.h, store_checkpoint.h); ShardStore ties them together.
-#ifndef PSTRAIN_PS_SERVER_STORED_TENSOR_H_
-#define PSTRAIN_PS_SERVER_STORED_TENSOR_H_
+#ifndef PSTRAIN_STORE_STORED_TENSOR_H_
+#define PSTRAIN_STORE_STORED_TENSOR_H_
 
 #include <array>
 #include <atomic>
@@ -123,4 +123,4 @@ absl::Status CheckRowLimitLocked(const StoredTensor& t, absl::Span<const int64_t
 
 }  // namespace pstrain::ps
 
-#endif  // PSTRAIN_PS_SERVER_STORED_TENSOR_H_
+#endif  // PSTRAIN_STORE_STORED_TENSOR_H_

@@ -1,4 +1,4 @@
-#include "ps_server/round_gate.h"
+#include "store/round_gate.h"
 
 #include <string>
 #include <vector>
