@@ -398,58 +398,7 @@ absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
   std::vector<int> all;
   for (int ps = 0; ps < num_ps(); ++ps) {
     all.push_back(ps);
-    v1::CreateVariablesRequest& req = reqs[ps];
-    req.set_ps_index(ps);
-    req.set_num_ps(num_ps());
-    req.set_consistency(create.consistency);
-    req.set_num_replicas(create.num_replicas);
-    req.set_replicas_to_aggregate(create.replicas_to_aggregate);
-    req.set_seed(create.seed);
-    req.set_generation(create.generation);
-    req.set_sync_wait_ms(static_cast<int32_t>(absl::ToInt64Milliseconds(create.sync_wait)));
-    if (create.restore_step >= 0) {
-      v1::CheckpointRef* ref = req.mutable_restore();
-      ref->set_dir(create.restore_dir);
-      ref->set_step(create.restore_step);
-      ref->set_num_ps(create.restore_num_ps > 0 ? create.restore_num_ps : num_ps());
-    }
-    const OptimizerSpec& optimizer = create.optimizer;
-    v1::OptimizerConfig* o = req.mutable_optimizer();
-    o->set_name(optimizer.name);
-    o->set_learning_rate(optimizer.learning_rate);
-    o->set_momentum(optimizer.momentum);
-    o->set_nesterov(optimizer.nesterov);
-    o->set_initial_accumulator(optimizer.initial_accumulator);
-    o->set_beta1(optimizer.beta1);
-    o->set_beta2(optimizer.beta2);
-    o->set_epsilon(optimizer.epsilon);
-    o->set_l1(optimizer.l1);
-    o->set_l2(optimizer.l2);
-    for (size_t i = 0; i < slices_on_[ps].size(); ++i) {
-      const SliceDef& s = slices_on_[ps][i];
-      const VariableDef& var = placement_.variables[slice_variable_[ps][i]];
-      v1::SliceSpec* spec = req.add_slices();
-      spec->set_variable(s.variable);
-      spec->set_slice_index(s.slice_index);
-      spec->set_num_slices(s.num_slices);
-      spec->set_row_begin(s.row_begin);
-      spec->set_row_end(s.row_end);
-      for (int64_t d : var.shape) spec->add_shape(d);
-      spec->set_consistency(var.consistency);
-      spec->set_initializer(var.initializer);
-      if (!params.empty()) {
-        const float* src = params.data() + offsets[slice_variable_[ps][i]] + s.element_offset();
-        req.add_initial_values(reinterpret_cast<const char*>(src), s.bytes());
-      }
-    }
-    for (const VariableDef& e : placement_.embeddings) {
-      v1::EmbeddingSpec* spec = req.add_embeddings();
-      spec->set_variable(e.name);
-      spec->set_vocabulary(e.rows());
-      spec->set_dim(e.row_elements());
-      spec->set_consistency(e.consistency);
-      spec->set_initializer(e.initializer);
-    }
+    reqs[ps] = CreateRequestFor(placement_, ps, params, offsets, create);
   }
   absl::Status s = CallEach(
       all, "CreateVariables",
@@ -741,6 +690,16 @@ absl::StatusOr<int64_t> PsClient::PushPullAll(const float* grads, float* params,
 absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& variables,
                                                     const float* grads, float* params,
                                                     const std::vector<int64_t>& offsets) {
+  return ExchangeDense(variables, grads, params, offsets);
+}
+
+absl::StatusOr<int64_t> PsClient::ExchangeDense(absl::Span<const int> variables,
+                                                const float* grads, float* params,
+                                                const std::vector<int64_t>& offsets) {
+  // A pull may wait on the PS for other replicas (sync, ssp).
+  const absl::Duration timeout =
+      params != nullptr ? options_.wait_deadline : options_.rpc_deadline;
+  if (variables.empty()) return DenseRound(AllGroups(), grads, params, offsets, timeout);
   std::vector<char> wanted(placement_.variables.size(), 0);
   for (int v : variables) {
     if (v < 0 || v >= static_cast<int>(wanted.size())) {
@@ -749,7 +708,7 @@ absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& vari
     }
     wanted[v] = 1;
   }
-  return DenseRound(MakeGroups(wanted, LanesNow()), grads, params, offsets, options_.wait_deadline);
+  return DenseRound(MakeGroups(wanted, LanesNow()), grads, params, offsets, timeout);
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {

@@ -45,6 +45,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/create_request.h"
+#include "client/parameter_store.h"
 #include "client/ps_stream.h"
 #include "common/optimizer_spec.h"
 #include "common/placement.h"
@@ -98,25 +100,6 @@ struct PsClientOptions {
   // (lanes, above); at least 1. Streams other than the first open on first
   // use, never offer shared memory, and carry dense slices only.
   int lanes = 2;
-};
-
-// What the chief tells every PS besides the variables.
-struct CreateOptions {
-  OptimizerSpec optimizer;
-  std::string consistency = "async";
-  int num_replicas = 1;
-  int replicas_to_aggregate = 0;  // sync: 0 means all
-  uint64_t seed = 1;
-  // When restore_step >= 0: each PS loads checkpoint restore_step under
-  // restore_dir, written by restore_num_ps PS (0: as many as now), after
-  // creating the variables, and reports itself initialised only then.
-  std::string restore_dir;
-  int64_t restore_step = -1;
-  int restore_num_ps = 0;
-  // The recovery generation the PS serve (proto/ps_service.proto, Frame).
-  int64_t generation = 1;
-  // A pull's bound on waiting for other replicas (0: the PS's default).
-  absl::Duration sync_wait = absl::ZeroDuration();
 };
 
 class PsClient {
@@ -219,18 +202,24 @@ class PsClient {
   // carry the table's version on that PS, which its pulls (also sent to
   // every PS) bring back. Its pulls wait, as the PS's rules say, for the
   // rounds this replica pushed to end.
-  struct TableRows {
-    std::string table;
-    absl::Span<const int64_t> ids;
-    float* out = nullptr;
-    const float* grads = nullptr;
-  };
+  using TableRows = client::TableRows;
   absl::Status PullRows(absl::Span<const TableRows> tables);
   absl::Status PushRows(absl::Span<const TableRows> tables);
   // Both in one exchange with each PS: each PS applies the pushed rows,
   // then answers the pull (so the pulled rows include this push where the
   // ids meet). One round trip where PushRows then PullRows take two.
   absl::Status PushPullRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
+
+  // What a parameter store's exchanges come down to (client/remote_store.h):
+  // a push of `grads` (null: none), then a pull into `params` (null: none),
+  // of the dense slices of `variables` (empty: every one), returning as
+  // PushPullVariables; and a push of the rows of `push`, then a pull of
+  // those of `pull` (either may be empty), as PushPullRows.
+  absl::StatusOr<int64_t> ExchangeDense(absl::Span<const int> variables, const float* grads,
+                                        float* params, const std::vector<int64_t>& offsets);
+  absl::Status ExchangeRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull) {
+    return RowsRound(push, pull);
+  }
 
   // sync: the global step the job ends at; pulls of tensors that reached it
   // no longer wait for other replicas (0: none).

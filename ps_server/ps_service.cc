@@ -6,9 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "checkpoint/checkpoint_shard.h"
-#include "checkpoint/reshard.h"
-#include "common/checkpoint_layout.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/process_stats.h"
@@ -18,45 +15,10 @@
 namespace pstrain::ps {
 namespace {
 
-// The longest a chief may hold a PS's pushes: a chief that dies holding them
-// stalls training no longer than this.
-constexpr int32_t kMaxHoldLeaseMs = 60'000;
-
 grpc::ServerUnaryReactor* FinishWith(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
-}
-
-absl::StatusOr<SliceDef> SliceFromProto(const v1::SliceSpec& spec, int ps) {
-  if (spec.variable().empty()) {
-    return absl::InvalidArgumentError("slice with an empty variable name");
-  }
-  if (spec.shape_size() == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("slice of ", spec.variable(), " has no shape"));
-  }
-  VariableDef var{spec.variable(), {spec.shape().begin(), spec.shape().end()}};
-  for (int64_t d : var.shape) {
-    if (d < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("slice of ", spec.variable(), " has a dimension of ", d));
-    }
-  }
-  if (spec.row_end() > var.rows() || spec.slice_index() < 0 ||
-      spec.slice_index() >= spec.num_slices()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "slice ", spec.slice_index(), " of ", spec.num_slices(), " of ", spec.variable(),
-        " with rows [", spec.row_begin(), ", ", spec.row_end(), ") does not fit its shape"));
-  }
-  SliceDef def;
-  def.variable = spec.variable();
-  def.slice_index = spec.slice_index();
-  def.num_slices = spec.num_slices();
-  def.row_begin = spec.row_begin();
-  def.row_end = spec.row_end();
-  def.row_elements = var.row_elements();
-  def.ps = ps;
-  return def;
 }
 
 // The transport of one Exchange stream: reads frames, hands each to its
@@ -192,7 +154,7 @@ PsServiceImpl::PsServiceImpl(ShardStore* store, OnShutdown on_shutdown, PsServic
       // Idle response buffers kept for reuse: a few frames' worth.
       pool_(BufferPool::Create(16 << 20)),
       guard_(options.security, options.calls),
-      failing_restore_reads_(options.test_failing_restore_reads) {}
+      control_(store, {options.test_checkpoint_delay, options.test_failing_restore_reads}) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
     grpc::CallbackServerContext* ctx) {
@@ -231,103 +193,9 @@ grpc::ServerUnaryReactor* PsServiceImpl::CreateVariables(grpc::CallbackServerCon
                                                          v1::CreateVariablesResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "CreateVariables");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
-  if (req->ps_index() != store_->ps_index() || req->num_ps() != store_->num_ps()) {
-    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-                               "CreateVariables meant for ps:", req->ps_index(), " of ",
-                               req->num_ps(), " reached ps:", store_->ps_index(), " of ",
-                               store_->num_ps(), ": the callers' TF_CONFIG disagree")));
-  }
-  if (req->initial_values_size() != 0 && req->initial_values_size() != req->slices_size()) {
-    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-                               "CreateVariables has ", req->slices_size(), " slices but ",
-                               req->initial_values_size(), " initial values")));
-  }
-  std::vector<ShardStore::DenseInit> dense;
-  for (int i = 0; i < req->slices_size(); ++i) {
-    auto def = SliceFromProto(req->slices(i), store_->ps_index());
-    if (!def.ok()) return FinishWith(ctx, def.status());
-    ShardStore::DenseInit d;
-    d.def = *std::move(def);
-    d.consistency = req->slices(i).consistency();
-    d.initializer = req->slices(i).initializer();
-    if (req->initial_values_size() > 0) {
-      d.has_value = true;
-      d.value = req->initial_values(i);
-    }
-    dense.push_back(std::move(d));
-  }
-  std::vector<ShardStore::EmbeddingInit> tables;
-  for (const v1::EmbeddingSpec& e : req->embeddings()) {
-    tables.push_back({e.variable(), e.vocabulary(), e.dim(), e.consistency(), e.initializer()});
-  }
-  ShardStore::JobConfig job;
-  const v1::OptimizerConfig& o = req->optimizer();
-  job.optimizer.name = o.name();
-  job.optimizer.learning_rate = o.learning_rate();
-  job.optimizer.momentum = o.momentum();
-  job.optimizer.nesterov = o.nesterov();
-  job.optimizer.initial_accumulator = o.initial_accumulator();
-  job.optimizer.beta1 = o.beta1();
-  job.optimizer.beta2 = o.beta2();
-  job.optimizer.epsilon = o.epsilon();
-  job.optimizer.l1 = o.l1();
-  job.optimizer.l2 = o.l2();
-  auto mode = ParseConsistency(req->consistency().empty() ? "async" : req->consistency());
-  if (!mode.ok()) return FinishWith(ctx, mode.status());
-  job.consistency = *mode;
-  job.num_replicas = req->num_replicas() == 0 ? 1 : req->num_replicas();
-  job.replicas_to_aggregate = req->replicas_to_aggregate();
-  job.seed = req->seed();
-  job.generation = req->generation();
-  job.sync_wait = absl::Milliseconds(req->sync_wait_ms());
-  const bool restore = req->has_restore();
-  const bool was_ready = store_->ready();
-  auto created = store_->Initialize(job, dense, tables, /*await_restore=*/restore);
-  if (!created.ok()) return FinishWith(ctx, created.status());
-  resp->set_already_initialized(was_ready);
-  // A store created by an earlier request whose restore failed still
-  // awaits one: the chief retries with an older checkpoint.
-  if (restore && !store_->ready()) {
-    v1::RestoreResponse restored;
-    return FinishWith(ctx, RestoreFrom(req->restore(), req->generation(), &restored));
-  }
-  return FinishWith(ctx, absl::OkStatus());
-}
-
-absl::Status PsServiceImpl::RestoreFrom(const v1::CheckpointRef& ref, int64_t generation,
-                                        v1::RestoreResponse* resp) {
-  if (!store_->initialized()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ps:", store_->ps_index(), " has no variables yet: create them before restoring"));
-  }
-  if (ref.dir().empty() || ref.step() < 0 || ref.num_ps() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a checkpoint needs a directory, a step >= 0 and a PS count >= 1, got \"",
-                     ref.dir(), "\", ", ref.step(), " and ", ref.num_ps()));
-  }
-  const absl::Time start = absl::Now();
-  if (failing_restore_reads_.load(std::memory_order_relaxed) > 0 &&
-      failing_restore_reads_.fetch_sub(1, std::memory_order_relaxed) > 0) {
-    return absl::InternalError(absl::StrCat("reading ", CheckpointDir(ref.dir(), ref.step()),
-                                            ": an injected read error (test)"));
-  }
-  auto shard = ckpt::ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
-                                       store_->num_ps(), store_->Layout());
-  if (!shard.ok()) return shard.status();
-  PSTRAIN_RETURN_IF_ERROR(store_->Restore(*shard, generation));
-  int64_t bytes = 0;
-  for (const v1::TensorCheckpoint& t : shard->tensors) bytes += t.data().size();
-  resp->set_tensors(static_cast<int>(shard->tensors.size()));
-  resp->set_bytes_read(bytes);
-  resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  Log("restored ", shard->tensors.size(), " tensors at step ", ref.step(), " from ",
-      CheckpointDir(ref.dir(), ref.step()),
-      ref.num_ps() == store_->num_ps()
-          ? ""
-          : absl::StrCat(" (written by ", ref.num_ps(), " ps, re-sliced)"),
-      " in ", absl::FormatDuration(absl::Now() - start), "; serving generation ",
-      store_->generation());
-  return absl::OkStatus();
+  absl::StatusOr<v1::CreateVariablesResponse> created = control_.CreateVariables(*req);
+  if (created.ok()) *resp = *std::move(created);
+  return FinishWith(ctx, created.status());
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::Restore(grpc::CallbackServerContext* ctx,
@@ -335,7 +203,9 @@ grpc::ServerUnaryReactor* PsServiceImpl::Restore(grpc::CallbackServerContext* ct
                                                  v1::RestoreResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Restore");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
-  return FinishWith(ctx, RestoreFrom(req->checkpoint(), req->generation(), resp));
+  absl::StatusOr<v1::RestoreResponse> restored = control_.Restore(*req);
+  if (restored.ok()) *resp = *std::move(restored);
+  return FinishWith(ctx, restored.status());
 }
 
 grpc::ServerUnaryReactor* PsServiceImpl::HoldPushes(grpc::CallbackServerContext* ctx,
@@ -343,24 +213,19 @@ grpc::ServerUnaryReactor* PsServiceImpl::HoldPushes(grpc::CallbackServerContext*
                                                     v1::HoldPushesResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "HoldPushes");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
-  if (req->lease_ms() < 0 || req->lease_ms() > kMaxHoldLeaseMs) {
-    return FinishWith(ctx, absl::InvalidArgumentError(
-                               absl::StrCat("HoldPushes needs a lease of 0 (release) to ",
-                                            kMaxHoldLeaseMs, " ms, got ", req->lease_ms())));
-  }
   if (req->lease_ms() == 0) {
-    store_->push_hold().Release();
-    resp->set_global_step(store_->global_step());
-    return FinishWith(ctx, absl::OkStatus());
+    absl::StatusOr<v1::HoldPushesResponse> released = control_.HoldPushes(*req);
+    if (released.ok()) *resp = *std::move(released);
+    return FinishWith(ctx, released.status());
   }
   // Waiting for the pushes being applied to finish must not take a gRPC
   // thread: it runs on the checkpoint thread, as saves do.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto admission = std::make_shared<CallGuard::Admission>(*std::move(admitted));
   checkpoint_writer_.Run([this, req, resp, reactor, admission] {
-    const absl::Status held = store_->push_hold().Hold(absl::Milliseconds(req->lease_ms()));
-    if (held.ok()) resp->set_global_step(store_->global_step());
-    reactor->Finish(ToGrpcStatus(held));
+    absl::StatusOr<v1::HoldPushesResponse> held = control_.HoldPushes(*req);
+    if (held.ok()) *resp = *std::move(held);
+    reactor->Finish(ToGrpcStatus(held.status()));
   });
   return reactor;
 }
@@ -370,41 +235,14 @@ grpc::ServerUnaryReactor* PsServiceImpl::SaveCheckpoint(grpc::CallbackServerCont
                                                         v1::SaveCheckpointResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "SaveCheckpoint");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
-  if (req->dir().empty() || req->step() < 0) {
-    return FinishWith(ctx, absl::InvalidArgumentError(absl::StrCat(
-                               "SaveCheckpoint needs a directory and a step >= 0, got \"",
-                               req->dir(), "\" and ", req->step())));
-  }
   // The snapshot and the write run on the checkpoint thread; this gRPC
   // thread returns at once, and the call is answered from there.
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   auto admission = std::make_shared<CallGuard::Admission>(*std::move(admitted));
   checkpoint_writer_.Run([this, req, resp, reactor, admission] {
-    const absl::Time start = absl::Now();
-    PushHold& hold = store_->push_hold();
-    std::function<void()> after_cut;
-    if (req->release_hold()) after_cut = [&hold] { hold.Release(); };
-    auto snapshot = store_->Snapshot(req->step(), after_cut);
-    if (req->release_hold()) hold.Release();  // also when nothing was cut
-    if (!snapshot.ok()) {
-      reactor->Finish(ToGrpcStatus(snapshot.status()));
-      return;
-    }
-    const int tensors = static_cast<int>(snapshot->tensors.size());
-    const std::string path =
-        ShardPath(req->dir(), req->step(), store_->ps_index(), store_->num_ps());
-    auto written = ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay);
-    if (!written.ok()) {
-      reactor->Finish(ToGrpcStatus(written.status()));
-      return;
-    }
-    resp->set_path(path);
-    resp->set_bytes(written->bytes);
-    resp->set_crc32c(written->crc);
-    resp->set_tensors(tensors);
-    resp->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-    shards_written_.fetch_add(1, std::memory_order_release);
-    reactor->Finish(grpc::Status::OK);
+    absl::StatusOr<v1::SaveCheckpointResponse> saved = control_.SaveCheckpoint(*req);
+    if (saved.ok()) *resp = *std::move(saved);
+    reactor->Finish(ToGrpcStatus(saved.status()));
   });
   return reactor;
 }
@@ -415,11 +253,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Health(grpc::CallbackServerContext* ctx
   auto admitted = guard_.Admit(*ctx, "Health");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
   last_health_micros_.store(absl::ToUnixMicros(absl::Now()), std::memory_order_relaxed);
-  resp->set_initialized(store_->ready());
-  resp->set_generation(store_->generation());
-  resp->set_global_step(store_->global_step());
-  resp->set_ps_index(store_->ps_index());
-  resp->set_restored_step(store_->restored_step());
+  *resp = control_.Health();
   resp->set_frame_port(frame_port_.load(std::memory_order_acquire));
   return FinishWith(ctx, absl::OkStatus());
 }
@@ -429,22 +263,7 @@ grpc::ServerUnaryReactor* PsServiceImpl::Stats(grpc::CallbackServerContext* ctx,
                                                v1::StatsResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Stats");
   if (!admitted.ok()) return FinishWith(ctx, admitted.status());
-  for (const TensorStats& s : store_->Stats()) {
-    v1::SliceStats* out = resp->add_slices();
-    out->set_key(s.key);
-    out->set_variable(s.variable);
-    out->set_consistency(s.consistency);
-    out->set_bytes(s.bytes);
-    out->set_rows(s.rows);
-    out->set_pushes(s.pushes);
-    out->set_pulls(s.pulls);
-    out->set_step(s.version);
-    out->set_dropped_stale(s.dropped_stale);
-    for (int64_t b : s.staleness) out->add_staleness_histogram(b);
-    out->mutable_replica_pushes()->Add(s.replica_pushes.begin(), s.replica_pushes.end());
-  }
-  resp->set_global_step(store_->global_step());
-  resp->set_ps_index(store_->ps_index());
+  *resp = control_.Stats();
   resp->set_resident_bytes(ResidentBytes().value_or(0));
   resp->set_refused_unauthenticated(guard_.unauthenticated());
   resp->set_refused_over_limit(guard_.over_limit());

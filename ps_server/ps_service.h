@@ -24,6 +24,7 @@
 #include "common/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/frame_server.h"
+#include "store/ps_control.h"
 #include "store/shard_store.h"
 
 namespace pstrain::ps {
@@ -94,7 +95,7 @@ class PsServiceImpl final : public PsServiceBase {
                                            v1::SaveCheckpointResponse* resp) override;
   // Shards this PS has written (SaveCheckpoint calls completed): a PS
   // asked to stop waits for the chief's last checkpoint by it.
-  int64_t shards_written() const { return shards_written_.load(std::memory_order_acquire); }
+  int64_t shards_written() const { return control_.shards_written(); }
   // When the last Health call came (the chief heartbeats every PS every
   // 500 ms while it runs); the Unix epoch before any.
   absl::Time last_health() const {
@@ -107,11 +108,6 @@ class PsServiceImpl final : public PsServiceBase {
                                      v1::ShutdownResponse* resp) override;
 
  private:
-  // Loads checkpoint `ref` into the store (re-sliced when another number of
-  // PS wrote it) and makes it serve `generation`.
-  absl::Status RestoreFrom(const v1::CheckpointRef& ref, int64_t generation,
-                           v1::RestoreResponse* resp);
-
   ExchangeLimits Limits() const;
 
   ShardStore* const store_;
@@ -121,9 +117,9 @@ class PsServiceImpl final : public PsServiceBase {
   CallGuard guard_;
   std::unique_ptr<FrameServer> frames_;
   std::atomic<int> frame_port_{0};
-  std::atomic<int64_t> shards_written_{0};      // SaveCheckpoint calls completed
   std::atomic<int64_t> last_health_micros_{0};  // of the last Health call
-  std::atomic<int> failing_restore_reads_;      // options_.test_failing_restore_reads left
+  // What each control call does to the store.
+  PsControl control_;
   // Pushes of gRPC Exchange streams that meet a checkpoint's hold wait here
   // for its end, not on gRPC's threads (ExchangeSession). Joined after the
   // checkpoint writer, which ends holds.

@@ -189,7 +189,8 @@ struct ShardStore::PushPlan {
   // Gradients applied from memory (tables, dense sync) in scratch at
   // offsets[i] / 4; a table's distinct ids, their rows merged.
   float* scratch = nullptr;
-  std::vector<std::vector<int64_t>> unique_ids;
+  std::vector<absl::Span<const int64_t>> unique_ids;
+  std::vector<std::vector<int64_t>> merged_ids;  // what unique_ids view, when merged
   // Per tensor: taken (true) or dropped as stale.
   std::vector<bool> applied;
 };
@@ -217,6 +218,7 @@ absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& ba
   plan.offsets.assign(n + 1, 0);
   plan.streamed.resize(n);
   plan.unique_ids.resize(n);
+  plan.merged_ids.resize(n);
   plan.applied.assign(n, true);
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
@@ -279,7 +281,12 @@ absl::Status ShardStore::StageGradients(const PushBatch& batch, const Payload& p
     const int64_t bad = CopyFinite(payload, plan.offsets[i], floats, g);
     if (bad >= 0) return NonFiniteGradient(ref.key, g[bad], bad);
     if (plan.targets[i]->embedding) {
-      MergeRepeatedRows(ref.ids, plan.targets[i]->dim, g, &plan.unique_ids[i]);
+      if (ref.distinct_ids) {
+        plan.unique_ids[i] = ref.ids;
+      } else {
+        MergeRepeatedRows(ref.ids, plan.targets[i]->dim, g, &plan.merged_ids[i]);
+        plan.unique_ids[i] = plan.merged_ids[i];
+      }
     }
   }
   return absl::OkStatus();

@@ -152,6 +152,10 @@ class ShardStore {
     absl::Span<const int64_t> ids;  // tables only: the rows
     int64_t version = 0;            // push: the version the gradient came from
     int64_t bytes = -1;             // push: bytes the sender declared (-1: unchecked)
+    // Push, tables: the ids are known to be distinct (an in-process caller
+    // that made them so), so their rows need no merging. Never set from a
+    // request received: a peer's repeated ids add up.
+    bool distinct_ids = false;
   };
   struct Pulled {
     int64_t version = 0;

@@ -83,7 +83,8 @@ absl::Status CheckRecordFits(const StoredTensor& t, const v1::TensorCheckpoint& 
 void LoadRecordLocked(StoredTensor& t, const v1::TensorCheckpoint& c) {
   BeforeWriteLocked(t);
   t.data.resize(c.data().size() / sizeof(float));
-  std::memcpy(t.data.data(), c.data().data(), c.data().size());
+  // A table without rows has no data (and data() may be null).
+  if (!c.data().empty()) std::memcpy(t.data.data(), c.data().data(), c.data().size());
   t.updates = c.updates();
   if (t.embedding) {
     t.row_of.clear();

@@ -54,6 +54,7 @@ absl::StatusOr<int64_t> TransferBytes(const StoredTensor& t, absl::Span<const in
       return absl::InvalidArgumentError(
           absl::StrCat("id ", id, " is out of range [0, ", t.vocabulary, ") for table ", t.key));
     }
+    if (num_ps == 1) continue;  // every id is this PS's
     const int owner = EmbeddingOwner(id, num_ps);
     if (owner != ps_index) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/ps_client.h"
+#include "client/remote_store.h"
 #include "common/file_util.h"
 #include "common/placement.h"
 #include "common/testing/status_testing.h"
@@ -93,7 +94,8 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
       trainer.log_every_steps = 1000;
       trainer.split_examples = train.num_examples;
       data::ShardIterator shard(&train, r, 2, job.batch_size, job.seed);
-      results[r] = train::RunTrainer(trainer, &shard, client->get()).status();
+      client::RemoteStore store(client->get(), mlp->offsets());
+      results[r] = train::RunTrainer(trainer, &shard, &store).status();
       shared_frames[r] = (*client)->SharedMemoryFrames();
     });
   }

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ps_client.h"
+#include "client/remote_store.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "data/dataset.h"
@@ -80,8 +81,8 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
-  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained,
-                           RunTrainer(trainer, data.source.get(), client.get()));
+  client::RemoteStore store(client.get(), mlp->offsets());
+  PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.source.get(), &store));
   Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps, trained.seconds,
                       trained.examples_per_sec));
   v1::ReportDoneRequest report;

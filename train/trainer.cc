@@ -2,7 +2,6 @@
 
 #include <array>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <optional>
 #include <random>
@@ -27,74 +26,6 @@
 namespace pstrain::train {
 namespace {
 
-// Runs push-then-pull rounds one after another, in the order queued, on
-// its own thread, so the trainer can compute while they are in flight.
-class RoundTrips {
- public:
-  RoundTrips() : thread_([this] { Loop(); }) {}
-  ~RoundTrips() {
-    {
-      absl::MutexLock lock(&mu_);
-      quit_ = true;
-    }
-    thread_.join();
-  }
-
-  // Queues a round; returns its ticket (1, 2, ...).
-  int64_t Enqueue(std::function<absl::StatusOr<int64_t>()> round) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(round));
-    return ++queued_;
-  }
-
-  // Waits until the rounds up to `ticket` have run. The first error of any
-  // round so far, else the largest global step the rounds returned.
-  absl::StatusOr<int64_t> WaitFor(int64_t ticket) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    auto done = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return finished_ >= ticket || !error_.ok();
-    };
-    mu_.Await(absl::Condition(&done));
-    if (!error_.ok()) return error_;
-    return max_step_;
-  }
-
- private:
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_) {
-    while (true) {
-      std::function<absl::StatusOr<int64_t>()> round;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]()
-                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return quit_ || !queue_.empty(); };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;
-        round = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      // After an error the remaining rounds are skipped, not run.
-      absl::StatusOr<int64_t> r = error_ok() ? round() : absl::StatusOr<int64_t>(int64_t{0});
-      absl::MutexLock lock(&mu_);
-      if (!r.ok() && error_.ok()) error_ = r.status();
-      if (r.ok()) max_step_ = std::max(max_step_, *r);
-      ++finished_;
-    }
-  }
-  bool error_ok() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return error_.ok();
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<absl::StatusOr<int64_t>()>> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t finished_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t max_step_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  bool quit_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
 // One batch on its way through the embeddings: its examples, their ids,
 // and each table's lookups, rows and row gradients.
 struct EmbeddedBatch {
@@ -102,7 +33,7 @@ struct EmbeddedBatch {
   std::vector<int32_t> y;
   std::vector<int64_t> ids;  // when an embedding reads the input's id features
   model::EmbeddingBatch lookups;
-  int64_t pulled_by = 0;  // the ticket of the round pulling its rows
+  client::ParameterStore::Ticket pulled_by;  // of the round pulling its rows
 };
 
 // Trains from the step the PS hold until the schedule ends; adds the steps
@@ -119,13 +50,13 @@ class StepLoop {
  public:
   // `continue_at` >= 0: start at that step of the schedule rather than at
   // the one the PS were restored to.
-  StepLoop(const TrainerOptions& options, data::BatchSource* source, client::PsClient* client,
+  StepLoop(const TrainerOptions& options, data::BatchSource* source, client::ParameterStore* store,
            model::Backend* backend, EventWriter* summaries, TrainerResult* result,
            int64_t continue_at)
       : options_(options),
         continue_at_(continue_at),
         job_(options.job),
-        client_(client),
+        store_(store),
         backend_(backend),
         mlp_(&backend->network()),
         embeddings_(mlp_->embeddings()),
@@ -138,8 +69,20 @@ class StepLoop {
   absl::Status Run() {
     PSTRAIN_RETURN_IF_ERROR(Plan());
     PSTRAIN_RETURN_IF_ERROR(Start());
+    StepObserver* observer = options_.observer;
     while (!Done()) {
+      if (observer != nullptr && (result_.stopped_by = observer->StopBefore(step_ + 1)) != 0) {
+        break;
+      }
       PSTRAIN_RETURN_IF_ERROR(RunStep());
+      if (observer != nullptr) {
+        // Not training time: the observer's scores and checkpoints.
+        const absl::Time before = absl::Now();
+        PSTRAIN_RETURN_IF_ERROR(observer->AfterStep(step_, total_steps_));
+        const absl::Duration spent = absl::Now() - before;
+        paused_ += spent;
+        window_start_ += spent;
+      }
     }
     return Drain();
   }
@@ -182,7 +125,7 @@ class StepLoop {
     // in use by the model, one in flight. Where the mode allows (async,
     // ssp), step s+1 is computed while step s's round trips are in flight,
     // on the parameters step s-1's round trips brought back.
-    overlap_ = options_.overlap_communication && !sync_;
+    overlap_ = options_.overlap_communication && !sync_ && !options_.exact;
     for (int b = 0; b < (overlap_ ? 2 : 1); ++b) {
       params_[b].resize(mlp_->num_parameters());
       grads_[b].resize(mlp_->num_parameters());
@@ -199,6 +142,7 @@ class StepLoop {
     // between. The embeddings' output (the first layer's input) and its
     // gradient are the step's own.
     sync_tables_ = sync_ && !embeddings_.empty() && mlp_->spec().sync_tables;
+    rows_behind_pushes_ = sync_tables_ || (options_.exact && !embeddings_.empty());
     if (!embeddings_.empty()) {
       for (EmbeddedBatch& eb : pipeline_) {
         eb.x.resize(x_.size());
@@ -214,16 +158,18 @@ class StepLoop {
   }
 
   absl::Status Start() {
-    if (sync_) client_->set_stop_step(total_steps_);
-    PSTRAIN_ASSIGN_OR_RETURN(global_step_, client_->PullAll(params_[0].data(), offsets()));
+    if (sync_) store_->set_stop_step(total_steps_);
+    PSTRAIN_ASSIGN_OR_RETURN(global_step_, store_->PullAll(params_[0].data()));
     // A job restored from a checkpoint carries on from the checkpoint's
     // step: this replica's steps so far (async steps count every replica's
     // pushes; sync and ssp steps are each replica's), and its place in the
     // data.
-    if (continue_at_ >= 0) {
+    if (options_.start_at >= 0) {
+      step_ = std::min(total_steps_, options_.start_at);
+    } else if (continue_at_ >= 0) {
       step_ = std::min(total_steps_, continue_at_);
       Log("carrying on at this replica's step ", step_);
-    } else if (const int64_t restored = client_->restored_step(); restored > 0) {
+    } else if (const int64_t restored = store_->restored_step(); restored > 0) {
       std::string how;
       step_ = std::min(total_steps_, OwnStep(restored, &how));
       const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
@@ -242,9 +188,11 @@ class StepLoop {
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
     // Batches are gathered on a background thread, a few steps ahead.
     prefetch_.emplace(&source_, 4, embeddings_.reads_ids());
-    Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ", total_steps_,
-        " steps of batch ", job_.batch_size, " (", source_.shard_size(),
-        " examples in this shard)");
+    if (options_.start_at < 0) {
+      Log("training replica ", options_.replica, " of ", options_.num_replicas, ": ",
+          total_steps_, " steps of batch ", job_.batch_size, " (", source_.shard_size(),
+          " examples in this shard)");
+    }
     start_ = window_start_ = absl::Now();
     if (overlap_) params_[1] = params_[0];
     if (!embeddings_.empty()) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
@@ -257,7 +205,7 @@ class StepLoop {
   // counts) async's share of the global step. `how` says which.
   int64_t OwnStep(int64_t global, std::string* how) {
     if (job_.consistency == "sync") return global;
-    absl::StatusOr<int64_t> own = client_->ReplicaPushes(options_.replica);
+    absl::StatusOr<int64_t> own = store_->ReplicaPushes(options_.replica);
     if (own.ok()) {
       *how = " (its pushes the ps applied)";
       return *own;
@@ -285,7 +233,7 @@ class StepLoop {
     // Sync tables: the next step's rows are those after this step's round,
     // so their pull goes behind this step's pushes (and waits on the PS for
     // the other replicas').
-    if (sync_tables_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
+    if (rows_behind_pushes_) PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     if (batch.embedded != nullptr && prepared_ == step_ + 1 && WantsRows(step_ + 2)) {
       PSTRAIN_RETURN_IF_ERROR(PrepareBatch(step_ + 2));
     }
@@ -296,8 +244,8 @@ class StepLoop {
   // The parameters in buffer b are those the last round written into it
   // brought back.
   absl::Status AwaitParameters(int b) {
-    if (written_by_[b] > 0) {
-      PSTRAIN_ASSIGN_OR_RETURN(global_step_, rounds_.WaitFor(written_by_[b]));
+    if (written_by_[b].number > 0) {
+      PSTRAIN_ASSIGN_OR_RETURN(global_step_, store_->Wait(written_by_[b]));
     }
     return absl::OkStatus();
   }
@@ -337,36 +285,28 @@ class StepLoop {
   absl::Status QueueRows(int64_t s) {
     if (prepared_ < s) PSTRAIN_RETURN_IF_ERROR(PrepareBatch(s));
     EmbeddedBatch& eb = pipeline_[s % pipeline_.size()];
-    client::PsClient* client = client_;
-    const model::Embeddings* embeddings = &embeddings_;
+    std::vector<client::TableRows> tables(embeddings_.size());
+    for (int i = 0; i < embeddings_.size(); ++i) {
+      tables[i] = {embeddings_[i].spec().table(), eb.lookups.bags[i].unique_ids,
+                   eb.lookups.rows[i].data(), nullptr};
+    }
+    // Every table's rows in one exchange with each PS, behind the held push
+    // of an earlier step's row gradients.
     EmbeddedBatch* pushed = std::exchange(held_push_, nullptr);
-    eb.pulled_by =
-        RowRounds().Enqueue([client, embeddings, &eb, pushed]() -> absl::StatusOr<int64_t> {
-          // Every table's rows in one exchange with each PS, behind the
-          // held push of an earlier step's row gradients.
-          std::vector<client::PsClient::TableRows> tables(embeddings->size());
-          for (int i = 0; i < embeddings->size(); ++i) {
-            tables[i] = {(*embeddings)[i].spec().table(), eb.lookups.bags[i].unique_ids,
-                         eb.lookups.rows[i].data(), nullptr};
-          }
-          if (pushed == nullptr) {
-            PSTRAIN_RETURN_IF_ERROR(client->PullRows(tables));
-          } else {
-            PSTRAIN_RETURN_IF_ERROR(client->PushPullRows(RowGrads(*embeddings, *pushed), tables));
-          }
-          return int64_t{0};
-        });
+    const std::vector<client::TableRows> grads =
+        pushed == nullptr ? std::vector<client::TableRows>() : RowGrads(embeddings_, *pushed);
+    eb.pulled_by = store_->StartRows(grads, tables, RowQueue());
     if (pushed != nullptr) last_row_push_ = eb.pulled_by;
     return absl::OkStatus();
   }
 
   // Each table's row gradients of `b` (its ids and their gradient rows).
-  static std::vector<client::PsClient::TableRows> RowGrads(const model::Embeddings& embeddings,
-                                                           const EmbeddedBatch& b) {
-    std::vector<client::PsClient::TableRows> tables(embeddings.size());
+  static std::vector<client::TableRows> RowGrads(const model::Embeddings& embeddings,
+                                                 const EmbeddedBatch& b) {
+    std::vector<client::TableRows> tables(embeddings.size());
     for (int i = 0; i < embeddings.size(); ++i) {
       tables[i] = {embeddings[i].spec().table(), b.lookups.bags[i].unique_ids, nullptr,
-                   b.lookups.row_grads[i].data()};
+                   b.lookups.row_grads[i].data(), /*distinct=*/true};
     }
     return tables;
   }
@@ -382,8 +322,8 @@ class StepLoop {
       return batch;
     }
     batch.embedded = &pipeline_[step_ % pipeline_.size()];
-    PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(batch.embedded->pulled_by).status());
-    if (!sync_tables_ && WantsRows(step_ + 1)) {
+    PSTRAIN_RETURN_IF_ERROR(store_->Wait(batch.embedded->pulled_by).status());
+    if (!rows_behind_pushes_ && WantsRows(step_ + 1)) {
       PSTRAIN_RETURN_IF_ERROR(QueueRows(step_ + 1));
     }
     batch.x = batch.embedded->x.data();
@@ -400,12 +340,7 @@ class StepLoop {
     std::function<void(int)> on_layer_done;
     if (job_.push_per_layer) {
       on_layer_done = [this, b, g, p](int l) {
-        const std::vector<int>* vars = &mlp_->layout().LayerVariables(l);
-        client::PsClient* client = client_;
-        const std::vector<int64_t>* offsets = &this->offsets();
-        written_by_[b] = rounds_.Enqueue([client, vars, g, p, offsets] {
-          return client->PushPullVariables(*vars, g, p, *offsets);
-        });
+        written_by_[b] = store_->StartDense(mlp_->layout().LayerVariables(l), g, p);
       };
     }
     backend_->SetStepSeed(model::StepSeed(job_.seed, options_.replica, step_));
@@ -425,7 +360,7 @@ class StepLoop {
   // trip per step instead of two, with the push still ahead of that pull.
   void PushRows(EmbeddedBatch* now) {
     embeddings_.Backward(emb_grad_.data(), &now->lookups);
-    if (!sync_tables_) {
+    if (!rows_behind_pushes_) {
       held_push_ = now;
       return;
     }
@@ -433,22 +368,12 @@ class StepLoop {
   }
 
   void SendRowPush(EmbeddedBatch* now) {
-    client::PsClient* client = client_;
-    const model::Embeddings* embeddings = &embeddings_;
-    last_row_push_ = RowRounds().Enqueue([client, embeddings, now]() -> absl::StatusOr<int64_t> {
-      PSTRAIN_RETURN_IF_ERROR(client->PushRows(RowGrads(*embeddings, *now)));
-      return int64_t{0};
-    });
+    last_row_push_ = store_->StartRows(RowGrads(embeddings_, *now), {}, RowQueue());
   }
 
   // The whole model in one push-then-pull after the step.
   void PushModel(int b) {
-    client::PsClient* client = client_;
-    const float* g = grads_[b].data();
-    float* p = params_[b].data();
-    const std::vector<int64_t>* offsets = &this->offsets();
-    written_by_[b] =
-        rounds_.Enqueue([client, g, p, offsets] { return client->PushPullAll(g, p, *offsets); });
+    written_by_[b] = store_->StartDense({}, grads_[b].data(), params_[b].data());
   }
 
   // Overlapping: the next step computes on the other buffer. Else: wait for
@@ -458,7 +383,7 @@ class StepLoop {
       cur_ = 1 - cur_;
       return absl::OkStatus();
     }
-    PSTRAIN_ASSIGN_OR_RETURN(global_step_, rounds_.WaitFor(written_by_[b]));
+    PSTRAIN_ASSIGN_OR_RETURN(global_step_, store_->Wait(written_by_[b]));
     return absl::OkStatus();
   }
 
@@ -496,8 +421,13 @@ class StepLoop {
   absl::Status Drain() {
     // The last step's row gradients, if no pull followed to carry them.
     if (held_push_ != nullptr) SendRowPush(std::exchange(held_push_, nullptr));
-    PSTRAIN_RETURN_IF_ERROR(RowRounds().WaitFor(last_row_push_).status());
-    return rounds_.WaitFor(std::max(written_by_[0], written_by_[1])).status();
+    PSTRAIN_RETURN_IF_ERROR(store_->Wait(last_row_push_).status());
+    // Rounds of one queue end in order: the later of the two buffers'.
+    PSTRAIN_RETURN_IF_ERROR(store_->Wait(written_by_[0]).status());
+    PSTRAIN_RETURN_IF_ERROR(store_->Wait(written_by_[1]).status());
+    result_.train_seconds = absl::ToDoubleSeconds(absl::Now() - start_ - paused_);
+    result_.input_wait_seconds = absl::ToDoubleSeconds(prefetch_->waited());
+    return absl::OkStatus();
   }
 
   // Where table rows' rounds run: beside the dense rounds, in a queue of
@@ -505,14 +435,15 @@ class StepLoop {
   // dense round trip (nor it behind them); rows stay in order among
   // themselves (QueueRows). Sync tables: in the dense queue, as their
   // rounds follow each step's (RunStep).
-  RoundTrips& RowRounds() { return sync_tables_ ? rounds_ : row_rounds_; }
-
-  const std::vector<int64_t>& offsets() const { return mlp_->offsets(); }
+  client::ParameterStore::Queue RowQueue() const {
+    return sync_tables_ ? client::ParameterStore::Queue::kDense
+                        : client::ParameterStore::Queue::kRows;
+  }
 
   const TrainerOptions& options_;
   const int64_t continue_at_;
   const model::JobSpec& job_;
-  client::PsClient* const client_;
+  client::ParameterStore* const store_;
   model::Backend* const backend_;
   const model::Network* const mlp_;
   const model::Embeddings& embeddings_;
@@ -526,6 +457,9 @@ class StepLoop {
   // The schedule (Plan).
   bool sync_ = false;
   bool sync_tables_ = false;
+  // A step's rows are pulled behind the previous step's row pushes (sync
+  // tables, exact); else ahead of them, overlapping the step before.
+  bool rows_behind_pushes_ = false;
   bool overlap_ = false;
   int64_t total_steps_ = 0;
   int64_t max_local_ = 0;
@@ -540,9 +474,9 @@ class StepLoop {
   int64_t step_ = 0;
   int64_t global_step_ = 0;
   int64_t summary_step_ = 0;  // of the last summaries written
-  // The ticket of the last round queued to write into params_[b].
-  int64_t written_by_[2] = {0, 0};
-  int64_t last_row_push_ = 0;
+  // The last round queued to write into params_[b].
+  client::ParameterStore::Ticket written_by_[2];
+  client::ParameterStore::Ticket last_row_push_;
   int64_t prepared_ = 0;  // the last step whose batch the pipeline gathered
   // Async and ssp tables: the step whose row gradients wait to go out with
   // the next rows' pull (PushRows).
@@ -551,28 +485,33 @@ class StepLoop {
   model::BatchResult window_;
   int64_t window_steps_ = 0;
   absl::Time start_, window_start_;
-
-  // Declared last: destroyed first, they run what is still queued while
-  // everything their rounds use is alive.
-  RoundTrips row_rounds_;
-  RoundTrips rounds_;
+  absl::Duration paused_;  // in the observer
 };
 
 absl::Status TrainFrom(const TrainerOptions& options, data::BatchSource* source,
-                       client::PsClient* client, model::Backend* backend, EventWriter* summaries,
-                       TrainerResult* result, int64_t continue_at) {
-  StepLoop loop(options, source, client, backend, summaries, result, continue_at);
-  return loop.Run();
+                       client::ParameterStore* store, model::Backend* backend,
+                       EventWriter* summaries, TrainerResult* result, int64_t continue_at) {
+  StepLoop loop(options, source, store, backend, summaries, result, continue_at);
+  const absl::Status s = loop.Run();
+  // The loop's buffers go with it: every exchange naming them must end
+  // first, and a failed attempt's errors must not outlive it.
+  const absl::Status drained = store->Drain();
+  return s.ok() ? drained : s;
 }
 
 }  // namespace
 
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::BatchSource* source,
-                                         client::PsClient* client) {
+                                         client::ParameterStore* store) {
   const model::JobSpec& job = options.job;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
-                           model::CreateBackend(job.model, job.batch_size, job.device));
-  Log("replica ", options.replica, " computes on ", backend->Describe());
+  std::unique_ptr<model::Backend> own_backend;
+  model::Backend* backend = options.backend;
+  if (backend == nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(own_backend,
+                             model::CreateBackend(job.model, job.batch_size, job.device));
+    backend = own_backend.get();
+    Log("replica ", options.replica, " computes on ", backend->Describe());
+  }
   if (source->example_dim() != job.model.input_dim) {
     return absl::InvalidArgumentError(
         absl::StrFormat("data examples have %d features but the model's input_dim is %d",
@@ -587,7 +526,7 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::Ba
   int64_t continue_at = -1;
   while (true) {
     absl::Status s =
-        TrainFrom(options, source, client, backend.get(), summaries.get(), &result, continue_at);
+        TrainFrom(options, source, store, backend, summaries.get(), &result, continue_at);
     if (s.ok()) break;
     // A PS lost (Unavailable) or restored under the replica (Aborted): the
     // chief puts every PS back on the newest checkpoint; carry on from it.
@@ -603,16 +542,16 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::Ba
         (s.code() != absl::StatusCode::kUnavailable && s.code() != absl::StatusCode::kAborted)) {
       return s;
     }
-    const int64_t generation = client->generation();
+    const int64_t generation = store->generation();
     Log("lost the ps at global step ", result.last_global_step, ": ", s.message(),
         "; waiting up to ", absl::FormatDuration(options.recovery_wait),
         " for every ps to serve one generation again");
     const absl::Time lost = absl::Now();
-    PSTRAIN_RETURN_IF_ERROR(client->WaitUntilReady(options.recovery_wait, true));
+    PSTRAIN_RETURN_IF_ERROR(store->WaitUntilReady(options.recovery_wait));
     ++result.recoveries;
     const std::string after =
         absl::FormatDuration(absl::Trunc(absl::Now() - lost, absl::Milliseconds(1)));
-    if (client->generation() == generation) {
+    if (store->generation() == generation) {
       // Nothing was restored: the PS kept their variables. The step that
       // failed and the two before it (overlapped rounds in flight) run
       // again: async steps, so a repeat costs less than a step lost.
@@ -622,10 +561,10 @@ absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::Ba
       continue;
     }
     continue_at = -1;
-    Log("the ps were restored to the checkpoint at global step ", client->restored_step(),
-        " (generation ", client->generation(), ", was ", generation, ") after ", after,
+    Log("the ps were restored to the checkpoint at global step ", store->restored_step(),
+        " (generation ", store->generation(), ", was ", generation, ") after ", after,
         "; global steps lost: ",
-        std::max<int64_t>(0, result.last_global_step - client->restored_step()));
+        std::max<int64_t>(0, result.last_global_step - store->restored_step()));
   }
   result.examples = result.steps * job.batch_size;
   result.seconds = absl::ToDoubleSeconds(absl::Now() - start);

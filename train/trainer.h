@@ -23,11 +23,27 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/ps_client.h"
+#include "client/parameter_store.h"
 #include "data/batch_source.h"
+#include "model/backend.h"
 #include "model/job_spec.h"
 
 namespace pstrain::train {
+
+// What a caller running the step loop itself (`train --local`) does between
+// steps. Called on the step loop's thread.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // Asked before each step: a non-zero value (a signal's number) ends the
+  // schedule there; the exchanges in flight are waited for, and the result
+  // says who stopped it (TrainerResult::stopped_by).
+  virtual int StopBefore(int64_t step) { return 0; }
+  // After step `step` of `total` (1-based, in the schedule), its exchanges
+  // ended (TrainerOptions::exact): an epoch's test score, a checkpoint. Time
+  // spent here does not count as training time. An error ends the loop.
+  virtual absl::Status AfterStep(int64_t step, int64_t total) { return absl::OkStatus(); }
+};
 
 struct TrainerOptions {
   model::JobSpec job;
@@ -64,6 +80,21 @@ struct TrainerOptions {
   // with `step_delay_probability` (drawn from the job's seed and replica).
   absl::Duration step_delay = absl::ZeroDuration();
   double step_delay_probability = 1;
+  // Every step computes on the values every earlier step's update left,
+  // dense and rows alike: no step overlaps the exchanges of the one
+  // before, and a step's rows are pulled behind the previous step's
+  // pushes. With one replica, the arithmetic of one process applying each
+  // step in turn (`train --local`).
+  bool exact = false;
+  // Computes on this backend (of the job's model, for batches of at least
+  // job.batch_size) instead of one made for the job; not owned.
+  model::Backend* backend = nullptr;
+  // Between steps (requires `exact`); not owned. Null: none.
+  StepObserver* observer = nullptr;
+  // >= 0: the schedule starts at this step, as the caller decided and
+  // logged (a local run resuming its checkpoint); the store's restored step
+  // and push counts are not asked.
+  int64_t start_at = -1;
 };
 
 struct TrainerResult {
@@ -79,15 +110,23 @@ struct TrainerResult {
   // ssp: its own), and its place in it as the last step began.
   int64_t schedule_steps = 0;
   int64_t schedule_step = 0;
+  // From the first step to the last exchange's end, less the observer's
+  // time (TrainerOptions::observer); of it, how long steps stood waiting
+  // for their batch.
+  double train_seconds = 0;
+  double input_wait_seconds = 0;
+  // The signal that ended the schedule early (StepObserver::StopBefore), or 0.
+  int stopped_by = 0;
 };
 
 // Runs the whole schedule (job.epochs over this replica's shard, or
 // job.max_steps), drawing batches from `source` (REQUIRES: of the job's
-// batch size; not used by anyone else meanwhile). `client` must be ready
-// (variables initialised). Errors from the PS client (naming the PS), the
+// batch size; not used by anyone else meanwhile), exchanging parameters
+// with `store` (REQUIRES: ready, its variables initialised; laid out as the
+// job's model lays them out). Errors from the store (naming the PS), the
 // model or the source.
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::BatchSource* source,
-                                         client::PsClient* client);
+                                         client::ParameterStore* store);
 
 }  // namespace pstrain::train
 
