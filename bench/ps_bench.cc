@@ -61,6 +61,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 #include "common/cli_args.h"
@@ -379,7 +380,9 @@ absl::Status CreateSgd(client::PsClient& client, const std::vector<int64_t>& off
   client::CreateOptions create;
   create.optimizer = {"sgd", 0.01f};
   create.num_replicas = num_replicas;
-  return client.CreateVariables({}, offsets, create).status();
+  return client::PsAdmin(&client.control())
+      .CreateVariables(client.placement(), {}, offsets, create)
+      .status();
 }
 
 absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds,
@@ -621,7 +624,8 @@ absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& v
       create.restore_num_ps = kSavePs;
     }
     const absl::Time t0 = absl::Now();
-    PSTRAIN_RETURN_IF_ERROR((*client)->CreateVariables({}, offsets, create).status());
+    client::PsAdmin admin(&(*client)->control());
+    PSTRAIN_RETURN_IF_ERROR(admin.CreateVariables(*placement, {}, offsets, create).status());
     if (round > 0) {
       t.restore_s.push_back(absl::ToDoubleSeconds(absl::Now() - t0));
       PSTRAIN_RETURN_IF_ERROR((*client)->PullAll(after.data(), offsets).status());
@@ -633,7 +637,7 @@ absl::StatusOr<CheckpointTimes> SaveAndRestore(const std::vector<VariableDef>& v
     }
     PSTRAIN_RETURN_IF_ERROR((*client)->PushPullAll(grads.data(), before.data(), offsets).status());
     const absl::Time t1 = absl::Now();
-    auto saved = (*client)->SaveCheckpoint(dir, 1, absl::Minutes(10));
+    auto saved = admin.SaveCheckpoint(dir, 1, absl::Minutes(10));
     if (!saved.ok()) return saved.status();
     t.save_s = absl::ToDoubleSeconds(absl::Now() - t1);
     for (const v1::SaveCheckpointResponse& r : *saved) t.bytes += r.bytes();
@@ -716,7 +720,8 @@ absl::Status Memory(int64_t model_mib) {
   create.optimizer.name = "adam";
   create.optimizer.learning_rate = 1e-3f;
   const absl::Time t0 = absl::Now();
-  auto created = (*client)->CreateVariables({}, offsets, create);
+  auto created =
+      client::PsAdmin(&(*client)->control()).CreateVariables(*placement, {}, offsets, create);
   if (!created.ok()) return created.status();
   const double create_s = absl::ToDoubleSeconds(absl::Now() - t0);
   const int64_t after_create = (*servers)->ResidentBytes();

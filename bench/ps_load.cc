@@ -41,6 +41,7 @@
 #include "common/security.h"
 #include "common/subprocess.h"
 #include "common/wire_frame.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 
@@ -150,7 +151,6 @@ int Run(CliArgs& args) {
     o.ps_addresses = {address};
     o.replica = replica;
     o.rpc_deadline = absl::Seconds(30);
-    o.max_attempts = 1;
     o.security = std::move(security);
     return client::PsClient::Create(o, *placement);
   };
@@ -164,7 +164,8 @@ int Run(CliArgs& args) {
   create.optimizer = {"sgd", 1.0f};
   create.num_replicas = static_cast<int>(*clients);
   std::vector<float> zeros(*floats, 0.0f);
-  if (auto c = (*admin)->CreateVariables(zeros, {0}, create); !c.ok()) {
+  if (auto c = client::PsAdmin(&(*admin)->control()).CreateVariables(*placement, zeros, {0}, create);
+      !c.ok()) {
     stop_ps();
     return fail(c.status());
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "common/exit_codes.h"
 #include "common/placement.h"
@@ -77,7 +78,8 @@ absl::StatusOr<double> MeasureStep(const std::string& self_path, double model_by
   create.optimizer = {"sgd", 1e-6f};
   create.num_replicas = workers;
   const std::vector<int64_t> offsets = {0};
-  if (auto c = clients[0]->CreateVariables({}, offsets, create); !c.ok()) return c.status();
+  client::PsAdmin admin(&clients[0]->control());
+  if (auto c = admin.CreateVariables(*placement, {}, offsets, create); !c.ok()) return c.status();
   for (auto& c : clients) {
     if (absl::Status s = c->WaitUntilReady(absl::Seconds(30), true); !s.ok()) return s;
   }

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/command_output.h"
-#include "client/ps_client.h"
+#include "client/grpc_control_channel.h"
 #include "common/exit_codes.h"
 #include "common/json.h"
 #include "common/staleness.h"
@@ -374,16 +374,17 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
     std::string table;
     Json list = Json::array();
     for (size_t i = 0; i < addresses.size(); ++i) {
-      client::PsClientOptions options;
+      client::ControlChannelOptions options;
       options.ps_addresses = {addresses[i]};
-      options.rpc_deadline = absl::Seconds(5);
-      options.max_attempts = 2;
       options.security = security;
-      Placement one;
-      one.num_ps = 1;
+      client::GrpcControlChannel channel(options);
       absl::StatusOr<std::vector<v1::StatsResponse>> stats;
-      auto client = client::PsClient::Create(options, one);
-      stats = client.ok() ? (*client)->Stats() : client.status();
+      if (absl::StatusOr<v1::StatsResponse> one = channel.Stats(0, absl::Now() + absl::Seconds(5));
+          one.ok()) {
+        stats = std::vector<v1::StatsResponse>{*std::move(one)};
+      } else {
+        stats = one.status();
+      }
       if (!stats.ok()) {
         if (unanswered.ok()) unanswered = stats.status();
         // The client, asking this PS alone, calls it ps:0: the line names it.

@@ -120,17 +120,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
 
 PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     : options_(options), placement_(placement), lanes_(options.lanes) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  args.SetMaxSendMessageSize(options.max_message_bytes);
-  // A PS that restarts is back within seconds; gRPC's default reconnect
-  // backoff (up to 2 minutes) would notice it far later.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  // gRPC takes this as the least time a connection attempt gets (its
-  // "min connect timeout"): enough for a TLS handshake on a busy PS.
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  const grpc::ChannelArguments args =
+      GrpcControlChannel::Arguments(options.max_message_bytes, options.own_connection);
   const int n = static_cast<int>(options.ps_addresses.size());
   for (size_t v = 0; v < placement.variables.size(); ++v) {
     variable_index_[placement.variables[v].name] = static_cast<int>(v);
@@ -138,10 +129,13 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   slices_on_.resize(n);
   slice_variable_.resize(n);
   versions_.resize(n);
+  const Security& security = options.security == nullptr ? *Security::None() : *options.security;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < n; ++i) {
-    const Security& security = options.security == nullptr ? *Security::None() : *options.security;
-    auto channel = security.CreateChannel(options.ps_addresses[i].ToString(), args);
-    stubs_.push_back(v1::PsService::NewStub(channel));
+    channels.push_back(security.CreateChannel(options.ps_addresses[i].ToString(), args));
+  }
+  control_ = std::make_unique<GrpcControlChannel>(channels, options.ps_addresses, options.security);
+  for (int i = 0; i < n; ++i) {
     slices_on_[i] = placement.SlicesOn(i);
     std::optional<TcpRoute> tcp;
     if (options.tcp_frames && !security.tls()) {
@@ -156,7 +150,7 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
     }
     for (int lane = 0; lane < lanes_; ++lane) {
       streams_.push_back(std::make_unique<PsStream>(
-          channel, PsName(i), "/pstrain.v1.PsService/Exchange",
+          channels[i], PsName(i), "/pstrain.v1.PsService/Exchange",
           options.shared_memory && lane == 0 ? SharedBytes(slices_on_[i], options.max_frame_bytes)
                                              : 0,
           tcp));
@@ -239,184 +233,21 @@ const std::vector<PsClient::Group>& PsClient::AllGroups() {
 
 PsClient::~PsClient() = default;
 
-std::string PsClient::PsName(int ps) const {
-  return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps].ToString(), ")");
-}
-
-absl::Status PsClient::CallEach(const std::vector<int>& targets, absl::string_view method,
-                                const AsyncCall& call, absl::Duration deadline) {
-  std::vector<int> pending = targets;
-  absl::Duration backoff = absl::Milliseconds(50);
-  for (int attempt = 1; !pending.empty(); ++attempt) {
-    const size_t n = pending.size();
-    std::vector<grpc::ClientContext> contexts(n);
-    std::vector<grpc::Status> results(n);
-    // Each callback's last act is counting itself off; the last notifies.
-    std::atomic<size_t> remaining{n};
-    absl::Notification all_done;
-    const auto when = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(deadline);
-    for (size_t i = 0; i < n; ++i) {
-      contexts[i].set_deadline(when);
-      call(pending[i], &contexts[i], [&, i](grpc::Status s) {
-        results[i] = std::move(s);
-        if (remaining.fetch_sub(1) == 1) all_done.Notify();
-      });
-    }
-    all_done.WaitForNotification();
-    std::vector<int> retry;
-    for (size_t i = 0; i < n; ++i) {
-      if (results[i].ok()) continue;
-      if (results[i].error_code() == grpc::StatusCode::UNAVAILABLE &&
-          attempt < options_.max_attempts) {
-        retry.push_back(pending[i]);
-        continue;
-      }
-      return FromGrpcStatus(results[i], PsName(pending[i]), method);
-    }
-    pending = std::move(retry);
-    if (!pending.empty()) {
-      absl::SleepFor(backoff);
-      backoff = std::min(backoff * 2, absl::Seconds(2));
-    }
-  }
-  return absl::OkStatus();
-}
+std::string PsClient::PsName(int ps) const { return control_->PsName(ps); }
 
 absl::StatusOr<v1::HealthResponse> PsClient::Health(int ps, absl::Duration timeout,
                                                     bool wait_for_connection) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  ctx.set_wait_for_ready(wait_for_connection);
-  v1::HealthResponse resp;
-  grpc::Status s = stubs_[ps]->Health(&ctx, v1::HealthRequest(), &resp);
-  if (!s.ok()) return FromGrpcStatus(s, PsName(ps), "Health");
-  if (resp.ps_index() != ps) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        PsName(ps), " says it is ps:", resp.ps_index(), ": the tasks' TF_CONFIG disagree"));
-  }
-  return resp;
-}
-
-std::string PsClient::TlsHint(const absl::Status& s) const {
-  if (options_.security == nullptr || !options_.security->tls() ||
-      s.code() != absl::StatusCode::kUnavailable ||
-      absl::StrContains(s.message(), "Connection refused")) {
-    return "";
-  }
-  // A server that refuses this task's certificate just closes the
-  // connection; only its own log says why.
-  return "; with mutual TLS this is also how a refused handshake looks: the PS's log "
-         "says why";
+  return control_->Health(ps, absl::Now() + timeout, wait_for_connection);
 }
 
 absl::Status PsClient::WaitUntilReady(absl::Duration timeout, bool require_initialized) {
-  const absl::Time start = absl::Now();
-  absl::Time next_log = start + absl::Seconds(5);
-  std::vector<std::string> why(num_ps());
-  while (true) {
-    // Every PS each round: ready ones must agree on the generation.
-    std::vector<int> missing;
-    std::vector<v1::HealthResponse> health(num_ps());
-    int64_t newest = 0;
-    for (int ps = 0; ps < num_ps(); ++ps) {
-      // Waiting for the connection keeps gRPC working on it: a PS that
-      // comes up while the channel backs off is reached as soon as its
-      // handshake (with TLS, several round trips) completes.
-      auto resp = Health(ps, absl::Seconds(2), /*wait_for_connection=*/true);
-      if (!resp.ok() && resp.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        // Waiting hides why the connection fails; a call that does not wait
-        // reports the channel's last error ("Connection refused", the TLS
-        // handshake's failure).
-        auto now = Health(ps, absl::Milliseconds(200), /*wait_for_connection=*/false);
-        if (now.ok() || now.status().code() != absl::StatusCode::kDeadlineExceeded) {
-          resp = std::move(now);
-        }
-      }
-      if (!resp.ok() && resp.status().code() == absl::StatusCode::kFailedPrecondition) {
-        return resp.status();
-      }
-      if (!resp.ok()) {
-        why[ps] =
-            absl::StrCat("not answering (", resp.status().message(), ")", TlsHint(resp.status()));
-        missing.push_back(ps);
-      } else if (require_initialized && !resp->initialized()) {
-        why[ps] = "variables not initialised yet";
-        missing.push_back(ps);
-      } else {
-        health[ps] = *std::move(resp);
-        newest = std::max(newest, health[ps].generation());
-      }
-    }
-    if (missing.empty() && require_initialized) {
-      // A PS still on an older generation is being restored by the chief.
-      for (int ps = 0; ps < num_ps(); ++ps) {
-        if (health[ps].generation() != newest) {
-          why[ps] = absl::StrCat("being restored (generation ", health[ps].generation(),
-                                 ", others ", newest, ")");
-          missing.push_back(ps);
-        }
-      }
-    }
-    if (missing.empty()) {
-      if (require_initialized) {
-        generation_.store(newest, std::memory_order_release);
-        restored_step_ = 0;
-        for (const v1::HealthResponse& h : health) {
-          restored_step_ = std::max(restored_step_, h.restored_step());
-        }
-      }
-      return absl::OkStatus();
-    }
-    auto names = [&] {
-      return absl::StrJoin(missing, "; ", [&](std::string* out, int ps) {
-        absl::StrAppend(out, PsName(ps), ": ", why[ps]);
-      });
-    };
-    if (abort_check_) {
-      if (absl::Status aborted = abort_check_(); !aborted.ok()) return aborted;
-    }
-    const absl::Time now = absl::Now();
-    if (now - start >= timeout) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("after waiting ", absl::FormatDuration(timeout), ": ", names()));
-    }
-    if (now >= next_log) {
-      Log("waiting since ", absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
-          " for ", names());
-      next_log = now + absl::Seconds(5);
-    }
-    absl::SleepFor(absl::Milliseconds(200));
+  PSTRAIN_ASSIGN_OR_RETURN(PsReady ready,
+                           WaitForPs(*control_, timeout, require_initialized, abort_check_));
+  if (require_initialized) {
+    generation_.store(ready.generation, std::memory_order_release);
+    restored_step_ = ready.restored_step;
   }
-}
-
-absl::StatusOr<int> PsClient::CreateVariables(const std::vector<float>& params,
-                                              const std::vector<int64_t>& offsets,
-                                              const CreateOptions& create,
-                                              std::vector<int>* kept_ps) {
-  std::vector<v1::CreateVariablesRequest> reqs(num_ps());
-  std::vector<v1::CreateVariablesResponse> resps(num_ps());
-  std::vector<int> all;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    all.push_back(ps);
-    reqs[ps] = CreateRequestFor(placement_, ps, params, offsets, create);
-  }
-  absl::Status s = CallEach(
-      all, "CreateVariables",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->CreateVariables(ctx, &reqs[ps], &resps[ps], std::move(done));
-      },
-      // Reading a GiB-sized checkpoint shard takes far longer than a call.
-      create.restore_step >= 0 ? std::max(options_.rpc_deadline, absl::Minutes(10))
-                               : options_.rpc_deadline);
-  if (!s.ok()) return s;
-  int kept = 0;
-  if (kept_ps != nullptr) kept_ps->clear();
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    if (!resps[ps].already_initialized()) continue;
-    ++kept;
-    if (kept_ps != nullptr) kept_ps->push_back(ps);
-  }
-  return kept;
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::ExchangeEach(
@@ -905,170 +736,18 @@ int64_t PsClient::SharedMemoryFrames() const {
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
-  std::vector<v1::StatsRequest> reqs(num_ps());
-  std::vector<v1::StatsResponse> resps(num_ps());
-  std::vector<int> all;
-  for (int i = 0; i < num_ps(); ++i) all.push_back(i);
-  absl::Status s = CallEach(
-      all, "Stats",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->Stats(ctx, &reqs[ps], &resps[ps], std::move(done));
-      },
-      options_.rpc_deadline);
-  if (!s.ok()) return s;
+  std::vector<v1::StatsResponse> resps;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    PSTRAIN_ASSIGN_OR_RETURN(v1::StatsResponse r,
+                             control_->Stats(ps, absl::Now() + options_.rpc_deadline));
+    resps.push_back(std::move(r));
+  }
   return resps;
 }
 
 absl::StatusOr<int64_t> PsClient::ReplicaPushes(int replica) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, Stats());
-  std::optional<int64_t> fewest;
-  for (const v1::StatsResponse& ps : stats) {
-    for (const v1::SliceStats& slice : ps.slices()) {
-      const bool table = std::any_of(placement_.embeddings.begin(), placement_.embeddings.end(),
-                                     [&](const VariableDef& v) { return v.name == slice.key(); });
-      if (table) continue;
-      if (replica < 0 || replica >= slice.replica_pushes_size()) {
-        return absl::NotFoundError(absl::StrCat(PsName(ps.ps_index()),
-                                                " keeps no count of replica ", replica,
-                                                "'s pushes to ", slice.key()));
-      }
-      const int64_t n = slice.replica_pushes(replica);
-      fewest = fewest.has_value() ? std::min(*fewest, n) : n;
-    }
-  }
-  if (!fewest.has_value()) return absl::NotFoundError("the model has no dense variable");
-  return *fewest;
-}
-
-absl::Status PsClient::HoldPushesOnEach(int32_t lease_ms, absl::Duration deadline,
-                                        std::vector<v1::HoldPushesResponse>* resps) {
-  std::vector<v1::HoldPushesRequest> reqs(num_ps());
-  resps->assign(num_ps(), v1::HoldPushesResponse());
-  std::vector<int> all;
-  for (int i = 0; i < num_ps(); ++i) {
-    reqs[i].set_lease_ms(lease_ms);
-    all.push_back(i);
-  }
-  return CallEach(
-      all, "HoldPushes",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->HoldPushes(ctx, &reqs[ps], &(*resps)[ps], std::move(done));
-      },
-      deadline);
-}
-
-absl::StatusOr<int64_t> PsClient::HoldPushes(absl::Duration lease) {
-  const int64_t lease_ms = absl::ToInt64Milliseconds(lease);
-  if (lease_ms <= 0 || lease_ms > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a push hold needs a lease of 1 ms or more, got ", absl::FormatDuration(lease)));
-  }
-  std::vector<v1::HoldPushesResponse> resps;
-  if (absl::Status s = HoldPushesOnEach(static_cast<int32_t>(lease_ms), lease, &resps); !s.ok()) {
-    ReleasePushes().IgnoreError();  // best effort: the leases end them anyway
-    return s;
-  }
-  int64_t step = -1;
-  for (const v1::HoldPushesResponse& r : resps) {
-    step = step < 0 ? r.global_step() : std::min(step, r.global_step());
-  }
-  return step;
-}
-
-absl::Status PsClient::ReleasePushes() {
-  std::vector<v1::HoldPushesResponse> resps;
-  return HoldPushesOnEach(0, options_.rpc_deadline, &resps);
-}
-
-absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> PsClient::SaveCheckpoint(
-    const std::string& dir, int64_t step, absl::Duration timeout, bool release_hold) {
-  std::vector<v1::SaveCheckpointRequest> reqs(num_ps());
-  std::vector<v1::SaveCheckpointResponse> resps(num_ps());
-  std::vector<int> all;
-  for (int i = 0; i < num_ps(); ++i) {
-    reqs[i].set_dir(dir);
-    reqs[i].set_step(step);
-    reqs[i].set_release_hold(release_hold);
-    all.push_back(i);
-  }
-  absl::Status s = CallEach(
-      all, "SaveCheckpoint",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->SaveCheckpoint(ctx, &reqs[ps], &resps[ps], std::move(done));
-      },
-      timeout);
-  if (!s.ok()) return s;
-  return resps;
-}
-
-absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(const std::vector<int>& targets,
-                                                                   const std::string& dir,
-                                                                   int64_t step, int written_by,
-                                                                   int64_t generation,
-                                                                   absl::Duration timeout) {
-  std::vector<v1::RestoreRequest> reqs(num_ps());
-  std::vector<v1::RestoreResponse> resps(num_ps());
-  for (int ps : targets) {
-    v1::CheckpointRef* ref = reqs[ps].mutable_checkpoint();
-    ref->set_dir(dir);
-    ref->set_step(step);
-    ref->set_num_ps(written_by);
-    reqs[ps].set_generation(generation);
-  }
-  absl::Status s = CallEach(
-      targets, "Restore",
-      [&](int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        stubs_[ps]->async()->Restore(ctx, &reqs[ps], &resps[ps], std::move(done));
-      },
-      timeout);
-  if (!s.ok()) return s;
-  return resps;
-}
-
-absl::Status PsClient::ShutdownAll(const std::string& reason, int exit_code,
-                                   absl::Duration wait_for_unreachable) {
-  v1::ShutdownRequest req;
-  req.set_reason(reason);
-  req.set_exit_code(exit_code);
-  std::vector<int> pending(num_ps());
-  for (int ps = 0; ps < num_ps(); ++ps) pending[ps] = ps;
-  std::vector<std::string> failures;
-  const absl::Time deadline = absl::Now() + wait_for_unreachable;
-  bool said = false;
-  while (true) {
-    std::vector<int> unreachable;
-    for (int ps : pending) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      v1::ShutdownResponse resp;
-      grpc::Status s = stubs_[ps]->Shutdown(&ctx, req, &resp);
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        unreachable.push_back(ps);
-      } else if (!s.ok()) {
-        failures.push_back(FromGrpcStatus(s, PsName(ps), "Shutdown").ToString());
-      }
-    }
-    pending = std::move(unreachable);
-    if (pending.empty() || absl::Now() >= deadline) break;
-    if (!said) {
-      std::vector<std::string> names;
-      for (int ps : pending) names.push_back(PsName(ps));
-      Log("stopping the ps: ", absl::StrJoin(names, ", "), " not answering; trying for up to ",
-          absl::FormatDuration(wait_for_unreachable));
-      said = true;
-    }
-    absl::SleepFor(absl::Milliseconds(500));
-  }
-  // A PS that is already gone has nothing left to stop.
-  if (!pending.empty() && wait_for_unreachable > absl::ZeroDuration()) {
-    std::vector<std::string> names;
-    for (int ps : pending) names.push_back(PsName(ps));
-    Log("stopping the ps: ", absl::StrJoin(names, ", "), " never answered; taken to be gone");
-  }
-  if (!failures.empty()) {
-    return absl::UnknownError(absl::StrJoin(failures, "; "));
-  }
-  return absl::OkStatus();
+  return ReplicaPushesIn(stats, placement_, replica, *control_);
 }
 
 }  // namespace pstrain::client

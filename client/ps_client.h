@@ -1,7 +1,9 @@
-// Client side of the PS service for every role that talks to the PS: the
-// worker (pull, push), the chief (create, final pull, shutdown) and tools
-// (stats). Owns one channel and one control stub per PS, and `lanes`
-// Exchange streams (ps_stream.h) per PS.
+// The data path of the PS service, as a training replica (or an observer
+// reading values, such as the chief scoring the final model) uses it:
+// pulls and pushes of dense slices and table rows, and the waits a replica
+// makes for the PS. The control plane (create, hold, save, restore, stop)
+// is client/ps_admin.h's. Owns one channel per PS and `lanes` Exchange
+// streams (ps_stream.h) per PS.
 //
 // Pulls and pushes of dense slices go straight between the caller's flat
 // parameter/gradient arrays and the wire: gradients are sent from `grads`
@@ -21,10 +23,9 @@
 //
 // The client remembers, per slice, the version it last pulled and sends it
 // with the next push (sync aggregation, staleness); the PS does the waiting
-// a mode asks for. Every call has a deadline. Control calls retry
-// Unavailable with backoff up to `max_attempts`; data calls do not (callers
-// wait for the PS with WaitUntilReady first, and a PS lost mid-job is
-// reported, not waited for).
+// a mode asks for. Every call has a deadline. Data calls do not retry
+// (callers wait for the PS with WaitUntilReady first, and a PS lost mid-job
+// is reported, not waited for).
 // Errors name the PS: "ps:1 (127.0.0.1:4001): Exchange: <what the PS
 // said>".
 //
@@ -45,10 +46,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "client/create_request.h"
+#include "client/control_channel.h"
+#include "client/grpc_control_channel.h"
 #include "client/parameter_store.h"
 #include "client/ps_stream.h"
-#include "common/optimizer_spec.h"
 #include "common/placement.h"
 #include "common/security.h"
 #include "common/tf_config.h"
@@ -64,8 +65,6 @@ struct PsClientOptions {
   // pulls get `wait_deadline` instead.
   absl::Duration rpc_deadline = absl::Seconds(30);
   absl::Duration wait_deadline = absl::Seconds(150);
-  // Attempts per call for Unavailable, with backoff 50 ms doubling to 2 s.
-  int max_attempts = 8;
   int max_message_bytes = 512 << 20;
   // Dense slices of one PS travel in frames of at most this many tensor
   // bytes (one slice larger than this gets a frame of its own), so a large
@@ -110,7 +109,8 @@ class PsClient {
                                                           const Placement& placement);
   ~PsClient();
 
-  int num_ps() const { return static_cast<int>(stubs_.size()); }
+  int num_ps() const { return control_->num_ps(); }
+  const Placement& placement() const { return placement_; }
   // Whether frames to `ps` on `lane` went over TCP on the stream last
   // opened (client/ps_stream.h), not in gRPC; false for a lane not used yet.
   bool frames_over_tcp(int ps, int lane = 0) const { return Stream(ps, lane).over_tcp(); }
@@ -147,17 +147,6 @@ class PsClient {
   // instead of failing at once while the channel is reconnecting.
   absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout,
                                             bool wait_for_connection = false);
-
-  // Sends every PS its slices with values taken from `params` (the flat
-  // layout: variable v starts at `offsets[v]`, in placement.variables
-  // order), or, when `params` is empty, lets each PS fill them from the
-  // variables' initializers; and every PS the embedding tables. Returns how
-  // many PS were already initialised (and kept their values); their
-  // indices go to `kept_ps` when it is not null.
-  absl::StatusOr<int> CreateVariables(const std::vector<float>& params,
-                                      const std::vector<int64_t>& offsets,
-                                      const CreateOptions& create,
-                                      std::vector<int>* kept_ps = nullptr);
 
   // Pulls every dense slice into `params` (flat layout as above). On error
   // the contents of `params` are unspecified. Returns the smallest global
@@ -228,59 +217,20 @@ class PsClient {
   // Gradients the PS dropped as stale (sync) among this client's pushes.
   int64_t dropped_pushes() const { return dropped_; }
 
+  // Every PS's Stats.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
 
-  // The pushes the PS applied from training replica `replica` (the fewest
-  // over every dense slice: each step pushes each slice once), kept across
-  // restores: where an async or ssp replica that starts again is in its own
-  // schedule. NotFound when no PS counts them (a checkpoint written before
-  // the counts, or a model without dense variables); Stats' errors.
+  // The pushes the PS applied from training replica `replica`
+  // (client/ps_admin.h, ReplicaPushesIn), kept across restores: where an
+  // async or ssp replica that starts again is in its own schedule.
   absl::StatusOr<int64_t> ReplicaPushes(int replica);
 
-  // Holds every PS's pushes for at most `lease` (HoldPushesRequest) and
-  // returns the global step at that cut (the lowest any PS reports, as the
-  // chief reads it from Stats). On an error, the PS that did hold are
-  // released and the error names the PS that failed.
-  absl::StatusOr<int64_t> HoldPushes(absl::Duration lease);
-  // Ends every PS's hold (also those whose lease ended already).
-  absl::Status ReleasePushes();
-
-  // Every PS writes its shard of checkpoint `step` under `dir`
-  // (SaveCheckpointRequest), ending its push hold once its snapshot is cut
-  // when `release_hold`; the answers in PS order. Errors name the PS.
-  absl::StatusOr<std::vector<v1::SaveCheckpointResponse>> SaveCheckpoint(const std::string& dir,
-                                                                         int64_t step,
-                                                                         absl::Duration timeout,
-                                                                         bool release_hold = false);
-
-  // PS `targets` replace their values with checkpoint `step` under `dir`,
-  // written by `written_by` PS, and serve `generation` (RestoreRequest);
-  // the answers by PS index. Errors name the PS and, from the PS, the file.
-  absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(const std::vector<int>& targets,
-                                                           const std::string& dir, int64_t step,
-                                                           int written_by, int64_t generation,
-                                                           absl::Duration timeout);
-
-  // Asks every PS to exit with `exit_code` (common/exit_codes.h). A PS not
-  // answering (Unavailable) is asked again every half second for up to
-  // `wait_for_unreachable` (it may be restarting); one still not answering
-  // then is taken to be gone already and logged, not an error.
-  absl::Status ShutdownAll(const std::string& reason, int exit_code = 0,
-                           absl::Duration wait_for_unreachable = absl::ZeroDuration());
+  // The control calls of this client's channels, for whoever administers
+  // the same PS (a test, a tool): PsAdmin(&client->control()).
+  PsControlChannel& control() { return *control_; }
 
  private:
   PsClient(const PsClientOptions& options, const Placement& placement);
-  // For an Unavailable that a refused TLS handshake could explain: a hint
-  // saying so (empty without TLS or when the port refused the connection).
-  std::string TlsHint(const absl::Status& s) const;
-
-  // Runs `call(ps, ctx, done)` for each PS in `targets` concurrently and
-  // waits for all, retrying Unavailable ones with backoff. `call` must start
-  // an async RPC on ctx and arrange for done(status) to run when it ends.
-  using AsyncCall =
-      std::function<void(int ps, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done)>;
-  absl::Status CallEach(const std::vector<int>& targets, absl::string_view method,
-                        const AsyncCall& call, absl::Duration deadline);
 
   // The Exchange stream of `lane` to `ps`.
   PsStream& Stream(int ps, int lane) const { return *streams_[ps * lanes_ + lane]; }
@@ -295,11 +245,6 @@ class PsClient {
       const std::function<void(int, v1::FrameHeader*, std::vector<grpc::Slice>*, ReplyInto*)>&
           build,
       const std::function<absl::Status(int, const DecodedFrame&)>& on_response);
-
-  // One HoldPushes call to every PS (`lease_ms` 0: release), answers in PS
-  // order.
-  absl::Status HoldPushesOnEach(int32_t lease_ms, absl::Duration deadline,
-                                std::vector<v1::HoldPushesResponse>* resps);
 
   // Dense slices are moved in groups: some slices of one PS, at most
   // max_frame_bytes together, sent on one of its lanes.
@@ -368,7 +313,7 @@ class PsClient {
 
   const PsClientOptions options_;
   const Placement placement_;
-  std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;
+  std::unique_ptr<GrpcControlChannel> control_;
   // Per PS, its lanes' streams: stream (ps, lane) at ps * lanes_ + lane.
   const int lanes_;
   std::vector<std::unique_ptr<PsStream>> streams_;

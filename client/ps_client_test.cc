@@ -1,4 +1,5 @@
 // PsClient against a real PS service on 127.0.0.1:0.
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 
 #include <cmath>
@@ -57,7 +58,7 @@ class PsClientTest : public ::testing::Test {
 TEST_F(PsClientTest, PushPullOfSomeVariablesTouchesOnlyTheirSlices) {
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total_, 1.0f);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(0.5f)).status());
+  ASSERT_OK(PsAdmin(&client_->control()).CreateVariables(placement_, init, offsets_, Sgd(0.5f)).status());
   std::vector<float> grads(total_, 2.0f), params(total_, -7.0f);
   // "big" (split over both PS) and "tiny": pushed and pulled; "small" not.
   ASSERT_OK(client_->PushPullVariables({0, 2}, grads.data(), params.data(), offsets_).status());
@@ -84,7 +85,7 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total_);
   for (int64_t i = 0; i < total_; ++i) init[i] = 0.001f * i;
-  ASSERT_OK_AND_ASSIGN(int kept, client_->CreateVariables(init, offsets_, Sgd(0.5f)));
+  ASSERT_OK_AND_ASSIGN(int kept, PsAdmin(&client_->control()).CreateVariables(placement_, init, offsets_, Sgd(0.5f)));
   EXPECT_EQ(kept, 0);
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), true));
 
@@ -101,7 +102,7 @@ TEST_F(PsClientTest, CreatePullPushRoundTripsAcrossSlices) {
   for (int64_t i = 0; i < total_; ++i) ASSERT_FLOAT_EQ(pulled[i], init[i] - 1.0f) << i;
 
   // A second CreateVariables keeps the trained values.
-  ASSERT_OK_AND_ASSIGN(kept, client_->CreateVariables(init, offsets_, Sgd(0.5f)));
+  ASSERT_OK_AND_ASSIGN(kept, PsAdmin(&client_->control()).CreateVariables(placement_, init, offsets_, Sgd(0.5f)));
   EXPECT_EQ(kept, 2);
   ASSERT_OK(client_->PullAll(pulled.data(), offsets_).status());
   EXPECT_FLOAT_EQ(pulled[5], init[5] - 1.0f);
@@ -122,7 +123,7 @@ TEST_F(PsClientTest, FramesOverTcpAndInGrpcCarryTheSameValues) {
   ASSERT_OK(client_->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total_);
   for (int64_t i = 0; i < total_; ++i) init[i] = 0.25f * (i % 17);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(0.5f)).status());
+  ASSERT_OK(PsAdmin(&client_->control()).CreateVariables(placement_, init, offsets_, Sgd(0.5f)).status());
   PsClientOptions options;
   options.ps_addresses = addresses_;
   options.max_frame_bytes = 64 * 1024;
@@ -174,7 +175,7 @@ TEST_F(PsClientTest, LanesSpreadARoundOverConnectionsWithTheSameValues) {
   ASSERT_OK(one_lane->WaitUntilReady(absl::Seconds(5), false));
   std::vector<float> init(total);
   for (int64_t i = 0; i < total; ++i) init[i] = 0.5f * (i % 13);
-  ASSERT_OK(one_lane->CreateVariables(init, offsets, Sgd(0.25f)).status());
+  ASSERT_OK(PsAdmin(&one_lane->control()).CreateVariables(placement, init, offsets, Sgd(0.25f)).status());
   options.lanes = 3;
   ASSERT_OK_AND_ASSIGN(auto three_lanes, PsClient::Create(options, placement));
   options.shared_memory = true;
@@ -233,7 +234,7 @@ TEST_F(PsClientTest, PullBeforeInitialisationNamesThePs) {
 
 TEST_F(PsClientTest, NonFiniteGradientIsRejectedOverTheWireAndChangesNothing) {
   std::vector<float> init(total_, 1.0f);
-  ASSERT_OK(client_->CreateVariables(init, offsets_, Sgd(1.0f)).status());
+  ASSERT_OK(PsAdmin(&client_->control()).CreateVariables(placement_, init, offsets_, Sgd(1.0f)).status());
   std::vector<float> grads(total_, 0.5f);
   grads[offsets_[1] + 3] = std::nanf("");
   absl::Status s = client_->PushAll(grads.data(), offsets_);
@@ -264,7 +265,7 @@ TEST_F(PsClientTest, MissingPsIsNamedWhenWaiting) {
 }
 
 TEST_F(PsClientTest, ShutdownStopsEveryServer) {
-  ASSERT_OK(client_->ShutdownAll("test over"));
+  ASSERT_OK(PsAdmin(&client_->control()).ShutdownAll("test over"));
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(ps_->server(i).WaitForStopRequest(absl::Seconds(5)), "test over");
   }

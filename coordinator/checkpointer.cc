@@ -12,16 +12,16 @@
 
 namespace pstrain::coordinator {
 
-absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const std::string& dir,
+absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsAdmin* admin, const std::string& dir,
                                                 int64_t step, int keep, bool final,
                                                 bool spare_unscored, absl::Duration timeout,
                                                 bool release_hold) {
   const absl::Time start = absl::Now();
   // A save that fails leaves no ckpt-S directory behind (the PS may have
   // made it, or written some shards): it would never be completed.
-  auto shards = client->SaveCheckpoint(dir, step, timeout, release_hold);
+  auto shards = admin->SaveCheckpoint(dir, step, timeout, release_hold);
   if (!shards.ok()) {
-    if (release_hold) client->ReleasePushes().IgnoreError();  // the leases end them anyway
+    if (release_hold) admin->ReleasePushes().IgnoreError();  // the leases end them anyway
     ckpt::DiscardCheckpoint(dir, step);
     return shards.status();
   }

@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "client/ps_client.h"
+#include "client/ps_admin.h"
 
 namespace pstrain::coordinator {
 
@@ -32,9 +32,9 @@ struct CheckpointRecord {
 // "final": true}), which tells an evaluator it may stop after scoring it.
 // `spare_unscored`: an evaluator is in the cluster, so checkpoints after
 // the last step it scored (<dir>/eval/scored) are kept even beyond `keep`.
-// `release_hold`: the PS hold their pushes (PsClient::HoldPushes); each ends
+// `release_hold`: the PS hold their pushes (PsAdmin::HoldPushes); each ends
 // its hold once its snapshot is cut, and on an error every hold is ended.
-absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsClient* client, const std::string& dir,
+absl::StatusOr<CheckpointRecord> SaveCheckpoint(client::PsAdmin* admin, const std::string& dir,
                                                 int64_t step, int keep, bool final = false,
                                                 bool spare_unscored = false,
                                                 absl::Duration timeout = absl::Minutes(10),

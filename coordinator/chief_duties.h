@@ -39,27 +39,31 @@
 //             phase starts again (within options.ps_wait). For a job that had
 //             finished before Start, it stops the PS still answering and
 //             returns the metrics on disk.
+// ChiefDuties composes the parts that do this, each tested on its own
+// against PS in the test's process: PsKeeper (take-over, checkpoints,
+// restores), PsWatch (heartbeats), CheckpointLoop, JobFinisher (the end),
+// and JobTracker with the Coordinator service (the replicas' reports).
 // Thread-compatible: call Start, then Finish, from one thread.
 #ifndef PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 #define PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
-#include "common/checkpoint_layout.h"
+#include "client/remote_store.h"
 #include "common/grpc_server.h"
 #include "common/json.h"
-#include "common/placement.h"
 #include "common/tf_config.h"
-#include "coordinator/checkpointer.h"
+#include "coordinator/checkpoint_loop.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/job_finisher.h"
+#include "coordinator/ps_keeper.h"
+#include "coordinator/ps_watch.h"
 #include "data/dataset.h"
 #include "model/job_spec.h"
 #include "model/network.h"
@@ -101,9 +105,9 @@ class ChiefDuties {
                                                             const ChiefOptions& options);
   ~ChiefDuties();
 
-  // SIGTERM and SIGINT from now on: a checkpoint of the step reached
-  // (CheckpointNow), logged, then the process exits 128 + the signal's
-  // number. Call once, from the main thread, after Start.
+  // SIGTERM and SIGINT from now on: a checkpoint of the step reached,
+  // logged, then the process exits 128 + the signal's number. Call once,
+  // from the main thread, after Start.
   void CheckpointOnStopSignals();
 
   // Why the job failed (JobTracker::Fail: a task refused as it joined, a PS
@@ -140,29 +144,18 @@ class ChiefDuties {
   // Last, "ended" and "outcome" are added to output_dir/run.json.
   absl::StatusOr<Json> Finish();
 
-  // Tells every PS to exit ("job finished" with 0 when `why` is OK, "job
-  // failed" with ExitCodeFor(why) otherwise), unless that code is
-  // retryable: then the PS are left running, for the retried chief (or
-  // worker) needs them, and an orchestrator that restarts by exit code
-  // would not restart a PS that exited 0. A PS not answering is tried
-  // again within options.ps_wait (it may be restarting). Logs what it did.
-  void StopParameterServers(const absl::Status& why);
-
-  // Tries of a restore whose reads fail without a failed check (1 s, then
-  // 2 s, ... apart).
-  static constexpr int kRestoreTries = 3;
-  // Heartbeat period and per-call deadline of the PS watch.
-  static constexpr absl::Duration kHeartbeat = absl::Milliseconds(500);
+  // JobFinisher::StopParameterServers.
+  void StopParameterServers(const absl::Status& why) { finisher_->StopParameterServers(why); }
 
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
-  // Finish, less the record of its outcome in run.json.
-  absl::StatusOr<Json> FinishJob();
-  // The wait of Finish for the evaluator's score of step `step`.
-  void WaitForEvaluator(int64_t step) const;
-  // The job's global step: the lowest any PS reports.
-  absl::StatusOr<int64_t> GlobalStep();
+  // Start, part by part: the output directory and the test split; the
+  // Coordinator service; the PS clients and parts.
+  absl::Status Prepare();
+  absl::Status Serve();
+  absl::Status ConnectParts();
+
   // The metrics on disk when the job under `dir` finished (its final
   // checkpoint complete, final_metrics.json of that step written); none
   // otherwise.
@@ -174,75 +167,29 @@ class ChiefDuties {
   // What decides the replicas' steps (epochs, batch, mode, replicas, PS,
   // model size, seed), in one line: final_metrics.json's "schedule".
   std::string ScheduleKey() const;
-  // Start's choice between carrying on with the PS, restoring them and
-  // creating the variables (see the top of this file). Returns the
-  // generation the PS serve afterwards.
-  absl::StatusOr<int64_t> TakeOverPs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
-  // generation_ + 1, recorded in output_dir/generation first.
-  absl::StatusOr<int64_t> NextGeneration() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
-  // Async jobs: trains, as each finished replica whose report a restore
-  // rolled back since (and which did not Join again), its shard from the
-  // restored step. Errors of TrainAsReplica.
-  absl::Status MakeUpRolledBack() ABSL_LOCKS_EXCLUDED(mu_);
-  // The final checkpoint, the score of the parameters on `test`, and
-  // final_metrics.json; the metrics.
-  absl::StatusOr<Json> ScoreFinal(const data::Dataset& test) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
-  // Checkpoints while the job runs, until stopping_ is set.
-  void CheckpointLoop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Heartbeats every PS until stopping_ is set; restores those that come
-  // back empty; fails the job (tracker_.Fail) when that is impossible.
-  void WatchLoop() ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
-  // Puts every PS on checkpoint `candidates` (newest first), under
-  // `generation`: creates the variables where missing, loads the newest
-  // candidate whose files pass every check, setting aside those that do
-  // not (DataLoss: a checksum, a short file). A read that fails otherwise
-  // (NotFound, an I/O error) is tried kRestoreTries times, then returned,
-  // the checkpoint left in place. Returns the step restored. DataLoss when
-  // no candidate passes its checks.
-  absl::StatusOr<int64_t> RestoreNewest(const std::vector<CompleteCheckpoint>& candidates,
-                                        int64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_);
-  // The options CreateVariables gets (restoring nothing).
-  client::CreateOptions CreateOptionsFor(int64_t generation) const;
-  // Checkpoints the current global step unless it was saved already
-  // (`final`: the job's last; saved even then, to mark it final).
-  absl::Status CheckpointNow(bool final = false) ABSL_LOCKS_EXCLUDED(mu_, ps_mu_);
-  absl::Status CheckpointNowLocked(bool final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ps_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  void StopCheckpointing() ABSL_LOCKS_EXCLUDED(mu_);
-  void StopWatching() ABSL_LOCKS_EXCLUDED(mu_);
 
   const TfConfig cfg_;
   const ChiefOptions options_;
   absl::Time started_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;        // the checkpoint loop's
-  bool watch_stopping_ ABSL_GUARDED_BY(mu_) = false;  // the PS watch's
-  // The job's global step as the watch last saw it with every PS answering,
-  // and the global steps restores rolled back in all.
-  int64_t last_seen_step_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rolled_back_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t made_up_ ABSL_GUARDED_BY(mu_) = 0;  // steps MakeUpRolledBack ran
-  int64_t last_checkpoint_ ABSL_GUARDED_BY(mu_) = -1;
-  // PS the watch finds not answering; checkpoints wait while any is.
-  int ps_down_ ABSL_GUARDED_BY(mu_) = 0;
-  // Held while checkpoints are written or the PS restored, so that the two
-  // never overlap. Acquired before mu_.
-  absl::Mutex ps_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  // The highest generation handed out (TakeOverPs, NextGeneration).
-  int64_t generation_ ABSL_GUARDED_BY(ps_mu_) = 0;
-  // Set by Start for a job that had finished: its metrics.
-  std::optional<Json> finished_;
-  std::thread checkpointer_;
-  std::thread watcher_;
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
   std::unique_ptr<model::Network> mlp_;
-  std::atomic<bool> ps_stopped_{false};  // StopParameterServers told them to exit
+  Placement placement_;
   // The test split, read in Start before anything is written: a job whose
   // data cannot be read fails before its first checkpoint.
   data::Dataset test_;
-  std::unique_ptr<client::PsClient> client_;
+  // Set by Start for a job that had finished: its metrics.
+  std::optional<Json> finished_;
+  // The PS: their control plane, and the final values read as an observer.
+  std::unique_ptr<client::PsAdmin> admin_;
+  std::unique_ptr<client::PsClient> reader_;
+  std::unique_ptr<client::RemoteStore> observer_;
+  // The parts; destroyed in reverse: the loops stop before what they use.
+  std::unique_ptr<PsKeeper> keeper_;
+  std::unique_ptr<JobFinisher> finisher_;
+  std::unique_ptr<PsWatch> watch_;
+  std::unique_ptr<CheckpointLoop> checkpoints_;
 };
 
 }  // namespace pstrain::coordinator

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "common/frame_socket.h"
 #include "common/security.h"
@@ -36,7 +37,7 @@ class FrameServerTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(client_, client::PsClient::Create(o, placement_));
     client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
-    ASSERT_OK(client_->CreateVariables(std::vector<float>(64, 2.0f), {0}, create).status());
+    ASSERT_OK(client::PsAdmin(&client_->control()).CreateVariables(placement_, std::vector<float>(64, 2.0f), {0}, create).status());
   }
 
   std::unique_ptr<FrameSocket> Connect() {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "common/checkpoint_layout.h"
 #include "common/event_file.h"
@@ -647,13 +648,11 @@ TEST(ClusterTest, APsStopsWithTheExitCodeItIsSent) {
     ASSERT_OK_AND_ASSIGN(std::vector<int> ports, PickFreePorts(2));
     SpawnOptions o;
     ASSERT_OK_AND_ASSIGN(pid_t pid, StartLonePs(ports, absl::StrCat(out, "/ps", code, ".log"), &o));
-    client::PsClientOptions options;
+    client::ControlChannelOptions options;
     options.ps_addresses = {{"127.0.0.1", ports[0]}};
-    Placement nothing;  // no variables: the client only stops the PS
-    nothing.num_ps = 1;
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::PsClient> c,
-                         client::PsClient::Create(options, nothing));
-    ASSERT_OK(c->ShutdownAll(code == 0 ? "job finished" : "job failed", code));
+    std::unique_ptr<client::PsAdmin> admin = client::PsAdmin::Connect(options);
+    ASSERT_OK(admin->WaitUntilAnswering(absl::Seconds(30)));
+    ASSERT_OK(admin->ShutdownAll(code == 0 ? "job finished" : "job failed", code));
     auto exit = WaitChild(pid, absl::Seconds(20));
     ASSERT_TRUE(exit.has_value());
     EXPECT_EQ(exit->code, code);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "checkpoint/checkpoint_shard.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 #include "common/placement.h"
@@ -62,7 +63,7 @@ class PsConsistencyTest : public ::testing::Test {
     create.consistency = mode;
     create.num_replicas = replicas;
     create.replicas_to_aggregate = aggregate;
-    ASSERT_OK(clients_[0]->CreateVariables(init_, offsets_, create).status());
+    ASSERT_OK(client::PsAdmin(&clients_[0]->control()).CreateVariables(placement_, init_, offsets_, create).status());
   }
 
   // Every replica pushes zeros and pulls the values back, over and over, on
@@ -290,8 +291,8 @@ TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
   const std::string dir = testing::TempDir() + "/one_cut";
   for (int k = 1; k <= kCheckpoints; ++k) {
     absl::SleepFor(absl::Milliseconds(20));
-    ASSERT_OK_AND_ASSIGN(const int64_t step, clients_[0]->HoldPushes(absl::Seconds(10)));
-    ASSERT_OK_AND_ASSIGN(auto saved, clients_[0]->SaveCheckpoint(dir, k, absl::Seconds(30),
+    ASSERT_OK_AND_ASSIGN(const int64_t step, client::PsAdmin(&clients_[0]->control()).HoldPushes(absl::Seconds(10)));
+    ASSERT_OK_AND_ASSIGN(auto saved, client::PsAdmin(&clients_[0]->control()).SaveCheckpoint(dir, k, absl::Seconds(30),
                                                                  /*release_hold=*/true));
     // Per replica, the fewest and most pushes any dense slice counted.
     std::vector<int64_t> fewest(kClients, -1), most(kClients, -1);
@@ -320,7 +321,7 @@ TEST_F(PsConsistencyTest, ACheckpointHoldingEveryPsCutsThemAtOneMoment) {
   }
   pushers.Stop();
   for (const auto& s : pushers.results()) ASSERT_OK(s);
-  const absl::Status no_lease = clients_[0]->HoldPushes(absl::ZeroDuration()).status();
+  const absl::Status no_lease = client::PsAdmin(&clients_[0]->control()).HoldPushes(absl::ZeroDuration()).status();
   EXPECT_EQ(no_lease.code(), absl::StatusCode::kInvalidArgument) << no_lease;
   EXPECT_THAT(std::string(no_lease.message()), ::testing::HasSubstr("lease of 1 ms or more"));
   // The holds were all released: pushes go on.
@@ -348,13 +349,13 @@ TEST_F(PsConsistencyTest, AHoldOverGrpcStreamsLeavesThePsServingCalls) {
     }
     ASSERT_GE(pushers.rounds(), before + 20) << "the replicas stopped pushing";
     const absl::Time start = absl::Now();
-    ASSERT_OK(clients_[0]->HoldPushes(kLease).status()) << "checkpoint " << k;
+    ASSERT_OK(client::PsAdmin(&clients_[0]->control()).HoldPushes(kLease).status()) << "checkpoint " << k;
     // The replicas' next pushes now wait on the hold.
     absl::SleepFor(absl::Milliseconds(200));
     ASSERT_OK(clients_[0]->Stats().status());
     const absl::Time save_start = absl::Now();
     ASSERT_OK(
-        clients_[0]->SaveCheckpoint(dir, k, absl::Seconds(60), /*release_hold=*/true).status());
+        client::PsAdmin(&clients_[0]->control()).SaveCheckpoint(dir, k, absl::Seconds(60), /*release_hold=*/true).status());
     const absl::Duration took = absl::Now() - start;
     std::printf("checkpoint %d over gRPC streams, %d replicas held: saved in %.3f s\n", k, kClients,
                 absl::ToDoubleSeconds(absl::Now() - save_start));

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/testing/local_ps.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 
@@ -57,14 +58,13 @@ class PsSecurityTest : public ::testing::Test {
     client_ = Client(security_);
     client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
-    ASSERT_OK(client_->CreateVariables(init_, {0}, create).status());
+    ASSERT_OK(client::PsAdmin(&client_->control()).CreateVariables(placement_, init_, {0}, create).status());
   }
 
   std::unique_ptr<client::PsClient> Client(std::shared_ptr<const Security> security) {
     client::PsClientOptions o;
     o.ps_addresses = ps_->addresses();
     o.rpc_deadline = absl::Seconds(5);
-    o.max_attempts = 1;
     o.security = std::move(security);
     auto c = client::PsClient::Create(o, placement_);
     EXPECT_OK(c.status());

@@ -17,6 +17,7 @@
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 
@@ -56,14 +57,13 @@ class PsSharedMemoryTest : public ::testing::Test {
     auto creator = Client(false);
     client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
-    ASSERT_OK(creator->CreateVariables(init_, {0}, create).status());
+    ASSERT_OK(client::PsAdmin(&creator->control()).CreateVariables(placement_, init_, {0}, create).status());
   }
 
   std::unique_ptr<client::PsClient> Client(bool shared_memory) {
     client::PsClientOptions o;
     o.ps_addresses = ps_->addresses();
     o.rpc_deadline = absl::Seconds(5);
-    o.max_attempts = 1;
     o.shared_memory = shared_memory;
     auto c = client::PsClient::Create(o, placement_);
     EXPECT_OK(c.status());

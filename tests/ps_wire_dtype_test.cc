@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "common/bfloat16.h"
 #include "common/placement.h"
@@ -41,7 +42,7 @@ class PsWireDtypeTest : public ::testing::TestWithParam<Transport> {
     for (int i = 0; i < kElements; ++i) init_[i] = 1.0f / 3 + 0.001f * static_cast<float>(i);
     client::CreateOptions create;
     create.optimizer = {"sgd", 0.5f};
-    ASSERT_OK(Client(false)->CreateVariables(init_, {0}, create).status());
+    ASSERT_OK(client::PsAdmin(&Client(false)->control()).CreateVariables(placement_, init_, {0}, create).status());
   }
 
   std::unique_ptr<client::PsClient> Client(bool bfloat16) {

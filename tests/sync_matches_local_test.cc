@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/remote_store.h"
 #include "common/file_util.h"
@@ -70,7 +71,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
   create.num_replicas = 2;
   create.seed = job.seed;
   ASSERT_OK(
-      chief->CreateVariables(mlp->InitialParameters(job.seed), mlp->offsets(), create).status());
+      client::PsAdmin(&chief->control()).CreateVariables(placement, mlp->InitialParameters(job.seed), mlp->offsets(), create).status());
 
   job.batch_size = 32;
   absl::Status results[2];

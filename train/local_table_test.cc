@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
@@ -32,7 +33,7 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> Connect(const ps::testing::Loc
   client::CreateOptions create;
   create.optimizer = optimizer;
   create.seed = seed;
-  if (absl::Status s = (*client)->CreateVariables(init, offsets, create).status(); !s.ok()) {
+  if (absl::Status s = client::PsAdmin(&(*client)->control()).CreateVariables(*placement, init, offsets, create).status(); !s.ok()) {
     return s;
   }
   return client;

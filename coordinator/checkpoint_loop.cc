@@ -1,0 +1,57 @@
+#include "coordinator/checkpoint_loop.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/logging.h"
+
+namespace pstrain::coordinator {
+
+CheckpointLoop::CheckpointLoop(client::PsAdmin* admin, PsKeeper* keeper,
+                               CheckpointLoopOptions options)
+    : admin_(admin), keeper_(keeper), options_(std::move(options)) {}
+
+CheckpointLoop::~CheckpointLoop() { Stop(); }
+
+void CheckpointLoop::Start() {
+  if (options_.every_secs <= 0 && options_.every_steps <= 0) return;
+  absl::MutexLock lock(&mu_);
+  if (thread_.joinable() || stopping_) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void CheckpointLoop::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointLoop::Loop() {
+  absl::Time last_time = absl::Now();
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      // Wakes every poll to look at the step, or at once to stop.
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll);
+      if (stopping_) return;
+    }
+    if (options_.ps_down && options_.ps_down() > 0) continue;
+    const int64_t last_step = std::max<int64_t>(keeper_->last_checkpoint(), 0);
+    bool due = options_.every_secs > 0 &&
+               absl::Now() - last_time >= absl::Seconds(options_.every_secs);
+    if (!due && options_.every_steps > 0) {
+      auto step = admin_->GlobalStep();
+      if (!step.ok()) continue;
+      due = *step >= last_step + options_.every_steps;
+    }
+    if (!due) continue;
+    last_time = absl::Now();
+    // A failed checkpoint is reported and tried again later; the job goes on.
+    if (absl::Status s = keeper_->CheckpointNow(); !s.ok()) Log("checkpoint failed: ", s.message());
+  }
+}
+
+}  // namespace pstrain::coordinator
