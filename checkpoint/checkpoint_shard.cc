@@ -1,20 +1,13 @@
 #include "checkpoint/checkpoint_shard.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/clock.h"
 #include "common/crc32c.h"
-#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "common/varint.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -25,24 +18,16 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'C', 'K', 'P', 'T', '0', '1'};
 
-// Appends to an open file, keeping the CRC-32C of everything written.
+// Appends to a file being written, keeping the CRC-32C of everything
+// written.
 class ShardFile {
  public:
-  ShardFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  explicit ShardFile(WritableFile* file) : file_(file) {}
   absl::Status Write(const void* data, size_t n) {
     const char* p = static_cast<const char*>(data);
     crc_ = Crc32c(p, n, crc_);
     bytes_ += static_cast<int64_t>(n);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return FileError("cannot write", path_);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return absl::OkStatus();
+    return file_->Append(absl::string_view(p, n));
   }
   // One record whose bytes are the pieces back to back.
   absl::Status Record(std::initializer_list<absl::string_view> pieces) {
@@ -66,8 +51,7 @@ class ShardFile {
   uint32_t crc() const { return crc_; }
 
  private:
-  const int fd_;
-  const std::string path_;
+  WritableFile* const file_;
   uint32_t crc_ = 0;
   int64_t bytes_ = 0;
 };
@@ -129,22 +113,17 @@ bool ParseTensorRecord(std::string* body, uint64_t n, v1::TensorCheckpoint* t) {
 
 }  // namespace
 
-absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
-                                        absl::Duration pause_midway) {
+absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard, Env* env) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
+  PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return FileError("cannot create", tmp);
-  ShardFile file(fd, tmp);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out, env->NewWritableFile(tmp));
+  ShardFile file(out.get());
   shard.header.set_num_tensors(static_cast<int32_t>(shard.tensors.size()));
   absl::Status s = file.Write(kMagic, sizeof(kMagic));
   if (s.ok()) s = file.Record({shard.header.SerializeAsString()});
   for (size_t i = 0; s.ok() && i < shard.tensors.size(); ++i) {
-    if (i == shard.tensors.size() / 2 && pause_midway > absl::ZeroDuration()) {
-      absl::SleepFor(pause_midway);
-    }
     // The tensor's other fields, then its data field (4, length-delimited)
     // written from where it lies: the same protobuf encoding without
     // copying the bytes into one serialised string.
@@ -165,30 +144,28 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
     }
     s = file.Record({head, data});
   }
-  if (s.ok()) {
-    s = CommitFile(fd, tmp, path);
-  } else {
-    ::close(fd);
-  }
+  // Whole and on stable storage under its temporary name, then renamed
+  // into place, and the rename made durable: a crash leaves no file or the
+  // whole file.
+  if (s.ok()) s = out->Sync();
+  const absl::Status closed = out->Close();
+  if (s.ok()) s = closed;
+  if (s.ok()) s = env->RenameFile(tmp, path);
   if (!s.ok()) {
-    ::unlink(tmp.c_str());
+    env->RemoveFile(tmp).IgnoreError();
     return s;
   }
+  // As for any rename: a directory that cannot be synced still holds it.
+  env->SyncDir(dir).IgnoreError();
   return ShardWritten{file.bytes(), file.crc()};
 }
 
-absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
+absl::StatusOr<ShardContents> ReadShard(const std::string& path, Env* env) {
   // Record by record through one reused buffer: a GiB-sized shard is never
   // held whole beside the tensors parsed from it.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return FileError("cannot open checkpoint shard", path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return FileError("cannot stat", path);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> opened, env->NewSequentialFile(path));
+  SequentialFile& in = *opened;
+  const uint64_t size = in.size();
   uint64_t at = 0;
   auto bad = [&](absl::string_view what) {
     return absl::DataLossError(absl::StrCat("checkpoint shard ", path, ": ", what));
@@ -196,15 +173,12 @@ absl::StatusOr<ShardContents> ReadShard(const std::string& path) {
   // Reads exactly n bytes at the current position.
   auto read_exactly = [&](char* dst, uint64_t n) -> absl::Status {
     while (n > 0) {
-      const ssize_t got = ::read(fd, dst, std::min<uint64_t>(n, uint64_t{1} << 30));
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        return FileError("cannot read", path);
-      }
+      PSTRAIN_ASSIGN_OR_RETURN(const size_t got,
+                               in.Read(dst, std::min<uint64_t>(n, uint64_t{1} << 30)));
       if (got == 0) return bad("cut short");
       dst += got;
-      n -= static_cast<uint64_t>(got);
-      at += static_cast<uint64_t>(got);
+      n -= got;
+      at += got;
     }
     return absl::OkStatus();
   };

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/checkpoint_layout.h"
+#include "common/env.h"
 #include "proto/checkpoint.pb.h"
 
 namespace pstrain::ckpt {
@@ -32,12 +33,11 @@ struct ShardWritten {
   uint32_t crc = 0;  // CRC-32C of the whole file
 };
 
-// Writes `shard` to `path` as above (header.num_tensors is set here).
-// Internal naming the path when a write, fsync or rename fails.
-// `pause_midway` (tests only): sleep that long with half the tensors
-// written, under the temporary name.
+// Writes `shard` to `path` as above (header.num_tensors is set here),
+// through `env`. Internal naming the path when a write, fsync or rename
+// fails; nothing is left under either name then.
 absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents shard,
-                                        absl::Duration pause_midway = absl::ZeroDuration());
+                                        Env* env = Env::Default());
 
 // Reads and verifies every record, of any size (a table's values and slots
 // past protobuf's 2 GiB parse limit included). NotFound when the file is missing;
@@ -45,7 +45,7 @@ absl::StatusOr<ShardWritten> WriteShard(const std::string& path, ShardContents s
 // magic), a record cut short, a checksum mismatch (naming the tensor's
 // index, and its key when the record parses), a record that does not parse,
 // or a tensor count that differs from the header's.
-absl::StatusOr<ShardContents> ReadShard(const std::string& path);
+absl::StatusOr<ShardContents> ReadShard(const std::string& path, Env* env = Env::Default());
 
 // Checks embedding-table record `t` of a shard whose optimizer keeps
 // `num_slots` slots against a table of `dim` floats per row: the same dim,

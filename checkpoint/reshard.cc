@@ -159,15 +159,15 @@ absl::StatusOr<ShardContents> Resharder::Finish() {
 
 absl::StatusOr<ShardContents> ReadCheckpointFor(const std::string& dir, int64_t step,
                                                 int written_by, int ps_index, int num_ps,
-                                                std::vector<TargetTensor> targets) {
+                                                std::vector<TargetTensor> targets, Env* env) {
   if (written_by < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint at step ", step, ": written by ", written_by, " PS"));
   }
-  if (written_by == num_ps) return ReadShard(ShardPath(dir, step, ps_index, num_ps));
+  if (written_by == num_ps) return ReadShard(ShardPath(dir, step, ps_index, num_ps), env);
   Resharder resharder(std::move(targets), ps_index, num_ps);
   for (int i = 0; i < written_by; ++i) {
-    auto old = ReadShard(ShardPath(dir, step, i, written_by));
+    auto old = ReadShard(ShardPath(dir, step, i, written_by), env);
     if (!old.ok()) return old.status();
     if (absl::Status s = resharder.Add(*old); !s.ok()) return s;
   }

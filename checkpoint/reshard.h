@@ -65,11 +65,12 @@ class Resharder {
 
 // The shard PS `ps_index` of `num_ps`, holding `targets`, restores from
 // checkpoint `step` under `dir`, written by `written_by` PS: its own file
-// when the counts agree, else re-sliced from every file. Errors of
-// ReadShard (naming the file) and of the Resharder.
+// when the counts agree, else re-sliced from every file, read through
+// `env`. Errors of ReadShard (naming the file) and of the Resharder.
 absl::StatusOr<ShardContents> ReadCheckpointFor(const std::string& dir, int64_t step,
                                                 int written_by, int ps_index, int num_ps,
-                                                std::vector<TargetTensor> targets);
+                                                std::vector<TargetTensor> targets,
+                                                Env* env = Env::Default());
 
 }  // namespace pstrain::ckpt
 

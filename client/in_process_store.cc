@@ -317,7 +317,7 @@ absl::Status InProcessStore::PullWaiting(ps::ShardStore& store,
         done.Notify();
         return true;
       },
-      absl::Now() + wait,
+      store.clock()->Now() + wait,
       [&]() {
         pulled->clear();
         absl::StatusOr<bool> r = store.TryPull(batch, out, pulled, &waiting_for);

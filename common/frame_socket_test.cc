@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/byte_buffers.h"
 #include "common/testing/status_testing.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -227,8 +228,7 @@ TEST(FrameSocketTest, ATimeoutEndsAReadThatGetsNothing) {
   EXPECT_EQ(p.server->Read(*pool, 1 << 20).status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_FALSE(p.server->PeerGone());
   p.client.reset();
-  absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_TRUE(p.server->PeerGone());
+  EXPECT_TRUE(pstrain::testing::WaitUntil([&] { return p.server->PeerGone(); }));
 }
 
 TEST(FrameSocketTest, ConnectToAClosedPortIsUnavailableNamingIt) {

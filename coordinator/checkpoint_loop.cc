@@ -30,25 +30,26 @@ void CheckpointLoop::Stop() {
 }
 
 void CheckpointLoop::Loop() {
-  absl::Time last_time = absl::Now();
+  const Clock& clock = *options_.clock;
+  absl::Time last_time = clock.Now();
   while (true) {
     {
       absl::MutexLock lock(&mu_);
       // Wakes every poll to look at the step, or at once to stop.
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll);
+      clock.AwaitWithTimeout(&mu_, absl::Condition(&stopping_), options_.poll);
       if (stopping_) return;
     }
     if (options_.ps_down && options_.ps_down() > 0) continue;
     const int64_t last_step = std::max<int64_t>(keeper_->last_checkpoint(), 0);
     bool due = options_.every_secs > 0 &&
-               absl::Now() - last_time >= absl::Seconds(options_.every_secs);
+               clock.Now() - last_time >= absl::Seconds(options_.every_secs);
     if (!due && options_.every_steps > 0) {
       auto step = admin_->GlobalStep();
       if (!step.ok()) continue;
       due = *step >= last_step + options_.every_steps;
     }
     if (!due) continue;
-    last_time = absl::Now();
+    last_time = clock.Now();
     // A failed checkpoint is reported and tried again later; the job goes on.
     if (absl::Status s = keeper_->CheckpointNow(); !s.ok()) Log("checkpoint failed: ", s.message());
   }

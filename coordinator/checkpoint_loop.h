@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/ps_admin.h"
+#include "common/clock.h"
 #include "coordinator/ps_keeper.h"
 
 namespace pstrain::coordinator {
@@ -27,6 +28,8 @@ struct CheckpointLoopOptions {
   absl::Duration poll = absl::Milliseconds(200);
   // PS away now (PsWatch::ps_down); null: none ever.
   std::function<int()> ps_down;
+  // The periods are on this clock.
+  const Clock* clock = Clock::Real();
 };
 
 class CheckpointLoop {

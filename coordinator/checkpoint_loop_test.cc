@@ -9,7 +9,6 @@
 namespace pstrain::coordinator {
 namespace {
 
-using testing::Eventually;
 using testing::InProcessJob;
 
 
@@ -24,10 +23,10 @@ TEST(CheckpointLoopTest, ACheckpointEveryNGlobalStepsFromTheLastOne) {
   CheckpointLoop loop(&job.admin(), &keeper, options);
   job.Push(0, 0.125f, 6);
   loop.Start();
-  ASSERT_TRUE(Eventually([&] { return keeper.last_checkpoint() == 6; }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return keeper.last_checkpoint() == 6; }));
   // Steps 7..10 are fewer than 5 past the last: the next is at 11.
   job.Push(1, 0.125f, 5);
-  ASSERT_TRUE(Eventually([&] { return keeper.last_checkpoint() == 11; }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return keeper.last_checkpoint() == 11; }));
   loop.Stop();
   EXPECT_EQ(ListCheckpointSteps(job.dir()), (std::vector<int64_t>{0, 6, 11}));
 }

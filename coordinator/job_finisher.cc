@@ -97,7 +97,7 @@ absl::StatusOr<Json> JobFinisher::FinalPhase() {
         code != absl::StatusCode::kDeadlineExceeded) {
       return Fail(scored.status());
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock->Now();
     if (trouble_since == absl::InfiniteFuture()) trouble_since = now;
     if (now - trouble_since > options_.ps_wait) {
       return Fail(absl::UnavailableError(
@@ -107,7 +107,7 @@ absl::StatusOr<Json> JobFinisher::FinalPhase() {
     }
     Log("final phase: ", scored.status().message(),
         "; trying again once the ps are back (the watch restores a ps that lost its variables)");
-    absl::SleepFor(options_.poll);
+    options_.clock->SleepFor(options_.poll);
   }
 }
 
@@ -209,7 +209,7 @@ int64_t JobFinisher::DescribeReplicas(Json& metrics, int64_t step) const {
     replicas.push_back(std::move(w));
   }
   metrics["replicas"] = std::move(replicas);
-  metrics["seconds"] = absl::ToDoubleSeconds(absl::Now() - options_.started);
+  metrics["seconds"] = absl::ToDoubleSeconds(options_.clock->Now() - options_.started);
   // What faults cost: global steps rolled back by restores, and those the
   // job ends without (rolled back after the replica that ran them finished).
   metrics["global_steps_expected"] = expected;
@@ -260,18 +260,18 @@ void JobFinisher::WaitForEvaluator(int64_t step) const {
   if (ReadScoredStep(options_.output_dir) >= step) return;
   Log("waiting up to ", absl::FormatDuration(options_.eval_wait),
       " (--eval_wait_secs) for the evaluator to score the final checkpoint, step ", step);
-  const absl::Time start = absl::Now();
+  const absl::Time start = options_.clock->Now();
   while (ReadScoredStep(options_.output_dir) < step) {
-    if (absl::Now() - start >= options_.eval_wait) {
+    if (options_.clock->Now() - start >= options_.eval_wait) {
       Log("the evaluator has not scored step ", step, " after ",
           absl::FormatDuration(options_.eval_wait),
           " (--eval_wait_secs); ending without its score");
       return;
     }
-    absl::SleepFor(options_.poll);
+    options_.clock->SleepFor(options_.poll);
   }
   Log("the evaluator scored the final checkpoint (step ", step, ") after ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(100))));
+      absl::FormatDuration(absl::Trunc(options_.clock->Now() - start, absl::Milliseconds(100))));
 }
 
 }  // namespace pstrain::coordinator

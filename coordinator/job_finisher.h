@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "client/parameter_store.h"
 #include "client/ps_admin.h"
+#include "common/clock.h"
 #include "common/json.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ps_keeper.h"
@@ -44,8 +45,9 @@ struct JobFinisherOptions {
   // final_metrics.json's "schedule": what decides the replicas' steps.
   std::string schedule;
   absl::Time started;
-  // How often a wait looks again.
+  // How often a wait looks again, and the clock waits run on.
   absl::Duration poll = absl::Milliseconds(500);
+  const Clock* clock = Clock::Real();
   // Trains `task`'s shard again from the restored step (async make-up);
   // returns its done report. Null: rolled-back steps are not made up.
   std::function<absl::StatusOr<v1::ReportDoneRequest>(const TaskId& task)> train_replica;

@@ -231,7 +231,7 @@ absl::Status PsKeeper::RestoreOne(const CompleteCheckpoint& c, int64_t generatio
     if (!transient || attempt == options_.restore_tries) return s;
     Log("restoring the checkpoint at step ", c.step, ": ", s.message(), "; trying again (",
         attempt, " of ", options_.restore_tries, ")");
-    absl::SleepFor(absl::Seconds(attempt));
+    options_.clock->SleepFor(absl::Seconds(attempt));
   }
 }
 

@@ -25,6 +25,7 @@
 #include "client/create_request.h"
 #include "client/ps_admin.h"
 #include "common/checkpoint_layout.h"
+#include "common/clock.h"
 #include "common/placement.h"
 
 namespace pstrain::coordinator {
@@ -51,6 +52,8 @@ struct PsKeeperOptions {
   // Tries of a restore whose reads fail without a failed check (1 s, then
   // 2 s, ... apart).
   int restore_tries = 3;
+  // The waits between tries are on this clock.
+  const Clock* clock = Clock::Real();
 };
 
 class PsKeeper {

@@ -6,10 +6,15 @@
 // one before it.
 #include "coordinator/ps_keeper.h"
 
+#include <atomic>
 #include <filesystem>
+#include <thread>
 
 #include "common/checkpoint_layout.h"
+#include "absl/strings/match.h"
+#include "common/env.h"
 #include "common/file_util.h"
+#include "common/testing/fake_clock.h"
 #include "coordinator/testing/in_process_job.h"
 #include "gmock/gmock.h"
 
@@ -152,6 +157,53 @@ TEST(PsKeeperTest, ACheckpointOfAnotherModelIsRefusedWithNothingChanged) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(), HasSubstr("does not fit this job"));
   EXPECT_EQ(ListCheckpointSteps(job.dir()), (std::vector<int64_t>{0}));
+}
+
+// Storage that hiccups: the first `failures` opens of checkpoint shards
+// for reading fail with an I/O error (Internal), not a failed check.
+class FlakyReads final : public EnvWrapper {
+ public:
+  explicit FlakyReads(int failures) : EnvWrapper(Env::Default()), left_(failures) {}
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override {
+    if (absl::StrContains(path, "/shard-") && left_.fetch_sub(1) > 0) {
+      return absl::InternalError(absl::StrCat("cannot read ", path, ": Input/output error"));
+    }
+    return target()->NewSequentialFile(path);
+  }
+
+ private:
+  std::atomic<int> left_;
+};
+
+TEST(PsKeeperTest, ARestoreWhoseReadsFailIsTriedAgainAndTheCheckpointKept) {
+  FlakyReads flaky(2);
+  pstrain::testing::FakeClock clock;
+  InProcessJob job("keeper_flaky_reads", 1, 2, "async", {&flaky});
+  {
+    PsKeeper first(&job.admin(), job.KeeperOptions());
+    ASSERT_OK(first.TakeOver().status());
+    job.Push(0, 0.25f, 3);
+    ASSERT_OK(first.CheckpointNow());
+  }
+  const std::vector<float> at_three = job.Values();
+  job.cluster().Start(0);
+  PsKeeperOptions options = job.KeeperOptions();
+  options.restore_tries = 3;
+  options.clock = &clock;
+  PsKeeper keeper(&job.admin(), options);
+  absl::StatusOr<int64_t> generation;
+  std::thread take_over([&] { generation = keeper.TakeOver(); });
+  // Two failed reads, each followed by a wait on the clock: 1 s, then 2 s.
+  for (int wait = 1; wait <= 2; ++wait) {
+    ASSERT_TRUE(clock.AwaitWaitsBegun(wait)) << "wait " << wait;
+    clock.Advance(absl::Seconds(wait));
+  }
+  take_over.join();
+  ASSERT_OK(generation);
+  EXPECT_EQ(keeper.last_checkpoint(), 3);
+  EXPECT_EQ(job.Values(), at_three);
+  EXPECT_FALSE(std::filesystem::exists(CheckpointDir(job.dir(), 3) + ".corrupt"));
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ void PsWatch::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.heartbeat);
+      options_.clock->AwaitWithTimeout(&mu_, absl::Condition(&stopping_), options_.heartbeat);
       if (stopping_) return;
     }
     if (!Round()) return;
@@ -66,7 +66,7 @@ bool PsWatch::Round() {
   bool all_answered = true;
   for (int ps = 0; ps < admin_->num_ps(); ++ps) {
     auto health = admin_->Health(ps, 2 * options_.heartbeat);
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock->Now();
     if (!health.ok()) {
       all_answered = false;
       if (!down_[ps]) {
@@ -107,8 +107,8 @@ bool PsWatch::Round() {
     Log(admin_->PsName(ps), " restarted without variables (",
         down_since_[ps] == absl::Time()
             ? std::string("between two heartbeats")
-            : absl::StrCat("away ", absl::FormatDuration(absl::Trunc(
-                                        absl::Now() - down_since_[ps], absl::Milliseconds(1)))),
+            : absl::StrCat("away ", absl::FormatDuration(absl::Trunc(options_.clock->Now() - down_since_[ps],
+                                                                 absl::Milliseconds(1)))),
         "): restoring every ps from the newest checkpoint");
     down_since_[ps] = absl::Time();
   }

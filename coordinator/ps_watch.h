@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/ps_admin.h"
+#include "common/clock.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/ps_keeper.h"
 
@@ -28,6 +29,8 @@ struct PsWatchOptions {
   // How long a PS may be away before the job fails.
   absl::Duration ps_wait = absl::Minutes(2);
   std::function<void(const absl::Status&)> on_permanent_failure;
+  // The heartbeat's period and the absences are on this clock.
+  const Clock* clock = Clock::Real();
 };
 
 class PsWatch {

@@ -12,7 +12,6 @@ namespace pstrain::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Eventually;
 using testing::InProcessJob;
 
 
@@ -36,11 +35,11 @@ TEST(PsWatchTest, APsBackWithoutVariablesGetsEveryPsRestoredUnderANewGeneration)
   watch.Start();
   // Seen whole at step 8 before ps:0 goes.
   job.Push(1, 0.25f, 5);
-  ASSERT_TRUE(Eventually([&] { return keeper.seen_step() == 8; }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return keeper.seen_step() == 8; }));
   job.cluster().Stop(0);
-  ASSERT_TRUE(Eventually([&] { return watch.ps_down() == 1; }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return watch.ps_down() == 1; }));
   job.cluster().Start(0);
-  ASSERT_TRUE(Eventually([&] { return tracker.generation() == 2; }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return tracker.generation() == 2; }));
   watch.Stop();
   EXPECT_EQ(watch.ps_down(), 0);
   EXPECT_EQ(keeper.rolled_back(), 5);
@@ -56,7 +55,7 @@ TEST(PsWatchTest, APsAwayLongerThanPsWaitFailsTheJobNamingIt) {
   PsWatch watch(&job.admin(), &keeper, &tracker, Fast(absl::Milliseconds(100)));
   watch.Start();
   job.cluster().Stop(1);
-  ASSERT_TRUE(Eventually([&] { return !tracker.failure().ok(); }));
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return !tracker.failure().ok(); }));
   EXPECT_EQ(tracker.failure().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(tracker.failure().message(), HasSubstr("ps:1 (in process) has not answered for"));
 }

@@ -20,9 +20,7 @@ namespace {
 const std::vector<std::string>& PsFlagNames() {
   static const auto* names = new std::vector<std::string>{
       "bind", "max_message_mib", "max_calls_per_client", "max_calls", "max_tensors_per_request",
-      "max_ids_per_request", "max_table_rows", "shared_memory", "tcp_frames", "stop_grace_secs",
-      // Test-only (ps_server/ps_service.h).
-      "test_checkpoint_delay_ms", "test_failing_restore_reads"};
+      "max_ids_per_request", "max_table_rows", "shared_memory", "tcp_frames", "stop_grace_secs"};
   return *names;
 }
 

@@ -257,7 +257,8 @@ void ExchangeSession::StartPull(v1::FrameHeader resp) {
   if (!size.ok()) return respond_(ErrorFrame(resp.request_id(), size.status()));
   pull_size_ = *size;
   pull_header_ = std::move(resp);
-  store_->wait_list().RunWhenReady([this] { return TryPull(); }, absl::Now() + WaitTimeout(),
+  store_->wait_list().RunWhenReady([this] { return TryPull(); },
+                                   store_->clock()->Now() + WaitTimeout(),
                                    [this] { Expire(); });
 }
 

@@ -15,10 +15,6 @@ namespace pstrain::ps {
 
 int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
   auto bind = args.GetString("bind", cfg.task_address()->ToString());
-  // Test-only: see PsServiceOptions::test_checkpoint_delay.
-  auto delay_ms = args.GetInt("test_checkpoint_delay_ms", 0);
-  // Test-only: see PsServiceOptions::test_failing_restore_reads.
-  auto failing_reads = args.GetIntInRange("test_failing_restore_reads", 0, 0, 1000);
   PsServiceOptions defaults;
   auto message_mib = args.GetIntInRange("max_message_mib", 512, 1, 2047);
   auto per_client =
@@ -38,7 +34,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   auto stop_grace = args.GetIntInRange("stop_grace_secs", 10, 0, 3600);
   absl::Status s;
   for (const absl::Status& each :
-       {bind.status(), delay_ms.status(), failing_reads.status(), message_mib.status(),
+       {bind.status(), message_mib.status(),
         per_client.status(), calls.status(), tensors.status(), ids.status(), rows.status(),
         shared.status(), tcp_frames.status(), stop_grace.status()}) {
     if (s.ok()) s = each;
@@ -54,8 +50,6 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   int exit_code ABSL_GUARDED_BY(server_mu) = kExitOk;
   std::unique_ptr<GrpcServer> server;
   PsServiceOptions options;
-  options.test_checkpoint_delay = absl::Milliseconds(*delay_ms);
-  options.test_failing_restore_reads = static_cast<int>(*failing_reads);
   options.security = security;
   options.calls.max_calls_per_client = static_cast<int>(*per_client);
   options.calls.max_calls = static_cast<int>(*calls);

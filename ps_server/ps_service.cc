@@ -154,7 +154,7 @@ PsServiceImpl::PsServiceImpl(ShardStore* store, OnShutdown on_shutdown, PsServic
       // Idle response buffers kept for reuse: a few frames' worth.
       pool_(BufferPool::Create(16 << 20)),
       guard_(options.security, options.calls),
-      control_(store, {options.test_checkpoint_delay, options.test_failing_restore_reads}) {}
+      control_(store, {options.env}) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsServiceImpl::Exchange(
     grpc::CallbackServerContext* ctx) {

@@ -18,6 +18,7 @@
 
 #include "absl/time/time.h"
 #include "common/call_guard.h"
+#include "common/env.h"
 #include "common/security.h"
 #include "common/serial_worker.h"
 #include "common/shared_memory.h"
@@ -33,12 +34,8 @@ struct PsServiceOptions {
   // How long a pull may wait for a sync step or an ssp clock before it is
   // answered DeadlineExceeded, naming the replicas it waited for.
   absl::Duration wait_timeout = absl::Seconds(120);
-  // Test-only: SaveCheckpoint sleeps this long with its shard half written
-  // (under its temporary name), widening the window a crash test aims at.
-  absl::Duration test_checkpoint_delay = absl::ZeroDuration();
-  // Test-only: the first this many checkpoint reads of restores fail with
-  // Internal, as storage that hiccups would.
-  int test_failing_restore_reads = 0;
+  // Where checkpoint shards are written and read (never null).
+  Env* env = Env::Default();
   // Token checks (and nothing else: TLS is the server's credentials). Null:
   // no token.
   std::shared_ptr<const Security> security;

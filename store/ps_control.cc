@@ -135,15 +135,10 @@ absl::Status PsControl::RestoreFrom(const v1::CheckpointRef& ref, int64_t genera
                      ref.dir(), "\", ", ref.step(), " and ", ref.num_ps()));
   }
   const absl::Time start = absl::Now();
-  if (failing_restore_reads_.load(std::memory_order_relaxed) > 0 &&
-      failing_restore_reads_.fetch_sub(1, std::memory_order_relaxed) > 0) {
-    return absl::InternalError(absl::StrCat("reading ", CheckpointDir(ref.dir(), ref.step()),
-                                            ": an injected read error (test)"));
-  }
   PSTRAIN_ASSIGN_OR_RETURN(
       ckpt::ShardContents shard,
       ckpt::ReadCheckpointFor(ref.dir(), ref.step(), ref.num_ps(), store_->ps_index(),
-                              store_->num_ps(), store_->Layout()));
+                              store_->num_ps(), store_->Layout(), options_.env));
   PSTRAIN_RETURN_IF_ERROR(store_->Restore(shard, generation));
   int64_t bytes = 0;
   for (const v1::TensorCheckpoint& t : shard.tensors) bytes += t.data().size();
@@ -194,7 +189,7 @@ absl::StatusOr<v1::SaveCheckpointResponse> PsControl::SaveCheckpoint(
   const std::string path = ShardPath(req.dir(), req.step(), store_->ps_index(), store_->num_ps());
   PSTRAIN_ASSIGN_OR_RETURN(
       ckpt::ShardWritten written,
-      ckpt::WriteShard(path, *std::move(snapshot), options_.test_checkpoint_delay));
+      ckpt::WriteShard(path, *std::move(snapshot), options_.env));
   v1::SaveCheckpointResponse resp;
   resp.set_path(path);
   resp.set_bytes(written.bytes);

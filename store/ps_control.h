@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "proto/ps_service.pb.h"
 #include "store/shard_store.h"
 
@@ -27,21 +28,16 @@ namespace pstrain::ps {
 inline constexpr int32_t kMaxHoldLeaseMs = 60'000;
 
 struct PsControlOptions {
-  // Test-only: SaveCheckpoint sleeps this long with its shard half written
-  // (under its temporary name), widening the window a crash test aims at.
-  absl::Duration test_checkpoint_delay = absl::ZeroDuration();
-  // Test-only: the first this many checkpoint reads of restores fail with
-  // Internal, as storage that hiccups would.
-  int test_failing_restore_reads = 0;
+  // Where checkpoint shards are written and read (never null; must outlive
+  // the control).
+  Env* env = Env::Default();
 };
 
 class PsControl {
  public:
   // `store` must outlive this.
   explicit PsControl(ShardStore* store, const PsControlOptions& options = PsControlOptions())
-      : store_(store),
-        options_(options),
-        failing_restore_reads_(options.test_failing_restore_reads) {}
+      : store_(store), options_(options) {}
 
   ShardStore& store() { return *store_; }
 
@@ -89,7 +85,6 @@ class PsControl {
   ShardStore* const store_;
   const PsControlOptions options_;
   std::atomic<int64_t> shards_written_{0};
-  std::atomic<int> failing_restore_reads_;  // options_.test_failing_restore_reads left
 };
 
 }  // namespace pstrain::ps

@@ -1,21 +1,19 @@
 #include "store/push_hold.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 
 namespace pstrain::ps {
 
 void PushHold::ExpireLocked() {
-  if (held_ && absl::Now() >= until_) held_ = false;
+  if (held_ && clock_->Now() >= until_) held_ = false;
 }
 
 PushHold::Pass PushHold::Enter() {
   absl::MutexLock lock(&mu_);
   while (held_) {
     const absl::Time until = until_;
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](bool* held) { return !*held; }, &held_),
-                          until);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(+[](bool* held) { return !*held; }, &held_),
+                              until);
     ExpireLocked();
   }
   ++applying_;
@@ -42,11 +40,9 @@ absl::Status PushHold::Hold(absl::Duration lease) {
   }
   absl::MutexLock lock(&mu_);
   held_ = true;
-  until_ = absl::Now() + lease;
-  const bool drained =
-      mu_.AwaitWithDeadline(absl::Condition(
-                                +[](int64_t* applying) { return *applying == 0; }, &applying_),
-                            until_);
+  until_ = clock_->Now() + lease;
+  const bool drained = clock_->AwaitWithDeadline(
+      &mu_, absl::Condition(+[](int64_t* applying) { return *applying == 0; }, &applying_), until_);
   if (!drained) {
     held_ = false;
     return absl::DeadlineExceededError(
@@ -63,7 +59,7 @@ void PushHold::Release() {
 
 bool PushHold::held() const {
   absl::MutexLock lock(&mu_);
-  return held_ && absl::Now() < until_;
+  return held_ && clock_->Now() < until_;
 }
 
 }  // namespace pstrain::ps

@@ -25,11 +25,15 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace pstrain::ps {
 
 class PushHold {
  public:
+  // Leases run on `clock` (never null; must outlive the hold).
+  explicit PushHold(const Clock* clock = Clock::Real()) : clock_(clock) {}
+
   // A push admitted past the hold; its destructor says it has been applied.
   class Pass {
    public:
@@ -72,6 +76,7 @@ class PushHold {
   // Ends a hold whose lease has passed.
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const Clock* const clock_;
   mutable absl::Mutex mu_;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time until_ ABSL_GUARDED_BY(mu_);

@@ -1,16 +1,21 @@
+// The checkpoint's hold on pushes, on a fake clock: a hold waits for the
+// pushes being applied and stops new ones until released or until its
+// lease ends. That a thread is blocked is seen from the clock's waiters,
+// never from a sleep.
 #include "store/push_hold.h"
 
 #include <atomic>
 #include <optional>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
+#include "common/testing/fake_clock.h"
 #include "common/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {
 namespace {
+
+using pstrain::testing::FakeClock;
 
 TEST(PushHoldTest, PushesPassFreelyWithoutAHold) {
   PushHold hold;
@@ -21,14 +26,15 @@ TEST(PushHoldTest, PushesPassFreelyWithoutAHold) {
 }
 
 // Holds `hold` on another thread while `applying` (a pass taken before) is
-// still being applied: the hold does not return until that pass ends.
-void ExpectHoldWaitsFor(PushHold& hold, std::optional<PushHold::Pass>& applying) {
+// still being applied: the hold waits (on `clock`) until that pass ends.
+void ExpectHoldWaitsFor(const FakeClock& clock, PushHold& hold,
+                        std::optional<PushHold::Pass>& applying) {
   std::atomic<bool> held{false};
   std::thread holder([&] {
     ASSERT_OK(hold.Hold(absl::Seconds(30)));
     held = true;
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(clock.AwaitWaiters(1)) << "the hold never waited";
   EXPECT_FALSE(held) << "the hold returned while a push was still being applied";
   applying.reset();
   holder.join();
@@ -37,16 +43,17 @@ void ExpectHoldWaitsFor(PushHold& hold, std::optional<PushHold::Pass>& applying)
 }
 
 TEST(PushHoldTest, AHoldWaitsForThePushBeingAppliedAndStopsTheNextUntilReleased) {
-  PushHold hold;
+  FakeClock clock;
+  PushHold hold(&clock);
   std::optional<PushHold::Pass> applying = hold.Enter();
-  ExpectHoldWaitsFor(hold, applying);
+  ExpectHoldWaitsFor(clock, hold, applying);
 
   std::atomic<bool> passed{false};
   std::thread pusher([&] {
     PushHold::Pass p = hold.Enter();
     passed = true;
   });
-  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(clock.AwaitWaiters(1)) << "the push never waited";
   EXPECT_FALSE(passed) << "a push went through a hold";
   hold.Release();
   pusher.join();
@@ -55,31 +62,43 @@ TEST(PushHoldTest, AHoldWaitsForThePushBeingAppliedAndStopsTheNextUntilReleased)
 }
 
 TEST(PushHoldTest, TryEnterNeverWaitsAndItsPassCountsAsApplying) {
-  PushHold hold;
+  FakeClock clock;
+  PushHold hold(&clock);
   std::optional<PushHold::Pass> applying = hold.TryEnter();
   ASSERT_TRUE(applying.has_value());
   // The hold waits for that pass as for an Enter's.
-  ExpectHoldWaitsFor(hold, applying);
-  // Held: refused at once, until released.
-  const absl::Time start = absl::Now();
+  ExpectHoldWaitsFor(clock, hold, applying);
+  // Held: refused at once (no wait on the clock), until released.
   EXPECT_FALSE(hold.TryEnter().has_value());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_EQ(clock.waiters(), 0);
   hold.Release();
   EXPECT_TRUE(hold.TryEnter().has_value());
   // And after a lease ends by itself.
   ASSERT_OK(hold.Hold(absl::Milliseconds(50)));
   EXPECT_FALSE(hold.TryEnter().has_value());
-  absl::SleepFor(absl::Milliseconds(100));
+  clock.Advance(absl::Milliseconds(49));
+  EXPECT_FALSE(hold.TryEnter().has_value());
+  clock.Advance(absl::Milliseconds(1));
   EXPECT_TRUE(hold.TryEnter().has_value());
 }
 
 TEST(PushHoldTest, AHoldEndsByItselfWhenItsLeaseEnds) {
-  PushHold hold;
-  const absl::Time start = absl::Now();
+  FakeClock clock;
+  PushHold hold(&clock);
   ASSERT_OK(hold.Hold(absl::Milliseconds(200)));
   EXPECT_TRUE(hold.held());
-  { PushHold::Pass p = hold.Enter(); }
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+  std::atomic<bool> passed{false};
+  std::thread pusher([&] {
+    PushHold::Pass p = hold.Enter();
+    passed = true;
+  });
+  ASSERT_TRUE(clock.AwaitWaiters(1));
+  clock.Advance(absl::Milliseconds(199));
+  EXPECT_TRUE(hold.held());
+  EXPECT_FALSE(passed);
+  clock.Advance(absl::Milliseconds(1));
+  pusher.join();
+  EXPECT_TRUE(passed);
   EXPECT_FALSE(hold.held());
   // A renewed hold stops pushes again.
   ASSERT_OK(hold.Hold(absl::Seconds(30)));
@@ -88,9 +107,14 @@ TEST(PushHoldTest, AHoldEndsByItselfWhenItsLeaseEnds) {
 }
 
 TEST(PushHoldTest, AHoldThatCannotDrainWithinItsLeaseFailsAndHoldsNothing) {
-  PushHold hold;
+  FakeClock clock;
+  PushHold hold(&clock);
   PushHold::Pass stuck = hold.Enter();
-  const absl::Status s = hold.Hold(absl::Milliseconds(50));
+  absl::Status s;
+  std::thread holder([&] { s = hold.Hold(absl::Milliseconds(50)); });
+  ASSERT_TRUE(clock.AwaitWaiters(1));
+  clock.Advance(absl::Milliseconds(50));
+  holder.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(s.message().find("1 push(es) were still being applied"), std::string::npos) << s;
   EXPECT_FALSE(hold.held());

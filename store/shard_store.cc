@@ -30,8 +30,13 @@ std::vector<float>& Scratch() {
 
 }  // namespace
 
-ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows)
-    : ps_index_(ps_index), num_ps_(num_ps), max_table_rows_(max_table_rows) {}
+ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows, const Clock* clock)
+    : ps_index_(ps_index),
+      num_ps_(num_ps),
+      max_table_rows_(max_table_rows),
+      clock_(clock),
+      wait_list_(clock),
+      push_hold_(clock) {}
 
 ShardStore::~ShardStore() {
   // Answers still in flight keep the buffers they are sent from.

@@ -53,6 +53,7 @@
 #include "absl/types/span.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
+#include "common/clock.h"
 #include "common/consistency.h"
 #include "common/payload.h"
 #include "common/placement.h"
@@ -87,7 +88,10 @@ class ShardStore {
   // ResourceExhausted naming it.
   static constexpr int64_t kDefaultMaxTableRows = int64_t{1} << 24;
 
-  ShardStore(int ps_index, int num_ps, int64_t max_table_rows = kDefaultMaxTableRows);
+  // The push hold's leases and the wait list's deadlines run on `clock`
+  // (never null; must outlive the store).
+  ShardStore(int ps_index, int num_ps, int64_t max_table_rows = kDefaultMaxTableRows,
+             const Clock* clock = Clock::Real());
   ~ShardStore();
   ShardStore(const ShardStore&) = delete;
   ShardStore& operator=(const ShardStore&) = delete;
@@ -242,6 +246,9 @@ class ShardStore {
   absl::StatusOr<bool> TryPull(const PullBatch& batch, char* out, std::vector<Pulled>* pulled,
                                std::string* waiting_for);
 
+  // The clock the store's waits and leases run on.
+  const Clock* clock() const { return clock_; }
+
   // Pulls that wait park here; Push notifies it when a sync step completes
   // or an ssp clock moves.
   WaitList& wait_list() { return wait_list_; }
@@ -316,6 +323,7 @@ class ShardStore {
   const int ps_index_;
   const int num_ps_;
   const int64_t max_table_rows_;
+  const Clock* const clock_;
   absl::Mutex init_mu_;
   std::atomic<bool> initialized_{false};
   std::atomic<bool> ready_{false};

@@ -5,7 +5,7 @@
 
 namespace pstrain::ps {
 
-WaitList::WaitList() : timer_([this] { TimerLoop(); }) {}
+WaitList::WaitList(const Clock* clock) : clock_(clock), timer_([this] { TimerLoop(); }) {}
 
 WaitList::~WaitList() {
   std::list<Waiter> left;
@@ -27,7 +27,7 @@ void WaitList::TryOrPark(Waiter w) {
   while (true) {
     const uint64_t seen = epoch_.load(std::memory_order_acquire);
     if (w.attempt()) return;
-    if (absl::Now() >= w.deadline) break;
+    if (clock_->Now() >= w.deadline) break;
     absl::MutexLock lock(&mu_);
     if (epoch_.load(std::memory_order_acquire) != seen) continue;  // raced: retry
     if (stopping_) break;
@@ -59,7 +59,7 @@ void WaitList::TimerLoop() {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(50));
       if (stopping_) return;
-      const absl::Time now = absl::Now();
+      const absl::Time now = clock_->Now();
       for (auto it = parked_.begin(); it != parked_.end();) {
         if (it->deadline <= now) {
           due.push_back(std::move(*it));

@@ -18,12 +18,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace pstrain::ps {
 
 class WaitList {
  public:
-  WaitList();
+  // Deadlines are on `clock` (never null; must outlive the list); the
+  // timer looks at them every 50 ms of real time.
+  explicit WaitList(const Clock* clock = Clock::Real());
   // Expires every parked attempt, then stops the timer thread.
   ~WaitList();
   WaitList(const WaitList&) = delete;
@@ -51,6 +54,7 @@ class WaitList {
   void TryOrPark(Waiter w) ABSL_LOCKS_EXCLUDED(mu_);
   void TimerLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
+  const Clock* const clock_;
   std::atomic<uint64_t> epoch_{0};
   mutable absl::Mutex mu_;
   std::list<Waiter> parked_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "common/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {
@@ -33,14 +34,20 @@ TEST(WaitListTest, ParkedAttemptRunsAfterNotify) {
   EXPECT_EQ(list.parked(), 0);
 }
 
-TEST(WaitListTest, ExpiresAtTheDeadline) {
-  WaitList list;
+TEST(WaitListTest, ExpiresAtTheDeadlineOfItsClock) {
+  pstrain::testing::FakeClock clock;
+  WaitList list(&clock);
   absl::Notification expired;
-  const absl::Time start = absl::Now();
-  list.RunWhenReady([] { return false; }, start + absl::Milliseconds(100),
+  list.RunWhenReady([] { return false; }, clock.Now() + absl::Milliseconds(100),
                     [&] { expired.Notify(); });
+  EXPECT_EQ(list.parked(), 1);
+  clock.Advance(absl::Milliseconds(99));
+  list.Notify();  // still waiting: parked again
+  EXPECT_EQ(list.parked(), 1);
+  EXPECT_FALSE(expired.HasBeenNotified());
+  clock.Advance(absl::Milliseconds(1));
+  // The timer thread expires it within its 50 ms (real) round.
   ASSERT_TRUE(expired.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
   EXPECT_EQ(list.parked(), 0);
 }
 

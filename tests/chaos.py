@@ -138,7 +138,9 @@ class Trial:
                 if role == "ps":
                     # A slow disk: checkpoints (the final one too) take long
                     # enough for faults to land in them.
-                    argv += ["--test_checkpoint_delay_ms=%d" % args.checkpoint_delay_ms]
+                    if args.pstrain_slow_disk:
+                        argv = [args.pstrain_slow_disk]
+                        env["PSTRAIN_TEST_SHARD_PAUSE_MS"] = str(args.checkpoint_delay_ms)
                 elif role == "evaluator":
                     argv += job_flags + ["--eval_poll_secs=1"]
                 else:
@@ -383,6 +385,9 @@ def main():
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pstrain", required=True, help="the pstrain binary")
+    p.add_argument("--pstrain_slow_disk", default="",
+                   help="the PS's binary: pstrain on a slow disk (tests/slow_disk_main.cc; "
+                        "default: --pstrain, no pause)")
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--seed", type=int, default=1, help="seeds the faults and their moments")
     p.add_argument("--faults", default="",
@@ -393,7 +398,7 @@ def main():
     p.add_argument("--step_delay_ms", type=int, default=4,
                    help="every replica sleeps this long before each step")
     p.add_argument("--checkpoint_delay_ms", type=int, default=200,
-                   help="each PS's shard write takes this much longer")
+                   help="with --pstrain_slow_disk, each PS's shard write takes this much longer")
     p.add_argument("--ps_wait_s", type=int, default=60)
     p.add_argument("--trial_timeout_s", type=int, default=240)
     p.add_argument("--cleanup_grace_s", type=int, default=20,

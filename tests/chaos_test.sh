@@ -4,8 +4,10 @@
 # PS killed five times with the last kill in the final phase, a PS killed
 # as the final phase starts, a chief killed after a PS restore, after a
 # worker finished and in its final phase). A long soak is
-# `tests/chaos.py --pstrain=bazel-bin/pstrain --trials=50`.
+# `tests/chaos.py --pstrain=bazel-bin/pstrain
+# --pstrain_slow_disk=bazel-bin/tests/pstrain_slow_disk --trials=50`.
 set -euo pipefail
-exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" --seed=29 \
+exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" \
+  --pstrain_slow_disk="$TEST_SRCDIR/pstrain/tests/pstrain_slow_disk" --seed=29 \
   --trials=5 --out="$TEST_TMPDIR/chaos" \
   --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final

@@ -17,6 +17,8 @@
 #include "common/testing/temp_dir.h"
 #include "common/wire_frame.h"
 #include "gmock/gmock.h"
+#include "common/testing/fake_clock.h"
+#include "common/testing/wait_until.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 
@@ -33,8 +35,9 @@ class PsConsistencyTest : public ::testing::Test {
  protected:
   void Start(const std::string& mode, int replicas, int aggregate = 0,
              const std::string& emb_mode = "", ps::PsServiceOptions options = {},
-             int max_message_bytes = 512 << 20, bool tcp_frames = true) {
-    ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2, options, max_message_bytes));
+             int max_message_bytes = 512 << 20, bool tcp_frames = true,
+             const Clock* clock = Clock::Real()) {
+    ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2, options, max_message_bytes, clock));
     VariableDef emb{"emb", {1000, 8}};
     emb.embedding = true;
     emb.consistency = emb_mode;
@@ -118,6 +121,8 @@ class PsConsistencyTest : public ::testing::Test {
     return dropped;
   }
 
+  // For tests whose PS wait on a fake clock: outlives the PS.
+  pstrain::testing::FakeClock clock_;
   std::unique_ptr<ps::testing::LocalPs> ps_;
   std::vector<VariableDef> variables_;
   Placement placement_;
@@ -189,11 +194,12 @@ TEST_F(PsConsistencyTest, SyncPullWaitsForTheStepAndTimesOutNamingWhoIsMissing) 
 }
 
 // A push that completes no round wakes no waiting pull; the timeout still
-// names only the replica still missing, not one that pushed meanwhile.
+// names only the replica still missing, not one that pushed meanwhile. The
+// PS's waits run on a fake clock: the timeout comes when the test moves it.
 TEST_F(PsConsistencyTest, SyncTimeoutNamesOnlyWhoIsStillMissing) {
   ps::PsServiceOptions options;
   options.wait_timeout = absl::Milliseconds(1500);
-  Start("sync", 3, 0, "", options);
+  Start("sync", 3, 0, "", options, 512 << 20, true, &clock_);
   std::vector<float> p0(total_), p1(total_);
   ASSERT_OK(clients_[0]->PullAll(p0.data(), offsets_).status());
   ASSERT_OK(clients_[1]->PullAll(p1.data(), offsets_).status());
@@ -201,9 +207,14 @@ TEST_F(PsConsistencyTest, SyncTimeoutNamesOnlyWhoIsStillMissing) {
   absl::Status waited;
   std::thread t0(
       [&] { waited = clients_[0]->PushPullAll(g0.data(), p0.data(), offsets_).status(); });
-  // Replica 1 pushes while replica 0's pull is parked.
-  absl::SleepFor(absl::Milliseconds(300));
+  // Replica 1 pushes once replica 0's pull is parked on both PS.
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] {
+    return ps_->store(0).wait_list().parked() == 1 && ps_->store(1).wait_list().parked() == 1;
+  }));
   ASSERT_OK(clients_[1]->PushAll(g1.data(), offsets_));
+  clock_.Advance(absl::Milliseconds(1499));
+  EXPECT_EQ(ps_->store(0).wait_list().parked(), 1) << "expired before its time";
+  clock_.Advance(absl::Milliseconds(1));
   t0.join();
   EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
   EXPECT_NE(waited.message().find("2 of 3 gradients are in, none yet from replicas 2"),

@@ -89,7 +89,7 @@ bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
-  //store:shard_store_test //store:wait_list_test //common:parallel_for_test \
+  //store:shard_store_test //store:wait_list_test //store:push_hold_test //common:parallel_for_test \
   //common:serial_worker_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 10 s from its corpus,

@@ -16,29 +16,21 @@
 #include "client/ps_admin.h"
 #include "common/testing/status_testing.h"
 #include "common/testing/temp_dir.h"
+#include "common/testing/wait_until.h"
 #include "common/tf_config.h"
 #include "coordinator/ps_keeper.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::coordinator::testing {
 
-// Waits up to 10 s for `done`, looking every 5 ms.
-inline bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
-
 class InProcessJob {
  public:
   // `num_ps` PS, `replicas` training replicas (a chief and workers), an
   // empty output directory named `name`.
+  // `ps_options`: the in-process PS's (their Env, say).
   InProcessJob(const std::string& name, int num_ps, int replicas = 2,
-               const std::string& consistency = "async")
-      : cluster_(num_ps), admin_(&cluster_) {
+               const std::string& consistency = "async", ps::PsControlOptions ps_options = {})
+      : cluster_(num_ps, ps_options), admin_(&cluster_) {
     dir_ = pstrain::testing::TempDir() + "/" + name;
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);

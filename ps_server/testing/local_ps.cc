@@ -3,11 +3,13 @@
 namespace pstrain::ps::testing {
 
 absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOptions options,
-                                                        int max_message_bytes) {
+                                                        int max_message_bytes,
+                                                        const Clock* clock) {
   std::unique_ptr<LocalPs> ps(new LocalPs);
   LocalPs* self = ps.get();
   for (int i = 0; i < num_ps; ++i) {
-    ps->stores_.push_back(std::make_unique<ShardStore>(i, num_ps));
+    ps->stores_.push_back(
+        std::make_unique<ShardStore>(i, num_ps, ShardStore::kDefaultMaxTableRows, clock));
     ps->services_.push_back(std::make_unique<PsServiceImpl>(
         ps->stores_.back().get(),
         [self, i](const std::string& reason, int) { self->servers_[i]->RequestStop(reason); },

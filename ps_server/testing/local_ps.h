@@ -19,9 +19,11 @@ namespace pstrain::ps::testing {
 
 class LocalPs {
  public:
-  // `num_ps` servers; a Shutdown RPC to one records its reason.
+  // `num_ps` servers; a Shutdown RPC to one records its reason. Their
+  // stores' waits and leases run on `clock`.
   static absl::StatusOr<std::unique_ptr<LocalPs>> Start(
-      int num_ps, PsServiceOptions options = PsServiceOptions(), int max_message_bytes = 512 << 20);
+      int num_ps, PsServiceOptions options = PsServiceOptions(), int max_message_bytes = 512 << 20,
+      const Clock* clock = Clock::Real());
   ~LocalPs();
 
   const std::vector<HostPort>& addresses() const { return addresses_; }

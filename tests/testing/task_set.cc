@@ -53,13 +53,4 @@ std::map<std::string, int> TaskSet::WaitAll(absl::Duration timeout) {
   return codes;
 }
 
-bool WaitUntil(const std::function<bool()>& ready, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (ready()) return true;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return false;
-}
-
 }  // namespace pstrain::testing

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/testing/wait_until.h"
 #include "common/subprocess.h"
 
 namespace pstrain::testing {
@@ -41,9 +42,6 @@ class TaskSet {
   std::map<std::string, pid_t> pids_;
 };
 
-// Polls `ready` every 10 ms until it is true (returns true) or `timeout`
-// passes (returns false).
-bool WaitUntil(const std::function<bool()>& ready, absl::Duration timeout);
 
 }  // namespace pstrain::testing
 

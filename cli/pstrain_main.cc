@@ -1,0 +1,390 @@
+// pstrain: the single entry point.
+//   pstrain placement / status   inspect a job
+//   pstrain [flags]            run the task TF_CONFIG names (ps, worker, chief)
+//   pstrain describe [--json]  show what TF_CONFIG says
+//   pstrain launch ...         a whole cluster on this machine
+//   pstrain help
+#include "cli/pstrain_main.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "cli/build_info.h"
+#include "cli/checkpoint_tools.h"
+#include "cli/data_tool.h"
+#include "cli/describe.h"
+#include "cli/experiment.h"
+#include "cli/launch.h"
+#include "cli/plan.h"
+#include "cli/role_main.h"
+#include "cli/tfconfig.h"
+#include "cli/tools.h"
+#include "cli/train_bench.h"
+#include "common/cli_args.h"
+#include "common/crash_handler.h"
+#include "common/exit_codes.h"
+#include "common/logging.h"
+#include "common/malloc_tuning.h"
+#include "common/signals.h"
+#include "common/tf_config.h"
+#include "job/job_flags.h"
+#include "job/run_info.h"
+#include "model/blas_kernels.h"
+#include "model/cuda_device.h"
+#include "train/local_trainer.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage:\n"
+    "  pstrain [flags]              run the task named by $TF_CONFIG\n"
+    "  pstrain describe [--json]    print this task and the cluster from $TF_CONFIG\n"
+    "  pstrain launch [--ps N] [--workers M] [--nochief] [--evaluator] [--output_dir DIR]\n"
+    "                 [--timeout_s S (0: no bound)] [job flags]\n"
+    "                               start a whole cluster on 127.0.0.1 and train\n"
+    "  pstrain train --local [job flags]\n"
+    "                               the same model and data in this one process, no PS\n"
+    "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"
+    "                               which slice of which variable goes to which PS\n"
+    "  pstrain summary [--config FILE | job flags] [--ps N]\n"
+    "                               the model's layers, output shapes and parameter\n"
+    "                               counts (Keras's model.summary()) and where each\n"
+    "                               variable lives on N PS\n"
+    "  pstrain inspect DIR [--json]  a checkpoint's variables, rows, optimizer slots,\n"
+    "                               step and checksums (DIR: an output directory or\n"
+    "                               a ckpt-<step> in it)\n"
+    "  pstrain evaluate --checkpoint DIR [job flags]\n"
+    "                               a checkpoint's loss and accuracy on the test split\n"
+    "  pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]\n"
+    "                               each example's prediction and probabilities (CSV\n"
+    "                               for FILE.csv, else JSON lines)\n"
+    "  pstrain export --checkpoint DIR --out FILE.npz|FILE.onnx [--format=npz|onnx]\n"
+    "                  [job flags]  the model as NumPy's .npz (an array per variable)\n"
+    "                               or as ONNX (opset 13)\n"
+    "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
+    "                               examples/s of train --local and of 1-PS clusters\n"
+    "                               against the sgemm limit of this machine\n"
+    "  pstrain experiment [--config FILE] [--modes async,sync,sync+backup:1,ssp:2] [--workers N]\n"
+    "                 [--ps M] [--straggler TASK:MS[@P]] [--repeats R] [--target ACC] [job flags]\n"
+    "                               the same job once per consistency mode, compared\n"
+    "                               (CSV, Markdown table, PNG plots)\n"
+    "  pstrain plan --model-bytes B --workers N --bandwidth GBPS [--step-ms T] [--max-ps K]\n"
+    "               [--measure]\n"
+    "                               how many PS: predicted step time per PS count against\n"
+    "                               a ring all-reduce; --measure compares with this machine\n"
+    "  pstrain tfconfig uai --nodes H0,H1,... [--ps-port P] [--worker-port W] [--out DIR]\n"
+    "                               the TF_CONFIG of every task of a UAI-Train-style job\n"
+    "  pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
+    "  pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N] [--compression=GZIP|NONE]\n"
+    "                               a copy of the data set with its training split in N\n"
+    "                               files, which replicas then shard by file\n"
+    "  pstrain data to-csv --data_dir=DIR --out=DIR\n"
+    "                               the data set as CSV (label, pixel1..pixel784)\n"
+    "  pstrain data csv-to-tfrecord --model_config=FILE --out=DIR [--data_dir=DIR]\n"
+    "                               [--compression=GZIP|NONE] [--skip_bad_records]\n"
+    "                               the CSV/TSV files of a config's input block as\n"
+    "                               TFRecord files of tf.train.Example\n"
+    "  pstrain data text-to-tfrecord --train=FILE [--test=FILE] --out=DIR [--vocab_size=N]\n"
+    "                               [--files=N] [--compression=GZIP|NONE]\n"
+    "                               label<TAB>text lines as token ids (vocab.txt, labels.txt)\n"
+    "  pstrain data debian-descriptions --out=DIR [--vocab_size=N] [--files=N] [--min_class=N]\n"
+    "                               Debian's package descriptions by section, a text\n"
+    "                               classification corpus from apt's index files\n"
+    "  pstrain status [--ps HOST:PORT,...] [--json] [security flags]\n"
+    "                               per PS and variable: bytes, pushes, pulls, step,\n"
+    "                               dropped gradients, staleness; refused calls\n"
+    "  pstrain version | --version  version, commit, build type and CUDA of this binary\n"
+    "  pstrain help\n"
+    "\n"
+    "security flags (every task, launch, status; README \"Security\"):\n"
+    "  --tls_cert=PEM --tls_key=PEM --tls_ca=PEM [--tls_server_name=NAME]   mutual TLS\n"
+    "  --token_file=FILE (or PSTRAIN_TOKEN=...)   a cluster token on every call\n"
+    "  --insecure    run without either where the cluster is not all loopback\n"
+    "PS limits: --max_message_mib --max_tensors_per_request --max_ids_per_request\n"
+    "  --max_table_rows --max_calls_per_client --max_calls\n"
+    "  --noshared_memory   refuse the shared memory a worker on this host offers\n"
+    "  --stop_grace_secs=S (10) on SIGTERM, serve this long for the chief's last checkpoint\n"
+    "chief and workers: --bind=HOST:PORT (the chief's service; TF_CONFIG's address)\n"
+    "  --ps_wait_s=S (120: how long a PS may be away) --blas_threads=N (1)\n"
+    "  --job_timeout_s=S (86400: the longest the chief waits for the training replicas)\n"
+    "  --eval_wait_secs=S  with an evaluator in the cluster, how long the chief waits\n"
+    "                      for its score of the final checkpoint (600; 0: not at all)\n"
+    "evaluator: --eval_poll_secs=S (2) --once --idle_timeout_s=S (86400: stop when no new\n"
+    "  checkpoint came for that long)\n"
+    "platform flags (every task): --work_dir=DIR (change into it first)\n"
+    "  --log_dir=DIR (also log to DIR/<type>-<index>.log) --log_to=stderr|stdout|file\n"
+    "  --num_gpus=N (0: the CPU; N >= 1: CUDA where a device is usable)\n"
+    "Every task accepts every flag above and the job flags, so that one argument list\n"
+    "serves every role; each logs the flags its role does not use.\n"
+    "\n"
+    "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
+    "            \"task\": {\"type\": \"ps\", \"index\": 0}}\n";
+
+// Example command lines, one per command, for its --help.
+const std::map<std::string, std::string>& Examples() {
+  static const auto* examples = new std::map<std::string, std::string>{
+      {"describe", "TF_CONFIG='{...}' pstrain describe --json"},
+      {"launch",
+       "pstrain launch --ps=2 --workers=2 --evaluator --model_config=configs/"
+       "fashion_mnist_mlp.pbtxt --epochs=3 --output_dir=/tmp/run"},
+      {"train", "pstrain train --local --model_config=configs/fashion_mnist_mlp.pbtxt --epochs=3"},
+      {"placement", "pstrain placement --ps=4 --model_config=configs/click_model.pbtxt"},
+      {"summary", "pstrain summary --model_config=configs/text_cnn.pbtxt --ps=2"},
+      {"inspect", "pstrain inspect ./output/quickstart"},
+      {"evaluate", "pstrain evaluate --checkpoint ./output/quickstart/ckpt-3750"},
+      {"predict", "pstrain predict --checkpoint ./output/quickstart --out /tmp/predictions.csv"},
+      {"export", "pstrain export --checkpoint ./output/quickstart --out /tmp/model.npz"},
+      {"bench", "pstrain bench --model_config=configs/fashion_mnist_bag.pbtxt --steps=1000"},
+      {"experiment", "pstrain experiment --modes=async,sync --workers=2 --epochs=2"},
+      {"plan", "pstrain plan --model-bytes=400000000 --workers=64 --bandwidth=10"},
+      {"tfconfig", "pstrain tfconfig uai --nodes=10.0.0.1,10.0.0.2 --out=/tmp/tf_configs"},
+      {"data",
+       "pstrain data to-tfrecord --data_dir=/usr/share/datasets/fashion-mnist --out=/tmp/tfr"},
+      {"status", "pstrain status --ps=127.0.0.1:4000,127.0.0.1:4001"},
+      {"version", "pstrain --version"},
+  };
+  return *examples;
+}
+
+// Commands whose flags include the job flags (JobFlagsUsage).
+bool TakesJobFlags(const std::string& cmd) {
+  return cmd == "launch" || cmd == "train" || cmd == "placement" || cmd == "summary" ||
+         cmd == "evaluate" || cmd == "predict" || cmd == "export" || cmd == "bench" ||
+         cmd == "experiment";
+}
+
+// `cmd`'s part of kUsage: its lines (every sub-command's for `data`), its
+// example, and the job flags where it takes them.
+std::string CommandUsage(const std::string& cmd) {
+  std::string out = "usage:\n";
+  const std::string self = "  pstrain " + cmd;
+  bool in = false;
+  for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
+    if (absl::StartsWith(line, "  pstrain ") || line.empty()) {
+      in = line == self || absl::StartsWith(line, self + " ");
+    }
+    if (in) absl::StrAppend(&out, line, "\n");
+  }
+  auto example = Examples().find(cmd);
+  if (example != Examples().end()) absl::StrAppend(&out, "\nexample:\n  ", example->second, "\n");
+  if (TakesJobFlags(cmd)) absl::StrAppend(&out, "\n", pstrain::JobFlagsUsage(), "\n");
+  if (cmd == "launch" || cmd == "status") {
+    absl::StrAppend(&out, "\nsecurity flags: --tls_cert --tls_key --tls_ca --tls_server_name ",
+                    "--token_file --insecure (README \"Security\")\n");
+  }
+  return out;
+}
+
+// Whether argv[first..] asks for help (before any "--").
+bool AsksForHelp(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-h" || arg == "-help") return true;
+  }
+  return false;
+}
+
+std::string SelfPath(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) return std::string(buf, n);
+  return argv0;
+}
+
+int Describe(int argc, char** argv, const char* tf_config) {
+  auto args = pstrain::CliArgs::Parse(argc, argv, 2);
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  auto json = args->GetBool("json", false);
+  absl::Status used = json.ok() ? args->CheckAllUsed() : json.status();
+  if (used.ok() && !args->positional().empty()) {
+    used = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", args->positional()[0], "\""));
+  }
+  if (!used.ok()) {
+    std::fprintf(stderr, "pstrain describe: %s\n", std::string(used.message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  if (tf_config == nullptr) {
+    std::fprintf(stderr, "TF_CONFIG is not set\n");
+    return pstrain::kExitBadConfig;
+  }
+  auto cfg = pstrain::ParseTfConfig(tf_config);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(cfg.status().message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  if (*json) {
+    std::fputs(pstrain::DescribeJson(*cfg).c_str(), stdout);
+  } else {
+    std::fputs(pstrain::DescribeText(*cfg).c_str(), stdout);
+    std::printf("%s\n", pstrain::model::DescribeCuda().c_str());
+  }
+  return pstrain::kExitOk;
+}
+
+}  // namespace
+
+// `pstrain train --local`.
+int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
+  pstrain::SetLogTag("local");
+  auto local = args.GetBool("local", false);
+  auto job = pstrain::JobSpecFromFlags(args);
+  // A local run in a cloud container writes where the platform collects
+  // outputs, as the cluster's tasks would.
+  pstrain::TfConfig cfg;
+  if (tf_config != nullptr) {
+    auto parsed = pstrain::ParseTfConfig(tf_config);
+    if (parsed.ok()) cfg = *parsed;
+  }
+  auto output_dir = pstrain::OutputDirFromFlags(args, cfg.environment);
+  absl::Status s = local.status();
+  if (s.ok()) s = job.status();
+  if (s.ok()) s = output_dir.status();
+  if (s.ok()) s = args.CheckAllUsed();
+  if (s.ok() && !*local) {
+    s = absl::InvalidArgumentError(
+        "pstrain train runs only --local; a cluster job starts with pstrain launch or "
+        "from TF_CONFIG");
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
+    return pstrain::ExitCodeFor(s);
+  }
+  // SIGTERM or SIGINT: the run checkpoints the step it reached and stops.
+  static std::atomic<int> stop{0};
+  pstrain::WatchStopSignals([](int signo) { stop.store(signo); });
+  pstrain::train::LocalOptions options;
+  options.output_dir = *output_dir;
+  options.run = pstrain::RunInfo(args, cfg);
+  options.stop = &stop;
+  auto result = pstrain::train::RunLocal(*job, options);
+  if (!result.ok()) {
+    std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
+    return pstrain::ExitCodeFor(result.status());
+  }
+  if (result->stopped_by != 0) {
+    std::printf("stopped by signal %d at step %d; checkpointed in %s, where a rerun resumes\n",
+                result->stopped_by, static_cast<int>(result->steps), output_dir->c_str());
+    return 128 + result->stopped_by;
+  }
+  std::printf(
+      "test accuracy: %.4f\ntest loss: %.4f\ntraining throughput: %.0f examples/s "
+      "(%d steps in %.1f s)\ninput: %.1f s to load; training waited for input %.2f%% of the "
+      "time\n",
+      result->test_accuracy, result->test_loss, result->examples_per_sec,
+      static_cast<int>(result->steps - std::min(result->resumed_step, result->steps)),
+      result->train_seconds, result->load_seconds,
+      100.0 * result->input_wait_seconds / std::max(result->train_seconds, 1e-9));
+  if (result->test_auc.has_value()) std::printf("test auc: %.4f\n", *result->test_auc);
+  std::printf("checkpoint, metrics and summaries: %s (final_metrics.json, ckpt-%d/)\n",
+              output_dir->c_str(), static_cast<int>(result->steps));
+  return pstrain::kExitOk;
+}
+
+int pstrain::PstrainMain(int argc, char** argv) {
+  // First: this may execute the binary again with OPENBLAS_CORETYPE set.
+  pstrain::model::UseTheCpusBlasKernels(argv);
+  pstrain::InstallCrashHandler(argv[0]);
+  // Every role moves MiB-sized messages (common/malloc_tuning.h).
+  pstrain::TuneMallocForLargeMessages();
+#ifdef NDEBUG
+  // Debian's Abseil is built with its debug checks, so every Mutex::Lock
+  // and every Mutex's destruction also updates a process-wide lock-order
+  // graph under a global lock. Optimised builds (-c opt: images, benches)
+  // do without; test builds keep the check.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
+  // What run.json records of the binary that ran a job.
+  pstrain::SetBinaryVersion(pstrain::kPstrainVersion, pstrain::BuildCommit());
+  // Read once; every command and role is handed the text.
+  const char* const tf_config = std::getenv("TF_CONFIG");
+  if (argc == 2 && (std::strcmp(argv[1], "version") == 0 ||
+                    std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+    std::fputs(pstrain::VersionText().c_str(), stdout);
+    return pstrain::kExitOk;
+  }
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string cmd = argv[1];
+    if (cmd != "help" && AsksForHelp(argc, argv, 2)) {
+      if (cmd != "describe" && Examples().count(cmd) == 0) {
+        std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+        return pstrain::kExitBadConfig;
+      }
+      std::printf("%s", CommandUsage(cmd).c_str());
+      return pstrain::kExitOk;
+    }
+    if (cmd == "describe") return Describe(argc, argv, tf_config);
+    if (cmd == "help") {
+      std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+      return pstrain::kExitOk;
+    }
+    const std::string self = SelfPath(argv[0]);
+    // The commands that take flags: each gets them parsed (`tfconfig` also
+    // its positional sub-command).
+    using Command = std::function<int(pstrain::CliArgs&)>;
+    const std::map<std::string, std::pair<int, Command>> commands = {
+        {"launch", {2, [&](pstrain::CliArgs& a) { return pstrain::LaunchMain(self, a); }}},
+        {"placement", {2, [](pstrain::CliArgs& a) { return pstrain::PlacementMain(a); }}},
+        {"summary", {2, [](pstrain::CliArgs& a) { return pstrain::SummaryMain(a); }}},
+        {"inspect", {1, [](pstrain::CliArgs& a) { return pstrain::InspectMain(a); }}},
+        {"evaluate", {1, [](pstrain::CliArgs& a) { return pstrain::EvaluateMain(a); }}},
+        {"predict", {1, [](pstrain::CliArgs& a) { return pstrain::PredictMain(a); }}},
+        {"export", {1, [](pstrain::CliArgs& a) { return pstrain::ExportMain(a); }}},
+        {"status",
+         {2,
+          [&](pstrain::CliArgs& a) {
+            return pstrain::StatusMain(a, tf_config == nullptr ? "" : tf_config);
+          }}},
+        {"experiment", {2, [&](pstrain::CliArgs& a) { return pstrain::ExperimentMain(self, a); }}},
+        {"plan", {2, [&](pstrain::CliArgs& a) { return pstrain::PlanMain(self, a); }}},
+        {"tfconfig", {1, [](pstrain::CliArgs& a) { return pstrain::TfConfigMain(a); }}},
+        {"data", {1, [](pstrain::CliArgs& a) { return pstrain::DataMain(a); }}},
+        {"train", {2, [&](pstrain::CliArgs& a) { return TrainLocal(a, tf_config); }}},
+        {"bench", {2, [&](pstrain::CliArgs& a) { return pstrain::TrainBenchMain(self, a); }}},
+    };
+    auto it = commands.find(cmd);
+    if (it == commands.end()) {
+      std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
+      return pstrain::kExitBadConfig;
+    }
+    auto args = pstrain::CliArgs::Parse(argc, argv, it->second.first);
+    if (!args.ok()) {
+      std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
+                   std::string(args.status().message()).c_str());
+      return pstrain::kExitBadConfig;
+    }
+    // Commands parsed from argv[2] take flags only: a stray word (a flag
+    // with one dash, a value without its flag) is refused before anything
+    // starts.
+    if (it->second.first == 2 && !args->positional().empty()) {
+      std::fprintf(stderr,
+                   "pstrain %s: unexpected argument \"%s\" (flags start with --; "
+                   "`pstrain %s --help` lists them)\n",
+                   cmd.c_str(), args->positional()[0].c_str(), cmd.c_str());
+      return pstrain::kExitBadConfig;
+    }
+    return it->second.second(*args);
+  }
+  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+    return pstrain::kExitOk;
+  }
+  return pstrain::RunAnyRole(tf_config, argc, argv);
+}
