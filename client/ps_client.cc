@@ -53,52 +53,6 @@ int64_t SharedBytes(const std::vector<SliceDef>& slices, int64_t max_frame_bytes
   return std::min<int64_t>(8 * frame + (int64_t{1} << 20), int64_t{256} << 20);
 }
 
-// Consecutive positions of a table's rows in the caller's buffer, as one PS
-// receives them: `rows` rows from position `pos`, the `at`-th row onwards
-// in that PS's part of the frame.
-struct RowRun {
-  size_t pos = 0;
-  size_t at = 0;
-  size_t rows = 0;
-};
-
-std::vector<RowRun> RowRuns(const std::vector<size_t>& positions) {
-  std::vector<RowRun> runs;
-  for (size_t k = 0; k < positions.size(); ++k) {
-    if (!runs.empty() && runs.back().pos + runs.back().rows == positions[k]) {
-      ++runs.back().rows;
-    } else {
-      runs.push_back({positions[k], k, 1});
-    }
-  }
-  return runs;
-}
-
-// Pushed rows in at most this many runs are sent from the caller's memory,
-// a slice per run; more are gathered into one buffer.
-constexpr size_t kMaxBorrowedRuns = 4;
-
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "table ids go into the payload as little-endian int64s as they lie in memory");
-
-// Names `ids` in `r` and puts a copy of them in the frame's payload as raw
-// bytes (TensorRef.id_count). A copy, not a borrow: the ids are the call's
-// own, freed when it returns, which may be before the sending thread has
-// let go of what it sent (a sanitizer's check of the send, say).
-void AddPayloadIds(const std::vector<int64_t>& ids, v1::TensorRef* r,
-                   std::vector<grpc::Slice>* payload) {
-  if (ids.empty()) return;
-  r->set_id_count(static_cast<int64_t>(ids.size()));
-  payload->emplace_back(ids.data(), ids.size() * sizeof(int64_t));
-}
-
-// `n` floats at `values` as a slice of bfloat16s in a pooled buffer.
-grpc::Slice Bfloat16Slice(BufferPool& pool, const float* values, int64_t n) {
-  BufferPool::Buffer buf = pool.Acquire(static_cast<size_t>(2 * n));
-  FloatsToBfloat16(values, n, buf.data());
-  return std::move(buf).ToSlice();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options,
@@ -352,88 +306,20 @@ absl::Status PsClient::ExchangeEach(
   return first_error;
 }
 
-void PsClient::BuildDense(const Group& g, const float* grads, float* params,
-                          const std::vector<int64_t>& offsets, v1::FrameHeader* h,
-                          std::vector<grpc::Slice>* payload, ReplyInto* reply_into) const {
-  const std::vector<SliceDef>& slices = slices_on_[g.ps];
-  int64_t pulled_bytes = 0;
+std::vector<DenseSlice> PsClient::DenseSlicesOf(const Group& g, const float* grads, float* params,
+                                                const std::vector<int64_t>& offsets) const {
+  std::vector<DenseSlice> out;
   for (int i : g.slices) {
-    const SliceDef& sl = slices[i];
-    const std::string key = sl.key();
-    // bfloat16 on the wire: half the bytes; a pull's values land in the
-    // first half of their floats and are widened in place (ReadDense).
-    const int64_t wire_bytes = WireBytes(sl.bytes());
-    if (grads != nullptr) {
-      v1::TensorRef* r = h->add_push();
-      r->set_key(key);
-      r->set_bytes(wire_bytes);
-      r->set_version(versions_[g.ps][i]);
-      const float* from = grads + offsets[slice_variable_[g.ps][i]] + sl.element_offset();
-      payload->push_back(options_.bfloat16_wire ? Bfloat16Slice(*wire_pool_, from, sl.bytes() / 4)
-                                                : BorrowSlice(from, sl.bytes()));
-    }
-    if (params != nullptr) {
-      h->add_pull()->set_key(key);
-      pulled_bytes += sl.bytes();
-      reply_into->push_back({reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] +
-                                                     sl.element_offset()),
-                             wire_bytes});
-    }
+    const SliceDef& sl = slices_on_[g.ps][i];
+    const int64_t at = offsets[slice_variable_[g.ps][i]] + sl.element_offset();
+    DenseSlice& d = out.emplace_back();
+    d.key = sl.key();
+    d.bytes = sl.bytes();
+    d.version = versions_[g.ps][i];
+    d.grads = grads == nullptr ? nullptr : grads + at;
+    d.values = params == nullptr ? nullptr : params + at;
   }
-  // Room for the pulled values as floats: the PS narrows them in place.
-  // The hint is for the first stream's shared memory; other lanes have none.
-  if (options_.shared_memory && g.lane == 0) h->set_shm_reply_capacity(pulled_bytes);
-  if (grads != nullptr) h->set_consistency(options_.consistency);
-}
-
-absl::Status PsClient::ReadDense(const Group& g, const DecodedFrame& f, float* params,
-                                 const std::vector<int64_t>& offsets) {
-  const std::vector<SliceDef>& slices = slices_on_[g.ps];
-  CountDropped(f);
-  if (params == nullptr) return absl::OkStatus();
-  if (f.header().pull_size() != static_cast<int>(g.slices.size())) {
-    return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull returned ",
-                                            f.header().pull_size(), " tensors for ",
-                                            g.slices.size(), " slices"));
-  }
-  // Received straight into `params` (client/ps_stream.h, ReplyInto): only
-  // the sizes are checked.
-  const int64_t received = f.delivered() > 0 ? f.delivered() : f.payload_size();
-  int64_t at = 0;
-  for (size_t k = 0; k < g.slices.size(); ++k) {
-    const int i = g.slices[k];
-    const SliceDef& sl = slices[i];
-    const v1::TensorRef& r = f.header().pull(k);
-    const int64_t wire_bytes = WireBytes(sl.bytes());
-    if (r.bytes() != wire_bytes || at + r.bytes() > received) {
-      return absl::InternalError(absl::StrCat(PsName(g.ps), ": pull of ", sl.key(), " returned ",
-                                              r.bytes(), " bytes, expected ", wire_bytes));
-    }
-    char* dst =
-        reinterpret_cast<char*>(params + offsets[slice_variable_[g.ps][i]] + sl.element_offset());
-    if (options_.bfloat16_wire) {
-      if (f.delivered() == 0) f.CopyPayload(at, r.bytes(), dst);
-      Bfloat16ToFloats(dst, r.bytes() / 2, dst);
-      at += r.bytes();
-      versions_[g.ps][i] = r.version();
-      continue;
-    }
-    // Large slices are copied by several cores (common/parallel_for.h),
-    // with streaming stores: the caller's parameters were last written a
-    // step ago, so a plain copy would first read every line of them back
-    // from memory.
-    if (f.delivered() > 0) {
-      // Already in place.
-    } else if (r.bytes() >= kParallelCopyBytes) {
-      ParallelFor(r.bytes(), kParallelCopyBytes,
-                  [&](int64_t b, int64_t e) { f.StreamPayload(at + b, e - b, dst + b); });
-    } else {
-      f.CopyPayload(at, r.bytes(), dst);
-    }
-    at += r.bytes();
-    versions_[g.ps][i] = r.version();
-  }
-  return absl::OkStatus();
+  return out;
 }
 
 void PsClient::CountDropped(const DecodedFrame& f) {
@@ -478,16 +364,37 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
     PSTRAIN_RETURN_IF_ERROR(CheckFinite(groups, grads, offsets));
   }
   std::vector<int> stream_of;
-  for (const Group& g : groups) stream_of.push_back(g.ps * lanes_ + g.lane);
+  std::vector<std::vector<DenseSlice>> dense;
+  for (const Group& g : groups) {
+    stream_of.push_back(g.ps * lanes_ + g.lane);
+    dense.push_back(DenseSlicesOf(g, grads, params, offsets));
+  }
   std::vector<int64_t> steps(groups.size(), 0);
   PSTRAIN_RETURN_IF_ERROR(ExchangeEach(
       stream_of, timeout,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto* reply_into) {
-        BuildDense(groups[i], grads, params, offsets, h, payload, reply_into);
+        EncodeDense(dense[i], options_.bfloat16_wire, *wire_pool_, h, payload, reply_into);
+        // Room for the pulled values as floats: the PS narrows them in
+        // place. The hint is for the first stream's shared memory; other
+        // lanes have none.
+        if (options_.shared_memory && groups[i].lane == 0 && params != nullptr) {
+          int64_t pulled_bytes = 0;
+          for (const DenseSlice& d : dense[i]) pulled_bytes += d.bytes;
+          h->set_shm_reply_capacity(pulled_bytes);
+        }
+        if (grads != nullptr) h->set_consistency(options_.consistency);
       },
-      [&](int i, const DecodedFrame& f) {
+      [&](int i, const DecodedFrame& f) -> absl::Status {
         steps[i] = f.header().global_step();
-        return ReadDense(groups[i], f, params, offsets);
+        CountDropped(f);
+        if (params == nullptr) return absl::OkStatus();
+        std::vector<int64_t> versions;
+        PSTRAIN_RETURN_IF_ERROR(DecodeDense(f, dense[i], options_.bfloat16_wire,
+                                            PsName(groups[i].ps), &versions));
+        for (size_t k = 0; k < groups[i].slices.size(); ++k) {
+          versions_[groups[i].ps][groups[i].slices[k]] = versions[k];
+        }
+        return absl::OkStatus();
       }));
   // A PS's global step is its slowest tensor's; each answer reads it when
   // that frame is done, and a frame answered before another to the same PS
@@ -620,6 +527,23 @@ absl::Status PsClient::PushPullRows(absl::Span<const TableRows> push,
   return RowsRound(push, pull);
 }
 
+std::vector<TableRef> PsClient::TableRefsOn(int ps, const TablesByPs& by,
+                                            absl::Span<const TableRows> tables) const {
+  std::vector<TableRef> refs;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (!by.Sends(t, ps)) continue;
+    TableRef& r = refs.emplace_back();
+    r.table = tables[t].table;
+    r.dim = by.dims[t];
+    r.ids = by.rows[t].ids_on[ps];
+    r.positions = by.rows[t].pos_on[ps];
+    r.version = table_versions_[by.index[t]][ps];
+    r.grads = tables[t].grads;
+    r.out = tables[t].out;
+  }
+  return refs;
+}
+
 absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
                                  absl::Span<const TableRows> pull) {
   const TablesByPs pushed = GroupTables(push);
@@ -631,98 +555,36 @@ absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
                  pulled.targets.end(), std::back_inserter(targets));
   // Rows go on each PS's first stream.
   std::vector<int> first_streams;
-  for (int ps : targets) first_streams.push_back(ps * lanes_);
+  std::vector<std::vector<TableRef>> push_refs, pull_refs;
+  // For each PS's pull refs, the tables (indices into placement_.embeddings)
+  // whose versions their answers bring.
+  std::vector<std::vector<int>> pulled_tables(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const int ps = targets[i];
+    first_streams.push_back(ps * lanes_);
+    push_refs.push_back(TableRefsOn(ps, pushed, push));
+    pull_refs.push_back(TableRefsOn(ps, pulled, pull));
+    for (size_t t = 0; t < pull.size(); ++t) {
+      if (pulled.Sends(t, ps)) pulled_tables[i].push_back(pulled.index[t]);
+    }
+  }
   return ExchangeEach(
       first_streams, pull.empty() ? options_.rpc_deadline : options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
-        const int ps = targets[i];
         if (!push.empty()) h->set_consistency(options_.consistency);
-        // Every ref's ids first, push refs then pull refs, then the pushed
-        // rows (TensorRef.id_count).
-        for (size_t t = 0; t < push.size(); ++t) {
-          if (!pushed.Sends(t, ps)) continue;
-          v1::TensorRef* r = h->add_push();
-          r->set_key(push[t].table);
-          AddPayloadIds(pushed.rows[t].ids_on[ps], r, payload);
-        }
-        int64_t pull_bytes = 0;
-        for (size_t t = 0; t < pull.size(); ++t) {
-          if (!pulled.Sends(t, ps)) continue;
-          const std::vector<int64_t>& ids = pulled.rows[t].ids_on[ps];
-          v1::TensorRef* r = h->add_pull();
-          r->set_key(pull[t].table);
-          AddPayloadIds(ids, r, payload);
-          pull_bytes += static_cast<int64_t>(ids.size()) * pulled.dims[t] * 4;
-        }
+        const int64_t pull_bytes = EncodeRows(push_refs[i], pull_refs[i], options_.bfloat16_wire,
+                                              *wire_pool_, h, payload);
         if (options_.shared_memory && !pull.empty()) h->set_shm_reply_capacity(pull_bytes);
-        int ref = 0;
-        for (size_t t = 0; t < push.size(); ++t) {
-          if (!pushed.Sends(t, ps)) continue;
-          const std::vector<int64_t>& ids = pushed.rows[t].ids_on[ps];
-          const int64_t dim = pushed.dims[t];
-          v1::TensorRef* r = h->mutable_push(ref++);
-          r->set_version(table_versions_[pushed.index[t]][ps]);
-          r->set_bytes(WireBytes(static_cast<int64_t>(ids.size()) * dim * 4));
-          const std::vector<size_t>& pos = pushed.rows[t].pos_on[ps];
-          if (pos.empty()) continue;
-          const std::vector<RowRun> runs = RowRuns(pos);
-          if (options_.bfloat16_wire) {
-            // The rows gathered into one buffer as they are narrowed.
-            BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 2);
-            for (const RowRun& run : runs) {
-              FloatsToBfloat16(push[t].grads + run.pos * dim, run.rows * dim,
-                               buf.data() + run.at * dim * 2);
-            }
-            payload->push_back(std::move(buf).ToSlice());
-            continue;
-          }
-          // Rows that sit side by side in the caller's gradients (one PS's
-          // ids: all of them) go as one slice; rows spread over many runs
-          // (ids hashed over several PS) are gathered into one buffer, a
-          // copy that costs less than a slice per row.
-          if (runs.size() <= kMaxBorrowedRuns) {
-            for (const RowRun& run : runs) {
-              payload->push_back(BorrowSlice(push[t].grads + run.pos * dim, run.rows * dim * 4));
-            }
-            continue;
-          }
-          BufferPool::Buffer buf = wire_pool_->Acquire(pos.size() * dim * 4);
-          for (const RowRun& run : runs) {
-            std::memcpy(buf.data() + run.at * dim * 4, push[t].grads + run.pos * dim,
-                        run.rows * dim * 4);
-          }
-          payload->push_back(std::move(buf).ToSlice());
-        }
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         const int ps = targets[i];
         if (!push.empty()) CountDropped(f);
-        int64_t expected = 0;
-        for (size_t t = 0; t < pull.size(); ++t) {
-          expected += WireBytes(static_cast<int64_t>(pulled.rows[t].ids_on[ps].size()) *
-                                pulled.dims[t] * 4);
-        }
-        if (f.payload_size() != expected) {
-          return absl::InternalError(absl::StrCat(PsName(ps), ": pull of ", pull.size(),
-                                                  " tables' rows returned ", f.payload_size(),
-                                                  " bytes, expected ", expected));
-        }
-        // The rows of each table in the order the refs named them.
-        int64_t at = 0;
-        int ref = 0;
-        for (size_t t = 0; t < pull.size(); ++t) {
-          if (!pulled.Sends(t, ps)) continue;
-          if (ref < f.header().pull_size()) {
-            table_versions_[pulled.index[t]][ps] = f.header().pull(ref).version();
-          }
-          ++ref;
-          const int64_t dim = pulled.dims[t];
-          const int64_t row_bytes = WireBytes(dim * 4);
-          for (const RowRun& run : RowRuns(pulled.rows[t].pos_on[ps])) {
-            float* out = pull[t].out + run.pos * dim;
-            f.CopyPayload(at, run.rows * row_bytes, out);
-            if (options_.bfloat16_wire) Bfloat16ToFloats(out, run.rows * dim, out);
-            at += run.rows * row_bytes;
+        std::vector<int64_t> versions;
+        PSTRAIN_RETURN_IF_ERROR(
+            DecodeRows(f, pull_refs[i], options_.bfloat16_wire, PsName(ps), &versions));
+        for (size_t r = 0; r < pulled_tables[i].size(); ++r) {
+          if (static_cast<int>(r) < f.header().pull_size()) {
+            table_versions_[pulled_tables[i][r]][ps] = versions[r];
           }
         }
         return absl::OkStatus();

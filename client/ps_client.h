@@ -47,6 +47,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "client/control_channel.h"
+#include "client/frame_coding.h"
 #include "client/grpc_control_channel.h"
 #include "client/parameter_store.h"
 #include "client/ps_stream.h"
@@ -253,15 +254,10 @@ class PsClient {
     int lane = 0;
     std::vector<int> slices;  // indices into slices_on_[ps]
   };
-  // One group's request: pushes from `grads` (may be null), pulls into
-  // `params` (when not null), which `reply_into` names for the answer.
-  void BuildDense(const Group& g, const float* grads, float* params,
-                  const std::vector<int64_t>& offsets, v1::FrameHeader* h,
-                  std::vector<grpc::Slice>* payload, ReplyInto* reply_into) const;
-  // Reads one group's response into `params` (may be null: push only);
-  // records versions and dropped pushes.
-  absl::Status ReadDense(const Group& g, const DecodedFrame& f, float* params,
-                         const std::vector<int64_t>& offsets);
+  // One group's slices as a request names them (client/frame_coding.h):
+  // pushed from `grads` (may be null), pulled into `params` (may be null).
+  std::vector<DenseSlice> DenseSlicesOf(const Group& g, const float* grads, float* params,
+                                        const std::vector<int64_t>& offsets) const;
   // The groups of the slices of the wanted variables (empty: all), in PS
   // order; each PS's slices spread over up to laned[ps] lanes, one per
   // kMinLaneBytes of them on the wire (1: all on the first, in placement
@@ -307,6 +303,9 @@ class PsClient {
     bool Sends(size_t t, int ps) const { return sync[t] || !rows[t].ids_on[ps].empty(); }
   };
   TablesByPs GroupTables(absl::Span<const TableRows> tables) const;
+  // The refs of `tables` (grouped as `by`) in a request to `ps`.
+  std::vector<TableRef> TableRefsOn(int ps, const TablesByPs& by,
+                                    absl::Span<const TableRows> tables) const;
   // The rows of `push` and of `pull` (either may be empty) in one exchange
   // with every PS either involves.
   absl::Status RowsRound(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
