@@ -84,7 +84,7 @@ double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
 absl::Status CudaStepRate(const model::NetworkSpec& spec, int batch, int steps, double* rate,
                           double* copy_share) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> cuda,
-                           model::CreateBackend(spec, batch, "cuda"));
+                           model::CreateBackend(spec, batch, model::Device::Cuda()));
   const std::vector<float> params = cuda->network().InitialParameters(1);
   std::vector<float> grads(params.size());
   std::mt19937 rng(2);
@@ -155,7 +155,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   if (!job.ok()) return fail(job.status());
   if (absl::Status s = args.CheckAllUsed(); !s.ok()) return fail(s);
   job->max_steps = *steps;
-  job->consistency = "async";
+  job->consistency = Consistency::Async();
 
   // One BLAS thread for this process and every task it starts.
   openblas_set_num_threads(1);

@@ -9,7 +9,7 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
   v1::CreateVariablesRequest req;
   req.set_ps_index(ps);
   req.set_num_ps(placement.num_ps);
-  req.set_consistency(create.consistency);
+  req.set_consistency(create.consistency.ToString());
   req.set_num_replicas(create.num_replicas);
   req.set_replicas_to_aggregate(create.replicas_to_aggregate);
   req.set_seed(create.seed);
@@ -44,7 +44,7 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
     spec->set_row_begin(s.row_begin);
     spec->set_row_end(s.row_end);
     for (int64_t d : var.shape) spec->add_shape(d);
-    spec->set_consistency(var.consistency);
+    if (var.consistency.has_value()) spec->set_consistency(var.consistency->ToString());
     spec->set_initializer(var.initializer);
     if (!params.empty()) {
       const float* src = params.data() + offsets[v] + s.element_offset();
@@ -56,7 +56,7 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
     spec->set_variable(e.name);
     spec->set_vocabulary(e.rows());
     spec->set_dim(e.row_elements());
-    spec->set_consistency(e.consistency);
+    if (e.consistency.has_value()) spec->set_consistency(e.consistency->ToString());
     spec->set_initializer(e.initializer);
   }
   return req;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/consistency.h"
 #include "common/optimizer_spec.h"
 #include "common/placement.h"
 #include "proto/ps_service.pb.h"
@@ -20,7 +21,7 @@ namespace pstrain::client {
 // What the chief tells every PS besides the variables.
 struct CreateOptions {
   OptimizerSpec optimizer;
-  std::string consistency = "async";
+  Consistency consistency;
   int num_replicas = 1;
   int replicas_to_aggregate = 0;  // sync: 0 means all
   uint64_t seed = 1;

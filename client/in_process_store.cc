@@ -252,7 +252,7 @@ absl::StatusOr<int64_t> InProcessStore::DenseOnPs(const DenseWork& work, const f
     push.replica = options_.replica;
     push.generation = generation_;
     push.stop_step = stop_step_;
-    push.consistency = options_.consistency;
+    push.consistency = options_.consistency.ToString();
     push.tensors = refs;
     Payload payload;
     for (size_t i = 0; i < work.slices.size(); ++i) {
@@ -348,9 +348,9 @@ absl::Status InProcessStore::GroupRows(absl::Span<const TableRows> tables,
           absl::StrCat("the model has no embedding table \"", t.table, "\""));
     }
     const VariableDef& def = placement_.embeddings[g.index];
-    const std::string& mode = def.consistency.empty() ? options_.consistency : def.consistency;
+    const Consistency& mode = def.consistency.value_or(options_.consistency);
     g.dim = def.row_elements();
-    g.sync = mode == "sync";
+    g.sync = mode.mode == Consistency::Mode::kSync;
     g.ids_on.resize(n);
     g.pos_on.resize(n);
     if (n == 1) {
@@ -395,7 +395,7 @@ absl::Status InProcessStore::PushRowsTo(ps::ShardStore& store, absl::Span<const 
   batch.replica = options_.replica;
   batch.generation = generation_;
   batch.stop_step = stop_step_;
-  batch.consistency = options_.consistency;
+  batch.consistency = options_.consistency.ToString();
   // The gradient rows this PS owns, from the caller's memory, one piece per
   // run of rows that lie side by side there.
   Payload payload;

@@ -37,7 +37,7 @@ struct InProcessOptions {
   int replica = 0;
   // The job's consistency mode, sent with pushes (a PS of another mode
   // refuses them); tables without a mode of their own follow it.
-  std::string consistency = "async";
+  Consistency consistency;
   // How long a pull may wait for other replicas (sync, ssp) before it fails
   // naming them, when the job sets no bound of its own.
   absl::Duration wait_timeout = absl::Seconds(120);

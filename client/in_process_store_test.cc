@@ -29,7 +29,7 @@ struct Cluster {
   std::unique_ptr<InProcessStore> Replica(int replica, const std::string& consistency = "async") {
     InProcessOptions options;
     options.replica = replica;
-    options.consistency = consistency;
+    options.consistency = *ParseConsistency(consistency);
     options.wait_timeout = absl::Seconds(5);
     auto store = InProcessStore::Create(stores, placement, offsets, options);
     EXPECT_OK(store);
@@ -53,7 +53,7 @@ Cluster MakeCluster(int num_ps, const std::string& consistency = "async", int re
   CreateOptions create;
   create.optimizer.name = "sgd";
   create.optimizer.learning_rate = 0.5f;
-  create.consistency = consistency;
+  create.consistency = *ParseConsistency(consistency);
   create.num_replicas = replicas;
   create.seed = 3;
   create.generation = 1;

@@ -382,7 +382,9 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
           for (const DenseSlice& d : dense[i]) pulled_bytes += d.bytes;
           h->set_shm_reply_capacity(pulled_bytes);
         }
-        if (grads != nullptr) h->set_consistency(options_.consistency);
+        if (grads != nullptr && options_.consistency.has_value()) {
+          h->set_consistency(options_.consistency->ToString());
+        }
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         steps[i] = f.header().global_step();
@@ -499,10 +501,11 @@ PsClient::TablesByPs PsClient::GroupTables(absl::Span<const TableRows> tables) c
       return by;
     }
     const VariableDef& def = placement_.embeddings[*index];
-    const std::string& mode = def.consistency.empty() ? options_.consistency : def.consistency;
+    const std::optional<Consistency>& mode =
+        def.consistency.has_value() ? def.consistency : options_.consistency;
     by.index.push_back(*index);
     by.dims.push_back(def.row_elements());
-    by.sync.push_back(mode == "sync");
+    by.sync.push_back(mode.has_value() && mode->mode == Consistency::Mode::kSync);
     by.rows.push_back(GroupRows(tables[t].ids));
     for (int ps = 0; ps < num_ps(); ++ps) {
       if (by.Sends(t, ps)) involved[ps] = true;
@@ -571,7 +574,9 @@ absl::Status PsClient::RowsRound(absl::Span<const TableRows> push,
   return ExchangeEach(
       first_streams, pull.empty() ? options_.rpc_deadline : options_.wait_deadline,
       [&](int i, v1::FrameHeader* h, std::vector<grpc::Slice>* payload, ReplyInto*) {
-        if (!push.empty()) h->set_consistency(options_.consistency);
+        if (!push.empty() && options_.consistency.has_value()) {
+          h->set_consistency(options_.consistency->ToString());
+        }
         const int64_t pull_bytes = EncodeRows(push_refs[i], pull_refs[i], options_.bfloat16_wire,
                                               *wire_pool_, h, payload);
         if (options_.shared_memory && !pull.empty()) h->set_shm_reply_capacity(pull_bytes);

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,8 +76,8 @@ struct PsClientOptions {
   // client that only observes (the chief, tools): its pulls never wait.
   int replica = 0;
   // The job's consistency mode as this client was told it; sent with pushes
-  // so a PS running another mode refuses them. Empty: not sent.
-  std::string consistency;
+  // so a PS running another mode refuses them. None: not sent.
+  std::optional<Consistency> consistency;
   // TLS and token for every channel (common/security.h); null: neither.
   std::shared_ptr<const Security> security;
   // Offer each PS shared memory for the tensor bytes of Exchange frames

@@ -17,6 +17,13 @@ struct Consistency {
   Mode mode = Mode::kAsync;
   int64_t staleness = 0;  // ssp only: S
 
+  static Consistency Async() { return {Mode::kAsync, 0}; }
+  static Consistency Sync() { return {Mode::kSync, 0}; }
+  static Consistency Ssp(int64_t staleness) { return {Mode::kSsp, staleness}; }
+
+  bool async() const { return mode == Mode::kAsync; }
+  bool sync() const { return mode == Mode::kSync; }
+
   // "async", "sync" or "ssp:S".
   std::string ToString() const;
   bool operator==(const Consistency& o) const {

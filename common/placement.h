@@ -20,10 +20,12 @@
 #define PSTRAIN_COMMON_PLACEMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/consistency.h"
 
 namespace pstrain {
 
@@ -35,9 +37,8 @@ struct VariableDef {
   // A sparse embedding table: shape is {vocabulary, dim}; rows are created on
   // first touch and spread by id hash.
   bool embedding = false;
-  // Overrides the job's consistency mode for this variable ("async", "sync",
-  // "ssp:S"); empty: the job's.
-  std::string consistency;
+  // Overrides the job's consistency mode for this variable; none: the job's.
+  std::optional<Consistency> consistency;
   // What the PS fills the variable with when it is not sent values
   // ("zeros", "uniform:A"); empty: the sender provides values (dense) or
   // "uniform:0.05" (tables).

@@ -193,7 +193,7 @@ absl::Status ChiefDuties::ConnectParts() {
 std::string ChiefDuties::ScheduleKey() const {
   const model::JobSpec& job = options_.job;
   return absl::StrCat("epochs=", job.epochs, " max_steps=", job.max_steps,
-                      " batch_size=", job.batch_size, " consistency=", job.consistency,
+                      " batch_size=", job.batch_size, " consistency=", job.consistency.ToString(),
                       " replicas_to_aggregate=", job.replicas_to_aggregate,
                       " replicas=", tracker_.replicas().size(), " ps=", cfg_.cluster.ps.size(),
                       " parameters=", mlp_->num_parameters(), " seed=", job.seed);

@@ -62,7 +62,7 @@ absl::StatusOr<Json> JobFinisher::Finish() {
   // replicas finished; a lost backup is not waited for beyond a grace time.
   const model::JobSpec& job = options_.job;
   const int replicas = static_cast<int>(tracker_->replicas().size());
-  const bool backups = job.consistency == "sync" && job.replicas_to_aggregate > 0 &&
+  const bool backups = job.consistency.sync() && job.replicas_to_aggregate > 0 &&
                        job.replicas_to_aggregate < replicas;
   absl::Status waited =
       tracker_->WaitForAll(options_.job_timeout, backups ? job.replicas_to_aggregate : 0,
@@ -116,7 +116,7 @@ absl::Status JobFinisher::MakeUpRolledBack() {
   // shard from the restored step, as that replica would have. Sync steps are
   // the job's (the replicas still training redo them); ssp replicas wait for
   // each other, which a replica run alone after the rest cannot.
-  if (options_.job.consistency != "async" || !options_.train_replica) return absl::OkStatus();
+  if (!options_.job.consistency.async() || !options_.train_replica) return absl::OkStatus();
   // A restore during a make-up rolls back those made up before it: a few
   // rounds at most.
   for (int round = 0; round < 5; ++round) {
@@ -204,7 +204,7 @@ int64_t JobFinisher::DescribeReplicas(Json& metrics, int64_t step) const {
     }
     // Sync steps are the job's (every replica runs them together); async
     // and ssp steps each replica's own, each one global step.
-    expected = options_.job.consistency == "sync" ? std::max(expected, rep.schedule_steps())
+    expected = options_.job.consistency.sync() ? std::max(expected, rep.schedule_steps())
                                                   : expected + rep.schedule_steps();
     replicas.push_back(std::move(w));
   }

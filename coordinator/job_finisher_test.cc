@@ -44,7 +44,7 @@ class JobFinisherTest : public ::testing::Test {
     job_.optimizer = {"sgd", 0.1f};
     job_.batch_size = 16;
     job_.epochs = 1;
-    job_.device = "cpu";
+    job_.device = model::Device::Cpu();
     ASSERT_OK_AND_ASSIGN(net_, model::Network::Create(job_.model, 1024));
     ASSERT_OK_AND_ASSIGN(placement_, ComputePlacement(net_->variables(), 2));
     dir_ = pstrain::testing::TempDir() + "/" +

@@ -123,7 +123,7 @@ class RunEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     options_.job.model = model::NetworkSpec::FromWidths(784, {16}, 10);
-    options_.job.device = "cpu";
+    options_.job.device = model::Device::Cpu();
     options_.poll = absl::Milliseconds(20);
     options_.idle_timeout = absl::Seconds(20);
     ASSERT_OK_AND_ASSIGN(net_, model::Network::Create(options_.job.model, 32));

@@ -68,7 +68,7 @@ TEST(JobDescriptionTest, EachDifferingJobFlagIsNamedAndEachTasksOwnAreNot) {
   EXPECT_THAT(JobDifferences(DescribeJob(chief), DescribeJob(worker)), IsEmpty());
   worker.batch_size = 128;
   worker.optimizer.learning_rate = 0.5f;
-  worker.device = "cpu";              // each task's own
+  worker.device = model::Device::Cpu();              // each task's own
   worker.shared_memory = false;       // each task's own
   worker.checkpoint_every_secs = 10;  // only the chief reads it
   EXPECT_THAT(JobDifferences(DescribeJob(chief), DescribeJob(worker)),

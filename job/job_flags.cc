@@ -73,7 +73,7 @@ const char* JobFlagsUsage() {
          "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X --l1=X --l2=X "
          "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
          "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda --num_gpus=N "
+         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda|cuda:N --num_gpus=N "
          "--[no]push_per_layer "
          "--[no]shared_memory --[no]tcp_frames --wire_dtype=float32|bfloat16 "
          "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
@@ -181,12 +181,14 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   opt.l1 = static_cast<float>(l1);
   opt.l2 = static_cast<float>(l2);
   job.seed = static_cast<uint64_t>(seed);
-  PSTRAIN_ASSIGN_OR_RETURN(job.consistency, args.GetString("consistency", job.consistency));
-  auto mode = ParseConsistency(job.consistency);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string consistency,
+                           args.GetString("consistency", job.consistency.ToString()));
+  auto mode = ParseConsistency(consistency);
   if (!mode.ok()) return absl::InvalidArgumentError(absl::StrCat("--", mode.status().message()));
+  job.consistency = *mode;
   // A sync job's embedding tables take its rounds too, so that it trains as
   // one process with the replicas' batches together would.
-  job.model.sync_tables = mode->mode == Consistency::Mode::kSync;
+  job.model.sync_tables = mode->sync();
   PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
                            args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
   if (aggregate < 0 || aggregate > 4096) {
@@ -250,19 +252,23 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     }
     job.stragglers[task] = s;
   }
-  PSTRAIN_ASSIGN_OR_RETURN(job.device, args.GetString("device", job.device));
-  if (job.device != "auto" && job.device != "cpu" && job.device != "cuda") {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string device, args.GetString("device", job.device.ToString()));
+  auto parsed_device = model::ParseDevice(device);
+  if (!parsed_device.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--device=", job.device, ": must be auto, cpu or cuda"));
+        absl::StrCat("--device=", device, ": must be auto, cpu, cuda or cuda:N"));
   }
+  job.device = *parsed_device;
   if (args.Has("num_gpus")) {
     PSTRAIN_ASSIGN_OR_RETURN(int64_t gpus, args.GetIntInRange("num_gpus", 0, 0, 1024));
     const bool cpu = gpus == 0;
-    if (args.Has("device") && (job.device == "cuda" ? cpu : job.device == "cpu" && !cpu)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--num_gpus=", gpus, " and --device=", job.device, " disagree: give one"));
+    const model::Device::Kind kind = job.device.kind;
+    if (args.Has("device") &&
+        (kind == model::Device::Kind::kCuda ? cpu : kind == model::Device::Kind::kCpu && !cpu)) {
+      return absl::InvalidArgumentError(absl::StrCat("--num_gpus=", gpus, " and --device=",
+                                                     job.device.ToString(), " disagree: give one"));
     }
-    if (cpu) job.device = "cpu";
+    if (cpu) job.device = model::Device::Cpu();
     job.num_gpus = static_cast<int>(gpus);
   }
   if (!config.empty()) return job;
@@ -285,7 +291,7 @@ std::string DevicePlan(const model::JobSpec& job) {
   auto devices = model::ListCudaDevices();
   if (!devices.ok() || devices->empty()) {
     return absl::StrCat("--num_gpus=", job.num_gpus, ": ", model::DescribeCuda(),
-                        job.device == "cuda" ? "" : "; training on the CPU");
+                        job.device.kind == model::Device::Kind::kCuda ? "" : "; training on the CPU");
   }
   return absl::StrCat("--num_gpus=", job.num_gpus, ": training on CUDA device 0 (",
                       (*devices)[0].name, ") of ", devices->size(),

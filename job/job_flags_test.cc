@@ -110,7 +110,7 @@ TEST(JobFlagsTest, ModelConfigSetsTheJobAndFlagsOverrideIt) {
   ASSERT_OK_AND_ASSIGN(model::JobSpec o, JobSpecFromFlags(over));
   EXPECT_EQ(o.epochs, 5);
   EXPECT_EQ(o.batch_size, 64);
-  EXPECT_EQ(o.consistency, "sync");
+  EXPECT_EQ(o.consistency, Consistency::Sync());
   EXPECT_EQ(o.optimizer.name, "adam");
   CliArgs short_name = Args({"--config=configs/fashion_mnist_mlp.pbtxt"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec c, JobSpecFromFlags(short_name));
@@ -137,7 +137,7 @@ TEST(JobFlagsTest, BadValuesNameTheFlag) {
   CliArgs b = Args({"--batch_size=0"});
   EXPECT_EQ(JobSpecFromFlags(b).status().message(), "--batch_size=0: must be in 1..65536");
   CliArgs d = Args({"--device=tpu"});
-  EXPECT_EQ(JobSpecFromFlags(d).status().message(), "--device=tpu: must be auto, cpu or cuda");
+  EXPECT_EQ(JobSpecFromFlags(d).status().message(), "--device=tpu: must be auto, cpu, cuda or cuda:N");
   CliArgs c = Args({"--learning_rate=-1"});
   EXPECT_EQ(JobSpecFromFlags(c).status().message(), "--learning_rate=-1: must be in (0, 100]");
 }

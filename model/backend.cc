@@ -107,11 +107,16 @@ std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
 
 class CudaBackend final : public Backend {
  public:
+  // On CUDA device `index`.
   static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Network> net,
-                                                         int max_batch) {
+                                                         int max_batch, int index) {
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
-    const CudaDeviceInfo& d = devices->front();
+    if (index < 0 || index >= static_cast<int>(devices->size())) {
+      return absl::UnavailableError(absl::StrCat("cuda: no device ", index, " (", devices->size(),
+                                                 " usable)"));
+    }
+    const CudaDeviceInfo& d = (*devices)[index];
     const std::string description =
         absl::StrCat("cuda: device ", d.index, " ", d.name, " (sm_", d.major, d.minor, ")");
     const ParamLayout& layout = net->layout();
@@ -242,20 +247,16 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
-                                                       const std::string& device) {
-  if (device != "auto" && device != "cpu" && device != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device \"", device, "\" is not auto, cpu or cuda"));
-  }
+                                                       Device device) {
   if (max_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  if (device != "cpu") {
+  if (device.kind != Device::Kind::kCpu) {
     auto cuda_mlp = Network::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
-    auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch);
-    if (cuda.ok() || device == "cuda") return cuda;
+    auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch, device.index);
+    if (cuda.ok() || device.kind == Device::Kind::kCuda) return cuda;
     Log("device auto: ",
         cuda.status().code() == absl::StatusCode::kUnimplemented ? "" : "no usable CUDA device: ",
         cuda.status().message(), "; running on the CPU");

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "model/device.h"
 #include "model/network.h"
 
 namespace pstrain::model {
@@ -56,12 +57,12 @@ class Backend {
   }
 };
 
-// `device`: "cpu"; "cuda" (device 0; Unavailable, with CUDA's own message,
-// when the binary has no CUDA or no device is usable); "auto": CUDA when a
-// device is usable, else the CPU, logging one line that says why.
-// InvalidArgument for another value or a bad spec (Network::Create).
+// On `device`: the CPU; CUDA device N (Unavailable, with CUDA's own
+// message, when the binary has no CUDA or that device is not usable); auto:
+// CUDA device 0 when usable, else the CPU, logging one line that says why.
+// InvalidArgument for a bad spec (Network::Create) or batch.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
-                                                       const std::string& device);
+                                                       Device device);
 
 }  // namespace pstrain::model
 

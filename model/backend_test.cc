@@ -37,7 +37,7 @@ double MeanLoss(Backend& b, const std::vector<float>& p, const std::vector<float
 TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
   NetworkSpec spec = NetworkSpec::FromWidths(5, {4, 3}, 3);
   spec.layers[1].relu = false;  // one linear hidden layer
-  ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(spec, 4, GetParam()));
+  ASSERT_OK_AND_ASSIGN(auto backend, CreateBackend(spec, 4, *ParseDevice(GetParam())));
   EXPECT_EQ(backend->name(), GetParam());
   std::vector<float> params = backend->network().InitialParameters(3);
   std::mt19937 rng(11);
@@ -69,7 +69,7 @@ TEST_P(BackendTest, GradientsOfEveryLayerMatchNumericalDerivatives) {
 
 TEST_P(BackendTest, RejectsBadBatchAndLabelsLeavingGradientsUntouched) {
   ASSERT_OK_AND_ASSIGN(auto backend,
-                       CreateBackend(NetworkSpec::FromWidths(2, {}, 3), 2, GetParam()));
+                       CreateBackend(NetworkSpec::FromWidths(2, {}, 3), 2, *ParseDevice(GetParam())));
   std::vector<float> p = backend->network().InitialParameters(1);
   std::vector<float> g(backend->network().num_parameters(), 7.0f);
   std::vector<float> x(6, 0.5f);
@@ -101,8 +101,8 @@ TEST(CpuVsCudaTest, AFullStepOfTheGuideModelAgrees) {
   auto devices = ListCudaDevices();
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
   const NetworkSpec spec = NetworkSpec::FromWidths(784, {256, 256}, 10);
-  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
-  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, Device::Cpu()));
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, Device::Cuda()));
   const std::vector<float> params = cpu->network().InitialParameters(7);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> pixel(0, 1);
@@ -133,8 +133,8 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
   NetworkSpec spec = NetworkSpec::FromWidths(784, {128}, 10);
   spec.embeddings = {{"pixels", 3136, 32, "sum", "pixel_buckets:4", "uniform:0.05"}};
-  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, "cpu"));
-  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, "cuda"));
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, Device::Cpu()));
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, Device::Cuda()));
   const std::vector<float> params = cpu->network().InitialParameters(7);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -160,10 +160,10 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
 // the input gradient and, with the sigmoid loss, the scores agree; then a
 // forward-only pass of the same batch (dropout off) agrees too.
 void ExpectAStepAgrees(const NetworkSpec& spec, int batch) {
-  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, batch, "cpu"));
+  ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, batch, Device::Cpu()));
   auto devices = ListCudaDevices();
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
-  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, batch, "cuda"));
+  ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, batch, Device::Cuda()));
   ASSERT_EQ(cuda->name(), "cuda");
   const int64_t width = cpu->network().input_width();
   const std::vector<float> params = cpu->network().InitialParameters(7);
@@ -282,19 +282,17 @@ TEST(CpuVsCudaTest, AStepWithSamePaddingStridesAndTheSigmoidLossAgrees) {
 
 TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
   const NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
-  ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, "auto"));
+  ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, Device::Auto()));
   auto devices = ListCudaDevices();
   if (devices.ok()) {
     EXPECT_EQ(automatic->name(), "cuda");
   } else {
     EXPECT_EQ(automatic->name(), "cpu");
-    auto cuda = CreateBackend(spec, 8, "cuda");
+    auto cuda = CreateBackend(spec, 8, Device::Cuda());
     EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
     EXPECT_EQ(cuda.status().message(), devices.status().message());
   }
-  EXPECT_EQ(CreateBackend(spec, 8, "tpu").status().message(),
-            "device \"tpu\" is not auto, cpu or cuda");
-  EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, "cpu").status().message(), "model has no layers");
+  EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, Device::Cpu()).status().message(), "model has no layers");
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   EXPECT_EQ(table.name, "pixels/embeddings");
   EXPECT_EQ(table.shape, (std::vector<int64_t>{3136, 8}));
   EXPECT_TRUE(table.embedding);
-  EXPECT_EQ(table.consistency, "async");
+  EXPECT_EQ(table.consistency, Consistency::Async());
   EXPECT_EQ(mlp->num_parameters(), 8 * 16 + 16 + 16 * 10 + 10);
   EXPECT_EQ(mlp->offsets()[4], mlp->num_parameters());
   EXPECT_EQ(mlp->layout().FirstTable(), 4);

@@ -9,8 +9,10 @@
 #include <map>
 #include <string>
 
+#include "common/consistency.h"
 #include "common/optimizer_spec.h"
 #include "data/input.h"
+#include "model/device.h"
 #include "model/network.h"
 
 namespace pstrain::model {
@@ -31,15 +33,14 @@ struct JobSpec {
   // without diverging under async updates from a few workers.
   OptimizerSpec optimizer{"sgd", 0.05f};
   uint64_t seed = 1;  // initial values and shuffling
-  // "async", "sync" or "ssp:S" (common/consistency.h).
-  std::string consistency = "async";
+  // Async, sync or ssp:S (common/consistency.h), parsed from the flags.
+  Consistency consistency;
   // sync: gradients averaged per step; 0 means every worker.
   int replicas_to_aggregate = 0;
-  // Where workers compute: "auto" (CUDA when a device is usable, else the
-  // CPU), "cpu" or "cuda" (model/backend.h).
-  std::string device = "auto";
+  // Where workers compute (model/device.h, model/backend.h).
+  Device device;
   // --num_gpus as a platform passed it (UAI Train, AI Platform); -1 when not
-  // given. 0 sets `device` to "cpu"; N >= 1 leaves "auto" (a replica trains
+  // given. 0 sets `device` to the CPU; N >= 1 leaves auto (a replica trains
   // on one device).
   int num_gpus = -1;
   // Workers push each layer's gradient (and pull its new values) as soon as

@@ -89,9 +89,11 @@ absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& c
     if (v.embedding() && v.shape_size() != 2) {
       return Bad(at, "an embedding table's shape is [vocabulary, dim]");
     }
+    std::optional<Consistency> consistency;
     if (!v.consistency().empty()) {
       auto c = ParseConsistency(v.consistency());
       if (!c.ok()) return Bad(at, c.status().message());
+      consistency = *c;
     }
     if (!v.initializer().empty()) {  // empty: the PS's default
       auto init = ParseInitializerSpec(v.initializer());
@@ -99,7 +101,7 @@ absl::StatusOr<std::vector<VariableDef>> ParseVariables(const v1::ModelConfig& c
     }
     VariableDef def{v.name(), {v.shape().begin(), v.shape().end()}};
     def.embedding = v.embedding();
-    def.consistency = v.consistency();
+    def.consistency = consistency;
     def.initializer = v.initializer();
     out.push_back(std::move(def));
   }
@@ -603,7 +605,7 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
   if (!config.consistency().empty()) {
     auto c = ParseConsistency(config.consistency());
     if (!c.ok()) return Bad(where.At(where.root(), type, "consistency"), c.status().message());
-    job->consistency = config.consistency();
+    job->consistency = *c;
   }
   if (config.has_replicas_to_aggregate()) {
     if (config.replicas_to_aggregate() < 0 || config.replicas_to_aggregate() > 4096) {

@@ -31,7 +31,7 @@ TEST(ModelConfigTest, LoadsVariablesWithKindsAndOverrides) {
   ASSERT_EQ(vars.size(), 3u);
   EXPECT_EQ(vars[0].name, "dense_0/kernel");
   EXPECT_EQ(vars[0].shape, (std::vector<int64_t>{784, 256}));
-  EXPECT_EQ(vars[0].consistency, "sync");
+  EXPECT_EQ(vars[0].consistency, Consistency::Sync());
   EXPECT_FALSE(vars[0].embedding);
   EXPECT_EQ(vars[1].shape, (std::vector<int64_t>{256}));
   EXPECT_TRUE(vars[2].embedding);
@@ -315,7 +315,7 @@ TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
   EXPECT_EQ(f.job.optimizer.learning_rate, defaults.optimizer.learning_rate);
   EXPECT_EQ(f.job.batch_size, defaults.batch_size);
   EXPECT_EQ(f.job.max_steps, 50);
-  EXPECT_EQ(f.job.consistency, "ssp:2");
+  EXPECT_EQ(f.job.consistency, Consistency::Ssp(2));
 }
 
 TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {

@@ -208,7 +208,7 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     const EmbeddingBagSpec& e = embeddings_[i].spec();
     VariableDef table{e.table(), {e.vocabulary, e.dim}};
     table.embedding = true;
-    table.consistency = spec_.sync_tables ? "sync" : "async";
+    table.consistency = spec_.sync_tables ? Consistency::Sync() : Consistency::Async();
     table.initializer = e.initializer;
     layout_.AddTable(std::move(table));
   }

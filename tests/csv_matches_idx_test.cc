@@ -43,7 +43,7 @@ model::JobSpec Job(model::JobSpec job, const std::string& data_dir) {
   job.data_dir = data_dir;
   job.epochs = 3;
   job.seed = 3;
-  job.device = "cpu";
+  job.device = model::Device::Cpu();
   return job;
 }
 

@@ -40,7 +40,7 @@ class PsConsistencyTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(ps_, ps::testing::LocalPs::Start(2, options, max_message_bytes, clock));
     VariableDef emb{"emb", {1000, 8}};
     emb.embedding = true;
-    emb.consistency = emb_mode;
+    if (!emb_mode.empty()) emb.consistency = *ParseConsistency(emb_mode);
     variables_ = {{"w", {256, 128}}, {"b", {10}}, emb};
     PlacementOptions popts;
     popts.min_slice_bytes = 64 * 1024;
@@ -52,7 +52,7 @@ class PsConsistencyTest : public ::testing::Test {
       client::PsClientOptions o;
       o.ps_addresses = ps_->addresses();
       o.replica = r;
-      o.consistency = mode;
+      o.consistency = *ParseConsistency(mode);
       o.rpc_deadline = absl::Seconds(10);
       o.wait_deadline = absl::Seconds(10);
       o.tcp_frames = tcp_frames;
@@ -63,7 +63,7 @@ class PsConsistencyTest : public ::testing::Test {
     for (int64_t i = 0; i < total_; ++i) init_[i] = static_cast<float>(i % 7);
     client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
-    create.consistency = mode;
+    create.consistency = *ParseConsistency(mode);
     create.num_replicas = replicas;
     create.replicas_to_aggregate = aggregate;
     ASSERT_OK(client::PsAdmin(&clients_[0]->control()).CreateVariables(placement_, init_, offsets_, create).status());
@@ -544,7 +544,7 @@ TEST_F(PsConsistencyTest, BadRequestsGetAStatusNamingTheProblemAndChangeNothing)
   // A pushing client that believes the job is sync.
   client::PsClientOptions o;
   o.ps_addresses = ps_->addresses();
-  o.consistency = "sync";
+  o.consistency = Consistency::Sync();
   ASSERT_OK_AND_ASSIGN(auto wrong_mode, client::PsClient::Create(o, placement_));
   const std::vector<float> g = GradOf(0);
   absl::Status s = wrong_mode->PushAll(g.data(), offsets_);

@@ -48,7 +48,7 @@ constexpr int kSteps = 60;
 void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, double min_moved,
                            double tolerance) {
   job.max_steps = steps;
-  job.consistency = "sync";
+  job.consistency = Consistency::Sync();
   job.model.sync_tables = true;
   model::JobSpec local_job = job;
   local_job.batch_size = 64;
@@ -67,7 +67,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
   ASSERT_OK_AND_ASSIGN(auto chief, client::PsClient::Create(observer, placement));
   client::CreateOptions create;
   create.optimizer = job.optimizer;
-  create.consistency = "sync";
+  create.consistency = Consistency::Sync();
   create.num_replicas = 2;
   create.seed = job.seed;
   ASSERT_OK(
@@ -81,7 +81,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
     workers.emplace_back([&, r] {
       client::PsClientOptions options = observer;
       options.replica = r;
-      options.consistency = "sync";
+      options.consistency = Consistency::Sync();
       options.shared_memory = shared_memory;
       auto client = client::PsClient::Create(options, placement);
       if (!client.ok()) {

@@ -26,7 +26,7 @@ TEST(TfRecordMatchesIdxTest, LocalTrainingFromTfRecordsEqualsTrainingFromIdx) {
   model::JobSpec from_idx;  // the default job: the IDX files
   from_idx.epochs = 1;
   from_idx.seed = 3;
-  from_idx.device = "cpu";
+  from_idx.device = model::Device::Cpu();
   ASSERT_OK_AND_ASSIGN(train::LocalResult want, train::RunLocal(from_idx, 100000));
   EXPECT_GT(want.test_accuracy, 0.80);
 
@@ -38,7 +38,7 @@ TEST(TfRecordMatchesIdxTest, LocalTrainingFromTfRecordsEqualsTrainingFromIdx) {
     from_tfrecord.data_dir = dir;
     from_tfrecord.epochs = 1;
     from_tfrecord.seed = 3;
-    from_tfrecord.device = "cpu";
+    from_tfrecord.device = model::Device::Cpu();
     ASSERT_OK_AND_ASSIGN(train::LocalResult got, train::RunLocal(from_tfrecord, 100000));
     EXPECT_EQ(got.steps, want.steps);
     EXPECT_EQ(got.params, want.params) << files << " files";
@@ -51,7 +51,7 @@ TEST(TfRecordMatchesIdxTest, LocalTrainingFromTfRecordsEqualsTrainingFromIdx) {
   streamed.input.shuffle_buffer = 10000;
   streamed.epochs = 2;
   streamed.seed = 3;
-  streamed.device = "cpu";
+  streamed.device = model::Device::Cpu();
   ASSERT_OK_AND_ASSIGN(train::LocalResult got, train::RunLocal(streamed, 100000));
   EXPECT_EQ(got.steps, 2 * want.steps);
   EXPECT_GE(got.test_accuracy, want.test_accuracy)

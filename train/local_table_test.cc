@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> Connect(const ps::testing::Loc
 TEST(LocalTableTest, MatchesThePsRowForRowUnderLazyAdam) {
   VariableDef table{"words/embeddings", {1000, 6}};
   table.embedding = true;
-  table.consistency = "async";
+  table.consistency = Consistency::Async();
   table.initializer = "uniform:0.1";
   const OptimizerSpec adam{"adam", 0.01f};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
@@ -80,7 +80,7 @@ TEST(LocalTableTest, SeveralTablesInOneExchangeMatchLocalTables) {
   VariableDef user{"user/embeddings", {500, 4}}, item{"item/embeddings", {60, 3}};
   for (VariableDef* t : {&user, &item}) {
     t->embedding = true;
-    t->consistency = "async";
+    t->consistency = Consistency::Async();
   }
   const OptimizerSpec adagrad{"adagrad", 0.1f};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
@@ -135,7 +135,7 @@ TEST(LocalTableTest, SeveralTablesInOneExchangeMatchLocalTables) {
 TEST(LocalTableTest, TableStalenessCountsUpdatesSinceThePull) {
   VariableDef user{"user/embeddings", {500, 4}};
   user.embedding = true;
-  user.consistency = "async";
+  user.consistency = Consistency::Async();
   const OptimizerSpec sgd{"sgd", 0.1f};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ps::testing::LocalPs> ps, ps::testing::LocalPs::Start(2));
   const std::vector<VariableDef> variables = {{"dense/kernel", {3, 2}}, user};

@@ -118,11 +118,11 @@ class LocalRun final : public StepObserver {
     const model::Network& net = backend_->network();
     PSTRAIN_ASSIGN_OR_RETURN(placement_, ComputePlacement(net.variables(), 1));
     // Every tensor async: one replica's steps, each applied on arrival.
-    for (VariableDef& v : placement_.variables) v.consistency.clear();
-    for (VariableDef& v : placement_.embeddings) v.consistency.clear();
+    for (VariableDef& v : placement_.variables) v.consistency.reset();
+    for (VariableDef& v : placement_.embeddings) v.consistency.reset();
     client::CreateOptions create;
     create.optimizer = job_.optimizer;
-    create.consistency = "async";
+    create.consistency = Consistency::Async();
     create.seed = job_.seed;
     store_ = std::make_shared<ps::ShardStore>(0, 1);
     ps::PsControl control(store_.get());
@@ -179,7 +179,7 @@ class LocalRun final : public StepObserver {
     TrainerOptions trainer;
     trainer.job = job_;
     // One exchange per step, every tensor async (CreateStore).
-    trainer.job.consistency = "async";
+    trainer.job.consistency = Consistency::Async();
     trainer.job.push_per_layer = false;
     trainer.log_every_steps = std::max(options_.log_every_steps, 1);
     trainer.recovery_wait = absl::ZeroDuration();

@@ -110,10 +110,10 @@ class StepLoop {
     // smallest shard (shards differ by at most one example). Sync jobs count
     // aggregated steps, each of replicas_to_aggregate batches; every replica
     // (backups included) keeps pushing until the PS reach that global step.
-    sync_ = job_.consistency == "sync";
+    sync_ = job_.consistency.sync();
     const int aggregate =
         job_.replicas_to_aggregate > 0 ? job_.replicas_to_aggregate : options_.num_replicas;
-    const int64_t batches = job_.consistency == "async" ? source_.batches_per_epoch()
+    const int64_t batches = job_.consistency.async() ? source_.batches_per_epoch()
                             : sync_ ? split_examples / aggregate / job_.batch_size
                                     : split_examples / options_.num_replicas / job_.batch_size;
     total_steps_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * batches;
@@ -204,14 +204,14 @@ class StepLoop {
   // applied from it (kept in checkpoints), else (a checkpoint without the
   // counts) async's share of the global step. `how` says which.
   int64_t OwnStep(int64_t global, std::string* how) {
-    if (job_.consistency == "sync") return global;
+    if (job_.consistency.sync()) return global;
     absl::StatusOr<int64_t> own = store_->ReplicaPushes(options_.replica);
     if (own.ok()) {
       *how = " (its pushes the ps applied)";
       return *own;
     }
     *how = absl::StrCat(" (from the global step: ", own.status().message(), ")");
-    return job_.consistency == "async" ? global / std::max(options_.num_replicas, 1) : global;
+    return job_.consistency.async() ? global / std::max(options_.num_replicas, 1) : global;
   }
 
   bool Done() const {

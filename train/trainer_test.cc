@@ -43,11 +43,11 @@ model::JobSpec Job(const std::string& consistency, int batch_size) {
   model::JobSpec job;
   job.model = model::NetworkSpec::FromWidths(16, {8}, 3);
   job.optimizer = {"sgd", 0.1f};
-  job.consistency = consistency;
+  job.consistency = *ParseConsistency(consistency);
   job.batch_size = batch_size;
   job.epochs = 2;
   job.seed = 9;
-  job.device = "cpu";
+  job.device = model::Device::Cpu();
   return job;
 }
 
@@ -82,7 +82,7 @@ struct Cluster {
   std::unique_ptr<client::InProcessStore> Store(int replica, const std::string& consistency) {
     client::InProcessOptions options;
     options.replica = replica;
-    options.consistency = consistency;
+    if (!consistency.empty()) options.consistency = *ParseConsistency(consistency);
     options.wait_timeout = absl::Seconds(10);
     auto store = client::InProcessStore::Create(stores, placement, net->offsets(), options);
     EXPECT_OK(store);

@@ -55,7 +55,7 @@ class InProcessJob {
     o.placement = placement_;
     o.offsets = offsets_;
     o.create.optimizer = {"sgd", 0.5f};
-    o.create.consistency = consistency_;
+    o.create.consistency = *ParseConsistency(consistency_);
     o.create.num_replicas = static_cast<int>(cluster_spec_.worker.size()) + 1;
     o.create.seed = 3;
     o.initial_values = [n = offsets_.back()] {
@@ -71,7 +71,7 @@ class InProcessJob {
   std::unique_ptr<client::InProcessStore> Replica(int replica) {
     client::InProcessOptions options;
     options.replica = replica;
-    options.consistency = consistency_;
+    options.consistency = *ParseConsistency(consistency_);
     auto store = cluster_.Store(placement_, offsets_, options);
     EXPECT_OK(store);
     EXPECT_OK((*store)->WaitUntilReady(absl::Seconds(5)));
