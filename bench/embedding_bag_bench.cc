@@ -38,7 +38,7 @@ EmbeddingBag Layer() {
   spec.name = "pixels";
   spec.vocabulary = 3136;
   spec.dim = 32;
-  spec.combiner = "sum";
+  spec.combiner = model::EmbeddingBagSpec::Combiner::kSum;
   spec.ids_from = "pixel_buckets:4";
   return *EmbeddingBag::Create(spec, 784);
 }

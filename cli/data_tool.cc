@@ -131,7 +131,7 @@ int CsvToTfRecord(CliArgs& args) {
   PrintSplits(*splits);
   const char* ext = *compression == data::Compression::kGzip ? ".tfrecord.gz" : ".tfrecord";
   std::printf(
-      "to train on them, change the input block to format: \"tfrecord\" train_files: "
+      "to train on them, change the input block to format: tfrecord train_files: "
       "\"train-*%s\" test_files: \"test-*%s\" (the same features and label) and pass "
       "--data_dir=%s\n",
       ext, ext, out->c_str());

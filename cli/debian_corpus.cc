@@ -132,7 +132,7 @@ std::string Readme(const data::DebianCorpus& corpus, const data::TextCorpusSumma
   }
   absl::StrAppend(&r,
                   "A model config reads it as\n\n"
-                  "    input {\n      format: \"tfrecord\"\n"
+                  "    input {\n      format: tfrecord\n"
                   "      train_files: \"train-*.tfrecord.gz\"\n"
                   "      test_files: \"test-*.tfrecord.gz\"\n"
                   "      feature { name: \"tokens\" type: \"int64\" max_len: 200 vocabulary: ",

@@ -234,7 +234,7 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
       }
       std::string bag = g.Add("ReduceSum", {rows, g.Ints({1})});
       SetInt(graph->mutable_node(graph->node_size() - 1), "keepdims", 0);
-      if (e.combiner == "mean") {
+      if (e.combiner == model::EmbeddingBagSpec::Combiner::kMean) {
         // Over the ids kept; an empty bag stays zeros.
         std::string count = g.Add("ReduceSum", {kept, g.Ints({1})});
         count = g.Add("Max", {count, g.Scalar(1.0f)});

@@ -99,8 +99,7 @@ absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const I
 }  // namespace
 
 absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path) {
-  if (input.compression.empty()) return CompressionForPath(path);
-  return ParseCompression(input.compression);
+  return input.compression.value_or(CompressionForPath(path));
 }
 
 absl::Status SetInputFormat(absl::string_view name, InputSpec* input) {

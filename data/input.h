@@ -10,6 +10,7 @@
 #define PSTRAIN_DATA_INPUT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,8 @@ struct InputSpec {
   std::string test_files;
   // CSV/TSV: the dialect and the columns.
   CsvOptions csv;
-  // "" (by each file's name: ".gz" is GZIP), "NONE" or "GZIP".
-  std::string compression;
+  // The files' compression; none: by each file's name (".gz" is GZIP).
+  std::optional<Compression> compression;
   // A relative vocabulary_file is taken under data_dir too.
   FeatureSpec features;
   // A record that cannot be read or decoded is skipped, counted and logged,

@@ -118,7 +118,7 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
       (args.Has("train_files") || args.Has("test_files"))) {
     return absl::InvalidArgumentError(
         "--train_files and --test_files name TFRecord or CSV files, whose features the "
-        "model config's input block gives (format: \"tfrecord\", \"csv\" or \"tsv\"); this job "
+        "model config's input block gives (format: tfrecord, csv or tsv); this job "
         "reads IDX files");
   }
   PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,

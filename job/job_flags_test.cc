@@ -161,7 +161,7 @@ TEST(JobFlagsTest, InputFlagsOverrideTheConfigsFilesAndPolicy) {
   CliArgs idx = Args({"--train_files=/d/tr-*"});
   EXPECT_EQ(JobSpecFromFlags(idx).status().message(),
             "--train_files and --test_files name TFRecord or CSV files, whose features the "
-            "model config's input block gives (format: \"tfrecord\", \"csv\" or \"tsv\"); this "
+            "model config's input block gives (format: tfrecord, csv or tsv); this "
             "job reads IDX files");
 }
 

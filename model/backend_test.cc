@@ -132,7 +132,8 @@ TEST(CpuVsCudaTest, TheInputGradientForAnEmbeddingBagAgrees) {
   auto devices = ListCudaDevices();
   if (!devices.ok()) GTEST_SKIP() << "no CUDA device: " << devices.status().message();
   NetworkSpec spec = NetworkSpec::FromWidths(784, {128}, 10);
-  spec.embeddings = {{"pixels", 3136, 32, "sum", "pixel_buckets:4", "uniform:0.05"}};
+  spec.embeddings = {
+      {"pixels", 3136, 32, EmbeddingBagSpec::Combiner::kSum, "pixel_buckets:4", "uniform:0.05"}};
   ASSERT_OK_AND_ASSIGN(auto cpu, CreateBackend(spec, 32, Device::Cpu()));
   ASSERT_OK_AND_ASSIGN(auto cuda, CreateBackend(spec, 32, Device::Cuda()));
   const std::vector<float> params = cpu->network().InitialParameters(7);

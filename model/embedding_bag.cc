@@ -24,10 +24,6 @@ absl::StatusOr<EmbeddingBag> EmbeddingBag::Create(const EmbeddingBagSpec& spec, 
     return absl::InvalidArgumentError(
         absl::StrCat(where, "dim is ", spec.dim, ": must be in 1..4096"));
   }
-  if (!spec.sequence && spec.combiner != "sum" && spec.combiner != "mean") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "combiner \"", spec.combiner, "\" is not sum or mean"));
-  }
   auto init = ParseInitializerSpec(spec.initializer);
   if (!init.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, "initializer ", init.status().message()));
@@ -164,7 +160,7 @@ void EmbeddingBag::Forward(const Bags& bags, const float* rows, float* out, int6
       const float* __restrict r = rows + static_cast<int64_t>(bags.slot[k]) * d;
       for (int j = 0; j < d; ++j) o[j] += r[j];
     }
-    if (spec_.combiner == "mean" && end > begin) {
+    if (spec_.combiner == EmbeddingBagSpec::Combiner::kMean && end > begin) {
       const float inv = 1.0f / static_cast<float>(end - begin);
       for (int j = 0; j < d; ++j) o[j] *= inv;
     }
@@ -191,7 +187,9 @@ void EmbeddingBag::Backward(const Bags& bags, const float* d_out, int64_t stride
   for (int b = 0; b < bags.batch(); ++b) {
     const int64_t begin = bags.starts[b], end = bags.starts[b + 1];
     if (end == begin) continue;
-    const float scale = spec_.combiner == "mean" ? 1.0f / static_cast<float>(end - begin) : 1.0f;
+    const float scale = spec_.combiner == EmbeddingBagSpec::Combiner::kMean
+                            ? 1.0f / static_cast<float>(end - begin)
+                            : 1.0f;
     const float* __restrict g = d_out + static_cast<int64_t>(b) * stride;
     for (int64_t k = begin; k < end; ++k) {
       float* __restrict r = row_grads + static_cast<int64_t>(bags.slot[k]) * d;

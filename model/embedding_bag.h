@@ -43,7 +43,8 @@ struct EmbeddingBagSpec {
   std::string name = "embedding";
   int64_t vocabulary = 0;  // 0: the model has no embedding
   int dim = 0;
-  std::string combiner = "mean";             // bags: "sum" or "mean"
+  enum class Combiner { kMean, kSum };
+  Combiner combiner = Combiner::kMean;       // bags: how a bag's rows add up
   std::string ids_from;                      // "pixel_buckets:B" or "feature:NAME"
   std::string initializer = "uniform:0.05";  // as the PS's (optim/initializer.h)
   // The embedding layer: each id's row kept in place ([ids_length, dim]).
@@ -83,7 +84,7 @@ struct Bags {
 class EmbeddingBag {
  public:
   // InvalidArgument naming the field: no name, vocabulary or dim < 1, dim
-  // over 4096, a combiner other than sum or mean, ids_from neither
+  // over 4096, ids_from neither
   // "feature:NAME" (with ids_length >= 1) nor, for a bag,
   // "pixel_buckets:B" with B in 1..256, a vocabulary smaller than the ids
   // the pixel features give (input_dim * B), or an initializer that does

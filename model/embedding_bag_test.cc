@@ -11,7 +11,9 @@
 namespace pstrain::model {
 namespace {
 
-EmbeddingBagSpec Spec(int64_t vocabulary, int dim, const std::string& combiner, int buckets) {
+using Combiner = EmbeddingBagSpec::Combiner;
+
+EmbeddingBagSpec Spec(int64_t vocabulary, int dim, Combiner combiner, int buckets) {
   EmbeddingBagSpec s;
   s.name = "pixels";
   s.vocabulary = vocabulary;
@@ -22,7 +24,7 @@ EmbeddingBagSpec Spec(int64_t vocabulary, int dim, const std::string& combiner, 
 }
 
 TEST(EmbeddingBagTest, IdsArePixelAndIntensityBucketOfNonZeroFeatures) {
-  ASSERT_OK_AND_ASSIGN(EmbeddingBag bag, EmbeddingBag::Create(Spec(12, 2, "sum", 4), 3));
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag bag, EmbeddingBag::Create(Spec(12, 2, Combiner::kSum, 4), 3));
   // Example 0: feature 1 at 0.3 (bucket 1), feature 2 at 1.0 (bucket 3);
   // example 1: feature 0 at 0.3 and feature 1 at 0.3 (both bucket 1);
   // example 2: nothing.
@@ -43,14 +45,14 @@ TEST(EmbeddingBagTest, SumAndMeanForwardAndBackwardByHand) {
   const std::vector<float> d_out = {1, -1, 0.5f, 2, 3, 3};
   std::vector<float> out(6), grads(4);
 
-  ASSERT_OK_AND_ASSIGN(EmbeddingBag sum, EmbeddingBag::Create(Spec(40, 2, "sum", 1), 40));
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag sum, EmbeddingBag::Create(Spec(40, 2, Combiner::kSum, 1), 40));
   sum.Forward(bags, rows.data(), out.data());
   EXPECT_EQ(out, (std::vector<float>{11, 22, 1, 2, 0, 0}));
   sum.Backward(bags, d_out.data(), grads.data());
   // id 7 is in bags 0 and 1; id 9 in bag 0; bag 2 is empty.
   EXPECT_EQ(grads, (std::vector<float>{1.5f, 1, 1, -1}));
 
-  ASSERT_OK_AND_ASSIGN(EmbeddingBag mean, EmbeddingBag::Create(Spec(40, 2, "mean", 1), 40));
+  ASSERT_OK_AND_ASSIGN(EmbeddingBag mean, EmbeddingBag::Create(Spec(40, 2, Combiner::kMean, 1), 40));
   mean.Forward(bags, rows.data(), out.data());
   EXPECT_EQ(out, (std::vector<float>{5.5f, 11, 1, 2, 0, 0}));
   mean.Backward(bags, d_out.data(), grads.data());
@@ -58,18 +60,15 @@ TEST(EmbeddingBagTest, SumAndMeanForwardAndBackwardByHand) {
 }
 
 TEST(EmbeddingBagTest, CreateNamesWhatIsWrong) {
-  EXPECT_EQ(EmbeddingBag::Create(Spec(3000, 8, "mean", 4), 784).status().message(),
+  EXPECT_EQ(EmbeddingBag::Create(Spec(3000, 8, Combiner::kMean, 4), 784).status().message(),
             "embedding_bag pixels: vocabulary 3000 is smaller than the 3136 ids that "
             "pixel_buckets:4 gives for 784 features");
-  EmbeddingBagSpec s = Spec(3136, 8, "max", 4);
-  EXPECT_EQ(EmbeddingBag::Create(s, 784).status().message(),
-            "embedding_bag pixels: combiner \"max\" is not sum or mean");
-  s = Spec(3136, 8, "mean", 4);
+  EmbeddingBagSpec s = Spec(3136, 8, Combiner::kMean, 4);
   s.ids_from = "hashed:10";
   EXPECT_EQ(EmbeddingBag::Create(s, 784).status().message(),
             "embedding_bag pixels: ids_from \"hashed:10\" is not feature:NAME or pixel_buckets:B "
             "with B in 1..256");
-  EXPECT_EQ(EmbeddingBag::Create(Spec(3136, 0, "mean", 4), 784).status().message(),
+  EXPECT_EQ(EmbeddingBag::Create(Spec(3136, 0, Combiner::kMean, 4), 784).status().message(),
             "embedding_bag pixels: dim is 0: must be in 1..4096");
 }
 
@@ -77,7 +76,7 @@ TEST(EmbeddingBagTest, CreateNamesWhatIsWrong) {
 // takes no room in the flat array.
 TEST(EmbeddingBagTest, MlpListsTheTableLast) {
   NetworkSpec spec = NetworkSpec::FromWidths(784, {16}, 10);
-  spec.embeddings = {Spec(3136, 8, "mean", 4)};
+  spec.embeddings = {Spec(3136, 8, Combiner::kMean, 4)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 4));
   ASSERT_EQ(mlp->variables().size(), 5u);
   EXPECT_EQ(mlp->variables()[0].name, "dense_0/kernel");
@@ -101,8 +100,8 @@ TEST(EmbeddingBagTest, MlpListsTheTableLast) {
 // The whole chain (rows -> bag -> dense layers -> loss) against numerical
 // gradients of the table rows, for both combiners.
 TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
-  for (const std::string combiner : {"sum", "mean"}) {
-    SCOPED_TRACE(combiner);
+  for (const Combiner combiner : {Combiner::kSum, Combiner::kMean}) {
+    SCOPED_TRACE(combiner == Combiner::kSum ? "sum" : "mean");
     const int input_dim = 6, batch = 5;
     NetworkSpec spec = NetworkSpec::FromWidths(input_dim, {7}, 3);
     spec.embeddings = {Spec(input_dim * 3, 4, combiner, 3)};
@@ -146,7 +145,7 @@ TEST(EmbeddingBagTest, RowGradientsMatchNumericalGradients) {
 
 TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
   NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
-  spec.embeddings = {Spec(8, 2, "sum", 2)};
+  spec.embeddings = {Spec(8, 2, Combiner::kSum, 2)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 8));
   const std::vector<float> x = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.2f, 0};
   const std::vector<int32_t> y = {0, 1, 0};
@@ -237,7 +236,7 @@ TEST(EmbeddingBagTest, SequenceKeepsEachIdsRowInPlaceAndMasksPadding) {
 TEST(EmbeddingBagTest, BagOfFeatureIdsDropsPaddingAndLargeVocabulariesUseAMap) {
   EmbeddingBagSpec spec = SequenceSpec(false);
   spec.sequence = false;
-  spec.combiner = "mean";
+  spec.combiner = Combiner::kMean;
   spec.vocabulary = int64_t{1} << 30;  // beyond the slot table: a hash map
   ASSERT_OK_AND_ASSIGN(EmbeddingBag bag, EmbeddingBag::Create(spec, 0));
   EXPECT_EQ(bag.output_shape(), (std::vector<int64_t>{2}));

@@ -17,7 +17,7 @@ EmbeddingBagSpec Bag(const std::string& name, int64_t vocabulary, int dim, int64
   spec.name = name;
   spec.vocabulary = vocabulary;
   spec.dim = dim;
-  spec.combiner = "sum";
+  spec.combiner = EmbeddingBagSpec::Combiner::kSum;
   spec.ids_from = "feature:" + name;
   spec.ids_offset = offset;
   spec.ids_length = length;

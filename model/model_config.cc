@@ -4,12 +4,15 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/consistency.h"
 #include "common/file_util.h"
@@ -27,16 +30,58 @@ namespace {
 using google::protobuf::TextFormat;
 
 // Keeps the first error with its position (1-based, as editors count).
+// The values an enum field of the config takes (its UNSET value aside),
+// found by the field's name anywhere under `type`: "valid, same".
+std::string EnumValues(const google::protobuf::Descriptor* type, const std::string& field,
+                       int depth = 0) {
+  if (depth > 8) return "";
+  for (int i = 0; i < type->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = type->field(i);
+    if (f->name() == field && f->enum_type() != nullptr) {
+      std::vector<std::string> names;
+      for (int v = 0; v < f->enum_type()->value_count(); ++v) {
+        if (f->enum_type()->value(v)->number() != 0) names.push_back(f->enum_type()->value(v)->name());
+      }
+      return absl::StrJoin(names, ", ");
+    }
+    if (f->message_type() != nullptr) {
+      std::string found = EnumValues(f->message_type(), field, depth + 1);
+      if (!found.empty()) return found;
+    }
+  }
+  return "";
+}
+
 class FirstError : public google::protobuf::io::ErrorCollector {
  public:
+  // `text`: what is parsed, to point at an unknown value's first character
+  // (the parser stops after it).
+  explicit FirstError(const std::string& text) : text_(text) {}
+
   void AddError(int line, google::protobuf::io::ColumnNumber column,
                 const std::string& message) override {
     if (!error_.empty()) return;
+    // An unknown value of a closed set: where it starts, and which values
+    // the field takes.
+    static const std::regex* const unknown =
+        new std::regex(R"re(Unknown enumeration value of "([^"]*)" for field "([a-z_]+)"\.)re");
+    std::smatch m;
+    std::string values;
+    if (std::regex_search(message, m, *unknown)) {
+      values = EnumValues(v1::ModelConfig::descriptor(), m[2].str());
+      const std::vector<absl::string_view> lines = absl::StrSplit(text_, '\n');
+      if (line < static_cast<int>(lines.size())) {
+        const size_t at = lines[line].substr(0, column).rfind(m[1].str());
+        if (at != absl::string_view::npos) column = static_cast<int>(at);
+      }
+    }
     error_ = absl::StrCat(line + 1, ":", column + 1, ": ", message);
+    if (!values.empty()) absl::StrAppend(&error_, " It is one of: ", values, ".");
   }
   const std::string& error() const { return error_; }
 
  private:
+  const std::string& text_;
   std::string error_;
 };
 
@@ -150,17 +195,6 @@ absl::StatusOr<std::array<int, 2>> Window(const google::protobuf::RepeatedField<
   return std::array<int, 2>{h, values.size() == 2 ? static_cast<int>(values[1]) : h};
 }
 
-absl::StatusOr<bool> SamePadding(const std::string& padding) {
-  if (padding.empty() || padding == "valid") return false;
-  if (padding == "same") return true;
-  return absl::InvalidArgumentError(absl::StrCat("\"", padding, "\" is not valid or same"));
-}
-
-absl::Status CheckActivation(const std::string& activation) {
-  if (activation.empty() || activation == "relu") return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("\"", activation, "\" is not relu (or empty for none)"));
-}
 
 // For ids_from "feature:NAME": where the feature's ids lie in the id layout
 // and how many there are; the errors say what does not fit.
@@ -200,13 +234,8 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
   const auto* type = v1::ModelConfig::descriptor();
   const auto* layer_type = v1::LayerConfig::descriptor();
   NetworkSpec spec;
-  if (config.loss() == "sigmoid_cross_entropy") {
-    spec.loss = Loss::kSigmoidCrossEntropy;
-  } else if (!config.loss().empty() && config.loss() != "softmax_cross_entropy") {
-    return Bad(where.At(where.root(), type, "loss") + "loss ",
-               absl::StrCat("\"", config.loss(),
-                            "\" is not softmax_cross_entropy or sigmoid_cross_entropy"));
-  }
+  spec.loss = config.loss() == v1::sigmoid_cross_entropy ? Loss::kSigmoidCrossEntropy
+                                                         : Loss::kSoftmaxCrossEntropy;
   if (config.input_shape_size() > 0) {
     Shape shape(config.input_shape().begin(), config.input_shape().end());
     for (int64_t d : shape) {
@@ -318,7 +347,7 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
         bag.mask_zero = q.mask_zero();
         if (!q.initializer().empty()) bag.initializer = q.initializer();
       } else {
-        if (!b.combiner().empty()) bag.combiner = b.combiner();
+        if (b.combiner() == v1::sum) bag.combiner = EmbeddingBagSpec::Combiner::kSum;
         if (!b.initializer().empty()) bag.initializer = b.initializer();
       }
       if (bag.from_feature()) {
@@ -340,7 +369,7 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
         // "KIND NAME: FIELD what" -> at FIELD: "what".
         absl::string_view m = checked.status().message();
         absl::ConsumePrefix(&m, absl::StrCat(*kind, " ", name, ": "));
-        for (const char* f : {"combiner", "ids_from", "vocabulary", "initializer"}) {
+        for (const char* f : {"ids_from", "vocabulary", "initializer"}) {
           if (absl::ConsumePrefix(&m, absl::StrCat(f, " "))) return Bad(at(f), m);
         }
         return Bad(at_layer, what + std::string(m));
@@ -370,11 +399,8 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
             absl::StrCat(d.input_dim(), " does not chain: ",
                          i == 0 ? "the input is " : "the layer before gives ", ShapeString(shape)));
       }
-      if (absl::Status s = CheckActivation(d.activation()); !s.ok()) {
-        return Bad(at("activation"), s.message());
-      }
       layer.units = static_cast<int>(d.units());
-      layer.relu = d.activation() == "relu";
+      layer.relu = d.activation() == v1::relu;
       if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
       if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
     } else if (*kind == "conv1d" || *kind == "conv2d") {
@@ -390,16 +416,11 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
       if (!kernel.ok()) return Bad(at("kernel_size"), kernel.status().message());
       auto strides = Window(c.strides(), one_d, 1, 1);
       if (!strides.ok()) return Bad(at("strides"), strides.status().message());
-      auto same = SamePadding(c.padding());
-      if (!same.ok()) return Bad(at("padding"), same.status().message());
-      if (absl::Status s = CheckActivation(c.activation()); !s.ok()) {
-        return Bad(at("activation"), s.message());
-      }
       layer.units = static_cast<int>(c.filters());
       layer.window = *kernel;
       layer.stride = *strides;
-      layer.same_padding = *same;
-      layer.relu = c.activation() == "relu";
+      layer.same_padding = c.padding() == v1::same;
+      layer.relu = c.activation() == v1::relu;
       if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
       if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
       shape_field = "kernel_size";
@@ -411,11 +432,9 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
       if (!pool.ok()) return Bad(at("pool_size"), pool.status().message());
       auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
       if (!strides.ok()) return Bad(at("strides"), strides.status().message());
-      auto same = SamePadding(p.padding());
-      if (!same.ok()) return Bad(at("padding"), same.status().message());
       layer.window = *pool;
       layer.stride = *strides;
-      layer.same_padding = *same;
+      layer.same_padding = p.padding() == v1::same;
       shape_field = "pool_size";
     } else if (*kind == "global_average_pool1d") {
       layer.kind = LayerKind::kGlobalAveragePool1D;
@@ -491,7 +510,9 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
   auto iat = [&](const std::string& field, int index = -1) {
     return where.At(tree, v1::InputConfig::descriptor(), field, index, fallback) + "input: ";
   };
-  if (absl::Status s = data::SetInputFormat(c.format(), in); !s.ok()) {
+  if (absl::Status s = data::SetInputFormat(
+          c.format() == v1::FORMAT_UNSET ? "idx" : v1::InputFormat_Name(c.format()), in);
+      !s.ok()) {
     return Bad(iat("format"), s.message());
   }
   if (in->format == data::InputFormat::kIdx) {
@@ -531,11 +552,10 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
                "input.test_files is missing (the examples the chief and evaluator score)");
   }
   if (c.feature_size() == 0) return Bad(fallback, "input.feature is missing: no feature is read");
-  auto compression = data::ParseCompression(c.compression());
-  if (!compression.ok()) return Bad(iat("compression"), compression.status().message());
   in->train_files = c.train_files();
   in->test_files = c.test_files();
-  in->compression = c.compression();
+  if (c.compression() == v1::NONE) in->compression = data::Compression::kNone;
+  if (c.compression() == v1::GZIP) in->compression = data::Compression::kGzip;
   in->skip_bad_records = c.skip_bad_records();
   if (c.shuffle_buffer() < 0 || c.shuffle_buffer() > (int64_t{1} << 30)) {
     return Bad(iat("shuffle_buffer"),
@@ -679,15 +699,42 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
 
 }  // namespace
 
+namespace {
+
+std::string UnquoteEnumValues(std::string text) {
+  // `FIELD: "value"` -> `FIELD:  value ` (same length: the parser's line and
+  // column numbers stay those of the file), for the fields that are enums;
+  // `FIELD: ""` (once "unset") -> blanks.
+  static const std::regex* const quoted = new std::regex(
+      R"re(\b(padding|activation|combiner|loss|format|compression)(\s*:\s*)"([A-Za-z_][A-Za-z0-9_]*)?")re");
+  std::string out;
+  size_t copied = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), *quoted), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    out.append(text, copied, m.position(0) - copied);
+    if (m[3].length() == 0) {
+      out.append(m.length(0), ' ');
+    } else {
+      out.append(m[1].str()).append(m[2].str()).append(" ").append(m[3].str()).append(" ");
+    }
+    copied = m.position(0) + m.length(0);
+  }
+  out.append(text, copied, std::string::npos);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                                                      const std::string& name) {
   v1::ModelConfig config;
   TextFormat::Parser parser;
-  FirstError errors;
+  const std::string unquoted = UnquoteEnumValues(text);
+  FirstError errors(unquoted);
   TextFormat::ParseInfoTree tree;
   parser.RecordErrorsTo(&errors);
   parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(text, &config)) {
+  if (!parser.ParseFromString(unquoted, &config)) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", errors.error()));
   }
   const Where where(name, &tree);

@@ -37,7 +37,10 @@ struct ModelConfigFile {
 // that is not positive, a table that is not [vocabulary, dim], a layer whose
 // input_dim does not chain with the layer before, an activation, initializer,
 // loss, optimizer or consistency that is not known, a job setting out of
-// range, or both variables and layers in one file.
+// range, or both variables and layers in one file. The closed sets
+// (padding, activation, combiner, loss, format, compression) are proto
+// enums: written bare (`padding: same`) or quoted as configs wrote them
+// before (`padding: "same"`), an unknown value is named by the parser.
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                                                      const std::string& name);
 

@@ -142,7 +142,8 @@ TEST(ModelConfigTest, LayerOptionsAndShapesThatDoNotFitAreNamedAtTheirField) {
   EXPECT_EQ(message(seq + "layer { conv1d { filters: 2 kernel_size: [2, 2] } }"),
             "m.pbtxt:3:29: layer 0 (conv1d_0): conv1d.kernel_size has 2 values: one expected");
   EXPECT_EQ(message(seq + "layer { conv1d { filters: 2 kernel_size: 2 padding: \"full\" } }"),
-            "m.pbtxt:3:44: layer 0 (conv1d_0): conv1d.padding \"full\" is not valid or same");
+            "m.pbtxt:3:54: Unknown enumeration value of \"full\" for field \"padding\". It is "
+            "one of: valid, same.");
   EXPECT_EQ(message(seq + "layer { conv1d { kernel_size: 2 } }"),
             "m.pbtxt:3:1: layer 0 (conv1d_0): conv1d.filters is missing");
   EXPECT_EQ(message(seq + "layer { dropout { rate: 1.5 } }"),
@@ -318,6 +319,32 @@ TEST(ModelConfigTest, FieldsLeftOutKeepTheJobDefaults) {
   EXPECT_EQ(f.job.consistency, Consistency::Ssp(2));
 }
 
+// The closed sets are enums: written bare, or quoted as configs wrote them
+// before (and "" for unset), they read the same.
+TEST(ModelConfigTest, QuotedAndBareValuesOfAClosedSetReadTheSame) {
+  const std::string bare =
+      "input_dim: 8\ninput_shape: [8, 1]\n"
+      "layer { conv1d { filters: 2 kernel_size: 2 padding: same activation: relu } }\n"
+      "layer { max_pool1d { padding: same } }\nlayer { flatten {} }\n"
+      "layer { dense { units: 3 } }\nloss: softmax_cross_entropy\n";
+  const std::string quoted =
+      "input_dim: 8\ninput_shape: [8, 1]\n"
+      "layer { conv1d { filters: 2 kernel_size: 2 padding: \"same\" activation: \"relu\" } }\n"
+      "layer { max_pool1d { padding: \"same\" } }\nlayer { flatten {} }\n"
+      "layer { dense { units: 3 activation: \"\" } }\nloss: \"softmax_cross_entropy\"\n";
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile a, ParseModelConfigFile(bare, "a.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile b, ParseModelConfigFile(quoted, "b.pbtxt"));
+  ASSERT_EQ(a.job.model.layers.size(), b.job.model.layers.size());
+  for (size_t l = 0; l < a.job.model.layers.size(); ++l) {
+    EXPECT_EQ(a.job.model.layers[l].same_padding, b.job.model.layers[l].same_padding) << l;
+    EXPECT_EQ(a.job.model.layers[l].relu, b.job.model.layers[l].relu) << l;
+  }
+  EXPECT_TRUE(a.job.model.layers[0].same_padding);
+  EXPECT_TRUE(a.job.model.layers[0].relu);
+  EXPECT_TRUE(a.job.model.layers[1].same_padding);
+  EXPECT_FALSE(b.job.model.layers[3].relu);
+}
+
 TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   auto message = [](const std::string& text) {
     return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
@@ -347,8 +374,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { input_dim: 5 units: 2 } }"),
             "m.pbtxt:2:17: layer 0 (dense_0): dense.input_dim 5 does not chain: the input is [4]");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"tanh\" } }"),
-            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation \"tanh\" is not relu (or empty for "
-            "none)");
+            "m.pbtxt:2:39: Unknown enumeration value of \"tanh\" for field \"activation\". It is "
+            "one of: relu.");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"relu\" } }"),
             "m.pbtxt:2:26: layer 0 (dense_0): dense.activation must be empty: the last layer "
             "gives the logits of softmax cross-entropy");
@@ -356,7 +383,12 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:26: layer 0 (dense_0): dense.kernel_initializer \"he\" is not "
             "glorot_uniform, zeros or uniform:A (A >= 0)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"mse\""),
-            "m.pbtxt:3:1: loss \"mse\" is not softmax_cross_entropy or sigmoid_cross_entropy");
+            "m.pbtxt:3:8: Unknown enumeration value of \"mse\" for field \"loss\". It is one of: "
+            "softmax_cross_entropy, sigmoid_cross_entropy.");
+  // The closed sets may be written bare, as enums are.
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: mse"),
+            "m.pbtxt:3:7: Unknown enumeration value of \"mse\" for field \"loss\". It is one of: "
+            "softmax_cross_entropy, sigmoid_cross_entropy.");
   // A sigmoid loss takes one logit.
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"sigmoid_cross_entropy\""),
             "m.pbtxt:2:17: layer 0 (dense_0): dense.units 2 must be 1: a sigmoid loss takes one "
@@ -408,7 +440,7 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
   EXPECT_EQ(bag.name, "pixels");
   EXPECT_EQ(bag.vocabulary, 3136);
   EXPECT_EQ(bag.dim, 32);
-  EXPECT_EQ(bag.combiner, "mean");
+  EXPECT_EQ(bag.combiner, EmbeddingBagSpec::Combiner::kMean);
   EXPECT_EQ(bag.initializer, "uniform:0.05");
   EXPECT_EQ(f.job.model.layers[0].name, "dense_0");
   ASSERT_EQ(f.variables.size(), 5u);
@@ -439,7 +471,8 @@ TEST(ModelConfigTest, EmbeddingBagLayerComesFirstAndFeedsTheDenseLayers) {
       "m.pbtxt:2:1: layer 0 (embedding): embedding_bag.dim is missing");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 combiner: \"max\" "
                     "ids_from: \"pixel_buckets:2\" } }\nlayer { dense { units: 2 } }"),
-            "m.pbtxt:2:46: layer 0 (embedding): embedding_bag.combiner \"max\" is not sum or mean");
+            "m.pbtxt:2:57: Unknown enumeration value of \"max\" for field \"combiner\". It is "
+            "one of: mean, sum.");
   EXPECT_EQ(message("input_dim: 4\nlayer { embedding_bag { vocabulary: 8 dim: 2 "
                     "ids_from: \"pixel_buckets:2\" } }"),
             "m.pbtxt:2:1: the model has no dense layer: the last one gives the logits");
@@ -487,7 +520,8 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
   EXPECT_EQ(error("input { format: \"tfrecord\" test_files: \"b\" feature { name: \"x\" } }\n"),
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
   EXPECT_EQ(error("input { format: \"parquet\" }\n", "input_dim: 1\n"),
-            "m.pbtxt:2:9: input: format \"parquet\" is not one of idx, tfrecord, csv, tsv");
+            "m.pbtxt:2:18: Unknown enumeration value of \"parquet\" for field \"format\". It is "
+            "one of: idx, tfrecord, csv, tsv.");
   const std::string idx_only =
       "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for format "
       "\"tfrecord\", \"csv\" or \"tsv\" (the IDX files of the data directory need none)";
