@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
+#include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "job/task_flags.h"
@@ -22,13 +23,12 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(options.bind_address,
-                           args.GetString("bind", cfg.task_address()->ToString()));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
+                           StringFlag(args, "bind", cfg.task_address()->ToString()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, IntFlag(args, "ps_wait_s"));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, IntFlag(args, "job_timeout_s"));
   // As for workers: one BLAS thread when the chief trains beside its duties.
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
-                           args.GetIntInRange("eval_wait_secs", 600, 0, 86400));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, IntFlag(args, "blas_threads"));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s, IntFlag(args, "eval_wait_secs"));
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kChief));
   PSTRAIN_RETURN_IF_ERROR(CheckStragglers(options.job, cfg.cluster));
   if (std::string plan = DevicePlan(options.job); !plan.empty()) Log(plan);

@@ -40,6 +40,7 @@
 #include "common/malloc_tuning.h"
 #include "common/signals.h"
 #include "common/tf_config.h"
+#include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "model/blas_kernels.h"
@@ -107,28 +108,11 @@ constexpr char kUsage[] =
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness; refused calls\n"
     "  pstrain version | --version  version, commit, build type and CUDA of this binary\n"
-    "  pstrain help\n"
+    "  pstrain help [flags]         this text; with flags, the reference of every flag\n"
     "\n"
-    "security flags (every task, launch, status; README \"Security\"):\n"
-    "  --tls_cert=PEM --tls_key=PEM --tls_ca=PEM [--tls_server_name=NAME]   mutual TLS\n"
-    "  --token_file=FILE (or PSTRAIN_TOKEN=...)   a cluster token on every call\n"
-    "  --insecure    run without either where the cluster is not all loopback\n"
-    "PS limits: --max_message_mib --max_tensors_per_request --max_ids_per_request\n"
-    "  --max_table_rows --max_calls_per_client --max_calls\n"
-    "  --noshared_memory   refuse the shared memory a worker on this host offers\n"
-    "  --stop_grace_secs=S (10) on SIGTERM, serve this long for the chief's last checkpoint\n"
-    "chief and workers: --bind=HOST:PORT (the chief's service; TF_CONFIG's address)\n"
-    "  --ps_wait_s=S (120: how long a PS may be away) --blas_threads=N (1)\n"
-    "  --job_timeout_s=S (86400: the longest the chief waits for the training replicas)\n"
-    "  --eval_wait_secs=S  with an evaluator in the cluster, how long the chief waits\n"
-    "                      for its score of the final checkpoint (600; 0: not at all)\n"
-    "evaluator: --eval_poll_secs=S (2) --once --idle_timeout_s=S (86400: stop when no new\n"
-    "  checkpoint came for that long)\n"
-    "platform flags (every task): --work_dir=DIR (change into it first)\n"
-    "  --log_dir=DIR (also log to DIR/<type>-<index>.log) --log_to=stderr|stdout|file\n"
-    "  --num_gpus=N (0: the CPU; N >= 1: CUDA where a device is usable)\n"
-    "Every task accepts every flag above and the job flags, so that one argument list\n"
-    "serves every role; each logs the flags its role does not use.\n"
+    "Every task accepts every flag of every role below (`pstrain help flags`, or\n"
+    "docs/flags.md, has them all), so that one argument list serves every role;\n"
+    "each logs the flags its role does not use.\n"
     "\n"
     "TF_CONFIG: {\"cluster\": {\"chief\": [\"host:port\"], \"ps\": [...], \"worker\": [...]},\n"
     "            \"task\": {\"type\": \"ps\", \"index\": 0}}\n";
@@ -180,10 +164,9 @@ std::string CommandUsage(const std::string& cmd) {
   }
   auto example = Examples().find(cmd);
   if (example != Examples().end()) absl::StrAppend(&out, "\nexample:\n  ", example->second, "\n");
-  if (TakesJobFlags(cmd)) absl::StrAppend(&out, "\n", pstrain::JobFlagsUsage(), "\n");
+  if (TakesJobFlags(cmd)) absl::StrAppend(&out, "\n", pstrain::JobFlagsUsage());
   if (cmd == "launch" || cmd == "status") {
-    absl::StrAppend(&out, "\nsecurity flags: --tls_cert --tls_key --tls_ca --tls_server_name ",
-                    "--token_file --insecure (README \"Security\")\n");
+    absl::StrAppend(&out, "\n", pstrain::FlagUsage(pstrain::FlagGroup::kSecurity));
   }
   return out;
 }
@@ -331,8 +314,13 @@ int pstrain::PstrainMain(int argc, char** argv) {
       return pstrain::kExitOk;
     }
     if (cmd == "describe") return Describe(argc, argv, tf_config);
+    if (cmd == "help" && argc >= 3 && std::strcmp(argv[2], "flags") == 0) {
+      std::printf("%s", pstrain::FlagReference().c_str());
+      return pstrain::kExitOk;
+    }
     if (cmd == "help") {
-      std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+      std::printf("%s\n%s\n%s", kUsage, pstrain::JobFlagsUsage().c_str(),
+                  pstrain::TaskFlagUsage().c_str());
       return pstrain::kExitOk;
     }
     const std::string self = SelfPath(argv[0]);
@@ -383,7 +371,8 @@ int pstrain::PstrainMain(int argc, char** argv) {
     return it->second.second(*args);
   }
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::printf("%s\n%s\n", kUsage, pstrain::JobFlagsUsage());
+    std::printf("%s\n%s\n%s", kUsage, pstrain::JobFlagsUsage().c_str(),
+                pstrain::TaskFlagUsage().c_str());
     return pstrain::kExitOk;
   }
   return pstrain::RunAnyRole(tf_config, argc, argv);

@@ -4,6 +4,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "evaluator/evaluator.h"
+#include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/task_flags.h"
 
@@ -14,9 +15,9 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   EvaluatorOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t poll_s, args.GetInt("eval_poll_secs", 2));
-  PSTRAIN_ASSIGN_OR_RETURN(options.once, args.GetBool("once", false));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t idle_s, args.GetInt("idle_timeout_s", 86400));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t poll_s, IntFlag(args, "eval_poll_secs"));
+  PSTRAIN_ASSIGN_OR_RETURN(options.once, BoolFlag(args, "once"));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t idle_s, IntFlag(args, "idle_timeout_s"));
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kEvaluator));
   if (poll_s < 1 || idle_s < 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -9,48 +9,20 @@
 #include "absl/strings/str_split.h"
 #include "common/consistency.h"
 #include "common/status_macros.h"
+#include "job/flag_table.h"
 #include "model/cuda_device.h"
 #include "model/model_config.h"
 
 namespace pstrain {
 
 const std::vector<std::string>& JobFlagNames() {
-  static const auto* names = new std::vector<std::string>{"data_dir",
-                                                          "batch_size",
-                                                          "epochs",
-                                                          "max_steps",
-                                                          "learning_rate",
-                                                          "optimizer",
-                                                          "momentum",
-                                                          "nesterov",
-                                                          "beta1",
-                                                          "beta2",
-                                                          "epsilon",
-                                                          "initial_accumulator",
-                                                          "l1",
-                                                          "l2",
-                                                          "seed",
-                                                          "hidden",
-                                                          "output_dir",
-                                                          "consistency",
-                                                          "replicas_to_aggregate",
-                                                          "model_config",
-                                                          "device",
-                                                          "num_gpus",
-                                                          "push_per_layer",
-                                                          "shared_memory",
-                                                          "tcp_frames",
-                                                          "wire_dtype",
-                                                          "checkpoint_secs",
-                                                          "checkpoint_steps",
-                                                          "keep_checkpoints",
-                                                          "chief_trains",
-                                                          "sync_wait_secs",
-                                                          "config",
-                                                          "straggler",
-                                                          "train_files",
-                                                          "test_files",
-                                                          "skip_bad_records"};
+  static const auto* names = [] {
+    auto* out = new std::vector<std::string>();
+    for (const FlagDef& f : FlagTable()) {
+      if (f.group == FlagGroup::kJob) out->push_back(f.name);
+    }
+    return out;
+  }();
   return *names;
 }
 
@@ -67,53 +39,46 @@ absl::Status CheckStragglers(const model::JobSpec& job, const ClusterSpec& clust
   return absl::OkStatus();
 }
 
-const char* JobFlagsUsage() {
-  return "job flags: --data_dir=DIR --batch_size=N --epochs=N --max_steps=N "
-         "--optimizer=sgd|momentum|adagrad|adam|nadam|ftrl --learning_rate=X --momentum=X "
-         "--nesterov --beta1=X --beta2=X --epsilon=X --initial_accumulator=X --l1=X --l2=X "
-         "--seed=N --hidden=W1,W2,... --consistency=async|sync|ssp:S "
-         "--replicas_to_aggregate=N "
-         "--model_config=FILE.pbtxt (or --config) --device=auto|cpu|cuda|cuda:N --num_gpus=N "
-         "--[no]push_per_layer "
-         "--[no]shared_memory --[no]tcp_frames --wire_dtype=float32|bfloat16 "
-         "--checkpoint_secs=S --checkpoint_steps=N --keep_checkpoints=K --[no]chief_trains "
-         "--sync_wait_secs=S --straggler=TASK:MS[@P][,...] "
-         "--train_files=GLOB --test_files=GLOB --[no]skip_bad_records "
-         "--output_dir=DIR";
-}
+std::string JobFlagsUsage() { return FlagUsage(FlagGroup::kJob); }
 
-absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
+namespace {
+
+// The model config's job (--model_config or --config), or the defaults.
+absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, std::string* config) {
   model::JobSpec job;
   // A model config sets the model and the job settings it states; flags
   // given as well override those settings.
-  PSTRAIN_ASSIGN_OR_RETURN(std::string config, args.GetString("model_config", ""));
+  PSTRAIN_ASSIGN_OR_RETURN(*config, StringFlag(args, "model_config"));
   // --config is the short name `pstrain launch --config FILE` users expect.
-  PSTRAIN_ASSIGN_OR_RETURN(std::string short_config, args.GetString("config", ""));
-  if (!short_config.empty() && !config.empty()) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string short_config, StringFlag(args, "config"));
+  if (!short_config.empty() && !config->empty()) {
     return absl::InvalidArgumentError("--config and --model_config both name a file: use one");
   }
-  if (config.empty()) config = short_config;
-  if (!config.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
-    if (!file.trainable) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--model_config=", config,
-          ": the file lists variables but no layers, so there is no model to train (it is "
-          "for `pstrain placement --config`)"));
-    }
-    if (args.Has("hidden")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--hidden and --model_config=", config, " both give the layers: use one"));
-    }
-    job = file.job;
+  if (config->empty()) *config = short_config;
+  if (config->empty()) return job;
+  PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(*config));
+  if (!file.trainable) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--model_config=", *config,
+        ": the file lists variables but no layers, so there is no model to train (it is "
+        "for `pstrain placement --config`)"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, args.GetString("data_dir", job.data_dir));
-  // The input's files and policy; its features come from the config.
+  if (args.Has("hidden")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--hidden and --model_config=", *config, " both give the layers: use one"));
+  }
+  return file.job;
+}
+
+// The data directory and the input's files and policy; its features come
+// from the config.
+absl::Status ReadInputFlags(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(job.data_dir, StringFlag(args, "data_dir", job.data_dir));
   data::InputSpec& input = job.input;
-  PSTRAIN_ASSIGN_OR_RETURN(input.train_files, args.GetString("train_files", input.train_files));
-  PSTRAIN_ASSIGN_OR_RETURN(input.test_files, args.GetString("test_files", input.test_files));
+  PSTRAIN_ASSIGN_OR_RETURN(input.train_files, StringFlag(args, "train_files", input.train_files));
+  PSTRAIN_ASSIGN_OR_RETURN(input.test_files, StringFlag(args, "test_files", input.test_files));
   PSTRAIN_ASSIGN_OR_RETURN(input.skip_bad_records,
-                           args.GetBool("skip_bad_records", input.skip_bad_records));
+                           BoolFlag(args, "skip_bad_records", input.skip_bad_records));
   if (input.format == data::InputFormat::kIdx &&
       (args.Has("train_files") || args.Has("test_files"))) {
     return absl::InvalidArgumentError(
@@ -121,37 +86,25 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
         "model config's input block gives (format: tfrecord, csv or tsv); this job "
         "reads IDX files");
   }
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t batch,
-                           args.GetIntInRange("batch_size", job.batch_size, 1, 65536));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, args.GetIntInRange("epochs", job.epochs, 1, 100000));
-  PSTRAIN_ASSIGN_OR_RETURN(job.max_steps, args.GetInt("max_steps", job.max_steps));
-  OptimizerSpec& opt = job.optimizer;
-  PSTRAIN_ASSIGN_OR_RETURN(opt.name, args.GetString("optimizer", opt.name));
-  PSTRAIN_ASSIGN_OR_RETURN(double lr, args.GetDouble("learning_rate", opt.learning_rate));
-  PSTRAIN_ASSIGN_OR_RETURN(double momentum, args.GetDouble("momentum", opt.momentum));
-  PSTRAIN_ASSIGN_OR_RETURN(opt.nesterov, args.GetBool("nesterov", opt.nesterov));
-  PSTRAIN_ASSIGN_OR_RETURN(double beta1, args.GetDouble("beta1", opt.beta1));
-  PSTRAIN_ASSIGN_OR_RETURN(double beta2, args.GetDouble("beta2", opt.beta2));
-  PSTRAIN_ASSIGN_OR_RETURN(double epsilon, args.GetDouble("epsilon", opt.epsilon));
+  return absl::OkStatus();
+}
+
+absl::Status ReadOptimizerFlags(CliArgs& args, OptimizerSpec& opt) {
+  PSTRAIN_ASSIGN_OR_RETURN(opt.name, StringFlag(args, "optimizer", opt.name));
+  PSTRAIN_ASSIGN_OR_RETURN(double lr, DoubleFlag(args, "learning_rate", opt.learning_rate));
+  PSTRAIN_ASSIGN_OR_RETURN(double momentum, DoubleFlag(args, "momentum", opt.momentum));
+  PSTRAIN_ASSIGN_OR_RETURN(opt.nesterov, BoolFlag(args, "nesterov", opt.nesterov));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta1, DoubleFlag(args, "beta1", opt.beta1));
+  PSTRAIN_ASSIGN_OR_RETURN(double beta2, DoubleFlag(args, "beta2", opt.beta2));
+  PSTRAIN_ASSIGN_OR_RETURN(double epsilon, DoubleFlag(args, "epsilon", opt.epsilon));
   PSTRAIN_ASSIGN_OR_RETURN(double init_acc,
-                           args.GetDouble("initial_accumulator", opt.initial_accumulator));
-  PSTRAIN_ASSIGN_OR_RETURN(double l1, args.GetDouble("l1", opt.l1));
-  PSTRAIN_ASSIGN_OR_RETURN(double l2, args.GetDouble("l2", opt.l2));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, args.GetInt("seed", job.seed));
-  PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, args.GetString("hidden", "128"));
-  if (job.max_steps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_steps=", job.max_steps, ": must be 0 (use epochs) or more"));
-  }
+                           DoubleFlag(args, "initial_accumulator", opt.initial_accumulator));
+  PSTRAIN_ASSIGN_OR_RETURN(double l1, DoubleFlag(args, "l1", opt.l1));
+  PSTRAIN_ASSIGN_OR_RETURN(double l2, DoubleFlag(args, "l2", opt.l2));
   if (!(lr > 0) || lr > 100) {
     return absl::InvalidArgumentError(
         absl::StrCat("--learning_rate=", lr, ": must be in (0, 100]"));
   }
-  if (seed < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--seed=", seed, ": must be >= 0"));
-  }
-  job.batch_size = static_cast<int>(batch);
-  job.epochs = static_cast<int>(epochs);
   if (opt.name != "sgd" && opt.name != "momentum" && opt.name != "adagrad" && opt.name != "adam" &&
       opt.name != "nadam" && opt.name != "ftrl") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -180,9 +133,20 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   opt.initial_accumulator = static_cast<float>(init_acc);
   opt.l1 = static_cast<float>(l1);
   opt.l2 = static_cast<float>(l2);
+  return absl::OkStatus();
+}
+
+// The schedule, the consistency mode and the checkpoints.
+absl::Status ReadScheduleFlags(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t batch, IntFlag(args, "batch_size", job.batch_size));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t epochs, IntFlag(args, "epochs", job.epochs));
+  PSTRAIN_ASSIGN_OR_RETURN(job.max_steps, IntFlag(args, "max_steps", job.max_steps));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t seed, IntFlag(args, "seed", static_cast<int64_t>(job.seed)));
+  job.batch_size = static_cast<int>(batch);
+  job.epochs = static_cast<int>(epochs);
   job.seed = static_cast<uint64_t>(seed);
   PSTRAIN_ASSIGN_OR_RETURN(std::string consistency,
-                           args.GetString("consistency", job.consistency.ToString()));
+                           StringFlag(args, "consistency", job.consistency.ToString()));
   auto mode = ParseConsistency(consistency);
   if (!mode.ok()) return absl::InvalidArgumentError(absl::StrCat("--", mode.status().message()));
   job.consistency = *mode;
@@ -190,41 +154,40 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
   // one process with the replicas' batches together would.
   job.model.sync_tables = mode->sync();
   PSTRAIN_ASSIGN_OR_RETURN(int64_t aggregate,
-                           args.GetInt("replicas_to_aggregate", job.replicas_to_aggregate));
-  if (aggregate < 0 || aggregate > 4096) {
-    return absl::InvalidArgumentError(absl::StrCat("--replicas_to_aggregate=", aggregate,
-                                                   ": must be from 0 (all replicas) to 4096"));
-  }
+                           IntFlag(args, "replicas_to_aggregate", job.replicas_to_aggregate));
   job.replicas_to_aggregate = static_cast<int>(aggregate);
-  PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer, args.GetBool("push_per_layer", job.push_per_layer));
-  PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, args.GetBool("shared_memory", job.shared_memory));
-  PSTRAIN_ASSIGN_OR_RETURN(job.tcp_frames, args.GetBool("tcp_frames", job.tcp_frames));
-  PSTRAIN_ASSIGN_OR_RETURN(std::string wire_dtype, args.GetString("wire_dtype", "float32"));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait, IntFlag(args, "sync_wait_secs", job.sync_wait_secs));
+  job.sync_wait_secs = static_cast<int>(sync_wait);
+  PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, BoolFlag(args, "chief_trains", job.chief_trains));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
+                           IntFlag(args, "checkpoint_secs", job.checkpoint_every_secs));
+  PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,
+                           IntFlag(args, "checkpoint_steps", job.checkpoint_every_steps));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep, IntFlag(args, "keep_checkpoints", job.keep_checkpoints));
+  job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
+  job.keep_checkpoints = static_cast<int>(keep);
+  return absl::OkStatus();
+}
+
+// How the replicas reach the PS.
+absl::Status ReadTransportFlags(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer,
+                           BoolFlag(args, "push_per_layer", job.push_per_layer));
+  PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, BoolFlag(args, "shared_memory", job.shared_memory));
+  PSTRAIN_ASSIGN_OR_RETURN(job.tcp_frames, BoolFlag(args, "tcp_frames", job.tcp_frames));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string wire_dtype, StringFlag(args, "wire_dtype"));
   if (wire_dtype != "float32" && wire_dtype != "bfloat16") {
     return absl::InvalidArgumentError(
         absl::StrCat("--wire_dtype=", wire_dtype, ": must be float32 or bfloat16"));
   }
   job.bfloat16_wire = wire_dtype == "bfloat16";
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t ckpt_secs,
-                           args.GetInt("checkpoint_secs", job.checkpoint_every_secs));
-  PSTRAIN_ASSIGN_OR_RETURN(job.checkpoint_every_steps,
-                           args.GetInt("checkpoint_steps", job.checkpoint_every_steps));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t keep,
-                           args.GetIntInRange("keep_checkpoints", job.keep_checkpoints, 1, 1000));
-  if (ckpt_secs < 0 || ckpt_secs > 86400 * 7 || job.checkpoint_every_steps < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint_secs=", ckpt_secs, " --checkpoint_steps=", job.checkpoint_every_steps,
-        ": each must be 0 (off) or positive, seconds at most a week"));
-  }
-  job.checkpoint_every_secs = static_cast<int>(ckpt_secs);
-  job.keep_checkpoints = static_cast<int>(keep);
-  PSTRAIN_ASSIGN_OR_RETURN(job.chief_trains, args.GetBool("chief_trains", job.chief_trains));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t sync_wait,
-                           args.GetIntInRange("sync_wait_secs", job.sync_wait_secs, 1, 86400));
-  job.sync_wait_secs = static_cast<int>(sync_wait);
-  PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, args.GetString("straggler", ""));
+  return absl::OkStatus();
+}
+
+// --straggler=TASK:MS[@P][,...]: TASK is worker:1, chief:0, ... or "all".
+absl::Status ReadStragglers(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string straggler, StringFlag(args, "straggler"));
   for (absl::string_view part : absl::StrSplit(straggler, ',', absl::SkipEmpty())) {
-    // TASK:MS or TASK:MS@P; TASK is worker:1, chief:0, ... or "all".
     model::JobSpec::Straggler s;
     absl::string_view spec = part;
     const size_t at = spec.find('@');
@@ -252,26 +215,35 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     }
     job.stragglers[task] = s;
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::string device, args.GetString("device", job.device.ToString()));
-  auto parsed_device = model::ParseDevice(device);
-  if (!parsed_device.ok()) {
+  return absl::OkStatus();
+}
+
+// --device, and --num_gpus as platforms pass it.
+absl::Status ReadDeviceFlags(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string device, StringFlag(args, "device", job.device.ToString()));
+  auto parsed = model::ParseDevice(device);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", device, ": must be auto, cpu, cuda or cuda:N"));
   }
-  job.device = *parsed_device;
-  if (args.Has("num_gpus")) {
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t gpus, args.GetIntInRange("num_gpus", 0, 0, 1024));
-    const bool cpu = gpus == 0;
-    const model::Device::Kind kind = job.device.kind;
-    if (args.Has("device") &&
-        (kind == model::Device::Kind::kCuda ? cpu : kind == model::Device::Kind::kCpu && !cpu)) {
-      return absl::InvalidArgumentError(absl::StrCat("--num_gpus=", gpus, " and --device=",
-                                                     job.device.ToString(), " disagree: give one"));
-    }
-    if (cpu) job.device = model::Device::Cpu();
-    job.num_gpus = static_cast<int>(gpus);
+  job.device = *parsed;
+  if (!args.Has("num_gpus")) return absl::OkStatus();
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t gpus, IntFlag(args, "num_gpus", 0));
+  const bool cpu = gpus == 0;
+  const model::Device::Kind kind = job.device.kind;
+  if (args.Has("device") &&
+      (kind == model::Device::Kind::kCuda ? cpu : kind == model::Device::Kind::kCpu && !cpu)) {
+    return absl::InvalidArgumentError(absl::StrCat("--num_gpus=", gpus, " and --device=",
+                                                   job.device.ToString(), " disagree: give one"));
   }
-  if (!config.empty()) return job;
+  if (cpu) job.device = model::Device::Cpu();
+  job.num_gpus = static_cast<int>(gpus);
+  return absl::OkStatus();
+}
+
+// --hidden's widths: the default MLP's layers.
+absl::Status ReadHiddenFlag(CliArgs& args, model::JobSpec& job) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string hidden, StringFlag(args, "hidden"));
   std::vector<int> widths;
   for (absl::string_view part : absl::StrSplit(hidden, ',', absl::SkipEmpty())) {
     int width = 0;
@@ -282,6 +254,21 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
     widths.push_back(width);
   }
   job.model = model::NetworkSpec::FromWidths(job.model.input_dim, widths, job.model.num_classes());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
+  std::string config;
+  PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, ConfigJob(args, &config));
+  PSTRAIN_RETURN_IF_ERROR(ReadInputFlags(args, job));
+  PSTRAIN_RETURN_IF_ERROR(ReadScheduleFlags(args, job));
+  PSTRAIN_RETURN_IF_ERROR(ReadOptimizerFlags(args, job.optimizer));
+  PSTRAIN_RETURN_IF_ERROR(ReadTransportFlags(args, job));
+  PSTRAIN_RETURN_IF_ERROR(ReadStragglers(args, job));
+  PSTRAIN_RETURN_IF_ERROR(ReadDeviceFlags(args, job));
+  if (config.empty()) PSTRAIN_RETURN_IF_ERROR(ReadHiddenFlag(args, job));
   return job;
 }
 

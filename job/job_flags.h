@@ -45,7 +45,7 @@ absl::StatusOr<std::string> OutputDirFromFlags(CliArgs& args,
                                                const std::string& environment);
 
 // One-line usage text for the job flags.
-const char* JobFlagsUsage();
+std::string JobFlagsUsage();
 
 }  // namespace pstrain
 

@@ -3,14 +3,20 @@
 #include <cstdlib>
 
 #include "common/status_macros.h"
+#include "job/flag_table.h"
 #include "model/model_config.h"
 
 namespace pstrain {
 
 const std::vector<std::string>& SecurityFlagNames() {
-  static const std::vector<std::string> names = {"tls_cert",        "tls_key",    "tls_ca",
-                                                 "tls_server_name", "token_file", "insecure"};
-  return names;
+  static const auto* names = [] {
+    auto* out = new std::vector<std::string>();
+    for (const FlagDef& f : FlagTable()) {
+      if (f.group == FlagGroup::kSecurity) out->push_back(f.name);
+    }
+    return out;
+  }();
+  return *names;
 }
 
 absl::StatusOr<std::shared_ptr<const Security>> SecurityFromFlags(CliArgs& args) {

@@ -10,45 +10,15 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
-#include "job/job_flags.h"
-#include "job/security_flags.h"
+#include "job/flag_table.h"
 
 namespace pstrain {
-namespace {
-
-// Each role's own flags (beyond the job, security and platform flags).
-const std::vector<std::string>& PsFlagNames() {
-  static const auto* names = new std::vector<std::string>{
-      "bind", "max_message_mib", "max_calls_per_client", "max_calls", "max_tensors_per_request",
-      "max_ids_per_request", "max_table_rows", "shared_memory", "tcp_frames", "stop_grace_secs"};
-  return *names;
-}
-
-const std::vector<std::string>& TrainerFlagNames() {
-  static const auto* names = new std::vector<std::string>{"bind", "ps_wait_s", "job_timeout_s",
-                                                          "blas_threads", "eval_wait_secs"};
-  return *names;
-}
-
-const std::vector<std::string>& EvaluatorFlagNames() {
-  static const auto* names =
-      new std::vector<std::string>{"eval_poll_secs", "once", "idle_timeout_s"};
-  return *names;
-}
-
-const std::vector<std::string>& PlatformFlagNames() {
-  static const auto* names =
-      new std::vector<std::string>{"work_dir", "log_dir", "log_to", "num_gpus"};
-  return *names;
-}
-
-}  // namespace
 
 absl::StatusOr<PlatformFlags> PlatformFlagsFromArgs(CliArgs& args) {
   PlatformFlags flags;
-  PSTRAIN_ASSIGN_OR_RETURN(flags.work_dir, args.GetString("work_dir", ""));
-  PSTRAIN_ASSIGN_OR_RETURN(flags.log_dir, args.GetString("log_dir", ""));
-  PSTRAIN_ASSIGN_OR_RETURN(std::string log_to, args.GetString("log_to", "stderr"));
+  PSTRAIN_ASSIGN_OR_RETURN(flags.work_dir, StringFlag(args, "work_dir"));
+  PSTRAIN_ASSIGN_OR_RETURN(flags.log_dir, StringFlag(args, "log_dir"));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string log_to, StringFlag(args, "log_to"));
   if (log_to == "stderr") {
     flags.log_to = LogStream::kStderr;
   } else if (log_to == "stdout") {
@@ -83,11 +53,7 @@ absl::Status ApplyPlatformFlags(const PlatformFlags& flags, const TaskId& task) 
 const std::vector<std::string>& TaskFlagNames() {
   static const auto* names = [] {
     std::set<std::string> all;
-    for (const std::vector<std::string>* part :
-         {&JobFlagNames(), &SecurityFlagNames(), &PlatformFlagNames(), &PsFlagNames(),
-          &TrainerFlagNames(), &EvaluatorFlagNames()}) {
-      all.insert(part->begin(), part->end());
-    }
+    for (const FlagDef& f : FlagTable()) all.insert(f.name);
     return new std::vector<std::string>(all.begin(), all.end());
   }();
   return *names;

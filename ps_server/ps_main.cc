@@ -7,6 +7,7 @@
 #include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "job/flag_table.h"
 #include "job/task_flags.h"
 #include "ps_server/ps_service.h"
 #include "store/shard_store.h"
@@ -14,24 +15,19 @@
 namespace pstrain::ps {
 
 int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
-  auto bind = args.GetString("bind", cfg.task_address()->ToString());
-  PsServiceOptions defaults;
-  auto message_mib = args.GetIntInRange("max_message_mib", 512, 1, 2047);
-  auto per_client =
-      args.GetIntInRange("max_calls_per_client", defaults.calls.max_calls_per_client, 1, 1 << 20);
-  auto calls = args.GetIntInRange("max_calls", defaults.calls.max_calls, 1, 1 << 20);
-  auto tensors =
-      args.GetIntInRange("max_tensors_per_request", defaults.max_tensors_per_request, 1, 1 << 30);
-  auto ids =
-      args.GetIntInRange("max_ids_per_request", defaults.max_ids_per_request, 1, int64_t{1} << 40);
-  auto rows =
-      args.GetIntInRange("max_table_rows", ShardStore::kDefaultMaxTableRows, 1, int64_t{1} << 40);
-  auto shared = args.GetBool("shared_memory", defaults.shared_memory);
-  auto tcp_frames = args.GetBool("tcp_frames", true);
+  auto bind = StringFlag(args, "bind", cfg.task_address()->ToString());
+  auto message_mib = IntFlag(args, "max_message_mib");
+  auto per_client = IntFlag(args, "max_calls_per_client");
+  auto calls = IntFlag(args, "max_calls");
+  auto tensors = IntFlag(args, "max_tensors_per_request");
+  auto ids = IntFlag(args, "max_ids_per_request");
+  auto rows = IntFlag(args, "max_table_rows");
+  auto shared = BoolFlag(args, "shared_memory");
+  auto tcp_frames = BoolFlag(args, "tcp_frames");
   // How long a PS with variables keeps serving after SIGTERM or SIGINT for
   // the chief's last checkpoint (a platform stopping a job signals every
   // task at once; the chief checkpoints on its signal).
-  auto stop_grace = args.GetIntInRange("stop_grace_secs", 10, 0, 3600);
+  auto stop_grace = IntFlag(args, "stop_grace_secs");
   absl::Status s;
   for (const absl::Status& each :
        {bind.status(), message_mib.status(),

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/job_description.h"
+#include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "job/task_flags.h"
@@ -22,22 +23,22 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   train::ReplicaOptions replica;
   PSTRAIN_ASSIGN_OR_RETURN(replica.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(replica.output_dir, OutputDirFromFlags(args, cfg.environment));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, args.GetInt("ps_wait_s", 120));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, IntFlag(args, "ps_wait_s"));
   replica.ps_wait = absl::Seconds(ps_wait_s);
   replica.security = security;
   // One BLAS thread: a worker shares the machine with the PS and other
   // workers, and these matrices are too small to split well.
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, args.GetInt("blas_threads", 1));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, IntFlag(args, "blas_threads"));
   const bool chief_duties = cfg.HasChiefDuties();
   coordinator::ChiefOptions chief_options;
   // Only a worker with chief duties serves (the Coordinator) and waits for
   // the evaluator; the others read --bind, --job_timeout_s and
   // --eval_wait_secs too, so that one pod spec fits all.
   PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
-                           args.GetString("bind", cfg.task_address()->ToString()));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, args.GetInt("job_timeout_s", 86400));
+                           StringFlag(args, "bind", cfg.task_address()->ToString()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, IntFlag(args, "job_timeout_s"));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
-                           args.GetIntInRange("eval_wait_secs", 600, 0, 86400));
+                           IntFlag(args, "eval_wait_secs"));
   if (chief_duties) {
     chief_options.job = replica.job;
     chief_options.output_dir = replica.output_dir;
