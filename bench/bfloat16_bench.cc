@@ -1,4 +1,4 @@
-// Google Benchmark of the bfloat16 wire conversions (common/bfloat16.h) on
+// Google Benchmark of the bfloat16 wire conversions (base/bfloat16.h) on
 // one core, against a memcpy of the same float bytes: what narrowing a
 // push and widening a pull cost per byte of float32 tensor.
 //   bazel build -c opt //bench:bfloat16_bench && bazel-bin/bench/bfloat16_bench
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/bfloat16.h"
+#include "base/bfloat16.h"
 
 namespace pstrain {
 namespace {

@@ -1,12 +1,12 @@
 // Google Benchmark of copying a just-received block into memory that is not
 // in the cache, as the PS client does with each MiB-sized pull: memcpy
-// against StreamCopy (common/stream_copy.h), on one core.
+// against StreamCopy (base/stream_copy.h), on one core.
 //   bazel build -c opt //bench:copy_bench && bazel-bin/bench/copy_bench
 #include <cstring>
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/stream_copy.h"
+#include "base/stream_copy.h"
 
 namespace pstrain {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "common/optimizer_spec.h"
+#include "cluster/optimizer_spec.h"
 #include "optim/optimizer.h"
 
 namespace pstrain::ps {

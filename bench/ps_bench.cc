@@ -64,16 +64,16 @@
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
-#include "common/cli_args.h"
-#include "common/grpc_server.h"
-#include "common/malloc_tuning.h"
-#include "common/median.h"
-#include "common/placement.h"
-#include "common/process_stats.h"
-#include "common/signals.h"
-#include "common/status_macros.h"
-#include "common/subprocess.h"
-#include "common/wire_frame.h"
+#include "base/cli_args.h"
+#include "transport/grpc_server.h"
+#include "base/malloc_tuning.h"
+#include "base/median.h"
+#include "cluster/placement.h"
+#include "base/process_stats.h"
+#include "base/signals.h"
+#include "base/status_macros.h"
+#include "base/subprocess.h"
+#include "transport/wire_frame.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "ps_server/ps_service.h"
@@ -758,7 +758,7 @@ std::vector<int64_t> ParseSizes(const std::string& text) {
 }
 
 int Main(int argc, char** argv) {
-  // Servers (echo included) and clients alike: see common/malloc_tuning.h.
+  // Servers (echo included) and clients alike: see base/malloc_tuning.h.
   TuneMallocForLargeMessages();
   auto args = CliArgs::Parse(argc, argv, 1);
   if (!args.ok()) {

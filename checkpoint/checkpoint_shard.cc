@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/crc32c.h"
-#include "common/status_macros.h"
-#include "common/varint.h"
+#include "base/crc32c.h"
+#include "base/status_macros.h"
+#include "base/varint.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 

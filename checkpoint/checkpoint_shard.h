@@ -3,7 +3,7 @@
 //
 // Layout: the 8 bytes "PSCKPT01"; then records, each a uint64 length
 // (little-endian), that many bytes, and the masked CRC-32C of those bytes
-// (common/crc32c.h). The first record is a ShardHeader, then one
+// (base/crc32c.h). The first record is a ShardHeader, then one
 // TensorCheckpoint per tensor (proto/checkpoint.proto). Written to a
 // temporary name, fsynced, renamed into place and the directory fsynced, so
 // a crash leaves either no file or the whole file.
@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_layout.h"
-#include "common/env.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/env.h"
 #include "proto/checkpoint.pb.h"
 
 namespace pstrain::ckpt {

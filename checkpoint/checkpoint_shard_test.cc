@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "common/crc32c.h"
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/crc32c.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ckpt {

@@ -5,10 +5,10 @@
 #include <limits>
 
 #include "absl/time/clock.h"
-#include "common/checkpoint_layout.h"
-#include "common/file_util.h"
-#include "common/json.h"
-#include "common/logging.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/file_util.h"
+#include "base/json.h"
+#include "base/logging.h"
 
 namespace pstrain::ckpt {
 

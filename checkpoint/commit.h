@@ -2,7 +2,7 @@
 // disk (checkpoint/checkpoint_shard.h): ckpt-S/MANIFEST, then the index
 // `checkpoint` naming S, both written atomically in that order, then the
 // older checkpoints beyond those kept and every incomplete ckpt-* directory
-// removed (common/checkpoint_layout.h). The chief commits what its PS wrote;
+// removed (cluster/checkpoint_layout.h). The chief commits what its PS wrote;
 // `pstrain train --local` commits the one shard it writes itself.
 // Stateless; thread-compatible (one save at a time per directory).
 #ifndef PSTRAIN_CHECKPOINT_COMMIT_H_

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 
 namespace pstrain::ckpt {
 

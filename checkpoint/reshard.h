@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/checkpoint_layout.h"
+#include "cluster/checkpoint_layout.h"
 #include "checkpoint/checkpoint_shard.h"
 
 namespace pstrain::ckpt {

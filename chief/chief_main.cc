@@ -3,9 +3,9 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
-#include "common/exit_codes.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/exit_codes.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "coordinator/chief_duties.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"

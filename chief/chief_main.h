@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "common/cli_args.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain::chief {
 

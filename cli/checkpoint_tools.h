@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

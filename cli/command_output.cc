@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "common/exit_codes.h"
+#include "base/exit_codes.h"
 
 namespace pstrain {
 

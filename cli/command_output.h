@@ -1,6 +1,6 @@
 // How a `pstrain` command that computes its whole answer first ends: the
 // answer on stdout and exit 0, or "pstrain CMD: <message>" on stderr and
-// the status's exit code (common/exit_codes.h). Stateless; thread-safe.
+// the status's exit code (base/exit_codes.h). Stateless; thread-safe.
 #ifndef PSTRAIN_CLI_COMMAND_OUTPUT_H_
 #define PSTRAIN_CLI_COMMAND_OUTPUT_H_
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/debian_corpus.h"
-#include "common/exit_codes.h"
+#include "base/exit_codes.h"
 #include "data/click_data.h"
 #include "data/convert.h"
 #include "data/dataset.h"

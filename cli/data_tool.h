@@ -14,7 +14,7 @@
 #ifndef PSTRAIN_CLI_DATA_TOOL_H_
 #define PSTRAIN_CLI_DATA_TOOL_H_
 
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

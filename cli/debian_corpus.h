@@ -10,7 +10,7 @@
 #ifndef PSTRAIN_CLI_DEBIAN_CORPUS_H_
 #define PSTRAIN_CLI_DEBIAN_CORPUS_H_
 
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

@@ -1,7 +1,7 @@
 #include "cli/describe.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
+#include "base/json.h"
 
 namespace pstrain {
 namespace {

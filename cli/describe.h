@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "common/tf_config.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 

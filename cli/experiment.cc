@@ -13,12 +13,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/launch.h"
-#include "common/exit_codes.h"
-#include "common/file_util.h"
-#include "common/json.h"
-#include "common/median.h"
-#include "common/staleness.h"
-#include "common/subprocess.h"
+#include "base/exit_codes.h"
+#include "base/file_util.h"
+#include "base/json.h"
+#include "base/median.h"
+#include "cluster/staleness.h"
+#include "base/subprocess.h"
 #include "job/job_flags.h"
 
 namespace pstrain {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

@@ -1,6 +1,6 @@
 #include "cli/experiment.h"
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

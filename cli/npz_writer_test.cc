@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {

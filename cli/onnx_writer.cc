@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "model/embeddings.h"
 #include "model/layers.h"
 #include "onnx/onnx_pb.h"  // with ONNX_ML: onnx-ml.pb.h, the one Debian ships

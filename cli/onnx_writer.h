@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "model/network.h"
 
 namespace pstrain {

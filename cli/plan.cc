@@ -12,10 +12,10 @@
 #include "absl/time/clock.h"
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
-#include "common/exit_codes.h"
-#include "common/placement.h"
-#include "common/subprocess.h"
-#include "common/tf_config.h"
+#include "base/exit_codes.h"
+#include "cluster/placement.h"
+#include "base/subprocess.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 namespace {

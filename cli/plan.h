@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

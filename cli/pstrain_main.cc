@@ -33,13 +33,13 @@
 #include "cli/tfconfig.h"
 #include "cli/tools.h"
 #include "cli/train_bench.h"
-#include "common/cli_args.h"
-#include "common/crash_handler.h"
-#include "common/exit_codes.h"
-#include "common/logging.h"
-#include "common/malloc_tuning.h"
-#include "common/signals.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "base/crash_handler.h"
+#include "base/exit_codes.h"
+#include "base/logging.h"
+#include "base/malloc_tuning.h"
+#include "base/signals.h"
+#include "cluster/tf_config.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
@@ -285,7 +285,7 @@ int pstrain::PstrainMain(int argc, char** argv) {
   // First: this may execute the binary again with OPENBLAS_CORETYPE set.
   pstrain::model::UseTheCpusBlasKernels(argv);
   pstrain::InstallCrashHandler(argv[0]);
-  // Every role moves MiB-sized messages (common/malloc_tuning.h).
+  // Every role moves MiB-sized messages (base/malloc_tuning.h).
   pstrain::TuneMallocForLargeMessages();
 #ifdef NDEBUG
   // Debian's Abseil is built with its debug checks, so every Mutex::Lock

@@ -6,7 +6,7 @@
 namespace pstrain {
 
 // Runs the command `argv` names; returns the process's exit code
-// (common/exit_codes.h). May execute the binary again first
+// (base/exit_codes.h). May execute the binary again first
 // (model::UseTheCpusBlasKernels).
 int PstrainMain(int argc, char** argv);
 

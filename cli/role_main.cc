@@ -1,7 +1,7 @@
 #include "cli/role_main.h"
 
 #include "chief/chief_main.h"
-#include "common/exit_codes.h"
+#include "base/exit_codes.h"
 #include "evaluator/evaluator_main.h"
 #include "job/task_main.h"
 #include "ps_server/ps_main.h"

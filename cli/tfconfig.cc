@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/exit_codes.h"
-#include "common/file_util.h"
+#include "base/exit_codes.h"
+#include "base/file_util.h"
 
 namespace pstrain {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 

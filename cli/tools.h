@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
-#include "common/placement.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "cluster/placement.h"
+#include "cluster/tf_config.h"
 #include "model/network.h"
 #include "proto/ps_service.pb.h"
 
@@ -51,7 +51,7 @@ std::string StatusJson(const std::vector<HostPort>& addresses,
 // empty when unset). A PS that does not answer is reported in its place
 // ("ps:1 HOST:PORT  not answering: ...", or {"ps", "address", "error"} with
 // --json) and the others still are; the exit code is then that error's
-// (common/exit_codes.h: 138 for one unreachable).
+// (base/exit_codes.h: 138 for one unreachable).
 int StatusMain(CliArgs& args, const std::string& tf_config);
 
 }  // namespace pstrain

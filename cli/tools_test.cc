@@ -1,8 +1,8 @@
 #include "cli/tools.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/json.h"
-#include "common/testing/status_testing.h"
+#include "base/json.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/network.h"

@@ -20,7 +20,7 @@
 
 #include <string>
 
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace pstrain::client {
 

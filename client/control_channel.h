@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "proto/ps_service.pb.h"
 
 namespace pstrain::client {

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/consistency.h"
-#include "common/optimizer_spec.h"
-#include "common/placement.h"
+#include "cluster/consistency.h"
+#include "cluster/optimizer_spec.h"
+#include "cluster/placement.h"
 #include "proto/ps_service.pb.h"
 
 namespace pstrain::client {

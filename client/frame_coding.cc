@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/bfloat16.h"
-#include "common/parallel_for.h"
+#include "base/bfloat16.h"
+#include "base/parallel_for.h"
 
 namespace pstrain::client {
 namespace {
@@ -148,7 +148,7 @@ absl::Status DecodeDense(const DecodedFrame& f, absl::Span<const DenseSlice> sli
     } else if (f.delivered() > 0) {
       // Already in place.
     } else if (r.bytes() >= kParallelCopyBytes) {
-      // Large slices are copied by several cores (common/parallel_for.h),
+      // Large slices are copied by several cores (base/parallel_for.h),
       // with streaming stores: the caller's parameters were last written a
       // step ago, so a plain copy would first read every line of them back
       // from memory.

@@ -9,7 +9,7 @@
 // them (push refs, then pull refs; TensorRef.id_count), then each pushed
 // tensor's gradient bytes. Gradients go from the caller's memory without a
 // copy where they lie in few runs, else gathered into pooled buffers; on a
-// bfloat16 wire they are narrowed into pooled buffers (common/bfloat16.h).
+// bfloat16 wire they are narrowed into pooled buffers (base/bfloat16.h).
 // Memory named in a request (gradients) must stay unchanged until the
 // request has been written; answers land in the caller's arrays.
 #ifndef PSTRAIN_CLIENT_FRAME_CODING_H_
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "client/ps_stream.h"
-#include "common/wire_frame.h"
+#include "transport/wire_frame.h"
 #include "proto/ps_service.pb.h"
 
 namespace pstrain::client {

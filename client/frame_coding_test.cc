@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps_server/exchange_session.h"

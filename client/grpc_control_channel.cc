@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "transport/grpc_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::client {

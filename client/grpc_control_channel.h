@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "client/control_channel.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
 
 namespace pstrain::client {
 
 struct ControlChannelOptions {
   std::vector<HostPort> ps_addresses;
-  // TLS and token for every channel (common/security.h); null: neither.
+  // TLS and token for every channel (transport/security.h); null: neither.
   std::shared_ptr<const Security> security;
   int max_message_bytes = 512 << 20;
   // A TCP connection of its own to each PS (gRPC otherwise shares one

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/payload.h"
-#include "common/status_macros.h"
+#include "base/payload.h"
+#include "base/status_macros.h"
 
 namespace pstrain::client {
 

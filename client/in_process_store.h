@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/parameter_store.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "store/shard_store.h"
 
 namespace pstrain::client {

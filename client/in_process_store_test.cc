@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "client/create_request.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/ps_control.h"

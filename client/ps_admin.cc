@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace pstrain::client {
 

@@ -25,7 +25,7 @@
 #include "client/control_channel.h"
 #include "client/create_request.h"
 #include "client/grpc_control_channel.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 
 namespace pstrain::client {
 
@@ -97,7 +97,7 @@ class PsAdmin {
                                                            int written_by, int64_t generation,
                                                            absl::Duration timeout);
 
-  // Asks every PS to exit with `exit_code` (common/exit_codes.h). A PS not
+  // Asks every PS to exit with `exit_code` (base/exit_codes.h). A PS not
   // answering (Unavailable) is asked again every half second for up to
   // `wait_for_unreachable` (it may be restarting); one still not answering
   // then is taken to be gone already and logged, not an error.

@@ -52,9 +52,9 @@
 #include "client/grpc_control_channel.h"
 #include "client/parameter_store.h"
 #include "client/ps_stream.h"
-#include "common/placement.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "cluster/placement.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
 
 namespace pstrain::client {
@@ -78,7 +78,7 @@ struct PsClientOptions {
   // The job's consistency mode as this client was told it; sent with pushes
   // so a PS running another mode refuses them. None: not sent.
   std::optional<Consistency> consistency;
-  // TLS and token for every channel (common/security.h); null: neither.
+  // TLS and token for every channel (transport/security.h); null: neither.
   std::shared_ptr<const Security> security;
   // Offer each PS shared memory for the tensor bytes of Exchange frames
   // (client/ps_stream.h); a PS on another host declines and frames carry
@@ -94,7 +94,7 @@ struct PsClientOptions {
   // with TLS: the frames would go unencrypted.
   bool tcp_frames = true;
   // Gradients pushed and values pulled cross the wire as bfloat16
-  // (common/bfloat16.h; FrameHeader.wire_dtype), half the bytes; the PS
+  // (base/bfloat16.h; FrameHeader.wire_dtype), half the bytes; the PS
   // keeps and updates float32. Applies to dense slices and table rows.
   bool bfloat16_wire = false;
   // Exchange streams per PS that dense rounds spread their frames over

@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_server.h"
-#include "common/subprocess.h"
-#include "common/testing/status_testing.h"
+#include "transport/grpc_server.h"
+#include "base/subprocess.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 

@@ -9,10 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/grpc_status.h"
-#include "common/logging.h"
-#include "common/shared_memory.h"
-#include "common/status_macros.h"
+#include "transport/grpc_status.h"
+#include "base/logging.h"
+#include "transport/shared_memory.h"
+#include "base/status_macros.h"
 
 namespace pstrain::client {
 
@@ -331,7 +331,7 @@ class PsStream::GrpcConnection final
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Frames over a plain TCP connection (common/frame_socket.h), already
+// Frames over a plain TCP connection (transport/frame_socket.h), already
 // connected and greeted: a thread writes the queued frames in order, another
 // reads the responses.
 class PsStream::TcpConnection final : public PsStream::Connection {

@@ -4,7 +4,7 @@
 // without copying (BorrowSlice) and read from gRPC's received slices.
 //
 // With shared memory on (shared_bytes > 0), each stream first offers the PS a
-// region of that size (common/shared_memory.h). Once the PS has mapped it,
+// region of that size (transport/shared_memory.h). Once the PS has mapped it,
 // a request's payload is copied into the region instead of the frame, and a
 // request whose header asks for shm_reply_capacity bytes of reply space gets
 // that space there: the PS writes the pulled values into it, and `done` reads
@@ -14,7 +14,7 @@
 //
 // Frames travel in a gRPC bidi stream, or, when the stream is given a TCP
 // route and the PS offers a frame port (HealthResponse.frame_port), over a
-// plain TCP connection to that port (common/frame_socket.h): the same frames
+// plain TCP connection to that port (transport/frame_socket.h): the same frames
 // without HTTP/2, read straight into one buffer each. A PS that offers TCP
 // but cannot be reached or refuses the hello is then spoken to in gRPC.
 //
@@ -43,8 +43,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/frame_socket.h"
-#include "common/wire_frame.h"
+#include "transport/frame_socket.h"
+#include "transport/wire_frame.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ps_service.pb.h"

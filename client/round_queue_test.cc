@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::client {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace pstrain::coordinator {
 

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/ps_admin.h"
-#include "common/clock.h"
+#include "base/clock.h"
 #include "coordinator/ps_keeper.h"
 
 namespace pstrain::coordinator {

@@ -2,7 +2,7 @@
 // every N global steps, counted from the last one written.
 #include "coordinator/checkpoint_loop.h"
 
-#include "common/checkpoint_layout.h"
+#include "cluster/checkpoint_layout.h"
 #include "coordinator/testing/in_process_job.h"
 #include "gmock/gmock.h"
 

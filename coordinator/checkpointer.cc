@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "checkpoint/commit.h"
-#include "common/checkpoint_layout.h"
-#include "common/logging.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/logging.h"
 
 namespace pstrain::coordinator {
 

@@ -1,4 +1,4 @@
-// The chief's side of checkpoints (common/checkpoint_layout.h): after every
+// The chief's side of checkpoints (cluster/checkpoint_layout.h): after every
 // PS has written its shard of step S, the chief writes ckpt-S/MANIFEST and,
 // last, the index `checkpoint`; a crash at any moment leaves the previous
 // checkpoint whole and named by the index. Stateless; thread-safe.

@@ -7,10 +7,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
-#include "common/grpc_status.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "transport/grpc_status.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::coordinator {

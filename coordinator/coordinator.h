@@ -19,10 +19,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/call_guard.h"
-#include "common/json.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "transport/call_guard.h"
+#include "base/json.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 #include "job/job_description.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -114,7 +114,7 @@ class JobTracker {
 class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
  public:
   // `tracker` must outlive the service.
-  // Calls are admitted as common/call_guard.h says (token, calls in flight).
+  // Calls are admitted as transport/call_guard.h says (token, calls in flight).
   CoordinatorServiceImpl(JobTracker* tracker, std::shared_ptr<const Security> security)
       : tracker_(tracker), guard_(std::move(security), CallLimits()) {}
 

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/file_util.h"
-#include "common/grpc_server.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "transport/grpc_server.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -6,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_layout.h"
-#include "common/event_file.h"
-#include "common/exit_codes.h"
-#include "common/file_util.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/event_file.h"
+#include "base/exit_codes.h"
+#include "base/file_util.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "job/job_description.h"
 #include "model/embeddings.h"
 

@@ -8,11 +8,11 @@
 #include <random>
 
 #include "client/in_process_cluster.h"
-#include "common/checkpoint_layout.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "train/trainer.h"

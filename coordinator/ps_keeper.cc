@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/file_util.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "coordinator/checkpointer.h"
 
 namespace pstrain::coordinator {

@@ -24,9 +24,9 @@
 #include "absl/time/time.h"
 #include "client/create_request.h"
 #include "client/ps_admin.h"
-#include "common/checkpoint_layout.h"
-#include "common/clock.h"
-#include "common/placement.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/clock.h"
+#include "cluster/placement.h"
 
 namespace pstrain::coordinator {
 

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/checkpoint_layout.h"
+#include "cluster/checkpoint_layout.h"
 #include "absl/strings/match.h"
-#include "common/env.h"
-#include "common/file_util.h"
-#include "common/testing/fake_clock.h"
+#include "base/env.h"
+#include "base/file_util.h"
+#include "base/testing/fake_clock.h"
 #include "coordinator/testing/in_process_job.h"
 #include "gmock/gmock.h"
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/exit_codes.h"
-#include "common/logging.h"
+#include "base/exit_codes.h"
+#include "base/logging.h"
 
 namespace pstrain::coordinator {
 

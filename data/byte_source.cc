@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
+#include "base/file_util.h"
 
 namespace pstrain::data {
 

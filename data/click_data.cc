@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/file_util.h"
-#include "common/splitmix64.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "base/splitmix64.h"
+#include "base/status_macros.h"
 #include "data/tfrecord.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"

@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "proto/example.pb.h"
 
 namespace pstrain::data {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "data/input.h"
 #include "gtest/gtest.h"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "data/idx_reader.h"
 
 namespace pstrain::data {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <set>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "data/idx_reader.h"
 #include "gtest/gtest.h"
 

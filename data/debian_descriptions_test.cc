@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "data/feature_spec.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 

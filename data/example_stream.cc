@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace pstrain::data {
 namespace {

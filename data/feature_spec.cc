@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/file_util.h"
+#include "base/file_util.h"
 
 namespace pstrain::data {
 namespace {

@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 

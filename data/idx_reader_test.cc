@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::data {

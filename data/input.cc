@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "data/example_stream.h"
 
 namespace pstrain::data {

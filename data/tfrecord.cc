@@ -14,8 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/crc32c.h"
-#include "common/file_util.h"
+#include "base/crc32c.h"
+#include "base/file_util.h"
 
 namespace pstrain::data {
 namespace {

@@ -2,7 +2,7 @@
 // sequence of records, each
 //   uint64 length (little-endian), uint32 masked CRC-32C of those 8 bytes,
 //   `length` bytes of data, uint32 masked CRC-32C of the data
-// (common/crc32c.h for the masking), the whole file optionally compressed
+// (base/crc32c.h for the masking), the whole file optionally compressed
 // with GZIP (a name ending in ".gz", or compression "GZIP"). Records are
 // usually serialized tf.train.Example messages (proto/example.proto).
 //

@@ -1,12 +1,12 @@
 // The evaluator role: scores checkpoints from their files alone, never
 // talking to the PS or anything training waits on. It polls the
-// `checkpoint` index under the output directory (common/checkpoint_layout.h),
+// `checkpoint` index under the output directory (cluster/checkpoint_layout.h),
 // loads each complete checkpoint it has not scored (CompleteCheckpoints, as
 // the chief restores from), oldest first, up to the one the index names (its
 // shards, every checksum verified, placed as the number of PS that wrote it
 // places them), reassembles the dense variables in the model's flat layout,
 // scores them on the test set and writes eval loss and accuracy as summaries
-// (<output_dir>/eval, common/event_file.h). It skips steps it has scored
+// (<output_dir>/eval, base/event_file.h). It skips steps it has scored
 // (remembered in <output_dir>/eval/scored, across restarts) and exits after
 // scoring the checkpoint the index marks final, or after one with `once`. A
 // checkpoint that is incomplete or damaged is passed over with a log line
@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "data/dataset.h"
 #include "model/backend.h"
 #include "model/job_spec.h"

@@ -1,8 +1,8 @@
 #include "evaluator/evaluator_main.h"
 
-#include "common/exit_codes.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/exit_codes.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "evaluator/evaluator.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"

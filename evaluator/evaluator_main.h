@@ -3,8 +3,8 @@
 #ifndef PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_
 #define PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_
 
-#include "common/cli_args.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain::evaluator {
 

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/checkpoint_layout.h"
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "model/network.h"
 #include "checkpoint/checkpoint_shard.h"

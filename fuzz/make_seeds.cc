@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_shard.h"
-#include "common/file_util.h"
-#include "common/wire_frame.h"
+#include "base/file_util.h"
+#include "transport/wire_frame.h"
 #include "fuzz/small_store.h"
 #include "store/shard_store.h"
 

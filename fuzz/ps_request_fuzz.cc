@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/wire_frame.h"
+#include "transport/wire_frame.h"
 #include "fuzz/small_store.h"
 #include "ps_server/exchange_session.h"
 #include "store/shard_store.h"

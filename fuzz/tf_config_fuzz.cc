@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/tf_config.h"
+#include "cluster/tf_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto cfg = pstrain::ParseTfConfig(

@@ -3,7 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 
 namespace pstrain {
 namespace {

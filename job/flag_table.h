@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/cli_args.h"
+#include "base/cli_args.h"
 
 namespace pstrain {
 

@@ -8,8 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "job/task_flags.h"

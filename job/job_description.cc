@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "data/input.h"
 #include "model/network.h"
 

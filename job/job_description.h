@@ -12,8 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/json.h"
-#include "common/placement.h"
+#include "base/json.h"
+#include "cluster/placement.h"
 #include "model/job_spec.h"
 #include "model/network.h"
 

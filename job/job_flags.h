@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "cluster/tf_config.h"
 #include "model/job_spec.h"
 
 namespace pstrain {

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {

@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/file_util.h"
+#include "base/file_util.h"
 
 namespace pstrain {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <string>
 
-#include "common/cli_args.h"
-#include "common/json.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "base/json.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 

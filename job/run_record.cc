@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/event_file.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
+#include "base/event_file.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "job/job_description.h"
 #include "proto/event.pb.h"
 

@@ -31,7 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/json.h"
+#include "base/json.h"
 #include "job/job_description.h"
 #include "proto/event.pb.h"
 

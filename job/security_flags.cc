@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "common/status_macros.h"
+#include "base/status_macros.h"
 #include "job/flag_table.h"
 #include "model/model_config.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
-#include "common/security.h"
+#include "base/cli_args.h"
+#include "transport/security.h"
 
 namespace pstrain {
 

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/file_util.h"
-#include "common/status_macros.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
 #include "job/flag_table.h"
 
 namespace pstrain {

@@ -13,9 +13,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/cli_args.h"
-#include "common/logging.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "base/logging.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/crash_handler.h"
-#include "common/exit_codes.h"
-#include "common/logging.h"
+#include "base/crash_handler.h"
+#include "base/exit_codes.h"
+#include "base/logging.h"
 #include "job/security_flags.h"
 #include "job/task_flags.h"
 

@@ -11,13 +11,13 @@
 #include <memory>
 #include <optional>
 
-#include "common/cli_args.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "base/cli_args.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 
 namespace pstrain {
 
-// A role's main: returns the process exit code (common/exit_codes.h).
+// A role's main: returns the process exit code (base/exit_codes.h).
 using RoleMain = std::function<int(const TfConfig& cfg, CliArgs& args,
                                    std::shared_ptr<const Security> security)>;
 
@@ -30,7 +30,7 @@ int RunTask(const char* tf_config, int argc, char** argv, int first, std::option
             const RoleMain& role_main);
 
 // The whole main of a per-role binary (ps_server, worker, chief,
-// evaluator): installs the crash handler (common/crash_handler.h), then
+// evaluator): installs the crash handler (base/crash_handler.h), then
 // RunTask with the TF_CONFIG environment variable, `role` expected.
 int RoleBinaryMain(int argc, char** argv, Role role, const RoleMain& role_main);
 

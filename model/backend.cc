@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 #include "model/cuda_device.h"
 #include "model/cuda_mlp_kernels.h"
 #include "model/cuda_net_kernels.h"

@@ -140,7 +140,7 @@ PSTRAIN_HOST_DEVICE float AveragePoolAt(const float* in, int64_t t, int64_t c, i
   return sum * (1.0f / static_cast<float>(t));
 }
 
-// Draw k (from 0) of SplitMix64 started at `seed` (common/splitmix64.h):
+// Draw k (from 0) of SplitMix64 started at `seed` (base/splitmix64.h):
 // its state after k + 1 steps is seed + (k + 1) * the golden gamma.
 PSTRAIN_HOST_DEVICE uint64_t SplitMix64Draw(uint64_t seed, uint64_t k) {
   uint64_t z = seed + (k + 1) * 0x9E3779B97F4A7C15ull;

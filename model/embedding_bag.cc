@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/initializer_spec.h"
+#include "cluster/initializer_spec.h"
 
 namespace pstrain::model {
 

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "model/network.h"
 

@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "common/consistency.h"
-#include "common/optimizer_spec.h"
+#include "cluster/consistency.h"
+#include "cluster/optimizer_spec.h"
 #include "data/input.h"
 #include "model/device.h"
 #include "model/network.h"
@@ -33,7 +33,7 @@ struct JobSpec {
   // without diverging under async updates from a few workers.
   OptimizerSpec optimizer{"sgd", 0.05f};
   uint64_t seed = 1;  // initial values and shuffling
-  // Async, sync or ssp:S (common/consistency.h), parsed from the flags.
+  // Async, sync or ssp:S (cluster/consistency.h), parsed from the flags.
   Consistency consistency;
   // sync: gradients averaged per step; 0 means every worker.
   int replicas_to_aggregate = 0;
@@ -58,7 +58,7 @@ struct JobSpec {
   // with TLS), else in the gRPC stream (client/ps_stream.h).
   bool tcp_frames = true;
   // Gradients and pulled values cross the wire as bfloat16 (--wire_dtype):
-  // half the bytes; the PS keeps and updates float32 (common/bfloat16.h).
+  // half the bytes; the PS keeps and updates float32 (base/bfloat16.h).
   bool bfloat16_wire = false;
   // The chief checkpoints every this many seconds and/or global steps (0:
   // not on that account), and once more when the job ends; it keeps the

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/splitmix64.h"
+#include "base/splitmix64.h"
 
 namespace pstrain::model {
 

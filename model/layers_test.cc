@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "model/job_spec.h"
 
 namespace pstrain::model {

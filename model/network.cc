@@ -9,7 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/initializer_spec.h"
+#include "cluster/initializer_spec.h"
 #include "model/cuda_layer_math.h"
 
 namespace pstrain::model {

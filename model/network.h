@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/placement.h"
+#include "cluster/placement.h"
 #include "model/embeddings.h"
 #include "model/layers.h"
 #include "model/param_layout.h"

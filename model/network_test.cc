@@ -3,7 +3,7 @@
 #include <cmath>
 #include <random>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::model {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/placement.h"
+#include "cluster/placement.h"
 
 namespace pstrain::model {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/initializer_spec.h"
+#include "cluster/initializer_spec.h"
 
 namespace pstrain::optim {
 namespace {

@@ -8,16 +8,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/finite.h"
-#include "common/flush_denormals.h"
-#include "common/vector_clones.h"
+#include "base/finite.h"
+#include "base/flush_denormals.h"
+#include "base/vector_clones.h"
 #include "optim/count_table.h"
 
 namespace pstrain::optim {
 namespace {
 
 // The update loops, compiled for AVX-512, AVX2 and baseline x86-64
-// (common/vector_clones.h). __restrict: slots, values and gradients never
+// (base/vector_clones.h). __restrict: slots, values and gradients never
 // overlap, which lets the loops vectorise.
 
 PSTRAIN_VECTOR_CLONES

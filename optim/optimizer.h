@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/optimizer_spec.h"
+#include "cluster/optimizer_spec.h"
 
 namespace pstrain::optim {
 
@@ -39,7 +39,7 @@ class Optimizer {
   // including this one (Adam's bias correction, Nadam's schedule). REQUIRES: sizes match.
   // Apply runs in the caller's floating-point mode; ApplyBytes (unless
   // overridden), ApplyStrided and ApplyBytesStrided flush denormals to zero
-  // (common/flush_denormals.h), as callers of Apply should for slot
+  // (base/flush_denormals.h), as callers of Apply should for slot
   // optimizers: decaying slots otherwise turn denormal and slow every step.
   virtual void Apply(absl::Span<float> values, absl::Span<const float> grad,
                      absl::Span<const absl::Span<float>> slots, int64_t t) const = 0;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::optim {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/bfloat16.h"
+#include "base/bfloat16.h"
 
 namespace pstrain::ps {
 

@@ -1,7 +1,7 @@
 // The frame logic of one Exchange stream (proto/ps_service.proto), apart
-// from its transport: parses each frame (common/wire_frame.h), checks its
+// from its transport: parses each frame (transport/wire_frame.h), checks its
 // limits, maps the client's shared memory when offered
-// (common/shared_memory.h), applies its push to the ShardStore and answers
+// (transport/shared_memory.h), applies its push to the ShardStore and answers
 // its pull, at once or, when the pull must wait for a sync step or an ssp
 // clock, from the store's WaitList later. The answer goes to the `respond`
 // callback given at construction; the gRPC reactor in ps_service.cc queues
@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/shared_memory.h"
-#include "common/wire_frame.h"
+#include "transport/shared_memory.h"
+#include "transport/wire_frame.h"
 #include "proto/ps_service.pb.h"
 #include "store/shard_store.h"
 

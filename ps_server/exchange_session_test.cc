@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace pstrain::ps {
 namespace {

@@ -1,4 +1,4 @@
-// The PS's Exchange frames over plain TCP (common/frame_socket.h), beside
+// The PS's Exchange frames over plain TCP (transport/frame_socket.h), beside
 // its gRPC stream: the faster data path when the job has no TLS. Each
 // connection gets one thread, which reads a frame, hands it to its own
 // ExchangeSession (the same frame logic as the gRPC stream), waits for the
@@ -25,9 +25,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/call_guard.h"
-#include "common/frame_socket.h"
-#include "common/wire_frame.h"
+#include "transport/call_guard.h"
+#include "transport/frame_socket.h"
+#include "transport/wire_frame.h"
 #include "ps_server/exchange_session.h"
 #include "store/shard_store.h"
 

@@ -8,9 +8,9 @@
 
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
-#include "common/frame_socket.h"
-#include "common/security.h"
-#include "common/testing/status_testing.h"
+#include "transport/frame_socket.h"
+#include "transport/security.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/exit_codes.h"
-#include "common/grpc_server.h"
-#include "common/logging.h"
-#include "common/signals.h"
+#include "base/exit_codes.h"
+#include "transport/grpc_server.h"
+#include "base/logging.h"
+#include "base/signals.h"
 #include "job/flag_table.h"
 #include "job/task_flags.h"
 #include "ps_server/ps_service.h"

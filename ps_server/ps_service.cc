@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
-#include "common/logging.h"
-#include "common/process_stats.h"
-#include "common/status_macros.h"
+#include "transport/grpc_status.h"
+#include "base/logging.h"
+#include "base/process_stats.h"
+#include "base/status_macros.h"
 #include "ps_server/exchange_session.h"
 
 namespace pstrain::ps {

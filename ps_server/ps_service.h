@@ -2,11 +2,11 @@
 // HoldPushes, SaveCheckpoint, Restore, Shutdown) are unary (HoldPushes and
 // SaveCheckpoint do their work on a thread of their own and answer from
 // there); the data path is the Exchange stream, whose
-// frames are parsed and built on raw byte buffers (common/wire_frame.h) so tensor bytes are never
+// frames are parsed and built on raw byte buffers (transport/wire_frame.h) so tensor bytes are never
 // copied through protobuf. Each stream handles its frames in order: a frame's push is applied, then
 // its pull is served, or parked in the store's WaitList until a sync step or ssp clock allows it,
 // without holding a gRPC thread. A client on this host may offer shared memory as its stream's
-// first frame (common/shared_memory.h); frames then name payloads and reply space in it, checked
+// first frame (transport/shared_memory.h); frames then name payloads and reply space in it, checked
 // against its bounds. No training logic here: ShardStore decides. Thread-safe.
 #ifndef PSTRAIN_PS_SERVER_PS_SERVICE_H_
 #define PSTRAIN_PS_SERVER_PS_SERVICE_H_
@@ -17,12 +17,12 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/call_guard.h"
-#include "common/env.h"
-#include "common/security.h"
-#include "common/serial_worker.h"
-#include "common/shared_memory.h"
-#include "common/wire_frame.h"
+#include "transport/call_guard.h"
+#include "base/env.h"
+#include "transport/security.h"
+#include "base/serial_worker.h"
+#include "transport/shared_memory.h"
+#include "transport/wire_frame.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "ps_server/frame_server.h"
 #include "store/ps_control.h"
@@ -46,7 +46,7 @@ struct PsServiceOptions {
   int max_tensors_per_request = 65536;
   int64_t max_ids_per_request = int64_t{1} << 20;
   // Whether a client on this host may offer shared memory for its frames'
-  // payloads (common/shared_memory.h), and the largest region mapped.
+  // payloads (transport/shared_memory.h), and the largest region mapped.
   bool shared_memory = true;
   int64_t max_shared_region_bytes = int64_t{4} << 30;
 };

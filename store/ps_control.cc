@@ -9,9 +9,9 @@
 #include "absl/time/clock.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
-#include "common/checkpoint_layout.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace pstrain::ps {
 namespace {

@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/env.h"
+#include "base/env.h"
 #include "proto/ps_service.pb.h"
 #include "store/shard_store.h"
 

@@ -25,7 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "base/clock.h"
 
 namespace pstrain::ps {
 

@@ -8,8 +8,8 @@
 #include <optional>
 #include <thread>
 
-#include "common/testing/fake_clock.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/fake_clock.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {

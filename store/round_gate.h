@@ -1,4 +1,4 @@
-// The consistency rules of one stored tensor (common/consistency.h): which
+// The consistency rules of one stored tensor (cluster/consistency.h): which
 // pushes a tensor takes, when a sync round is complete, and when a
 // replica's pull may be answered.
 //   async  every push is taken; pulls never wait.

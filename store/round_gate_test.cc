@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/parallel_for.h"
-#include "common/status_macros.h"
+#include "base/parallel_for.h"
+#include "base/status_macros.h"
 #include "store/round_gate.h"
 #include "store/store_checkpoint.h"
 

@@ -31,7 +31,7 @@
 // update_rules.h (optimizer application, NaN/Inf checks), round_gate.h
 // (sync rounds, the ssp bound), store_checkpoint.h (checkpoint records),
 // push_hold.h (the checkpoint's hold on pushes). It
-// knows nothing of gRPC: gradients arrive as a Payload (common/payload.h)
+// knows nothing of gRPC: gradients arrive as a Payload (base/payload.h)
 // and in-place answers leave as HeldBytes; ps_service.cc speaks the wire.
 #ifndef PSTRAIN_STORE_SHARD_STORE_H_
 #define PSTRAIN_STORE_SHARD_STORE_H_
@@ -53,11 +53,11 @@
 #include "absl/types/span.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/reshard.h"
-#include "common/clock.h"
-#include "common/consistency.h"
-#include "common/payload.h"
-#include "common/placement.h"
-#include "common/staleness.h"
+#include "base/clock.h"
+#include "cluster/consistency.h"
+#include "base/payload.h"
+#include "cluster/placement.h"
+#include "cluster/staleness.h"
 #include "optim/optimizer.h"
 #include "store/push_hold.h"
 #include "store/stored_tensor.h"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <thread>
 
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {

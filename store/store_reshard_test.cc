@@ -3,10 +3,10 @@
 #include <map>
 
 #include "checkpoint/reshard.h"
-#include "common/file_util.h"
-#include "common/placement.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "cluster/placement.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 #include "store/shard_store.h"
 

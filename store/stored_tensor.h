@@ -20,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "common/consistency.h"
-#include "common/placement.h"
-#include "common/staleness.h"
+#include "cluster/consistency.h"
+#include "cluster/placement.h"
+#include "cluster/staleness.h"
 #include "optim/initializer.h"
 #include "optim/optimizer.h"
 

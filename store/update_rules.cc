@@ -7,8 +7,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/finite.h"
-#include "common/parallel_for.h"
+#include "base/finite.h"
+#include "base/parallel_for.h"
 #include "store/round_gate.h"
 
 namespace pstrain::ps {

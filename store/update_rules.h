@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "common/payload.h"
+#include "base/payload.h"
 #include "optim/optimizer.h"
 #include "store/stored_tensor.h"
 

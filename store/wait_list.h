@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "base/clock.h"
 
 namespace pstrain::ps {
 

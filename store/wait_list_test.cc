@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "common/testing/fake_clock.h"
+#include "base/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::ps {

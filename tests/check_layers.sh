@@ -1,29 +1,42 @@
 #!/usr/bin/env bash
 # Checks that package dependencies point one way: each package's libraries
 # and binaries (tests and test-only helpers aside) may depend directly only on the
-# packages listed for it below, all of them lower. Roles (ps_server, worker,
-# chief, evaluator) never depend on one another or on cli/; cli/ is the only
-# package that knows every role; bench/, fuzz/ and tests/ sit on top.
+# packages listed for it below, all of them lower. From the bottom:
+#   base/       utilities: status, logging, JSON, files, processes, clocks,
+#               threads, CRCs, byte payloads, summaries
+#   cluster/    what a job's tasks agree on: TF_CONFIG, placement,
+#               consistency modes, checkpoint layout, optimizer specs
+#   transport/  how they talk: gRPC servers and status, TLS and tokens,
+#               call limits, wire frames, frame sockets, shared memory
+#   optim/ checkpoint/ data/ model/   the math, the files, the input
+#   store/      the PS's state (no transport); client/ reaches it
+#   job/ train/ coordinator/          a job's settings, its step loop, the
+#               chief's parts
+#   ps_server/ worker/ chief/ evaluator/   the roles
+# Roles never depend on one another or on cli/; cli/ is the only package
+# that knows every role; bench/, fuzz/ and tests/ sit on top.
 # Exits 1 naming each dependency that points the wrong way.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 declare -A ALLOWED=(
   [proto]=""
-  [common]="proto"
-  [optim]="common proto"
-  [checkpoint]="common proto"
-  [data]="common proto"
-  [model]="common proto data"
-  [client]="common proto store"
-  [job]="common proto data model"
-  [train]="common proto optim checkpoint store data model client job"
-  [coordinator]="common proto checkpoint data model client job train"
-  [store]="common proto optim checkpoint"
-  [ps_server]="common proto optim checkpoint store job"
-  [worker]="common proto data model client job train coordinator"
-  [chief]="common proto data model client job train coordinator"
-  [evaluator]="common proto optim checkpoint data model job train"
+  [base]="proto"
+  [cluster]="base proto"
+  [transport]="base cluster proto"
+  [optim]="base cluster proto"
+  [checkpoint]="base cluster proto"
+  [data]="base cluster proto"
+  [model]="base cluster proto data"
+  [store]="base cluster proto optim checkpoint"
+  [client]="base cluster transport proto store"
+  [job]="base cluster transport proto data model"
+  [train]="base cluster proto optim checkpoint store data model client job"
+  [coordinator]="base cluster transport proto checkpoint data model client job train"
+  [ps_server]="base cluster transport proto optim checkpoint store job"
+  [worker]="base cluster transport proto data model client job train coordinator"
+  [chief]="base cluster transport proto data model client job train coordinator"
+  [evaluator]="base cluster proto optim checkpoint data model job train"
 )
 
 bad=0
@@ -49,7 +62,7 @@ for pkg in $(printf '%s\n' "${!ALLOWED[@]}" | sort); do
 done
 # The PS's store and its parts know nothing of gRPC: gradients arrive as a
 # Payload, in-place answers leave as HeldBytes (store/shard_store.h).
-for target in //store:shard_store //common:payload; do
+for target in //store:shard_store //base:payload; do
   path=$(bazel query --noshow_progress "somepath($target, @system_libs//:grpc)" 2>/dev/null)
   if [[ -n "$path" ]]; then
     echo "$target reaches gRPC, which it may not:"

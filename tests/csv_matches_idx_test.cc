@@ -9,9 +9,9 @@
 #include <cmath>
 #include <string>
 
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "data/convert.h"
 #include "data/dataset.h"
 #include "data/idx_reader.h"

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/file_util.h"
-#include "common/testing/status_testing.h"
-#include "common/tf_config.h"
+#include "base/file_util.h"
+#include "base/testing/status_testing.h"
+#include "cluster/tf_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

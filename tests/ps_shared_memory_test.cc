@@ -12,9 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/placement.h"
-#include "common/shared_memory.h"
-#include "common/testing/status_testing.h"
+#include "cluster/placement.h"
+#include "transport/shared_memory.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 #include "client/ps_admin.h"

@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
-#include "common/bfloat16.h"
-#include "common/placement.h"
-#include "common/testing/status_testing.h"
+#include "base/bfloat16.h"
+#include "cluster/placement.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 

@@ -70,27 +70,27 @@ check "package dependencies point one way (tests/check_layers.sh)" tests/check_l
 san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  //:pstrain //cli/... //common/... //proto/... //store/... //ps_server/... //model/... \
+  //:pstrain //cli/... //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
   //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
   //fuzz/...
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
-  //common/... //store/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
+  //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
   //train/... //coordinator/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
 # checkpoint writer's SerialWorker: threads sharing state without gRPC in
 # between) under ThreadSanitizer. Debian's
-# Abseil is annotated for it by //common/testing:tsan_absl; tests whose
+# Abseil is annotated for it by //base/testing:tsan_absl; tests whose
 # threads meet inside gRPC are not run here: gRPC's core is not instrumented
 # and its hand-offs would read as races.
 tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
-  //store:shard_store_test //store:wait_list_test //store:push_hold_test //common:parallel_for_test \
-  //common:serial_worker_test
+  //store:shard_store_test //store:wait_list_test //store:push_hold_test //base:parallel_for_test \
+  //base:serial_worker_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 10 s from its corpus,
 # built in the sanitizer output base above (the corpora also run as

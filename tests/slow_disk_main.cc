@@ -3,7 +3,7 @@
 // name, waits PSTRAIN_TEST_SHARD_PAUSE_MS milliseconds (an environment
 // variable of this test binary; 0 or unset: none) before it is synced and
 // renamed into place. Everything else is the pstrain binary itself
-// (cli/pstrain_main.h), its file system wrapped (common/env.h). The
+// (cli/pstrain_main.h), its file system wrapped (base/env.h). The
 // production binary has no such pause, flag or variable.
 #include <cstdlib>
 #include <memory>
@@ -13,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "cli/pstrain_main.h"
-#include "common/env.h"
+#include "base/env.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <tuple>
 
-#include "common/testing/status_testing.h"
-#include "common/testing/temp_dir.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "data/convert.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"

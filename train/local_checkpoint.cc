@@ -6,8 +6,8 @@
 #include "checkpoint/checkpoint_shard.h"
 #include "checkpoint/commit.h"
 #include "checkpoint/reshard.h"
-#include "common/checkpoint_layout.h"
-#include "common/status_macros.h"
+#include "cluster/checkpoint_layout.h"
+#include "base/status_macros.h"
 #include "optim/optimizer.h"
 
 namespace pstrain::train {

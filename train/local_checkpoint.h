@@ -1,5 +1,5 @@
 // `pstrain train --local`'s checkpoints, in the cluster's layout
-// (common/checkpoint_layout.h): a local run trains on a one-PS store in its
+// (cluster/checkpoint_layout.h): a local run trains on a one-PS store in its
 // own process (client/in_process_store.h), and its checkpoints are that
 // PS's shard, ckpt-S/shard-0-of-1, as a one-PS cluster writes it, so the
 // evaluator, inspect, evaluate, predict and export read a local run as they

@@ -17,8 +17,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/optimizer_spec.h"
-#include "common/placement.h"
+#include "cluster/optimizer_spec.h"
+#include "cluster/placement.h"
 #include "optim/initializer.h"
 #include "optim/optimizer.h"
 

@@ -7,7 +7,7 @@
 
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 #include "ps_server/testing/local_ps.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/json.h"
+#include "base/json.h"
 #include "model/job_spec.h"
 #include "train/local_table.h"
 
@@ -48,7 +48,7 @@ struct LocalOptions {
   // run.json (job/run_record.h), checkpoints every job.checkpoint_every_secs
   // or _steps and at the end (train/local_checkpoint.h), final_metrics.json,
   // TensorBoard event files and JSON lines in train/ and eval/
-  // (common/event_file.h). Empty: nothing is written.
+  // (base/event_file.h). Empty: nothing is written.
   std::string output_dir;
   // What run.json records of the command line (job/run_info.h); the job's
   // settings and model are added here.

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/event_file.h"
+#include "base/event_file.h"
 #include "model/network.h"
 
 namespace pstrain::train {

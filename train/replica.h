@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/security.h"
-#include "common/tf_config.h"
+#include "transport/security.h"
+#include "cluster/tf_config.h"
 #include "model/job_spec.h"
 #include "proto/coordinator.pb.h"
 

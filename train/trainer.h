@@ -63,7 +63,7 @@ struct TrainerOptions {
   // When not empty, the progress scalars (loss, accuracy, examples/s,
   // steps/s, global step, learning rate) also go to TensorBoard event files
   // and JSON lines in this directory at every progress line
-  // (common/event_file.h), at the job's global step (as the evaluator's
+  // (base/event_file.h), at the job's global step (as the evaluator's
   // scores), never backwards within a run.
   std::string summary_dir;
   // How long to wait, when a PS is lost or restored from a checkpoint under

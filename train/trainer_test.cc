@@ -11,7 +11,7 @@
 
 #include "client/create_request.h"
 #include "client/in_process_store.h"
-#include "common/testing/status_testing.h"
+#include "base/testing/status_testing.h"
 #include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

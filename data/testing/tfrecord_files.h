@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "common/file_util.h"
-#include "common/testing/temp_dir.h"
+#include "base/file_util.h"
+#include "base/testing/temp_dir.h"
 #include "data/tfrecord.h"
 
 namespace pstrain::testing {

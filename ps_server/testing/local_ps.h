@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/grpc_server.h"
-#include "common/tf_config.h"
+#include "transport/grpc_server.h"
+#include "cluster/tf_config.h"
 #include "ps_server/ps_service.h"
 #include "store/shard_store.h"
 

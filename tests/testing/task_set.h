@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/testing/wait_until.h"
-#include "common/subprocess.h"
+#include "base/testing/wait_until.h"
+#include "base/subprocess.h"
 
 namespace pstrain::testing {
 

@@ -1,0 +1,36 @@
+// Small file helpers with Status errors that name the path. Stateless;
+// thread-safe.
+#ifndef PSTRAIN_BASE_FILE_UTIL_H_
+#define PSTRAIN_BASE_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace pstrain {
+
+// Creates `dir` and its parents (like mkdir -p). Internal naming the path on
+// failure.
+absl::Status MakeDirs(const std::string& dir);
+
+// Writes `contents` to path.tmp, fsyncs it, renames it over `path` and fsyncs
+// the directory, so readers see the old file or the new one, never a part.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents);
+
+// An error naming `what` and the path, from errno: NotFound for ENOENT,
+// else Internal.
+absl::Status FileError(absl::string_view what, const std::string& path);
+
+// Finishes a file written through `fd` (open on `tmp`): fsyncs and closes
+// it, renames `tmp` over `path` and fsyncs the directory, so readers see the
+// old file or the new one, never a part. Closes `fd` whatever happens.
+absl::Status CommitFile(int fd, const std::string& tmp, const std::string& path);
+
+// Whole file. NotFound when it does not exist; Internal on other errors.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_BASE_FILE_UTIL_H_

@@ -1,0 +1,18 @@
+// The per-test scratch directory Bazel provides ($TEST_TMPDIR), or /tmp
+// outside Bazel. testonly.
+#ifndef PSTRAIN_BASE_TESTING_TEMP_DIR_H_
+#define PSTRAIN_BASE_TESTING_TEMP_DIR_H_
+
+#include <cstdlib>
+#include <string>
+
+namespace pstrain::testing {
+
+inline std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+}  // namespace pstrain::testing
+
+#endif  // PSTRAIN_BASE_TESTING_TEMP_DIR_H_

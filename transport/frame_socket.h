@@ -1,0 +1,141 @@
+// Exchange frames (transport/wire_frame.h) over a plain TCP connection, beside
+// gRPC: the PS's data path between hosts when the job has no TLS.
+//
+// On the wire each frame is its length as 8 little-endian bytes followed by
+// the frame's bytes, exactly the message gRPC would carry, so the same
+// DecodedFrame parses it and the same ExchangeSession answers it. A frame is
+// written with sendmsg straight from its slices (no copy in user space) and
+// read with recv straight into one pooled buffer, which becomes the received
+// ByteBuffer's only slice: the reader owns that memory and may rewrite the
+// payload in place. Against gRPC this saves HTTP/2 framing and flow control,
+// the hops between gRPC's threads, and the copy of a response out of gRPC's
+// read slices.
+//
+// A FrameSocket has one reader and one writer at a time (two threads may use
+// it, one each way). Shutdown() from any thread wakes both with an error.
+#ifndef PSTRAIN_TRANSPORT_FRAME_SOCKET_H_
+#define PSTRAIN_TRANSPORT_FRAME_SOCKET_H_
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "transport/wire_frame.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace pstrain {
+
+// The send buffer frame sockets ask for: a frame of a few MiB then goes
+// into the kernel without its writer sleeping until the reader has drained
+// part of a smaller buffer, which saves wake-ups and context switches on
+// both ends. With two PS and two workers, 4 MiB each way, the aggregate
+// rose about 1.15x over the buffer Linux sizes by itself (BENCHMARKS.md).
+inline constexpr int64_t kFrameSendBuffer = 4 << 20;
+
+// The SO_SNDBUF value a frame socket sets on a host whose
+// net.core.wmem_max and net.ipv4.tcp_wmem (its third value: the most Linux
+// grows a send buffer to by itself) are as given: kFrameSendBuffer capped
+// at wmem_max, or 0 (leave the kernel's own sizing) when that would not
+// give a larger buffer than the kernel grows to, as on hosts where
+// wmem_max keeps its default of 208 KiB.
+int64_t FrameSendBufferRequest(int64_t wmem_max, int64_t tcp_wmem_max);
+
+class FrameSocket {
+ public:
+  // Connects to host:port (a name or an address) within `timeout`.
+  // Unavailable naming the address when it cannot.
+  static absl::StatusOr<std::unique_ptr<FrameSocket>> Connect(const std::string& host, int port,
+                                                              absl::Duration timeout);
+  // Takes a connected TCP socket; `peer` names the other end in errors.
+  FrameSocket(int fd, std::string peer);
+  ~FrameSocket();  // closes the socket
+  FrameSocket(const FrameSocket&) = delete;
+  FrameSocket& operator=(const FrameSocket&) = delete;
+
+  // Writes one frame. Unavailable naming the peer when the connection
+  // fails or was shut down.
+  absl::Status Write(const grpc::ByteBuffer& frame);
+
+  // Reads one frame into a buffer from `pool`. OutOfRange when the peer
+  // closed the connection between frames; DataLoss when it closed inside
+  // one; InvalidArgument naming both sizes when the length is over
+  // `max_bytes` (the connection is then unusable); Unavailable on other
+  // socket errors or after Shutdown.
+  absl::StatusOr<grpc::ByteBuffer> Read(BufferPool& pool, int64_t max_bytes);
+
+  // Read in parts, for a reader that places a frame's bytes itself: the
+  // next frame's length (errors as Read's), then exactly that many bytes
+  // over one or more calls of ReadBytes / ReadScattered (DataLoss when the
+  // peer closes first).
+  absl::StatusOr<uint64_t> ReadLength(int64_t max_bytes);
+  absl::Status ReadBytes(char* dst, size_t n) { return ReadExactly(dst, n, true); }
+  // Fills each piece in order.
+  absl::Status ReadScattered(std::vector<std::pair<char*, size_t>> pieces);
+
+  // Bounds each later Read and Write to `timeout` of silence (DeadlineExceeded);
+  // InfiniteDuration() removes the bound.
+  void SetTimeout(absl::Duration timeout);
+
+  // Whether the peer has closed or reset the connection (without reading).
+  bool PeerGone() const;
+
+  // Wakes a blocked Read or Write, which fail; every later one fails too.
+  void Shutdown();
+
+  const std::string& peer() const { return peer_; }
+  // The socket's send buffer as the kernel reports it (-1 on error).
+  int SendBufferBytes() const;
+
+ private:
+  absl::Status Error(const char* what, int err) const;
+  // Sends (write) or receives every byte of `iov`.
+  absl::Status Transfer(std::vector<iovec> iov, bool write);
+  // Before a read of `bytes` (kLowWaterMin to kLowWaterMax): waits, up to
+  // the socket's timeout, until they are all in, or the kernel says to
+  // read now (its receive window is full, or the connection ended). True
+  // when the socket is readable (false: the wait timed out).
+  bool AwaitBytes(size_t bytes);
+  static constexpr size_t kLowWaterMin = 64 << 10;
+  static constexpr size_t kLowWaterMax = 2 << 20;
+  // Reads exactly n bytes; `started` says whether a frame is under way (an
+  // end of stream is then DataLoss, not OutOfRange).
+  absl::Status ReadExactly(char* dst, size_t n, bool started);
+
+  const int fd_;
+  const std::string peer_;
+  std::atomic<bool> shut_{false};
+  std::atomic<int> timeout_ms_{-1};  // SetTimeout's, for poll (-1: none)
+};
+
+// A listening TCP socket for FrameSockets.
+class FrameListener {
+ public:
+  // Binds `host` (an address of this host, or "0.0.0.0" / "::" for all) on
+  // `port` (0: any free port). Unavailable naming the address when it
+  // cannot.
+  static absl::StatusOr<std::unique_ptr<FrameListener>> Listen(const std::string& host, int port);
+  ~FrameListener();  // closes
+
+  int port() const { return port_; }
+
+  // Waits up to `timeout` for a connection: the connected socket, nullptr
+  // when none came in time, or Unavailable when the listener is closed.
+  absl::StatusOr<std::unique_ptr<FrameSocket>> Accept(absl::Duration timeout);
+
+ private:
+  FrameListener(int fd, int port) : fd_(fd), port_(port) {}
+  const int fd_;
+  const int port_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_TRANSPORT_FRAME_SOCKET_H_
