@@ -285,8 +285,8 @@ TEST(OneArgumentListTest, AnEvaluatorWithAnotherModelIsRefused) {
                                    "[784, 16] in the run, shape [784, 32] here;"));
 }
 
-// Every flag a task accepts is in `pstrain help` and in the README.
-TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
+// Every flag a task accepts is in `pstrain help` and in the flag reference.
+TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReference) {
   const std::string log = pstrain::testing::TempDir() + "/help.txt";
   SpawnOptions o;
   o.argv = {Runfile("pstrain"), "help"};
@@ -297,7 +297,7 @@ TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->code, 0);
   ASSERT_OK_AND_ASSIGN(const std::string help, ReadFile(log));
-  ASSERT_OK_AND_ASSIGN(const std::string readme, ReadFile(Runfile("README.md")));
+  ASSERT_OK_AND_ASSIGN(const std::string reference, ReadFile(Runfile("docs/flags.md")));
   auto names = [](const std::string& text, const std::string& flag) {
     return text.find("--" + flag) != std::string::npos ||
            text.find("--[no]" + flag) != std::string::npos;
@@ -305,7 +305,7 @@ TEST(OneArgumentListTest, EveryFlagATaskAcceptsIsInHelpAndTheReadme) {
   ASSERT_GT(TaskFlagNames().size(), 50u);
   for (const std::string& flag : TaskFlagNames()) {
     EXPECT_TRUE(names(help, flag)) << "pstrain help does not name --" << flag;
-    EXPECT_TRUE(names(readme, flag)) << "README.md does not name --" << flag;
+    EXPECT_TRUE(names(reference, flag)) << "docs/flags.md does not name --" << flag;
   }
 }
 
