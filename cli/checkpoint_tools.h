@@ -53,7 +53,7 @@ int PredictMain(CliArgs& args);
 // name unless given). NumPy's .npz: one float32 array per variable, named
 // as the model names it (dense_0/kernel [784, 128], dense_0/bias [128],
 // ...; an embedding table whole, [vocabulary, dim], rows never trained at
-// their initial values). ONNX: cli/onnx_writer.h.
+// their initial values). ONNX: exporter/onnx_writer.h.
 // The same model checks as evaluate. Returns the exit code.
 int ExportMain(CliArgs& args);
 

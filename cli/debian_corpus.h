@@ -1,12 +1,7 @@
 // `pstrain data debian-descriptions --out=DIR [--vocab_size=N] [--files=N]
 // [--min_class=N] [--compression=GZIP|NONE] [--packages=FILE
 // --translations=FILE]`: builds the Debian package descriptions corpus
-// (data/debian_descriptions.h, data/text_corpus.h) under DIR with a README
-// of its classes. Without --packages and --translations it reads the main
-// archive's index files of the system's release as apt keeps them
-// (`apt-get indextargets`, decompressed by `apt-helper cat-file`), first
-// running `apt-get update -o Acquire::Languages=en` when the English
-// translations are missing (as root; otherwise it says to).
+// under DIR (data/debian_corpus_build.h) and prints its README.
 #ifndef PSTRAIN_CLI_DEBIAN_CORPUS_H_
 #define PSTRAIN_CLI_DEBIAN_CORPUS_H_
 

@@ -1,156 +1,20 @@
 #include "cli/plan.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "client/ps_admin.h"
-#include "client/ps_client.h"
 #include "base/exit_codes.h"
-#include "cluster/placement.h"
-#include "base/subprocess.h"
-#include "cluster/tf_config.h"
+#include "experiment/cost_model.h"
+#include "experiment/step_measure.h"
 
 namespace pstrain {
-namespace {
 
-// PS processes of this binary on loopback, ended when this goes.
-struct LocalPs {
-  std::vector<pid_t> pids;
-  std::vector<HostPort> addresses;
-  ~LocalPs() {
-    for (pid_t pid : pids) SignalChild(pid, SIGKILL);
-    for (pid_t pid : pids) WaitChild(pid, absl::Seconds(10));
-  }
-};
-
-absl::StatusOr<std::unique_ptr<LocalPs>> StartPs(const std::string& self_path, int num_ps) {
-  auto ps = std::make_unique<LocalPs>();
-  auto ports = PickFreePorts(num_ps + 1);
-  if (!ports.ok()) return ports.status();
-  TfConfig cfg;
-  for (int i = 0; i < num_ps; ++i) cfg.cluster.ps.push_back({"127.0.0.1", (*ports)[i]});
-  cfg.cluster.worker.push_back({"127.0.0.1", (*ports)[num_ps]});
-  for (int i = 0; i < num_ps; ++i) {
-    cfg.task = {Role::kPs, i};
-    SpawnOptions spawn;
-    spawn.argv = {self_path};
-    spawn.env = {{"TF_CONFIG", cfg.ToJson()}};
-    spawn.log_path = "/dev/null";
-    auto pid = Spawn(spawn);
-    if (!pid.ok()) return pid.status();
-    ps->pids.push_back(*pid);
-  }
-  ps->addresses = cfg.cluster.ps;
-  return ps;
-}
-
-// Mean step time of `workers` threads each pushing and pulling the whole
-// model (`model_bytes`, split over `num_ps` PS by the placement) for
-// `duration`, on PS processes of this binary.
-absl::StatusOr<double> MeasureStep(const std::string& self_path, double model_bytes, int workers,
-                                   int num_ps, absl::Duration duration) {
-  const int64_t cols = 256;
-  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(model_bytes / 4 / cols));
-  VariableDef model{"model", {rows, cols}};
-  model.initializer = "zeros";
-  auto placement = ComputePlacement({model}, num_ps);
-  if (!placement.ok()) return placement.status();
-  auto ps = StartPs(self_path, num_ps);
-  if (!ps.ok()) return ps.status();
-  std::vector<std::unique_ptr<client::PsClient>> clients;
-  for (int w = 0; w < workers; ++w) {
-    client::PsClientOptions o;
-    o.ps_addresses = (*ps)->addresses;
-    o.replica = w;
-    auto client = client::PsClient::Create(o, *placement);
-    if (!client.ok()) return client.status();
-    clients.push_back(*std::move(client));
-  }
-  if (absl::Status s = clients[0]->WaitUntilReady(absl::Seconds(30), false); !s.ok()) return s;
-  client::CreateOptions create;
-  create.optimizer = {"sgd", 1e-6f};
-  create.num_replicas = workers;
-  const std::vector<int64_t> offsets = {0};
-  client::PsAdmin admin(&clients[0]->control());
-  if (auto c = admin.CreateVariables(*placement, {}, offsets, create); !c.ok()) return c.status();
-  for (auto& c : clients) {
-    if (absl::Status s = c->WaitUntilReady(absl::Seconds(30), true); !s.ok()) return s;
-  }
-  const size_t floats = static_cast<size_t>(rows * cols);
-  std::vector<double> step_s(workers);
-  std::vector<absl::Status> errors(workers);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      std::vector<float> grads(floats, 1e-3f), params(floats);
-      // One warm-up round, then as many as fit in `duration`.
-      if (auto r = clients[w]->PushPullAll(grads.data(), params.data(), offsets); !r.ok()) {
-        errors[w] = r.status();
-        return;
-      }
-      const absl::Time start = absl::Now();
-      int steps = 0;
-      while (absl::Now() - start < duration) {
-        if (auto r = clients[w]->PushPullAll(grads.data(), params.data(), offsets); !r.ok()) {
-          errors[w] = r.status();
-          return;
-        }
-        ++steps;
-      }
-      step_s[w] = absl::ToDoubleSeconds(absl::Now() - start) / std::max(steps, 1);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const absl::Status& e : errors) {
-    if (!e.ok()) return e;
-  }
-  double mean = 0;
-  for (double s : step_s) mean += s / workers;
-  return mean;
-}
-
-}  // namespace
-
-Plan MakePlan(double model_bytes, int workers, double bandwidth, double compute_s, int max_ps) {
-  Plan plan;
-  const double worker_link = 2 * model_bytes / bandwidth;
-  plan.floor_step_s = compute_s + worker_link;
-  plan.allreduce_step_s = compute_s + 2 * model_bytes * (workers - 1) / workers / bandwidth;
-  plan.recommended_ps = max_ps;
-  for (int p = 1; p <= max_ps; ++p) {
-    PlanRow row;
-    row.num_ps = p;
-    row.ps_bytes = 2 * model_bytes * workers / p;
-    row.step_s = compute_s + std::max(worker_link, row.ps_bytes / bandwidth);
-    plan.rows.push_back(row);
-  }
-  // compute + t1 <= 1.1 (compute + link), t1 one PS's traffic time.
-  const double one_ps = std::max(worker_link, 2 * model_bytes * workers / bandwidth);
-  plan.one_ps_enough_from_compute_s = std::max(0.0, (one_ps - 1.1 * worker_link) / 0.1);
-  plan.cap_binds = true;
-  for (const PlanRow& row : plan.rows) {
-    if (row.step_s <= 1.1 * plan.floor_step_s) {
-      plan.recommended_ps = row.num_ps;
-      plan.cap_binds = false;
-      break;
-    }
-  }
-  // p PS are within 10% when compute + 2BN / (p BW) <= 1.1 floor, and at the
-  // floor from p = N on.
-  plan.ps_at_floor = workers;
-  const double ps_side = 2 * model_bytes * workers / bandwidth;
-  const double within = std::ceil(ps_side / (1.1 * plan.floor_step_s - compute_s) * (1 - 1e-12));
-  plan.ps_within_10_percent =
-      static_cast<int>(std::clamp(within, 1.0, static_cast<double>(workers)));
-  return plan;
-}
+using experiment::Plan;
+using experiment::PlanRow;
 
 int PlanMain(const std::string& self_path, CliArgs& args) {
   auto fail = [](const absl::Status& s) {
@@ -195,8 +59,8 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
         "on loopback, 3 s each\n",
         cores, static_cast<int>(*workers), measured_up_to);
     for (int p = 1; p <= measured_up_to; ++p) {
-      auto step =
-          MeasureStep(self_path, *model_bytes, static_cast<int>(*workers), p, absl::Seconds(3));
+      auto step = experiment::MeasureStep(self_path, *model_bytes, static_cast<int>(*workers), p,
+                                          absl::Seconds(3));
       if (!step.ok()) return fail(step.status());
       measured.push_back(*step);
     }
@@ -206,7 +70,8 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
       std::printf("bandwidth taken from the 1-PS measurement: %.2f GB/s per link\n", bw / 1e9);
     }
   }
-  const Plan plan = MakePlan(*model_bytes, static_cast<int>(*workers), bw, *step_ms / 1000, k);
+  const Plan plan =
+      experiment::MakePlan(*model_bytes, static_cast<int>(*workers), bw, *step_ms / 1000, k);
   std::printf("model %.1f MB, %d workers, %.2f GB/s links, compute %.1f ms per step\n",
               *model_bytes / 1e6, static_cast<int>(*workers), bw / 1e9, *step_ms);
   std::printf("each worker moves 2 x %.1f MB per step: %.2f ms on its link\n", *model_bytes / 1e6,

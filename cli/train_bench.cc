@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "cli/launch.h"
+#include "launcher/local_cluster.h"
 #include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/json.h"

@@ -224,6 +224,99 @@ absl::StatusOr<std::vector<HostPort>> ParseAddressList(const std::string& key,
   return out;
 }
 
+// TF_CONFIG's "cluster" object: each role's addresses, no address twice.
+absl::Status ParseClusterEntries(const Json& cluster, ClusterSpec* out) {
+  if (FindMember(cluster, "chief") != nullptr && FindMember(cluster, "master") != nullptr) {
+    return Invalid("cluster has both \"chief\" and \"master\"; they are the same role, give one");
+  }
+  // Where each address was first seen, to name duplicates.
+  std::map<std::string, std::string> seen;
+  for (const auto& [key, value] : cluster.items()) {
+    std::optional<Role> role = RoleFromName(key);
+    if (!role.has_value()) {
+      return Invalid(absl::StrCat("cluster.", key, " is not a known role (expected one of ",
+                                  kKnownTypes, ")"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<HostPort> list, ParseAddressList(key, value));
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string where = absl::StrCat("cluster.", key, "[", i, "]");
+      auto [it, inserted] = seen.emplace(list[i].ToString(), where);
+      if (!inserted) {
+        return Invalid(absl::StrCat(where, " \"", list[i].ToString(), "\" duplicates ",
+                                    it->second));
+      }
+    }
+    switch (*role) {
+      case Role::kChief:
+        if (list.size() != 1) {
+          return Invalid(absl::StrCat("cluster.", key, " must hold exactly one address, has ",
+                                      list.size()));
+        }
+        out->chief = list[0];
+        out->chief_named_master = (key == "master");
+        break;
+      case Role::kPs: out->ps = std::move(list); break;
+      case Role::kWorker: out->worker = std::move(list); break;
+      case Role::kEvaluator: out->evaluator = std::move(list); break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// task.index: a number, or digits in a string as some generators write it.
+absl::StatusOr<int> ParseTaskIndex(const Json& index) {
+  double d = 0;
+  if (index.is_number()) {
+    d = index.get<double>();
+  } else if (index.is_string()) {
+    if (!absl::SimpleAtod(index.get<std::string>(), &d)) {
+      return Invalid(
+          absl::StrCat("task.index \"", index.get<std::string>(), "\" is not an integer"));
+    }
+  } else {
+    return Invalid(absl::StrCat("task.index must be an integer, not ", index.type_name()));
+  }
+  if (d != std::floor(d) || d < 0 || d > 1e6) {
+    return Invalid(absl::StrCat("task.index ", d, " must be a non-negative integer"));
+  }
+  return static_cast<int>(d);
+}
+
+// TF_CONFIG's "task" object, checked against the cluster it names.
+absl::Status ParseTask(const Json& task, TfConfig* cfg) {
+  const Json* type = FindMember(task, "type");
+  if (type == nullptr) return Invalid("task has no \"type\"");
+  if (!type->is_string()) {
+    return Invalid(absl::StrCat("task.type must be a string, not ", type->type_name()));
+  }
+  const std::string& type_name = type->get<std::string>();
+  std::optional<Role> role = RoleFromName(type_name);
+  if (!role.has_value()) {
+    return Invalid(absl::StrCat("task.type \"", type_name, "\" is not one of ", kKnownTypes));
+  }
+  cfg->task.role = *role;
+  if (const Json* index = FindMember(task, "index"); index != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(cfg->task.index, ParseTaskIndex(*index));
+  }
+  // "task.type: chief" with "cluster.master" (or the reverse) is accepted:
+  // the two names are synonyms.
+  int count = cfg->cluster.Count(cfg->task.role);
+  std::string list_name = type_name;
+  if (cfg->task.role == Role::kChief && cfg->cluster.chief.has_value()) {
+    list_name = cfg->cluster.chief_named_master ? "master" : "chief";
+  }
+  if (cfg->task.role == Role::kEvaluator && count == 0) {
+    // AI Platform leaves the evaluator out of "cluster"; it needs no address.
+  } else if (count == 0) {
+    return Invalid(
+        absl::StrCat("task.type \"", type_name, "\" has no entries in cluster.", list_name));
+  } else if (cfg->task.index >= count) {
+    return Invalid(absl::StrCat("task.index ", cfg->task.index, " out of range: cluster.",
+                                list_name, " has ", count, count == 1 ? " entry" : " entries"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
@@ -234,121 +327,27 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
   }
   const Json& root = *parsed;
   if (!root.is_object()) {
-    return Invalid(absl::StrCat("must be a JSON object, not ",
-                                root.type_name()));
+    return Invalid(absl::StrCat("must be a JSON object, not ", root.type_name()));
   }
   const Json* cluster = FindMember(root, "cluster");
   if (cluster == nullptr) return Invalid("has no \"cluster\" object");
   if (!cluster->is_object()) {
-    return Invalid(absl::StrCat("cluster must be an object, not ",
-                                cluster->type_name()));
+    return Invalid(absl::StrCat("cluster must be an object, not ", cluster->type_name()));
   }
   const Json* task = FindMember(root, "task");
   if (task == nullptr) return Invalid("has no \"task\" object");
   if (!task->is_object()) {
-    return Invalid(absl::StrCat("task must be an object, not ",
-                                task->type_name()));
+    return Invalid(absl::StrCat("task must be an object, not ", task->type_name()));
   }
-
   TfConfig cfg;
   if (const Json* env = FindMember(root, "environment"); env != nullptr) {
     if (!env->is_string()) {
-      return Invalid(absl::StrCat("environment must be a string, not ",
-                                  env->type_name()));
+      return Invalid(absl::StrCat("environment must be a string, not ", env->type_name()));
     }
     cfg.environment = env->get<std::string>();
   }
-
-  // Cluster entries.
-  if (FindMember(*cluster, "chief") != nullptr && FindMember(*cluster, "master") != nullptr) {
-    return Invalid("cluster has both \"chief\" and \"master\"; they are the same role, give one");
-  }
-  // Where each address was first seen, to name duplicates.
-  std::map<std::string, std::string> seen;
-  for (const auto& [key, value] : cluster->items()) {
-    std::optional<Role> role = RoleFromName(key);
-    if (!role.has_value()) {
-      return Invalid(absl::StrCat("cluster.", key, " is not a known role (expected one of ",
-                                  kKnownTypes, ")"));
-    }
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<HostPort> list,
-                             ParseAddressList(key, value));
-    for (size_t i = 0; i < list.size(); ++i) {
-      std::string where = absl::StrCat("cluster.", key, "[", i, "]");
-      auto [it, inserted] = seen.emplace(list[i].ToString(), where);
-      if (!inserted) {
-        return Invalid(absl::StrCat(where, " \"", list[i].ToString(),
-                                    "\" duplicates ", it->second));
-      }
-    }
-    switch (*role) {
-      case Role::kChief:
-        if (list.size() != 1) {
-          return Invalid(absl::StrCat("cluster.", key,
-                                      " must hold exactly one address, has ",
-                                      list.size()));
-        }
-        cfg.cluster.chief = list[0];
-        cfg.cluster.chief_named_master = (key == "master");
-        break;
-      case Role::kPs: cfg.cluster.ps = std::move(list); break;
-      case Role::kWorker: cfg.cluster.worker = std::move(list); break;
-      case Role::kEvaluator: cfg.cluster.evaluator = std::move(list); break;
-    }
-  }
-
-  // Task.
-  const Json* type = FindMember(*task, "type");
-  if (type == nullptr) return Invalid("task has no \"type\"");
-  if (!type->is_string()) {
-    return Invalid(absl::StrCat("task.type must be a string, not ",
-                                type->type_name()));
-  }
-  std::optional<Role> role = RoleFromName(type->get<std::string>());
-  if (!role.has_value()) {
-    return Invalid(absl::StrCat("task.type \"", type->get<std::string>(),
-                                "\" is not one of ", kKnownTypes));
-  }
-  cfg.task.role = *role;
-  const Json* index = FindMember(*task, "index");
-  if (index != nullptr) {
-    double d = 0;
-    if (index->is_number()) {
-      d = index->get<double>();
-    } else if (index->is_string()) {
-      // Some generators quote the index; accept digits only.
-      if (!absl::SimpleAtod(index->get<std::string>(), &d)) {
-        return Invalid(absl::StrCat("task.index \"", index->get<std::string>(),
-                                    "\" is not an integer"));
-      }
-    } else {
-      return Invalid(absl::StrCat("task.index must be an integer, not ",
-                                  index->type_name()));
-    }
-    if (d != std::floor(d) || d < 0 || d > 1e6) {
-      return Invalid(absl::StrCat("task.index ", d,
-                                  " must be a non-negative integer"));
-    }
-    cfg.task.index = static_cast<int>(d);
-  }
-  // "task.type: chief" with "cluster.master" (or the reverse) is accepted:
-  // the two names are synonyms.
-  const std::string& type_name = type->get<std::string>();
-  int count = cfg.cluster.Count(cfg.task.role);
-  std::string list_name = type_name;
-  if (cfg.task.role == Role::kChief && cfg.cluster.chief.has_value()) {
-    list_name = cfg.cluster.chief_named_master ? "master" : "chief";
-  }
-  if (cfg.task.role == Role::kEvaluator && count == 0) {
-    // AI Platform leaves the evaluator out of "cluster"; it needs no address.
-  } else if (count == 0) {
-    return Invalid(absl::StrCat("task.type \"", type_name, "\" has no entries in cluster.",
-                                list_name));
-  } else if (cfg.task.index >= count) {
-    return Invalid(absl::StrCat("task.index ", cfg.task.index,
-                                " out of range: cluster.", list_name, " has ",
-                                count, count == 1 ? " entry" : " entries"));
-  }
+  PSTRAIN_RETURN_IF_ERROR(ParseClusterEntries(*cluster, &cfg.cluster));
+  PSTRAIN_RETURN_IF_ERROR(ParseTask(*task, &cfg));
   return cfg;
 }
 

@@ -88,6 +88,157 @@ int TimedCopy(PstrainCudaMlp* mlp, void* dst, const void* src, size_t bytes, cud
   return 0;
 }
 
+// Queues the inputs, then each layer's parameters in the order the forward
+// pass needs them, on the copy stream; the host stages each into pinned
+// memory just before its copy is queued, so staging overlaps the copies
+// already queued.
+int QueueCopiesIn(PstrainCudaMlp* m, const float* params, const float* x, const int32_t* labels,
+                  int batch, char* err, size_t err_len) {
+  const size_t xbytes = static_cast<size_t>(batch) * m->dims[0] * sizeof(float);
+  std::memcpy(m->h_x, x, xbytes);
+  std::memcpy(m->h_labels, labels, batch * sizeof(int32_t));
+  if (int rc = TimedCopy(m, m->d_act[0], m->h_x, xbytes, cudaMemcpyHostToDevice, err, err_len)) {
+    return rc;
+  }
+  if (int rc = TimedCopy(m, m->d_labels, m->h_labels, batch * sizeof(int32_t),
+                         cudaMemcpyHostToDevice, err, err_len)) {
+    return rc;
+  }
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->input_ready, m->copy));
+  for (int l = 0; l < m->layers; ++l) {
+    const int64_t first = m->w_off[l];
+    const int64_t count = m->b_off[l] + m->dims[l + 1] - first;
+    std::memcpy(m->h_params + first, params + first, count * sizeof(float));
+    if (int rc = TimedCopy(m, m->d_params + first, m->h_params + first, count * sizeof(float),
+                           cudaMemcpyHostToDevice, err, err_len)) {
+      return rc;
+    }
+    PSTRAIN_CUDA_OK(cudaEventRecord(m->param_ready[l], m->copy));
+  }
+  return 0;
+}
+
+constexpr unsigned kThreads = 256;
+
+// Queues the forward pass on the compute stream, each layer after its
+// parameters arrive, then the loss (and its delta when `deltas`) and the
+// copies of the per-example loss and correctness back to the host.
+int QueueForward(PstrainCudaMlp* m, int batch, bool deltas, char* err, size_t err_len) {
+  const float one = 1.0f;
+  const int L = m->layers;
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->input_ready, 0));
+  for (int l = 0; l < L; ++l) {
+    const int k = m->dims[l], n = m->dims[l + 1];
+    PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->param_ready[l], 0));
+    float* out = m->d_act[l + 1];
+    const float* w = m->d_params + m->w_off[l];
+    const float* b = m->d_params + m->b_off[l];
+    BiasBroadcastKernel<<<Blocks(static_cast<int64_t>(batch) * n, kThreads), kThreads, 0,
+                          m->compute>>>(out, b, batch, n);
+    PSTRAIN_CUDA_OK(cudaGetLastError());
+    // Row-major out[batch x n] += in[batch x k] * w[k x n], as column-major
+    // out^T = w^T * in^T.
+    PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, batch, k, &one, w, n,
+                                m->d_act[l], k, &one, out, n));
+    if (m->relu[l]) {
+      const int64_t count = static_cast<int64_t>(batch) * n;
+      ReluKernel<<<Blocks(count, kThreads), kThreads, 0, m->compute>>>(out, count);
+      PSTRAIN_CUDA_OK(cudaGetLastError());
+    }
+  }
+  const int classes = m->dims[L];
+  SoftmaxXentKernel<<<Blocks(batch, 128), 128, 0, m->compute>>>(
+      m->d_act[L], m->d_labels, batch, classes, 1.0f / batch, deltas ? m->d_delta[L] : nullptr,
+      m->d_loss, m->d_correct);
+  PSTRAIN_CUDA_OK(cudaGetLastError());
+  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_loss, m->d_loss, batch * sizeof(float),
+                                  cudaMemcpyDeviceToHost, m->compute));
+  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_correct, m->d_correct, batch * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, m->compute));
+  return 0;
+}
+
+// Queues layer l's backward pass: its gradients, their copy back to the
+// host on the copy stream (while the layers below are still being
+// differentiated), and the delta of the layer below (or, for layer 0 with
+// `input_grad`, the input's gradient, copied back on the compute stream).
+int QueueLayerBackward(PstrainCudaMlp* m, int l, int batch, bool input_grad, char* err,
+                       size_t err_len) {
+  const float one = 1.0f, zero = 0.0f;
+  const int k = m->dims[l], n = m->dims[l + 1];
+  const float* in = m->d_act[l];
+  const float* d = m->d_delta[l + 1];
+  float* gw = m->d_grads + m->w_off[l];
+  float* gb = m->d_grads + m->b_off[l];
+  // Row-major gw[k x n] = in^T * d, as column-major gw^T = d^T * in.
+  PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, n, k, batch, &one, d, n, in, k,
+                              &zero, gw, n));
+  BiasGradKernel<<<Blocks(n, kThreads), kThreads, 0, m->compute>>>(d, batch, n, gb);
+  PSTRAIN_CUDA_OK(cudaGetLastError());
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->grad_ready[l], m->compute));
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->copy, m->grad_ready[l], 0));
+  const int64_t count = m->b_off[l] + n - m->w_off[l];
+  if (int rc = TimedCopy(m, m->h_grads + m->w_off[l], gw, count * sizeof(float),
+                         cudaMemcpyDeviceToHost, err, err_len)) {
+    return rc;
+  }
+  if (l > 0) {
+    // Row-major din[batch x k] = d * w^T, as column-major din^T = w * d^T.
+    const float* w = m->d_params + m->w_off[l];
+    float* din = m->d_delta[l];
+    PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d, n,
+                                &zero, din, k));
+    if (m->relu[l - 1]) {
+      const int64_t cnt = static_cast<int64_t>(batch) * k;
+      ReluMaskKernel<<<Blocks(cnt, kThreads), kThreads, 0, m->compute>>>(din, m->d_act[l], cnt);
+      PSTRAIN_CUDA_OK(cudaGetLastError());
+    }
+  } else if (input_grad) {
+    // The input gradient: row-major dx[batch x k] = d * w^T (the input
+    // has no activation of ours), back on the compute stream after the
+    // step.
+    const float* w = m->d_params + m->w_off[0];
+    PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d, n,
+                                &zero, m->d_delta[0], k));
+    PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_dx, m->d_delta[0],
+                                    static_cast<size_t>(batch) * k * sizeof(float),
+                                    cudaMemcpyDeviceToHost, m->compute));
+  }
+  return 0;
+}
+
+// Waits for the step; the loss and correct counts added, the gradients
+// copied out, the copy and total times recorded.
+int FinishRun(PstrainCudaMlp* m, int batch, float* grads, float* input_grad, double* loss_sum,
+              int64_t* correct, char* err, size_t err_len) {
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->copies_done, m->copy));
+  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->copies_done, 0));
+  PSTRAIN_CUDA_OK(cudaEventRecord(m->end, m->compute));
+  PSTRAIN_CUDA_OK(cudaEventSynchronize(m->end));
+  if (grads != nullptr) std::memcpy(grads, m->h_grads, m->num_params * sizeof(float));
+  if (grads != nullptr && input_grad != nullptr) {
+    std::memcpy(input_grad, m->h_dx, static_cast<size_t>(batch) * m->dims[0] * sizeof(float));
+  }
+  double loss = 0;
+  int64_t right = 0;
+  for (int r = 0; r < batch; ++r) {
+    loss += m->h_loss[r];
+    right += m->h_correct[r];
+  }
+  *loss_sum += loss;
+  *correct += right;
+  float ms = 0;
+  double copy_ms = 0;
+  for (int k = 0; k < m->copies_used; ++k) {
+    PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->copy_begin[k], m->copy_end[k]));
+    copy_ms += ms;
+  }
+  PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->start, m->end));
+  m->last_copy_seconds = copy_ms / 1e3;
+  m->last_total_seconds = ms / 1e3;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu, int num_layers,
@@ -215,137 +366,17 @@ extern "C" int pstrain_cuda_mlp_run(PstrainCudaMlp* m, const float* params, cons
                                       err_len);
   }
   PSTRAIN_CUDA_OK(cudaSetDevice(m->device));
-  const int L = m->layers;
-  const float one = 1.0f, zero = 0.0f;
   m->copies_used = 0;
   PSTRAIN_CUDA_OK(cudaEventRecord(m->start, m->compute));
   PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->copy, m->start, 0));
-  // Inputs first, then each layer's parameters in the order the forward
-  // pass needs them; the host stages each into pinned memory just before
-  // its copy is queued, so staging overlaps the copies already queued.
-  const size_t xbytes = static_cast<size_t>(batch) * m->dims[0] * sizeof(float);
-  std::memcpy(m->h_x, x, xbytes);
-  std::memcpy(m->h_labels, labels, batch * sizeof(int32_t));
-  if (int rc = TimedCopy(m, m->d_act[0], m->h_x, xbytes, cudaMemcpyHostToDevice, err, err_len)) {
-    return rc;
-  }
-  if (int rc = TimedCopy(m, m->d_labels, m->h_labels, batch * sizeof(int32_t),
-                         cudaMemcpyHostToDevice, err, err_len)) {
-    return rc;
-  }
-  PSTRAIN_CUDA_OK(cudaEventRecord(m->input_ready, m->copy));
-  for (int l = 0; l < L; ++l) {
-    const int64_t first = m->w_off[l];
-    const int64_t count = m->b_off[l] + m->dims[l + 1] - first;
-    std::memcpy(m->h_params + first, params + first, count * sizeof(float));
-    if (int rc = TimedCopy(m, m->d_params + first, m->h_params + first, count * sizeof(float),
-                           cudaMemcpyHostToDevice, err, err_len)) {
-      return rc;
-    }
-    PSTRAIN_CUDA_OK(cudaEventRecord(m->param_ready[l], m->copy));
-  }
-  // Forward.
-  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->input_ready, 0));
-  const unsigned kThreads = 256;
-  for (int l = 0; l < L; ++l) {
-    const int k = m->dims[l], n = m->dims[l + 1];
-    PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->param_ready[l], 0));
-    float* out = m->d_act[l + 1];
-    const float* w = m->d_params + m->w_off[l];
-    const float* b = m->d_params + m->b_off[l];
-    BiasBroadcastKernel<<<Blocks(static_cast<int64_t>(batch) * n, kThreads), kThreads, 0,
-                          m->compute>>>(out, b, batch, n);
-    PSTRAIN_CUDA_OK(cudaGetLastError());
-    // Row-major out[batch x n] += in[batch x k] * w[k x n], as column-major
-    // out^T = w^T * in^T.
-    PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, batch, k, &one, w, n,
-                                m->d_act[l], k, &one, out, n));
-    if (m->relu[l]) {
-      const int64_t count = static_cast<int64_t>(batch) * n;
-      ReluKernel<<<Blocks(count, kThreads), kThreads, 0, m->compute>>>(out, count);
-      PSTRAIN_CUDA_OK(cudaGetLastError());
-    }
-  }
-  const int classes = m->dims[L];
-  SoftmaxXentKernel<<<Blocks(batch, 128), 128, 0, m->compute>>>(
-      m->d_act[L], m->d_labels, batch, classes, 1.0f / batch,
-      grads != nullptr ? m->d_delta[L] : nullptr, m->d_loss, m->d_correct);
-  PSTRAIN_CUDA_OK(cudaGetLastError());
-  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_loss, m->d_loss, batch * sizeof(float),
-                                  cudaMemcpyDeviceToHost, m->compute));
-  PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_correct, m->d_correct, batch * sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, m->compute));
-  // Backward: each layer's gradients go back to the host on the copy stream
-  // while the layers below it are still being differentiated.
+  if (int rc = QueueCopiesIn(m, params, x, labels, batch, err, err_len)) return rc;
+  if (int rc = QueueForward(m, batch, grads != nullptr, err, err_len)) return rc;
   if (grads != nullptr) {
-    for (int l = L - 1; l >= 0; --l) {
-      const int k = m->dims[l], n = m->dims[l + 1];
-      const float* in = m->d_act[l];
-      const float* d = m->d_delta[l + 1];
-      float* gw = m->d_grads + m->w_off[l];
-      float* gb = m->d_grads + m->b_off[l];
-      // Row-major gw[k x n] = in^T * d, as column-major gw^T = d^T * in.
-      PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, n, k, batch, &one, d, n, in, k,
-                                  &zero, gw, n));
-      BiasGradKernel<<<Blocks(n, kThreads), kThreads, 0, m->compute>>>(d, batch, n, gb);
-      PSTRAIN_CUDA_OK(cudaGetLastError());
-      PSTRAIN_CUDA_OK(cudaEventRecord(m->grad_ready[l], m->compute));
-      PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->copy, m->grad_ready[l], 0));
-      const int64_t count = m->b_off[l] + n - m->w_off[l];
-      if (int rc = TimedCopy(m, m->h_grads + m->w_off[l], gw, count * sizeof(float),
-                             cudaMemcpyDeviceToHost, err, err_len)) {
-        return rc;
-      }
-      if (l > 0) {
-        // Row-major din[batch x k] = d * w^T, as column-major din^T = w * d^T.
-        const float* w = m->d_params + m->w_off[l];
-        float* din = m->d_delta[l];
-        PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d,
-                                    n, &zero, din, k));
-        if (m->relu[l - 1]) {
-          const int64_t cnt = static_cast<int64_t>(batch) * k;
-          ReluMaskKernel<<<Blocks(cnt, kThreads), kThreads, 0, m->compute>>>(din, m->d_act[l], cnt);
-          PSTRAIN_CUDA_OK(cudaGetLastError());
-        }
-      } else if (input_grad != nullptr) {
-        // The input gradient: row-major dx[batch x k] = d * w^T (the input
-        // has no activation of ours), back on the compute stream after the
-        // step.
-        const float* w = m->d_params + m->w_off[0];
-        PSTRAIN_BLAS_OK(cublasSgemm(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, batch, n, &one, w, n, d,
-                                    n, &zero, m->d_delta[0], k));
-        PSTRAIN_CUDA_OK(cudaMemcpyAsync(m->h_dx, m->d_delta[0],
-                                        static_cast<size_t>(batch) * k * sizeof(float),
-                                        cudaMemcpyDeviceToHost, m->compute));
-      }
+    for (int l = m->layers - 1; l >= 0; --l) {
+      if (int rc = QueueLayerBackward(m, l, batch, input_grad != nullptr, err, err_len)) return rc;
     }
   }
-  PSTRAIN_CUDA_OK(cudaEventRecord(m->copies_done, m->copy));
-  PSTRAIN_CUDA_OK(cudaStreamWaitEvent(m->compute, m->copies_done, 0));
-  PSTRAIN_CUDA_OK(cudaEventRecord(m->end, m->compute));
-  PSTRAIN_CUDA_OK(cudaEventSynchronize(m->end));
-  if (grads != nullptr) std::memcpy(grads, m->h_grads, m->num_params * sizeof(float));
-  if (grads != nullptr && input_grad != nullptr) {
-    std::memcpy(input_grad, m->h_dx, static_cast<size_t>(batch) * m->dims[0] * sizeof(float));
-  }
-  double loss = 0;
-  int64_t right = 0;
-  for (int r = 0; r < batch; ++r) {
-    loss += m->h_loss[r];
-    right += m->h_correct[r];
-  }
-  *loss_sum += loss;
-  *correct += right;
-  float ms = 0;
-  double copy_ms = 0;
-  for (int k = 0; k < m->copies_used; ++k) {
-    PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->copy_begin[k], m->copy_end[k]));
-    copy_ms += ms;
-  }
-  PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, m->start, m->end));
-  m->last_copy_seconds = copy_ms / 1e3;
-  m->last_total_seconds = ms / 1e3;
-  return 0;
+  return FinishRun(m, batch, grads, input_grad, loss_sum, correct, err, err_len);
 }
 
 extern "C" void pstrain_cuda_mlp_last_timing(const PstrainCudaMlp* m, double* copy_seconds,

@@ -29,7 +29,6 @@ namespace {
 
 using google::protobuf::TextFormat;
 
-// Keeps the first error with its position (1-based, as editors count).
 // The values an enum field of the config takes (its UNSET value aside),
 // found by the field's name anywhere under `type`: "valid, same".
 std::string EnumValues(const google::protobuf::Descriptor* type, const std::string& field,
@@ -40,7 +39,8 @@ std::string EnumValues(const google::protobuf::Descriptor* type, const std::stri
     if (f->name() == field && f->enum_type() != nullptr) {
       std::vector<std::string> names;
       for (int v = 0; v < f->enum_type()->value_count(); ++v) {
-        if (f->enum_type()->value(v)->number() != 0) names.push_back(f->enum_type()->value(v)->name());
+        const google::protobuf::EnumValueDescriptor* value = f->enum_type()->value(v);
+        if (value->number() != 0) names.push_back(value->name());
       }
       return absl::StrJoin(names, ", ");
     }
@@ -52,6 +52,7 @@ std::string EnumValues(const google::protobuf::Descriptor* type, const std::stri
   return "";
 }
 
+// Keeps the first error with its position (1-based, as editors count).
 class FirstError : public google::protobuf::io::ErrorCollector {
  public:
   // `text`: what is parsed, to point at an unknown value's first character
@@ -229,44 +230,39 @@ absl::Status ResolveIdFeature(const data::InputSpec& input, EmbeddingBagSpec* sp
       absl::StrCat("the input has no feature \"", spec->feature(), "\""));
 }
 
-absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Where& where,
-                                        const data::InputSpec& input) {
+// input_shape and input_dim: checked against each other and their bounds,
+// into spec->input_shape and spec->input_dim.
+absl::Status ParseInputWidth(const v1::ModelConfig& config, const Where& where,
+                             NetworkSpec* spec) {
   const auto* type = v1::ModelConfig::descriptor();
-  const auto* layer_type = v1::LayerConfig::descriptor();
-  NetworkSpec spec;
-  spec.loss = config.loss() == v1::sigmoid_cross_entropy ? Loss::kSigmoidCrossEntropy
-                                                         : Loss::kSoftmaxCrossEntropy;
   if (config.input_shape_size() > 0) {
     Shape shape(config.input_shape().begin(), config.input_shape().end());
+    const std::string at = where.At(where.root(), type, "input_shape", 0);
     for (int64_t d : shape) {
       if (d < 1 || d > (1 << 24)) {
-        return Bad(where.At(where.root(), type, "input_shape", 0),
-                   absl::StrCat("input_shape ", ShapeString(shape),
-                                " has a dimension outside "
-                                "1..16777216"));
+        return Bad(at, absl::StrCat("input_shape ", ShapeString(shape),
+                                    " has a dimension outside 1..16777216"));
       }
     }
     // Multiplied with a bound, so that no product overflows.
     int64_t size = 1;
     for (int64_t d : shape) size = std::min<int64_t>(size * d, int64_t{1} << 25);
     if (size > (1 << 24)) {
-      return Bad(
-          where.At(where.root(), type, "input_shape", 0),
-          absl::StrCat("input_shape ", ShapeString(shape), " holds more than 16777216 values"));
+      return Bad(at, absl::StrCat("input_shape ", ShapeString(shape),
+                                  " holds more than 16777216 values"));
     }
     if (config.has_input_dim() && size != config.input_dim()) {
-      return Bad(where.At(where.root(), type, "input_shape", 0),
-                 absl::StrCat("input_shape ", ShapeString(shape), " holds ", size,
-                              " values but input_dim is ", config.input_dim()));
+      return Bad(at, absl::StrCat("input_shape ", ShapeString(shape), " holds ", size,
+                                  " values but input_dim is ", config.input_dim()));
     }
-    spec.input_shape = std::move(shape);
+    spec->input_shape = std::move(shape);
   }
-  if (!config.has_input_dim() && spec.input_shape.empty()) {
+  if (!config.has_input_dim() && spec->input_shape.empty()) {
     return Bad(where.At(where.root(), type, "layer", 0),
                "input_dim is missing (the width of each example, 784 for Fashion-MNIST)");
   }
   const int64_t input_dim =
-      config.has_input_dim() ? config.input_dim() : ShapeSize(spec.input_shape);
+      config.has_input_dim() ? config.input_dim() : ShapeSize(spec->input_shape);
   // A model whose first layer reads id features may have no float input.
   const bool ids_first =
       config.layer_size() > 0 &&
@@ -277,207 +273,270 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     return Bad(where.At(where.root(), type, "input_dim"),
                absl::StrCat("input_dim ", input_dim, " must be in 1..16777216"));
   }
-  spec.input_dim = static_cast<int>(input_dim);
-  Shape shape = spec.input_shape.empty() ? Shape{input_dim} : spec.input_shape;
+  spec->input_dim = static_cast<int>(input_dim);
+  return absl::OkStatus();
+}
+
+// One layer entry as its errors name it: "NAME:LINE:COL: layer I (NAME): "
+// at the layer, and at one of its type's fields.
+struct LayerEntry {
+  const v1::LayerConfig* config = nullptr;
+  int index = 0;
+  std::string kind;      // the type's field name: "dense", "conv2d", ...
+  std::string name;      // as given, or as Keras names it
+  std::string at_layer;  // "NAME:LINE:COL: " of the layer
+  std::string what;      // "layer I (NAME): "
+  const Where* where = nullptr;
+  const TextFormat::ParseInfoTree* tree = nullptr;  // the type's block
+  const google::protobuf::FieldDescriptor* field = nullptr;
+
+  // "NAME:LINE:COL: layer I (NAME): TYPE.FIELD " at the field, or at the
+  // layer when the field was not written.
+  std::string At(const std::string& f) const {
+    return where->At(tree, field->message_type(), f, -1, at_layer) + what + kind + "." + f + " ";
+  }
+  // The same prefix without the field's name after it.
+  std::string AtField(const std::string& f) const {
+    return where->At(tree, field->message_type(), f, -1, at_layer) + what;
+  }
+  absl::Status Missing(const std::string& f, const std::string& hint = "") const {
+    return Bad(at_layer, what + kind + "." + f + " is missing" + hint);
+  }
+};
+
+// An embedding or embedding_bag layer: checked, resolved against the
+// input's features, appended to spec->embeddings; *shape becomes what the
+// embeddings give together.
+absl::Status ParseEmbeddingLayer(const LayerEntry& e, const data::InputSpec& input,
+                                 NetworkSpec* spec, Shape* shape) {
+  const bool sequence = e.kind == "embedding";
+  const v1::EmbeddingBagLayer& b = e.config->embedding_bag();
+  const v1::EmbeddingLayer& q = e.config->embedding();
+  const int64_t vocabulary = sequence ? q.vocabulary() : b.vocabulary();
+  const int64_t dim = sequence ? q.dim() : b.dim();
+  const std::string& ids_from = sequence ? q.ids_from() : b.ids_from();
+  if (!spec->layers.empty()) {
+    return Bad(e.at_layer, e.what + "an " + e.kind +
+                               " layer must come before every other kind of layer: it reads "
+                               "the input's ids");
+  }
+  if (!spec->input_shape.empty()) {
+    return Bad(e.where->At(e.where->root(), v1::ModelConfig::descriptor(), "input_shape", 0),
+               "input_shape is for the first layer's input; an " + e.kind +
+                   " reads the input's ids");
+  }
+  if (vocabulary == 0) return e.Missing("vocabulary");
+  if (vocabulary < 1 || vocabulary > (int64_t{1} << 40)) {
+    return Bad(e.At("vocabulary"), absl::StrCat(vocabulary, " must be in 1..2^40"));
+  }
+  if (dim == 0) return e.Missing("dim");
+  if (dim < 1 || dim > 4096) return Bad(e.At("dim"), absl::StrCat(dim, " must be in 1..4096"));
+  if (ids_from.empty()) {
+    return e.Missing("ids_from", sequence ? " (feature:NAME)"
+                                          : " (feature:NAME or pixel_buckets:B)");
+  }
+  EmbeddingBagSpec bag;
+  bag.name = e.name;
+  bag.vocabulary = vocabulary;
+  bag.dim = static_cast<int>(dim);
+  bag.ids_from = ids_from;
+  bag.sequence = sequence;
+  if (sequence) {
+    bag.mask_zero = q.mask_zero();
+    if (!q.initializer().empty()) bag.initializer = q.initializer();
+  } else {
+    if (b.combiner() == v1::sum) bag.combiner = EmbeddingBagSpec::Combiner::kSum;
+    if (!b.initializer().empty()) bag.initializer = b.initializer();
+  }
+  if (bag.from_feature()) {
+    if (absl::Status s = ResolveIdFeature(input, &bag); !s.ok()) {
+      return Bad(absl::StrContains(s.message(), "vocabulary ") ? e.At("vocabulary")
+                                                               : e.At("ids_from"),
+                 s.message());
+    }
+    if (sequence && q.input_length() != 0 && q.input_length() != bag.ids_length) {
+      return Bad(e.At("input_length"),
+                 absl::StrCat(q.input_length(), " is not the length of feature \"",
+                              bag.feature(), "\" (", bag.ids_length, ")"));
+    }
+  }
+  // The rest (combiner, ids_from's form, a vocabulary too small for its
+  // ids, the initializer), at the field the layer names.
+  auto checked = EmbeddingBag::Create(bag, spec->input_dim);
+  if (!checked.ok()) {
+    // "KIND NAME: FIELD what" -> at FIELD: "what".
+    absl::string_view m = checked.status().message();
+    absl::ConsumePrefix(&m, absl::StrCat(e.kind, " ", e.name, ": "));
+    for (const char* f : {"ids_from", "vocabulary", "initializer"}) {
+      if (absl::ConsumePrefix(&m, absl::StrCat(f, " "))) return Bad(e.At(f), m);
+    }
+    return Bad(e.at_layer, e.what + std::string(m));
+  }
+  spec->embeddings.push_back(bag);
+  // Several embeddings: side by side (model/embeddings.h).
+  auto together = Embeddings::Create(spec->embeddings, spec->input_dim);
+  if (!together.ok()) return Bad(e.at_layer, e.what + std::string(together.status().message()));
+  *shape = together->output_shape();
+  return absl::OkStatus();
+}
+
+// A layer other than an embedding, its fields checked one by one; the
+// shape it is given is checked by the caller. *shape_field: the field a
+// shape that does not fit is reported at ("" for the layer).
+absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
+                                     std::string* shape_field) {
+  const v1::LayerConfig& l = *e.config;
+  LayerSpec layer;
+  layer.name = e.name;
+  if (e.kind == "dense") {
+    const v1::DenseLayer& d = l.dense();
+    layer.kind = LayerKind::kDense;
+    if (!d.has_units()) return e.Missing("units");
+    if (d.units() < 1 || d.units() > 65536) {
+      return Bad(e.At("units"),
+                 absl::StrCat(d.units(), " must be positive, at most 65536 (units per example)"));
+    }
+    if (d.input_dim() != 0 && (shape.size() != 1 || d.input_dim() != shape[0])) {
+      return Bad(e.At("input_dim"),
+                 absl::StrCat(d.input_dim(), " does not chain: ",
+                              e.index == 0 ? "the input is " : "the layer before gives ",
+                              ShapeString(shape)));
+    }
+    layer.units = static_cast<int>(d.units());
+    layer.relu = d.activation() == v1::relu;
+    if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
+    if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
+  } else if (e.kind == "conv1d" || e.kind == "conv2d") {
+    const bool one_d = e.kind == "conv1d";
+    const v1::ConvLayer& c = one_d ? l.conv1d() : l.conv2d();
+    layer.kind = one_d ? LayerKind::kConv1D : LayerKind::kConv2D;
+    if (c.filters() == 0) return e.Missing("filters");
+    if (c.filters() < 1 || c.filters() > 65536) {
+      return Bad(e.At("filters"), absl::StrCat(c.filters(), " must be in 1..65536"));
+    }
+    if (c.kernel_size().empty()) return e.Missing("kernel_size");
+    auto kernel = Window(c.kernel_size(), one_d, 1, 1);
+    if (!kernel.ok()) return Bad(e.At("kernel_size"), kernel.status().message());
+    auto strides = Window(c.strides(), one_d, 1, 1);
+    if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
+    layer.units = static_cast<int>(c.filters());
+    layer.window = *kernel;
+    layer.stride = *strides;
+    layer.same_padding = c.padding() == v1::same;
+    layer.relu = c.activation() == v1::relu;
+    if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
+    if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
+    *shape_field = "kernel_size";
+  } else if (e.kind == "max_pool1d" || e.kind == "max_pool2d") {
+    const bool one_d = e.kind == "max_pool1d";
+    const v1::PoolLayer& p = one_d ? l.max_pool1d() : l.max_pool2d();
+    layer.kind = one_d ? LayerKind::kMaxPool1D : LayerKind::kMaxPool2D;
+    auto pool = Window(p.pool_size(), one_d, one_d ? 1 : 2, 2);
+    if (!pool.ok()) return Bad(e.At("pool_size"), pool.status().message());
+    auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
+    if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
+    layer.window = *pool;
+    layer.stride = *strides;
+    layer.same_padding = p.padding() == v1::same;
+    *shape_field = "pool_size";
+  } else if (e.kind == "global_average_pool1d") {
+    layer.kind = LayerKind::kGlobalAveragePool1D;
+  } else if (e.kind == "flatten") {
+    layer.kind = LayerKind::kFlatten;
+  } else if (e.kind == "dropout") {
+    layer.kind = LayerKind::kDropout;
+    layer.rate = l.dropout().rate();
+    *shape_field = "rate";
+  }
+  if (layer.has_variables()) {
+    auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
+    if (!kernel.ok()) return Bad(e.At("kernel_initializer"), kernel.status().message());
+    auto bias = ParseInitializerSpec(layer.bias_initializer);
+    if (!bias.ok()) return Bad(e.At("bias_initializer"), bias.status().message());
+  }
+  return layer;
+}
+
+// The last layer gives the logits: dense, no activation, as many units as
+// the loss takes.
+absl::Status CheckLogitsLayer(const LayerEntry& e, const LayerSpec& layer,
+                              const NetworkSpec& spec) {
+  if (layer.kind != LayerKind::kDense) {
+    return Bad(e.at_layer, absl::StrCat(e.what, "the last layer gives the logits of ",
+                                        LossName(spec.loss), ": it must be dense, not ", e.kind));
+  }
+  if (layer.relu) {
+    return Bad(e.At("activation"),
+               absl::StrCat("must be empty: the last layer gives the logits of ",
+                            LossName(spec.loss)));
+  }
+  if (spec.binary() && layer.units != 1) {
+    return Bad(e.At("units"), absl::StrCat(layer.units,
+                                           " must be 1: a sigmoid loss takes one "
+                                           "logit (labels 0 and 1)"));
+  }
+  if (!spec.binary() && layer.units < 2) {
+    return Bad(e.At("units"), "must be at least 2: the last layer has one unit per class");
+  }
+  return absl::OkStatus();
+}
+
+// Layer i of the config as its errors name it; `type_index` counts the
+// layers of each type so far (Keras's default names: dense_0, dense_1).
+absl::StatusOr<LayerEntry> EntryFor(const v1::ModelConfig& config, int i, const Where& where,
+                                    int embedding_number, std::map<std::string, int>* type_index) {
+  const auto* type = v1::ModelConfig::descriptor();
+  LayerEntry e;
+  e.config = &config.layer(i);
+  e.index = i;
+  e.where = &where;
+  e.at_layer = where.At(where.root(), type, "layer", i);
+  absl::StatusOr<std::string> kind = LayerType(*e.config);
+  // Embeddings are named as Keras names them: embedding, embedding_1, ...
+  e.name = !e.config->name().empty() ? e.config->name()
+           : !kind.ok()              ? absl::StrCat("layer_", i)
+           : *kind == "embedding_bag" || *kind == "embedding"
+               ? (embedding_number == 0 ? std::string("embedding")
+                                        : absl::StrCat("embedding_", embedding_number))
+               : absl::StrCat(*kind, "_", (*type_index)[*kind]);
+  e.what = absl::StrCat("layer ", i, " (", e.name, "): ");
+  if (!kind.ok()) return Bad(e.at_layer, e.what + std::string(kind.status().message()));
+  e.kind = *kind;
+  ++(*type_index)[e.kind];
+  const TextFormat::ParseInfoTree* layer_tree =
+      where.root() == nullptr ? nullptr
+                              : where.root()->GetTreeForNested(type->FindFieldByName("layer"), i);
+  e.field = v1::LayerConfig::descriptor()->FindFieldByName(e.kind);
+  e.tree = layer_tree == nullptr ? nullptr : layer_tree->GetTreeForNested(e.field, -1);
+  return e;
+}
+
+absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Where& where,
+                                        const data::InputSpec& input) {
+  const auto* type = v1::ModelConfig::descriptor();
+  NetworkSpec spec;
+  spec.loss = config.loss() == v1::sigmoid_cross_entropy ? Loss::kSigmoidCrossEntropy
+                                                         : Loss::kSoftmaxCrossEntropy;
+  PSTRAIN_RETURN_IF_ERROR(ParseInputWidth(config, where, &spec));
+  Shape shape = spec.input_shape.empty() ? Shape{spec.input_dim} : spec.input_shape;
   std::map<std::string, int> type_index;
   for (int i = 0; i < config.layer_size(); ++i) {
-    const v1::LayerConfig& l = config.layer(i);
-    const std::string at_layer = where.At(where.root(), type, "layer", i);
-    absl::StatusOr<std::string> kind = LayerType(l);
-    // Embeddings are named as Keras names them: embedding, embedding_1, ...
-    const int embedding_number = static_cast<int>(spec.embeddings.size());
-    const std::string name =
-        !l.name().empty() ? l.name()
-        : !kind.ok()      ? absl::StrCat("layer_", i)
-        : *kind == "embedding_bag" || *kind == "embedding"
-            ? (embedding_number == 0 ? std::string("embedding")
-                                     : absl::StrCat("embedding_", embedding_number))
-            : absl::StrCat(*kind, "_", type_index[*kind]);
-    const std::string what = absl::StrCat("layer ", i, " (", name, "): ");
-    if (!kind.ok()) return Bad(at_layer, what + std::string(kind.status().message()));
-    ++type_index[*kind];
-    const TextFormat::ParseInfoTree* layer_tree =
-        where.root() == nullptr ? nullptr
-                                : where.root()->GetTreeForNested(type->FindFieldByName("layer"), i);
-    const auto* field = layer_type->FindFieldByName(*kind);
-    const TextFormat::ParseInfoTree* tree =
-        layer_tree == nullptr ? nullptr : layer_tree->GetTreeForNested(field, -1);
-    // "NAME:LINE:COL: layer I (NAME): TYPE.FIELD " at the field, or at the
-    // layer when the field was not written.
-    auto at = [&](const std::string& f) {
-      return where.At(tree, field->message_type(), f, -1, at_layer) + what + *kind + "." + f + " ";
-    };
-    if (*kind == "embedding_bag" || *kind == "embedding") {
-      const bool sequence = *kind == "embedding";
-      const v1::EmbeddingBagLayer& b = l.embedding_bag();
-      const v1::EmbeddingLayer& q = l.embedding();
-      const int64_t vocabulary = sequence ? q.vocabulary() : b.vocabulary();
-      const int64_t dim = sequence ? q.dim() : b.dim();
-      const std::string& ids_from = sequence ? q.ids_from() : b.ids_from();
-      if (!spec.layers.empty()) {
-        return Bad(at_layer, what + "an " + *kind +
-                                 " layer must come before every other kind of layer: it reads "
-                                 "the input's ids");
-      }
-      if (!spec.input_shape.empty()) {
-        return Bad(
-            where.At(where.root(), type, "input_shape", 0),
-            "input_shape is for the first layer's input; an " + *kind + " reads the input's ids");
-      }
-      if (vocabulary == 0) return Bad(at_layer, what + *kind + ".vocabulary is missing");
-      if (vocabulary < 1 || vocabulary > (int64_t{1} << 40)) {
-        return Bad(at("vocabulary"), absl::StrCat(vocabulary, " must be in 1..2^40"));
-      }
-      if (dim == 0) return Bad(at_layer, what + *kind + ".dim is missing");
-      if (dim < 1 || dim > 4096) {
-        return Bad(at("dim"), absl::StrCat(dim, " must be in 1..4096"));
-      }
-      if (ids_from.empty()) {
-        return Bad(at_layer, what + *kind + ".ids_from is missing (" +
-                                 (sequence ? "feature:NAME" : "feature:NAME or pixel_buckets:B") +
-                                 ")");
-      }
-      EmbeddingBagSpec bag;
-      bag.name = name;
-      bag.vocabulary = vocabulary;
-      bag.dim = static_cast<int>(dim);
-      bag.ids_from = ids_from;
-      bag.sequence = sequence;
-      if (sequence) {
-        bag.mask_zero = q.mask_zero();
-        if (!q.initializer().empty()) bag.initializer = q.initializer();
-      } else {
-        if (b.combiner() == v1::sum) bag.combiner = EmbeddingBagSpec::Combiner::kSum;
-        if (!b.initializer().empty()) bag.initializer = b.initializer();
-      }
-      if (bag.from_feature()) {
-        if (absl::Status s = ResolveIdFeature(input, &bag); !s.ok()) {
-          return Bad(
-              absl::StrContains(s.message(), "vocabulary ") ? at("vocabulary") : at("ids_from"),
-              s.message());
-        }
-        if (sequence && q.input_length() != 0 && q.input_length() != bag.ids_length) {
-          return Bad(at("input_length"),
-                     absl::StrCat(q.input_length(), " is not the length of feature \"",
-                                  bag.feature(), "\" (", bag.ids_length, ")"));
-        }
-      }
-      // The rest (combiner, ids_from's form, a vocabulary too small for its
-      // ids, the initializer), at the field the layer names.
-      auto checked = EmbeddingBag::Create(bag, spec.input_dim);
-      if (!checked.ok()) {
-        // "KIND NAME: FIELD what" -> at FIELD: "what".
-        absl::string_view m = checked.status().message();
-        absl::ConsumePrefix(&m, absl::StrCat(*kind, " ", name, ": "));
-        for (const char* f : {"ids_from", "vocabulary", "initializer"}) {
-          if (absl::ConsumePrefix(&m, absl::StrCat(f, " "))) return Bad(at(f), m);
-        }
-        return Bad(at_layer, what + std::string(m));
-      }
-      spec.embeddings.push_back(bag);
-      // Several embeddings: side by side (model/embeddings.h).
-      auto together = Embeddings::Create(spec.embeddings, spec.input_dim);
-      if (!together.ok()) return Bad(at_layer, what + std::string(together.status().message()));
-      shape = together->output_shape();
+    PSTRAIN_ASSIGN_OR_RETURN(
+        const LayerEntry e,
+        EntryFor(config, i, where, static_cast<int>(spec.embeddings.size()), &type_index));
+    if (e.kind == "embedding_bag" || e.kind == "embedding") {
+      PSTRAIN_RETURN_IF_ERROR(ParseEmbeddingLayer(e, input, &spec, &shape));
       continue;
     }
-    LayerSpec layer;
-    layer.name = name;
-    // The field a shape that does not fit is reported at.
     std::string shape_field;
-    if (*kind == "dense") {
-      const v1::DenseLayer& d = l.dense();
-      layer.kind = LayerKind::kDense;
-      if (!d.has_units()) return Bad(at_layer, what + "dense.units is missing");
-      if (d.units() < 1 || d.units() > 65536) {
-        return Bad(at("units"),
-                   absl::StrCat(d.units(), " must be positive, at most 65536 (units per example)"));
-      }
-      if (d.input_dim() != 0 && (shape.size() != 1 || d.input_dim() != shape[0])) {
-        return Bad(
-            at("input_dim"),
-            absl::StrCat(d.input_dim(), " does not chain: ",
-                         i == 0 ? "the input is " : "the layer before gives ", ShapeString(shape)));
-      }
-      layer.units = static_cast<int>(d.units());
-      layer.relu = d.activation() == v1::relu;
-      if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
-      if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
-    } else if (*kind == "conv1d" || *kind == "conv2d") {
-      const bool one_d = *kind == "conv1d";
-      const v1::ConvLayer& c = one_d ? l.conv1d() : l.conv2d();
-      layer.kind = one_d ? LayerKind::kConv1D : LayerKind::kConv2D;
-      if (c.filters() == 0) return Bad(at_layer, what + *kind + ".filters is missing");
-      if (c.filters() < 1 || c.filters() > 65536) {
-        return Bad(at("filters"), absl::StrCat(c.filters(), " must be in 1..65536"));
-      }
-      if (c.kernel_size().empty()) return Bad(at_layer, what + *kind + ".kernel_size is missing");
-      auto kernel = Window(c.kernel_size(), one_d, 1, 1);
-      if (!kernel.ok()) return Bad(at("kernel_size"), kernel.status().message());
-      auto strides = Window(c.strides(), one_d, 1, 1);
-      if (!strides.ok()) return Bad(at("strides"), strides.status().message());
-      layer.units = static_cast<int>(c.filters());
-      layer.window = *kernel;
-      layer.stride = *strides;
-      layer.same_padding = c.padding() == v1::same;
-      layer.relu = c.activation() == v1::relu;
-      if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
-      if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
-      shape_field = "kernel_size";
-    } else if (*kind == "max_pool1d" || *kind == "max_pool2d") {
-      const bool one_d = *kind == "max_pool1d";
-      const v1::PoolLayer& p = one_d ? l.max_pool1d() : l.max_pool2d();
-      layer.kind = one_d ? LayerKind::kMaxPool1D : LayerKind::kMaxPool2D;
-      auto pool = Window(p.pool_size(), one_d, one_d ? 1 : 2, 2);
-      if (!pool.ok()) return Bad(at("pool_size"), pool.status().message());
-      auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
-      if (!strides.ok()) return Bad(at("strides"), strides.status().message());
-      layer.window = *pool;
-      layer.stride = *strides;
-      layer.same_padding = p.padding() == v1::same;
-      shape_field = "pool_size";
-    } else if (*kind == "global_average_pool1d") {
-      layer.kind = LayerKind::kGlobalAveragePool1D;
-    } else if (*kind == "flatten") {
-      layer.kind = LayerKind::kFlatten;
-    } else if (*kind == "dropout") {
-      layer.kind = LayerKind::kDropout;
-      layer.rate = l.dropout().rate();
-      shape_field = "rate";
-    }
-    if (layer.has_variables()) {
-      auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
-      if (!kernel.ok()) return Bad(at("kernel_initializer"), kernel.status().message());
-      auto bias = ParseInitializerSpec(layer.bias_initializer);
-      if (!bias.ok()) return Bad(at("bias_initializer"), bias.status().message());
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(e, shape, &shape_field));
     absl::StatusOr<Shape> out = LayerOutputShape(layer, shape);
     if (!out.ok()) {
       const bool rank = absl::StrContains(out.status().message(), " needs a ");
-      return Bad(rank || shape_field.empty()
-                     ? at_layer + what
-                     : where.At(tree, field->message_type(), shape_field, -1, at_layer) + what,
+      return Bad(rank || shape_field.empty() ? e.at_layer + e.what : e.AtField(shape_field),
                  out.status().message());
     }
-    if (i + 1 == config.layer_size()) {
-      if (layer.kind != LayerKind::kDense) {
-        return Bad(at_layer, absl::StrCat(what, "the last layer gives the logits of ",
-                                          LossName(spec.loss), ": it must be dense, not ", *kind));
-      }
-      if (layer.relu) {
-        return Bad(at("activation"), absl::StrCat("must be empty: the last layer gives the "
-                                                  "logits of ",
-                                                  LossName(spec.loss)));
-      }
-      if (spec.binary() && layer.units != 1) {
-        return Bad(at("units"), absl::StrCat(layer.units,
-                                             " must be 1: a sigmoid loss takes one "
-                                             "logit (labels 0 and 1)"));
-      }
-      if (!spec.binary() && layer.units < 2) {
-        return Bad(at("units"), "must be at least 2: the last layer has one unit per class");
-      }
-    }
+    if (i + 1 == config.layer_size()) PSTRAIN_RETURN_IF_ERROR(CheckLogitsLayer(e, layer, spec));
     shape = *std::move(out);
     spec.layers.push_back(layer);
   }

@@ -28,6 +28,111 @@ std::vector<float>& Scratch() {
   return scratch;
 }
 
+using JobConfig = ShardStore::JobConfig;
+using DenseInit = ShardStore::DenseInit;
+using EmbeddingInit = ShardStore::EmbeddingInit;
+
+// A tensor's consistency: its own (`text`, named by `key` in errors) or
+// the job's.
+absl::StatusOr<Consistency> ModeOf(const JobConfig& job, const std::string& text,
+                                   const std::string& key) {
+  if (text.empty()) return job.consistency;
+  auto c = ParseConsistency(text);
+  if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", c.status().message()));
+  return c;
+}
+
+// A dense slice placed on ps:`ps_index`, its values given or drawn from its
+// initializer, with `slots` optimizer slots after them.
+absl::StatusOr<std::unique_ptr<StoredTensor>> BuildDense(const DenseInit& d, const JobConfig& job,
+                                                         int ps_index,
+                                                         const optim::Optimizer& opt) {
+  const SliceDef& def = d.def;
+  const int slots = opt.num_slots();
+  auto t = std::make_unique<StoredTensor>();
+  t->key = def.key();
+  t->variable = def.variable;
+  t->def = def;
+  if (def.ps != ps_index) {
+    return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " is placed on ps:", def.ps,
+                                                   ", not on this ps:", ps_index));
+  }
+  if (def.row_begin < 0 || def.row_end <= def.row_begin || def.row_elements < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " has rows [", def.row_begin,
+                                                   ", ", def.row_end, ") of ", def.row_elements,
+                                                   " elements"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(t->consistency, ModeOf(job, d.consistency, t->key));
+  t->bytes = def.bytes();
+  const int64_t n = def.elements();
+  absl::MutexLock tl(&t->mu);
+  if (d.has_value) {
+    if (static_cast<int64_t>(d.value.size()) != def.bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key, " has ",
+                                                     d.value.size(), " bytes, expected ",
+                                                     def.bytes()));
+    }
+    t->data.resize(n * (1 + slots));
+    std::memcpy(t->data.data(), d.value.data(), d.value.size());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(t->data[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key,
+                                                       " has a non-finite value (", t->data[i],
+                                                       ") at element ", i));
+      }
+    }
+  } else {
+    if (d.initializer.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slice ", t->key, " has neither an initial value nor an initializer"));
+    }
+    auto init = optim::Initializer::Parse(d.initializer);
+    if (!init.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
+    }
+    t->data.resize(n * (1 + slots));
+    init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
+  }
+  opt.InitSlots(t->data.data(), n, n);
+  return t;
+}
+
+// An embedding table (rows are made as they are first read).
+absl::StatusOr<std::unique_ptr<StoredTensor>> BuildEmbedding(const EmbeddingInit& e,
+                                                             const JobConfig& job) {
+  auto t = std::make_unique<StoredTensor>();
+  t->key = e.variable;
+  t->variable = e.variable;
+  t->embedding = true;
+  if (e.variable.empty() || e.vocabulary < 1 || e.dim < 1 || e.dim > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("embedding table \"", e.variable, "\" has vocabulary ", e.vocabulary,
+                     " and dim ", e.dim, "; both must be positive (dim at most 1048576)"));
+  }
+  t->vocabulary = e.vocabulary;
+  t->dim = e.dim;
+  PSTRAIN_ASSIGN_OR_RETURN(t->consistency, ModeOf(job, e.consistency, t->key));
+  auto init = optim::Initializer::Parse(e.initializer.empty() ? "uniform:0.05" : e.initializer);
+  if (!init.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
+  }
+  t->init = *init;
+  return t;
+}
+
+absl::Status CheckReplicas(const JobConfig& job) {
+  if (job.num_replicas < 1 || job.num_replicas > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
+  }
+  if (job.replicas_to_aggregate < 0 || job.replicas_to_aggregate > job.num_replicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas_to_aggregate is ", job.replicas_to_aggregate,
+                     "; it must be from 1 to num_replicas (", job.num_replicas, "), or 0 for all"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ShardStore::ShardStore(int ps_index, int num_ps, int64_t max_table_rows, const Clock* clock)
@@ -54,25 +159,9 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
   if (initialized_.load()) return false;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt,
                            optim::CreateOptimizer(job.optimizer));
-  if (job.num_replicas < 1 || job.num_replicas > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_replicas is ", job.num_replicas, "; it must be from 1 to 4096"));
-  }
-  if (job.replicas_to_aggregate < 0 || job.replicas_to_aggregate > job.num_replicas) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replicas_to_aggregate is ", job.replicas_to_aggregate,
-                     "; it must be from 1 to num_replicas (", job.num_replicas, "), or 0 for all"));
-  }
-  const int slots = opt->num_slots();
+  PSTRAIN_RETURN_IF_ERROR(CheckReplicas(job));
   std::vector<std::unique_ptr<StoredTensor>> built;
   std::map<std::string, StoredTensor*, std::less<>> keys;
-  auto mode_of = [&](const std::string& text,
-                     const std::string& key) -> absl::StatusOr<Consistency> {
-    if (text.empty()) return job.consistency;
-    auto c = ParseConsistency(text);
-    if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", c.status().message()));
-    return c;
-  };
   auto add = [&](std::unique_ptr<StoredTensor> t) -> absl::Status {
     t->index = static_cast<int>(built.size());
     if (!keys.emplace(t->key, t.get()).second) {
@@ -80,81 +169,18 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
           absl::StrCat("tensor ", t->key, " appears twice in CreateVariables"));
     }
     t->seed = job.seed;
-    t->slots = slots;
+    t->slots = opt->num_slots();
     absl::MutexLock tl(&t->mu);
     InitRoundsLocked(*t, job.num_replicas);
     built.push_back(std::move(t));
     return absl::OkStatus();
   };
   for (const DenseInit& d : dense) {
-    const SliceDef& def = d.def;
-    auto t = std::make_unique<StoredTensor>();
-    t->key = def.key();
-    t->variable = def.variable;
-    t->def = def;
-    if (def.ps != ps_index_) {
-      return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " is placed on ps:", def.ps,
-                                                     ", not on this ps:", ps_index_));
-    }
-    if (def.row_begin < 0 || def.row_end <= def.row_begin || def.row_elements < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " has rows [", def.row_begin,
-                                                     ", ", def.row_end, ") of ", def.row_elements,
-                                                     " elements"));
-    }
-    PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(d.consistency, t->key));
-    t->bytes = def.bytes();
-    const int64_t n = def.elements();
-    {
-      absl::MutexLock tl(&t->mu);
-      if (d.has_value) {
-        if (static_cast<int64_t>(d.value.size()) != def.bytes()) {
-          return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key, " has ",
-                                                         d.value.size(), " bytes, expected ",
-                                                         def.bytes()));
-        }
-        t->data.resize(n * (1 + slots));
-        std::memcpy(t->data.data(), d.value.data(), d.value.size());
-        for (int64_t i = 0; i < n; ++i) {
-          if (!std::isfinite(t->data[i])) {
-            return absl::InvalidArgumentError(absl::StrCat("initial value for ", t->key,
-                                                           " has a non-finite value (", t->data[i],
-                                                           ") at element ", i));
-          }
-        }
-      } else {
-        if (d.initializer.empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("slice ", t->key, " has neither an initial value nor an initializer"));
-        }
-        auto init = optim::Initializer::Parse(d.initializer);
-        if (!init.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
-        }
-        t->data.resize(n * (1 + slots));
-        init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
-      }
-      opt->InitSlots(t->data.data(), n, n);
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<StoredTensor> t, BuildDense(d, job, ps_index_, *opt));
     PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
   }
   for (const EmbeddingInit& e : embeddings) {
-    auto t = std::make_unique<StoredTensor>();
-    t->key = e.variable;
-    t->variable = e.variable;
-    t->embedding = true;
-    if (e.variable.empty() || e.vocabulary < 1 || e.dim < 1 || e.dim > (1 << 20)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("embedding table \"", e.variable, "\" has vocabulary ", e.vocabulary,
-                       " and dim ", e.dim, "; both must be positive (dim at most 1048576)"));
-    }
-    t->vocabulary = e.vocabulary;
-    t->dim = e.dim;
-    PSTRAIN_ASSIGN_OR_RETURN(t->consistency, mode_of(e.consistency, t->key));
-    auto init = optim::Initializer::Parse(e.initializer.empty() ? "uniform:0.05" : e.initializer);
-    if (!init.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
-    }
-    t->init = *init;
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<StoredTensor> t, BuildEmbedding(e, job));
     PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
   }
   job_ = job;

@@ -13,8 +13,14 @@
 #   job/ train/ coordinator/          a job's settings, its step loop, the
 #               chief's parts
 #   ps_server/ worker/ chief/ evaluator/   the roles
+#   exporter/   a trained model as .npz and ONNX
+#   launcher/   a whole cluster of child processes on loopback
+#   experiment/ which setup trains faster: the experiment runner (over
+#               launcher/) and the PS planner (its cost model, its
+#               measurement through client/)
 # Roles never depend on one another or on cli/; cli/ is the only package
-# that knows every role; bench/, fuzz/ and tests/ sit on top.
+# that knows every role, and holds the commands only (flags in, text
+# out); bench/, fuzz/ and tests/ sit on top.
 # Exits 1 naming each dependency that points the wrong way.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +43,9 @@ declare -A ALLOWED=(
   [worker]="base cluster transport proto data model client job train coordinator"
   [chief]="base cluster transport proto data model client job train coordinator"
   [evaluator]="base cluster proto optim checkpoint data model job train"
+  [exporter]="base cluster model"
+  [launcher]="base cluster"
+  [experiment]="base cluster client launcher"
 )
 
 bad=0

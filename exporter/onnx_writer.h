@@ -8,8 +8,8 @@
 // layout is kept at the edges: convolutions and pools run in ONNX's NCHW
 // between two transposes, and a 1D layer as a 2D one of height 1.
 // Stateless; thread-safe.
-#ifndef PSTRAIN_CLI_ONNX_WRITER_H_
-#define PSTRAIN_CLI_ONNX_WRITER_H_
+#ifndef PSTRAIN_EXPORTER_ONNX_WRITER_H_
+#define PSTRAIN_EXPORTER_ONNX_WRITER_H_
 
 #include <cstdint>
 #include <map>
@@ -39,4 +39,4 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CLI_ONNX_WRITER_H_
+#endif  // PSTRAIN_EXPORTER_ONNX_WRITER_H_

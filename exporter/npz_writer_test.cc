@@ -1,4 +1,4 @@
-#include "cli/npz_writer.h"
+#include "exporter/npz_writer.h"
 
 #include <cstring>
 

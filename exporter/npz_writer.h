@@ -2,8 +2,8 @@
 // files, one float32 array each, as numpy.savez writes and numpy.load
 // reads. Format: NPY 1.0 (numpy.lib.format) in ZIP (PKWARE APPNOTE 6.3)
 // without ZIP64: the archive must stay under 4 GiB.
-#ifndef PSTRAIN_CLI_NPZ_WRITER_H_
-#define PSTRAIN_CLI_NPZ_WRITER_H_
+#ifndef PSTRAIN_EXPORTER_NPZ_WRITER_H_
+#define PSTRAIN_EXPORTER_NPZ_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -28,4 +28,4 @@ absl::StatusOr<std::string> NpzBytes(const std::vector<NpzArray>& arrays);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CLI_NPZ_WRITER_H_
+#endif  // PSTRAIN_EXPORTER_NPZ_WRITER_H_

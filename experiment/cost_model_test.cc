@@ -1,8 +1,8 @@
-#include "cli/plan.h"
+#include "experiment/cost_model.h"
 
 #include "gtest/gtest.h"
 
-namespace pstrain {
+namespace pstrain::experiment {
 namespace {
 
 // 100 MB model, 4 workers, 1 GB/s links, 50 ms compute: a worker's link
@@ -62,4 +62,4 @@ TEST(PlanTest, ItSaysWhenOnePsIsEnough) {
 }
 
 }  // namespace
-}  // namespace pstrain
+}  // namespace pstrain::experiment
