@@ -73,12 +73,12 @@ check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   //:pstrain //cli/... //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
   //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
-  //fuzz/...
+  //exporter/... //launcher/... //experiment/... //fuzz/...
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
   //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
-  //train/... //coordinator/...
+  //train/... //coordinator/... //exporter/... //launcher/... //experiment/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
 # checkpoint writer's SerialWorker: threads sharing state without gRPC in
