@@ -16,8 +16,8 @@
 namespace pstrain::chief {
 namespace {
 
-absl::Status Run(const TfConfig& cfg, CliArgs& args,
-                 const std::shared_ptr<const Security>& security) {
+absl::StatusOr<coordinator::ChiefOptions> Configure(
+    const TfConfig& cfg, CliArgs& args, const std::shared_ptr<const Security>& security) {
   PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
   coordinator::ChiefOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
@@ -38,9 +38,15 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   options.job_timeout = absl::Seconds(job_timeout_s);
   options.security = security;
   openblas_set_num_threads(static_cast<int>(blas_threads));
+  return options;
+}
 
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<coordinator::ChiefDuties> duties,
-                           coordinator::ChiefDuties::Start(cfg, options));
+// Takes over the PS and the run on disk (setup: the configuration's
+// failures), trains as replica 0 when the chief trains, finishes the job.
+absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options) {
+  auto started = coordinator::ChiefDuties::Start(cfg, options);
+  if (!started.ok()) return AsSetupFailure(started.status());
+  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
   duties->CheckpointOnStopSignals();
   // A chief that had finished training before a restart (its done report
   // on disk) does not train again.
@@ -54,7 +60,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     replica.job = options.job;
     replica.output_dir = options.output_dir;
     replica.ps_wait = options.ps_wait;
-    replica.security = security;
+    replica.security = options.security;
     replica.job_failure = [d = duties.get()] { return d->failure(); };
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
@@ -80,9 +86,16 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 }  // namespace
 
 int ChiefMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
-  absl::Status s = Run(cfg, args, security);
+  absl::StatusOr<coordinator::ChiefOptions> options = Configure(cfg, args, security);
+  if (!options.ok()) {
+    Log("job failed: ", options.status().message());
+    return RoleExitCode(options.status(), FailureKind::kBadConfig);
+  }
+  absl::Status s = Work(cfg, *options);
   if (!s.ok()) Log("job failed: ", s.message());
-  return ExitCodeFor(s);
+  // Past its flags and its take-over, the job's failure is permanent
+  // unless what failed said otherwise (a refused task, a lost PS).
+  return RoleExitCode(s, FailureKind::kPermanent);
 }
 
 }  // namespace pstrain::chief

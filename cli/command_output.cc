@@ -9,7 +9,7 @@ namespace pstrain {
 int FailCommand(absl::string_view cmd, const absl::Status& s) {
   std::fprintf(stderr, "pstrain %s: %s\n", std::string(cmd).c_str(),
                std::string(s.message()).c_str());
-  return ExitCodeFor(s);
+  return CommandExitCode(s);
 }
 
 int FinishCommand(absl::string_view cmd, const absl::StatusOr<std::string>& out) {

@@ -12,7 +12,7 @@
 
 namespace pstrain {
 
-// Prints "pstrain <cmd>: <message>" to stderr; returns ExitCodeFor(s).
+// Prints "pstrain <cmd>: <message>" to stderr; returns CommandExitCode(s).
 int FailCommand(absl::string_view cmd, const absl::Status& s);
 
 // Prints `out` to stdout and returns 0, or FailCommand(cmd, its status).

@@ -23,7 +23,7 @@ using experiment::ExperimentOptions;
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "pstrain experiment: %s\n", std::string(s.message()).c_str());
-  return ExitCodeFor(s);
+  return CommandExitCode(s);
 }
 
 // The experiment's own flags and the job flags into *options (the modes

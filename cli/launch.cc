@@ -17,7 +17,7 @@ namespace pstrain {
 int LaunchMain(const std::string& self_path, CliArgs& args) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "pstrain launch: %s\n", std::string(s.message()).c_str());
-    return ExitCodeFor(s);
+    return CommandExitCode(s);
   };
   LaunchOptions options;
   options.self_path = self_path;

@@ -19,7 +19,7 @@ using experiment::PlanRow;
 int PlanMain(const std::string& self_path, CliArgs& args) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "pstrain plan: %s\n", std::string(s.message()).c_str());
-    return ExitCodeFor(s);
+    return CommandExitCode(s);
   };
   auto model_bytes = args.GetDouble("model-bytes", 0);
   auto workers = args.GetInt("workers", 0);

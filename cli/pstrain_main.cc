@@ -248,7 +248,7 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   }
   if (!s.ok()) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
-    return pstrain::ExitCodeFor(s);
+    return pstrain::CommandExitCode(s);
   }
   // SIGTERM or SIGINT: the run checkpoints the step it reached and stops.
   static std::atomic<int> stop{0};
@@ -260,7 +260,7 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   auto result = pstrain::train::RunLocal(*job, options);
   if (!result.ok()) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(result.status().message()).c_str());
-    return pstrain::ExitCodeFor(result.status());
+    return pstrain::CommandExitCode(result.status());
   }
   if (result->stopped_by != 0) {
     std::printf("stopped by signal %d at step %d; checkpointed in %s, where a rerun resumes\n",

@@ -93,7 +93,7 @@ int TfConfigMain(CliArgs& args) {
     if (s.ok()) s = WriteFileAtomically(path, cfg.ToJson() + "\n");
     if (!s.ok()) {
       std::fprintf(stderr, "pstrain tfconfig: %s\n", std::string(s.message()).c_str());
-      return ExitCodeFor(s);
+      return CommandExitCode(s);
     }
     std::printf("%-9s %s\n", name.c_str(), path.c_str());
   }

@@ -410,7 +410,7 @@ int StatusMain(CliArgs& args, const std::string& tf_config) {
   std::fputs(out->c_str(), stdout);
   if (!unanswered.ok()) {
     std::fprintf(stderr, "pstrain status: not every ps answered\n");
-    return ExitCodeFor(unanswered);
+    return CommandExitCode(unanswered);
   }
   return kExitOk;
 }

@@ -124,7 +124,7 @@ struct ClusterRun {
 int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "pstrain bench: %s\n", std::string(s.message()).c_str());
-    return ExitCodeFor(s);
+    return CommandExitCode(s);
   };
   auto steps = args.GetInt("steps", 1000);
   auto repeat = args.GetInt("repeat", 3);

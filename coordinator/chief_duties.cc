@@ -146,7 +146,8 @@ absl::Status ChiefDuties::ConnectParts() {
   keeper.create.replicas_to_aggregate = job.replicas_to_aggregate;
   keeper.create.seed = job.seed;
   keeper.create.sync_wait = absl::Seconds(job.sync_wait_secs);
-  keeper.initial_values = [this] { return mlp_->InitialParameters(options_.job.seed); };
+  // No values: each PS draws its slices from the job's initial stream
+  // (the variables' initializers, cluster/initial_stream.h).
   keeper.keep_checkpoints = job.keep_checkpoints;
   keeper.spare_unscored = !cfg_.cluster.evaluator.empty();
   keeper_ = std::make_unique<PsKeeper>(admin_.get(), std::move(keeper));

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "transport/grpc_status.h"
 #include "base/logging.h"
@@ -231,7 +232,8 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
           " was started with other job flags than the chief: ", absl::StrJoin(diff, "; "),
           ". Give every task of the job the same job flags"));
       Log(s.message());
-      tracker_->Fail(s);
+      // The configuration's: the job ends with exit 2 on every task.
+      tracker_->Fail(WithFailureKind(s, FailureKind::kBadConfig));
     }
   }
   if (s.ok()) {
@@ -330,7 +332,20 @@ absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl
     if (rejoined != nullptr) *rejoined = resp.rejoined();
     return resp.done();
   }
-  return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "Join");
+  absl::Status failed = FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "Join");
+  // The chief answered and refused this task (other job flags, a name it
+  // does not know, another cluster token): the configuration's. Not
+  // reaching it is retryable (base/exit_codes.h).
+  switch (failed.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+      return WithFailureKind(std::move(failed), FailureKind::kBadConfig);
+    default:
+      return failed;
+  }
 }
 
 }  // namespace pstrain::coordinator

@@ -29,7 +29,8 @@ JobFinisher::JobFinisher(client::PsAdmin* admin, PsKeeper* keeper, JobTracker* t
       options_(std::move(options)) {}
 
 void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
-  const int code = ExitCodeFor(why);
+  // What the job came to, as the chief judges it.
+  const int code = RoleExitCode(why, FailureKind::kPermanent);
   if (code >= kExitRetryable) {
     Log("leaving the ps running: the failure is retryable (exit ", code,
         ") and a restarted task needs them");

@@ -74,7 +74,7 @@ class JobFinisher {
   Json FinishedBefore(Json metrics);
 
   // Tells every PS to exit ("job finished" with 0 when `why` is OK, "job
-  // failed" with ExitCodeFor(why) otherwise), unless that code is
+  // failed" with RoleExitCode(why, kPermanent) otherwise), unless that code is
   // retryable: then the PS are left running, for the retried chief (or
   // worker) needs them, and an orchestrator that restarts by exit code
   // would not restart a PS that exited 0. A PS not answering is tried

@@ -9,6 +9,7 @@
 
 #include "client/in_process_cluster.h"
 #include "cluster/checkpoint_layout.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/testing/status_testing.h"
@@ -143,13 +144,36 @@ TEST_F(JobFinisherTest, EveryReplicaDoneEndsWithTheFinalCheckpointTheMetricsAndT
 }
 
 TEST_F(JobFinisherTest, AJobThatFailedForGoodStopsThePsWithItsExitCode) {
-  tracker_->Fail(absl::InvalidArgumentError("worker:0 runs another model"));
+  // A task refused as it joined (the coordinator marks it the
+  // configuration's): every PS exits 2.
+  tracker_->Fail(WithFailureKind(absl::InvalidArgumentError("worker:0 runs another model"),
+                                 FailureKind::kBadConfig));
   JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
                        &test_, Options());
   absl::Status s = finisher.Finish().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   for (int ps = 0; ps < 2; ++ps) {
     EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string("job failed"), 2)) << ps;
+  }
+}
+
+TEST_F(JobFinisherTest, AFailureWithNoKindIsPermanentWhateverItsCode) {
+  // A library's FailedPrecondition once meant "bad configuration" by its
+  // code alone; past setup, the chief judges it permanent (1).
+  JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
+                       &test_, Options());
+  finisher.StopParameterServers(absl::FailedPreconditionError("a state no restart fixes"));
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string("job failed"), 1)) << ps;
+  }
+}
+
+TEST_F(JobFinisherTest, ARetryableFailureLeavesThePsRunning) {
+  JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
+                       &test_, Options());
+  finisher.StopParameterServers(absl::UnavailableError("ps:1 lost"));
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string(), -1)) << ps;
   }
 }
 

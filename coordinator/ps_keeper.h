@@ -37,9 +37,10 @@ struct PsKeeperOptions {
   Placement placement;
   std::vector<int64_t> offsets;
   client::CreateOptions create;
-  // The model's initial values in the layout of `offsets` (empty: the PS
-  // fill them from the variables' initializers); asked when the variables
-  // are created or restored.
+  // Values to create the model with, in the layout of `offsets`, instead
+  // of the variables' initializers (unset or empty: each PS fills its
+  // slices from them, as the chief's model does); asked when the
+  // variables are created or restored.
   std::function<std::vector<float>()> initial_values;
   int keep_checkpoints = 5;
   // An evaluator is in the cluster: checkpoints it has not scored yet are

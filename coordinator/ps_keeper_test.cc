@@ -16,6 +16,8 @@
 #include "base/file_util.h"
 #include "base/testing/fake_clock.h"
 #include "coordinator/testing/in_process_job.h"
+#include "absl/strings/str_cat.h"
+#include "model/network.h"
 #include "gmock/gmock.h"
 
 namespace pstrain::coordinator {
@@ -36,6 +38,40 @@ TEST(PsKeeperTest, FreshPsGetTheVariablesAndTheCheckpointOfStepZero) {
   EXPECT_EQ(complete[0].num_ps, 2);
   EXPECT_EQ(keeper.last_checkpoint(), 0);
   EXPECT_EQ(job.Values(), job.KeeperOptions().initial_values());
+}
+
+// The chief sends no values: each PS draws its slices of a model from the
+// job's initial stream, and together they hold exactly what the model
+// draws whole (what train --local and a chief's own replica start from).
+TEST(PsKeeperTest, EachPsDrawsItsSlicesOfTheModelAsTheModelDrawsThemWhole) {
+  model::NetworkSpec spec = model::NetworkSpec::FromWidths(784, {300, 100}, 10);
+  spec.layers[1].bias_initializer = "uniform:0.5";  // a bias that draws too
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<model::Network> net, model::Network::Create(spec, 1));
+  for (int num_ps : {1, 3}) {
+    ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(net->variables(), num_ps));
+    if (num_ps == 3) {
+      // The first kernel is split, its slices on several PS.
+      ASSERT_GT(placement.SlicesOf("dense_0/kernel").size(), 1u);
+    }
+    client::InProcessCluster cluster(num_ps);
+    client::PsAdmin admin(&cluster);
+    PsKeeperOptions o;
+    o.output_dir = pstrain::testing::FreshTempDir(absl::StrCat("keeper_model_", num_ps));
+    o.placement = placement;
+    o.offsets = net->offsets();
+    o.create.optimizer = {"sgd", 0.1f};
+    o.create.num_replicas = 1;
+    o.create.seed = 11;
+    PsKeeper keeper(&admin, std::move(o));
+    ASSERT_OK(keeper.TakeOver().status());
+    client::InProcessOptions observer;
+    observer.replica = -1;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::InProcessStore> store,
+                         cluster.Store(placement, net->offsets(), observer));
+    std::vector<float> held(net->num_parameters());
+    ASSERT_OK(store->PullAll(held.data()).status());
+    EXPECT_EQ(held, net->InitialParameters(11)) << num_ps << " PS";
+  }
 }
 
 TEST(PsKeeperTest, PsServingVariablesAreCarriedOnWithNothingRestored) {

@@ -56,7 +56,7 @@ bool PsWatch::Round() {
   // replica's training now, this task's own too: the PS are told to exit
   // with its code, and training against them stops.
   if (absl::Status failed = tracker_->failure();
-      !failed.ok() && ExitCodeFor(failed) < kExitRetryable) {
+      !failed.ok() && RoleExitCode(failed, FailureKind::kPermanent) < kExitRetryable) {
     Log("the job failed (", failed.message(), "); stopping the ps");
     if (options_.on_permanent_failure) options_.on_permanent_failure(failed);
     return false;

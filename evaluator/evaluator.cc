@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/exit_codes.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "cluster/checkpoint_layout.h"
 #include "base/event_file.h"
@@ -151,20 +152,30 @@ absl::Status CheckRunModel(const std::string& dir, const model::Network& net,
   const std::vector<std::string> diff = ModelDifferences(
       *model, DescribeModel(net.variables(), job.optimizer.name), "in the run", "here");
   if (diff.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the evaluator was started with another model than the run it scores (", dir, "/run.json): ",
-      absl::StrJoin(diff, "; "), ". Give every task of the job the same job flags"));
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat(
+          "the evaluator was started with another model than the run it scores (", dir,
+          "/run.json): ", absl::StrJoin(diff, "; "),
+          ". Give every task of the job the same job flags")),
+      FailureKind::kBadConfig);
 }
 
 absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options) {
   const model::JobSpec& job = options.job;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
-                           model::CreateBackend(job.model, 1024, job.device));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      data::Dataset test,
-      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
+  // The model, the test split and the event file: setup, whose failures
+  // are the configuration's (base/exit_codes.h).
+  absl::StatusOr<std::unique_ptr<model::Backend>> made =
+      model::CreateBackend(job.model, 1024, job.device);
+  if (!made.ok()) return AsSetupFailure(made.status());
+  std::unique_ptr<model::Backend> backend = *std::move(made);
+  absl::StatusOr<data::Dataset> loaded =
+      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes());
+  if (!loaded.ok()) return AsSetupFailure(loaded.status());
+  const data::Dataset test = *std::move(loaded);
   const std::string eval_dir = options.output_dir + "/eval";
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> events, EventWriter::Open(eval_dir));
+  absl::StatusOr<std::unique_ptr<EventWriter>> opened = EventWriter::Open(eval_dir);
+  if (!opened.ok()) return AsSetupFailure(opened.status());
+  std::unique_ptr<EventWriter> events = *std::move(opened);
   const std::string scored_path = ScoredPath(options.output_dir);
   int64_t scored = ReadScoredStep(options.output_dir);
   Log("evaluator: watching ", CheckpointIndexPath(options.output_dir),

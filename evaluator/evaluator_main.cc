@@ -11,7 +11,7 @@
 namespace pstrain::evaluator {
 namespace {
 
-absl::Status Run(const TfConfig& cfg, CliArgs& args) {
+absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args) {
   EvaluatorOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
@@ -28,17 +28,26 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args) {
   }
   options.poll = absl::Seconds(poll_s);
   options.idle_timeout = absl::Seconds(idle_s);
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<Score> scores, RunEvaluator(options));
-  Log("evaluator: done, ", scores.size(), " checkpoint(s) scored");
-  return absl::OkStatus();
+  return options;
 }
 
 }  // namespace
 
 int EvaluatorMain(const TfConfig& cfg, CliArgs& args) {
-  absl::Status s = Run(cfg, args);
-  if (!s.ok()) Log("failed: ", s.message());
-  return ExitCodeFor(s);
+  absl::StatusOr<EvaluatorOptions> options = Configure(cfg, args);
+  if (!options.ok()) {
+    Log("failed: ", options.status().message());
+    return RoleExitCode(options.status(), FailureKind::kBadConfig);
+  }
+  absl::StatusOr<std::vector<Score>> scores = RunEvaluator(*options);
+  if (!scores.ok()) {
+    Log("failed: ", scores.status().message());
+    // Scoring's failures are permanent unless they say otherwise (a run
+    // of another model is the configuration's, evaluator/evaluator.cc).
+    return RoleExitCode(scores.status(), FailureKind::kPermanent);
+  }
+  Log("evaluator: done, ", scores->size(), " checkpoint(s) scored");
+  return kExitOk;
 }
 
 }  // namespace pstrain::evaluator

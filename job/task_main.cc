@@ -16,7 +16,8 @@ namespace {
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-  return ExitCodeFor(s);
+  // TF_CONFIG, the flags, the security files: the configuration's.
+  return RoleExitCode(s, FailureKind::kBadConfig);
 }
 
 }  // namespace

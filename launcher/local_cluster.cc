@@ -197,7 +197,7 @@ int RunLaunch(const LaunchOptions& options) {
   absl::Status s = MakeDirs(logs);
   if (!s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
-    return ExitCodeFor(s);
+    return CommandExitCode(s);
   }
   const int n = options.num_ps + options.num_workers + (options.with_chief ? 1 : 0) +
                 (options.with_evaluator ? 1 : 0);

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "cluster/initial_stream.h"
 #include "cluster/initializer_spec.h"
 #include "model/cuda_layer_math.h"
 
@@ -186,6 +187,19 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
       embeddings_(std::move(embeddings)),
       shapes_(std::move(shapes)) {
   int64_t widest = 0;
+  // Each variable's place in the job's initial stream (cluster/
+  // initial_stream.h): uniform ones draw one value per element, in layer
+  // order, kernel then bias; zeros draw nothing.
+  int64_t draws = 0;
+  auto initializer = [&draws](const InitializerSpec& init, float glorot_limit,
+                              const Shape& shape) -> std::string {
+    if (init.kind == InitializerSpec::Kind::kZeros) return "zeros";
+    const float limit =
+        init.kind == InitializerSpec::Kind::kGlorotUniform ? glorot_limit : init.limit;
+    const std::string spec = StreamInitializer({limit, draws});
+    draws += ShapeSize(shape);
+    return spec;
+  };
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     int64_t kernel_at = -1, bias_at = -1;
@@ -193,10 +207,20 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     if (l.has_variables()) {
       const int number = layout_.num_layers();
       const std::vector<Shape> vars = LayerVariableShapes(l, shapes_[i]);
+      // Both were checked by Create.
+      const InitializerSpec kernel_init = *ParseInitializerSpec(l.kernel_initializer, true);
+      const InitializerSpec bias_init = *ParseInitializerSpec(l.bias_initializer);
+      int64_t fan_in = 0, fan_out = 0;
+      KernelFans(l, shapes_[i], &fan_in, &fan_out);
+      const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
+      VariableDef kernel{l.name + "/kernel", vars[0]};
+      kernel.initializer = initializer(kernel_init, glorot, vars[0]);
+      VariableDef bias{l.name + "/bias", vars[1]};
+      bias.initializer = initializer(bias_init, 0.0f, vars[1]);
       kernel_at = layout_.num_parameters();
-      layout_.AddFlat({l.name + "/kernel", vars[0]}, number, ParamRole::kKernel);
+      layout_.AddFlat(std::move(kernel), number, ParamRole::kKernel);
       bias_at = layout_.num_parameters();
-      layout_.AddFlat({l.name + "/bias", vars[1]}, number, ParamRole::kBias);
+      layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
       param_layer_.back() = number;
     }
     layers_.push_back(Layer::Create(l, shapes_[i], max_batch, kernel_at, bias_at));
@@ -237,33 +261,12 @@ std::vector<GemmShape> Network::StepGemms(int batch) const {
 
 std::vector<float> Network::InitialParameters(uint64_t seed) const {
   std::vector<float> params(num_parameters(), 0.0f);
-  std::mt19937_64 rng(seed);
-  auto fill = [&rng](float limit, float* out, int64_t n) {
-    std::uniform_real_distribution<float> dist(-limit, limit);
-    for (int64_t i = 0; i < n; ++i) out[i] = dist(rng);
-  };
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    if (param_layer_[l] < 0) continue;
-    const LayerSpec& layer = spec_.layers[l];
-    const int number = param_layer_[l];
-    const int64_t kernel_at = layout_.OffsetOf(number, ParamRole::kKernel);
-    const int64_t bias_at = layout_.OffsetOf(number, ParamRole::kBias);
-    const int64_t kernel_size = bias_at - kernel_at;
-    const int64_t bias_size = ShapeSize(LayerVariableShapes(layer, shapes_[l])[1]);
-    // Both were checked by Create.
-    const InitializerSpec kernel = *ParseInitializerSpec(layer.kernel_initializer, true);
-    const InitializerSpec bias = *ParseInitializerSpec(layer.bias_initializer);
-    if (kernel.kind == InitializerSpec::Kind::kGlorotUniform) {
-      int64_t fan_in = 0, fan_out = 0;
-      KernelFans(layer, shapes_[l], &fan_in, &fan_out);
-      fill(std::sqrt(6.0f / static_cast<float>(fan_in + fan_out)), params.data() + kernel_at,
-           kernel_size);
-    } else if (kernel.kind == InitializerSpec::Kind::kUniform) {
-      fill(kernel.limit, params.data() + kernel_at, kernel_size);
-    }
-    if (bias.kind == InitializerSpec::Kind::kUniform) {
-      fill(bias.limit, params.data() + bias_at, bias_size);
-    }
+  InitialStream stream(seed);
+  for (size_t v = 0; v < variables().size(); ++v) {
+    const VariableDef& def = variables()[v];
+    if (def.embedding || !IsStreamInitializer(def.initializer)) continue;  // zeros
+    const StreamPlace place = *ParseStreamInitializer(def.initializer);  // made above
+    stream.Fill(place.first_draw, place.limit, def.elements(), params.data() + offsets()[v]);
   }
   return params;
 }

@@ -25,6 +25,15 @@ uint64_t NameHash(absl::string_view s) {  // FNV-1a: stable across builds
 }  // namespace
 
 absl::StatusOr<Initializer> Initializer::Parse(absl::string_view spec) {
+  if (IsStreamInitializer(spec)) {
+    auto place = ParseStreamInitializer(spec);
+    if (!place.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("initializer ", place.status().message()));
+    }
+    Initializer init;
+    init.stream_ = *place;
+    return init;
+  }
   auto parsed = ParseInitializerSpec(spec);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("initializer ", parsed.status().message()));
@@ -34,8 +43,17 @@ absl::StatusOr<Initializer> Initializer::Parse(absl::string_view spec) {
   return init;
 }
 
+void Initializer::FillFrom(InitialStream& stream, int64_t first, int64_t n, float* out) const {
+  stream.Fill(stream_->first_draw + first, stream_->limit, n, out);
+}
+
 void Initializer::Fill(uint64_t seed, absl::string_view variable, int64_t first,
                        int64_t n, float* out) const {
+  if (stream_.has_value()) {
+    InitialStream stream(seed);
+    FillFrom(stream, first, n, out);
+    return;
+  }
   if (scale_ == 0.0f) {
     std::memset(out, 0, n * sizeof(float));
     return;

@@ -38,7 +38,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   if (s.ok()) s = CheckTaskFlags(args, Role::kPs);
   if (!s.ok()) {
     Log(s.message());
-    return ExitCodeFor(s);
+    return RoleExitCode(s, FailureKind::kBadConfig);
   }
   ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()), *rows);
   GrpcServer* server_for_signal = nullptr;
@@ -91,8 +91,10 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   server_options.security = security;
   auto created = GrpcServer::Create(server_options, {&service});
   if (!created.ok()) {
+    // The address (taken, not this host's): the configuration's; a port
+    // still held by the PS's last run is Unavailable, retryable.
     Log(created.status().message());
-    return ExitCodeFor(created.status());
+    return RoleExitCode(created.status(), FailureKind::kBadConfig);
   }
   server = *std::move(created);
   {

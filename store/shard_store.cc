@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/parallel_for.h"
 #include "base/status_macros.h"
+#include "cluster/initial_stream.h"
+#include "optim/initializer.h"
 #include "store/round_gate.h"
 #include "store/store_checkpoint.h"
 
@@ -42,11 +44,22 @@ absl::StatusOr<Consistency> ModeOf(const JobConfig& job, const std::string& text
   return c;
 }
 
+// A slice whose values come from the job's initial stream, filled once
+// every slice is built, in draw order (one stream read forward).
+struct StreamFill {
+  StoredTensor* tensor;
+  optim::Initializer init;
+  int64_t first;  // the slice's first element in its variable
+  int64_t n;
+  int64_t draw() const { return init.stream()->first_draw + first; }
+};
+
 // A dense slice placed on ps:`ps_index`, its values given or drawn from its
-// initializer, with `slots` optimizer slots after them.
+// initializer (a stream initializer's are added to *stream_fills instead),
+// with `slots` optimizer slots after them.
 absl::StatusOr<std::unique_ptr<StoredTensor>> BuildDense(const DenseInit& d, const JobConfig& job,
-                                                         int ps_index,
-                                                         const optim::Optimizer& opt) {
+                                                         int ps_index, const optim::Optimizer& opt,
+                                                         std::vector<StreamFill>* stream_fills) {
   const SliceDef& def = d.def;
   const int slots = opt.num_slots();
   auto t = std::make_unique<StoredTensor>();
@@ -91,7 +104,11 @@ absl::StatusOr<std::unique_ptr<StoredTensor>> BuildDense(const DenseInit& d, con
       return absl::InvalidArgumentError(absl::StrCat(t->key, ": ", init.status().message()));
     }
     t->data.resize(n * (1 + slots));
-    init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
+    if (init->stream().has_value()) {
+      stream_fills->push_back({t.get(), *init, def.element_offset(), n});
+    } else {
+      init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
+    }
   }
   opt.InitSlots(t->data.data(), n, n);
   return t;
@@ -175,9 +192,20 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
     built.push_back(std::move(t));
     return absl::OkStatus();
   };
+  std::vector<StreamFill> stream_fills;
   for (const DenseInit& d : dense) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<StoredTensor> t, BuildDense(d, job, ps_index_, *opt));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<StoredTensor> t,
+                             BuildDense(d, job, ps_index_, *opt, &stream_fills));
     PSTRAIN_RETURN_IF_ERROR(add(std::move(t)));
+  }
+  // The slices of the job's initial stream, in draw order: each PS reads
+  // the stream once up to its last slice.
+  std::sort(stream_fills.begin(), stream_fills.end(),
+            [](const StreamFill& a, const StreamFill& b) { return a.draw() < b.draw(); });
+  InitialStream stream(job.seed);
+  for (const StreamFill& f : stream_fills) {
+    absl::MutexLock tl(&f.tensor->mu);
+    f.init.FillFrom(stream, f.first, f.n, f.tensor->data.data());
   }
   for (const EmbeddingInit& e : embeddings) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<StoredTensor> t, BuildEmbedding(e, job));

@@ -128,8 +128,7 @@ class LocalRun final : public StepObserver {
     ps::PsControl control(store_.get());
     PSTRAIN_RETURN_IF_ERROR(
         control
-            .CreateVariables(client::CreateRequestFor(
-                placement_, 0, net.InitialParameters(job_.seed), net.offsets(), create))
+            .CreateVariables(client::CreateRequestFor(placement_, 0, {}, net.offsets(), create))
             .status());
     client::InProcessOptions replica;
     PSTRAIN_ASSIGN_OR_RETURN(replica_,

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "client/ps_client.h"
 #include "client/remote_store.h"
+#include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "data/dataset.h"
@@ -12,19 +13,31 @@
 
 namespace pstrain::train {
 
-absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
-                                                     const ReplicaOptions& options) {
+namespace {
+
+// What a replica needs before its first step: the model's layout, a
+// client of the PS, its share of the training data.
+struct ReplicaSetup {
+  std::unique_ptr<model::Network> mlp;
+  std::unique_ptr<client::PsClient> client;
+  data::TrainingInput data;
+  int replica = 0;
+  int num_replicas = 0;
+};
+
+absl::StatusOr<ReplicaSetup> SetUp(const TfConfig& cfg, const ReplicaOptions& options) {
   const model::JobSpec& job = options.job;
-  const int replica = ReplicaIndexOf(cfg.cluster, cfg.task, job.chief_trains);
+  ReplicaSetup setup;
+  setup.replica = ReplicaIndexOf(cfg.cluster, cfg.task, job.chief_trains);
+  const int replica = setup.replica;
   if (replica < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
   }
-  const int num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> mlp,
-                           model::Network::Create(job.model, 1));
+  setup.num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
+  PSTRAIN_ASSIGN_OR_RETURN(setup.mlp, model::Network::Create(job.model, 1));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
-                           ComputePlacement(mlp->variables(), cfg.cluster.ps.size()));
+                           ComputePlacement(setup.mlp->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = replica;
@@ -36,12 +49,27 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   // Pulls wait on the PS for other replicas up to sync_wait; the PS then
   // answers, naming them.
   client_options.wait_deadline = absl::Seconds(job.sync_wait_secs) + absl::Seconds(30);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<client::PsClient> client,
-                           client::PsClient::Create(client_options, placement));
+  PSTRAIN_ASSIGN_OR_RETURN(setup.client, client::PsClient::Create(client_options, placement));
   PSTRAIN_ASSIGN_OR_RETURN(
-      data::TrainingInput data,
-      data::OpenTrainingInput(job.data_dir, job.input, replica, num_replicas, job.batch_size,
-                              job.seed, job.model.num_classes()));
+      setup.data, data::OpenTrainingInput(job.data_dir, job.input, replica, setup.num_replicas,
+                                          job.batch_size, job.seed, job.model.num_classes()));
+  return setup;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
+                                                     const ReplicaOptions& options) {
+  const model::JobSpec& job = options.job;
+  // Its failures are the configuration's (the data, the model), unless
+  // transient (base/exit_codes.h).
+  absl::StatusOr<ReplicaSetup> set_up = SetUp(cfg, options);
+  if (!set_up.ok()) return AsSetupFailure(set_up.status());
+  const int replica = set_up->replica;
+  const int num_replicas = set_up->num_replicas;
+  std::unique_ptr<model::Network>& mlp = set_up->mlp;
+  std::unique_ptr<client::PsClient>& client = set_up->client;
+  data::TrainingInput& data = set_up->data;
   if (data.skipped_records > 0) {
     Log("skipped ", data.skipped_records, " bad training records (skip_bad_records)");
   }

@@ -17,10 +17,20 @@
 namespace pstrain::worker {
 namespace {
 
-absl::Status Run(const TfConfig& cfg, CliArgs& args,
-                 const std::shared_ptr<const Security>& security) {
-  PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
+// What the flags say: this replica's options, and the chief's should this
+// worker take the chief's duties.
+struct WorkerSetup {
   train::ReplicaOptions replica;
+  bool chief_duties = false;
+  coordinator::ChiefOptions chief_options;
+  Json job;  // what the chief compares with its own job as this task joins
+};
+
+absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
+                                      const std::shared_ptr<const Security>& security) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateForParameterServerTraining(cfg));
+  WorkerSetup setup;
+  train::ReplicaOptions& replica = setup.replica;
   PSTRAIN_ASSIGN_OR_RETURN(replica.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(replica.output_dir, OutputDirFromFlags(args, cfg.environment));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t ps_wait_s, IntFlag(args, "ps_wait_s"));
@@ -29,17 +39,16 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   // One BLAS thread: a worker shares the machine with the PS and other
   // workers, and these matrices are too small to split well.
   PSTRAIN_ASSIGN_OR_RETURN(int64_t blas_threads, IntFlag(args, "blas_threads"));
-  const bool chief_duties = cfg.HasChiefDuties();
-  coordinator::ChiefOptions chief_options;
+  setup.chief_duties = cfg.HasChiefDuties();
+  coordinator::ChiefOptions& chief_options = setup.chief_options;
   // Only a worker with chief duties serves (the Coordinator) and waits for
   // the evaluator; the others read --bind, --job_timeout_s and
   // --eval_wait_secs too, so that one pod spec fits all.
   PSTRAIN_ASSIGN_OR_RETURN(chief_options.bind_address,
                            StringFlag(args, "bind", cfg.task_address()->ToString()));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t job_timeout_s, IntFlag(args, "job_timeout_s"));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s,
-                           IntFlag(args, "eval_wait_secs"));
-  if (chief_duties) {
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s, IntFlag(args, "eval_wait_secs"));
+  if (setup.chief_duties) {
     chief_options.job = replica.job;
     chief_options.output_dir = replica.output_dir;
     chief_options.ps_wait = replica.ps_wait;
@@ -52,22 +61,32 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_RETURN_IF_ERROR(CheckStragglers(replica.job, cfg.cluster));
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
+  PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
+  return setup;
+}
 
-  // What the chief compares with its own job as this task joins.
-  PSTRAIN_ASSIGN_OR_RETURN(const Json job, DescribeJobAndModel(replica.job));
+// Joins the job (taking the chief's duties first when the cluster has no
+// chief), trains, reports. Taking over the PS and the run on disk are
+// setup (the configuration's failures); TrainAsReplica marks its own.
+absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
+  train::ReplicaOptions& replica = setup.replica;
+  const Security& security = *replica.security;
   std::unique_ptr<coordinator::ChiefDuties> duties;
-  if (chief_duties) {
+  if (setup.chief_duties) {
     Log("the cluster has no chief: worker:0 takes the chief's duties");
-    PSTRAIN_ASSIGN_OR_RETURN(duties, coordinator::ChiefDuties::Start(cfg, chief_options));
+    auto started = coordinator::ChiefDuties::Start(cfg, setup.chief_options);
+    if (!started.ok()) return AsSetupFailure(started.status());
+    duties = *std::move(started);
     duties->CheckpointOnStopSignals();
   }
   // A replica asks the chief first: one that finished before (its report
   // kept, not rolled back since), or of a job that finished, exits at once.
   PSTRAIN_ASSIGN_OR_RETURN(
-      const bool done, duties != nullptr ? duties->JoinLocal(cfg.task)
-                                         : coordinator::JoinChief(
-                                               *cfg.chief_duties_address(), cfg.task,
-                                               replica.ps_wait, *security, job, &replica.rejoined));
+      const bool done,
+      duties != nullptr
+          ? duties->JoinLocal(cfg.task)
+          : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task, replica.ps_wait,
+                                   security, setup.job, &replica.rejoined));
   if (!done) {
     if (duties != nullptr) {
       replica.job_failure = [d = duties.get()] { return d->failure(); };
@@ -82,7 +101,7 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
     }
     if (duties == nullptr) {
       return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
-                                            *security);
+                                            security);
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   } else {
@@ -99,9 +118,16 @@ absl::Status Run(const TfConfig& cfg, CliArgs& args,
 }  // namespace
 
 int WorkerMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
-  absl::Status s = Run(cfg, args, security);
+  absl::StatusOr<WorkerSetup> setup = Configure(cfg, args, security);
+  if (!setup.ok()) {
+    Log("failed: ", setup.status().message());
+    return RoleExitCode(setup.status(), FailureKind::kBadConfig);
+  }
+  absl::Status s = Work(cfg, *setup);
   if (!s.ok()) Log("failed: ", s.message());
-  return ExitCodeFor(s);
+  // Past its flags, a worker's failure is permanent unless what failed
+  // said otherwise (a refused join, its data, a lost PS).
+  return RoleExitCode(s, FailureKind::kPermanent);
 }
 
 }  // namespace pstrain::worker
