@@ -392,6 +392,10 @@ def main():
     p.add_argument("--seed", type=int, default=1, help="seeds the faults and their moments")
     p.add_argument("--faults", default="",
                    help="comma-separated faults to take in turn (default: all, seeded order)")
+    p.add_argument("--run_trials", default="",
+                   help="comma-separated trial numbers to run of the --trials (default: all); "
+                        "every trial's seed is drawn all the same, so a trial runs as it "
+                        "would among the others")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--hidden", default="128,64")
@@ -418,10 +422,13 @@ def main():
     rng = random.Random(args.seed)
     if not args.faults:
         rng.shuffle(faults)
+    run = {int(t) for t in args.run_trials.split(",") if t} or set(range(args.trials))
     survived, hangs, to_end = 0, 0, []
     for n in range(args.trials):
         fault = faults[n % len(faults)]
         seed = rng.randrange(1 << 30)
+        if n not in run:
+            continue
         trial = Trial(args, n, fault, seed)
         try:
             ok = trial.run()
@@ -447,10 +454,10 @@ def main():
         elif not args.keep:
             shutil.rmtree(trial.out, ignore_errors=True)
     print("%d trials: %d survived, %d failed, %d hung; fault to the job's end: median %.1fs, "
-          "worst %.1fs" % (args.trials, survived, args.trials - survived, hangs,
+          "worst %.1fs" % (len(run), survived, len(run) - survived, hangs,
                            statistics.median(to_end) if to_end else 0,
                            max(to_end) if to_end else 0))
-    return 0 if survived == args.trials else 1
+    return 0 if survived == len(run) else 1
 
 
 ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_checkpoint", "ps_kill_final",

@@ -65,20 +65,22 @@ check "package dependencies point one way (tests/check_layers.sh)" tests/check_l
 # fuzz targets below link the same objects. The packages are named: with a
 # second output base, //... would wander into the first one's bazel-*
 # convenience links. No links are made for these builds. The cluster tests
-# (tests/) and the benchmarks but ps_load (the one with lock annotations) are
-# left out: no annotations of their own, never run instrumented.
+# (tests/), the benchmarks but ps_load (the one with lock annotations) and
+# the commands (cli/, launcher/, experiment/: flags, files and child
+# processes, run end to end by the cluster tests) are left out: no
+# annotations of their own.
 san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  //:pstrain //cli/... //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
+  //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
   //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
-  //exporter/... //launcher/... //experiment/... //fuzz/...
+  //exporter/... //fuzz/...
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
-  //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //cli/... //model/... \
+  //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
-  //train/... //coordinator/... //exporter/... //launcher/... //experiment/...
+  //train/... //coordinator/... //exporter/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
 # checkpoint writer's SerialWorker: threads sharing state without gRPC in
