@@ -26,12 +26,15 @@ check() {  # check NAME COMMAND...: one counted test run outside Bazel
 }
 
 echo "== bazel build //..."
+phase_start=$SECONDS
 if ! bazel build //... ; then
   echo "0 passed, 1 failed"
   exit 1
 fi
+echo "== bazel build //... took $((SECONDS - phase_start)) s"
 
 echo "== bazel test //..."
+phase_start=$SECONDS
 # Cases are counted from the reports this run's build events name
 # (tests/count_results.py): a target that crashed, timed out or did not
 # build counts as failed, by name, and no report of an earlier run is read.
@@ -44,6 +47,7 @@ bazel_rc=$?
 /usr/bin/python3 tests/count_results.py "$results_dir/events.json" "$results_dir/labels" \
   >"$results_dir/counts" || echo "FAIL: counting the test reports" >>"$results_dir/counts"
 grep '^FAIL: ' "$results_dir/counts"
+echo "== bazel test //... took $((SECONDS - phase_start)) s"
 read -r p f s < <(tail -1 "$results_dir/counts" | grep -E '^[0-9]+ [0-9]+ [0-9]+$' || echo "0 1 0")
 passed=$((passed + p))
 failed=$((failed + f))
@@ -94,10 +98,11 @@ check "PS concurrency tests under TSan" \
   //store:shard_store_test //store:wait_list_test //store:push_hold_test //base:parallel_for_test \
   //base:serial_worker_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
-# Every fuzz target (libFuzzer, ASan + UBSan) for 10 s from its corpus,
+# Every fuzz target (libFuzzer, ASan + UBSan) for 5 s from its corpus,
 # built in the sanitizer output base above (the corpora also run as
 # regression tests in //fuzz; `fuzz/run.sh 600` for long runs).
-check "fuzz targets, 10 s each" fuzz/run.sh 10
+check "fuzz targets, 5 s each" fuzz/run.sh 5
 
+echo "== everything took ${SECONDS} s"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [[ $failed -eq 0 ]]
