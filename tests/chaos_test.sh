@@ -9,8 +9,19 @@
 # CoordinatorTest's kept reports, JobFinisherTest) and in a soak. A long
 # soak is `tests/chaos.py --pstrain=bazel-bin/pstrain
 # --pstrain_slow_disk=bazel-bin/tests/pstrain_slow_disk --trials=50`.
+# Bazel runs the three as shards (tests/BUILD): this shard runs every
+# TEST_TOTAL_SHARDS-th of them from TEST_SHARD_INDEX.
 set -euo pipefail
+trials=(0 2 4)
+run=()
+total=${TEST_TOTAL_SHARDS:-1}
+index=${TEST_SHARD_INDEX:-0}
+[[ -n "${TEST_SHARD_STATUS_FILE:-}" ]] && touch "$TEST_SHARD_STATUS_FILE"
+for i in "${!trials[@]}"; do
+  (( i % total == index )) && run+=("${trials[$i]}")
+done
+(( ${#run[@]} > 0 )) || { echo "shard $index of $total: no trial"; exit 0; }
 exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" \
   --pstrain_slow_disk="$TEST_SRCDIR/pstrain/tests/pstrain_slow_disk" --seed=29 \
-  --trials=5 --run_trials=0,2,4 --out="$TEST_TMPDIR/chaos" \
+  --trials=5 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
   --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final
