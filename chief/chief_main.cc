@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
+#include "allreduce/allreduce_main.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -86,6 +87,8 @@ absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options)
 }  // namespace
 
 int ChiefMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
+  // No ps: the replicas average their gradients among themselves.
+  if (cfg.cluster.ps.empty()) return allreduce::AllReduceMain(cfg, args, std::move(security));
   absl::StatusOr<coordinator::ChiefOptions> options = Configure(cfg, args, security);
   if (!options.ok()) {
     Log("job failed: ", options.status().message());

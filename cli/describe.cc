@@ -17,6 +17,15 @@ std::string ChiefDuties(const TfConfig& cfg) {
   return "nobody (the cluster has no chief and no worker)";
 }
 
+// How the cluster trains: by its ps, or, with none, by ring all-reduce.
+std::string Mode(const TfConfig& cfg) {
+  if (!cfg.cluster.ps.empty()) {
+    return absl::StrCat("parameter servers (", cfg.cluster.ps.size(), " ps)");
+  }
+  const int replicas = cfg.cluster.Count(Role::kChief) + cfg.cluster.Count(Role::kWorker);
+  return absl::StrCat("all-reduce (no ps: ", replicas, " replicas in a ring)");
+}
+
 constexpr Role kOrder[] = {Role::kChief, Role::kPs, Role::kWorker, Role::kEvaluator};
 
 }  // namespace
@@ -29,6 +38,7 @@ std::string DescribeText(const TfConfig& cfg) {
       "\n");
   absl::StrAppend(&out, "environment: ", cfg.environment.empty() ? "(none)" : cfg.environment, "\n");
   absl::StrAppend(&out, "chief duties: ", ChiefDuties(cfg), "\n");
+  absl::StrAppend(&out, "mode: ", Mode(cfg), "\n");
   absl::StrAppend(&out, "cluster:\n");
   for (Role role : kOrder) {
     for (int i = 0; i < cfg.cluster.Count(role); ++i) {
@@ -59,6 +69,7 @@ std::string DescribeJson(const TfConfig& cfg) {
   root["task"] = std::move(task);
   root["environment"] = cfg.environment;
   root["chief_duties"] = ChiefDuties(cfg);
+  root["mode"] = cfg.cluster.ps.empty() ? "allreduce" : "ps";
   root["cluster"] = std::move(cluster);
   return root.dump() + "\n";
 }

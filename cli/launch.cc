@@ -21,7 +21,8 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   };
   LaunchOptions options;
   options.self_path = self_path;
-  auto ps = args.GetIntInRange("ps", options.num_ps, 1, 64);
+  // --ps 0: a cluster without ps, trained by ring all-reduce.
+  auto ps = args.GetIntInRange("ps", options.num_ps, 0, 64);
   auto workers = args.GetIntInRange("workers", options.num_workers, 1, 64);
   auto chief = args.GetBool("chief", options.with_chief);
   auto evaluator = args.GetBool("evaluator", options.with_evaluator);

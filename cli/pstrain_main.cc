@@ -56,6 +56,7 @@ constexpr char kUsage[] =
     "  pstrain launch [--ps N] [--workers M] [--nochief] [--evaluator] [--output_dir DIR]\n"
     "                 [--timeout_s S (0: no bound)] [job flags]\n"
     "                               start a whole cluster on 127.0.0.1 and train\n"
+    "                               (--ps 0: no ps, the replicas all-reduce)\n"
     "  pstrain train --local [job flags]\n"
     "                               the same model and data in this one process, no PS\n"
     "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"

@@ -139,41 +139,25 @@ absl::StatusOr<int64_t> InProcessStore::ReplicaPushes(int replica) {
   return *fewest;
 }
 
-ParameterStore::Ticket InProcessStore::Record(Queue queue, const absl::StatusOr<int64_t>& result) {
-  QueueState& q = queues_[static_cast<int>(queue)];
-  if (!result.ok() && q.error.ok()) q.error = result.status();
-  if (result.ok()) q.max_step = std::max(q.max_step, *result);
-  return {queue, ++q.started};
-}
-
 ParameterStore::Ticket InProcessStore::StartDense(absl::Span<const int> variables,
                                                   const float* grads, float* params,
                                                   Queue queue) {
-  // After an error, exchanges are skipped, as a queue of rounds does.
-  if (!queues_[static_cast<int>(queue)].error.ok()) return Record(queue, int64_t{0});
-  return Record(queue, Dense(variables, grads, params));
+  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
+  return queues_.Record(queue, Dense(variables, grads, params));
 }
 
 ParameterStore::Ticket InProcessStore::StartRows(absl::Span<const TableRows> push,
                                                  absl::Span<const TableRows> pull,
                                                  Queue queue) {
-  if (!queues_[static_cast<int>(queue)].error.ok()) return Record(queue, int64_t{0});
+  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
   absl::Status s = Rows(push, pull);
-  return Record(queue, s.ok() ? absl::StatusOr<int64_t>(int64_t{0}) : s);
+  return queues_.Record(queue, s.ok() ? absl::StatusOr<int64_t>(int64_t{0}) : s);
 }
 
-absl::StatusOr<int64_t> InProcessStore::Wait(Ticket ticket) {
-  const QueueState& q = queues_[static_cast<int>(ticket.queue)];
-  if (!q.error.ok()) return q.error;
-  return q.max_step;
-}
+absl::StatusOr<int64_t> InProcessStore::Wait(Ticket ticket) { return queues_.Wait(ticket); }
 
-absl::Status InProcessStore::Drain() {
-  // Exchanges end as they start: there is nothing to wait for.
-  absl::Status rows = std::exchange(queues_[1].error, absl::OkStatus());
-  absl::Status dense = std::exchange(queues_[0].error, absl::OkStatus());
-  return dense.ok() ? rows : dense;
-}
+// Exchanges end as they start: there is nothing to wait for.
+absl::Status InProcessStore::Drain() { return queues_.Clear(); }
 
 absl::StatusOr<int64_t> InProcessStore::Dense(absl::Span<const int> variables, const float* grads,
                                               float* params) {

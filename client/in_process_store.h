@@ -113,8 +113,6 @@ class InProcessStore final : public ParameterStore {
   absl::Status PullWaiting(ps::ShardStore& store, const ps::ShardStore::PullBatch& batch,
                            char* out, std::vector<ps::ShardStore::Pulled>* pulled);
   absl::StatusOr<std::shared_ptr<ps::ShardStore>> StoreOf(int ps);
-  // Records an exchange's result on `queue` and names it.
-  Ticket Record(Queue queue, const absl::StatusOr<int64_t>& result);
   std::string PsName(int ps) const;
 
   const PsLookup lookup_;
@@ -136,13 +134,7 @@ class InProcessStore final : public ParameterStore {
   int64_t restored_step_ = 0;
   int64_t stop_step_ = 0;
   int64_t dropped_ = 0;
-  // Per queue: exchanges started, the first error, the largest step.
-  struct QueueState {
-    int64_t started = 0;
-    absl::Status error;
-    int64_t max_step = 0;
-  };
-  QueueState queues_[2];
+  EndedQueues queues_;
 };
 
 }  // namespace pstrain::client

@@ -1,5 +1,8 @@
 #include "client/parameter_store.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace pstrain::client {
 
 absl::StatusOr<int64_t> ParameterStore::PullAll(float* params) {
@@ -30,6 +33,25 @@ absl::Status ParameterStore::PushRows(absl::Span<const TableRows> tables) {
 absl::Status ParameterStore::PushPullRows(absl::Span<const TableRows> push,
                                           absl::Span<const TableRows> pull) {
   return Wait(StartRows(push, pull)).status();
+}
+
+ParameterStore::Ticket EndedQueues::Record(Queue queue, const absl::StatusOr<int64_t>& result) {
+  State& q = queues_[static_cast<int>(queue)];
+  if (!result.ok() && q.error.ok()) q.error = result.status();
+  if (result.ok()) q.max_step = std::max(q.max_step, *result);
+  return {queue, ++q.started};
+}
+
+absl::StatusOr<int64_t> EndedQueues::Wait(Ticket ticket) const {
+  const State& q = queues_[static_cast<int>(ticket.queue)];
+  if (!q.error.ok()) return q.error;
+  return q.max_step;
+}
+
+absl::Status EndedQueues::Clear() {
+  absl::Status rows = std::exchange(queues_[1].error, absl::OkStatus());
+  absl::Status dense = std::exchange(queues_[0].error, absl::OkStatus());
+  return dense.ok() ? rows : dense;
 }
 
 }  // namespace pstrain::client

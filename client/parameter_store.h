@@ -118,6 +118,31 @@ class ParameterStore {
   absl::Status PushPullRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
 };
 
+// The queues' records of a store whose exchanges have ended by the time
+// Start* returns (InProcessStore, CollectiveStore): each queue's tickets,
+// its first error (after which its exchanges are skipped, as a queue of
+// rounds skips them) and the largest global step its exchanges returned.
+class EndedQueues {
+ public:
+  using Queue = ParameterStore::Queue;
+  using Ticket = ParameterStore::Ticket;
+  bool failed(Queue queue) const { return !queues_[static_cast<int>(queue)].error.ok(); }
+  Ticket Record(Queue queue, const absl::StatusOr<int64_t>& result);
+  // What ParameterStore::Wait returns for `ticket`.
+  absl::StatusOr<int64_t> Wait(Ticket ticket) const;
+  // Clears both queues' errors, returning the first: the dense queue's,
+  // else the rows'.
+  absl::Status Clear();
+
+ private:
+  struct State {
+    int64_t started = 0;
+    absl::Status error;
+    int64_t max_step = 0;
+  };
+  State queues_[2];
+};
+
 }  // namespace pstrain::client
 
 #endif  // PSTRAIN_CLIENT_PARAMETER_STORE_H_

@@ -221,6 +221,7 @@ int64_t JobFinisher::DescribeReplicas(Json& metrics, int64_t step) const {
   metrics["training_seconds"] = wall;
   metrics["examples"] = examples;
   metrics["examples_per_sec"] = wall > 0 ? examples / wall : 0.0;
+  metrics["mode"] = "ps";
   return expected;
 }
 

@@ -23,9 +23,6 @@ absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--eval_poll_secs=", poll_s, " --idle_timeout_s=", idle_s, ": each must be >= 1"));
   }
-  if (cfg.cluster.ps.empty()) {
-    return absl::InvalidArgumentError("TF_CONFIG cluster has no ps: nothing to evaluate");
-  }
   options.poll = absl::Seconds(poll_s);
   options.idle_timeout = absl::Seconds(idle_s);
   return options;

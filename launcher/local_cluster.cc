@@ -165,8 +165,11 @@ int AwaitTasks(std::vector<Task>& tasks, std::map<pid_t, Task*>& by_pid,
     Relay(tasks);  // its last lines before the line saying it ended
     Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
                         absl::ToDoubleSeconds(absl::Now() - t.started)));
-    if (e->code >= 128 && (t.id.role == Role::kWorker || t.id.role == Role::kEvaluator) &&
-        t.restarts < kMaxRestarts) {
+    // Without ps the chief is a replica like the workers: all of them end
+    // retryably when one is lost, and start again from the last checkpoint.
+    const bool restartable = t.id.role == Role::kWorker || t.id.role == Role::kEvaluator ||
+                             (t.id.role == Role::kChief && options.num_ps == 0);
+    if (e->code >= 128 && restartable && t.restarts < kMaxRestarts) {
       ++t.restarts;
       KeepEarlierLog(t.log);
       if (absl::Status s = Start(t, &by_pid); s.ok()) {
@@ -209,9 +212,10 @@ int RunLaunch(const LaunchOptions& options) {
   std::vector<Task> tasks;
   const TfConfig base = ClusterOn(options, *ports, &tasks);
   WatchStopSignals([](int signo) { g_stop_signal.store(signo); });
-  Say(absl::StrFormat("launching %d ps, %d workers%s%s; logs in %s/", options.num_ps,
+  Say(absl::StrFormat("launching %d ps, %d workers%s%s%s; logs in %s/", options.num_ps,
                       options.num_workers, options.with_chief ? ", 1 chief" : "",
-                      options.with_evaluator ? ", 1 evaluator" : "", logs));
+                      options.with_evaluator ? ", 1 evaluator" : "",
+                      options.num_ps == 0 ? " (no ps: ring all-reduce)" : "", logs));
   std::map<pid_t, Task*> by_pid;
   for (Task& t : tasks) {
     t.log = absl::StrCat(logs, "/", RoleName(t.id.role), "-", t.id.index, ".log");

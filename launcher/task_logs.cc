@@ -98,10 +98,11 @@ absl::StatusOr<std::vector<std::string>> FinalReport(const std::string& metrics_
       }
     }
     const Json* wall = FindMember(*metrics, "training_seconds");
+    // All-reduce replicas keep one pace: no list of their own rates.
     lines.push_back(absl::StrFormat(
-        "training throughput: %.0f examples/s over %.1f s of training (per replica: %s)",
-        rate->get<double>(), wall != nullptr && wall->is_number() ? wall->get<double>() : 0.0,
-        absl::StrJoin(each, ", ")));
+        "training throughput: %.0f examples/s over %.1f s of training%s", rate->get<double>(),
+        wall != nullptr && wall->is_number() ? wall->get<double>() : 0.0,
+        each.empty() ? "" : absl::StrCat(" (per replica: ", absl::StrJoin(each, ", "), ")")));
   }
   lines.push_back(absl::StrCat("metrics: ", output_dir, "/final_metrics.json; logs: ", logs, "/"));
   return lines;

@@ -894,24 +894,15 @@ TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
        "--out=" + out + "/data", "--vocab_size=500", "--files=2"},
       "", out + "/data.txt");
   ASSERT_EQ(data.code, 0) << data.output;
-  ASSERT_OK(WriteFileAtomically(out + "/text_cnn.pbtxt", R"pb(
-    input {
-      format: "tfrecord"
-      train_files: "train-*.tfrecord.gz"
-      test_files: "test-*.tfrecord.gz"
-      feature { name: "tokens" type: "int64" max_len: 64 vocabulary: 502 }
-      label: "label"
-    }
-    layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
-    layer { conv1d { filters: 64 kernel_size: 5 activation: "relu" } }
-    layer { max_pool1d { pool_size: 2 } }
-    layer { conv1d { filters: 32 kernel_size: 3 activation: "relu" } }
-    layer { max_pool1d { pool_size: 2 } }
-    layer { flatten {} }
-    layer { dense { units: 4 } }
-    optimizer { name: "adam" learning_rate: 0.002 }
-    batch_size: 32
-  )pb"));
+  ASSERT_OK(WriteFileAtomically(
+      out + "/text_cnn.pbtxt",
+      absl::StrCat(testing::kKeywordCorpusInput, R"pb(
+        layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
+      )pb",
+                   testing::kSeedsTextCnnLayers, R"pb(
+        optimizer { name: "adam" learning_rate: 0.002 }
+        batch_size: 32
+      )pb")));
   const std::string config = "--config=" + out + "/text_cnn.pbtxt";
   const std::string data_dir = "--data_dir=" + out + "/data";
   // Six epochs, where train --local below needs three: when the two replicas
@@ -1395,16 +1386,17 @@ TEST(ClusterTest, DescribePrintsTaskAndCluster) {
   RunResult r = RunPstrain({"describe"}, tf, out + "/d.txt");
   EXPECT_EQ(r.code, 0);
   std::vector<std::string> lines = absl::StrSplit(r.output, '\n');
-  ASSERT_GE(lines.size(), 8u) << r.output;
+  ASSERT_GE(lines.size(), 10u) << r.output;
   EXPECT_EQ(lines[0], "task: worker:1 [::1]:2225");
   EXPECT_EQ(lines[1], "environment: cloud");
   EXPECT_EQ(lines[2], "chief duties: chief:0");
-  EXPECT_EQ(lines[3], "cluster:");
-  EXPECT_EQ(lines[4], "chief:0 127.0.0.1:2222");
-  EXPECT_EQ(lines[5], "ps:0 127.0.0.1:2223");
-  EXPECT_EQ(lines[6], "worker:0 127.0.0.1:2224");
-  EXPECT_EQ(lines[7], "worker:1 [::1]:2225");
-  EXPECT_THAT(lines[8], HasSubstr("cuda: "));
+  EXPECT_EQ(lines[3], "mode: parameter servers (1 ps)");
+  EXPECT_EQ(lines[4], "cluster:");
+  EXPECT_EQ(lines[5], "chief:0 127.0.0.1:2222");
+  EXPECT_EQ(lines[6], "ps:0 127.0.0.1:2223");
+  EXPECT_EQ(lines[7], "worker:0 127.0.0.1:2224");
+  EXPECT_EQ(lines[8], "worker:1 [::1]:2225");
+  EXPECT_THAT(lines[9], HasSubstr("cuda: "));
   RunResult j = RunPstrain({"describe", "--json"}, tf, out + "/j.txt");
   EXPECT_EQ(j.code, 0);
   ASSERT_OK_AND_ASSIGN(Json parsed, ParseJson(j.output));

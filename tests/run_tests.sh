@@ -79,16 +79,16 @@ check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
   //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
   //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
-  //exporter/... //fuzz/...
+  //allreduce/... //exporter/... //fuzz/...
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
   //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //model/... \
   //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
-  //train/... //coordinator/... //exporter/...
+  //train/... //coordinator/... //allreduce/... //exporter/...
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
-# checkpoint writer's SerialWorker: threads sharing state without gRPC in
-# between) under ThreadSanitizer. Debian's
+# checkpoint writer's SerialWorker, the all-reduce ring's sender: threads
+# sharing state without gRPC in between) under ThreadSanitizer. Debian's
 # Abseil is annotated for it by //base/testing:tsan_absl; tests whose
 # threads meet inside gRPC are not run here: gRPC's core is not instrumented
 # and its hand-offs would read as races.
@@ -96,7 +96,7 @@ tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
   //store:shard_store_test //store:wait_list_test //store:push_hold_test //base:parallel_for_test \
-  //base:serial_worker_test
+  //base:serial_worker_test //transport:ring_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 5 s from its corpus,
 # built in the sanitizer output base above (the corpora also run as

@@ -173,42 +173,18 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
 // flatten -> dense) on a small corpus: its table's rows are spread over
 // both PS and trained in sync rounds.
 TEST(SyncMatchesLocalTextCnnTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
-  const std::string dir = testing::TempDir() + "/text_cnn";
-  ASSERT_OK(MakeDirs(dir));
-  ASSERT_OK(WriteFileAtomically(dir + "/train.tsv", testing::KeywordTexts(4000, 1)));
-  ASSERT_OK(WriteFileAtomically(dir + "/test.tsv", testing::KeywordTexts(200, 2)));
-  ASSERT_OK_AND_ASSIGN(std::vector<data::LabeledText> train,
-                       data::ReadLabeledTsv(dir + "/train.tsv"));
-  ASSERT_OK_AND_ASSIGN(std::vector<data::LabeledText> test,
-                       data::ReadLabeledTsv(dir + "/test.tsv"));
-  data::TextCorpusOptions corpus;
-  corpus.out = dir + "/data";
-  corpus.vocab_size = 500;
-  ASSERT_OK(data::WriteTextCorpus(train, test, corpus).status());
-  const std::string input = R"pb(
-    input {
-      format: "tfrecord"
-      train_files: "train-*.tfrecord.gz"
-      test_files: "test-*.tfrecord.gz"
-      feature { name: "tokens" type: "int64" max_len: 64 vocabulary: 502 }
-      label: "label"
-    }
+  ASSERT_OK_AND_ASSIGN(const std::string corpus,
+                       testing::WriteKeywordCorpus(testing::TempDir() + "/text_cnn"));
+  const std::string input = absl::StrCat(testing::kKeywordCorpusInput, R"pb(
     layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
     optimizer { name: "sgd" learning_rate: 0.1 }
     seed: 5
-  )pb";
+  )pb");
   // The seeds' stack, for 40 steps: later, a ReLU or a pool's maximum that
   // the two runs' roundings put on different sides for one example (one
   // gradient term changing discretely) parts them for good, as it would two
   // local runs that summed in another order.
-  const std::string seeds = R"pb(
-    layer { conv1d { filters: 64 kernel_size: 5 activation: "relu" } }
-    layer { max_pool1d { pool_size: 2 } }
-    layer { conv1d { filters: 32 kernel_size: 3 activation: "relu" } }
-    layer { max_pool1d { pool_size: 2 } }
-    layer { flatten {} }
-    layer { dense { units: 4 } }
-  )pb";
+  const std::string seeds = testing::kSeedsTextCnnLayers;
   // A stack without such branches, for 120 steps: past the epoch's end
   // (62 steps of 64), where the data is shuffled again.
   const std::string smooth = R"pb(
@@ -222,7 +198,7 @@ TEST(SyncMatchesLocalTextCnnTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch
     ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
                          model::ParseModelConfigFile(input + layers, "text_cnn.pbtxt"));
     model::JobSpec job = config.job;
-    job.data_dir = corpus.out;
+    job.data_dir = corpus;
     ExpectSyncEqualsLocal(job, /*shared_memory=*/true, steps, moved, 2e-5);
   }
 }

@@ -11,6 +11,7 @@
 #include "client/create_request.h"
 #include "client/in_process_store.h"
 #include "cluster/checkpoint_layout.h"
+#include "base/crc32c.h"
 #include "base/event_file.h"
 #include "base/file_util.h"
 #include "base/logging.h"
@@ -38,7 +39,12 @@ namespace {
 class LocalRun final : public StepObserver {
  public:
   LocalRun(const model::JobSpec& job, const LocalOptions& options)
-      : job_(job), options_(options), dir_(options.output_dir), writes_(!dir_.empty()) {}
+      : job_(job),
+        options_(options),
+        group_(options.group),
+        chief_(group_ == nullptr || group_->replica == 0),
+        dir_(options.output_dir),
+        writes_(!dir_.empty() && chief_) {}
 
   // RunLocal; `*recorded` is set once run.json holds this run's start (so
   // that a failure after it is recorded as the run's end).
@@ -65,7 +71,7 @@ class LocalRun final : public StepObserver {
   // StepObserver: each full epoch's test score (as Keras's
   // validation_data), and the checkpoints the job asks for.
   absl::Status AfterStep(int64_t step, int64_t total) override {
-    if (job_.max_steps == 0 && step % per_epoch_ == 0 && step < total) {
+    if (chief_ && job_.max_steps == 0 && step % per_epoch_ == 0 && step < total) {
       PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult e, Score());
       ReportEpoch(step / per_epoch_, e);
     }
@@ -82,16 +88,18 @@ class LocalRun final : public StepObserver {
   // The training and test splits, and the backend.
   absl::Status Load() {
     const absl::Time load_start = absl::Now();
-    PSTRAIN_ASSIGN_OR_RETURN(train_data_,
-                             data::OpenTrainingInput(job_.data_dir, job_.input, 0, 1,
-                                                     job_.batch_size, job_.seed,
-                                                     job_.model.num_classes()));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        train_data_, data::OpenTrainingInput(job_.data_dir, job_.input, replica_index(),
+                                             num_replicas(), job_.batch_size, job_.seed,
+                                             job_.model.num_classes()));
     if (train_data_.skipped_records > 0) {
       Log("skipped ", train_data_.skipped_records, " bad training records (skip_bad_records)");
     }
-    PSTRAIN_ASSIGN_OR_RETURN(test_, data::LoadInputSplit(job_.data_dir, job_.input,
-                                                         data::Split::kTest,
-                                                         job_.model.num_classes()));
+    if (chief_) {
+      PSTRAIN_ASSIGN_OR_RETURN(test_, data::LoadInputSplit(job_.data_dir, job_.input,
+                                                           data::Split::kTest,
+                                                           job_.model.num_classes()));
+    }
     result_.load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
     // Batches of up to 1024 for scoring the test split.
     PSTRAIN_ASSIGN_OR_RETURN(backend_, model::CreateBackend(
@@ -107,7 +115,60 @@ class LocalRun final : public StepObserver {
       return absl::InvalidArgumentError("the training set is smaller than one batch");
     }
     per_epoch_ = train.batches_per_epoch();
+    if (group_ != nullptr) {
+      PSTRAIN_ASSIGN_OR_RETURN(per_epoch_, AgreedBatchesPerEpoch());
+    }
     total_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * per_epoch_;
+    return absl::OkStatus();
+  }
+
+  int replica_index() const { return group_ == nullptr ? 0 : group_->replica; }
+  int num_replicas() const { return group_ == nullptr ? 1 : group_->num_replicas; }
+
+  // The replicas' shards may differ by a batch: an epoch is the fewest
+  // batches of any, so that every replica takes every step.
+  absl::StatusOr<int64_t> AgreedBatchesPerEpoch() {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                             group_->all_gather(absl::StrCat(per_epoch_)));
+    int64_t fewest = per_epoch_;
+    for (const std::string& a : all) fewest = std::min<int64_t>(fewest, std::stoll(a));
+    return fewest;
+  }
+
+  // Every replica resumes from the same checkpoint, or none trains.
+  absl::Status AgreeOnTheStart() {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                             group_->all_gather(absl::StrCat(first_)));
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r] != absl::StrCat(first_)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            group_->names[r], " resumes from step ", all[r], " but ",
+            group_->names[replica_index()], " from step ", first_,
+            ": every task must see the same output directory (--output_dir) and its checkpoints"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // After the last step: every replica holds the same bits (values, slots
+  // and rows), or the run fails naming the first that differs.
+  absl::Status CheckReplicasAgree() {
+    PSTRAIN_ASSIGN_OR_RETURN(ckpt::ShardContents shard, store_->Snapshot(result_.steps));
+    uint32_t crc = 0;
+    for (const v1::TensorCheckpoint& t : shard.tensors) {
+      crc = Crc32c(t.data().data(), t.data().size(), crc);
+      crc = Crc32c(t.row_ids().data(), t.row_ids().size() * sizeof(int64_t), crc);
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all, group_->all_gather(absl::StrCat(crc)));
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r] != all[0]) {
+        return absl::InternalError(absl::StrCat(
+            "the replicas' models differ after step ", result_.steps, ": ", group_->names[r],
+            " holds checksum ", all[r], ", ", group_->names[0], " ", all[0]));
+      }
+    }
+    Log("every replica holds the same model after step ", result_.steps, " (checksum ", all[0],
+        ")");
     return absl::OkStatus();
   }
 
@@ -139,6 +200,11 @@ class LocalRun final : public StepObserver {
     PSTRAIN_ASSIGN_OR_RETURN(observer_,
                              client::InProcessStore::Create({store_}, placement_, net.offsets(),
                                                             observer));
+    training_ = replica_.get();
+    if (group_ != nullptr) {
+      wrapped_ = group_->wrap(std::move(replica_), placement_, net.offsets());
+      training_ = wrapped_.get();
+    }
     params_.resize(net.num_parameters());
     return absl::OkStatus();
   }
@@ -156,13 +222,18 @@ class LocalRun final : public StepObserver {
       Json run = options_.run;
       run["job"] = DescribeJob(job_);
       run["model"] = model_json;
-      run["cluster"] = Json::object();  // none: one process
+      run["cluster"] = group_ == nullptr ? Json::object() : group_->cluster;  // {}: one process
+      if (group_ != nullptr) run["mode"] = group_->mode;
       PSTRAIN_RETURN_IF_ERROR(WriteRunStart(dir_, std::move(run), started_));
       *recorded = true;
+    } else if (!dir_.empty()) {
+      // A replica but the chief: the chief's checkpoints, read only.
+      PSTRAIN_ASSIGN_OR_RETURN(first_, RestoreLocalCheckpoint(dir_, store_.get()));
     }
+    if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(AgreeOnTheStart());
     checkpointed_ = first_;
     result_.resumed_step = first_;
-    PSTRAIN_RETURN_IF_ERROR(replica_->WaitUntilReady(absl::ZeroDuration()));
+    PSTRAIN_RETURN_IF_ERROR(training_->WaitUntilReady(absl::ZeroDuration()));
     PSTRAIN_RETURN_IF_ERROR(observer_->WaitUntilReady(absl::ZeroDuration()));
     if (first_ > 0) {
       Log("resuming from the checkpoint at step ", first_, " in ", dir_, ": its input at batch ",
@@ -188,11 +259,21 @@ class LocalRun final : public StepObserver {
     trainer.start_at = std::min(first_, total_);
     if (writes_) trainer.summary_dir = dir_ + "/train";
     const data::BatchSource& train = *train_data_.source;
-    Log("training locally: ", total_, " steps of batch ", job_.batch_size, " over ",
-        train.shard_size(), " examples", train_data_.streamed ? " (streamed)" : "",
+    if (group_ != nullptr) {
+      // Every replica takes the agreed steps, whatever its shard's size.
+      trainer.job.max_steps = total_;
+      trainer.replica = group_->replica;
+      trainer.num_replicas = group_->num_replicas;
+      trainer.replica_names = group_->names;
+    }
+    Log(group_ == nullptr ? "training locally: "
+                          : absl::StrCat("training by all-reduce with ", num_replicas(),
+                                         " replicas: "),
+        total_, " steps of batch ", job_.batch_size, " over ", train.shard_size(), " examples",
+        train_data_.streamed ? " (streamed)" : "",
         first_ > 0 ? absl::StrCat(", from step ", std::min(first_, total_)) : std::string());
     last_checkpoint_ = absl::Now();
-    return RunTrainer(trainer, train_data_.source.get(), replica_.get());
+    return RunTrainer(trainer, train_data_.source.get(), training_);
   }
 
   absl::Status TakeResult(const TrainerResult& trained) {
@@ -201,9 +282,9 @@ class LocalRun final : public StepObserver {
     result_.stopped_by = trained.stopped_by;
     result_.train_seconds = trained.train_seconds;
     result_.input_wait_seconds = trained.input_wait_seconds;
-    result_.examples_per_sec =
-        trained_steps * job_.batch_size / std::max(result_.train_seconds, 1e-9);
-    examples_ = trained_steps * job_.batch_size;
+    // Every replica's examples: the job's rate.
+    examples_ = trained_steps * job_.batch_size * num_replicas();
+    result_.examples_per_sec = examples_ / std::max(result_.train_seconds, 1e-9);
     PSTRAIN_RETURN_IF_ERROR(observer_->PullAll(params_.data()).status());
     return absl::OkStatus();
   }
@@ -230,6 +311,8 @@ class LocalRun final : public StepObserver {
   // The final checkpoint, the test score and final_metrics.json.
   absl::Status Finish() {
     const int64_t step = result_.steps;
+    if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckReplicasAgree());
+    if (!chief_) return TakeTables();
     if (writes_ && step > checkpointed_) {
       PSTRAIN_RETURN_IF_ERROR(Checkpoint(step, /*final=*/true));
     }
@@ -256,7 +339,9 @@ class LocalRun final : public StepObserver {
     metrics["epoch_test_accuracy"] = result_.epoch_test_accuracy;
     metrics["seconds"] = absl::ToDoubleSeconds(absl::Now() - started_);
     metrics["job"] = DescribeJob(job_);
-    metrics["local"] = true;
+    metrics["local"] = group_ == nullptr;
+    metrics["mode"] = group_ == nullptr ? "local" : group_->mode;
+    metrics["num_replicas"] = num_replicas();
     PSTRAIN_RETURN_IF_ERROR(
         WriteFileAtomically(dir_ + "/final_metrics.json", metrics.dump() + "\n"));
     if (absl::Status s = WriteRunEnd(dir_, absl::OkStatus(), absl::Now()); !s.ok()) {
@@ -329,6 +414,8 @@ class LocalRun final : public StepObserver {
 
   const model::JobSpec& job_;
   const LocalOptions& options_;
+  const ReplicaGroup* const group_;
+  const bool chief_;  // writes the run's files and scores the test split
   const std::string dir_;
   const bool writes_;
   absl::Time started_;
@@ -345,6 +432,8 @@ class LocalRun final : public StepObserver {
   std::shared_ptr<ps::ShardStore> store_;
   std::unique_ptr<client::InProcessStore> replica_;
   std::unique_ptr<client::InProcessStore> observer_;
+  std::unique_ptr<client::ParameterStore> wrapped_;  // the group's store
+  client::ParameterStore* training_ = nullptr;       // what the step loop trains on
   std::vector<float> params_;  // the observer's pulls
 
   // Resume, and the run's progress.

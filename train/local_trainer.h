@@ -7,12 +7,16 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/json.h"
+#include "client/parameter_store.h"
+#include "cluster/placement.h"
 #include "model/job_spec.h"
 #include "train/local_table.h"
 
@@ -41,6 +45,34 @@ struct LocalResult {
   LocalTables tables;         // the trained embedding tables
 };
 
+// The replicas of a job without PS (the all-reduce mode): each runs RunLocal
+// on its shard of the training data with its own copy of the model, and
+// `wrap` gives it the store through which the replicas average their
+// gradients (client/collective_store.h), so that every copy stays the same.
+// Replica 0 (the chief) writes the run's files and scores the test split;
+// every replica restores the newest checkpoint of the shared output
+// directory. The replicas agree on the schedule (the fewest batches per
+// epoch of any shard) and on the step they resume from, and check at the end
+// that they hold the same bits.
+struct ReplicaGroup {
+  int replica = 0;
+  int num_replicas = 1;
+  // The tasks behind the replicas ("chief:0", "worker:0", ...).
+  std::vector<std::string> names;
+  // This replica's own store of the model (`placement`'s variables laid out
+  // by `offsets`) wrapped into the one the step loop trains on.
+  std::function<std::unique_ptr<client::ParameterStore>(
+      std::unique_ptr<client::ParameterStore> own, const Placement& placement,
+      const std::vector<int64_t>& offsets)>
+      wrap;
+  // Every replica's `mine`, by replica.
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
+  // Run before the first step: what run.json and final_metrics.json say of
+  // the mode ("allreduce") and the cluster.
+  std::string mode = "allreduce";
+  Json cluster = Json::object();
+};
+
 struct LocalOptions {
   // A progress line (and, with an output directory, a summary) every so many steps.
   int log_every_steps = 400;
@@ -56,6 +88,8 @@ struct LocalOptions {
   // Set to a signal's number to stop: the run checkpoints the step it has
   // reached and returns with `stopped_by` set. Null: runs to the end.
   const std::atomic<int>* stop = nullptr;
+  // A replica of a job without PS; null: one process.
+  const ReplicaGroup* group = nullptr;
 };
 
 // Trains job.epochs (or job.max_steps) over the whole training set, then

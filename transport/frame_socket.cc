@@ -239,6 +239,14 @@ absl::Status FrameSocket::Write(const grpc::ByteBuffer& frame) {
   return Transfer(std::move(iov), /*write=*/true);
 }
 
+absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
+  unsigned char length[kLengthBytes];
+  for (size_t i = 0; i < kLengthBytes; ++i) length[i] = static_cast<unsigned char>(uint64_t{n} >> (8 * i));
+  std::vector<iovec> iov = {{length, kLengthBytes}};
+  if (n > 0) iov.push_back({const_cast<void*>(data), n});
+  return Transfer(std::move(iov), /*write=*/true);
+}
+
 absl::Status FrameSocket::ReadExactly(char* dst, size_t n, bool started) {
   size_t got = 0;
   if (!started && n > 0) {
@@ -354,6 +362,10 @@ absl::StatusOr<std::unique_ptr<FrameListener>> FrameListener::Listen(const std::
       why = std::strerror(errno);
       continue;
     }
+    // A task started again binds its port while the connections of its
+    // last run linger in TIME_WAIT there.
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, a.ai_addr, a.ai_addrlen) != 0 || listen(fd, 128) != 0) {
       why = std::strerror(errno);
       close(fd);

@@ -63,6 +63,9 @@ class FrameSocket {
   // Writes one frame. Unavailable naming the peer when the connection
   // fails or was shut down.
   absl::Status Write(const grpc::ByteBuffer& frame);
+  // Writes one frame of the `n` bytes at `data` (as Write of a buffer
+  // holding them, without one).
+  absl::Status WriteBytes(const void* data, size_t n);
 
   // Reads one frame into a buffer from `pool`. OutOfRange when the peer
   // closed the connection between frames; DataLoss when it closed inside

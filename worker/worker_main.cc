@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include "absl/strings/str_format.h"
+#include "allreduce/allreduce_main.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -118,6 +119,8 @@ absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
 }  // namespace
 
 int WorkerMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
+  // No ps: the replicas average their gradients among themselves.
+  if (cfg.cluster.ps.empty()) return allreduce::AllReduceMain(cfg, args, std::move(security));
   absl::StatusOr<WorkerSetup> setup = Configure(cfg, args, security);
   if (!setup.ok()) {
     Log("failed: ", setup.status().message());

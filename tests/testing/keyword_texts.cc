@@ -5,6 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
+#include "base/status_macros.h"
+#include "data/text_corpus.h"
 
 namespace pstrain::testing {
 
@@ -22,6 +25,21 @@ std::string KeywordTexts(int n, uint64_t seed) {
     absl::StrAppend(&out, "class", label, "\t", absl::StrJoin(words, " "), "\n");
   }
   return out;
+}
+
+absl::StatusOr<std::string> WriteKeywordCorpus(const std::string& dir) {
+  PSTRAIN_RETURN_IF_ERROR(MakeDirs(dir));
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(dir + "/train.tsv", KeywordTexts(4000, 1)));
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(dir + "/test.tsv", KeywordTexts(200, 2)));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<data::LabeledText> train,
+                           data::ReadLabeledTsv(dir + "/train.tsv"));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<data::LabeledText> test,
+                           data::ReadLabeledTsv(dir + "/test.tsv"));
+  data::TextCorpusOptions corpus;
+  corpus.out = dir + "/data";
+  corpus.vocab_size = 500;
+  PSTRAIN_RETURN_IF_ERROR(data::WriteTextCorpus(train, test, corpus).status());
+  return corpus.out;
 }
 
 }  // namespace pstrain::testing

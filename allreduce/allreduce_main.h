@@ -1,0 +1,50 @@
+// The chief's and the workers' main in a cluster without PS (TF_CONFIG has
+// no "ps"): MultiWorkerMirroredStrategy's setting. The training tasks (the
+// chief, if named, then the workers, in TF_CONFIG's order) join a ring
+// (transport/ring.h), each on its own TF_CONFIG address, and train
+// synchronously: every replica holds the whole model, computes the gradient
+// of its share of the global batch, and applies the average the ring
+// computed (client/collective_store.h), so every replica stays the same.
+// Replica 0 (the chief, or worker 0 when none is named) writes the run's
+// files as `train --local` writes them (run.json, checkpoints, summaries,
+// final_metrics.json), which the evaluator, inspect, evaluate, predict,
+// export and a resume read as they read any run's.
+//
+// Exit codes: a configuration the mode cannot run (async or ssp, backup
+// workers, TLS) is the configuration's (2); a neighbour that never came,
+// went away or stalled is retryable (the transport's codes), so that a
+// restart policy or `pstrain launch` starts the job again and it resumes
+// from the last checkpoint.
+#ifndef PSTRAIN_ALLREDUCE_ALLREDUCE_MAIN_H_
+#define PSTRAIN_ALLREDUCE_ALLREDUCE_MAIN_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/cli_args.h"
+#include "cluster/tf_config.h"
+#include "model/job_spec.h"
+#include "transport/ring.h"
+#include "transport/security.h"
+
+namespace pstrain::allreduce {
+
+// The ring's members, in replica order: the chief (if any), then the workers.
+std::vector<RingMember> RingMembers(const ClusterSpec& cluster);
+// This task's replica: its place in RingMembers. REQUIRES: a chief or worker.
+int ReplicaOf(const TaskId& task, const ClusterSpec& cluster);
+
+// Whether `job` can run without PS: every step is synchronous here, so
+// --consistency=async or ssp (given as a flag: `consistency_given`) and
+// backup workers (replicas_to_aggregate below the replicas) are refused,
+// naming what to use instead.
+absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_given,
+                                  int num_replicas);
+
+int AllReduceMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
+
+}  // namespace pstrain::allreduce
+
+#endif  // PSTRAIN_ALLREDUCE_ALLREDUCE_MAIN_H_

@@ -1,0 +1,173 @@
+// The ring all-reduce (transport/ring.h) across processes on loopback, as
+// NCCL's tests and gloo's benchmark measure one: every process sums an
+// array of --bytes of floats with the others, back to back, for --seconds,
+// --repeat times; printed per round and as medians: the time per
+// all-reduce, the algorithm bandwidth (bytes / time) and the bus bandwidth
+// (algorithm bandwidth x 2(n-1)/n, what each link carries).
+//
+//   bazel-bin/bench/allreduce_bench --processes=2 --bytes=4194304 --seconds=3 --repeat=5
+//
+// The first process starts the others (this binary again, --rank=R) and
+// reports; each process is one member of the ring (one connection to each
+// neighbour, a sender thread beside the caller's).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "base/cli_args.h"
+#include "base/median.h"
+#include "base/subprocess.h"
+#include "transport/ring.h"
+
+namespace pstrain {
+namespace {
+
+struct Options {
+  int processes = 2;
+  int64_t bytes = 4 << 20;
+  double seconds = 3;
+  int repeat = 5;
+  int64_t piece_bytes = 512 << 10;
+  int rank = -1;  // -1: the first process, which starts the others
+  std::vector<int> ports;
+};
+
+// One member's part: per round, the seconds per all-reduce.
+absl::StatusOr<std::vector<double>> RunMember(const Options& o) {
+  RingOptions ring_options;
+  for (int r = 0; r < o.processes; ++r) {
+    ring_options.members.push_back({absl::StrCat("process:", r), "127.0.0.1", o.ports[r]});
+  }
+  ring_options.rank = o.rank < 0 ? 0 : o.rank;
+  ring_options.job_key = absl::StrCat("allreduce_bench ", o.bytes);
+  ring_options.piece_bytes = o.piece_bytes;
+  auto ring = Ring::Form(ring_options);
+  if (!ring.ok()) return ring.status();
+  std::vector<float> data(o.bytes / sizeof(float), 1.0f);
+  // The sums grow to inf after a few hundred rounds; float adds of inf
+  // take as long as any others on x86.
+  auto all_reduce = [&]() -> absl::Status { return (*ring)->AllReduceSum(absl::MakeSpan(data)); };
+  for (int i = 0; i < 3; ++i) {
+    if (absl::Status s = all_reduce(); !s.ok()) return s;
+  }
+  std::vector<double> per_round;
+  for (int round = 0; round < o.repeat; ++round) {
+    // The first member times one all-reduce and decides how many fill
+    // --seconds; everyone runs that many.
+    absl::Time t0 = absl::Now();
+    if (absl::Status s = all_reduce(); !s.ok()) return s;
+    const double one = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - t0));
+    auto agreed = (*ring)->AllGather(absl::StrCat(std::max<int64_t>(1, o.seconds / one)));
+    if (!agreed.ok()) return agreed.status();
+    int64_t iterations = 1;
+    if (!absl::SimpleAtoi((*agreed)[0], &iterations)) return absl::InternalError("bad count");
+    t0 = absl::Now();
+    for (int64_t i = 0; i < iterations; ++i) {
+      if (absl::Status s = all_reduce(); !s.ok()) return s;
+    }
+    per_round.push_back(absl::ToDoubleSeconds(absl::Now() - t0) / iterations);
+  }
+  return per_round;
+}
+
+int Main(int argc, char** argv) {
+  auto args = CliArgs::Parse(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(args.status().message()).c_str());
+    return 2;
+  }
+  Options o;
+  auto processes = args->GetIntInRange("processes", o.processes, 1, 64);
+  auto bytes = args->GetIntInRange("bytes", o.bytes, 4, int64_t{1} << 34);
+  auto seconds = args->GetDouble("seconds", o.seconds);
+  auto repeat = args->GetIntInRange("repeat", o.repeat, 1, 1000);
+  auto piece = args->GetIntInRange("piece_bytes", o.piece_bytes, 4, int64_t{1} << 30);
+  auto rank = args->GetIntInRange("rank", -1, -1, 63);
+  auto ports = args->GetString("ports", "");
+  for (const absl::Status& s : {processes.status(), bytes.status(), seconds.status(),
+                                repeat.status(), piece.status(), rank.status(), ports.status()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  o.processes = static_cast<int>(*processes);
+  o.bytes = *bytes / 4 * 4;
+  o.seconds = *seconds;
+  o.repeat = static_cast<int>(*repeat);
+  o.piece_bytes = *piece;
+  o.rank = static_cast<int>(*rank);
+  std::vector<pid_t> children;
+  if (o.rank < 0) {
+    auto picked = PickFreePorts(o.processes);
+    if (!picked.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(picked.status().message()).c_str());
+      return 1;
+    }
+    o.ports = *picked;
+    for (int r = 1; r < o.processes; ++r) {
+      SpawnOptions spawn;
+      spawn.argv = {"/proc/self/exe", absl::StrCat("--processes=", o.processes),
+                    absl::StrCat("--bytes=", o.bytes), absl::StrCat("--seconds=", o.seconds),
+                    absl::StrCat("--repeat=", o.repeat), absl::StrCat("--piece_bytes=", o.piece_bytes),
+                    absl::StrCat("--rank=", r), absl::StrCat("--ports=", absl::StrJoin(o.ports, ","))};
+      auto pid = Spawn(spawn);
+      if (!pid.ok()) {
+        std::fprintf(stderr, "%s\n", std::string(pid.status().message()).c_str());
+        StopChildren(children, absl::Seconds(1));
+        return 1;
+      }
+      children.push_back(*pid);
+    }
+  } else {
+    for (absl::string_view p : absl::StrSplit(*ports, ',')) {
+      int port = 0;
+      if (!absl::SimpleAtoi(p, &port)) return 2;
+      o.ports.push_back(port);
+    }
+  }
+  auto rounds = RunMember(o);
+  if (o.rank >= 0) return rounds.ok() ? 0 : 1;
+  for (pid_t c : children) {
+    auto e = WaitChild(c, absl::Seconds(30));
+    if (!e.has_value() || e->code != 0) {
+      std::fprintf(stderr, "process %d failed\n", static_cast<int>(c));
+      StopChildren(children, absl::Seconds(1));
+      return 1;
+    }
+  }
+  if (!rounds.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(rounds.status().message()).c_str());
+    return 1;
+  }
+  const int n = o.processes;
+  const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+  std::printf("ring all-reduce: %d processes on 127.0.0.1, TCP frame sockets (one connection to "
+              "each neighbour), a sender thread beside the caller's; %lld bytes of float32, "
+              "pieces of %lld bytes\n",
+              n, static_cast<long long>(o.bytes), static_cast<long long>(o.piece_bytes));
+  std::vector<double> algbw;
+  for (size_t i = 0; i < rounds->size(); ++i) {
+    const double t = (*rounds)[i];
+    algbw.push_back(o.bytes / t / 1e9);
+    std::printf("  round %zu: %.3f ms per all-reduce, algbw %.3f GB/s, busbw %.3f GB/s\n", i + 1,
+                t * 1e3, algbw.back(), algbw.back() * bus);
+  }
+  std::printf("  median of %d: %.3f ms, algbw %.3f GB/s, busbw %.3f GB/s\n", o.repeat,
+              Median(*rounds) * 1e3, Median(algbw), Median(algbw) * bus);
+  return 0;
+}
+
+}  // namespace
+}  // namespace pstrain
+
+int main(int argc, char** argv) { return pstrain::Main(argc, argv); }

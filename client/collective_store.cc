@@ -1,0 +1,180 @@
+#include "client/collective_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+
+namespace pstrain::client {
+namespace {
+
+// A table's pushed rows on the wire: name length, name, row count, ids,
+// gradient rows (host byte order: every replica runs this binary).
+void AppendRows(const TableRows& t, int64_t dim, std::string* out) {
+  const uint64_t name_bytes = t.table.size();
+  const uint64_t count = t.ids.size();
+  out->append(reinterpret_cast<const char*>(&name_bytes), sizeof(name_bytes));
+  out->append(t.table);
+  out->append(reinterpret_cast<const char*>(&count), sizeof(count));
+  out->append(reinterpret_cast<const char*>(t.ids.data()), count * sizeof(int64_t));
+  out->append(reinterpret_cast<const char*>(t.grads), count * dim * sizeof(float));
+}
+
+struct Reader {
+  absl::string_view in;
+  bool Take(void* dst, size_t n) {
+    if (in.size() < n) return false;
+    std::memcpy(dst, in.data(), n);
+    in.remove_prefix(n);
+    return true;
+  }
+};
+
+}  // namespace
+
+CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring,
+                                 const Placement& placement, std::vector<int64_t> offsets)
+    : local_(std::move(local)),
+      ring_(ring),
+      variables_(placement.variables),
+      tables_(placement.embeddings),
+      offsets_(std::move(offsets)) {
+  int64_t end = 0;
+  for (size_t v = 0; v < variables_.size() && v < offsets_.size(); ++v) {
+    end = std::max(end, offsets_[v] + variables_[v].elements());
+  }
+  averaged_.resize(end);
+}
+
+ParameterStore::Ticket CollectiveStore::StartDense(absl::Span<const int> variables,
+                                                   const float* grads, float* params,
+                                                   Queue queue) {
+  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
+  return queues_.Record(queue, Dense(variables, grads, params, queue));
+}
+
+absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
+                                               const float* grads, float* params, Queue queue) {
+  if (grads == nullptr) {
+    const Ticket t = local_->StartDense(variables, nullptr, params, queue);
+    return local_->Wait(t);
+  }
+  std::vector<int> all;
+  if (variables.empty()) {
+    all.resize(variables_.size());
+    for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int>(v);
+    variables = all;
+  }
+  int64_t total = 0;
+  for (int v : variables) {
+    if (v < 0 || v >= static_cast<int>(variables_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("variable index ", v, " is outside 0..",
+                                                     variables_.size() - 1));
+    }
+    total += variables_[v].elements();
+  }
+  // One fused buffer per exchange: the variables' gradients side by side.
+  packed_.resize(total);
+  int64_t at = 0;
+  for (int v : variables) {
+    const int64_t n = variables_[v].elements();
+    std::memcpy(packed_.data() + at, grads + offsets_[v], n * sizeof(float));
+    at += n;
+  }
+  const absl::Time start = absl::Now();
+  PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_)));
+  collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  const float scale = 1.0f / static_cast<float>(ring_->size());
+  at = 0;
+  for (int v : variables) {
+    const int64_t n = variables_[v].elements();
+    const float* in = packed_.data() + at;
+    float* out = averaged_.data() + offsets_[v];
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * scale;
+    at += n;
+  }
+  const Ticket t = local_->StartDense(variables, averaged_.data(), params, queue);
+  return local_->Wait(t);
+}
+
+int64_t CollectiveStore::TableDim(const std::string& table) const {
+  for (const VariableDef& t : tables_) {
+    if (t.name == table) return t.row_elements();
+  }
+  return -1;
+}
+
+ParameterStore::Ticket CollectiveStore::StartRows(absl::Span<const TableRows> push,
+                                                  absl::Span<const TableRows> pull,
+                                                  Queue queue) {
+  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
+  absl::Status s = Rows(push, pull, queue);
+  return queues_.Record(queue, s.ok() ? absl::StatusOr<int64_t>(int64_t{0}) : s);
+}
+
+absl::Status CollectiveStore::Rows(absl::Span<const TableRows> push,
+                                   absl::Span<const TableRows> pull, Queue queue) {
+  if (push.empty()) {
+    const Ticket t = local_->StartRows({}, pull, queue);
+    return local_->Wait(t).status();
+  }
+  std::string mine;
+  for (const TableRows& t : push) {
+    const int64_t dim = TableDim(t.table);
+    if (dim < 0) return absl::InvalidArgumentError(absl::StrCat("no table ", t.table));
+    AppendRows(t, dim, &mine);
+  }
+  const absl::Time start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all, ring_->AllGather(mine));
+  collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  // Per pushed table, every replica's rows in rank order, scaled by 1/n.
+  const float scale = 1.0f / static_cast<float>(ring_->size());
+  std::vector<std::vector<int64_t>> ids(push.size());
+  std::vector<std::vector<float>> grads(push.size());
+  for (size_t r = 0; r < all.size(); ++r) {
+    Reader in{all[r]};
+    for (size_t k = 0; k < push.size(); ++k) {
+      uint64_t name_bytes = 0, count = 0;
+      std::string name;
+      bool ok = in.Take(&name_bytes, sizeof(name_bytes)) && name_bytes <= in.in.size();
+      if (ok) {
+        name = std::string(in.in.substr(0, name_bytes));
+        in.in.remove_prefix(name_bytes);
+        ok = name == push[k].table && in.Take(&count, sizeof(count));
+      }
+      const int64_t dim = TableDim(push[k].table);
+      if (ok) {
+        const size_t old = ids[k].size();
+        ids[k].resize(old + count);
+        grads[k].resize((old + count) * dim);
+        ok = in.Take(ids[k].data() + old, count * sizeof(int64_t)) &&
+             in.Take(grads[k].data() + old * dim, count * dim * sizeof(float));
+        for (size_t i = old * dim; ok && i < grads[k].size(); ++i) grads[k][i] *= scale;
+      }
+      if (!ok) {
+        return absl::InternalError(absl::StrCat(
+            "the rows replica ", r, " sent do not match this replica's push of table ",
+            push[k].table, ": the replicas disagree on the step"));
+      }
+    }
+  }
+  std::vector<TableRows> merged(push.size());
+  for (size_t k = 0; k < push.size(); ++k) {
+    merged[k] = {push[k].table, ids[k], nullptr, grads[k].data(), /*distinct=*/false};
+  }
+  const Ticket t = local_->StartRows(merged, pull, queue);
+  return local_->Wait(t).status();
+}
+
+absl::StatusOr<int64_t> CollectiveStore::Wait(Ticket ticket) { return queues_.Wait(ticket); }
+
+absl::Status CollectiveStore::Drain() {
+  absl::Status mine = queues_.Clear();
+  absl::Status local = local_->Drain();
+  return mine.ok() ? local : mine;
+}
+
+}  // namespace pstrain::client

@@ -1,0 +1,193 @@
+// The all-reduce mode's correctness, on the real data: replicas that average
+// their gradients over a ring on loopback (transport/ring.h,
+// client/collective_store.h), each training with batch 32, hold the same
+// bits after the run, a rerun repeats them, and two of them end where one
+// local run of batch 64 fed the same examples ends, to float rounding (the
+// data sharding makes the k-th batches of the two replicas together the
+// k-th batch of 64; the ring averages the two mean gradients; both apply the
+// same optimizer code). With an embedding table, the replicas all-gather
+// their row gradients and apply them as the local run's table does.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
+#include "client/collective_store.h"
+#include "data/text_corpus.h"
+#include "gtest/gtest.h"
+#include "model/model_config.h"
+#include "model/network.h"
+#include "tests/testing/keyword_texts.h"
+#include "train/local_trainer.h"
+#include "transport/ring.h"
+
+namespace pstrain {
+namespace {
+
+// Trains `job` on `n` replicas joined by a ring, each in a thread of this
+// process; their results by replica.
+std::vector<train::LocalResult> TrainByAllReduce(const model::JobSpec& job, int n) {
+  std::vector<int> ports = PickFreePorts(n).value();
+  std::vector<RingMember> members;
+  for (int r = 0; r < n; ++r) members.push_back({absl::StrCat("worker:", r), "127.0.0.1", ports[r]});
+  std::vector<train::LocalResult> results(n);
+  std::vector<absl::Status> status(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions options;
+      options.members = members;
+      options.rank = r;
+      options.job_key = "test";
+      auto ring = Ring::Form(options);
+      if (!ring.ok()) {
+        status[r] = ring.status();
+        return;
+      }
+      Ring* rp = ring->get();
+      train::ReplicaGroup group;
+      group.replica = r;
+      group.num_replicas = n;
+      for (const RingMember& m : members) group.names.push_back(m.name);
+      group.wrap = [rp](std::unique_ptr<client::ParameterStore> own, const Placement& placement,
+                        const std::vector<int64_t>& offsets) {
+        return std::unique_ptr<client::ParameterStore>(
+            new client::CollectiveStore(std::move(own), rp, placement, offsets));
+      };
+      group.all_gather = [rp](const std::string& mine) { return rp->AllGather(mine); };
+      train::LocalOptions local;
+      local.log_every_steps = 1000;
+      local.group = &group;
+      auto result = train::RunLocal(job, local);
+      if (!result.ok()) {
+        status[r] = result.status();
+        return;
+      }
+      results[r] = *std::move(result);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_OK(status[r]) << "replica " << r;
+  return results;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every id of each table, read from a result.
+std::vector<std::vector<float>> TableRows(train::LocalResult& result) {
+  std::vector<std::vector<float>> rows;
+  for (int t = 0; t < result.tables.size(); ++t) {
+    train::LocalTable& table = result.tables[t];
+    std::vector<int64_t> ids(table.vocabulary());
+    for (int64_t i = 0; i < table.vocabulary(); ++i) ids[i] = i;
+    rows.emplace_back(ids.size() * table.dim());
+    EXPECT_OK(table.Read(ids, rows.back().data()));
+  }
+  return rows;
+}
+
+// Two replicas of batch 32 against one local run of batch 64 after `steps`
+// steps that move some parameter by more than `min_moved`.
+void ExpectAllReduceEqualsLocal(model::JobSpec job, int steps, double min_moved,
+                                double tolerance) {
+  job.max_steps = steps;
+  model::JobSpec local_job = job;
+  local_job.batch_size = 64;
+  ASSERT_OK_AND_ASSIGN(train::LocalResult local, train::RunLocal(local_job, 1000));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(job.model, 64));
+  const std::vector<float> initial = net->InitialParameters(job.seed);
+  job.batch_size = 32;
+  std::vector<train::LocalResult> replicas = TrainByAllReduce(job, 2);
+  ASSERT_EQ(replicas[0].steps, steps);
+  EXPECT_TRUE(SameBits(replicas[0].params, replicas[1].params)) << "the replicas differ";
+  ASSERT_EQ(replicas[0].params.size(), local.params.size());
+  double max_diff = 0, max_moved = 0;
+  for (size_t i = 0; i < local.params.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(double{replicas[0].params[i]} - local.params[i]));
+    max_moved = std::max(max_moved, std::fabs(double{local.params[i]} - initial[i]));
+  }
+  std::printf("after %d steps: parameters moved up to %.3g; all-reduce and local differ by at "
+              "most %.3g\n",
+              steps, max_moved, max_diff);
+  EXPECT_GT(max_moved, min_moved);
+  EXPECT_LT(max_diff, tolerance) << "largest parameter difference, all-reduce vs local";
+  std::vector<std::vector<float>> local_rows = TableRows(local);
+  std::vector<std::vector<float>> rows0 = TableRows(replicas[0]);
+  std::vector<std::vector<float>> rows1 = TableRows(replicas[1]);
+  ASSERT_EQ(local_rows.size(), rows0.size());
+  for (size_t t = 0; t < local_rows.size(); ++t) {
+    EXPECT_TRUE(SameBits(rows0[t], rows1[t])) << "the replicas' table " << t << " differ";
+    double row_diff = 0;
+    for (size_t i = 0; i < local_rows[t].size(); ++i) {
+      row_diff = std::max(row_diff, std::fabs(double{rows0[t][i]} - local_rows[t][i]));
+    }
+    std::printf("table %zu: all-reduce and local differ by at most %.3g\n", t, row_diff);
+    EXPECT_GT(replicas[0].tables[t].rows(), 50);
+    EXPECT_LT(row_diff, tolerance);
+  }
+}
+
+class AllReduceMatchesLocalTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllReduceMatchesLocalTest, TwoReplicasOfBatch32EqualOneLocalRunOfBatch64) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config, model::LoadModelConfigFile(GetParam()));
+  model::JobSpec job = config.job;
+  job.seed = 5;
+  ExpectAllReduceEqualsLocal(job, 60, 0.02, 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, AllReduceMatchesLocalTest,
+                         ::testing::Values("configs/fashion_mnist_mlp.pbtxt",
+                                           "configs/fashion_mnist_cnn.pbtxt"),
+                         [](const auto& info) {
+                           return std::string(info.param.find("cnn") != std::string::npos ? "Cnn"
+                                                                                           : "Mlp");
+                         });
+
+// The seeds' text CNN (embedding -> conv1d -> pool -> conv1d -> pool ->
+// flatten -> dense) on a small corpus, 40 steps (see
+// sync_matches_local_test.cc for why not more).
+TEST(AllReduceMatchesLocalTextCnnTest, TwoReplicasOfBatch32EqualOneLocalRunOfBatch64) {
+  ASSERT_OK_AND_ASSIGN(const std::string corpus,
+                       testing::WriteKeywordCorpus(testing::TempDir() + "/text_cnn"));
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                       model::ParseModelConfigFile(absl::StrCat(testing::kKeywordCorpusInput, R"pb(
+    layer { embedding { vocabulary: 502 dim: 7 ids_from: "feature:tokens" } }
+    optimizer { name: "sgd" learning_rate: 0.1 }
+    seed: 5
+  )pb", testing::kSeedsTextCnnLayers),
+                                                   "text_cnn.pbtxt"));
+  model::JobSpec job = config.job;
+  job.data_dir = corpus;
+  ExpectAllReduceEqualsLocal(job, 40, 0.01, 2e-5);
+}
+
+// Three replicas (chunks of unequal sizes around the ring): the same bits
+// on every replica, and the same again on a rerun.
+TEST(AllReduceDeterminismTest, ThreeReplicasHoldTheSameBitsAndARerunRepeatsThem) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                       model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
+  model::JobSpec job = config.job;
+  job.max_steps = 30;
+  std::vector<train::LocalResult> first = TrainByAllReduce(job, 3);
+  std::vector<train::LocalResult> second = TrainByAllReduce(job, 3);
+  ASSERT_EQ(first[0].steps, 30);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(SameBits(first[r].params, first[0].params)) << "replica " << r;
+    EXPECT_TRUE(SameBits(second[r].params, first[0].params)) << "rerun, replica " << r;
+  }
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,308 @@
+#include "transport/ring.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace pstrain {
+namespace {
+
+std::string Hello(const std::string& job_key, int rank, int size) {
+  return absl::StrCat("pstrain-ring job=", job_key, " rank=", rank, " size=", size);
+}
+
+std::string Describe(const RingMember& m) {
+  return absl::StrCat(m.name, " (", m.host, ":", m.port, ")");
+}
+
+// [begin, end) of chunk c of n over `count` elements: sizes differ by one at most.
+std::pair<int64_t, int64_t> Chunk(int64_t count, int n, int c) {
+  return {count * c / n, count * (c + 1) / n};
+}
+
+}  // namespace
+
+Ring::Ring(const RingOptions& options)
+    : members_(options.members),
+      rank_(options.rank),
+      timeout_(options.timeout),
+      piece_bytes_(std::max<int64_t>(options.piece_bytes / sizeof(float) * sizeof(float),
+                                     sizeof(float))) {}
+
+Ring::~Ring() {
+  Shutdown();
+  if (sender_.joinable()) sender_.join();
+}
+
+absl::StatusOr<std::unique_ptr<Ring>> Ring::Form(const RingOptions& options) {
+  const int n = static_cast<int>(options.members.size());
+  if (n == 0) return absl::InvalidArgumentError("a ring needs at least one member");
+  if (options.rank < 0 || options.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring rank ", options.rank, " is outside 0..", n - 1));
+  }
+  std::unique_ptr<Ring> ring(new Ring(options));
+  if (n > 1) {
+    absl::Status s = ring->Connect(options);
+    if (!s.ok()) return s;
+  }
+  ring->scratch_.resize(ring->piece_bytes_ / sizeof(float));
+  ring->sender_ = std::thread([r = ring.get()] { r->SendLoop(); });
+  return ring;
+}
+
+absl::Status Ring::Connect(const RingOptions& options) {
+  const int n = size();
+  const RingMember& self = members_[rank_];
+  const RingMember& right = members_[(rank_ + 1) % n];
+  const RingMember& left = members_[(rank_ + n - 1) % n];
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  auto listener = FrameListener::Listen(
+      options.listen_host.empty() ? self.host : options.listen_host, self.port);
+  if (!listener.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("ring: ", self.name, " cannot listen: ", listener.status().message()));
+  }
+  // The right neighbour, tried until it listens; then this member's hello.
+  absl::Status connected;
+  std::thread connector([&] {
+    absl::Status last = absl::DeadlineExceededError("no attempt");
+    while (absl::Now() < deadline) {
+      auto socket = FrameSocket::Connect(right.host, right.port, absl::Seconds(2));
+      if (socket.ok()) {
+        (*socket)->SetTimeout(timeout_);
+        last = (*socket)->WriteBytes(Hello(options.job_key, rank_, n).data(),
+                                     Hello(options.job_key, rank_, n).size());
+        if (last.ok()) {
+          right_ = std::move(*socket);
+          connected = absl::OkStatus();
+          return;
+        }
+      } else {
+        last = socket.status();
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    connected = absl::DeadlineExceededError(
+        absl::StrCat("ring: ", self.name, " could not reach its right neighbour ",
+                     Describe(right), " in ", absl::FormatDuration(options.connect_timeout),
+                     ": ", last.message()));
+  });
+  // The left neighbour: the first connection whose hello names it.
+  const std::string expected = Hello(options.job_key, (rank_ + n - 1) % n, n);
+  absl::Status accepted = absl::DeadlineExceededError(
+      absl::StrCat("ring: ", self.name, " heard nothing from its left neighbour ",
+                   Describe(left), " in ", absl::FormatDuration(options.connect_timeout)));
+  while (absl::Now() < deadline) {
+    auto socket = (*listener)->Accept(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
+    if (!socket.ok()) {
+      accepted = socket.status();
+      break;
+    }
+    if (*socket == nullptr) break;  // the deadline passed
+    (*socket)->SetTimeout(absl::Seconds(5));
+    auto length = (*socket)->ReadLength(256);
+    std::string hello(length.ok() ? *length : 0, '\0');
+    if (length.ok() && (*socket)->ReadBytes(hello.data(), hello.size()).ok() &&
+        hello == expected) {
+      (*socket)->SetTimeout(timeout_);
+      left_ = std::move(*socket);
+      accepted = absl::OkStatus();
+      break;
+    }
+    // Another job's task, or a stray connection: dropped.
+    accepted = absl::FailedPreconditionError(absl::StrCat(
+        "ring: ", self.name, " was reached by ", (*socket)->peer(), " saying \"", hello,
+        "\", not by its left neighbour ", Describe(left), " of this job"));
+  }
+  connector.join();
+  if (!accepted.ok()) return accepted;
+  return connected;
+}
+
+void Ring::Post(const void* data, size_t bytes) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back({static_cast<const char*>(data), bytes});
+  ++posted_;
+}
+
+int64_t Ring::Posted() {
+  absl::MutexLock lock(&mu_);
+  return posted_;
+}
+
+absl::Status Ring::WaitWritten(int64_t count) {
+  absl::MutexLock lock(&mu_);
+  auto done = [this, count]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return written_ >= count || !send_error_.ok();
+  };
+  mu_.Await(absl::Condition(&done));
+  return send_error_;
+}
+
+absl::Status Ring::WaitSent() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+        return r->written_ == r->posted_ || !r->send_error_.ok();
+      },
+      this));
+  return send_error_;
+}
+
+void Ring::SendLoop() {
+  while (true) {
+    Send send;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
+            return r->stop_ || !r->queue_.empty();
+          },
+          this));
+      if (stop_) return;
+      send = queue_.front();
+      queue_.pop_front();
+    }
+    absl::Status s = right_ == nullptr
+                         ? absl::FailedPreconditionError("a ring of one sends nothing")
+                         : right_->WriteBytes(send.data, send.bytes);
+    absl::MutexLock lock(&mu_);
+    if (!s.ok() && send_error_.ok()) {
+      const RingMember& right = members_[(rank_ + 1) % size()];
+      send_error_ = absl::Status(
+          absl::IsDeadlineExceeded(s) ? absl::StatusCode::kDeadlineExceeded
+                                      : absl::StatusCode::kUnavailable,
+          absl::StrCat("ring: sending to ", Describe(right), ": ", s.message()));
+    }
+    ++written_;
+    bytes_sent_ += send.bytes;
+  }
+}
+
+absl::Status Ring::ReceiveError(const absl::Status& s) const {
+  const RingMember& left = members_[(rank_ + size() - 1) % size()];
+  if (absl::IsDeadlineExceeded(s)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("ring: nothing from ", Describe(left), " for ",
+                     absl::FormatDuration(timeout_), ": it stalled or died"));
+  }
+  // Whatever ended the connection, the neighbour is gone: a job started
+  // again forms its ring anew.
+  return absl::UnavailableError(
+      absl::StrCat("ring: receiving from ", Describe(left), ": ", s.message()));
+}
+
+absl::Status Ring::Receive(char* dst, size_t bytes) {
+  auto length = left_->ReadLength(static_cast<int64_t>(bytes));
+  if (!length.ok()) return ReceiveError(length.status());
+  if (*length != bytes) {
+    return absl::InternalError(absl::StrCat(
+        "ring: ", members_[(rank_ + size() - 1) % size()].name, " sent ", *length,
+        " bytes where ", bytes, " were due: the members disagree on the collective"));
+  }
+  absl::Status s = left_->ReadBytes(dst, bytes);
+  if (!s.ok()) return ReceiveError(s);
+  bytes_received_ += static_cast<int64_t>(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Ring::AllReduceSum(absl::Span<float> data) {
+  const int n = size();
+  if (n == 1) return absl::OkStatus();
+  const int64_t count = static_cast<int64_t>(data.size());
+  const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
+  float* base = data.data();
+  // sent_by[k]: the pieces posted once reduce-scatter step k's sends are.
+  // Gather step k writes into the chunk that step sent: it waits for those
+  // writes first (done long since: the data came back around the ring),
+  // which also tells ThreadSanitizer so.
+  std::vector<int64_t> sent_by(n, 0);
+  // Step 0 of the reduce-scatter: this member's own chunk.
+  {
+    const auto [begin, end] = Chunk(count, n, rank_);
+    for (int64_t p = begin; p < end; p += piece) {
+      Post(base + p, static_cast<size_t>(std::min(piece, end - p)) * sizeof(float));
+    }
+    sent_by[0] = Posted();
+  }
+  // Steps 0..n-2 reduce (chunk r-s-1 arrives, is added to, and goes on),
+  // steps n-1..2n-3 gather (chunk r-s+n-1 arrives, is copied, and goes on
+  // but at the last step).
+  absl::Status status;
+  for (int s = 0; s < 2 * (n - 1) && status.ok(); ++s) {
+    const bool reduce = s < n - 1;
+    const int c = reduce ? (rank_ - s - 1 + 2 * n) % n : (rank_ - (s - (n - 1)) + 2 * n) % n;
+    const auto [begin, end] = Chunk(count, n, c);
+    if (!reduce) status = WaitWritten(sent_by[s - (n - 1)]);
+    for (int64_t p = begin; p < end && status.ok(); p += piece) {
+      const int64_t len = std::min(piece, end - p);
+      float* dst = base + p;
+      if (reduce) {
+        status = Receive(reinterpret_cast<char*>(scratch_.data()),
+                         static_cast<size_t>(len) * sizeof(float));
+        if (!status.ok()) break;
+        const float* in = scratch_.data();
+        for (int64_t i = 0; i < len; ++i) dst[i] += in[i];
+      } else {
+        status = Receive(reinterpret_cast<char*>(dst), static_cast<size_t>(len) * sizeof(float));
+        if (!status.ok()) break;
+      }
+      if (s < 2 * (n - 1) - 1) Post(dst, static_cast<size_t>(len) * sizeof(float));
+    }
+    if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
+  }
+  if (!status.ok()) {
+    Shutdown();
+    return status;
+  }
+  return WaitSent();
+}
+
+absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine) {
+  const int n = size();
+  std::vector<std::string> all(n);
+  all[rank_] = std::string(mine);
+  if (n == 1) return all;
+  Post(all[rank_].data(), all[rank_].size());
+  for (int s = 0; s < n - 1; ++s) {
+    const int from = (rank_ - s - 1 + 2 * n) % n;
+    auto length = left_->ReadLength(int64_t{1} << 34);
+    if (!length.ok()) {
+      Shutdown();
+      return ReceiveError(length.status());
+    }
+    all[from].resize(*length);
+    if (absl::Status st = left_->ReadBytes(all[from].data(), *length); !st.ok()) {
+      Shutdown();
+      return ReceiveError(st);
+    }
+    bytes_received_ += static_cast<int64_t>(*length);
+    if (s < n - 2) Post(all[from].data(), all[from].size());
+  }
+  if (absl::Status st = WaitSent(); !st.ok()) return st;
+  return all;
+}
+
+void Ring::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    if (send_error_.ok()) send_error_ = absl::CancelledError("ring: shut down");
+  }
+  if (right_ != nullptr) right_->Shutdown();
+  if (left_ != nullptr) left_->Shutdown();
+}
+
+int64_t Ring::bytes_sent() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_sent_;
+}
+
+const std::string& Ring::left_name() const { return members_[(rank_ + size() - 1) % size()].name; }
+const std::string& Ring::right_name() const { return members_[(rank_ + 1) % size()].name; }
+
+}  // namespace pstrain

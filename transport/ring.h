@@ -1,0 +1,135 @@
+// The replicas of a job without PS joined in a ring, for collectives: the
+// all-reduce by which they average their gradients (reduce-scatter, then
+// all-gather, as Horovod's and NCCL's rings do) and the all-gather of
+// variable-sized blobs (sparse rows, a checksum, a step).
+//
+// Member r listens on its own address and keeps two frame sockets
+// (transport/frame_socket.h): one to its right neighbour (r + 1) % n, to
+// which it only writes, and one from its left neighbour (r + n - 1) % n,
+// from which it only reads. Every collective moves data one way around the
+// ring, so a member's sends (on a thread of the ring's) and receives (on
+// the caller's) run side by side.
+//
+// AllReduceSum splits the array into n chunks and each chunk into pieces of
+// at most `piece_bytes`. A piece is forwarded as soon as it is reduced, so
+// the ring's links all carry data at once (pipelined). Each element is
+// summed in one fixed order that depends only on its position, n and the
+// piece size, and the all-gather copies the sums bit for bit: every member
+// ends with the same bits, and a rerun repeats them.
+//
+// Every member must call the same collectives in the same order with the
+// same sizes (AllReduceSum: the same count); a mismatch is an error naming
+// the neighbour. A neighbour silent for longer than `timeout` fails the
+// collective with DeadlineExceeded naming it; one that went away fails it
+// with Unavailable. After an error the ring is unusable: the job's tasks
+// exit and start again. Thread-compatible: one thread calls the collectives.
+#ifndef PSTRAIN_TRANSPORT_RING_H_
+#define PSTRAIN_TRANSPORT_RING_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "transport/frame_socket.h"
+
+namespace pstrain {
+
+struct RingMember {
+  std::string name;  // "worker:1", for messages
+  std::string host;  // where it listens
+  int port = 0;
+};
+
+struct RingOptions {
+  std::vector<RingMember> members;  // the ring's order
+  int rank = 0;                     // this member's index in `members`
+  // Where this member listens (its own host from `members` when empty).
+  std::string listen_host;
+  // Names the job: a member of another job (a leftover task) is refused.
+  std::string job_key;
+  // How long to wait for both neighbours when the ring forms.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  // How long a neighbour may stay silent inside a collective.
+  absl::Duration timeout = absl::Seconds(30);
+  int64_t piece_bytes = 512 << 10;
+};
+
+class Ring {
+ public:
+  // Listens, connects to the right neighbour and accepts the left one
+  // (each side retries until connect_timeout). InvalidArgument for bad
+  // options; Unavailable or DeadlineExceeded naming the neighbour that
+  // never came. A ring of one member has no sockets.
+  static absl::StatusOr<std::unique_ptr<Ring>> Form(const RingOptions& options);
+  ~Ring();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(members_.size()); }
+
+  // Replaces data[i] with the sum over the members of their data[i].
+  absl::Status AllReduceSum(absl::Span<float> data);
+
+  // Each member's `mine`, in rank order (this member's included).
+  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine);
+
+  // Wakes a collective under way (it fails) and fails every later one.
+  void Shutdown();
+
+  // Bytes this member sent and received in collectives so far.
+  int64_t bytes_sent() const;
+  int64_t bytes_received() const { return bytes_received_; }
+  const std::string& left_name() const;
+  const std::string& right_name() const;
+
+ private:
+  Ring(const RingOptions& options);
+  absl::Status Connect(const RingOptions& options);
+
+  // The sender thread's queue: pieces written in the order posted.
+  struct Send {
+    const char* data;
+    size_t bytes;
+  };
+  void Post(const void* data, size_t bytes);
+  // Waits until every posted piece was written; the sender's first error.
+  absl::Status WaitSent();
+  // The pieces posted so far; waits until the first `count` were written.
+  int64_t Posted();
+  absl::Status WaitWritten(int64_t count);
+  void SendLoop();
+  // Reads one frame of exactly `bytes` bytes into `dst`.
+  absl::Status Receive(char* dst, size_t bytes);
+  // An error of the receiving side, naming the left neighbour.
+  absl::Status ReceiveError(const absl::Status& s) const;
+
+  const std::vector<RingMember> members_;
+  const int rank_;
+  const absl::Duration timeout_;
+  const int64_t piece_bytes_;
+  std::unique_ptr<FrameSocket> right_;  // written by the sender thread only
+  std::unique_ptr<FrameSocket> left_;   // read by the caller only
+  std::vector<float> scratch_;          // a received piece, before it is added
+  int64_t bytes_received_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::deque<Send> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t posted_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status send_error_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sender_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_TRANSPORT_RING_H_

@@ -1,0 +1,191 @@
+#include "transport/ring.h"
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/subprocess.h"
+#include "base/testing/status_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<RingMember> Members(int n) {
+  std::vector<int> ports = PickFreePorts(n).value();
+  std::vector<RingMember> members;
+  for (int i = 0; i < n; ++i) members.push_back({absl::StrCat("worker:", i), "127.0.0.1", ports[i]});
+  return members;
+}
+
+RingOptions Options(const std::vector<RingMember>& members, int rank) {
+  RingOptions o;
+  o.members = members;
+  o.rank = rank;
+  o.job_key = "test";
+  o.connect_timeout = absl::Seconds(20);
+  o.timeout = absl::Seconds(20);
+  return o;
+}
+
+// Forms a ring of n members, each on a thread, and runs body(rank, ring) on each.
+void OnRing(int n, const std::function<void(int, Ring&)>& body, int64_t piece_bytes = 512 << 10) {
+  const std::vector<RingMember> members = Members(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions o = Options(members, r);
+      o.piece_bytes = piece_bytes;
+      auto ring = Ring::Form(o);
+      ASSERT_OK(ring.status());
+      body(r, **ring);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+std::vector<float> RandomData(int rank, int64_t count, int seed) {
+  std::mt19937 rng(seed * 131 + rank);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(count);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+TEST(RingTest, AllReduceSumsEveryElementOnEveryMember) {
+  for (int n : {1, 2, 3, 4}) {
+    for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
+      std::vector<std::vector<float>> data(n);
+      // Small pieces: many per chunk, so the forwarding overlaps.
+      OnRing(
+          n,
+          [&](int r, Ring& ring) {
+            data[r].resize(count);
+            for (int64_t i = 0; i < count; ++i) data[r][i] = static_cast<float>(r * 1000 + i % 977);
+            ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data[r])));
+          },
+          /*piece_bytes=*/4096);
+      for (int r = 0; r < n; ++r) {
+        for (int64_t i = 0; i < count; ++i) {
+          float want = 0;
+          for (int m = 0; m < n; ++m) want += static_cast<float>(m * 1000 + i % 977);
+          ASSERT_EQ(data[r][i], want) << "n=" << n << " count=" << count << " rank " << r
+                                      << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(RingTest, EveryMemberHoldsTheSameBitsAndARerunRepeatsThem) {
+  const int n = 3;
+  const int64_t count = 250000;
+  std::vector<std::vector<float>> first(n), second(n);
+  for (auto* out : {&first, &second}) {
+    OnRing(n, [&](int r, Ring& ring) {
+      (*out)[r] = RandomData(r, count, 7);
+      ASSERT_OK(ring.AllReduceSum(absl::MakeSpan((*out)[r])));
+    });
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(std::memcmp(first[r].data(), first[0].data(), count * sizeof(float)), 0) << r;
+    EXPECT_EQ(std::memcmp(second[r].data(), first[0].data(), count * sizeof(float)), 0) << r;
+  }
+}
+
+TEST(RingTest, AllGatherReturnsEachMembersBytesInRankOrder) {
+  const int n = 4;
+  std::vector<std::vector<std::string>> got(n);
+  OnRing(n, [&](int r, Ring& ring) {
+    for (int round = 0; round < 3; ++round) {
+      auto all = ring.AllGather(std::string(r * 3 + round, static_cast<char>('a' + r)));
+      ASSERT_OK(all.status());
+      got[r] = *all;
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(got[r].size(), n);
+    for (int m = 0; m < n; ++m) EXPECT_EQ(got[r][m], std::string(m * 3 + 2, 'a' + m));
+  }
+}
+
+TEST(RingTest, AMemberThatNeverComesIsNamed) {
+  const std::vector<RingMember> members = Members(3);
+  std::vector<absl::Status> formed(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {  // worker:2 never starts
+    threads.emplace_back([&, r] {
+      RingOptions o = Options(members, r);
+      o.connect_timeout = absl::Milliseconds(600);
+      formed[r] = Ring::Form(o).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // worker:0 waits for worker:2 on its left; worker:1 cannot reach it on its right.
+  EXPECT_THAT(formed[0].message(), HasSubstr("worker:2"));
+  EXPECT_THAT(formed[1].message(), HasSubstr("could not reach its right neighbour worker:2"));
+}
+
+TEST(RingTest, AMemberThatStopsFailsTheCollectiveNamingIt) {
+  const std::vector<RingMember> members = Members(3);
+  std::vector<absl::Status> result(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions o = Options(members, r);
+      o.timeout = absl::Milliseconds(800);
+      auto ring = Ring::Form(o);
+      ASSERT_OK(ring.status());
+      std::vector<float> data(1000, 1.0f);
+      ASSERT_OK((*ring)->AllReduceSum(absl::MakeSpan(data)));
+      if (r == 1) return;  // worker:1 stops: its ring closes
+      result[r] = (*ring)->AllReduceSum(absl::MakeSpan(data));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // worker:2 reads from worker:1, which went away; worker:0 reads from
+  // worker:2, which stopped sending once its left neighbour failed, or
+  // times out.
+  EXPECT_FALSE(result[2].ok());
+  EXPECT_THAT(result[2].message(), HasSubstr("worker:1"));
+  EXPECT_FALSE(result[0].ok());
+  EXPECT_THAT(result[0].message(), HasSubstr("worker:2"));
+}
+
+TEST(RingTest, MembersThatDisagreeOnTheSizeAreTold) {
+  std::vector<absl::Status> result(2);
+  OnRing(2, [&](int r, Ring& ring) {
+    std::vector<float> data(r == 0 ? 100 : 102, 1.0f);
+    result[r] = ring.AllReduceSum(absl::MakeSpan(data));
+  });
+  EXPECT_THAT(absl::StrCat(result[0].message(), result[1].message()),
+              HasSubstr("the members disagree on the collective"));
+}
+
+TEST(RingTest, AnotherJobsTaskIsNotTakenForTheLeftNeighbour) {
+  const std::vector<RingMember> members = Members(2);
+  std::vector<absl::Status> formed(2);
+  std::thread stray([&] {
+    RingOptions o = Options(members, 1);
+    o.job_key = "another job";
+    o.connect_timeout = absl::Milliseconds(700);
+    Ring::Form(o).IgnoreError();
+  });
+  RingOptions o = Options(members, 0);
+  o.connect_timeout = absl::Milliseconds(700);
+  formed[0] = Ring::Form(o).status();
+  stray.join();
+  EXPECT_FALSE(formed[0].ok());
+  EXPECT_THAT(formed[0].message(), HasSubstr("not by its left neighbour worker:1"));
+}
+
+}  // namespace
+}  // namespace pstrain
