@@ -33,13 +33,42 @@ if ! bazel build //... ; then
 fi
 echo "== bazel build //... took $((SECONDS - phase_start)) s"
 
+# clang compiles the tree once, in an output base of its own, for three
+# checks (.bazelrc's asan configuration): -Wthread-safety -Werror checks the
+# lock annotations g++ ignores; the unit tests run again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (leaks included); and the
+# fuzz targets below link the same objects. The packages are named: with a
+# second output base, //... would wander into the first one's bazel-*
+# convenience links. No links are made for these builds. The cluster tests
+# (tests/), the benchmarks but ps_load (the one with lock annotations) and
+# the commands (cli/, launcher/, experiment/: flags, files and child
+# processes, run end to end by the cluster tests) are left out: no
+# annotations of their own.
+san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
+san_build=(//base/... //transport/... //cluster/... //proto/... //store/... //ps_server/...
+  //model/... //data/... //worker/... //chief/... //evaluator/... //bench:ps_load
+  //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/...
+  //allreduce/... //exporter/... //fuzz/...)
+san_test=(//base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/...
+  //model/... //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/...
+  //train/... //coordinator/... //allreduce/... //exporter/...)
+# The clang build runs beside the Bazel tests below, at nice 10: the tests
+# leave about half of two cores idle (cluster tests wait on their tasks), the
+# compiler takes what they leave, and the tests keep the CPU they ask for.
+san_log=$(mktemp)
+san_start=$SECONDS
+nice -n 10 bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
+  "${san_build[@]}" >"$san_log" 2>&1 &
+san_pid=$!
+
 echo "== bazel test //..."
 phase_start=$SECONDS
 # Cases are counted from the reports this run's build events name
 # (tests/count_results.py): a target that crashed, timed out or did not
 # build counts as failed, by name, and no report of an earlier run is read.
 results_dir=$(mktemp -d)
-trap 'rm -rf "$results_dir"' EXIT
+# On an early exit, the clang build beside is stopped too.
+trap 'rm -rf "$results_dir" "$san_log"; kill "$san_pid" 2>/dev/null' EXIT
 bazel query 'tests(//...)' >"$results_dir/labels" 2>"$results_dir/query.log" ||
   { cat "$results_dir/query.log"; echo "0 passed, 1 failed"; exit 1; }
 bazel test --keep_going --build_event_json_file="$results_dir/events.json" //...
@@ -62,29 +91,23 @@ check "test-case counting (tests/count_results_test.py)" \
   /usr/bin/python3 tests/count_results_test.py
 check "CUDA detection and CPU-only build" tests/build_variants.sh
 check "package dependencies point one way (tests/check_layers.sh)" tests/check_layers.sh
-# clang compiles the tree once, in an output base of its own, for three
-# checks (.bazelrc's asan configuration): -Wthread-safety -Werror checks the
-# lock annotations g++ ignores; the unit tests run again under
-# AddressSanitizer + UndefinedBehaviorSanitizer (leaks included); and the
-# fuzz targets below link the same objects. The packages are named: with a
-# second output base, //... would wander into the first one's bazel-*
-# convenience links. No links are made for these builds. The cluster tests
-# (tests/), the benchmarks but ps_load (the one with lock annotations) and
-# the commands (cli/, launcher/, experiment/: flags, files and child
-# processes, run end to end by the cluster tests) are left out: no
-# annotations of their own.
-san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
-check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
-  bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  //base/... //transport/... //cluster/... //proto/... //store/... //ps_server/... //model/... \
-  //data/... //worker/... //chief/... //evaluator/... //bench:ps_load \
-  //optim/... //checkpoint/... //client/... //job/... //train/... //coordinator/... \
-  //allreduce/... //exporter/... //fuzz/...
+# The clang build started before the Bazel tests: its result, and its time
+# from its start.
+check_background() {  # check_background NAME PID LOG START
+  local name=$1 pid=$2 log=$3 start=$4
+  if wait "$pid"; then
+    echo "PASS: $name ($((SECONDS - start)) s, beside the tests)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name ($((SECONDS - start)) s, beside the tests)"
+    grep -v "Cannot export local symbol" "$log" | sed 's/^/    /' | tail -40
+    failed=$((failed + 1))
+  fi
+}
+check_background "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
+  "$san_pid" "$san_log" "$san_start"
 check "unit tests under ASan + UBSan" \
-  bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- \
-  //base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/... //model/... \
-  //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/... \
-  //train/... //coordinator/... //allreduce/... //exporter/...
+  bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- "${san_test[@]}"
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
 # checkpoint writer's SerialWorker, the all-reduce ring's sender: threads

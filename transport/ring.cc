@@ -166,6 +166,7 @@ void Ring::SendLoop() {
       if (stop_) return;
       send = queue_.front();
       queue_.pop_front();
+      sending_ = true;
     }
     absl::Status s = right_ == nullptr
                          ? absl::FailedPreconditionError("a ring of one sends nothing")
@@ -180,7 +181,18 @@ void Ring::SendLoop() {
     }
     ++written_;
     bytes_sent_ += send.bytes;
+    sending_ = false;
   }
+}
+
+void Ring::Abort() {
+  Shutdown();
+  // The write under way (woken by the shutdown) is the last that reads the
+  // caller's memory: the loop takes nothing more once stopped.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->sending_; }, this));
+  queue_.clear();
 }
 
 absl::Status Ring::ReceiveError(const absl::Status& s) const {
@@ -197,7 +209,8 @@ absl::Status Ring::ReceiveError(const absl::Status& s) const {
 }
 
 absl::Status Ring::Receive(char* dst, size_t bytes) {
-  auto length = left_->ReadLength(static_cast<int64_t>(bytes));
+  // Any length is read, so that a frame of the wrong size is named as such.
+  auto length = left_->ReadLength(int64_t{1} << 40);
   if (!length.ok()) return ReceiveError(length.status());
   if (*length != bytes) {
     return absl::InternalError(absl::StrCat(
@@ -255,11 +268,9 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data) {
     }
     if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
   }
-  if (!status.ok()) {
-    Shutdown();
-    return status;
-  }
-  return WaitSent();
+  if (status.ok()) status = WaitSent();
+  if (!status.ok()) Abort();
+  return status;
 }
 
 absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine) {
@@ -272,18 +283,21 @@ absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine)
     const int from = (rank_ - s - 1 + 2 * n) % n;
     auto length = left_->ReadLength(int64_t{1} << 34);
     if (!length.ok()) {
-      Shutdown();
+      Abort();
       return ReceiveError(length.status());
     }
     all[from].resize(*length);
     if (absl::Status st = left_->ReadBytes(all[from].data(), *length); !st.ok()) {
-      Shutdown();
+      Abort();
       return ReceiveError(st);
     }
     bytes_received_ += static_cast<int64_t>(*length);
     if (s < n - 2) Post(all[from].data(), all[from].size());
   }
-  if (absl::Status st = WaitSent(); !st.ok()) return st;
+  if (absl::Status st = WaitSent(); !st.ok()) {
+    Abort();
+    return st;
+  }
   return all;
 }
 

@@ -105,6 +105,9 @@ class Ring {
   // The pieces posted so far; waits until the first `count` were written.
   int64_t Posted();
   absl::Status WaitWritten(int64_t count);
+  // After an error: Shutdown, then waits until the sender has stopped
+  // reading the caller's memory.
+  void Abort();
   void SendLoop();
   // Reads one frame of exactly `bytes` bytes into `dst`.
   absl::Status Receive(char* dst, size_t bytes);
@@ -127,6 +130,7 @@ class Ring {
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status send_error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a write is under way
   std::thread sender_;
 };
 
