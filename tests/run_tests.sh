@@ -52,14 +52,6 @@ san_build=(//base/... //transport/... //cluster/... //proto/... //store/... //ps
 san_test=(//base/... //transport/... //cluster/... //store/... //ps_server/... //worker/... //chief/...
   //model/... //data/... //evaluator/... //optim/... //checkpoint/... //client/... //job/...
   //train/... //coordinator/... //allreduce/... //exporter/...)
-# The clang build runs beside the Bazel tests below, at nice 10: the tests
-# leave about half of two cores idle (cluster tests wait on their tasks), the
-# compiler takes what they leave, and the tests keep the CPU they ask for.
-san_log=$(mktemp)
-san_start=$SECONDS
-nice -n 10 bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  "${san_build[@]}" >"$san_log" 2>&1 &
-san_pid=$!
 
 echo "== bazel test //..."
 phase_start=$SECONDS
@@ -67,8 +59,7 @@ phase_start=$SECONDS
 # (tests/count_results.py): a target that crashed, timed out or did not
 # build counts as failed, by name, and no report of an earlier run is read.
 results_dir=$(mktemp -d)
-# On an early exit, the clang build beside is stopped too.
-trap 'rm -rf "$results_dir" "$san_log"; kill "$san_pid" 2>/dev/null' EXIT
+trap 'rm -rf "$results_dir"' EXIT
 bazel query 'tests(//...)' >"$results_dir/labels" 2>"$results_dir/query.log" ||
   { cat "$results_dir/query.log"; echo "0 passed, 1 failed"; exit 1; }
 bazel test --keep_going --build_event_json_file="$results_dir/events.json" //...
@@ -91,21 +82,8 @@ check "test-case counting (tests/count_results_test.py)" \
   /usr/bin/python3 tests/count_results_test.py
 check "CUDA detection and CPU-only build" tests/build_variants.sh
 check "package dependencies point one way (tests/check_layers.sh)" tests/check_layers.sh
-# The clang build started before the Bazel tests: its result, and its time
-# from its start.
-check_background() {  # check_background NAME PID LOG START
-  local name=$1 pid=$2 log=$3 start=$4
-  if wait "$pid"; then
-    echo "PASS: $name ($((SECONDS - start)) s, beside the tests)"
-    passed=$((passed + 1))
-  else
-    echo "FAIL: $name ($((SECONDS - start)) s, beside the tests)"
-    grep -v "Cannot export local symbol" "$log" | sed 's/^/    /' | tail -40
-    failed=$((failed + 1))
-  fi
-}
-check_background "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
-  "$san_pid" "$san_log" "$san_start"
+check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
+  bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- "${san_build[@]}"
 check "unit tests under ASan + UBSan" \
   bazel --output_base="$san_base" test --config=asan --symlink_prefix=/ -- "${san_test[@]}"
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
