@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -131,7 +132,14 @@ class LocalRun final : public StepObserver {
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
                              group_->all_gather(absl::StrCat(per_epoch_)));
     int64_t fewest = per_epoch_;
-    for (const std::string& a : all) fewest = std::min<int64_t>(fewest, std::stoll(a));
+    for (size_t r = 0; r < all.size(); ++r) {
+      int64_t theirs = 0;
+      if (!absl::SimpleAtoi(all[r], &theirs)) {
+        return absl::InternalError(absl::StrCat(group_->names[r], " sent \"", all[r],
+                                                "\" for its batches per epoch"));
+      }
+      fewest = std::min(fewest, theirs);
+    }
     return fewest;
   }
 

@@ -67,8 +67,8 @@ struct ReplicaGroup {
       wrap;
   // Every replica's `mine`, by replica.
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
-  // Run before the first step: what run.json and final_metrics.json say of
-  // the mode ("allreduce") and the cluster.
+  // What run.json and final_metrics.json record of the mode ("allreduce")
+  // and the cluster.
   std::string mode = "allreduce";
   Json cluster = Json::object();
 };
