@@ -56,6 +56,15 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
   return absl::OkStatus();
 }
 
+void TrainOverRing(Ring* ring, train::ReplicaGroup* group) {
+  group->wrap = [ring](std::unique_ptr<client::ParameterStore> own, const Placement& placement,
+                       const std::vector<int64_t>& offsets) {
+    return std::unique_ptr<client::ParameterStore>(
+        new client::CollectiveStore(std::move(own), ring, placement, offsets));
+  };
+  group->all_gather = [ring](const std::string& mine) { return ring->AllGather(mine); };
+}
+
 namespace {
 
 struct Setup {
@@ -136,13 +145,7 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
   // another job, or started with other job flags, will not.
   if (!formed.ok()) return AsSetupFailure(formed.status());
   std::unique_ptr<Ring> ring = *std::move(formed);
-  Ring* r = ring.get();
-  setup.group.wrap = [r](std::unique_ptr<client::ParameterStore> own, const Placement& placement,
-                         const std::vector<int64_t>& offsets) {
-    return std::unique_ptr<client::ParameterStore>(
-        new client::CollectiveStore(std::move(own), r, placement, offsets));
-  };
-  setup.group.all_gather = [r](const std::string& mine) { return r->AllGather(mine); };
+  TrainOverRing(ring.get(), &setup.group);
   // SIGTERM or SIGINT: the chief checkpoints the step it reached; the
   // others stop there too (or find their neighbour gone).
   static std::atomic<int> stop{0};

@@ -26,6 +26,7 @@
 #include "base/cli_args.h"
 #include "cluster/tf_config.h"
 #include "model/job_spec.h"
+#include "train/local_trainer.h"
 #include "transport/ring.h"
 #include "transport/security.h"
 
@@ -42,6 +43,10 @@ int ReplicaOf(const TaskId& task, const ClusterSpec& cluster);
 // naming what to use instead.
 absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_given,
                                   int num_replicas);
+
+// Makes `group` train over `ring` (which must outlive the training): each
+// replica's store wrapped in a collective store, its all-gather the ring's.
+void TrainOverRing(Ring* ring, train::ReplicaGroup* group);
 
 int AllReduceMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
 

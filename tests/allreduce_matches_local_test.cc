@@ -21,8 +21,7 @@
 #include "base/subprocess.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
-#include "client/collective_store.h"
-#include "data/text_corpus.h"
+#include "allreduce/allreduce_main.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/network.h"
@@ -53,17 +52,11 @@ std::vector<train::LocalResult> TrainByAllReduce(const model::JobSpec& job, int 
         status[r] = ring.status();
         return;
       }
-      Ring* rp = ring->get();
       train::ReplicaGroup group;
       group.replica = r;
       group.num_replicas = n;
       for (const RingMember& m : members) group.names.push_back(m.name);
-      group.wrap = [rp](std::unique_ptr<client::ParameterStore> own, const Placement& placement,
-                        const std::vector<int64_t>& offsets) {
-        return std::unique_ptr<client::ParameterStore>(
-            new client::CollectiveStore(std::move(own), rp, placement, offsets));
-      };
-      group.all_gather = [rp](const std::string& mine) { return rp->AllGather(mine); };
+      allreduce::TrainOverRing(ring->get(), &group);
       train::LocalOptions local;
       local.log_every_steps = 1000;
       local.group = &group;

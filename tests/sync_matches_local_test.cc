@@ -27,7 +27,6 @@
 #include "base/testing/temp_dir.h"
 #include "data/dataset.h"
 #include "data/input.h"
-#include "data/text_corpus.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/network.h"

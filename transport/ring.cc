@@ -68,14 +68,14 @@ absl::Status Ring::Connect(const RingOptions& options) {
   }
   // The right neighbour, tried until it listens; then this member's hello.
   absl::Status connected;
+  const std::string hello = Hello(options.job_key, rank_, n);
   std::thread connector([&] {
     absl::Status last = absl::DeadlineExceededError("no attempt");
     while (absl::Now() < deadline) {
       auto socket = FrameSocket::Connect(right.host, right.port, absl::Seconds(2));
       if (socket.ok()) {
         (*socket)->SetTimeout(timeout_);
-        last = (*socket)->WriteBytes(Hello(options.job_key, rank_, n).data(),
-                                     Hello(options.job_key, rank_, n).size());
+        last = (*socket)->WriteBytes(hello.data(), hello.size());
         if (last.ok()) {
           right_ = std::move(*socket);
           connected = absl::OkStatus();
