@@ -115,6 +115,7 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   ring.members[replica].port = bind_at.port;
   ring.connect_timeout = absl::Seconds(wait_s);
   ring.timeout = absl::Seconds(step_wait_s);
+  ring.shared_memory = setup.job.shared_memory;
   // Tasks started with other job flags (or of another job) do not join.
   PSTRAIN_ASSIGN_OR_RETURN(Json described, DescribeJobAndModel(setup.job));
   const std::string job_text = described.dump();
@@ -145,6 +146,7 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
   // another job, or started with other job flags, will not.
   if (!formed.ok()) return AsSetupFailure(formed.status());
   std::unique_ptr<Ring> ring = *std::move(formed);
+  Log("ring formed: ", ring->DescribeLinks());
   TrainOverRing(ring.get(), &setup.group);
   // SIGTERM or SIGINT: the chief checkpoints the step it reached; the
   // others stop there too (or find their neighbour gone).

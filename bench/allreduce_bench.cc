@@ -9,7 +9,8 @@
 //
 // The first process starts the others (this binary again, --rank=R) and
 // reports; each process is one member of the ring (one connection to each
-// neighbour, a sender thread beside the caller's).
+// neighbour, a sender thread beside the caller's). Links between processes
+// share memory (transport/ring.h) unless --noshared_memory.
 #include <signal.h>
 #include <unistd.h>
 
@@ -37,12 +38,18 @@ struct Options {
   double seconds = 3;
   int repeat = 5;
   int64_t piece_bytes = 512 << 10;
+  bool shared_memory = true;
   int rank = -1;  // -1: the first process, which starts the others
   std::vector<int> ports;
 };
 
-// One member's part: per round, the seconds per all-reduce.
-absl::StatusOr<std::vector<double>> RunMember(const Options& o) {
+struct MemberResult {
+  std::vector<double> per_round;  // seconds per all-reduce
+  std::string links;              // Ring::DescribeLinks
+};
+
+// One member's part.
+absl::StatusOr<MemberResult> RunMember(const Options& o) {
   RingOptions ring_options;
   for (int r = 0; r < o.processes; ++r) {
     ring_options.members.push_back({absl::StrCat("process:", r), "127.0.0.1", o.ports[r]});
@@ -50,6 +57,7 @@ absl::StatusOr<std::vector<double>> RunMember(const Options& o) {
   ring_options.rank = o.rank < 0 ? 0 : o.rank;
   ring_options.job_key = absl::StrCat("allreduce_bench ", o.bytes);
   ring_options.piece_bytes = o.piece_bytes;
+  ring_options.shared_memory = o.shared_memory;
   auto ring = Ring::Form(ring_options);
   if (!ring.ok()) return ring.status();
   std::vector<float> data(o.bytes / sizeof(float), 1.0f);
@@ -76,7 +84,7 @@ absl::StatusOr<std::vector<double>> RunMember(const Options& o) {
     }
     per_round.push_back(absl::ToDoubleSeconds(absl::Now() - t0) / iterations);
   }
-  return per_round;
+  return MemberResult{per_round, (*ring)->DescribeLinks()};
 }
 
 int Main(int argc, char** argv) {
@@ -93,8 +101,10 @@ int Main(int argc, char** argv) {
   auto piece = args->GetIntInRange("piece_bytes", o.piece_bytes, 4, int64_t{1} << 30);
   auto rank = args->GetIntInRange("rank", -1, -1, 63);
   auto ports = args->GetString("ports", "");
+  auto shared = args->GetBool("shared_memory", o.shared_memory);
   for (const absl::Status& s : {processes.status(), bytes.status(), seconds.status(),
-                                repeat.status(), piece.status(), rank.status(), ports.status()}) {
+                                repeat.status(), piece.status(), rank.status(), ports.status(),
+                                shared.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       return 2;
@@ -106,6 +116,7 @@ int Main(int argc, char** argv) {
   o.repeat = static_cast<int>(*repeat);
   o.piece_bytes = *piece;
   o.rank = static_cast<int>(*rank);
+  o.shared_memory = *shared;
   std::vector<pid_t> children;
   if (o.rank < 0) {
     auto picked = PickFreePorts(o.processes);
@@ -119,6 +130,7 @@ int Main(int argc, char** argv) {
       spawn.argv = {"/proc/self/exe", absl::StrCat("--processes=", o.processes),
                     absl::StrCat("--bytes=", o.bytes), absl::StrCat("--seconds=", o.seconds),
                     absl::StrCat("--repeat=", o.repeat), absl::StrCat("--piece_bytes=", o.piece_bytes),
+                    o.shared_memory ? "--shared_memory" : "--noshared_memory",
                     absl::StrCat("--rank=", r), absl::StrCat("--ports=", absl::StrJoin(o.ports, ","))};
       auto pid = Spawn(spawn);
       if (!pid.ok()) {
@@ -135,8 +147,8 @@ int Main(int argc, char** argv) {
       o.ports.push_back(port);
     }
   }
-  auto rounds = RunMember(o);
-  if (o.rank >= 0) return rounds.ok() ? 0 : 1;
+  auto result = RunMember(o);
+  if (o.rank >= 0) return result.ok() ? 0 : 1;
   for (pid_t c : children) {
     auto e = WaitChild(c, absl::Seconds(30));
     if (!e.has_value() || e->code != 0) {
@@ -145,16 +157,18 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  if (!rounds.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(rounds.status().message()).c_str());
+  if (!result.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(result.status().message()).c_str());
     return 1;
   }
+  const std::vector<double>* rounds = &result->per_round;
   const int n = o.processes;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
-  std::printf("ring all-reduce: %d processes on 127.0.0.1, TCP frame sockets (one connection to "
-              "each neighbour), a sender thread beside the caller's; %lld bytes of float32, "
-              "pieces of %lld bytes\n",
-              n, static_cast<long long>(o.bytes), static_cast<long long>(o.piece_bytes));
+  std::printf("ring all-reduce: %d processes on 127.0.0.1, one TCP frame connection to each "
+              "neighbour, a sender thread beside the caller's; %lld bytes of float32, pieces "
+              "of %lld bytes\n  process:0's links: %s\n",
+              n, static_cast<long long>(o.bytes), static_cast<long long>(o.piece_bytes),
+              result->links.c_str());
   std::vector<double> algbw;
   for (size_t i = 0; i < rounds->size(); ++i) {
     const double t = (*rounds)[i];

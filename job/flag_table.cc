@@ -66,8 +66,9 @@ std::vector<FlagDef> MakeTable() {
       Flag("push_per_layer", G::kJob, "", "false",
            "push each layer's gradient as soon as backprop produces it"),
       Flag("shared_memory", G::kJob, "", "true",
-           "workers offer a PS on their host shared memory for tensor bytes; a PS refuses it "
-           "with --noshared_memory"),
+           "workers offer a PS on their host shared memory for tensor bytes (a PS refuses it "
+           "with --noshared_memory), as do the replicas of a cluster without ps to their ring "
+           "neighbours"),
       Flag("tcp_frames", G::kJob, "", "true",
            "exchange frames over the PS's TCP frame port (not with TLS), else in gRPC; a PS "
            "offers no port with --notcp_frames"),

@@ -1,10 +1,16 @@
 #include "transport/ring.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
 namespace pstrain {
@@ -16,6 +22,16 @@ std::string Hello(const std::string& job_key, int rank, int size) {
 
 std::string Describe(const RingMember& m) {
   return absl::StrCat(m.name, " (", m.host, ":", m.port, ")");
+}
+
+// A shared link's region: the token (bytes 0-7), the count of pieces the
+// reader has handed back (8-15), then the slots from kDataStart.
+constexpr int64_t kHandedBackOffset = 8;
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "the handed-back count is shared between processes");
+
+std::atomic<uint64_t>* HandedBack(const SharedRegion& region) {
+  return reinterpret_cast<std::atomic<uint64_t>*>(region.data() + kHandedBackOffset);
 }
 
 // [begin, end) of chunk c of n over `count` elements: sizes differ by one at most.
@@ -47,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Ring>> Ring::Form(const RingOptions& options) {
   std::unique_ptr<Ring> ring(new Ring(options));
   if (n > 1) {
     absl::Status s = ring->Connect(options);
+    if (s.ok()) s = ring->ShareLinks(options);
     if (!s.ok()) return s;
   }
   ring->scratch_.resize(ring->piece_bytes_ / sizeof(float));
@@ -123,9 +140,114 @@ absl::Status Ring::Connect(const RingOptions& options) {
   return connected;
 }
 
-void Ring::Post(const void* data, size_t bytes) {
+absl::Status Ring::ShareLinks(const RingOptions& options) {
+  const RingMember& right = members_[(rank_ + 1) % size()];
+  slot_bytes_ = (piece_bytes_ + 63) / 64 * 64;
+  shared_slots_ = std::max(1, options.shared_slots);
+  // The offer to the right neighbour: "shm NAME BYTES TOKEN SLOT_BYTES
+  // SLOTS", or "socket" when this member does not share.
+  std::unique_ptr<SharedRegion> made;
+  std::string offer = "socket";
+  if (options.shared_memory) {
+    auto region = SharedRegion::Create(SharedRegion::kDataStart + shared_slots_ * slot_bytes_);
+    if (region.ok()) {
+      made = std::move(*region);
+      offer = absl::StrCat("shm ", made->name(), " ", made->size(), " ", made->token(), " ",
+                           slot_bytes_, " ", shared_slots_);
+    }
+  }
+  if (absl::Status s = right_->WriteBytes(offer.data(), offer.size()); !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("ring: sending to ", Describe(right), ": ", s.message()));
+  }
+  // The left neighbour's offer, taken when its region opens here.
+  auto length = left_->ReadLength(1024);
+  if (!length.ok()) return ReceiveError(length.status());
+  std::string theirs(*length, '\0');
+  if (absl::Status s = left_->ReadBytes(theirs.data(), theirs.size()); !s.ok()) {
+    return ReceiveError(s);
+  }
+  std::string answer = "socket";
+  const std::vector<std::string> f = absl::StrSplit(theirs, ' ');
+  int64_t bytes = 0, slot_bytes = 0;
+  uint64_t token = 0;
+  int slots = 0;
+  if (options.shared_memory && f.size() == 6 && f[0] == "shm" && absl::SimpleAtoi(f[2], &bytes) &&
+      absl::SimpleAtoi(f[3], &token) && absl::SimpleAtoi(f[4], &slot_bytes) &&
+      absl::SimpleAtoi(f[5], &slots) && slot_bytes == slot_bytes_ && slots == shared_slots_) {
+    auto opened = SharedRegion::Open(f[1], bytes, token);
+    if (opened.ok()) {
+      in_region_ = std::move(*opened);
+      answer = "shm";
+    }
+  }
+  if (absl::Status s = left_->WriteBytes(answer.data(), answer.size()); !s.ok()) {
+    return ReceiveError(s);
+  }
+  // The right neighbour's answer to this member's offer.
+  length = right_->ReadLength(1024);
+  std::string reply(length.ok() ? *length : 0, '\0');
+  absl::Status s = length.ok() ? right_->ReadBytes(reply.data(), reply.size()) : length.status();
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("ring: hearing from ", Describe(right), ": ", s.message()));
+  }
+  if (made != nullptr) {
+    made->Unlink();  // opened or refused: the name has served
+    if (reply == "shm") out_region_ = std::move(made);
+  }
+  return absl::OkStatus();
+}
+
+std::string Ring::DescribeLinks() const {
+  if (size() == 1) return "no links (a ring of one)";
+  return absl::StrCat("to ", right_name(), " by ", right_shared() ? "shared memory" : "tcp",
+                      ", from ", left_name(), " by ", left_shared() ? "shared memory" : "tcp");
+}
+
+bool Ring::Stopping() {
   absl::MutexLock lock(&mu_);
-  queue_.push_back({static_cast<const char*>(data), bytes});
+  return stop_;
+}
+
+absl::Status Ring::WriteShared(const char* data, size_t bytes) {
+  if (static_cast<int64_t>(bytes) > slot_bytes_) {
+    return absl::InternalError(absl::StrCat("a piece of ", bytes,
+                                            " bytes does not fit a shared slot of ", slot_bytes_));
+  }
+  // A slot is free once the reader has handed back the piece written to it
+  // shared_slots_ pieces ago. The reader is usually there already; while it
+  // is not, this waits politely, watching for a shutdown, the reader's
+  // death and the timeout.
+  const std::atomic<uint64_t>* handed_back = HandedBack(*out_region_);
+  const absl::Time deadline = absl::Now() + timeout_;
+  for (int spins = 0; out_count_ - handed_back->load(std::memory_order_acquire) >=
+                      static_cast<uint64_t>(shared_slots_);
+       ++spins) {
+    if (Stopping()) return absl::CancelledError("shut down");
+    if (right_->PeerGone()) return absl::UnavailableError("the connection ended");
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no shared slot handed back for ", absl::FormatDuration(timeout_)));
+    }
+    if (spins < 64) {
+      sched_yield();
+    } else {
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+  char* slot = out_region_->data() + SharedRegion::kDataStart +
+               static_cast<int64_t>(out_count_ % shared_slots_) * slot_bytes_;
+  std::memcpy(slot, data, bytes);
+  ++out_count_;
+  // The socket orders the pieces and wakes the reader: it carries the length.
+  const uint64_t length = bytes;
+  return right_->WriteBytes(&length, sizeof(length));
+}
+
+void Ring::Post(const void* data, size_t bytes, bool on_socket) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back({static_cast<const char*>(data), bytes, on_socket});
   ++posted_;
 }
 
@@ -170,6 +292,8 @@ void Ring::SendLoop() {
     }
     absl::Status s = right_ == nullptr
                          ? absl::FailedPreconditionError("a ring of one sends nothing")
+                     : out_region_ != nullptr && !send.on_socket
+                         ? WriteShared(send.data, send.bytes)
                          : right_->WriteBytes(send.data, send.bytes);
     absl::MutexLock lock(&mu_);
     if (!s.ok() && send_error_.ok()) {
@@ -208,17 +332,58 @@ absl::Status Ring::ReceiveError(const absl::Status& s) const {
       absl::StrCat("ring: receiving from ", Describe(left), ": ", s.message()));
 }
 
-absl::Status Ring::Receive(char* dst, size_t bytes) {
+absl::Status Ring::ReceiveLength(size_t bytes) {
   // Any length is read, so that a frame of the wrong size is named as such.
   auto length = left_->ReadLength(int64_t{1} << 40);
   if (!length.ok()) return ReceiveError(length.status());
   if (*length != bytes) {
     return absl::InternalError(absl::StrCat(
-        "ring: ", members_[(rank_ + size() - 1) % size()].name, " sent ", *length,
-        " bytes where ", bytes, " were due: the members disagree on the collective"));
+        "ring: ", left_name(), " sent ", *length, " bytes where ", bytes,
+        " were due: the members disagree on the collective"));
   }
-  absl::Status s = left_->ReadBytes(dst, bytes);
-  if (!s.ok()) return ReceiveError(s);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const char*> Ring::ReceivePiece(size_t bytes) {
+  if (in_region_ == nullptr) {
+    if (absl::Status s = ReceiveLength(bytes); !s.ok()) return s;
+    char* dst = reinterpret_cast<char*>(scratch_.data());
+    if (absl::Status s = left_->ReadBytes(dst, bytes); !s.ok()) return ReceiveError(s);
+    bytes_received_ += static_cast<int64_t>(bytes);
+    return dst;
+  }
+  uint64_t length = 0;
+  if (absl::Status s = ReceiveLength(sizeof(length)); !s.ok()) return s;
+  if (absl::Status s = left_->ReadBytes(reinterpret_cast<char*>(&length), sizeof(length));
+      !s.ok()) {
+    return ReceiveError(s);
+  }
+  if (length != bytes) {
+    return absl::InternalError(absl::StrCat(
+        "ring: ", left_name(), " sent ", length, " bytes where ", bytes,
+        " were due: the members disagree on the collective"));
+  }
+  bytes_received_ += static_cast<int64_t>(bytes);
+  return in_region_->data() + SharedRegion::kDataStart +
+         static_cast<int64_t>(in_count_ % shared_slots_) * slot_bytes_;
+}
+
+void Ring::ReleasePiece() {
+  if (in_region_ == nullptr) return;
+  ++in_count_;
+  HandedBack(*in_region_)->store(in_count_, std::memory_order_release);
+}
+
+absl::Status Ring::ReceiveInto(char* dst, size_t bytes) {
+  if (in_region_ != nullptr) {
+    auto piece = ReceivePiece(bytes);
+    if (!piece.ok()) return piece.status();
+    std::memcpy(dst, *piece, bytes);
+    ReleasePiece();
+    return absl::OkStatus();
+  }
+  if (absl::Status s = ReceiveLength(bytes); !s.ok()) return s;
+  if (absl::Status s = left_->ReadBytes(dst, bytes); !s.ok()) return ReceiveError(s);
   bytes_received_ += static_cast<int64_t>(bytes);
   return absl::OkStatus();
 }
@@ -255,13 +420,16 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data) {
       const int64_t len = std::min(piece, end - p);
       float* dst = base + p;
       if (reduce) {
-        status = Receive(reinterpret_cast<char*>(scratch_.data()),
-                         static_cast<size_t>(len) * sizeof(float));
-        if (!status.ok()) break;
-        const float* in = scratch_.data();
-        for (int64_t i = 0; i < len; ++i) dst[i] += in[i];
+        auto in = ReceivePiece(static_cast<size_t>(len) * sizeof(float));
+        if (!in.ok()) {
+          status = in.status();
+          break;
+        }
+        const float* src = reinterpret_cast<const float*>(*in);
+        for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
+        ReleasePiece();
       } else {
-        status = Receive(reinterpret_cast<char*>(dst), static_cast<size_t>(len) * sizeof(float));
+        status = ReceiveInto(reinterpret_cast<char*>(dst), static_cast<size_t>(len) * sizeof(float));
         if (!status.ok()) break;
       }
       if (s < 2 * (n - 1) - 1) Post(dst, static_cast<size_t>(len) * sizeof(float));
@@ -278,7 +446,7 @@ absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine)
   std::vector<std::string> all(n);
   all[rank_] = std::string(mine);
   if (n == 1) return all;
-  Post(all[rank_].data(), all[rank_].size());
+  Post(all[rank_].data(), all[rank_].size(), /*on_socket=*/true);
   for (int s = 0; s < n - 1; ++s) {
     const int from = (rank_ - s - 1 + 2 * n) % n;
     auto length = left_->ReadLength(int64_t{1} << 34);
@@ -292,7 +460,7 @@ absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine)
       return ReceiveError(st);
     }
     bytes_received_ += static_cast<int64_t>(*length);
-    if (s < n - 2) Post(all[from].data(), all[from].size());
+    if (s < n - 2) Post(all[from].data(), all[from].size(), /*on_socket=*/true);
   }
   if (absl::Status st = WaitSent(); !st.ok()) {
     Abort();

@@ -17,6 +17,16 @@
 // piece size, and the all-gather copies the sums bit for bit: every member
 // ends with the same bits, and a rerun repeats them.
 //
+// Between two members on one host the link carries the pieces of an
+// all-reduce through shared memory (transport/shared_memory.h): the writer
+// copies a piece into one of `shared_slots` slots of a region it made and
+// sends only its length on the socket; the reader adds (or copies) straight
+// from the slot and hands it back through a counter in the region. The
+// socket still orders the pieces and carries the timeouts, a neighbour's
+// death and the all-gathers. Whether a link is shared is settled when the
+// ring forms: the writer offers a region, and the reader takes it when it
+// can open it (same host, same /dev/shm) or the link stays on the socket.
+//
 // Every member must call the same collectives in the same order with the
 // same sizes (AllReduceSum: the same count); a mismatch is an error naming
 // the neighbour. A neighbour silent for longer than `timeout` fails the
@@ -40,6 +50,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "transport/frame_socket.h"
+#include "transport/shared_memory.h"
 
 namespace pstrain {
 
@@ -61,6 +72,10 @@ struct RingOptions {
   // How long a neighbour may stay silent inside a collective.
   absl::Duration timeout = absl::Seconds(30);
   int64_t piece_bytes = 512 << 10;
+  // Whether a link to a member on the same host may use shared memory.
+  bool shared_memory = true;
+  // Slots of piece_bytes in a shared link: how far a writer may run ahead.
+  int shared_slots = 8;
 };
 
 class Ring {
@@ -89,17 +104,29 @@ class Ring {
   int64_t bytes_received() const { return bytes_received_; }
   const std::string& left_name() const;
   const std::string& right_name() const;
+  // Whether the link to the right (left) neighbour goes through shared memory.
+  bool right_shared() const { return out_region_ != nullptr; }
+  bool left_shared() const { return in_region_ != nullptr; }
+  // "to worker:1 by shared memory, from worker:1 by tcp", for logs and benchmarks.
+  std::string DescribeLinks() const;
 
  private:
   Ring(const RingOptions& options);
   absl::Status Connect(const RingOptions& options);
+  // Offers the right neighbour a shared region and answers the left one's
+  // offer; a link that cannot share stays on its socket.
+  absl::Status ShareLinks(const RingOptions& options);
 
   // The sender thread's queue: pieces written in the order posted.
   struct Send {
     const char* data;
     size_t bytes;
+    bool on_socket;  // an all-gather's blob: always inline on the socket
   };
-  void Post(const void* data, size_t bytes);
+  void Post(const void* data, size_t bytes, bool on_socket = false);
+  // The sender's write of one piece into the next shared slot, once the
+  // reader has handed it back, then its length on the socket.
+  absl::Status WriteShared(const char* data, size_t bytes);
   // Waits until every posted piece was written; the sender's first error.
   absl::Status WaitSent();
   // The pieces posted so far; waits until the first `count` were written.
@@ -109,8 +136,16 @@ class Ring {
   // reading the caller's memory.
   void Abort();
   void SendLoop();
-  // Reads one frame of exactly `bytes` bytes into `dst`.
-  absl::Status Receive(char* dst, size_t bytes);
+  // The next piece of an all-reduce, exactly `bytes` long: its shared
+  // slot, or scratch_ after reading it from the socket. The bytes stay put
+  // until ReleasePiece.
+  absl::StatusOr<const char*> ReceivePiece(size_t bytes);
+  void ReleasePiece();
+  // The next piece, exactly `bytes` long, copied to `dst`.
+  absl::Status ReceiveInto(char* dst, size_t bytes);
+  // Reads one frame's length and checks it is `bytes`.
+  absl::Status ReceiveLength(size_t bytes);
+  bool Stopping();
   // An error of the receiving side, naming the left neighbour.
   absl::Status ReceiveError(const absl::Status& s) const;
 
@@ -122,6 +157,14 @@ class Ring {
   std::unique_ptr<FrameSocket> left_;   // read by the caller only
   std::vector<float> scratch_;          // a received piece, before it is added
   int64_t bytes_received_ = 0;
+  // Shared links: the region this member writes (right) and the one it
+  // reads (left); slot i of a region starts at its kDataStart + i * slot_bytes_.
+  std::unique_ptr<SharedRegion> out_region_;  // slots written by the sender thread only
+  std::unique_ptr<SharedRegion> in_region_;   // slots read by the caller only
+  int64_t slot_bytes_ = 0;
+  int shared_slots_ = 0;
+  uint64_t out_count_ = 0;  // pieces written to out_region_ (sender thread)
+  uint64_t in_count_ = 0;   // pieces taken from in_region_ (caller)
 
   mutable absl::Mutex mu_;
   std::deque<Send> queue_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,8 @@
 #include "transport/ring.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -36,14 +39,18 @@ RingOptions Options(const std::vector<RingMember>& members, int rank) {
   return o;
 }
 
-// Forms a ring of n members, each on a thread, and runs body(rank, ring) on each.
-void OnRing(int n, const std::function<void(int, Ring&)>& body, int64_t piece_bytes = 512 << 10) {
+// Forms a ring of n members, each on a thread, and runs body(rank, ring) on
+// each. Links share memory when `shared`, with `slots` slots each.
+void OnRing(int n, const std::function<void(int, Ring&)>& body, int64_t piece_bytes = 512 << 10,
+            bool shared = true, int slots = 8) {
   const std::vector<RingMember> members = Members(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       RingOptions o = Options(members, r);
       o.piece_bytes = piece_bytes;
+      o.shared_memory = shared;
+      o.shared_slots = slots;
       auto ring = Ring::Form(o);
       ASSERT_OK(ring.status());
       body(r, **ring);
@@ -61,27 +68,100 @@ std::vector<float> RandomData(int rank, int64_t count, int seed) {
 }
 
 TEST(RingTest, AllReduceSumsEveryElementOnEveryMember) {
-  for (int n : {1, 2, 3, 4}) {
-    for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
-      std::vector<std::vector<float>> data(n);
-      // Small pieces: many per chunk, so the forwarding overlaps.
-      OnRing(
-          n,
-          [&](int r, Ring& ring) {
-            data[r].resize(count);
-            for (int64_t i = 0; i < count; ++i) data[r][i] = static_cast<float>(r * 1000 + i % 977);
-            ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data[r])));
-          },
-          /*piece_bytes=*/4096);
-      for (int r = 0; r < n; ++r) {
-        for (int64_t i = 0; i < count; ++i) {
-          float want = 0;
-          for (int m = 0; m < n; ++m) want += static_cast<float>(m * 1000 + i % 977);
-          ASSERT_EQ(data[r][i], want) << "n=" << n << " count=" << count << " rank " << r
-                                      << " element " << i;
+  for (bool shared : {true, false}) {
+    for (int n : {1, 2, 3, 4}) {
+      for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{100003}}) {
+        std::vector<std::vector<float>> data(n);
+        // Small pieces: many per chunk, so the forwarding overlaps; two
+        // slots a shared link, so its writer waits for the reader.
+        OnRing(
+            n,
+            [&](int r, Ring& ring) {
+              data[r].resize(count);
+              for (int64_t i = 0; i < count; ++i) {
+                data[r][i] = static_cast<float>(r * 1000 + i % 977);
+              }
+              for (int round = 0; round < 2; ++round) {  // the slots' counts carry on
+                ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data[r])));
+                if (round == 0) {
+                  for (int64_t i = 0; i < count; ++i) {
+                    data[r][i] = static_cast<float>(r * 1000 + i % 977);
+                  }
+                }
+              }
+            },
+            /*piece_bytes=*/4096, shared, /*slots=*/2);
+        for (int r = 0; r < n; ++r) {
+          for (int64_t i = 0; i < count; ++i) {
+            float want = 0;
+            for (int m = 0; m < n; ++m) want += static_cast<float>(m * 1000 + i % 977);
+            ASSERT_EQ(data[r][i], want) << "n=" << n << " count=" << count << " rank " << r
+                                        << " element " << i << " shared " << shared;
+          }
         }
       }
     }
+  }
+}
+
+TEST(RingTest, LinksOnOneHostShareMemoryUnlessAMemberSaysNo) {
+  std::vector<std::string> links(3);
+  std::vector<std::pair<bool, bool>> shared(3);
+  OnRing(3, [&](int r, Ring& ring) {
+    links[r] = ring.DescribeLinks();
+    shared[r] = {ring.right_shared(), ring.left_shared()};
+  });
+  EXPECT_EQ(links[1], "to worker:2 by shared memory, from worker:0 by shared memory");
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(shared[r], std::make_pair(true, true)) << r;
+  // The offered names are gone from /dev/shm once the ring formed.
+  std::string left_behind;
+  std::unique_ptr<FILE, int (*)(FILE*)> ls(
+      popen(absl::StrCat("ls /dev/shm | grep -c '^pstrain-", getpid(), "-'").c_str(), "r"),
+      pclose);
+  ASSERT_NE(ls, nullptr);
+  char line[64] = {};
+  ASSERT_NE(fgets(line, sizeof(line), ls.get()), nullptr);
+  EXPECT_STREQ(line, "0\n");
+
+  // worker:0 does not share: neither of its links does; worker:1 to worker:2 still does.
+  const std::vector<RingMember> members = Members(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions o = Options(members, r);
+      o.shared_memory = r != 0;
+      auto ring = Ring::Form(o);
+      ASSERT_OK(ring.status());
+      links[r] = (*ring)->DescribeLinks();
+      std::vector<float> data(100000, static_cast<float>(r + 1));
+      ASSERT_OK((*ring)->AllReduceSum(absl::MakeSpan(data)));
+      EXPECT_EQ(data[0], 6.0f);
+      EXPECT_EQ(data[99999], 6.0f);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(links[0], "to worker:1 by tcp, from worker:2 by tcp");
+  EXPECT_EQ(links[1], "to worker:2 by shared memory, from worker:0 by tcp");
+  EXPECT_EQ(links[2], "to worker:0 by tcp, from worker:1 by shared memory");
+}
+
+TEST(RingTest, SharedAndSocketLinksGiveTheSameBits) {
+  const int n = 3;
+  const int64_t count = 300001;
+  std::vector<std::vector<float>> by_memory(n), by_socket(n);
+  for (bool shared : {true, false}) {
+    auto& out = shared ? by_memory : by_socket;
+    OnRing(
+        n,
+        [&](int r, Ring& ring) {
+          out[r] = RandomData(r, count, 11);
+          ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(out[r])));
+        },
+        /*piece_bytes=*/64 << 10, shared, /*slots=*/3);
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(std::memcmp(by_memory[r].data(), by_socket[0].data(), count * sizeof(float)), 0)
+        << r;
   }
 }
 
