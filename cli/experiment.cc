@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -94,7 +95,12 @@ int ExperimentMain(const std::string& self_path, CliArgs& args) {
   const std::string md = experiment::SummaryTable(options.modes, *runs, options.target);
   const std::string header = absl::StrCat(
       "Medians over repeats. ", options.num_workers, " workers and the chief as replicas, ",
-      options.num_ps, " PS; flags: ", absl::StrJoin(options.job_flags, " "),
+      options.num_ps, " PS",
+      absl::c_any_of(options.modes,
+                     [](const experiment::ExperimentMode& m) { return m.num_ps == 0; })
+          ? " (none for allreduce)"
+          : "",
+      "; flags: ", absl::StrJoin(options.job_flags, " "),
       ". Time to accuracy: from launch to the first checkpoint the evaluator scored at or above "
       "the target. Staleness: PS steps between a gradient's pull and its apply.\n\n");
   if (absl::Status s = WriteFileAtomically(dir + "/summary.md", header + md); !s.ok()) {

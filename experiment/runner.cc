@@ -17,7 +17,7 @@ absl::StatusOr<std::vector<ExperimentRun>> RunExperiment(const ExperimentOptions
     for (const ExperimentMode& mode : options.modes) {
       LaunchOptions launch;
       launch.self_path = options.pstrain_path;
-      launch.num_ps = options.num_ps;
+      launch.num_ps = mode.num_ps >= 0 ? mode.num_ps : options.num_ps;
       launch.num_workers = options.num_workers;
       launch.with_evaluator = true;
       launch.eval_poll_secs = options.eval_poll_secs;

@@ -31,6 +31,12 @@ absl::Status ReadMetrics(const std::string& text, ExperimentRun* run) {
   if (const Json* h = FindMember(*metrics, "staleness_histogram"); h != nullptr && h->is_array()) {
     for (const Json& c : *h) run->staleness.push_back(c.get<double>());
   }
+  // A job without PS: every replica takes every global step.
+  if (const Json* mode = FindMember(*metrics, "mode");
+      mode != nullptr && mode->is_string() && mode->get<std::string>() == "allreduce" &&
+      number("global_step") > 0) {
+    run->ms_per_step = 1000 * number("training_seconds") / number("global_step");
+  }
   if (const Json* r = FindMember(*metrics, "replicas"); r != nullptr && r->is_array()) {
     for (const Json& rep : *r) {
       const Json* replica = FindMember(rep, "replica");
@@ -60,6 +66,8 @@ absl::StatusOr<ExperimentMode> ParseExperimentMode(const std::string& mode, int 
   int k = 0;
   if (mode == "async" || mode == "sync") {
     m.flags = {"--consistency=" + mode};
+  } else if (mode == "allreduce") {
+    m.num_ps = 0;
   } else if (mode.rfind("ssp:", 0) == 0 && absl::SimpleAtoi(mode.substr(4), &k) && k >= 0) {
     m.flags = {"--consistency=" + mode};
   } else if (mode.rfind("sync+backup:", 0) == 0 && absl::SimpleAtoi(mode.substr(12), &k)) {
@@ -71,7 +79,7 @@ absl::StatusOr<ExperimentMode> ParseExperimentMode(const std::string& mode, int 
     m.flags = {"--consistency=sync", absl::StrCat("--replicas_to_aggregate=", replicas - k)};
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("mode \"", mode, "\": must be async, sync, sync+backup:K or ssp:S"));
+        absl::StrCat("mode \"", mode, "\": must be async, sync, sync+backup:K, ssp:S or allreduce"));
   }
   return m;
 }

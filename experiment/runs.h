@@ -18,11 +18,14 @@ struct ExperimentMode {
   std::string name;                // "sync+backup:1"
   std::string dir;                 // "sync_backup_1": a file-name-safe form
   std::vector<std::string> flags;  // "--consistency=sync", ...
+  int num_ps = -1;                 // the experiment's --ps when -1; "allreduce": 0
 };
 
 // Parses "async", "sync", "sync+backup:K" (sync aggregating replicas - K
-// gradients per step, K backups) and "ssp:S". InvalidArgument naming the
-// mode for anything else or K out of 1..replicas-1.
+// gradients per step, K backups), "ssp:S" and "allreduce" (the same
+// replicas with no PS, averaging gradients by ring all-reduce).
+// InvalidArgument naming the mode for anything else or K out of
+// 1..replicas-1.
 absl::StatusOr<ExperimentMode> ParseExperimentMode(const std::string& mode, int replicas);
 
 // Staleness from a PS histogram (buckets 0, 1, 2, 3-4, 5-8, ..., 65+):

@@ -24,8 +24,13 @@ TEST(ExperimentModeTest, ModesBecomeJobFlags) {
   EXPECT_EQ(ssp.dir, "ssp_2");
   EXPECT_EQ(ParseExperimentMode("sync+backup:3", 3).status().message(),
             "mode \"sync+backup:3\": backups must be from 1 to 2 with 3 training replicas");
+  EXPECT_EQ(ssp.num_ps, -1);  // the experiment's --ps
+  ASSERT_OK_AND_ASSIGN(ExperimentMode allreduce, ParseExperimentMode("allreduce", 3));
+  EXPECT_EQ(allreduce.flags, std::vector<std::string>{});  // sync is the only consistency there
+  EXPECT_EQ(allreduce.num_ps, 0);
+  EXPECT_EQ(allreduce.dir, "allreduce");
   EXPECT_EQ(ParseExperimentMode("bsp", 3).status().message(),
-            "mode \"bsp\": must be async, sync, sync+backup:K or ssp:S");
+            "mode \"bsp\": must be async, sync, sync+backup:K, ssp:S or allreduce");
 }
 
 TEST(ExperimentModeTest, StalenessMeanAndP99FromTheHistogram) {
@@ -104,6 +109,25 @@ TEST(ExperimentRunsTest, TheCsvHasARowPerEvaluationAndTheSummaryTheMedians) {
   EXPECT_THAT(md, HasSubstr("| async | 2 | 5.5 (1 never) | 0.8500 | 4.0 | 30000 | 4 | 0.15 | 1 | "
                             "11.0 |\n"));
   EXPECT_THAT(md, HasSubstr("| sync | 0 | not reached |"));
+}
+
+TEST(ExperimentRunsTest, AnAllReduceRunsStepTimeComesFromItsTrainingSeconds) {
+  const std::string dir = pstrain::testing::TempDir() + "/allreduce_run";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/eval");
+  ASSERT_OK(WriteFileAtomically(
+      dir + "/final_metrics.json",
+      R"({"mode": "allreduce", "global_step": 625, "examples": 60000, "examples_per_sec": 140000,)"
+      R"( "training_seconds": 0.5, "test_accuracy": 0.8148, "num_replicas": 3})"));
+  ASSERT_OK(WriteFileAtomically(dir + "/eval/scalars.jsonl",
+                                R"({"wall_time": 1001.5, "step": 625, "loss": 0.53, "accuracy": 0.8148})"
+                                "\n"));
+  ExperimentRun run;
+  ASSERT_OK(ReadRun(dir, 1000.0, 0.80, &run));
+  EXPECT_DOUBLE_EQ(run.ms_per_step, 0.8);  // 500 ms over 625 steps
+  EXPECT_DOUBLE_EQ(run.test_accuracy, 0.8148);
+  EXPECT_DOUBLE_EQ(run.time_to_target, 1.5);
+  EXPECT_TRUE(run.staleness.empty());
 }
 
 TEST(ExperimentPlotsTest, ThePlotFilesHoldEachModesCurveAndStalenessShares) {

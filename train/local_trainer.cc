@@ -273,6 +273,7 @@ class LocalRun final : public StepObserver {
       trainer.replica = group_->replica;
       trainer.num_replicas = group_->num_replicas;
       trainer.replica_names = group_->names;
+      ApplyStraggler(group_->names[group_->replica], &trainer);
     }
     Log(group_ == nullptr ? "training locally: "
                           : absl::StrCat("training by all-reduce with ", num_replicas(),

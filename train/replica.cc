@@ -94,16 +94,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
   trainer.split_examples = data.split_examples;
-  auto straggler = job.stragglers.find(cfg.task.ToString());
-  if (straggler == job.stragglers.end()) straggler = job.stragglers.find("all");
-  if (straggler != job.stragglers.end()) {
-    trainer.step_delay = absl::Milliseconds(straggler->second.ms);
-    trainer.step_delay_probability = straggler->second.probability;
-    Log("straggler: ", cfg.task.ToString(), " sleeps ", straggler->second.ms, " ms before ",
-        straggler->second.probability >= 1
-            ? std::string("every step")
-            : absl::StrCat("a step, on ", 100 * straggler->second.probability, "% of steps"));
-  }
+  ApplyStraggler(cfg.task.ToString(), &trainer);
   for (const TaskId& id : TrainingReplicas(cfg.cluster, job.chief_trains)) {
     trainer.replica_names.push_back(id.ToString());
   }

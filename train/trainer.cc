@@ -501,6 +501,19 @@ absl::Status TrainFrom(const TrainerOptions& options, data::BatchSource* source,
 
 }  // namespace
 
+void ApplyStraggler(const std::string& task, TrainerOptions* options) {
+  const auto& stragglers = options->job.stragglers;
+  auto straggler = stragglers.find(task);
+  if (straggler == stragglers.end()) straggler = stragglers.find("all");
+  if (straggler == stragglers.end()) return;
+  options->step_delay = absl::Milliseconds(straggler->second.ms);
+  options->step_delay_probability = straggler->second.probability;
+  Log("straggler: ", task, " sleeps ", straggler->second.ms, " ms before ",
+      straggler->second.probability >= 1
+          ? std::string("every step")
+          : absl::StrCat("a step, on ", 100 * straggler->second.probability, "% of steps"));
+}
+
 absl::StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options, data::BatchSource* source,
                                          client::ParameterStore* store) {
   const model::JobSpec& job = options.job;

@@ -119,6 +119,10 @@ struct TrainerResult {
   int stopped_by = 0;
 };
 
+// Sets options->step_delay from the job's --straggler entry for `task`
+// ("worker:1") or for "all", and logs it; nothing when neither is named.
+void ApplyStraggler(const std::string& task, TrainerOptions* options);
+
 // Runs the whole schedule (job.epochs over this replica's shard, or
 // job.max_steps), drawing batches from `source` (REQUIRES: of the job's
 // batch size; not used by anyone else meanwhile), exchanging parameters
