@@ -89,8 +89,9 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   setup.job.consistency = Consistency::Sync();
   if (security.tls()) {
     return absl::InvalidArgumentError(
-        "the all-reduce ring has no TLS: run a cluster without ps without --tls_cert, "
-        "--tls_key and --tls_ca (on a private network), or add ps to TF_CONFIG's cluster");
+        "the all-reduce ring has no TLS: run a cluster without ps with a cluster token "
+        "alone (--token_file, on a private network) instead of --tls_cert, --tls_key and "
+        "--tls_ca, or add ps to TF_CONFIG's cluster");
   }
   PSTRAIN_ASSIGN_OR_RETURN(setup.output_dir, OutputDirFromFlags(args, cfg.environment));
   // How long the ring waits for every task to come up, and for a neighbour
@@ -116,6 +117,7 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   ring.connect_timeout = absl::Seconds(wait_s);
   ring.timeout = absl::Seconds(step_wait_s);
   ring.shared_memory = setup.job.shared_memory;
+  ring.token = security.token();
   // Tasks started with other job flags (or of another job) do not join.
   PSTRAIN_ASSIGN_OR_RETURN(Json described, DescribeJobAndModel(setup.job));
   const std::string job_text = described.dump();

@@ -80,7 +80,10 @@ Json ReadJson(const std::string& path) {
 TEST(AllReduceClusterTest, TheGuidesTwoWorkersTrainAndEveryTaskExitsZero) {
   const std::string out = TmpDir("guide");
   const Cluster cluster = MakeCluster(0, 2, 0);
-  const std::vector<std::string> args = {"--epochs=1", "--output_dir=" + out};
+  // With the cluster token a job off loopback needs: the replicas present it.
+  ASSERT_OK(WriteFileAtomically(out + "/token", "guide-cluster-token-0123456789abcdef\n"));
+  const std::vector<std::string> args = {"--epochs=1", "--output_dir=" + out,
+                                         "--token_file=" + out + "/token"};
   testing::TaskSet tasks;
   for (int w = 0; w < 2; ++w) {
     ASSERT_OK(tasks.Start(absl::StrCat("worker:", w),
@@ -151,6 +154,28 @@ TEST(AllReduceClusterTest, AsyncAndBackupWorkersAreRefusedWithExitTwo) {
     EXPECT_THAT(ReadFile(out + "/w0.log").value_or(""), HasSubstr(why));
   }
   // Nothing was written for the refused runs.
+  EXPECT_FALSE(std::filesystem::exists(out + "/run.json"));
+
+  // Replicas holding different cluster tokens never form a ring: each
+  // refuses the other, and both end with a permanent error.
+  ASSERT_OK(WriteFileAtomically(out + "/token0", "first-cluster-token-0123456789abcdef\n"));
+  ASSERT_OK(WriteFileAtomically(out + "/token1", "other-cluster-token-0123456789abcdef\n"));
+  testing::TaskSet tasks;
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_OK(tasks.Start(
+        absl::StrCat("worker:", w),
+        Task(cluster, "worker", w,
+             {"--output_dir=" + out, "--ps_wait_s=3", absl::StrCat("--token_file=", out, "/token", w)},
+             absl::StrCat(out, "/token_w", w, ".log"))));
+  }
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(30));
+  for (int w = 0; w < 2; ++w) {
+    const std::string log = ReadFile(absl::StrCat(out, "/token_w", w, ".log")).value_or("");
+    EXPECT_GT(codes[absl::StrCat("worker:", w)], 0) << log;
+    EXPECT_LT(codes[absl::StrCat("worker:", w)], 128) << log;
+    EXPECT_THAT(log, HasSubstr("presenting a wrong cluster token")) << log;
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("cluster-token-0123456789abcdef"))) << log;
+  }
   EXPECT_FALSE(std::filesystem::exists(out + "/run.json"));
 }
 

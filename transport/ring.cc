@@ -24,6 +24,14 @@ std::string Describe(const RingMember& m) {
   return absl::StrCat(m.name, " (", m.host, ":", m.port, ")");
 }
 
+// Whether a == b, in time that depends only on their lengths.
+bool SameToken(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 // A shared link's region: the token (bytes 0-7), the count of pieces the
 // reader has handed back (8-15), then the slots from kDataStart.
 constexpr int64_t kHandedBackOffset = 8;
@@ -85,7 +93,9 @@ absl::Status Ring::Connect(const RingOptions& options) {
   }
   // The right neighbour, tried until it listens; then this member's hello.
   absl::Status connected;
-  const std::string hello = Hello(options.job_key, rank_, n);
+  // The hello, then the token on a line of its own when there is one.
+  const std::string hello = Hello(options.job_key, rank_, n) +
+                            (options.token.empty() ? "" : "\n" + options.token);
   std::thread connector([&] {
     absl::Status last = absl::DeadlineExceededError("no attempt");
     while (absl::Now() < deadline) {
@@ -121,19 +131,28 @@ absl::Status Ring::Connect(const RingOptions& options) {
     }
     if (*socket == nullptr) break;  // the deadline passed
     (*socket)->SetTimeout(absl::Seconds(5));
-    auto length = (*socket)->ReadLength(256);
-    std::string hello(length.ok() ? *length : 0, '\0');
-    if (length.ok() && (*socket)->ReadBytes(hello.data(), hello.size()).ok() &&
-        hello == expected) {
+    auto length = (*socket)->ReadLength(4096);
+    std::string said(length.ok() ? *length : 0, '\0');
+    if (!length.ok() || !(*socket)->ReadBytes(said.data(), said.size()).ok()) said.clear();
+    const size_t newline = said.find('\n');
+    const std::string hello = said.substr(0, newline);
+    const std::string token = newline == std::string::npos ? "" : said.substr(newline + 1);
+    if (hello == expected && SameToken(token, options.token)) {
       (*socket)->SetTimeout(timeout_);
       left_ = std::move(*socket);
       accepted = absl::OkStatus();
       break;
     }
-    // Another job's task, or a stray connection: dropped.
-    accepted = absl::FailedPreconditionError(absl::StrCat(
-        "ring: ", self.name, " was reached by ", (*socket)->peer(), " saying \"", hello,
-        "\", not by its left neighbour ", Describe(left), " of this job"));
+    // Another job's task, a stray connection, or one without the token:
+    // dropped (the token is never echoed).
+    accepted = absl::FailedPreconditionError(
+        hello != expected
+            ? absl::StrCat("ring: ", self.name, " was reached by ", (*socket)->peer(),
+                           " saying \"", hello, "\", not by its left neighbour ", Describe(left),
+                           " of this job")
+            : absl::StrCat("ring: ", self.name, " was reached by ", (*socket)->peer(),
+                           " presenting ", token.empty() ? "no" : "a wrong",
+                           " cluster token: not taken for its left neighbour ", Describe(left)));
   }
   connector.join();
   if (!accepted.ok()) return accepted;

@@ -67,6 +67,11 @@ struct RingOptions {
   std::string listen_host;
   // Names the job: a member of another job (a leftover task) is refused.
   std::string job_key;
+  // The cluster token (transport/security.h), when the job has one: a
+  // member presents it when it joins its right neighbour, and one that
+  // presents another (or none) is refused. It travels as the PS path's
+  // token-only calls carry theirs: in the clear, over a private network.
+  std::string token;
   // How long to wait for both neighbours when the ring forms.
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long a neighbour may stay silent inside a collective.

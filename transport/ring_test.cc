@@ -267,5 +267,51 @@ TEST(RingTest, AnotherJobsTaskIsNotTakenForTheLeftNeighbour) {
   EXPECT_THAT(formed[0].message(), HasSubstr("not by its left neighbour worker:1"));
 }
 
+TEST(RingTest, WithATokenOnlyAMemberPresentingItJoins) {
+  const std::string token = "a-cluster-token-of-32-characters";
+  // Both hold the token: the ring forms and sums.
+  std::vector<float> sums(2);
+  {
+    const std::vector<RingMember> members = Members(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        RingOptions o = Options(members, r);
+        o.token = token;
+        auto ring = Ring::Form(o);
+        ASSERT_OK(ring.status());
+        std::vector<float> data(10, static_cast<float>(r + 1));
+        ASSERT_OK((*ring)->AllReduceSum(absl::MakeSpan(data)));
+        sums[r] = data[9];
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_EQ(sums, (std::vector<float>{3, 3}));
+  // worker:1 presents another token, then none: worker:0 refuses it, and
+  // its message does not echo what was presented.
+  for (const std::string theirs : {std::string("another-token-of-32-characters!!"), std::string()}) {
+    const std::vector<RingMember> members = Members(2);
+    absl::Status formed;
+    std::thread stray([&] {
+      RingOptions o = Options(members, 1);
+      o.token = theirs;
+      o.connect_timeout = absl::Milliseconds(700);
+      Ring::Form(o).IgnoreError();
+    });
+    RingOptions o = Options(members, 0);
+    o.token = token;
+    o.connect_timeout = absl::Milliseconds(700);
+    formed = Ring::Form(o).status();
+    stray.join();
+    EXPECT_FALSE(formed.ok());
+    EXPECT_THAT(formed.message(),
+                HasSubstr(absl::StrCat("presenting ", theirs.empty() ? "no" : "a wrong",
+                                       " cluster token: not taken for its left neighbour "
+                                       "worker:1")));
+    if (!theirs.empty()) EXPECT_THAT(formed.message(), ::testing::Not(HasSubstr(theirs)));
+  }
+}
+
 }  // namespace
 }  // namespace pstrain
