@@ -149,6 +149,65 @@ class ComposeTest(unittest.TestCase):
             self.assertTrue([a for a in command if a.startswith(flag)], flag)
 
 
+class AllReduceTest(unittest.TestCase):
+    """The layout without PS (chief + 2 workers): only Chief and Worker
+    replicas, one argument list with a token and no TLS (the ring has none),
+    and every TF_CONFIG described as the all-reduce mode."""
+
+    def check_args(self, args):
+        self.assertIn("--token_file=/etc/pstrain/token", args)
+        self.assertFalse([a for a in args if a.startswith("--tls_")], args)
+        self.assertTrue([a for a in args if a.startswith("--ps_wait_s=")], args)
+
+    def check_described(self, tf_config):
+        code, out = describe(tf_config)
+        self.assertEqual(code, 0, out)
+        self.assertEqual(json.loads(out)["mode"], "allreduce", out)
+
+    def test_tfjob_has_only_a_chief_and_workers(self):
+        job = yaml.safe_load(load("deploy/k8s/tfjob-allreduce.yaml"))
+        replicas = job["spec"]["tfReplicaSpecs"]
+        self.assertEqual(sorted(replicas), ["Chief", "Worker"])
+        self.assertEqual(replicas["Worker"]["replicas"], 2)
+        name = job["metadata"]["name"]
+        cluster = {kind.lower(): ["%s-%s-%d.default.svc:2222" % (name, kind.lower(), i)
+                                  for i in range(spec["replicas"])]
+                   for kind, spec in replicas.items()}
+        args = None
+        for kind, spec in replicas.items():
+            self.assertEqual(spec["restartPolicy"], "ExitCode", kind)
+            pod = spec["template"]["spec"]
+            c = pod["containers"][0]
+            self.assertEqual(c["name"], "tensorflow", kind)
+            check_image(self, c["image"])
+            args = args or c["args"]
+            self.assertEqual(c["args"], args, kind)
+            self.assertTrue(pod["securityContext"]["runAsNonRoot"], kind)
+            self.assertTrue(c["securityContext"]["readOnlyRootFilesystem"], kind)
+            secret = [v for v in pod["volumes"] if "secret" in v][0]["secret"]
+            self.assertEqual(secret["secretName"], "pstrain-token")
+            for i in range(spec["replicas"]):
+                self.check_described(json.dumps({"cluster": cluster,
+                                                 "task": {"type": kind.lower(), "index": i},
+                                                 "environment": "cloud"}))
+        self.check_args(args)
+        self.assertIn("--bind=0.0.0.0:2222", args)
+
+    def test_compose_runs_a_chief_and_two_workers(self):
+        services = yaml.safe_load(load("deploy/docker-compose.allreduce.yml"))["services"]
+        self.assertEqual(sorted(services), ["chief", "worker0", "worker1"])
+        command = services["chief"]["command"]
+        for name, s in services.items():
+            check_image(self, s["image"])
+            self.assertEqual(s["command"], command, name)
+            self.assertRegex(s["restart"], r"^on-failure:[1-9][0-9]*$", name)
+            self.assertNotRegex(s["user"], r"^(0|root)\b", name)
+            cfg = json.loads(s["environment"]["TF_CONFIG"])
+            self.assertNotIn("ps", cfg["cluster"], name)
+            self.check_described(s["environment"]["TF_CONFIG"])
+        self.check_args(command)
+
+
 class DockerfileTest(unittest.TestCase):
     def test_two_stages_on_a_pinned_base_dependencies_first_non_root(self):
         text = load("deploy/Dockerfile")
