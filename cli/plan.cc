@@ -87,8 +87,18 @@ int PlanMain(const std::string& self_path, CliArgs& args) {
     std::printf("%4d  %14.1f  %12.2f ms%s%s\n", row.num_ps, row.ps_bytes / 1e6, row.step_s * 1000,
                 m.c_str(), row.num_ps == plan.recommended_ps ? "   <- recommended" : "");
   }
-  std::printf("\nring all-reduce of the same gradient, no PS: %.2f ms per step\n",
-              plan.allreduce_step_s * 1000);
+  std::string allreduce_measured;
+  if (*measure) {
+    auto step = experiment::MeasureAllReduceStep(*model_bytes, static_cast<int>(*workers),
+                                                 absl::Seconds(3));
+    if (!step.ok()) return fail(step.status());
+    allreduce_measured = absl::StrFormat(
+        "; measured %.2f ms (%+.0f%%: %d ring members as threads, TCP links on loopback)",
+        *step * 1000, *step > 0 ? 100 * (plan.allreduce_step_s - *step) / *step : 0.0,
+        static_cast<int>(*workers));
+  }
+  std::printf("\nring all-reduce of the same gradient, no PS: %.2f ms per step predicted%s\n",
+              plan.allreduce_step_s * 1000, allreduce_measured.c_str());
   const double recommended_step = plan.rows[plan.recommended_ps - 1].step_s;
   if (plan.cap_binds) {
     std::printf(

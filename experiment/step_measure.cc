@@ -14,6 +14,9 @@
 #include "client/ps_client.h"
 #include "cluster/placement.h"
 #include "cluster/tf_config.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "transport/ring.h"
 
 namespace pstrain::experiment {
 namespace {
@@ -111,6 +114,60 @@ absl::StatusOr<double> MeasureStep(const std::string& pstrain_path, double model
   double mean = 0;
   for (double s : step_s) mean += s / workers;
   return mean;
+}
+
+absl::StatusOr<double> MeasureAllReduceStep(double model_bytes, int workers,
+                                            absl::Duration duration) {
+  if (workers <= 1) return 0.0;
+  auto ports = PickFreePorts(workers);
+  if (!ports.ok()) return ports.status();
+  std::vector<RingMember> members;
+  for (int w = 0; w < workers; ++w) {
+    members.push_back({absl::StrCat("worker:", w), "127.0.0.1", (*ports)[w]});
+  }
+  const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(model_bytes / 4));
+  std::vector<absl::Status> status(workers);
+  std::vector<double> seconds(workers, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      RingOptions options;
+      options.members = members;
+      options.rank = w;
+      options.job_key = "plan --measure";
+      options.shared_memory = false;
+      options.connect_timeout = absl::Seconds(30);
+      auto ring = Ring::Form(options);
+      if (!ring.ok()) {
+        status[w] = ring.status();
+        return;
+      }
+      // The sums grow to inf after some rounds; adding infs takes as long.
+      std::vector<float> data(count, 1.0f);
+      absl::Time start = absl::Now();
+      if (status[w] = (*ring)->AllReduceSum(absl::MakeSpan(data)); !status[w].ok()) return;
+      // Member 0's warm-up time decides how many fill `duration`; all run that many.
+      const double one = std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start));
+      auto agreed = (*ring)->AllGather(
+          absl::StrCat(std::max<int64_t>(1, absl::ToDoubleSeconds(duration) / one)));
+      int64_t iterations = 1;
+      if (!agreed.ok() || !absl::SimpleAtoi((*agreed)[0], &iterations)) {
+        status[w] = agreed.ok() ? absl::InternalError("members disagree on the rounds")
+                                : agreed.status();
+        return;
+      }
+      start = absl::Now();
+      for (int64_t i = 0; i < iterations; ++i) {
+        if (status[w] = (*ring)->AllReduceSum(absl::MakeSpan(data)); !status[w].ok()) return;
+      }
+      seconds[w] = absl::ToDoubleSeconds(absl::Now() - start) / iterations;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : status) {
+    if (!s.ok()) return s;
+  }
+  return *std::max_element(seconds.begin(), seconds.end());
 }
 
 }  // namespace pstrain::experiment

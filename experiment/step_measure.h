@@ -20,6 +20,15 @@ namespace pstrain::experiment {
 absl::StatusOr<double> MeasureStep(const std::string& pstrain_path, double model_bytes, int workers,
                                    int num_ps, absl::Duration duration);
 
+// Mean time of one ring all-reduce (transport/ring.h) of `model_bytes` of
+// floats among `workers` members, each a thread of this process with its
+// own TCP links on loopback (no shared memory: the links a ring between
+// hosts has), for `duration` after one warm-up all-reduce: the exchange of
+// an all-reduce step with no PS. 0 for one worker (nothing to exchange).
+// Errors of forming the ring or of a collective.
+absl::StatusOr<double> MeasureAllReduceStep(double model_bytes, int workers,
+                                            absl::Duration duration);
+
 }  // namespace pstrain::experiment
 
 #endif  // PSTRAIN_EXPERIMENT_STEP_MEASURE_H_

@@ -46,7 +46,7 @@ declare -A ALLOWED=(
   [evaluator]="base cluster proto optim checkpoint data model job train"
   [exporter]="base cluster model"
   [launcher]="base cluster"
-  [experiment]="base cluster client launcher"
+  [experiment]="base cluster transport client launcher"
 )
 
 bad=0

@@ -140,9 +140,12 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   ASSERT_GE(train.size(), 7u);  // a progress line every 200 of 1250 steps
   EXPECT_EQ(train[0].file_version, "brain.Event:2");
   const EventRecord& last = train.back();
-  // At the job's global step, as the evaluator's are: never backwards, and
-  // past the chief's own 1250 steps (three replicas push).
-  EXPECT_GT(last.step, 1250);
+  // At the job's global step, as the evaluator's are: never backwards, at
+  // least the chief's own pushes before its last step's pull (the global
+  // step of the values that step used), and at most every replica's. How
+  // many of the workers' pushes came first depends on when they started: on
+  // a loaded machine the chief has been seen to finish before either pushed.
+  EXPECT_GE(last.step, 1250 - 1);
   EXPECT_LE(last.step, 3 * 1250);
   for (size_t i = 2; i < train.size(); ++i) EXPECT_GE(train[i].step, train[i - 1].step);
   std::vector<std::string> tags;
