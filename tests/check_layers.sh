@@ -17,7 +17,7 @@
 #   launcher/   a whole cluster of child processes on loopback
 #   experiment/ which setup trains faster: the experiment runner (over
 #               launcher/) and the PS planner (its cost model, its
-#               measurement through client/)
+#               measurement through client/ and of the ring in transport/)
 # Roles never depend on one another or on cli/; cli/ is the only package
 # that knows every role, and holds the commands only (flags in, text
 # out); bench/, fuzz/ and tests/ sit on top.
