@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Chaos trials: a pstrain job run the way an orchestrator runs it, with faults.
 
-Every task (2 PS, a chief, 2 workers, an evaluator) is its own process with
-its own TF_CONFIG on loopback. A task that exits 128-255 or dies of a signal
+Every task (2 PS, a chief, 2 workers, an evaluator; for the faults named
+allreduce_*, the same without PS: the replicas train by ring all-reduce) is
+its own process with its own TF_CONFIG on loopback. A task that exits 128-255 or dies of a signal
 is started again 0.5 s later; one that exits 0-127 never is (Kubernetes'
 `restartPolicy: ExitCode`). Each trial injects one fault from a seeded list
 at a seeded moment. A trial survives when it ends, within its bound, with
@@ -14,7 +15,11 @@ evaluator, final_metrics.json written, and nothing left running.
 
 Prints one line per trial and a summary (trials, survived, hangs, the
 median and worst time from fault to the job's end); exit status 1 when a
-trial did not survive. Logs of failed trials are kept under --out.
+trial did not survive. Logs of failed trials are kept under --out. An
+allreduce_* trial whose fault ends a replica also checks that every other
+training replica exited retryably within --collapse_bound_s of the fault (the
+job ends, to be started again) and prints that time and the step the
+relaunch resumed from.
 """
 
 import argparse
@@ -76,6 +81,7 @@ class Task:
         self.proc = None
         self.starts = 0
         self.codes = []          # every exit, in order
+        self.exit_times = []     # when each came (seconds since the trial began)
         self.restart_at = None   # when a retryable exit is to be restarted
 
     def start(self):
@@ -115,18 +121,25 @@ class Trial:
         shutil.rmtree(self.out, ignore_errors=True)
         os.makedirs(self.out)
         self.job_dir = os.path.join(self.out, "job")
+        self.allreduce = fault.startswith("allreduce_")
         ports = free_ports(6)
         at = lambda p: "127.0.0.1:%d" % p
         self.cluster = {"chief": [at(ports[0])], "ps": [at(ports[1]), at(ports[2])],
                         "worker": [at(ports[3]), at(ports[4])], "evaluator": [at(ports[5])]}
-        consistency = "sync" if fault.endswith("_sync") else "async"
+        if self.allreduce:
+            del self.cluster["ps"]
         job_flags = ["--hidden=%s" % args.hidden, "--epochs=%d" % args.epochs,
                      "--batch_size=%d" % args.batch_size,
                      # Steps that wait a little (not compute): a job long
                      # enough for faults to land in, at little CPU.
                      "--straggler=all:%d" % args.step_delay_ms,
-                     "--consistency=" + consistency, "--checkpoint_secs=1",
+                     "--checkpoint_secs=1",
                      "--seed=%d" % (seed % 1000 + 1), "--output_dir=" + self.job_dir]
+        if self.allreduce:
+            # A neighbour silent this long inside a step fails it.
+            job_flags.append("--sync_wait_secs=%d" % args.allreduce_wait_s)
+        else:
+            job_flags.append("--consistency=" + ("sync" if fault.endswith("_sync") else "async"))
         self.tasks = {}
         for role, addrs in self.cluster.items():
             for i in range(len(addrs)):
@@ -160,8 +173,8 @@ class Trial:
         self.events.append((self.now(), what))
 
     def training(self):
-        return all("training replica " in self.tasks[t].log()
-                   for t in ("chief:0", "worker:0", "worker:1"))
+        said = "training by all-reduce " if self.allreduce else "training replica "
+        return all(said in self.tasks[t].log() for t in ("chief:0", "worker:0", "worker:1"))
 
     def chief_log_count(self, text):
         return self.tasks["chief:0"].log().count(text)
@@ -270,6 +283,20 @@ class Trial:
         elif f == "whole_job":
             yield from self.sleep(rng.uniform(1, 4))
             self.kill_all()
+        elif f == "allreduce_replica_kill":
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill(rng.choice(["chief:0", "worker:0", "worker:1"]))
+        elif f == "allreduce_replica_freeze":
+            # Stopped for longer than --sync_wait_secs: its neighbours fail
+            # the step; woken, it finds them gone.
+            yield from self.sleep(rng.uniform(0.5, 4))
+            name = rng.choice(["chief:0", "worker:0", "worker:1"])
+            if self.kill(name, signal.SIGSTOP):
+                yield from self.sleep(self.args.allreduce_wait_s + 3)
+                self.kill(name, signal.SIGCONT)
+        elif f == "allreduce_evaluator_kill":
+            yield from self.sleep(rng.uniform(0.5, 4))
+            self.kill("evaluator:0")
         elif f == "none":
             pass
         else:
@@ -290,7 +317,8 @@ class Trial:
     def run(self):
         self.t0 = time.monotonic()
         for name in ("ps:0", "ps:1", "chief:0", "worker:0", "worker:1", "evaluator:0"):
-            self.tasks[name].start()
+            if name in self.tasks:
+                self.tasks[name].start()
         injector = self.injector()
         hung = False
         while True:
@@ -304,6 +332,7 @@ class Trial:
                 if t.proc is not None and t.restart_at is None and t.proc.poll() is not None:
                     code = t.proc.returncode
                     t.codes.append(code)
+                    t.exit_times.append(self.now())
                     self.note("%s exited %d" % (t.name, code if code >= 0 else 128 - code))
                     t.proc = None
                     if retryable(code):
@@ -375,6 +404,40 @@ class Trial:
             if scored != index["step"]:
                 problems.append("final checkpoint %d not scored (scored: %d)"
                                 % (index["step"], scored))
+        self.collapse_s = None
+        self.resumed_from = None
+        if self.allreduce and self.fault_time is not None and self.fault != "allreduce_evaluator_kill":
+            # Every training replica ended retryably soon after the fault:
+            # the ones not hit by it exited 128-255 themselves.
+            latest = 0.0
+            for name in ("chief:0", "worker:0", "worker:1"):
+                t = self.tasks[name]
+                after = [(when, code) for when, code in zip(t.exit_times, t.codes)
+                         if when >= self.fault_time]
+                if not after or not retryable(after[0][1]):
+                    problems.append("%s did not end retryably after the fault (exits %s)"
+                                    % (name, t.codes))
+                    continue
+                latest = max(latest, after[0][0] - self.fault_time)
+            self.collapse_s = latest
+            if latest > self.args.collapse_bound_s:
+                problems.append("the job took %.1fs to end after the fault (bound %ds)"
+                                % (latest, self.args.collapse_bound_s))
+            chief_log = self.tasks["chief:0"].log()
+            runs = chief_log.split("=== start ")
+            if len(runs) >= 3:
+                last = runs[-1]
+                at = last.find(", from step ")
+                self.resumed_from = int(last[at + 12:].split()[0]) if at >= 0 else 0
+            else:
+                problems.append("the chief was not started again")
+        if self.allreduce and metrics:
+            # The schedule: every epoch of each replica's shard, no step
+            # lost and none taken twice.
+            schedule = self.args.epochs * (60000 // 3 // self.args.batch_size)
+            if metrics.get("global_step") != schedule:
+                problems.append("global step %s, not the schedule's %d"
+                                % (metrics.get("global_step"), schedule))
         self.metrics = metrics
         self.problems = problems
         return not problems
@@ -404,6 +467,11 @@ def main():
     p.add_argument("--checkpoint_delay_ms", type=int, default=200,
                    help="with --pstrain_slow_disk, each PS's shard write takes this much longer")
     p.add_argument("--ps_wait_s", type=int, default=60)
+    p.add_argument("--allreduce_wait_s", type=int, default=3,
+                   help="allreduce_* trials: --sync_wait_secs, how long a ring neighbour may "
+                        "stay silent inside a step")
+    p.add_argument("--collapse_bound_s", type=int, default=10,
+                   help="allreduce_* trials: every replica ends within this of the fault")
     p.add_argument("--trial_timeout_s", type=int, default=240)
     p.add_argument("--cleanup_grace_s", type=int, default=20,
                    help="how long tasks may run on after the chief exited 0")
@@ -423,7 +491,7 @@ def main():
     if not args.faults:
         rng.shuffle(faults)
     run = {int(t) for t in args.run_trials.split(",") if t} or set(range(args.trials))
-    survived, hangs, to_end = 0, 0, []
+    survived, hangs, to_end, collapses = 0, 0, [], []
     for n in range(args.trials):
         fault = faults[n % len(faults)]
         seed = rng.randrange(1 << 30)
@@ -439,14 +507,19 @@ def main():
         if trial.fault_time is not None:
             to_end.append(trial.elapsed - trial.fault_time)
         m = trial.metrics
+        if trial.collapse_s is not None:
+            collapses.append(trial.collapse_s)
         print("trial %d %-30s seed %-10d %s in %.1fs%s; restarts %d; global step %s; "
-              "steps lost %s; test accuracy %s" % (
+              "steps lost %s; test accuracy %s%s" % (
                   n, fault, seed, "survived" if ok else "FAILED", trial.elapsed,
                   "" if trial.fault_time is None else
                   " (fault at %.1fs)" % trial.fault_time,
                   sum(max(0, t.starts - 1) for t in trial.tasks.values()),
                   m.get("global_step"), m.get("global_steps_lost"),
-                  "%.4f" % m["test_accuracy"] if "test_accuracy" in m else None), flush=True)
+                  "%.4f" % m["test_accuracy"] if "test_accuracy" in m else None,
+                  "" if trial.collapse_s is None else
+                  "; every replica ended %.1fs after the fault, resumed from step %s"
+                  % (trial.collapse_s, trial.resumed_from)), flush=True)
         if not ok:
             print("  problems: " + "; ".join(trial.problems))
             print("  events: " + ", ".join("%.1fs %s" % e for e in trial.events))
@@ -457,13 +530,17 @@ def main():
           "worst %.1fs" % (len(run), survived, len(run) - survived, hangs,
                            statistics.median(to_end) if to_end else 0,
                            max(to_end) if to_end else 0))
+    if collapses:
+        print("all-reduce replica faults: every replica ended after the fault in median "
+              "%.1fs, worst %.1fs" % (statistics.median(collapses), max(collapses)))
     return 0 if survived == len(run) else 1
 
 
 ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_checkpoint", "ps_kill_final",
               "ps_freeze", "ps_restored_then_chief_killed", "chief_kill", "chief_kill_step0",
               "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
-              "ps_kill_sync", "evaluator_kill_scoring", "whole_job"]
+              "ps_kill_sync", "evaluator_kill_scoring", "whole_job", "allreduce_replica_kill",
+              "allreduce_replica_freeze", "allreduce_evaluator_kill"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,16 +3,19 @@
 # as an orchestrator runs it: failure cases found by earlier trials (one PS
 # killed five times with the last kill in the final phase, a chief killed
 # after a PS restore, a chief killed in its final phase), each with the seed
-# it has among the five of the full set. The other two (trials 1 and 3: a PS
+# it has among the six of the full set. The other two (trials 1 and 3: a PS
 # killed as the final phase starts, a chief killed after a worker finished)
 # run as unit tests of the chief's parts (coordinator/: PsWatchTest,
-# CoordinatorTest's kept reports, JobFinisherTest) and in a soak. A long
+# CoordinatorTest's kept reports, JobFinisherTest) and in a soak. Trial 5
+# is a cluster without ps: a replica frozen past --sync_wait_secs, so its
+# ring neighbours end the step retryably, then woken to find them gone; the
+# job resumes from its last checkpoint to the schedule's step. A long
 # soak is `tests/chaos.py --pstrain=bazel-bin/pstrain
 # --pstrain_slow_disk=bazel-bin/tests/pstrain_slow_disk --trials=50`.
-# Bazel runs the three as shards (tests/BUILD): this shard runs every
+# Bazel runs the four as shards (tests/BUILD): this shard runs every
 # TEST_TOTAL_SHARDS-th of them from TEST_SHARD_INDEX.
 set -euo pipefail
-trials=(0 2 4)
+trials=(0 2 4 5)
 run=()
 total=${TEST_TOTAL_SHARDS:-1}
 index=${TEST_SHARD_INDEX:-0}
@@ -23,5 +26,5 @@ done
 (( ${#run[@]} > 0 )) || { echo "shard $index of $total: no trial"; exit 0; }
 exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" \
   --pstrain_slow_disk="$TEST_SRCDIR/pstrain/tests/pstrain_slow_disk" --seed=29 \
-  --trials=5 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
-  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final
+  --trials=6 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
+  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final,allreduce_replica_freeze
