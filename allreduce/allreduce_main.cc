@@ -56,11 +56,12 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
   return absl::OkStatus();
 }
 
-void TrainOverRing(Ring* ring, train::ReplicaGroup* group) {
-  group->wrap = [ring](std::unique_ptr<client::ParameterStore> own, const Placement& placement,
-                       const std::vector<int64_t>& offsets) {
+void TrainOverRing(Ring* ring, train::ReplicaGroup* group, bool bfloat16_wire) {
+  group->wrap = [ring, bfloat16_wire](std::unique_ptr<client::ParameterStore> own,
+                                      const Placement& placement,
+                                      const std::vector<int64_t>& offsets) {
     return std::unique_ptr<client::ParameterStore>(
-        new client::CollectiveStore(std::move(own), ring, placement, offsets));
+        new client::CollectiveStore(std::move(own), ring, placement, offsets, bfloat16_wire));
   };
   group->all_gather = [ring](const std::string& mine) { return ring->AllGather(mine); };
 }
@@ -149,7 +150,7 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
   if (!formed.ok()) return AsSetupFailure(formed.status());
   std::unique_ptr<Ring> ring = *std::move(formed);
   Log("ring formed: ", ring->DescribeLinks());
-  TrainOverRing(ring.get(), &setup.group);
+  TrainOverRing(ring.get(), &setup.group, setup.job.bfloat16_wire);
   // SIGTERM or SIGINT: the chief checkpoints the step it reached; the
   // others stop there too (or find their neighbour gone).
   static std::atomic<int> stop{0};

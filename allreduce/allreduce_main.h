@@ -45,8 +45,9 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
                                   int num_replicas);
 
 // Makes `group` train over `ring` (which must outlive the training): each
-// replica's store wrapped in a collective store, its all-gather the ring's.
-void TrainOverRing(Ring* ring, train::ReplicaGroup* group);
+// replica's store wrapped in a collective store, its all-gather the ring's;
+// dense gradients cross the ring as bfloat16 with `bfloat16_wire`.
+void TrainOverRing(Ring* ring, train::ReplicaGroup* group, bool bfloat16_wire = false);
 
 int AllReduceMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
 

@@ -39,6 +39,7 @@ struct Options {
   int repeat = 5;
   int64_t piece_bytes = 512 << 10;
   bool shared_memory = true;
+  bool bfloat16_wire = false;
   int rank = -1;  // -1: the first process, which starts the others
   std::vector<int> ports;
 };
@@ -63,7 +64,9 @@ absl::StatusOr<MemberResult> RunMember(const Options& o) {
   std::vector<float> data(o.bytes / sizeof(float), 1.0f);
   // The sums grow to inf after a few hundred rounds; float adds of inf
   // take as long as any others on x86.
-  auto all_reduce = [&]() -> absl::Status { return (*ring)->AllReduceSum(absl::MakeSpan(data)); };
+  auto all_reduce = [&]() -> absl::Status {
+    return (*ring)->AllReduceSum(absl::MakeSpan(data), o.bfloat16_wire);
+  };
   for (int i = 0; i < 3; ++i) {
     if (absl::Status s = all_reduce(); !s.ok()) return s;
   }
@@ -102,9 +105,10 @@ int Main(int argc, char** argv) {
   auto rank = args->GetIntInRange("rank", -1, -1, 63);
   auto ports = args->GetString("ports", "");
   auto shared = args->GetBool("shared_memory", o.shared_memory);
+  auto wire = args->GetString("wire_dtype", "float32");
   for (const absl::Status& s : {processes.status(), bytes.status(), seconds.status(),
                                 repeat.status(), piece.status(), rank.status(), ports.status(),
-                                shared.status()}) {
+                                shared.status(), wire.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       return 2;
@@ -117,6 +121,11 @@ int Main(int argc, char** argv) {
   o.piece_bytes = *piece;
   o.rank = static_cast<int>(*rank);
   o.shared_memory = *shared;
+  if (*wire != "float32" && *wire != "bfloat16") {
+    std::fprintf(stderr, "--wire_dtype=%s: must be float32 or bfloat16\n", wire->c_str());
+    return 2;
+  }
+  o.bfloat16_wire = *wire == "bfloat16";
   std::vector<pid_t> children;
   if (o.rank < 0) {
     auto picked = PickFreePorts(o.processes);
@@ -131,6 +140,7 @@ int Main(int argc, char** argv) {
                     absl::StrCat("--bytes=", o.bytes), absl::StrCat("--seconds=", o.seconds),
                     absl::StrCat("--repeat=", o.repeat), absl::StrCat("--piece_bytes=", o.piece_bytes),
                     o.shared_memory ? "--shared_memory" : "--noshared_memory",
+                    absl::StrCat("--wire_dtype=", o.bfloat16_wire ? "bfloat16" : "float32"),
                     absl::StrCat("--rank=", r), absl::StrCat("--ports=", absl::StrJoin(o.ports, ","))};
       auto pid = Spawn(spawn);
       if (!pid.ok()) {
@@ -165,10 +175,10 @@ int Main(int argc, char** argv) {
   const int n = o.processes;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
   std::printf("ring all-reduce: %d processes on 127.0.0.1, one TCP frame connection to each "
-              "neighbour, a sender thread beside the caller's; %lld bytes of float32, pieces "
-              "of %lld bytes\n  process:0's links: %s\n",
-              n, static_cast<long long>(o.bytes), static_cast<long long>(o.piece_bytes),
-              result->links.c_str());
+              "neighbour, a sender thread beside the caller's; %lld bytes of float32 (%s on the "
+              "wire), pieces of %lld elements\n  process:0's links: %s\n",
+              n, static_cast<long long>(o.bytes), o.bfloat16_wire ? "bfloat16" : "float32",
+              static_cast<long long>(o.piece_bytes / 4), result->links.c_str());
   std::vector<double> algbw;
   for (size_t i = 0; i < rounds->size(); ++i) {
     const double t = (*rounds)[i];

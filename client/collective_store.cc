@@ -36,9 +36,11 @@ struct Reader {
 }  // namespace
 
 CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring,
-                                 const Placement& placement, std::vector<int64_t> offsets)
+                                 const Placement& placement, std::vector<int64_t> offsets,
+                                 bool bfloat16_wire)
     : local_(std::move(local)),
       ring_(ring),
+      bfloat16_wire_(bfloat16_wire),
       variables_(placement.variables),
       tables_(placement.embeddings),
       offsets_(std::move(offsets)) {
@@ -85,7 +87,7 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
     at += n;
   }
   const absl::Time start = absl::Now();
-  PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_)));
+  PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_), bfloat16_wire_));
   collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
   const float scale = 1.0f / static_cast<float>(ring_->size());
   at = 0;

@@ -36,9 +36,11 @@ class CollectiveStore final : public ParameterStore {
  public:
   // `local`: the replica's own store of `placement`'s variables, laid out
   // by `offsets` (dense variable v from offsets[v]). `ring` must outlive
-  // the store.
+  // the store. With `bfloat16_wire` (--wire_dtype=bfloat16) the dense
+  // gradients cross the ring as bfloat16 (Ring::AllReduceSum); rows stay
+  // float32.
   CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring, const Placement& placement,
-                  std::vector<int64_t> offsets);
+                  std::vector<int64_t> offsets, bool bfloat16_wire = false);
 
   absl::Status WaitUntilReady(absl::Duration timeout) override {
     return local_->WaitUntilReady(timeout);
@@ -70,6 +72,7 @@ class CollectiveStore final : public ParameterStore {
 
   std::unique_ptr<ParameterStore> local_;
   Ring* const ring_;
+  const bool bfloat16_wire_;
   const std::vector<VariableDef> variables_;  // dense
   const std::vector<VariableDef> tables_;
   const std::vector<int64_t> offsets_;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/bfloat16.h"
 
 namespace pstrain {
 namespace {
@@ -407,9 +408,10 @@ absl::Status Ring::ReceiveInto(char* dst, size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status Ring::AllReduceSum(absl::Span<float> data) {
+absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
   const int n = size();
   if (n == 1) return absl::OkStatus();
+  if (bfloat16_wire) return AllReduceSumBfloat16(data);
   const int64_t count = static_cast<int64_t>(data.size());
   const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
   float* base = data.data();
@@ -452,6 +454,68 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data) {
         if (!status.ok()) break;
       }
       if (s < 2 * (n - 1) - 1) Post(dst, static_cast<size_t>(len) * sizeof(float));
+    }
+    if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
+  }
+  if (status.ok()) status = WaitSent();
+  if (!status.ok()) Abort();
+  return status;
+}
+
+absl::Status Ring::AllReduceSumBfloat16(absl::Span<float> data) {
+  // The float32 schedule above, with the pieces narrowed on the wire:
+  // wire_[i] holds the bfloat16 of data[i] that is (or was) being sent.
+  const int n = size();
+  const int64_t count = static_cast<int64_t>(data.size());
+  const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
+  float* base = data.data();
+  if (static_cast<int64_t>(wire_.size()) < count) wire_.resize(count);
+  uint16_t* wire = wire_.data();
+  auto post = [&](int64_t p, int64_t len) {
+    Post(wire + p, static_cast<size_t>(len) * sizeof(uint16_t));
+  };
+  std::vector<int64_t> sent_by(n, 0);
+  {
+    const auto [begin, end] = Chunk(count, n, rank_);
+    for (int64_t p = begin; p < end; p += piece) {
+      const int64_t len = std::min(piece, end - p);
+      FloatsToBfloat16(base + p, len, wire + p);
+      post(p, len);
+    }
+    sent_by[0] = Posted();
+  }
+  absl::Status status;
+  for (int s = 0; s < 2 * (n - 1) && status.ok(); ++s) {
+    const bool reduce = s < n - 1;
+    const int c = reduce ? (rank_ - s - 1 + 2 * n) % n : (rank_ - (s - (n - 1)) + 2 * n) % n;
+    const auto [begin, end] = Chunk(count, n, c);
+    // Gather step k rewrites the wire of the chunk reduce step k sent.
+    if (!reduce) status = WaitWritten(sent_by[s - (n - 1)]);
+    for (int64_t p = begin; p < end && status.ok(); p += piece) {
+      const int64_t len = std::min(piece, end - p);
+      float* dst = base + p;
+      if (reduce) {
+        auto in = ReceivePiece(static_cast<size_t>(len) * sizeof(uint16_t));
+        if (!in.ok()) {
+          status = in.status();
+          break;
+        }
+        const uint16_t* src = reinterpret_cast<const uint16_t*>(*in);
+        for (int64_t i = 0; i < len; ++i) dst[i] += FromBfloat16(src[i]);
+        ReleasePiece();
+        FloatsToBfloat16(dst, len, wire + p);
+        if (s == n - 2) {
+          // This member completed the chunk: it keeps the rounded sum that
+          // the all-gather hands the others.
+          Bfloat16ToFloats(wire + p, len, dst);
+        }
+      } else {
+        status = ReceiveInto(reinterpret_cast<char*>(wire + p),
+                             static_cast<size_t>(len) * sizeof(uint16_t));
+        if (!status.ok()) break;
+        Bfloat16ToFloats(wire + p, len, dst);
+      }
+      if (s < 2 * (n - 1) - 1) post(p, len);
     }
     if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
   }

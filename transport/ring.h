@@ -95,8 +95,13 @@ class Ring {
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
 
-  // Replaces data[i] with the sum over the members of their data[i].
-  absl::Status AllReduceSum(absl::Span<float> data);
+  // Replaces data[i] with the sum over the members of their data[i]. With
+  // `bfloat16_wire` the pieces travel as bfloat16 (base/bfloat16.h), half
+  // the bytes: each member adds what it receives to its float32 values and
+  // sends on the rounded partial sum, and the member that completes a chunk
+  // rounds it too before the all-gather, so every member still ends with
+  // the same bits (each sum rounded once per hop, n - 1 times at most).
+  absl::Status AllReduceSum(absl::Span<float> data, bool bfloat16_wire = false);
 
   // Each member's `mine`, in rank order (this member's included).
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine);
@@ -151,6 +156,7 @@ class Ring {
   // Reads one frame's length and checks it is `bytes`.
   absl::Status ReceiveLength(size_t bytes);
   bool Stopping();
+  absl::Status AllReduceSumBfloat16(absl::Span<float> data);
   // An error of the receiving side, naming the left neighbour.
   absl::Status ReceiveError(const absl::Status& s) const;
 
@@ -161,6 +167,7 @@ class Ring {
   std::unique_ptr<FrameSocket> right_;  // written by the sender thread only
   std::unique_ptr<FrameSocket> left_;   // read by the caller only
   std::vector<float> scratch_;          // a received piece, before it is added
+  std::vector<uint16_t> wire_;          // bfloat16 pieces to send, at their data offsets
   int64_t bytes_received_ = 0;
   // Shared links: the region this member writes (right) and the one it
   // reads (left); slot i of a region starts at its kDataStart + i * slot_bytes_.

@@ -104,6 +104,43 @@ TEST(RingTest, AllReduceSumsEveryElementOnEveryMember) {
   }
 }
 
+TEST(RingTest, ABfloat16WireSumsToBfloat16PrecisionAndEveryMemberHoldsTheSameBits) {
+  for (bool shared : {true, false}) {
+    for (int n : {2, 3, 4}) {
+      const int64_t count = 50001;
+      std::vector<std::vector<float>> data(n);
+      OnRing(
+          n,
+          [&](int r, Ring& ring) {
+            data[r] = RandomData(r, count, 5);
+            for (int round = 0; round < 2; ++round) {
+              if (round == 1) data[r] = RandomData(r, count, 5);
+              ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data[r]), /*bfloat16_wire=*/true));
+            }
+          },
+          /*piece_bytes=*/4096, shared, /*slots=*/2);
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(std::memcmp(data[r].data(), data[0].data(), count * sizeof(float)), 0)
+            << "n=" << n << " rank " << r << " shared " << shared;
+      }
+      // Each value is exactly a bfloat16, within n - 1 roundings (2^-8
+      // relative each, of partial sums at most n in magnitude) plus the
+      // rounding of the inputs themselves.
+      std::vector<std::vector<float>> inputs(n);
+      for (int m = 0; m < n; ++m) inputs[m] = RandomData(m, count, 5);
+      for (int64_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int m = 0; m < n; ++m) want += inputs[m][i];
+        const float got = data[0][i];
+        uint32_t bits;
+        std::memcpy(&bits, &got, 4);
+        ASSERT_EQ(bits & 0xffffu, 0u) << i;
+        ASSERT_NEAR(got, want, 2.0 * n * n / 256.0) << "n=" << n << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(RingTest, LinksOnOneHostShareMemoryUnlessAMemberSaysNo) {
   std::vector<std::string> links(3);
   std::vector<std::pair<bool, bool>> shared(3);
