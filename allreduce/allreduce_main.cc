@@ -57,11 +57,16 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
 }
 
 void TrainOverRing(Ring* ring, train::ReplicaGroup* group, bool bfloat16_wire) {
-  group->wrap = [ring, bfloat16_wire](std::unique_ptr<client::ParameterStore> own,
-                                      const Placement& placement,
-                                      const std::vector<int64_t>& offsets) {
-    return std::unique_ptr<client::ParameterStore>(
-        new client::CollectiveStore(std::move(own), ring, placement, offsets, bfloat16_wire));
+  auto vote = std::make_shared<client::StopVote>();
+  group->wrap = [ring, bfloat16_wire, vote](std::unique_ptr<client::ParameterStore> own,
+                                            const Placement& placement,
+                                            const std::vector<int64_t>& offsets) {
+    return std::unique_ptr<client::ParameterStore>(new client::CollectiveStore(
+        std::move(own), ring, placement, offsets, bfloat16_wire, vote));
+  };
+  group->stop_vote = [vote](int mine) {
+    vote->mine.store(mine, std::memory_order_relaxed);
+    return vote->agreed.load(std::memory_order_relaxed);
   };
   group->all_gather = [ring](const std::string& mine) { return ring->AllGather(mine); };
 }
@@ -151,8 +156,9 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
   std::unique_ptr<Ring> ring = *std::move(formed);
   Log("ring formed: ", ring->DescribeLinks());
   TrainOverRing(ring.get(), &setup.group, setup.job.bfloat16_wire);
-  // SIGTERM or SIGINT: the chief checkpoints the step it reached; the
-  // others stop there too (or find their neighbour gone).
+  // SIGTERM or SIGINT to any replica: the replicas agree on it in the next
+  // step's all-reduce and all stop before the step after, the chief
+  // checkpointing the step they reached.
   static std::atomic<int> stop{0};
   WatchStopSignals([](int signo) { stop.store(signo); });
   train::LocalOptions options;

@@ -1,6 +1,7 @@
 #include "client/collective_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -37,10 +38,11 @@ struct Reader {
 
 CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring,
                                  const Placement& placement, std::vector<int64_t> offsets,
-                                 bool bfloat16_wire)
+                                 bool bfloat16_wire, std::shared_ptr<StopVote> vote)
     : local_(std::move(local)),
       ring_(ring),
       bfloat16_wire_(bfloat16_wire),
+      vote_(std::move(vote)),
       variables_(placement.variables),
       tables_(placement.embeddings),
       offsets_(std::move(offsets)) {
@@ -78,8 +80,14 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
     }
     total += variables_[v].elements();
   }
-  // One fused buffer per exchange: the variables' gradients side by side.
-  packed_.resize(total);
+  // One fused buffer per exchange: the variables' gradients side by side,
+  // then the stop vote's two numbers.
+  packed_.resize(total + (vote_ != nullptr ? 2 : 0));
+  if (vote_ != nullptr) {
+    const int mine = vote_->mine.load(std::memory_order_relaxed);
+    packed_[total] = static_cast<float>(mine);
+    packed_[total + 1] = mine != 0 ? 1.0f : 0.0f;
+  }
   int64_t at = 0;
   for (int v : variables) {
     const int64_t n = variables_[v].elements();
@@ -89,6 +97,15 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
   const absl::Time start = absl::Now();
   PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_), bfloat16_wire_));
   collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  if (vote_ != nullptr) {
+    // The same bits on every replica: the same answer. The signal is the
+    // voters' mean (they usually share one, as a SIGTERM to every task).
+    const float voters = packed_[total + 1];
+    vote_->agreed.store(voters > 0 ? std::max(1, static_cast<int>(std::lround(
+                                                  packed_[total] / voters)))
+                                   : 0,
+                        std::memory_order_relaxed);
+  }
   const float scale = 1.0f / static_cast<float>(ring_->size());
   at = 0;
   for (int v : variables) {

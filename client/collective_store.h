@@ -22,6 +22,7 @@
 #define PSTRAIN_CLIENT_COLLECTIVE_STORE_H_
 
 #include <cstdint>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,15 @@
 
 namespace pstrain::client {
 
+// The replicas' vote on stopping (a signal to any one of them), carried in
+// each dense all-reduce: two more floats, this replica's signal (0: none)
+// and whether it has one. After the exchange every replica holds the same
+// sums, so they all agree on the answer, and stop before the same step.
+struct StopVote {
+  std::atomic<int> mine{0};    // this replica's signal, for the next exchange
+  std::atomic<int> agreed{0};  // what the last exchange decided (0: go on)
+};
+
 class CollectiveStore final : public ParameterStore {
  public:
   // `local`: the replica's own store of `placement`'s variables, laid out
@@ -39,8 +49,10 @@ class CollectiveStore final : public ParameterStore {
   // the store. With `bfloat16_wire` (--wire_dtype=bfloat16) the dense
   // gradients cross the ring as bfloat16 (Ring::AllReduceSum); rows stay
   // float32.
+  // `vote`, when given, travels in every dense exchange.
   CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring, const Placement& placement,
-                  std::vector<int64_t> offsets, bool bfloat16_wire = false);
+                  std::vector<int64_t> offsets, bool bfloat16_wire = false,
+                  std::shared_ptr<StopVote> vote = nullptr);
 
   absl::Status WaitUntilReady(absl::Duration timeout) override {
     return local_->WaitUntilReady(timeout);
@@ -73,6 +85,7 @@ class CollectiveStore final : public ParameterStore {
   std::unique_ptr<ParameterStore> local_;
   Ring* const ring_;
   const bool bfloat16_wire_;
+  const std::shared_ptr<StopVote> vote_;
   const std::vector<VariableDef> variables_;  // dense
   const std::vector<VariableDef> tables_;
   const std::vector<int64_t> offsets_;

@@ -5,7 +5,7 @@
 # BENCHMARKS.md, from full runs; this checks the bench still measures what
 # it says.
 set -euo pipefail
-out=$(bench/ps_bench --scenario=push_pull --ps=1 --clients=1 --bytes=65536 --seconds=0.3 --repeat=1)
+out=$(bench/ps_bench --scenario=push_pull --ps=1 --clients=1 --bytes=65536 --seconds=0.1 --repeat=1)
 echo "$out"
 # The PS with its frames over TCP and in gRPC, each round, and the echo.
 grep -Eq "^push_pull ps tcp +1 +1 +64 KiB +[1-9][0-9]* .* 2$" <<<"$out"
@@ -13,12 +13,12 @@ grep -Eq "^push_pull ps grpc +1 +1 +64 KiB +[1-9][0-9]* .* 1$" <<<"$out"
 grep -Eq "^push_pull echo +1 +1 +64 KiB +[1-9][0-9]* " <<<"$out"
 grep -Eq "median of 1: ps over tcp  [1-9][0-9]* calls/s = .* GB/s each way; [0-9.]+x the echo" <<<"$out"
 grep -Eq "median of 1: ps over grpc [1-9][0-9]* calls/s = .* GB/s each way; [0-9.]+x the echo" <<<"$out"
-out=$(bench/ps_bench --scenario=alternating --bytes=65536,4096 --seconds=0.3 --repeat=2)
+out=$(bench/ps_bench --scenario=alternating --bytes=65536,4096 --seconds=0.1 --repeat=2)
 echo "$out"
 [[ $(grep -Ec "^alternating +64 KiB: [1-9][0-9]* calls each; median ms ps [0-9.]+ \([0-9]+ calls/s\), echo [0-9.]+ \([0-9]+ calls/s\); ps/echo [0-9.]+x$" <<<"$out") == 2 ]]
 [[ $(grep -Ec "^  median of 2: ps/echo [0-9.]+x, alternating call by call$" <<<"$out") == 2 ]]
 # Pipelined pushes: one and two clients take turns, a median for each.
-out=$(bench/ps_bench --scenario=pipelined --bytes=1048576 --seconds=0.3 --repeat=2)
+out=$(bench/ps_bench --scenario=pipelined --bytes=1048576 --seconds=0.1 --repeat=2)
 echo "$out"
 [[ $(grep -Ec "^pipelined push x4 +1 +1 +1 MiB +[1-9][0-9]* " <<<"$out") == 2 ]]
 [[ $(grep -Ec "^pipelined push x4 +1 +2 +1 MiB +[1-9][0-9]* " <<<"$out") == 2 ]]

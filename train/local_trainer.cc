@@ -64,9 +64,13 @@ class LocalRun final : public StepObserver {
     return std::move(result_);
   }
 
-  // StepObserver: a signal stops the run before its next step.
+  // StepObserver: a signal stops the run before its next step; a replica
+  // group stops together, before the step after the one that carried the
+  // vote.
   int StopBefore(int64_t step) override {
-    return options_.stop == nullptr ? 0 : options_.stop->load(std::memory_order_relaxed);
+    const int mine = options_.stop == nullptr ? 0 : options_.stop->load(std::memory_order_relaxed);
+    if (group_ != nullptr && group_->stop_vote) return group_->stop_vote(mine);
+    return mine;
   }
 
   // StepObserver: each full epoch's test score (as Keras's

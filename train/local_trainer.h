@@ -67,6 +67,11 @@ struct ReplicaGroup {
       wrap;
   // Every replica's `mine`, by replica.
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
+  // Agrees on stopping: takes this replica's stop signal (0: none) for the
+  // next exchange and returns the signal the replicas agreed on in the last
+  // one (0: go on), the same answer on every replica before the same step.
+  // Null: each replica stops on its own signal.
+  std::function<int(int mine)> stop_vote;
   // What run.json and final_metrics.json record of the mode ("allreduce")
   // and the cluster.
   std::string mode = "allreduce";
