@@ -15,7 +15,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
             name = name,
             srcs = cpu_fallback,
             hdrs = hdrs,
-            deps = deps,
+            # Empty here; named so that dependents compile alike in both builds.
+            deps = deps + ["@local_cuda//:cuda_link"],
             **kwargs
         )
         return
@@ -37,7 +38,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
         name = name,
         srcs = objs,
         hdrs = hdrs,
-        deps = deps + ["@local_cuda//:cuda"],
-        defines = ["PSTRAIN_HAVE_CUDA=1"],
+        # The libraries only: nvcc has the headers; C++ that depends on this
+        # is compiled the same whether CUDA was found or not.
+        deps = deps + ["@local_cuda//:cuda_link"],
         **kwargs
     )

@@ -3,7 +3,9 @@
 Looks for nvcc, cudart and cuBLAS under $CUDA_PATH, or /usr/local/cuda when
 CUDA_PATH is unset. The generated repository always has:
   //:defs.bzl  with CUDA_ENABLED (bool) and CUDA_PATH (string)
-  //:cuda      a cc_library linking cudart and cuBLAS (empty when disabled)
+  //:cuda      a cc_library of the headers, linking cudart and cuBLAS (empty
+               when disabled)
+  //:cuda_link the same without headers (empty when disabled)
   //:config.txt a one-line human-readable verdict
 Where any piece is missing the build is CPU-only; nothing fails.
 """
@@ -28,6 +30,13 @@ cc_library(
     includes = ["include"],
     linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcublas", "-lcudart"],
 )
+# Only the libraries, for code whose CUDA sources nvcc compiles: C++ that
+# depends on it is compiled the same whether CUDA was found or not, so
+# switching between the two builds recompiles only the CUDA pieces.
+cc_library(
+    name = "cuda_link",
+    linkopts = ["-L{root}/lib64", "-Wl,-rpath,{root}/lib64", "-lcublas", "-lcudart"],
+)
 exports_files(["config.txt", "nvcc"])
 """.format(root = root)
         verdict = "CUDA enabled: toolkit at %s" % root
@@ -35,6 +44,7 @@ exports_files(["config.txt", "nvcc"])
         build = """
 package(default_visibility = ["//visibility:public"])
 cc_library(name = "cuda")
+cc_library(name = "cuda_link")
 exports_files(["config.txt"])
 """
         verdict = "CUDA disabled: %s lacks %s" % (root, ", ".join(missing))
