@@ -6,7 +6,7 @@
 # crash fails the run and leaves its input under the scratch directory: fix
 # it and add the input to fuzz/corpus/<target>/.
 #
-#   fuzz/run.sh            # 10 s each (the test command runs 5 s each)
+#   fuzz/run.sh            # 10 s each (the test command runs 3 s each)
 #   fuzz/run.sh 600        # the long runs
 set -euo pipefail
 cd "$(dirname "$0")/.."

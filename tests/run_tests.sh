@@ -122,10 +122,10 @@ check "PS concurrency tests under TSan" \
   //store:shard_store_test //store:wait_list_test //store:push_hold_test //base:parallel_for_test \
   //base:serial_worker_test //transport:ring_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
-# Every fuzz target (libFuzzer, ASan + UBSan) for 5 s from its corpus,
+# Every fuzz target (libFuzzer, ASan + UBSan) for 3 s from its corpus,
 # built in the sanitizer output base above (the corpora also run as
 # regression tests in //fuzz; `fuzz/run.sh 600` for long runs).
-check "fuzz targets, 5 s each" fuzz/run.sh 5
+check "fuzz targets, 3 s each" fuzz/run.sh 3
 
 echo "== everything took ${SECONDS} s"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
