@@ -21,8 +21,8 @@
 #ifndef PSTRAIN_CLIENT_COLLECTIVE_STORE_H_
 #define PSTRAIN_CLIENT_COLLECTIVE_STORE_H_
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>

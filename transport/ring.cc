@@ -411,10 +411,18 @@ absl::Status Ring::ReceiveInto(char* dst, size_t bytes) {
 absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
   const int n = size();
   if (n == 1) return absl::OkStatus();
-  if (bfloat16_wire) return AllReduceSumBfloat16(data);
   const int64_t count = static_cast<int64_t>(data.size());
   const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
   float* base = data.data();
+  // With a bfloat16 wire, wire_[i] holds the bfloat16 of data[i] that is
+  // (or was) being sent; otherwise the floats go out as they are.
+  const size_t wire_bytes = bfloat16_wire ? sizeof(uint16_t) : sizeof(float);
+  if (bfloat16_wire && static_cast<int64_t>(wire_.size()) < count) wire_.resize(count);
+  uint16_t* wire = wire_.data();
+  auto post = [&](int64_t p, int64_t len) {
+    const void* from = bfloat16_wire ? static_cast<const void*>(wire + p) : base + p;
+    Post(from, static_cast<size_t>(len) * wire_bytes);
+  };
   // sent_by[k]: the pieces posted once reduce-scatter step k's sends are.
   // Gather step k writes into the chunk that step sent: it waits for those
   // writes first (done long since: the data came back around the ring),
@@ -424,7 +432,9 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
   {
     const auto [begin, end] = Chunk(count, n, rank_);
     for (int64_t p = begin; p < end; p += piece) {
-      Post(base + p, static_cast<size_t>(std::min(piece, end - p)) * sizeof(float));
+      const int64_t len = std::min(piece, end - p);
+      if (bfloat16_wire) FloatsToBfloat16(base + p, len, wire + p);
+      post(p, len);
     }
     sent_by[0] = Posted();
   }
@@ -439,81 +449,35 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
     if (!reduce) status = WaitWritten(sent_by[s - (n - 1)]);
     for (int64_t p = begin; p < end && status.ok(); p += piece) {
       const int64_t len = std::min(piece, end - p);
+      const size_t bytes = static_cast<size_t>(len) * wire_bytes;
       float* dst = base + p;
       if (reduce) {
-        auto in = ReceivePiece(static_cast<size_t>(len) * sizeof(float));
+        auto in = ReceivePiece(bytes);
         if (!in.ok()) {
           status = in.status();
           break;
         }
-        const float* src = reinterpret_cast<const float*>(*in);
-        for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
-        ReleasePiece();
-      } else {
-        status = ReceiveInto(reinterpret_cast<char*>(dst), static_cast<size_t>(len) * sizeof(float));
-        if (!status.ok()) break;
-      }
-      if (s < 2 * (n - 1) - 1) Post(dst, static_cast<size_t>(len) * sizeof(float));
-    }
-    if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
-  }
-  if (status.ok()) status = WaitSent();
-  if (!status.ok()) Abort();
-  return status;
-}
-
-absl::Status Ring::AllReduceSumBfloat16(absl::Span<float> data) {
-  // The float32 schedule above, with the pieces narrowed on the wire:
-  // wire_[i] holds the bfloat16 of data[i] that is (or was) being sent.
-  const int n = size();
-  const int64_t count = static_cast<int64_t>(data.size());
-  const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
-  float* base = data.data();
-  if (static_cast<int64_t>(wire_.size()) < count) wire_.resize(count);
-  uint16_t* wire = wire_.data();
-  auto post = [&](int64_t p, int64_t len) {
-    Post(wire + p, static_cast<size_t>(len) * sizeof(uint16_t));
-  };
-  std::vector<int64_t> sent_by(n, 0);
-  {
-    const auto [begin, end] = Chunk(count, n, rank_);
-    for (int64_t p = begin; p < end; p += piece) {
-      const int64_t len = std::min(piece, end - p);
-      FloatsToBfloat16(base + p, len, wire + p);
-      post(p, len);
-    }
-    sent_by[0] = Posted();
-  }
-  absl::Status status;
-  for (int s = 0; s < 2 * (n - 1) && status.ok(); ++s) {
-    const bool reduce = s < n - 1;
-    const int c = reduce ? (rank_ - s - 1 + 2 * n) % n : (rank_ - (s - (n - 1)) + 2 * n) % n;
-    const auto [begin, end] = Chunk(count, n, c);
-    // Gather step k rewrites the wire of the chunk reduce step k sent.
-    if (!reduce) status = WaitWritten(sent_by[s - (n - 1)]);
-    for (int64_t p = begin; p < end && status.ok(); p += piece) {
-      const int64_t len = std::min(piece, end - p);
-      float* dst = base + p;
-      if (reduce) {
-        auto in = ReceivePiece(static_cast<size_t>(len) * sizeof(uint16_t));
-        if (!in.ok()) {
-          status = in.status();
-          break;
+        if (bfloat16_wire) {
+          const uint16_t* src = reinterpret_cast<const uint16_t*>(*in);
+          for (int64_t i = 0; i < len; ++i) dst[i] += FromBfloat16(src[i]);
+        } else {
+          const float* src = reinterpret_cast<const float*>(*in);
+          for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
         }
-        const uint16_t* src = reinterpret_cast<const uint16_t*>(*in);
-        for (int64_t i = 0; i < len; ++i) dst[i] += FromBfloat16(src[i]);
         ReleasePiece();
-        FloatsToBfloat16(dst, len, wire + p);
-        if (s == n - 2) {
-          // This member completed the chunk: it keeps the rounded sum that
-          // the all-gather hands the others.
-          Bfloat16ToFloats(wire + p, len, dst);
+        if (bfloat16_wire) {
+          FloatsToBfloat16(dst, len, wire + p);
+          // The member that completed the chunk keeps the rounded sum the
+          // all-gather hands the others, so every member holds the same bits.
+          if (s == n - 2) Bfloat16ToFloats(wire + p, len, dst);
         }
-      } else {
-        status = ReceiveInto(reinterpret_cast<char*>(wire + p),
-                             static_cast<size_t>(len) * sizeof(uint16_t));
+      } else if (bfloat16_wire) {
+        status = ReceiveInto(reinterpret_cast<char*>(wire + p), bytes);
         if (!status.ok()) break;
         Bfloat16ToFloats(wire + p, len, dst);
+      } else {
+        status = ReceiveInto(reinterpret_cast<char*>(dst), bytes);
+        if (!status.ok()) break;
       }
       if (s < 2 * (n - 1) - 1) post(p, len);
     }

@@ -156,7 +156,6 @@ class Ring {
   // Reads one frame's length and checks it is `bytes`.
   absl::Status ReceiveLength(size_t bytes);
   bool Stopping();
-  absl::Status AllReduceSumBfloat16(absl::Span<float> data);
   // An error of the receiving side, naming the left neighbour.
   absl::Status ReceiveError(const absl::Status& s) const;
 
