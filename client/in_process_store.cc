@@ -236,6 +236,7 @@ absl::StatusOr<int64_t> InProcessStore::DenseOnPs(const DenseWork& work, const f
     push.replica = options_.replica;
     push.generation = generation_;
     push.stop_step = stop_step_;
+    push.push_number = push_number();
     push.consistency = options_.consistency.ToString();
     push.tensors = refs;
     Payload payload;

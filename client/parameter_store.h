@@ -107,6 +107,14 @@ class ParameterStore {
   // starts over after an error (a PS lost and restored).
   virtual absl::Status Drain() = 0;
 
+  // The number each dense push started from now on carries: the replica's
+  // count of its own pushes once that push is in (its step, 1, 2, ...); 0,
+  // the default: not numbered. A store that applies pushes in several places
+  // (slices, PS) applies a numbered push at most once in each
+  // (FrameHeader.push_number), so a replica that resumes from the fewest
+  // count over them, or sends a push again, applies nothing twice.
+  void set_push_number(int64_t number) { push_number_ = number; }
+
   // Blocking exchanges: Start, then Wait.
   absl::StatusOr<int64_t> PullAll(float* params);
   absl::Status PushAll(const float* grads);
@@ -116,6 +124,12 @@ class ParameterStore {
   absl::Status PullRows(absl::Span<const TableRows> tables);
   absl::Status PushRows(absl::Span<const TableRows> tables);
   absl::Status PushPullRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull);
+
+ protected:
+  int64_t push_number() const { return push_number_; }
+
+ private:
+  int64_t push_number_ = 0;
 };
 
 // The queues' records of a store whose exchanges have ended by the time

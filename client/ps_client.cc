@@ -356,7 +356,7 @@ absl::Status PsClient::CheckFinite(const std::vector<Group>& groups, const float
 
 absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, const float* grads,
                                              float* params, const std::vector<int64_t>& offsets,
-                                             absl::Duration timeout) {
+                                             absl::Duration timeout, int64_t push_number) {
   // A push spanning several frames (and PS) is applied frame by frame; a bad
   // gradient is refused here so that no frame of it is. A single frame is
   // checked whole by its PS before anything is applied.
@@ -385,6 +385,7 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
         if (grads != nullptr && options_.consistency.has_value()) {
           h->set_consistency(options_.consistency->ToString());
         }
+        if (grads != nullptr) h->set_push_number(push_number);
       },
       [&](int i, const DecodedFrame& f) -> absl::Status {
         steps[i] = f.header().global_step();
@@ -435,11 +436,14 @@ absl::StatusOr<int64_t> PsClient::PushPullVariables(const std::vector<int>& vari
 
 absl::StatusOr<int64_t> PsClient::ExchangeDense(absl::Span<const int> variables,
                                                 const float* grads, float* params,
-                                                const std::vector<int64_t>& offsets) {
+                                                const std::vector<int64_t>& offsets,
+                                                int64_t push_number) {
   // A pull may wait on the PS for other replicas (sync, ssp).
   const absl::Duration timeout =
       params != nullptr ? options_.wait_deadline : options_.rpc_deadline;
-  if (variables.empty()) return DenseRound(AllGroups(), grads, params, offsets, timeout);
+  if (variables.empty()) {
+    return DenseRound(AllGroups(), grads, params, offsets, timeout, push_number);
+  }
   std::vector<char> wanted(placement_.variables.size(), 0);
   for (int v : variables) {
     if (v < 0 || v >= static_cast<int>(wanted.size())) {
@@ -448,7 +452,7 @@ absl::StatusOr<int64_t> PsClient::ExchangeDense(absl::Span<const int> variables,
     }
     wanted[v] = 1;
   }
-  return DenseRound(MakeGroups(wanted, LanesNow()), grads, params, offsets, timeout);
+  return DenseRound(MakeGroups(wanted, LanesNow()), grads, params, offsets, timeout, push_number);
 }
 
 absl::StatusOr<int64_t> PsClient::TableDim(const std::string& table) const {

@@ -205,9 +205,13 @@ class PsClient {
   // a push of `grads` (null: none), then a pull into `params` (null: none),
   // of the dense slices of `variables` (empty: every one), returning as
   // PushPullVariables; and a push of the rows of `push`, then a pull of
-  // those of `pull` (either may be empty), as PushPullRows.
+  // those of `pull` (either may be empty), as PushPullRows. A push
+  // numbered `push_number` (> 0: this replica's count of its pushes once it
+  // is in, FrameHeader.push_number) is applied at most once per slice,
+  // however often it is sent.
   absl::StatusOr<int64_t> ExchangeDense(absl::Span<const int> variables, const float* grads,
-                                        float* params, const std::vector<int64_t>& offsets);
+                                        float* params, const std::vector<int64_t>& offsets,
+                                        int64_t push_number = 0);
   absl::Status ExchangeRows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull) {
     return RowsRound(push, pull);
   }
@@ -279,7 +283,7 @@ class PsClient {
   // Push and/or pull of `groups`; returns the smallest global step seen.
   absl::StatusOr<int64_t> DenseRound(const std::vector<Group>& groups, const float* grads,
                                      float* params, const std::vector<int64_t>& offsets,
-                                     absl::Duration timeout);
+                                     absl::Duration timeout, int64_t push_number = 0);
   absl::StatusOr<int64_t> TableDim(const std::string& table) const;
   // The index of `table` in placement_.embeddings; NotFound naming it.
   absl::StatusOr<int> TableIndex(const std::string& table) const;

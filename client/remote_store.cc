@@ -18,8 +18,10 @@ absl::StatusOr<int64_t> RemoteStore::ReplicaPushes(int replica) {
 ParameterStore::Ticket RemoteStore::StartDense(absl::Span<const int> variables,
                                                const float* grads, float* params, Queue queue) {
   std::vector<int> wanted(variables.begin(), variables.end());
-  return {queue, QueueOf(queue).Enqueue([this, wanted = std::move(wanted), grads, params] {
-            return client_->ExchangeDense(wanted, grads, params, offsets_);
+  const int64_t number = grads == nullptr ? 0 : push_number();
+  return {queue,
+          QueueOf(queue).Enqueue([this, wanted = std::move(wanted), grads, params, number] {
+            return client_->ExchangeDense(wanted, grads, params, offsets_, number);
           })};
 }
 

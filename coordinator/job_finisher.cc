@@ -1,10 +1,13 @@
 #include "coordinator/job_finisher.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cluster/checkpoint_layout.h"
 #include "base/event_file.h"
@@ -161,7 +164,13 @@ absl::StatusOr<Json> JobFinisher::ScoreFinal() {
   Json metrics = DescribeScore(r, step);
   metrics["schedule"] = options_.schedule;
   const int64_t expected = DescribeReplicas(metrics, step);
-  DescribeStaleness(metrics);
+  auto stats = admin_->Stats();
+  if (stats.ok()) {
+    DescribeStaleness(*stats, metrics);
+    // Nothing applied twice, from the PS's own counts: a job whose
+    // parameters took an update more than once is not the job scheduled.
+    PSTRAIN_RETURN_IF_ERROR(CheckAppliedOnce(*stats, metrics, step, expected));
+  }
   const int64_t lost = std::max<int64_t>(0, expected - step);
   if (lost > 0) {
     Log("the job ends ", lost, " global steps short of its schedule (", step, " of ", expected,
@@ -225,14 +234,59 @@ int64_t JobFinisher::DescribeReplicas(Json& metrics, int64_t step) const {
   return expected;
 }
 
-void JobFinisher::DescribeStaleness(Json& metrics) {
+absl::Status JobFinisher::CheckAppliedOnce(const std::vector<v1::StatsResponse>& stats,
+                                           Json& metrics, int64_t step, int64_t expected) const {
+  int64_t repeated = 0;
+  for (const v1::StatsResponse& ps : stats) {
+    for (const v1::SliceStats& slice : ps.slices()) repeated += slice.repeated_pushes();
+  }
+  metrics["repeated_pushes_not_applied"] = repeated;
+  if (options_.job.consistency.sync()) {
+    // Sync steps are the job's: its rounds, none beyond the schedule.
+    if (step > expected) {
+      return absl::InternalError(absl::StrCat(
+          "the job ran ", step, " sync rounds but its schedule has ", expected,
+          ": rounds beyond the schedule were applied; the parameters are not the job's"));
+    }
+    return absl::OkStatus();
+  }
+  // Async and ssp: each replica's pushes applied in every dense slice
+  // (SliceStats.replica_pushes) are at most its schedule's steps.
+  const std::map<int, v1::ReportDoneRequest> reports = tracker_->reports();
+  int64_t applied = 0;
+  std::vector<std::string> twice;
+  for (const auto& [replica, report] : reports) {
+    int64_t most = -1, fewest = -1;
+    for (const v1::StatsResponse& ps : stats) {
+      for (const v1::SliceStats& slice : ps.slices()) {
+        if (replica >= slice.replica_pushes_size()) continue;  // a table, or no counts
+        const int64_t n = slice.replica_pushes(replica);
+        most = std::max(most, n);
+        fewest = fewest < 0 ? n : std::min(fewest, n);
+      }
+    }
+    if (most < 0) continue;
+    applied += fewest;
+    if (most > report.schedule_steps()) {
+      twice.push_back(absl::StrCat(report.task_type(), ":", report.task_index(), " ", most,
+                                   " pushes applied of its ", report.schedule_steps()));
+    }
+  }
+  metrics["updates_applied"] = applied;
+  if (!twice.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "updates were applied more than once (global step ", step, ", schedule ", expected,
+        "): ", absl::StrJoin(twice, "; "), "; the parameters are not the job's"));
+  }
+  return absl::OkStatus();
+}
+
+void JobFinisher::DescribeStaleness(const std::vector<v1::StatsResponse>& stats, Json& metrics) {
   // Gradients dropped as stale, and the staleness of those applied (summed
   // over every slice; buckets as SliceStats says).
-  auto stats = admin_->Stats();
-  if (!stats.ok()) return;
   int64_t dropped = 0;
   std::vector<int64_t> histogram;
-  for (const v1::StatsResponse& ps : *stats) {
+  for (const v1::StatsResponse& ps : stats) {
     for (const v1::SliceStats& slice : ps.slices()) {
       dropped += slice.dropped_stale();
       if (histogram.size() < static_cast<size_t>(slice.staleness_histogram_size())) {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -95,7 +96,15 @@ class JobFinisher {
   // steps the schedules add up to.
   int64_t DescribeReplicas(Json& metrics, int64_t step) const;
   // What the PS saw: dropped gradients, the staleness histogram.
-  void DescribeStaleness(Json& metrics);
+  void DescribeStaleness(const std::vector<v1::StatsResponse>& stats, Json& metrics);
+  // Internal, naming each replica and both counts, when any update was
+  // applied more than once: async and ssp, a replica's pushes applied in
+  // some dense slice beyond its schedule's steps; sync, rounds beyond the
+  // schedule. Adds updates_applied (async, ssp: every replica's pushes
+  // applied in all dense slices) and repeated_pushes_not_applied to
+  // `metrics`.
+  absl::Status CheckAppliedOnce(const std::vector<v1::StatsResponse>& stats, Json& metrics,
+                                int64_t step, int64_t expected) const;
   // The wait for the evaluator's score of step `step`.
   void WaitForEvaluator(int64_t step) const;
   // Finish after every report: the final phase, tried again while PS are

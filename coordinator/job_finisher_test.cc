@@ -132,6 +132,8 @@ TEST_F(JobFinisherTest, EveryReplicaDoneEndsWithTheFinalCheckpointTheMetricsAndT
   EXPECT_EQ(metrics["global_step"].get<int64_t>(), 8);
   EXPECT_EQ(metrics["global_steps_expected"].get<int64_t>(), 8);
   EXPECT_EQ(metrics["global_steps_lost"].get<int64_t>(), 0);
+  EXPECT_EQ(metrics["updates_applied"].get<int64_t>(), 8);
+  EXPECT_EQ(metrics["repeated_pushes_not_applied"].get<int64_t>(), 0);
   EXPECT_EQ(metrics["test_examples"].get<int64_t>(), 128);
   ASSERT_OK_AND_ASSIGN(CheckpointIndex index, ReadCheckpointIndex(dir_));
   EXPECT_EQ(index.step, 8);
@@ -140,6 +142,35 @@ TEST_F(JobFinisherTest, EveryReplicaDoneEndsWithTheFinalCheckpointTheMetricsAndT
   EXPECT_THAT(text, HasSubstr("\"schedule\":\"test\""));
   for (int ps = 0; ps < 2; ++ps) {
     EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string("job finished"), 0)) << ps;
+  }
+}
+
+// An update applied twice (here: an unnumbered push from worker:0 after it
+// ran its whole schedule, as a replica that started its shard over once
+// sent) fails the job, naming the replica and both counts, and writes no
+// final metrics.
+TEST_F(JobFinisherTest, AnUpdateAppliedTwiceFailsTheJobWithBothCounts) {
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK_AND_ASSIGN(v1::ReportDoneRequest report, Train(r));
+    ASSERT_OK(tracker_->MarkDone(report));
+  }
+  client::InProcessOptions again;
+  again.replica = 1;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<client::InProcessStore> store,
+                       cluster_.Store(placement_, net_->offsets(), again));
+  ASSERT_OK(store->WaitUntilReady(absl::Seconds(5)));
+  std::vector<float> grads(net_->num_parameters(), 0.01f);
+  ASSERT_OK(store->PushAll(grads.data()));
+  JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
+                       &test_, Options());
+  absl::Status s = finisher.Finish().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message(),
+            "updates were applied more than once (global step 9, schedule 8): worker:0 5 pushes "
+            "applied of its 4; the parameters are not the job's");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/final_metrics.json"));
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_EQ(cluster_.shutdown(ps).first, "job failed") << ps;
   }
 }
 

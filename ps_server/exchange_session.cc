@@ -164,6 +164,7 @@ bool ExchangeSession::Push(const v1::FrameHeader& h, std::vector<ShardStore::Ten
   push.generation = h.generation();
   push.consistency = h.consistency();
   push.stop_step = h.stop_step();
+  push.push_number = h.push_number();
   push.tensors = std::move(tensors);
   // A push-then-pull of the same async tensors: read the new values back
   // while applying, and answer at once. When the gradient came in the

@@ -223,6 +223,7 @@ v1::StatsResponse PsControl::Stats() const {
     out->set_pulls(s.pulls);
     out->set_step(s.version);
     out->set_dropped_stale(s.dropped_stale);
+    out->set_repeated_pushes(s.repeated_pushes);
     for (int64_t b : s.staleness) out->add_staleness_histogram(b);
     out->mutable_replica_pushes()->Add(s.replica_pushes.begin(), s.replica_pushes.end());
   }

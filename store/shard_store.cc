@@ -252,6 +252,10 @@ struct ShardStore::PushPlan {
   std::vector<std::vector<int64_t>> merged_ids;  // what unique_ids view, when merged
   // Per tensor: taken (true) or dropped as stale.
   std::vector<bool> applied;
+  // Per tensor: a repeat of a push it applied before (PushBatch::push_number),
+  // answered without applying it again.
+  std::vector<char> repeat;
+  bool any_repeat = false;
 };
 
 absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& batch,
@@ -362,7 +366,36 @@ absl::Status ShardStore::AdmitLocked(const PushBatch& batch, PushPlan& plan) con
     PSTRAIN_ASSIGN_OR_RETURN(plan.applied[i], AdmitPushLocked(t, batch.tensors[i].version,
                                                               batch.replica, batch.stop_step));
   }
+  plan.repeat.assign(plan.targets.size(), 0);
+  plan.any_repeat = false;
+  if (batch.push_number <= 0) return absl::OkStatus();
+  for (size_t i = 0; i < plan.targets.size(); ++i) {
+    const StoredTensor& t = *plan.targets[i];
+    if (t.embedding || t.consistency.mode == Consistency::Mode::kSync) continue;
+    if (batch.replica < static_cast<int>(t.replica_pushes.size()) &&
+        t.replica_pushes[batch.replica] >= batch.push_number) {
+      plan.repeat[i] = 1;
+      plan.any_repeat = true;
+    }
+  }
   return absl::OkStatus();
+}
+
+void ShardStore::AnswerRepeatLocked(const PushBatch& batch, const PushPlan& plan, size_t i) {
+  StoredTensor& t = *plan.targets[i];
+  t.repeated.fetch_add(1, std::memory_order_relaxed);
+  const char* values = reinterpret_cast<const char*>(t.data.data());
+  if (batch.read_back != nullptr) {
+    std::memcpy(batch.read_back + plan.offsets[i], values, t.bytes);
+  } else if (batch.read_back_in_payload != nullptr && t.bytes > 0) {
+    batch.read_back_in_payload->RewriteFloatRuns(
+        plan.offsets[i], t.bytes / 4, t.bytes / 4, [&](int64_t at, char* grad, int64_t count) {
+          std::memcpy(grad, values + at * 4, count * 4);
+        });
+  }
+  if (batch.read_back_versions != nullptr) {
+    batch.read_back_versions->push_back({t.updates, t.bytes});
+  }
 }
 
 absl::StatusOr<bool> ShardStore::ApplyExchangingLocked(const PushBatch& batch, PushPlan& plan) {
@@ -390,6 +423,10 @@ bool ShardStore::ApplyAllLocked(const PushBatch& batch, const Payload& payload, 
     const TensorRef& ref = batch.tensors[i];
     if (!plan.applied[i]) {
       DropStaleLocked(t, ref.version, batch.replica);
+      continue;
+    }
+    if (plan.repeat[i]) {
+      AnswerRepeatLocked(batch, plan, i);
       continue;
     }
     if (!plan.streamed[i]) {
@@ -422,7 +459,22 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch, const
             [](const StoredTensor* a, const StoredTensor* b) { return a->index < b->index; });
   for (StoredTensor* t : order) t->mu.Lock();
   absl::StatusOr<bool> progress = false;
-  if (absl::Status admitted = AdmitLocked(batch, plan); !admitted.ok()) {
+  absl::Status admitted = AdmitLocked(batch, plan);
+  if (admitted.ok() && plan.any_repeat && plan.exchange) {
+    // Exchanging applies every tensor of the batch in one pass; with a
+    // repeat among them the batch is applied tensor by tensor, its new
+    // values written over the gradient as they are, those gradients
+    // checked first (exchanging checks them as it goes).
+    plan.exchange = false;
+    for (size_t i = 0; i < plan.targets.size() && admitted.ok(); ++i) {
+      if (plan.repeat[i]) continue;
+      const int64_t floats = (plan.offsets[i + 1] - plan.offsets[i]) / 4;
+      float value = 0;
+      const int64_t bad = CheckFinite(payload, plan.offsets[i], floats, &value);
+      if (bad >= 0) admitted = NonFiniteGradient(batch.tensors[i].key, value, bad);
+    }
+  }
+  if (!admitted.ok()) {
     progress = admitted;
   } else if (plan.exchange) {
     progress = ApplyExchangingLocked(batch, plan);
@@ -553,6 +605,7 @@ std::vector<TensorStats> ShardStore::Stats() const {
     s.pulls = t->pulls.load(std::memory_order_relaxed);
     s.version = t->version.load(std::memory_order_relaxed);
     s.dropped_stale = t->dropped_stale.load(std::memory_order_relaxed);
+    s.repeated_pushes = t->repeated.load(std::memory_order_relaxed);
     for (int b = 0; b < kStalenessBuckets; ++b) {
       s.staleness[b] = t->staleness[b].load(std::memory_order_relaxed);
     }

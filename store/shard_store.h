@@ -78,6 +78,9 @@ struct TensorStats {
   int64_t dropped_stale = 0;
   std::array<int64_t, kStalenessBuckets> staleness{};
   std::vector<int64_t> replica_pushes;  // dense: pushes applied per replica
+  // Dense async and ssp: pushes received again (PushBatch::push_number)
+  // and answered without being applied a second time.
+  int64_t repeated_pushes = 0;
 };
 
 class ShardStore {
@@ -176,6 +179,18 @@ class ShardStore {
     // that the stopped replicas would never finish.
     int64_t stop_step = 0;
     std::string consistency;  // the sender's idea of the job's mode; empty: unchecked
+    // The sender's count of its own pushes once this one is in (its step in
+    // its schedule, 1, 2, ...); 0: not numbered. A dense async or ssp
+    // tensor that has already applied that many pushes from the replica
+    // (StoredTensor::replica_pushes) takes it as a repeat: it is answered
+    // as if applied (its values read back, applied[i] true) but nothing
+    // changes and it is counted in TensorStats::repeated_pushes. So a push
+    // sent again (a replica resumed from the fewest count over slices, a
+    // push that landed on some PS before a checkpoint cut or a crash and
+    // not on others, a request retried after its answer was lost) lands
+    // once in every slice. Sync tensors ignore it: a round's version says
+    // whether the push is late.
+    int64_t push_number = 0;
     std::vector<TensorRef> tensors;
     // The caller holds a PushHold::Pass for this push (push_hold(), Enter
     // or TryEnter) until Push returns: Push does not wait on the hold.
@@ -317,6 +332,10 @@ class ShardStore {
   // be ready.
   absl::StatusOr<bool> ApplyExchangingLocked(const PushBatch& batch,
                                              PushPlan& plan) ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Answers tensor i of a push it applied before (PushPlan::repeat): its
+  // values to the read-back the batch asks for, nothing applied.
+  void AnswerRepeatLocked(const PushBatch& batch, const PushPlan& plan,
+                          size_t i) ABSL_NO_THREAD_SAFETY_ANALYSIS;
   bool ApplyAllLocked(const PushBatch& batch, const Payload& payload,
                       PushPlan& plan) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 

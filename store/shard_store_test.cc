@@ -710,6 +710,145 @@ TEST(ShardCheckpointTest, EachReplicasPushesAreCountedAndRestored) {
   EXPECT_TRUE(counts(c).empty());
 }
 
+// A numbered push that a tensor applied already (a replica resumed from the
+// fewest count over its slices, a push landed on one PS before a crash and
+// sent again) is answered with the values as they are and applied once:
+// through a restore of the checkpoint that holds it, in a batch with a
+// tensor that did not take it yet, and on each answer path (a reply buffer,
+// the payload rewritten, the in-place exchange of SGD).
+TEST(ShardStoreRepeatTest, ANumberedPushIsAppliedOnceInEachTensor) {
+  ShardStore store(0, 1);
+  ASSERT_OK(store
+                .Initialize(Job({"sgd", 0.5f}, "async", 2),
+                            {Dense(Slice("w", 2, 1), Bytes({1, 2})),
+                             Dense(Slice("b", 1, 1), Bytes({0}))},
+                            {})
+                .status());
+  // push(replica, number, tensors, gradient 2 each) with the answer read
+  // back into a reply buffer.
+  auto push = [&](int replica, int64_t number, std::vector<std::string> keys,
+                  std::vector<ShardStore::Pulled>* pulled = nullptr) {
+    ShardStore::PushBatch batch;
+    batch.replica = replica;
+    batch.push_number = number;
+    std::string payload;
+    for (const std::string& k : keys) {
+      batch.tensors.push_back({k, {}, 0, -1});
+      payload += Bytes(k == "w/part_0" ? std::vector<float>{2, 2} : std::vector<float>{2});
+    }
+    std::vector<char> back(payload.size());
+    if (pulled != nullptr) {
+      batch.read_back = back.data();
+      batch.read_back_versions = pulled;
+    }
+    Payload received;
+    received.Append(payload.data(), static_cast<int64_t>(payload.size()));
+    auto applied = store.Push(batch, received);
+    return std::make_pair(applied, std::string(back.begin(), back.end()));
+  };
+  auto stat = [&](const std::string& key) {
+    for (const TensorStats& s : store.Stats()) {
+      if (s.key == key) return s;
+    }
+    return TensorStats{};
+  };
+  ASSERT_OK(push(0, 1, {"w/part_0", "b/part_0"}).first.status());  // w {0, 1}, b {-1}
+  // Sent again: answered as applied, with the values as they are.
+  std::vector<ShardStore::Pulled> pulled;
+  auto [again, answer] = push(0, 1, {"w/part_0", "b/part_0"}, &pulled);
+  ASSERT_OK(again.status());
+  EXPECT_EQ(*again, (std::vector<bool>{true, true}));
+  EXPECT_EQ(answer, Bytes({0, 1}) + Bytes({-1}));
+  ASSERT_EQ(pulled.size(), 2u);
+  EXPECT_EQ(pulled[0].version, 1);
+  EXPECT_EQ(stat("w/part_0").replica_pushes, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(stat("w/part_0").repeated_pushes, 1);
+  EXPECT_EQ(stat("b/part_0").repeated_pushes, 1);
+  // Another replica's push 1 is its own; unnumbered pushes are applied.
+  ASSERT_OK(push(1, 1, {"w/part_0"}).first.status());  // w {-1, 0}
+  ASSERT_OK(push(1, 0, {"w/part_0"}).first.status());  // w {-2, -1}
+  EXPECT_EQ(stat("w/part_0").replica_pushes, (std::vector<int64_t>{1, 2}));
+  // A checkpoint cut after w took replica 0's push 2 and before b did.
+  ASSERT_OK(push(0, 2, {"w/part_0"}).first.status());  // w {-3, -2}
+  ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(4));
+  ASSERT_OK(push(0, 2, {"b/part_0"}).first.status());  // b {-2}
+  ASSERT_OK(store.Restore(snap));                    // b {-1} again
+  // The replica resumes at the fewest count (1) and sends push 2 whole:
+  // b takes it, w had it.
+  pulled.clear();
+  auto [resent, values] = push(0, 2, {"w/part_0", "b/part_0"}, &pulled);
+  ASSERT_OK(resent.status());
+  EXPECT_EQ(values, Bytes({-3, -2}) + Bytes({-2}));
+  EXPECT_EQ(stat("w/part_0").replica_pushes, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(stat("b/part_0").replica_pushes, (std::vector<int64_t>{2, 0}));
+  EXPECT_EQ(stat("w/part_0").version, 4);
+  EXPECT_EQ(stat("b/part_0").version, 2);
+
+  // The in-place answers: push 2 again, gradient in a writable payload.
+  for (bool sgd_exchange : {true, false}) {
+    SCOPED_TRACE(sgd_exchange ? "exchanged" : "rewritten");
+    Received frame(Bytes({2, 2}) + Bytes({2}), 3);
+    ShardStore::PushBatch batch;
+    batch.replica = 0;
+    batch.push_number = 2;
+    batch.tensors = {{"w/part_0", {}, 0, -1}, {"b/part_0", {}, 0, -1}};
+    ShardStore::PushBatch::InPlaceAnswer in_place;
+    std::vector<ShardStore::Pulled> versions;
+    batch.read_back_in_payload = &frame.payload;
+    batch.read_back_in_place = &in_place;
+    batch.read_back_versions = &versions;
+    if (!sgd_exchange) {
+      // A batch where w has the push and b does not yet: b applies it, so
+      // the answer cannot be exchanged whole; both come back in the payload.
+      ASSERT_OK(store.Restore(snap));  // b {-1}, its count for replica 0 back to 1
+    }
+    ASSERT_OK(store.Push(batch, frame.payload).status());
+    const std::string expected = Bytes({-3, -2}) + Bytes({-2});
+    if (sgd_exchange) {
+      EXPECT_EQ(in_place.in_payload, true);  // a repeat is not exchanged
+    }
+    EXPECT_EQ(in_place.in_payload ? frame.Bytes() : Joined(in_place.held), expected);
+    ASSERT_OK_AND_ASSIGN(auto w, Pull(store, "w/part_0"));
+    EXPECT_EQ(w, (std::vector<float>{-3, -2}));
+    ASSERT_OK_AND_ASSIGN(auto b, Pull(store, "b/part_0"));
+    EXPECT_EQ(b, (std::vector<float>{-2}));
+  }
+  // A non-finite gradient beside a repeat is still refused, nothing changed.
+  ASSERT_OK(store.Restore(snap));
+  Received bad(Bytes({1, 1}) + Bytes({NAN}), 4);
+  ShardStore::PushBatch batch;
+  batch.push_number = 2;
+  batch.tensors = {{"w/part_0", {}, 0, -1}, {"b/part_0", {}, 0, -1}};
+  ShardStore::PushBatch::InPlaceAnswer in_place;
+  batch.read_back_in_payload = &bad.payload;
+  batch.read_back_in_place = &in_place;
+  EXPECT_EQ(store.Push(batch, bad.payload).status().message(),
+            "gradient for b/part_0 has a non-finite value (nan) at element 0");
+  EXPECT_EQ(stat("b/part_0").version, 1);
+}
+
+// Sync tensors ignore push numbers: a round's version says whether a push
+// is late.
+TEST(ShardStoreRepeatTest, SyncTensorsGoByTheRoundNotTheNumber) {
+  ShardStore store(0, 1);
+  ASSERT_OK(store
+                .Initialize(Job({"sgd", 1.0f}, "sync", 1),
+                            {Dense(Slice("w", 1, 1), Bytes({1}))}, {})
+                .status());
+  for (int64_t version : {0, 1}) {
+    ShardStore::PushBatch batch;
+    batch.push_number = 1;
+    batch.tensors = {{"w/part_0", {}, version, -1}};
+    Payload p;
+    const std::string g = Bytes({1});
+    p.Append(g.data(), 4);
+    ASSERT_OK_AND_ASSIGN(auto applied, store.Push(batch, p));
+    EXPECT_EQ(applied, (std::vector<bool>{true}));
+  }
+  ASSERT_OK_AND_ASSIGN(auto w, Pull(store, "w/part_0"));
+  EXPECT_EQ(w, (std::vector<float>{-1}));
+}
+
 // After a restore under a new generation, pushes and pulls of the old one
 // are refused (a replica must pull again), those of the new one and
 // unchecked ones (generation 0) served; a sync pull parked before the

@@ -89,6 +89,7 @@ struct StoredTensor {
   std::atomic<int64_t> pushes{0};
   std::atomic<int64_t> pulls{0};
   std::atomic<int64_t> dropped_stale{0};
+  std::atomic<int64_t> repeated{0};  // ShardStore::PushBatch::push_number
   std::array<std::atomic<int64_t>, kStalenessBuckets> staleness{};
 };
 

@@ -431,10 +431,14 @@ class Trial:
                 self.resumed_from = int(last[at + 12:].split()[0]) if at >= 0 else 0
             else:
                 problems.append("the chief was not started again")
-        if self.allreduce and metrics:
+        if metrics:
             # The schedule: every epoch of each replica's shard, no step
-            # lost and none taken twice.
-            schedule = self.args.epochs * (60000 // 3 // self.args.batch_size)
+            # lost and none taken twice. Sync and all-reduce steps are the
+            # job's (each replica's shard in step); async steps are every
+            # replica's pushes, the three shards' steps together.
+            per_replica = self.args.epochs * (60000 // 3 // self.args.batch_size)
+            synchronous = self.allreduce or self.fault.endswith("_sync")
+            schedule = per_replica if synchronous else 3 * per_replica
             if metrics.get("global_step") != schedule:
                 problems.append("global step %s, not the schedule's %d"
                                 % (metrics.get("global_step"), schedule))

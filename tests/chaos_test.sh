@@ -9,13 +9,16 @@
 # CoordinatorTest's kept reports, JobFinisherTest) and in a soak. Trial 5
 # is a cluster without ps: a replica frozen past --sync_wait_secs, so its
 # ring neighbours end the step retryably, then woken to find them gone; the
-# job resumes from its last checkpoint to the schedule's step. A long
+# job resumes from its last checkpoint to the schedule's step. Trial 6
+# kills the chief of an async job while it trains its shard: restarted, it
+# carries on from the pushes the PS applied from it, and the job ends at
+# exactly the schedule's global step (every trial checks that). A long
 # soak is `tests/chaos.py --pstrain=bazel-bin/pstrain
 # --pstrain_slow_disk=bazel-bin/tests/pstrain_slow_disk --trials=50`.
-# Bazel runs the four as shards (tests/BUILD): this shard runs every
+# Bazel runs the five as shards (tests/BUILD): this shard runs every
 # TEST_TOTAL_SHARDS-th of them from TEST_SHARD_INDEX.
 set -euo pipefail
-trials=(0 2 4 5)
+trials=(0 2 4 5 6)
 run=()
 total=${TEST_TOTAL_SHARDS:-1}
 index=${TEST_SHARD_INDEX:-0}
@@ -26,5 +29,5 @@ done
 (( ${#run[@]} > 0 )) || { echo "shard $index of $total: no trial"; exit 0; }
 exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" \
   --pstrain_slow_disk="$TEST_SRCDIR/pstrain/tests/pstrain_slow_disk" --seed=29 \
-  --trials=6 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
-  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final,allreduce_replica_freeze
+  --trials=7 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
+  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final,allreduce_replica_freeze,chief_kill

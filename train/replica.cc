@@ -90,7 +90,6 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   TrainerOptions trainer;
   trainer.job = job;
   trainer.replica = replica;
-  trainer.rejoined = options.rejoined;
   trainer.num_replicas = num_replicas;
   trainer.recovery_wait = options.ps_wait;
   trainer.split_examples = data.split_examples;

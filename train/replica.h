@@ -25,9 +25,6 @@ struct ReplicaOptions {
   // at the start and after a PS was lost (TrainerOptions::recovery_wait).
   absl::Duration ps_wait = absl::Minutes(2);
   std::shared_ptr<const Security> security;  // for the PS channels
-  // The replica was restarted while the job went on (the chief's Join said
-  // so): it carries on at the job's step (TrainerOptions::rejoined).
-  bool rejoined = false;
   // When set (the task with chief duties): the job's failure, which ends
   // this replica's waits for the PS (PsClient::SetAbortCheck).
   std::function<absl::Status()> job_failure;

@@ -176,13 +176,16 @@ class StepLoop {
       Log("resuming from the checkpoint at global step ", restored, ": this replica's step ", step_,
           how, ", its input at batch ", step_ % per_epoch, " of ", per_epoch, " in epoch ",
           step_ / per_epoch);
-    } else if (options_.rejoined && global_step_ > 0) {
+    } else if (global_step_ > 0) {
+      // The job went on before this replica started (a restart of it, the
+      // chief's or a worker's, a late start): it carries on where the PS
+      // say it is, never from 0 because its process is new.
       std::string how;
       step_ = std::min(total_steps_, OwnStep(global_step_, &how));
       const int64_t per_epoch = std::max<int64_t>(1, source_.batches_per_epoch());
-      Log("restarted while the job went on (global step ", global_step_,
-          "): carrying on at this replica's step ", step_, how, ", its input at batch ",
-          step_ % per_epoch, " of ", per_epoch, " in epoch ", step_ / per_epoch);
+      Log("the job is at global step ", global_step_, ": carrying on at this replica's step ",
+          step_, how, ", its input at batch ", step_ % per_epoch, " of ", per_epoch,
+          " in epoch ", step_ / per_epoch);
     }
     // The source may be where an earlier attempt's prefetcher left it.
     PSTRAIN_RETURN_IF_ERROR(source_.Seek(step_));
@@ -221,6 +224,10 @@ class StepLoop {
   absl::Status RunStep() {
     result_.schedule_step = step_;
     ++step_;
+    // Async and ssp pushes are numbered by the step they end, so that one
+    // sent again (after a resume from the fewest count over the slices) is
+    // applied once in each; a sync round's version does that already.
+    store_->set_push_number(sync_ ? 0 : step_);
     ++result_.steps;
     result_.last_global_step = global_step_;
     const int b = cur_;

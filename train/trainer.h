@@ -55,11 +55,6 @@ struct TrainerOptions {
   // is in flight (its gradient then misses this replica's own last update;
   // async updates allow that). sync jobs always wait for the step.
   bool overlap_communication = true;
-  // This replica was restarted while the job went on (its PS kept their
-  // variables): it starts at the job's step, not at the start of its
-  // schedule: sync, the global step; async, the global step over the
-  // replicas (as after a restore).
-  bool rejoined = false;
   // When not empty, the progress scalars (loss, accuracy, examples/s,
   // steps/s, global step, learning rate) also go to TensorBoard event files
   // and JSON lines in this directory at every progress line

@@ -190,21 +190,22 @@ TEST(TrainerTest, AsyncReplicasRunTheirOwnShardsAndEveryPushCounts) {
   EXPECT_THAT(observer->ReplicaPushes(1), ::testing::Eq(absl::StatusOr<int64_t>(16)));
 }
 
-// Rolls every PS back to the snapshot taken at step `at` under generation 2
-// when the replica reaches step `when`, as a chief restoring a lost PS
-// does; counts the steps it sees.
+// Rolls every PS back to its snapshot taken at step `at` (one step for
+// all, or one per PS: a checkpoint cut that a push reached on some PS and
+// not on others) under generation 2 when the replica reaches step `when`,
+// as a chief restoring a lost PS does; counts the steps it sees.
 class RestoreAt : public StepObserver {
  public:
-  RestoreAt(Cluster* cluster, int64_t at, int64_t when)
-      : cluster_(cluster), at_(at), when_(when) {}
+  RestoreAt(Cluster* cluster, std::vector<int64_t> at, int64_t when)
+      : cluster_(cluster), at_(std::move(at)), when_(when),
+        snapshots_(cluster->stores.size()) {}
   absl::Status AfterStep(int64_t step, int64_t total) override {
     ++steps_;
-    if (step == at_) {
-      for (const auto& s : cluster_->stores) {
-        auto shard = s->Snapshot(step);
-        if (!shard.ok()) return shard.status();
-        snapshots_.push_back(*std::move(shard));
-      }
+    for (size_t ps = 0; ps < cluster_->stores.size(); ++ps) {
+      if (step != at_[std::min(ps, at_.size() - 1)]) continue;
+      auto shard = cluster_->stores[ps]->Snapshot(step);
+      if (!shard.ok()) return shard.status();
+      snapshots_[ps] = *std::move(shard);
     }
     if (step == when_ && !restored_) {
       restored_ = true;
@@ -219,23 +220,34 @@ class RestoreAt : public StepObserver {
 
  private:
   Cluster* const cluster_;
-  const int64_t at_, when_;
+  const std::vector<int64_t> at_;
+  const int64_t when_;
   std::vector<ckpt::ShardContents> snapshots_;
   bool restored_ = false;
   int64_t steps_ = 0;
 };
+
+// Replica 0 of 1 through its whole schedule, exactly, with `observer`
+// between steps.
+absl::StatusOr<TrainerResult> TrainExactly(const data::Dataset& examples,
+                                           const model::JobSpec& job,
+                                           client::InProcessStore* store,
+                                           StepObserver* observer) {
+  TrainerOptions options = Options(job, 0, 1);
+  options.exact = true;
+  options.observer = observer;
+  data::ShardIterator shard(&examples, 0, 1, job.batch_size, job.seed);
+  return RunTrainer(options, &shard, store);
+}
 
 TEST(TrainerTest, ARestoreUnderTheReplicaMakesItCarryOnFromTheCheckpointsStep) {
   const data::Dataset examples = Examples();
   const model::JobSpec job = Job("async", 32);
   Cluster cluster(job, 2, 1);
   std::unique_ptr<client::InProcessStore> store = cluster.Store(0, "async");
-  RestoreAt restore(&cluster, /*at=*/4, /*when=*/10);
-  TrainerOptions options = Options(job, 0, 1);
-  options.exact = true;
-  options.observer = &restore;
-  data::ShardIterator shard(&examples, 0, 1, job.batch_size, job.seed);
-  ASSERT_OK_AND_ASSIGN(TrainerResult trained, RunTrainer(options, &shard, store.get()));
+  RestoreAt restore(&cluster, /*at=*/{4}, /*when=*/10);
+  ASSERT_OK_AND_ASSIGN(TrainerResult trained,
+                       TrainExactly(examples, job, store.get(), &restore));
   EXPECT_EQ(trained.recoveries, 1);
   EXPECT_EQ(store->generation(), 2);
   // Steps 5..10 were rolled back and run again: 32 steps of schedule, 38
@@ -254,6 +266,57 @@ class StopAt : public StepObserver {
  private:
   const int64_t step_;
 };
+
+TEST(TrainerTest, APushThatACheckpointCutThroughIsAppliedOnceInEverySlice) {
+  const data::Dataset examples = Examples();
+  const model::JobSpec job = Job("async", 32);
+  Cluster cluster(job, 2, 1);
+  std::unique_ptr<client::InProcessStore> store = cluster.Store(0, "async");
+  // ps:0 cut after push 5, ps:1 before it, both restored at step 10.
+  RestoreAt restore(&cluster, /*at=*/{5, 4}, /*when=*/10);
+  ASSERT_OK_AND_ASSIGN(TrainerResult trained,
+                       TrainExactly(examples, job, store.get(), &restore));
+  EXPECT_EQ(trained.recoveries, 1);
+  // The replica carried on from the fewer count (4) and sent push 5 again:
+  // ps:1 applied it, ps:0, which had it, answered without applying it.
+  for (int ps : {0, 1}) {
+    EXPECT_EQ(cluster.stores[ps]->global_step(), 32) << "ps:" << ps;
+    for (const ps::TensorStats& t : cluster.stores[ps]->Stats()) {
+      EXPECT_EQ(t.replica_pushes, std::vector<int64_t>{32}) << t.key;
+      EXPECT_EQ(t.repeated_pushes, ps == 0 ? 1 : 0) << t.key;
+    }
+  }
+}
+
+// A replica whose process is new (a restarted chief's, a late worker's)
+// carries on from the pushes the PS applied from it, not from step 0.
+TEST(TrainerTest, ANewReplicaProcessCarriesOnFromItsPushesThePsApplied) {
+  const data::Dataset examples = Examples();
+  const model::JobSpec job = Job("async", 32);
+  Cluster cluster(job, 2, 2);
+  {
+    std::unique_ptr<client::InProcessStore> store = cluster.Store(1, "async");
+    data::ShardIterator shard(&examples, 1, 2, job.batch_size, job.seed);
+    ASSERT_OK(RunTrainer(Options(job, 1, 2), &shard, store.get()).status());
+  }
+  {  // replica 0's first process, gone after 5 steps
+    std::unique_ptr<client::InProcessStore> store = cluster.Store(0, "async");
+    StopAt stop(5);
+    TrainerOptions options = Options(job, 0, 2);
+    options.observer = &stop;
+    options.exact = true;
+    data::ShardIterator shard(&examples, 0, 2, job.batch_size, job.seed);
+    ASSERT_OK_AND_ASSIGN(TrainerResult first, RunTrainer(options, &shard, store.get()));
+    EXPECT_EQ(first.steps, 5);
+  }
+  std::unique_ptr<client::InProcessStore> store = cluster.Store(0, "async");
+  data::ShardIterator shard(&examples, 0, 2, job.batch_size, job.seed);
+  ASSERT_OK_AND_ASSIGN(TrainerResult second, RunTrainer(Options(job, 0, 2), &shard, store.get()));
+  EXPECT_EQ(second.steps, 11);
+  EXPECT_EQ(cluster.GlobalStep(), 32);
+  EXPECT_THAT(store->ReplicaPushes(0), ::testing::Eq(absl::StatusOr<int64_t>(16)));
+}
+
 
 TEST(TrainerTest, AStopEndsTheScheduleBeforeTheNextStepAndSaysWhoStoppedIt) {
   const data::Dataset examples = Examples();

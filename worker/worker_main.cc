@@ -87,7 +87,7 @@ absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
       duties != nullptr
           ? duties->JoinLocal(cfg.task)
           : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task, replica.ps_wait,
-                                   security, setup.job, &replica.rejoined));
+                                   security, setup.job));
   if (!done) {
     if (duties != nullptr) {
       replica.job_failure = [d = duties.get()] { return d->failure(); };
