@@ -91,6 +91,8 @@ absl::Status ChiefDuties::Prepare() {
   PSTRAIN_ASSIGN_OR_RETURN(mlp_, model::Network::Create(options_.job.model, 1024));
   PSTRAIN_ASSIGN_OR_RETURN(placement_,
                            ComputePlacement(mlp_->variables(), cfg_.cluster.ps.size()));
+  // One job per output directory, before anything there is read.
+  PSTRAIN_ASSIGN_OR_RETURN(dir_lock_, LockOutputDir(options_.output_dir, cfg_.task.ToString()));
   // Before anything in the output directory changes: a run of another
   // model there is refused, its checkpoints left as they are.
   Json model = DescribeModel(mlp_->variables(), options_.job.optimizer.name);
@@ -173,6 +175,7 @@ absl::Status ChiefDuties::ConnectParts() {
   };
   finish.stop_checkpoints = [this] { checkpoints_->Stop(); };
   finish.stop_watch = [this] { watch_->Stop(); };
+  finish.record_success = [this] { RecordEnd(absl::OkStatus()); };
   finisher_ = std::make_unique<JobFinisher>(admin_.get(), keeper_.get(), &tracker_,
                                             observer_.get(), mlp_.get(), &test_, std::move(finish));
 
@@ -239,11 +242,16 @@ absl::StatusOr<std::optional<Json>> ChiefDuties::FinishedJob(const std::string& 
 absl::StatusOr<Json> ChiefDuties::Finish() {
   absl::StatusOr<Json> metrics =
       finished_.has_value() ? finisher_->FinishedBefore(*finished_) : finisher_->Finish();
-  if (absl::Status s = WriteRunEnd(options_.output_dir, metrics.status(), absl::Now()); !s.ok()) {
+  if (!end_recorded_) RecordEnd(metrics.status());
+  return metrics;
+}
+
+void ChiefDuties::RecordEnd(const absl::Status& outcome) {
+  end_recorded_ = true;
+  if (absl::Status s = WriteRunEnd(options_.output_dir, outcome, absl::Now()); !s.ok()) {
     Log("could not record the run's end in ", RunRecordPath(options_.output_dir), ": ",
         s.message());
   }
-  return metrics;
 }
 
 }  // namespace pstrain::coordinator

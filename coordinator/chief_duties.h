@@ -1,6 +1,9 @@
 // What the task with chief duties does for a job (the chief, or worker 0 when
 // the cluster has no chief):
-//   Start():  refuse an output_dir whose run.json is of another model (its
+//   Start():  lock output_dir for the life of these duties, one job per
+//             directory (a second chief there is refused, exit 2, naming
+//             the holder: job/run_record.h, LockOutputDir); refuse an
+//             output_dir whose run.json is of another model (its
 //             variables, shapes or optimizer; job/run_record.h),
 //             changing nothing there; read the test split (a data error
 //             fails here, before anything is written); record this launch
@@ -57,6 +60,7 @@
 #include "client/ps_client.h"
 #include "client/remote_store.h"
 #include "transport/grpc_server.h"
+#include "base/dir_lock.h"
 #include "base/json.h"
 #include "cluster/tf_config.h"
 #include "coordinator/checkpoint_loop.h"
@@ -167,10 +171,15 @@ class ChiefDuties {
   // What decides the replicas' steps (epochs, batch, mode, replicas, PS,
   // model size, seed), in one line: final_metrics.json's "schedule".
   std::string ScheduleKey() const;
+  // Adds the run's end to run.json, once.
+  void RecordEnd(const absl::Status& outcome);
 
   const TfConfig cfg_;
   const ChiefOptions options_;
   absl::Time started_;
+  // Held from Start until these duties end (the process's exit at the
+  // latest): no other job's chief may use output_dir meanwhile.
+  std::unique_ptr<DirLock> dir_lock_;
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
@@ -181,6 +190,7 @@ class ChiefDuties {
   data::Dataset test_;
   // Set by Start for a job that had finished: its metrics.
   std::optional<Json> finished_;
+  bool end_recorded_ = false;  // RecordEnd
   // The PS: their control plane, and the final values read as an observer.
   std::unique_ptr<client::PsAdmin> admin_;
   std::unique_ptr<client::PsClient> reader_;

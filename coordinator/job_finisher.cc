@@ -49,6 +49,7 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
 }
 
 Json JobFinisher::FinishedBefore(Json metrics) {
+  if (options_.record_success) options_.record_success();
   // The PS that finished with an earlier run of the chief are not waited for.
   StopParameterServers(absl::OkStatus(), /*wait=*/false);
   WaitForEvaluator(FindMember(metrics, "global_step")->get<int64_t>());
@@ -90,6 +91,7 @@ absl::StatusOr<Json> JobFinisher::FinalPhase() {
     absl::StatusOr<Json> scored = ScoreFinal();
     if (scored.ok()) {
       if (options_.stop_watch) options_.stop_watch();
+      if (options_.record_success) options_.record_success();
       StopParameterServers(absl::OkStatus());
       WaitForEvaluator(FindMember(*scored, "global_step")->get<int64_t>());
       return scored;

@@ -56,6 +56,10 @@ struct JobFinisherOptions {
   // final checkpoint and after the final phase respectively).
   std::function<void()> stop_checkpoints;
   std::function<void()> stop_watch;
+  // Records on disk that the job ended well, before any PS is told to stop
+  // (job/run_record.h, EndedWell: a PS restarted after that finds it and
+  // exits instead of waiting for a chief that has gone). Null: none.
+  std::function<void()> record_success;
 };
 
 class JobFinisher {

@@ -81,7 +81,8 @@ std::vector<FlagDef> MakeTable() {
       Flag("keep_checkpoints", G::kJob, "K", "5", "the newest K are kept", 1, 1000),
       Flag("output_dir", G::kJob, "DIR", "./output",
            "checkpoints, summaries, metrics (/data/output when TF_CONFIG's environment is "
-           "cloud)"),
+           "cloud); one job at a time (its chief locks it); a ps or worker started after its "
+           "job ended well there exits 0"),
 
       Flag("tls_cert", G::kSecurity, "PEM", "", "this task's certificate (mutual TLS)"),
       Flag("tls_key", G::kSecurity, "PEM", "", "its private key"),

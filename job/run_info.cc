@@ -22,6 +22,13 @@ void SetBinaryVersion(const std::string& v, const std::string& c) {
   commit = new std::string(c);
 }
 
+Json ClusterOf(const TfConfig& cfg) {
+  auto tf = ParseJson(cfg.ToJson());
+  if (!tf.ok()) return Json::object();
+  const Json* cluster = FindMember(*tf, "cluster");
+  return cluster != nullptr ? *cluster : Json::object();
+}
+
 Json RunInfo(const CliArgs& args, const TfConfig& cfg) {
   Json run = Json::object();
   {
@@ -30,12 +37,7 @@ Json RunInfo(const CliArgs& args, const TfConfig& cfg) {
     run["commit"] = commit != nullptr ? *commit : "unknown";
   }
   run["flags"] = args.raw_flags();
-  auto tf = ParseJson(cfg.ToJson());
-  if (tf.ok()) {
-    if (const Json* cluster = FindMember(*tf, "cluster"); cluster != nullptr) {
-      run["cluster"] = *cluster;
-    }
-  }
+  if (Json cluster = ClusterOf(cfg); !cluster.empty()) run["cluster"] = std::move(cluster);
   for (const std::string& flag : args.raw_flags()) {
     for (absl::string_view prefix : {"--model_config=", "--config="}) {
       if (!absl::StartsWith(flag, prefix)) continue;

@@ -22,6 +22,9 @@ void SetBinaryVersion(const std::string& version, const std::string& commit);
 // --config) names, when it can be read}.
 Json RunInfo(const CliArgs& args, const TfConfig& cfg);
 
+// TF_CONFIG's "cluster" as RunInfo records it ({} when it does not parse).
+Json ClusterOf(const TfConfig& cfg);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_JOB_RUN_INFO_H_

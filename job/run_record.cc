@@ -6,11 +6,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "base/event_file.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "job/flag_table.h"
 #include "job/job_description.h"
 #include "proto/event.pb.h"
 
@@ -72,10 +76,70 @@ events::HParamsPluginData HparamsOfRun(const Json& run, absl::Time started) {
   return data;
 }
 
+absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
+                                                       absl::string_view task,
+                                                       absl::Duration wait) {
+  if (absl::Status made = MakeDirs(dir); !made.ok()) {
+    return WithFailureKind(std::move(made), FailureKind::kBadConfig);
+  }
+  const std::string holder = ThisProcessAsHolder(absl::StrCat(", ", task));
+  const absl::Time deadline = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<DirLock>> lock = DirLock::Acquire(dir, holder);
+    if (lock.ok()) return lock;
+    const bool held = absl::StrContains(lock.status().message(), " held by: ");
+    if (!held || absl::Now() >= deadline) {
+      return WithFailureKind(
+          absl::FailedPreconditionError(absl::StrCat(
+              lock.status().message(),
+              held ? ": another job runs in this output directory; one job per --output_dir: "
+                     "give this job its own, or stop that one first"
+                   : "")),
+          FailureKind::kBadConfig);
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 std::string RunRecordPath(const std::string& dir) { return dir + "/run.json"; }
 
 std::string Rfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (const std::string& flag : flags) {
+    absl::string_view name = flag;
+    if (!absl::ConsumePrefix(&name, "--")) continue;
+    name = name.substr(0, name.find('='));
+    const FlagDef* def = FindFlag(name);
+    if (def == nullptr && absl::ConsumePrefix(&name, "no")) def = FindFlag(name);
+    if (def != nullptr && def->group == FlagGroup::kJob) out.push_back(flag);
+  }
+  return out;
+}
+
+std::optional<std::string> EndedWell(const std::string& dir,
+                                     const std::vector<std::string>& flags, const Json& cluster) {
+  absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir));
+  if (!text.ok()) return std::nullopt;
+  absl::StatusOr<Json> run = ParseJson(*text);
+  if (!run.ok()) return std::nullopt;
+  const Json* outcome = FindMember(*run, "outcome");
+  const Json* ended = FindMember(*run, "ended");
+  const Json* recorded = FindMember(*run, "flags");
+  const Json* on = FindMember(*run, "cluster");
+  if (outcome == nullptr || *outcome != Json("ok") || ended == nullptr || !ended->is_string() ||
+      recorded == nullptr || !recorded->is_array() || on == nullptr || *on != cluster) {
+    return std::nullopt;
+  }
+  std::vector<std::string> theirs;
+  for (const Json& f : *recorded) {
+    if (f.is_string()) theirs.push_back(f.get<std::string>());
+  }
+  if (JobFlagsOf(theirs) != JobFlagsOf(flags)) return std::nullopt;
+  return ended->get<std::string>();
 }
 
 absl::Status CheckRelaunch(const std::string& dir, const Json& model) {

@@ -26,11 +26,16 @@
 #ifndef PSTRAIN_JOB_RUN_RECORD_H_
 #define PSTRAIN_JOB_RUN_RECORD_H_
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/dir_lock.h"
 #include "base/json.h"
 #include "job/job_description.h"
 #include "proto/event.pb.h"
@@ -39,6 +44,17 @@ namespace pstrain {
 
 // "run.json" under `dir`.
 std::string RunRecordPath(const std::string& dir);
+
+// One job per output directory: creates `dir` when missing and locks it
+// (base/dir_lock.h) for the caller's life, naming this process and `task`
+// in the lock file. A directory held by another process is waited for
+// `wait` (a predecessor still exiting: a relaunch after a crash takes the
+// lock over), then refused, marked as the configuration's failure (exit
+// 2): FailedPrecondition naming the directory and the holder. Errors of
+// the file system (a read-only directory) are refused alike.
+absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
+                                                       absl::string_view task,
+                                                       absl::Duration wait = absl::Seconds(10));
 
 // OK when `dir` holds no run.json (a new directory, or one written before
 // run.json existed) or one whose "model" matches `model` (DescribeModel). Else
@@ -58,6 +74,21 @@ absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started)
 // Adds "ended" and "outcome" ("ok", or the error) to run.json, then the
 // hparams session end.
 absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, absl::Time ended);
+
+// The job flags among `flags` (as given: "--name=value", "--name",
+// "--noname"; FlagGroup::kJob in job/flag_table.h), in order.
+std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags);
+
+// When `dir`'s run.json records a run that ended well ("outcome": "ok") of
+// this job, that is with the job flags of `flags` (JobFlagsOf, compared as
+// given) on `cluster` (TF_CONFIG's "cluster"): when it ended (its
+// "ended"). None otherwise: no run.json, another job's (a relaunch with
+// other settings), a run under way or one that failed. What a task started
+// after its job finished (a PS restarted by its orchestrator once the chief
+// had stopped it, a late worker) asks before waiting for a chief that has
+// gone.
+std::optional<std::string> EndedWell(const std::string& dir,
+                                     const std::vector<std::string>& flags, const Json& cluster);
 
 // The hparams plugin's session start info of `run` (run.json's form).
 events::HParamsPluginData HparamsOfRun(const Json& run, absl::Time started);

@@ -8,6 +8,9 @@
 #include "base/logging.h"
 #include "base/signals.h"
 #include "job/flag_table.h"
+#include "job/job_flags.h"
+#include "job/run_info.h"
+#include "job/run_record.h"
 #include "job/task_flags.h"
 #include "ps_server/ps_service.h"
 #include "store/shard_store.h"
@@ -28,9 +31,12 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   // the chief's last checkpoint (a platform stopping a job signals every
   // task at once; the chief checkpoints on its signal).
   auto stop_grace = IntFlag(args, "stop_grace_secs");
+  // Where the chief records the job's end (run.json): a PS started after
+  // its job finished has nothing to serve.
+  auto output_dir = OutputDirFromFlags(args, cfg.environment);
   absl::Status s;
   for (const absl::Status& each :
-       {bind.status(), message_mib.status(),
+       {bind.status(), output_dir.status(), message_mib.status(),
         per_client.status(), calls.status(), tensors.status(), ids.status(), rows.status(),
         shared.status(), tcp_frames.status(), stop_grace.status()}) {
     if (s.ok()) s = each;
@@ -114,7 +120,21 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
       Log("Exchange frames only in gRPC: ", port.status().message());
     }
   }
-  std::optional<std::string> reason = server->WaitForStopRequest(absl::InfiniteDuration());
+  // A PS without variables (started again by its orchestrator, say) looks
+  // every second whether the chief recorded that this job ended well, and
+  // if so exits 0: the chief that would stop it has gone.
+  const Json cluster = ClusterOf(cfg);
+  std::optional<std::string> reason;
+  while (!reason.has_value()) {
+    if (!store.initialized()) {
+      if (std::optional<std::string> ended = EndedWell(*output_dir, args.raw_flags(), cluster)) {
+        reason = absl::StrCat("the job finished at ", *ended, " (", RunRecordPath(*output_dir),
+                              "): nothing to serve");
+        break;
+      }
+    }
+    reason = server->WaitForStopRequest(absl::Seconds(1));
+  }
   Log("stopping: ", reason.value_or("?"), "; ", store.global_step(), " pushes applied");
   {
     absl::MutexLock lock(&server_mu);

@@ -154,12 +154,16 @@ class Trial:
                     if args.pstrain_slow_disk:
                         argv = [args.pstrain_slow_disk]
                         env["PSTRAIN_TEST_SHARD_PAUSE_MS"] = str(args.checkpoint_delay_ms)
+                    # The job's flags, as one argument list gives them: a
+                    # PS started after its job ended finds that in run.json.
+                    argv += job_flags
                 elif role == "evaluator":
                     argv += job_flags + ["--eval_poll_secs=1"]
                 else:
                     argv += job_flags + ["--ps_wait_s=%d" % args.ps_wait_s]
                 self.tasks[name] = Task(name, argv, env,
                                         os.path.join(self.out, name.replace(":", "-") + ".log"))
+        self.late_start = None  # ps_restarted_after_end: when ps:0 started again
         self.events = []      # (seconds since start, what)
         self.fault_time = None
         self.chief_done_at = None
@@ -297,6 +301,18 @@ class Trial:
         elif f == "allreduce_evaluator_kill":
             yield from self.sleep(rng.uniform(0.5, 4))
             self.kill("evaluator:0")
+        elif f == "ps_restarted_after_end":
+            # Stopped by the chief at the job's end, then started again (an
+            # orchestrator that restarts it, a late start): it finds the
+            # job's end recorded and exits 0 within a few seconds.
+            ps = self.tasks["ps:0"]
+            yield from self.wait_for(lambda: ps.codes and ps.codes[-1] == 0 and not ps.running(),
+                                     200)
+            self.note("start ps:0 after the job's end")
+            self.late_start = self.now()
+            if self.fault_time is None:
+                self.fault_time = self.now()
+            ps.start()
         elif f == "none":
             pass
         else:
@@ -381,6 +397,12 @@ class Trial:
             last = t.codes[-1] if t.codes else None
             if last != 0:
                 problems.append("%s last exit %s" % (t.name, last))
+        if self.fault == "ps_restarted_after_end":
+            ps = self.tasks["ps:0"]
+            if self.late_start is None:
+                problems.append("ps:0 was not started after the job's end")
+            elif not ps.exit_times or ps.exit_times[-1] - self.late_start > 5:
+                problems.append("ps:0, started after the job's end, did not exit within 5s")
         def read_json(name, missing):
             try:
                 with open(os.path.join(self.job_dir, name)) as f:
@@ -544,7 +566,7 @@ ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_check
               "ps_freeze", "ps_restored_then_chief_killed", "chief_kill", "chief_kill_step0",
               "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
               "ps_kill_sync", "evaluator_kill_scoring", "whole_job", "allreduce_replica_kill",
-              "allreduce_replica_freeze", "allreduce_evaluator_kill"]
+              "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -226,6 +226,9 @@ class LocalRun final : public StepObserver {
   // newest checkpoint is restored and the run's start recorded.
   absl::Status Resume(bool* recorded) {
     if (writes_) {
+      // One job per output directory, before anything there is read.
+      PSTRAIN_ASSIGN_OR_RETURN(
+          dir_lock_, LockOutputDir(dir_, group_ == nullptr ? "train --local" : "chief"));
       const model::Network& net = backend_->network();
       const Json model_json = DescribeModel(net.variables(), job_.optimizer.name);
       PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(dir_, model_json));
@@ -432,6 +435,7 @@ class LocalRun final : public StepObserver {
   const std::string dir_;
   const bool writes_;
   absl::Time started_;
+  std::unique_ptr<DirLock> dir_lock_;  // Resume on: output_dir is this run's
 
   // Load.
   data::TrainingInput train_data_;

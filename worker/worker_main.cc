@@ -12,6 +12,7 @@
 #include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
+#include "job/run_record.h"
 #include "job/task_flags.h"
 #include "train/replica.h"
 
@@ -25,6 +26,9 @@ struct WorkerSetup {
   bool chief_duties = false;
   coordinator::ChiefOptions chief_options;
   Json job;  // what the chief compares with its own job as this task joins
+  // Set when run.json says this job ended well before this start (a late
+  // or restarted worker): when (job/run_record.h, EndedWell).
+  std::optional<std::string> ended;
 };
 
 absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
@@ -63,6 +67,7 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
+  setup.ended = EndedWell(replica.output_dir, args.raw_flags(), ClusterOf(cfg));
   return setup;
 }
 
@@ -73,6 +78,11 @@ absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
   train::ReplicaOptions& replica = setup.replica;
   const Security& security = *replica.security;
   std::unique_ptr<coordinator::ChiefDuties> duties;
+  if (!setup.chief_duties && setup.ended.has_value()) {
+    Log("the job finished at ", *setup.ended, " (", RunRecordPath(replica.output_dir),
+        "): nothing to train");
+    return absl::OkStatus();
+  }
   if (setup.chief_duties) {
     Log("the cluster has no chief: worker:0 takes the chief's duties");
     auto started = coordinator::ChiefDuties::Start(cfg, setup.chief_options);
