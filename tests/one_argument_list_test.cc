@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -344,6 +345,18 @@ TEST(OneArgumentListTest, ATaskWithOtherJobFlagsThanTheChiefIsRefusedAndTheJobEn
   EXPECT_THAT(chief, HasSubstr("worker:0 was started with other job flags than the chief: "));
 }
 
+// The log at `path` once it says `text`, or as it is after `timeout`.
+std::string WaitForLog(const std::string& path, const std::string& text,
+                       absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  std::string log = ReadFile(path).value_or("");
+  while (!absl::StrContains(log, text) && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(100));
+    log = ReadFile(path).value_or("");
+  }
+  return log;
+}
+
 // One job per output directory: a second chief there is refused with exit
 // 2, naming the first (its pid), before it reads or writes anything; once
 // the first is gone (killed: no clean exit), a relaunch takes the
@@ -356,22 +369,12 @@ TEST(OneArgumentListTest, ASecondChiefOnOneOutputDirIsRefusedAndARelaunchIsNot) 
                                           "--output_dir=" + dir + "/out"};
   pstrain::testing::TaskSet tasks;
   ASSERT_OK(tasks.Start("first", Task(cluster, "chief", flags, dir + "-first.log")));
-  std::string first;
-  for (int i = 0; i < 300 && !absl::StrContains(first, "waiting for 1 ps"); ++i) {
-    absl::SleepFor(absl::Milliseconds(100));
-    first = ReadFile(dir + "-first.log").value_or("");
-  }
-  ASSERT_THAT(first, HasSubstr("waiting for 1 ps"));
+  ASSERT_THAT(WaitForLog(dir + "-first.log", "waiting for 1 ps", absl::Seconds(30)),
+              HasSubstr("waiting for 1 ps"));
   ASSERT_OK_AND_ASSIGN(const std::string run_json, ReadFile(dir + "/out/run.json"));
   const Cluster other = ThreeTasks();
   ASSERT_OK(tasks.Start("second", Task(other, "chief", flags, dir + "-second.log")));
-  const absl::Time start = absl::Now();
-  std::string second;
-  while (absl::Now() - start < absl::Seconds(40) &&
-         !absl::StrContains(second, "job failed")) {
-    absl::SleepFor(absl::Milliseconds(200));
-    second = ReadFile(dir + "-second.log").value_or("");
-  }
+  const std::string second = WaitForLog(dir + "-second.log", "job failed", absl::Seconds(40));
   EXPECT_THAT(second, HasSubstr(absl::StrCat(dir, "/out is in use (", dir,
                                              "/out/LOCK held by: pid ")));
   EXPECT_THAT(second, HasSubstr(", chief:0): another job runs in this output directory; one "
@@ -379,12 +382,8 @@ TEST(OneArgumentListTest, ASecondChiefOnOneOutputDirIsRefusedAndARelaunchIsNot) 
   EXPECT_EQ(ReadFile(dir + "/out/run.json").value_or(""), run_json);  // untouched
   tasks.Kill("first");
   ASSERT_OK(tasks.Start("relaunch", Task(cluster, "chief", flags, dir + "-relaunch.log")));
-  std::string relaunch;
-  for (int i = 0; i < 300 && !absl::StrContains(relaunch, "waiting for 1 ps"); ++i) {
-    absl::SleepFor(absl::Milliseconds(100));
-    relaunch = ReadFile(dir + "-relaunch.log").value_or("");
-  }
-  EXPECT_THAT(relaunch, HasSubstr("waiting for 1 ps"));
+  EXPECT_THAT(WaitForLog(dir + "-relaunch.log", "waiting for 1 ps", absl::Seconds(30)),
+              HasSubstr("waiting for 1 ps"));
   tasks.Kill("relaunch");
   std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(30));
   EXPECT_EQ(codes["second"], 2) << second;
