@@ -373,6 +373,28 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& server
   return client::PsClient::Create(o, placement);
 }
 
+// How a stream's frames went: "tcp", "shm" (in the gRPC stream, tensor
+// bytes in shared memory) or "grpc".
+std::string TransportOf(bool over_tcp, bool shared) {
+  return over_tcp ? "tcp" : shared ? "shm" : "grpc";
+}
+
+// FailedPrecondition naming the scenario when `client`'s frames to any PS
+// did not go the way `asked` says (a bench measures what it names).
+absl::Status CheckTransport(const std::string& scenario, const client::PsClient& client,
+                            const std::string& asked) {
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    const std::string used =
+        TransportOf(client.frames_over_tcp(ps), client.SharedMemoryFrames() > 0);
+    if (used != asked) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          scenario, ": asked for --transport=", asked, " but the frames to ps:", ps,
+          " went over ", used));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Creates the client's variables (at `offsets`) under SGD, lr 0.01, for a
 // job of `num_replicas` replicas.
 absl::Status CreateSgd(client::PsClient& client, const std::vector<int64_t>& offsets,
@@ -410,6 +432,10 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
   Result r = Measure(**servers, clients, seconds, [&](int c) {
     return cs[c]->PushPullAll(grads[c].data(), params[c].data(), offsets).status();
   });
+  for (const auto& c : cs) {
+    PSTRAIN_RETURN_IF_ERROR(
+        CheckTransport("push_pull", *c, transport.empty() ? g_transport : transport));
+  }
   r.bytes_per_call = num_ps * bytes;
   r.server_rss = (*servers)->ResidentBytes();
   return r;
@@ -503,6 +529,7 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
     }
   }
   if (ps_ms.empty()) return absl::InternalError("no calls were timed");
+  PSTRAIN_RETURN_IF_ERROR(CheckTransport("alternating", **client, g_transport));
   const double ps_med = Median(ps_ms), echo_med = Median(echo_ms);
   std::printf(
       "alternating %8s: %zu calls each; median ms ps %.3f (%.0f calls/s), echo %.3f "
@@ -520,6 +547,17 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   auto creator = ClientOf(**servers, placement);
   if (!creator.ok()) return creator.status();
   PSTRAIN_RETURN_IF_ERROR(CreateSgd(**creator, {0}, clients));
+  auto health = (*creator)->Health(0, absl::Seconds(5), true);
+  if (!health.ok()) return health.status();
+  const int frame_port = health->frame_port();
+  (*servers)->frame_ports.push_back(frame_port);
+  // Each client's frames go as --transport says: over the PS's frame port,
+  // in the gRPC stream, or there with the tensor bytes in shared memory.
+  std::optional<client::TcpRoute> route;
+  if (g_transport == "tcp") {
+    route = client::TcpRoute{"127.0.0.1", [frame_port] { return frame_port; }, ""};
+  }
+  const int64_t shared_bytes = g_transport == "shm" ? (inflight + 1) * bytes : 0;
   std::vector<std::unique_ptr<client::PsStream>> streams;
   for (int c = 0; c < clients; ++c) {
     grpc::ChannelArguments args = LargeMessageArgs();
@@ -528,7 +566,7 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
     streams.push_back(std::make_unique<client::PsStream>(
         grpc::CreateCustomChannel((*servers)->addresses[0].ToString(),
                                   grpc::InsecureChannelCredentials(), args),
-        "ps:0"));
+        "ps:0", "/pstrain.v1.PsService/Exchange", shared_bytes, route));
   }
   std::vector<float> grad(bytes / 4, 1e-3f);
   // Each "call" is one push; a client keeps `inflight` of them outstanding.
@@ -564,6 +602,15 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
     absl::MutexLock lock(&w.mu);
     auto drained = [&] { return w.outstanding == 0; };
     w.mu.Await(absl::Condition(&drained));
+  }
+  for (int c = 0; c < clients; ++c) {
+    const std::string used =
+        TransportOf(streams[c]->over_tcp(), streams[c]->shared_frames() > 0);
+    if (used != g_transport) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("pipelined: asked for --transport=", g_transport, " but client ", c,
+                       "'s frames went over ", used));
+    }
   }
   r.bytes_per_call = bytes;
   r.latency_ms.clear();  // per-send times, not round trips: not reported
@@ -889,13 +936,14 @@ int Main(int argc, char** argv) {
           auto r = Pipelined(n, b, inflight, seconds);
           report(r.status());
           if (!r.ok()) continue;
-          Print(absl::StrCat("pipelined push x", inflight), 1, n, b, *r);
+          Print(absl::StrCat("pipelined x", inflight, " ", g_transport), 1, n, b, *r);
           rates[n].push_back(r->gb_per_sec());
         }
       }
       for (const auto& [n, r] : rates) {
-        std::printf("  median of %zu: pipelined, %d in flight, %d client%s: %.3f GB/s one way\n",
-                    r.size(), inflight, n, n == 1 ? "" : "s", Median(r));
+        std::printf(
+            "  median of %zu: pipelined over %s, %d in flight, %d client%s: %.3f GB/s one way\n",
+            r.size(), g_transport.c_str(), inflight, n, n == 1 ? "" : "s", Median(r));
       }
       std::fflush(stdout);
     }
