@@ -42,13 +42,9 @@ absl::StatusOr<coordinator::ChiefOptions> Configure(
   return options;
 }
 
-// Takes over the PS and the run on disk (setup: the configuration's
-// failures), trains as replica 0 when the chief trains, finishes the job.
-absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options) {
-  auto started = coordinator::ChiefDuties::Start(cfg, options);
-  if (!started.ok()) return AsSetupFailure(started.status());
-  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
-  duties->CheckpointOnStopSignals();
+// Trains as replica 0 when the chief trains, then finishes the job.
+absl::Status TrainAndFinish(const TfConfig& cfg, const coordinator::ChiefOptions& options,
+                            coordinator::ChiefDuties* duties) {
   // A chief that had finished training before a restart (its done report
   // on disk) does not train again.
   bool done = false;
@@ -62,13 +58,11 @@ absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options)
     replica.output_dir = options.output_dir;
     replica.ps_wait = options.ps_wait;
     replica.security = options.security;
-    replica.job_failure = [d = duties.get()] { return d->failure(); };
+    replica.job_failure = [duties] { return duties->failure(); };
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
       // The job failed first (a task refused, say): that is why.
-      const absl::Status why = duties->failure().ok() ? report.status() : duties->failure();
-      duties->StopParameterServers(why);
-      return why;
+      return duties->failure().ok() ? report.status() : duties->failure();
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   }
@@ -82,6 +76,20 @@ absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options)
   Log(line);
   Log("metrics written to ", options.output_dir, "/final_metrics.json");
   return absl::OkStatus();
+}
+
+// Takes over the PS and the run on disk (setup: the configuration's
+// failures), trains as replica 0 when the chief trains, finishes the job.
+// A failure after the take-over stops the PS with the job's code, the
+// job's end recorded first (run.json), unless it is retryable.
+absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options) {
+  auto started = coordinator::ChiefDuties::Start(cfg, options);
+  if (!started.ok()) return AsSetupFailure(started.status());
+  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
+  duties->CheckpointOnStopSignals();
+  absl::Status s = TrainAndFinish(cfg, options, duties.get());
+  if (!s.ok()) duties->StopParameterServers(s);
+  return s;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "cluster/checkpoint_layout.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/signals.h"
@@ -67,7 +68,20 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
                                                                 const ChiefOptions& options) {
   std::unique_ptr<ChiefDuties> chief(new ChiefDuties(cfg, options));
   chief->started_ = absl::Now();
-  PSTRAIN_RETURN_IF_ERROR(chief->Prepare());
+  if (absl::Status prepared = chief->Prepare(); !prepared.ok()) {
+    // With the directory held (the lock taken), a failure for good is
+    // recorded in run.json: the tasks waiting for this chief find it
+    // there and end with the job's code (job/run_record.h, EndedBadly).
+    const absl::Status why = AsSetupFailure(prepared);
+    if (chief->dir_lock_ != nullptr && RoleExitCode(why, FailureKind::kBadConfig) < kExitRetryable) {
+      if (absl::Status s = RecordFailedLaunch(options.output_dir, options.run, why, absl::Now());
+          !s.ok()) {
+        Log("could not record the failed launch in ", RunRecordPath(options.output_dir), ": ",
+            s.message());
+      }
+    }
+    return why;
+  }
   PSTRAIN_RETURN_IF_ERROR(chief->Serve());
   PSTRAIN_RETURN_IF_ERROR(chief->ConnectParts());
   // A job that finished (its final checkpoint complete, its metrics written)
@@ -175,7 +189,7 @@ absl::Status ChiefDuties::ConnectParts() {
   };
   finish.stop_checkpoints = [this] { checkpoints_->Stop(); };
   finish.stop_watch = [this] { watch_->Stop(); };
-  finish.record_success = [this] { RecordEnd(absl::OkStatus()); };
+  finish.record_end = [this](const absl::Status& outcome) { RecordEnd(outcome); };
   finisher_ = std::make_unique<JobFinisher>(admin_.get(), keeper_.get(), &tracker_,
                                             observer_.get(), mlp_.get(), &test_, std::move(finish));
 
@@ -242,12 +256,12 @@ absl::StatusOr<std::optional<Json>> ChiefDuties::FinishedJob(const std::string& 
 absl::StatusOr<Json> ChiefDuties::Finish() {
   absl::StatusOr<Json> metrics =
       finished_.has_value() ? finisher_->FinishedBefore(*finished_) : finisher_->Finish();
-  if (!end_recorded_) RecordEnd(metrics.status());
+  RecordEnd(metrics.status());
   return metrics;
 }
 
 void ChiefDuties::RecordEnd(const absl::Status& outcome) {
-  end_recorded_ = true;
+  if (end_recorded_.exchange(true)) return;
   if (absl::Status s = WriteRunEnd(options_.output_dir, outcome, absl::Now()); !s.ok()) {
     Log("could not record the run's end in ", RunRecordPath(options_.output_dir), ": ",
         s.message());

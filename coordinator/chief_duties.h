@@ -50,6 +50,7 @@
 #ifndef PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 #define PSTRAIN_COORDINATOR_CHIEF_DUTIES_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -171,7 +172,8 @@ class ChiefDuties {
   // What decides the replicas' steps (epochs, batch, mode, replicas, PS,
   // model size, seed), in one line: final_metrics.json's "schedule".
   std::string ScheduleKey() const;
-  // Adds the run's end to run.json, once.
+  // Adds the run's end to run.json, once (from the thread that stops the PS,
+  // or Finish).
   void RecordEnd(const absl::Status& outcome);
 
   const TfConfig cfg_;
@@ -190,7 +192,7 @@ class ChiefDuties {
   data::Dataset test_;
   // Set by Start for a job that had finished: its metrics.
   std::optional<Json> finished_;
-  bool end_recorded_ = false;  // RecordEnd
+  std::atomic<bool> end_recorded_{false};  // RecordEnd
   // The PS: their control plane, and the final values read as an observer.
   std::unique_ptr<client::PsAdmin> admin_;
   std::unique_ptr<client::PsClient> reader_;

@@ -264,7 +264,8 @@ namespace {
 grpc::Status CallChief(
     const HostPort& address, const Security& security, absl::Duration timeout,
     absl::Duration max_backoff, bool fresh_channel,
-    const std::function<grpc::Status(v1::Coordinator::Stub&, grpc::ClientContext&)>& call) {
+    const std::function<grpc::Status(v1::Coordinator::Stub&, grpc::ClientContext&)>& call,
+    const std::function<absl::Status()>& abort, absl::Status* aborted) {
   grpc::ChannelArguments args;
   if (fresh_channel) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::unique_ptr<v1::Coordinator::Stub> stub;
@@ -281,6 +282,12 @@ grpc::Status CallChief(
         absl::Now() + backoff > deadline) {
       return s;
     }
+    if (abort) {
+      if (absl::Status why = abort(); !why.ok()) {
+        *aborted = std::move(why);
+        return s;
+      }
+    }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, max_backoff);
   }
@@ -289,12 +296,17 @@ grpc::Status CallChief(
 }  // namespace
 
 absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
-                               absl::Duration timeout, const Security& security) {
+                               absl::Duration timeout, const Security& security,
+                               const std::function<absl::Status()>& abort) {
   v1::ReportDoneResponse resp;
-  grpc::Status s = CallChief(address, security, timeout, absl::Seconds(2), /*fresh_channel=*/false,
-                             [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
-                               return stub.ReportDone(&ctx, report, &resp);
-                             });
+  absl::Status aborted;
+  grpc::Status s = CallChief(
+      address, security, timeout, absl::Seconds(2), /*fresh_channel=*/false,
+      [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+        return stub.ReportDone(&ctx, report, &resp);
+      },
+      abort, &aborted);
+  if (!aborted.ok()) return aborted;
   if (s.ok()) return absl::OkStatus();
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
 }
@@ -314,7 +326,8 @@ std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& min
 }
 
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
-                               const Security& security, const Json& job, bool* rejoined) {
+                               const Security& security, const Json& job, bool* rejoined,
+                               const std::function<absl::Status()>& abort) {
   v1::JoinRequest req;
   req.set_task_type(RoleName(task.role));
   req.set_task_index(task.index);
@@ -323,11 +336,15 @@ absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl
   // Replicas start beside the chief and ask before they train; the chief
   // answers once it has taken over the PS, soon after it starts: fresh
   // channels, short waits.
-  grpc::Status s =
-      CallChief(address, security, timeout, absl::Milliseconds(250),
-                /*fresh_channel=*/true, [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
-                  return stub.Join(&ctx, req, &resp);
-                });
+  absl::Status aborted;
+  grpc::Status s = CallChief(
+      address, security, timeout, absl::Milliseconds(250),
+      /*fresh_channel=*/true,
+      [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+        return stub.Join(&ctx, req, &resp);
+      },
+      abort, &aborted);
+  if (!aborted.ok()) return aborted;
   if (s.ok()) {
     if (rejoined != nullptr) *rejoined = resp.rejoined();
     return resp.done();

@@ -9,6 +9,7 @@
 #ifndef PSTRAIN_COORDINATOR_COORDINATOR_H_
 #define PSTRAIN_COORDINATOR_COORDINATOR_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -143,16 +144,21 @@ std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& min
 // Sends ReportDone to the task with chief duties at `address`, retrying
 // Unavailable (the chief may still be starting) with backoff for up to
 // `timeout`. Errors name the chief: "chief (host:port): ReportDone: ...".
+// `abort` (optional), asked before each retry: a non-OK answer (the job
+// failed for good, as its record on disk says) ends the wait with it.
 absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
-                               absl::Duration timeout, const Security& security);
+                               absl::Duration timeout, const Security& security,
+                               const std::function<absl::Status()>& abort = nullptr);
 
 // Asks the task with chief duties whether `task` is to train (false) or
 // has finished already (true); retries as ReportDoneToChief does.
 // `job`: the task's own ({"job", "model"}); a chief whose job differs
-// answers FailedPrecondition naming each difference.
+// answers FailedPrecondition naming each difference. `abort` as for
+// ReportDoneToChief.
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
                                const Security& security, const Json& job = Json(),
-                               bool* rejoined = nullptr);
+                               bool* rejoined = nullptr,
+                               const std::function<absl::Status()>& abort = nullptr);
 
 }  // namespace pstrain::coordinator
 

@@ -41,6 +41,7 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
   }
   // Told once: the watch may have stopped them for a failed job already.
   if (ps_stopped_.exchange(true)) return;
+  if (options_.record_end) options_.record_end(why);
   // A PS away now (restarted by an orchestrator) is waited for, within
   // ps_wait, to be told as well.
   absl::Status s = admin_->ShutdownAll(why.ok() ? "job finished" : "job failed", code,
@@ -49,7 +50,6 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
 }
 
 Json JobFinisher::FinishedBefore(Json metrics) {
-  if (options_.record_success) options_.record_success();
   // The PS that finished with an earlier run of the chief are not waited for.
   StopParameterServers(absl::OkStatus(), /*wait=*/false);
   WaitForEvaluator(FindMember(metrics, "global_step")->get<int64_t>());
@@ -91,7 +91,6 @@ absl::StatusOr<Json> JobFinisher::FinalPhase() {
     absl::StatusOr<Json> scored = ScoreFinal();
     if (scored.ok()) {
       if (options_.stop_watch) options_.stop_watch();
-      if (options_.record_success) options_.record_success();
       StopParameterServers(absl::OkStatus());
       WaitForEvaluator(FindMember(*scored, "global_step")->get<int64_t>());
       return scored;

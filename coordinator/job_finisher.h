@@ -56,10 +56,12 @@ struct JobFinisherOptions {
   // final checkpoint and after the final phase respectively).
   std::function<void()> stop_checkpoints;
   std::function<void()> stop_watch;
-  // Records on disk that the job ended well, before any PS is told to stop
-  // (job/run_record.h, EndedWell: a PS restarted after that finds it and
-  // exits instead of waiting for a chief that has gone). Null: none.
-  std::function<void()> record_success;
+  // Records on disk how the job ended (well, or failed for good) before any
+  // PS is told to stop (job/run_record.h, EndedWell and EndedBadly: a task
+  // that waits for the chief or a PS, or starts after the end, finds it
+  // and exits with the job's code instead of waiting for tasks that have
+  // gone). Null: none.
+  std::function<void(const absl::Status& outcome)> record_end;
 };
 
 class JobFinisher {

@@ -125,9 +125,17 @@ TEST_F(JobFinisherTest, EveryReplicaDoneEndsWithTheFinalCheckpointTheMetricsAndT
     ASSERT_OK_AND_ASSIGN(v1::ReportDoneRequest report, Train(r));
     ASSERT_OK(tracker_->MarkDone(report));
   }
+  JobFinisherOptions options = Options();
+  // The end is recorded before any PS is told to stop.
+  std::vector<std::string> recorded;
+  options.record_end = [&](const absl::Status& outcome) {
+    recorded.push_back(absl::StrCat(outcome.ToString(), ", ps:0 told: ",
+                                    cluster_.shutdown(0).second >= 0 ? "yes" : "no"));
+  };
   JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
-                       &test_, Options());
+                       &test_, options);
   ASSERT_OK_AND_ASSIGN(Json metrics, finisher.Finish());
+  EXPECT_EQ(recorded, std::vector<std::string>{"OK, ps:0 told: no"});
   // 64 examples per shard, batch 16: 4 steps each, 8 in all.
   EXPECT_EQ(metrics["global_step"].get<int64_t>(), 8);
   EXPECT_EQ(metrics["global_steps_expected"].get<int64_t>(), 8);
@@ -179,10 +187,16 @@ TEST_F(JobFinisherTest, AJobThatFailedForGoodStopsThePsWithItsExitCode) {
   // configuration's): every PS exits 2.
   tracker_->Fail(WithFailureKind(absl::InvalidArgumentError("worker:0 runs another model"),
                                  FailureKind::kBadConfig));
+  JobFinisherOptions options = Options();
+  std::vector<std::string> recorded;
+  options.record_end = [&](const absl::Status& outcome) {
+    recorded.push_back(std::string(outcome.message()));
+  };
   JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
-                       &test_, Options());
+                       &test_, options);
   absl::Status s = finisher.Finish().status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(recorded, std::vector<std::string>{"worker:0 runs another model"});
   for (int ps = 0; ps < 2; ++ps) {
     EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string("job failed"), 2)) << ps;
   }
@@ -200,9 +214,13 @@ TEST_F(JobFinisherTest, AFailureWithNoKindIsPermanentWhateverItsCode) {
 }
 
 TEST_F(JobFinisherTest, ARetryableFailureLeavesThePsRunning) {
+  JobFinisherOptions options = Options();
+  bool recorded = false;
+  options.record_end = [&](const absl::Status&) { recorded = true; };  // not the job's end
   JobFinisher finisher(&admin_, keeper_.get(), tracker_.get(), observer_.get(), net_.get(),
-                       &test_, Options());
+                       &test_, options);
   finisher.StopParameterServers(absl::UnavailableError("ps:1 lost"));
+  EXPECT_FALSE(recorded);
   for (int ps = 0; ps < 2; ++ps) {
     EXPECT_EQ(cluster_.shutdown(ps), std::make_pair(std::string(), -1)) << ps;
   }

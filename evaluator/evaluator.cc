@@ -244,6 +244,9 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       if (options.once) return scores;
     }
     if (index.final && index.step <= scored) return scores;
+    if (options.job_failure) {
+      if (absl::Status failed = options.job_failure(); !failed.ok()) return failed;
+    }
     if (absl::Now() - last_new > options.idle_timeout) {
       return absl::DeadlineExceededError(
           absl::StrCat("evaluator: no new checkpoint in ", CheckpointIndexPath(options.output_dir),

@@ -16,6 +16,7 @@
 #define PSTRAIN_EVALUATOR_EVALUATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct EvaluatorOptions {
   bool once = false;
   // How long to wait for the next checkpoint before giving up.
   absl::Duration idle_timeout = absl::Hours(24);
+  // Asked at every poll (optional): a non-OK answer (the job failed for
+  // good, as its record on disk says) ends the watch with it.
+  std::function<absl::Status()> job_failure;
 };
 
 struct Score {

@@ -6,6 +6,8 @@
 #include "evaluator/evaluator.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
+#include "job/run_info.h"
+#include "job/run_record.h"
 #include "job/task_flags.h"
 
 namespace pstrain::evaluator {
@@ -25,6 +27,12 @@ absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args) {
   }
   options.poll = absl::Seconds(poll_s);
   options.idle_timeout = absl::Seconds(idle_s);
+  // A job that failed for good (its record on disk) will write no more
+  // checkpoints: the evaluator ends with the job's code.
+  options.job_failure = [dir = options.output_dir, flags = args.raw_flags(),
+                         cluster = ClusterOf(cfg), since = absl::Now()] {
+    return EndedBadly(dir, flags, cluster, since).value_or(absl::OkStatus());
+  };
   return options;
 }
 

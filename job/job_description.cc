@@ -134,9 +134,17 @@ absl::StatusOr<Json> ReadRunModel(const std::string& dir) {
   }
   PSTRAIN_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   auto run = ParseJson(text);
-  const Json* model = run.ok() ? FindMember(*run, "model") : nullptr;
+  if (!run.ok() || !run->is_object()) {
+    return absl::DataLossError(absl::StrCat(path, " does not parse"));
+  }
+  const Json* model = FindMember(*run, "model");
+  // A launch that failed before it began records its end with no model
+  // (job/run_record.h, RecordFailedLaunch): nothing to compare with.
+  if (model == nullptr && FindMember(*run, "outcome") != nullptr) {
+    return absl::NotFoundError(absl::StrCat(path, " records a launch that failed before it began"));
+  }
   if (model == nullptr || !model->is_object()) {
-    return absl::DataLossError(absl::StrCat(path, " does not parse or has no \"model\""));
+    return absl::DataLossError(absl::StrCat(path, " has no \"model\""));
   }
   return *model;
 }

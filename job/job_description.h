@@ -38,8 +38,9 @@ Json DescribeScore(const model::BatchResult& score, int64_t global_step);
 
 // The model <dir>/run.json records (its "model": DescribeModel's form;
 // job/run_record.h writes the file). NotFound when there is no
-// run.json; DataLoss naming the file when it does not parse or has no
-// "model"; ReadFile's other errors.
+// run.json, or one that records a launch that failed before it began (an
+// "outcome" and no "model"); DataLoss naming the file when it does not
+// parse or has no "model"; ReadFile's other errors.
 absl::StatusOr<Json> ReadRunModel(const std::string& dir);
 
 // {"job": DescribeJob(job), "model": DescribeModel of job's network}: what

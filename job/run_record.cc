@@ -23,6 +23,13 @@ namespace {
 
 constexpr char kHparamsPlugin[] = "hparams";
 
+// run.json's "outcome": "ok", or the status's code and message ("NOT_FOUND:
+// cannot open ..."), without the payloads only this process reads.
+std::string OutcomeText(const absl::Status& outcome) {
+  if (outcome.ok()) return "ok";
+  return absl::StrCat(absl::StatusCodeToString(outcome.code()), ": ", outcome.message());
+}
+
 // One hparams record in a new event file at the top of `dir`.
 absl::Status WriteHparamsData(const std::string& dir, const std::string& tag,
                               const events::HParamsPluginData& data) {
@@ -120,8 +127,12 @@ std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags) {
   return out;
 }
 
-std::optional<std::string> EndedWell(const std::string& dir,
-                                     const std::vector<std::string>& flags, const Json& cluster) {
+namespace {
+
+// run.json of `dir` when it records the end of this job (the job flags of
+// `flags`, on `cluster`): its "outcome" and "ended" are strings then.
+std::optional<Json> RecordedEnd(const std::string& dir, const std::vector<std::string>& flags,
+                                const Json& cluster) {
   absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir));
   if (!text.ok()) return std::nullopt;
   absl::StatusOr<Json> run = ParseJson(*text);
@@ -130,7 +141,7 @@ std::optional<std::string> EndedWell(const std::string& dir,
   const Json* ended = FindMember(*run, "ended");
   const Json* recorded = FindMember(*run, "flags");
   const Json* on = FindMember(*run, "cluster");
-  if (outcome == nullptr || *outcome != Json("ok") || ended == nullptr || !ended->is_string() ||
+  if (outcome == nullptr || !outcome->is_string() || ended == nullptr || !ended->is_string() ||
       recorded == nullptr || !recorded->is_array() || on == nullptr || *on != cluster) {
     return std::nullopt;
   }
@@ -139,7 +150,72 @@ std::optional<std::string> EndedWell(const std::string& dir,
     if (f.is_string()) theirs.push_back(f.get<std::string>());
   }
   if (JobFlagsOf(theirs) != JobFlagsOf(flags)) return std::nullopt;
-  return ended->get<std::string>();
+  return *std::move(run);
+}
+
+}  // namespace
+
+absl::Status RecordFailedLaunch(const std::string& dir, const Json& run,
+                                const absl::Status& outcome, absl::Time ended) {
+  const Json* flags = FindMember(run, "flags");
+  const Json* cluster = FindMember(run, "cluster");
+  std::vector<std::string> ours;
+  if (flags != nullptr && flags->is_array()) {
+    for (const Json& f : *flags) {
+      if (f.is_string()) ours.push_back(f.get<std::string>());
+    }
+  }
+  Json record = run;
+  if (absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir)); text.ok()) {
+    absl::StatusOr<Json> before = ParseJson(*text);
+    if (!before.ok()) return absl::OkStatus();  // not ours to replace
+    const Json* their_flags = FindMember(*before, "flags");
+    const Json* their_cluster = FindMember(*before, "cluster");
+    std::vector<std::string> theirs;
+    if (their_flags != nullptr && their_flags->is_array()) {
+      for (const Json& f : *their_flags) {
+        if (f.is_string()) theirs.push_back(f.get<std::string>());
+      }
+    }
+    if (JobFlagsOf(theirs) != JobFlagsOf(ours) || their_cluster == nullptr ||
+        cluster == nullptr || *their_cluster != *cluster) {
+      return absl::OkStatus();
+    }
+    record = *std::move(before);
+  }
+  record["ended"] = Rfc3339(ended);
+  record["outcome"] = OutcomeText(outcome);
+  record["exit_code"] = RoleExitCode(outcome, FailureKind::kPermanent);
+  return WriteFileAtomically(RunRecordPath(dir), record.dump(2) + "\n");
+}
+
+std::optional<std::string> EndedWell(const std::string& dir,
+                                     const std::vector<std::string>& flags, const Json& cluster) {
+  std::optional<Json> run = RecordedEnd(dir, flags, cluster);
+  if (!run.has_value() || (*run)["outcome"] != Json("ok")) return std::nullopt;
+  return (*run)["ended"].get<std::string>();
+}
+
+std::optional<absl::Status> EndedBadly(const std::string& dir,
+                                       const std::vector<std::string>& flags, const Json& cluster,
+                                       absl::Time since) {
+  std::optional<Json> run = RecordedEnd(dir, flags, cluster);
+  if (!run.has_value() || (*run)["outcome"] == Json("ok")) return std::nullopt;
+  const std::string ended = (*run)["ended"].get<std::string>();
+  absl::Time at;
+  std::string error;
+  if (!absl::ParseTime("%Y-%m-%dT%H:%M:%SZ", ended, absl::UTCTimeZone(), &at, &error) ||
+      at < since - absl::Seconds(1)) {
+    return std::nullopt;
+  }
+  const Json* code = FindMember(*run, "exit_code");
+  const int exit_code = code != nullptr && code->is_number_integer() ? code->get<int>()
+                                                                       : kExitPermanent;
+  if (exit_code == kExitOk || exit_code >= kExitRetryable) return std::nullopt;
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat("the job failed at ", ended, " (exit ", exit_code,
+                                                 "): ", (*run)["outcome"].get<std::string>())),
+      exit_code == kExitBadConfig ? FailureKind::kBadConfig : FailureKind::kPermanent);
 }
 
 absl::Status CheckRelaunch(const std::string& dir, const Json& model) {
@@ -185,7 +261,8 @@ absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, ab
   PSTRAIN_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   PSTRAIN_ASSIGN_OR_RETURN(Json run, ParseJson(text));
   run["ended"] = Rfc3339(ended);
-  run["outcome"] = outcome.ok() ? std::string("ok") : outcome.ToString();
+  run["outcome"] = OutcomeText(outcome);
+  run["exit_code"] = RoleExitCode(outcome, FailureKind::kPermanent);
   PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(path, run.dump(2) + "\n"));
   events::HParamsPluginData data;
   data.mutable_session_end_info()->set_status(outcome.ok() ? 1 : 2);

@@ -71,9 +71,19 @@ absl::Status CheckRelaunch(const std::string& dir, const Json& model);
 // hparams session start (HparamsOfRun).
 absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started);
 
-// Adds "ended" and "outcome" ("ok", or the error) to run.json, then the
-// hparams session end.
+// Adds "ended", "outcome" ("ok", or the error) and "exit_code" (what the
+// chief exits with: RoleExitCode, permanent unless the status says
+// otherwise) to run.json, then the hparams session end.
 absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, absl::Time ended);
+
+// Records a launch that failed before it began (its data unreadable, a
+// take-over refused): "ended", "outcome" and "exit_code" as WriteRunEnd
+// adds them, on run.json when it is this job's (the job flags and cluster
+// of `run`, RunInfo's form), else, when there is none, on a new one made of
+// `run`. A run.json of another job is left as it is. The caller holds the
+// directory (LockOutputDir): the record is its own launch's.
+absl::Status RecordFailedLaunch(const std::string& dir, const Json& run,
+                                const absl::Status& outcome, absl::Time ended);
 
 // The job flags among `flags` (as given: "--name=value", "--name",
 // "--noname"; FlagGroup::kJob in job/flag_table.h), in order.
@@ -89,6 +99,17 @@ std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags);
 // gone.
 std::optional<std::string> EndedWell(const std::string& dir,
                                      const std::vector<std::string>& flags, const Json& cluster);
+
+// When `dir`'s run.json records that this job (as EndedWell tells it)
+// failed for good at or after `since` (a task's own start, less a second:
+// a failure recorded before it started belongs to an earlier launch, which
+// a relaunch is not bound by): that failure, marked with the kind its
+// recorded exit code says, "the job failed at 2026-11-28T10:02:03Z (exit
+// 2): <the chief's reason>". None otherwise. What a task waiting for the
+// chief or its PS asks, so that a failure reaches it within its next look.
+std::optional<absl::Status> EndedBadly(const std::string& dir,
+                                       const std::vector<std::string>& flags, const Json& cluster,
+                                       absl::Time since);
 
 // The hparams plugin's session start info of `run` (run.json's form).
 events::HParamsPluginData HparamsOfRun(const Json& run, absl::Time started);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/event_file.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
@@ -126,6 +127,78 @@ TEST(RunRecordTest, StartAndEndAreHparamsSessionsForTensorBoard) {
   ASSERT_TRUE(end.ParseFromString(values[1].content));
   EXPECT_EQ(end.session_end_info().status(), 1);  // success
   EXPECT_EQ(end.session_end_info().end_time_secs(), 1795000060);
+}
+
+TEST(RunRecordTest, JobFlagsAreTheJobsOwnAsGiven) {
+  EXPECT_EQ(JobFlagsOf({"--epochs=3", "--bind=127.0.0.1:9", "--nopush_per_layer",
+                        "--eval_poll_secs=1", "--hidden=16", "positional", "--nonesuch=1"}),
+            (std::vector<std::string>{"--epochs=3", "--nopush_per_layer", "--hidden=16"}));
+}
+
+// How a task that starts after its job ended, or waits for tasks that
+// have gone, learns the end from run.json: a good end whenever it came, a
+// failure only from the task's own start on (an earlier launch's failure
+// does not bind a relaunch), of this job only (its job flags as given and
+// its cluster; per-task flags aside).
+TEST(RunRecordTest, TheJobsEndIsReadBackForThatJobOnly) {
+  const std::string dir = pstrain::testing::TempDir() + "/ended";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  const Json cluster = {{"chief", {"127.0.0.1:1"}}, {"ps", {"127.0.0.1:2"}}};
+  const std::vector<std::string> flags = {"--epochs=3", "--ps_wait_s=60"};
+  const std::vector<std::string> mine = {"--epochs=3", "--eval_poll_secs=1"};  // another role's
+  const absl::Time start = absl::FromUnixSeconds(1795000000);
+  EXPECT_EQ(EndedWell(dir, mine, cluster), std::nullopt);  // no run.json
+  Json run = {{"flags", flags}, {"cluster", cluster}};
+  run["model"] = DescribeModel(SoftmaxRegression(16), "sgd");
+  ASSERT_OK(WriteRunStart(dir, run, start));
+  EXPECT_EQ(EndedWell(dir, mine, cluster), std::nullopt);  // under way
+  EXPECT_EQ(EndedBadly(dir, mine, cluster, start), std::nullopt);
+  ASSERT_OK(WriteRunEnd(dir, absl::OkStatus(), start + absl::Seconds(30)));
+  EXPECT_EQ(EndedWell(dir, mine, cluster), "2026-11-18T11:07:10Z");
+  EXPECT_EQ(EndedBadly(dir, mine, cluster, start), std::nullopt);
+  EXPECT_EQ(EndedWell(dir, {"--epochs=4"}, cluster), std::nullopt);  // another job
+  EXPECT_EQ(EndedWell(dir, mine, Json{{"chief", {"127.0.0.1:7"}}}), std::nullopt);
+
+  const absl::Status failed = WithFailureKind(
+      absl::FailedPreconditionError("worker:0 runs another model"), FailureKind::kBadConfig);
+  ASSERT_OK(WriteRunEnd(dir, failed, start + absl::Seconds(60)));
+  EXPECT_EQ(EndedWell(dir, mine, cluster), std::nullopt);
+  std::optional<absl::Status> bad = EndedBadly(dir, mine, cluster, start);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_THAT(bad->message(), HasSubstr("the job failed at 2026-11-18T11:07:40Z (exit 2): "
+                                        "FAILED_PRECONDITION: worker:0 runs another model"));
+  EXPECT_EQ(RoleExitCode(*bad, FailureKind::kPermanent), 2);
+  // A task that started after that failure is of a relaunch: not bound.
+  EXPECT_EQ(EndedBadly(dir, mine, cluster, start + absl::Seconds(62)), std::nullopt);
+  // A retryable end is not the job's end.
+  ASSERT_OK(WriteRunEnd(dir, absl::UnavailableError("ps:0 lost"), start + absl::Seconds(90)));
+  EXPECT_EQ(EndedBadly(dir, mine, cluster, start), std::nullopt);
+}
+
+// A launch that fails before it begins records that on this job's run.json
+// or a new one, never on another job's, and a relaunch is not refused for
+// it.
+TEST(RunRecordTest, AFailedLaunchIsRecordedOnThisJobsRecordOnly) {
+  const std::string dir = pstrain::testing::TempDir() + "/failed_launch";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  const Json cluster = {{"chief", {"127.0.0.1:1"}}};
+  const Json run = {{"flags", {"--epochs=3"}}, {"cluster", cluster}};
+  const absl::Time at = absl::FromUnixSeconds(1795000000);
+  const absl::Status why = WithFailureKind(absl::NotFoundError("cannot open data"),
+                                           FailureKind::kBadConfig);
+  ASSERT_OK(RecordFailedLaunch(dir, run, why, at));
+  ASSERT_TRUE(EndedBadly(dir, {"--epochs=3"}, cluster, at).has_value());
+  EXPECT_OK(CheckRelaunch(dir, DescribeModel(SoftmaxRegression(16), "sgd")));
+  // Another job's record is left as it is.
+  Json other = {{"flags", {"--epochs=9"}}, {"cluster", cluster}};
+  other["model"] = DescribeModel(SoftmaxRegression(16), "sgd");
+  ASSERT_OK(WriteRunStart(dir, other, at));
+  ASSERT_OK_AND_ASSIGN(const std::string before, ReadFile(dir + "/run.json"));
+  ASSERT_OK(RecordFailedLaunch(dir, run, why, at + absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(const std::string after, ReadFile(dir + "/run.json"));
+  EXPECT_EQ(after, before);
 }
 
 }  // namespace

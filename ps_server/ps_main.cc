@@ -123,7 +123,10 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   // A PS without variables (started again by its orchestrator, say) looks
   // every second whether the chief recorded that this job ended well, and
   // if so exits 0: the chief that would stop it has gone.
+  // Likewise, any PS whose job failed for good after it started (run.json
+  // records it: the chief could not tell this PS) exits with the job's code.
   const Json cluster = ClusterOf(cfg);
+  const absl::Time started = absl::Now();
   std::optional<std::string> reason;
   while (!reason.has_value()) {
     if (!store.initialized()) {
@@ -132,6 +135,13 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
                               "): nothing to serve");
         break;
       }
+    }
+    if (std::optional<absl::Status> failed =
+            EndedBadly(*output_dir, args.raw_flags(), cluster, started)) {
+      reason = std::string(failed->message());
+      absl::MutexLock lock(&server_mu);
+      exit_code = RoleExitCode(*failed, FailureKind::kPermanent);
+      break;
     }
     reason = server->WaitForStopRequest(absl::Seconds(1));
   }

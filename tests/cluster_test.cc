@@ -1238,10 +1238,16 @@ TEST(ClusterTest, DataThatCannotBeReadFailsBeforeAnythingIsWritten) {
   for (const auto& e : std::filesystem::directory_iterator(out + "/run")) {
     written.push_back(e.path().filename().string());
   }
-  // The chief's lock on the directory (taken before it reads the data) and
-  // the tasks' logs; no run.json, no checkpoint.
+  // The chief's lock on the directory (taken before it reads the data),
+  // the tasks' logs and the launch's failure in run.json, for the tasks
+  // that wait for the chief to find and end with; no checkpoint.
   std::sort(written.begin(), written.end());
-  EXPECT_EQ(written, (std::vector<std::string>{"LOCK", "logs"}));
+  EXPECT_EQ(written, (std::vector<std::string>{"LOCK", "logs", "run.json"}));
+  ASSERT_OK_AND_ASSIGN(std::string run_text, ReadFile(out + "/run/run.json"));
+  ASSERT_OK_AND_ASSIGN(Json run, ParseJson(run_text));
+  EXPECT_EQ(run["exit_code"], 2) << run_text;
+  EXPECT_THAT(run["outcome"].get<std::string>(), HasSubstr("cannot open IDX file")) << run_text;
+  EXPECT_EQ(FindMember(run, "model"), nullptr) << run_text;  // nothing to compare a relaunch with
 }
 
 TEST(ClusterTest, LaunchRejectsBadFlagsBeforeStartingAnything) {

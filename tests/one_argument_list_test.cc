@@ -357,6 +357,36 @@ std::string WaitForLog(const std::string& path, const std::string& text,
   return log;
 }
 
+// A job that fails for good ends every task with its code within seconds:
+// here the chief cannot read the data (the worker would not know before it
+// trains), records that in run.json, and the PS and the worker waiting for
+// it find it there and exit 2 too, instead of waiting for a chief that has
+// gone (--ps_wait_s is 60).
+TEST(OneArgumentListTest, AJobThatFailsForGoodEndsEveryTaskWithItsCode) {
+  const std::string dir = pstrain::testing::TempDir() + "/fails-for-good";
+  std::filesystem::remove_all(dir);
+  const Cluster cluster = ThreeTasks();
+  const std::vector<std::string> flags = {"--epochs=1", "--hidden=16", "--ps_wait_s=60",
+                                          "--data_dir=" + dir + "/nowhere",
+                                          "--output_dir=" + dir + "/out"};
+  pstrain::testing::TaskSet tasks;
+  ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "-ps.log")));
+  ASSERT_OK(tasks.Start("worker", Task(cluster, "worker", flags, dir + "-worker.log")));
+  absl::SleepFor(absl::Seconds(1));  // both wait for the chief
+  const absl::Time start = absl::Now();
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "-chief.log")));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(12));
+  const std::string ps = ReadFile(dir + "-ps.log").value_or("");
+  const std::string worker = ReadFile(dir + "-worker.log").value_or("");
+  EXPECT_EQ(codes["chief"], 2) << ReadFile(dir + "-chief.log").value_or("");
+  EXPECT_EQ(codes["ps"], 2) << ps;
+  EXPECT_EQ(codes["worker"], 2) << worker;
+  EXPECT_THAT(ps, HasSubstr("stopping: the job failed at "));
+  EXPECT_THAT(worker, HasSubstr("failed: the job failed at "));
+  EXPECT_THAT(worker, HasSubstr("cannot open IDX file"));
+}
+
 // One job per output directory: a second chief there is refused with exit
 // 2, naming the first (its pid), before it reads or writes anything; once
 // the first is gone (killed: no clean exit), a relaunch takes the

@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <functional>
+
 #include "absl/strings/str_format.h"
 #include "allreduce/allreduce_main.h"
 #include "base/exit_codes.h"
@@ -29,6 +31,9 @@ struct WorkerSetup {
   // Set when run.json says this job ended well before this start (a late
   // or restarted worker): when (job/run_record.h, EndedWell).
   std::optional<std::string> ended;
+  // The job's failure for good once run.json records it (EndedBadly): asked
+  // while this worker waits for the chief or its PS.
+  std::function<absl::Status()> recorded_failure;
 };
 
 absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
@@ -68,62 +73,80 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
   setup.ended = EndedWell(replica.output_dir, args.raw_flags(), ClusterOf(cfg));
+  setup.recorded_failure = [dir = replica.output_dir, flags = args.raw_flags(),
+                            cluster = ClusterOf(cfg), since = absl::Now()] {
+    return EndedBadly(dir, flags, cluster, since).value_or(absl::OkStatus());
+  };
   return setup;
 }
 
-// Joins the job (taking the chief's duties first when the cluster has no
-// chief), trains, reports. Taking over the PS and the run on disk are
-// setup (the configuration's failures); TrainAsReplica marks its own.
-absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
+// A worker without the chief's duties: joins, trains, reports to the
+// chief. While it waits for the chief or its PS, a failure of the job that
+// run.json records ends the wait with the job's code.
+absl::Status TrainAndReport(const TfConfig& cfg, WorkerSetup& setup) {
   train::ReplicaOptions& replica = setup.replica;
   const Security& security = *replica.security;
-  std::unique_ptr<coordinator::ChiefDuties> duties;
-  if (!setup.chief_duties && setup.ended.has_value()) {
-    Log("the job finished at ", *setup.ended, " (", RunRecordPath(replica.output_dir),
-        "): nothing to train");
-    return absl::OkStatus();
-  }
-  if (setup.chief_duties) {
-    Log("the cluster has no chief: worker:0 takes the chief's duties");
-    auto started = coordinator::ChiefDuties::Start(cfg, setup.chief_options);
-    if (!started.ok()) return AsSetupFailure(started.status());
-    duties = *std::move(started);
-    duties->CheckpointOnStopSignals();
-  }
   // A replica asks the chief first: one that finished before (its report
   // kept, not rolled back since), or of a job that finished, exits at once.
   PSTRAIN_ASSIGN_OR_RETURN(
       const bool done,
-      duties != nullptr
-          ? duties->JoinLocal(cfg.task)
-          : coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task, replica.ps_wait,
-                                   security, setup.job));
+      coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task, replica.ps_wait, security,
+                             setup.job, nullptr, setup.recorded_failure));
+  if (done) {
+    Log(cfg.task.ToString(), " finished training before this start; not training again");
+    return absl::OkStatus();
+  }
+  replica.job_failure = setup.recorded_failure;
+  PSTRAIN_ASSIGN_OR_RETURN(v1::ReportDoneRequest report, train::TrainAsReplica(cfg, replica));
+  return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), report, replica.ps_wait,
+                                        security, setup.recorded_failure);
+}
+
+// Worker 0 with the chief's duties: joins locally, trains, finishes the job.
+absl::Status TrainAndFinish(const TfConfig& cfg, WorkerSetup& setup,
+                            coordinator::ChiefDuties* duties) {
+  train::ReplicaOptions& replica = setup.replica;
+  PSTRAIN_ASSIGN_OR_RETURN(const bool done, duties->JoinLocal(cfg.task));
   if (!done) {
-    if (duties != nullptr) {
-      replica.job_failure = [d = duties.get()] { return d->failure(); };
-    }
+    replica.job_failure = [duties] { return duties->failure(); };
     auto report = train::TrainAsReplica(cfg, replica);
     if (!report.ok()) {
-      if (duties == nullptr) return report.status();
       // The job failed first (a task refused, say): that is why.
-      const absl::Status why = duties->failure().ok() ? report.status() : duties->failure();
-      duties->StopParameterServers(why);
-      return why;
-    }
-    if (duties == nullptr) {
-      return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
-                                            security);
+      return duties->failure().ok() ? report.status() : duties->failure();
     }
     PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
   } else {
     Log(cfg.task.ToString(), " finished training before this start; not training again");
-    if (duties == nullptr) return absl::OkStatus();
   }
   PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
   Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)",
                       FindMember(metrics, "test_accuracy")->get<double>(),
                       FindMember(metrics, "test_loss")->get<double>()));
   return absl::OkStatus();
+}
+
+// Joins the job (taking the chief's duties first when the cluster has no
+// chief), trains, reports. Taking over the PS and the run on disk are
+// setup (the configuration's failures); TrainAsReplica marks its own.
+absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
+  if (!setup.chief_duties) {
+    if (setup.ended.has_value()) {
+      Log("the job finished at ", *setup.ended, " (", RunRecordPath(setup.replica.output_dir),
+          "): nothing to train");
+      return absl::OkStatus();
+    }
+    return TrainAndReport(cfg, setup);
+  }
+  Log("the cluster has no chief: worker:0 takes the chief's duties");
+  auto started = coordinator::ChiefDuties::Start(cfg, setup.chief_options);
+  if (!started.ok()) return AsSetupFailure(started.status());
+  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
+  duties->CheckpointOnStopSignals();
+  // A failure after the take-over stops the PS with the job's code, the
+  // job's end recorded first (run.json), unless it is retryable.
+  absl::Status s = TrainAndFinish(cfg, setup, duties.get());
+  if (!s.ok()) duties->StopParameterServers(s);
+  return s;
 }
 
 }  // namespace
