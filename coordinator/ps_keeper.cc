@@ -193,8 +193,18 @@ absl::StatusOr<int64_t> PsKeeper::RestoreAll(const std::vector<int>& restarted) 
     return absl::FailedPreconditionError(
         absl::StrCat("no complete checkpoint under ", options_.output_dir));
   }
+  // How far the job had got, from the PS that kept their variables (their
+  // counts of updates applied): the heartbeat's last sample of the global
+  // step may be well behind it.
+  int64_t reached = 0;
+  for (int ps = 0; ps < admin_->num_ps(); ++ps) {
+    if (std::find(restarted.begin(), restarted.end(), ps) != restarted.end()) continue;
+    absl::StatusOr<v1::HealthResponse> h = admin_->Health(ps, absl::Seconds(1));
+    if (h.ok() && h->initialized()) reached = std::max(reached, h->global_step());
+  }
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t step, RestoreNewest(candidates, *next));
   absl::MutexLock lock(&mu_);
+  last_seen_step_ = std::max(last_seen_step_, reached);
   last_checkpoint_ = step;
   if (last_seen_step_ > step) {
     Log("global steps rolled back: ", last_seen_step_ - step, " (from ", last_seen_step_, " to ",
