@@ -203,6 +203,19 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(grpc::CallbackServe
                                                              const v1::ReportDoneRequest* req,
                                                              v1::ReportDoneResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "ReportDone");
+  if (admitted.ok() && req->failed_exit_code() > 0) {
+    // A replica that failed for good: the job fails with its code.
+    const int code = req->failed_exit_code();
+    absl::Status why = absl::FailedPreconditionError(
+        absl::StrCat(req->task_type(), ":", req->task_index(), " failed for good (exit ", code,
+                     "): ", req->failure()));
+    Log(why.message());
+    tracker_->Fail(WithFailureKind(
+        std::move(why), code == kExitBadConfig ? FailureKind::kBadConfig : FailureKind::kPermanent));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
   absl::Status s = admitted.ok() ? tracker_->MarkDone(*req) : admitted.status();
   if (s.ok()) {
     Log(req->task_type(), ":", req->task_index(), " finished: ", req->steps(), " steps, ",
@@ -309,6 +322,27 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
   if (!aborted.ok()) return aborted;
   if (s.ok()) return absl::OkStatus();
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
+}
+
+void ReportFailureToChief(const HostPort& address, const TaskId& task, const absl::Status& why,
+                          int exit_code, const Security& security) {
+  v1::ReportDoneRequest report;
+  report.set_task_type(RoleName(task.role));
+  report.set_task_index(task.index);
+  report.set_failed_exit_code(exit_code);
+  report.set_failure(std::string(why.message()));
+  v1::ReportDoneResponse resp;
+  absl::Status aborted;
+  grpc::Status s = CallChief(
+      address, security, absl::Seconds(5), absl::Seconds(1), /*fresh_channel=*/false,
+      [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
+        return stub.ReportDone(&ctx, report, &resp);
+      },
+      nullptr, &aborted);
+  if (!s.ok()) {
+    Log("could not tell the chief (", address.ToString(), ") that ", task.ToString(),
+        " failed: ", s.error_message());
+  }
 }
 
 std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& mine) {

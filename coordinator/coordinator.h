@@ -150,6 +150,12 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
                                absl::Duration timeout, const Security& security,
                                const std::function<absl::Status()>& abort = nullptr);
 
+// Tells the task with chief duties that `task` failed for good with
+// `why` and ends with `exit_code` (1 or 2): the job fails at once with that
+// code. Best effort, within 5 s: a chief not reached is logged.
+void ReportFailureToChief(const HostPort& address, const TaskId& task, const absl::Status& why,
+                          int exit_code, const Security& security);
+
 // Asks the task with chief duties whether `task` is to train (false) or
 // has finished already (true); retries as ReportDoneToChief does.
 // `job`: the task's own ({"job", "model"}); a chief whose job differs

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "transport/grpc_server.h"
 #include "base/testing/status_testing.h"
@@ -53,6 +54,24 @@ TEST(CoordinatorTest, WorkersReportOverGrpcAndTheChiefStopsWaiting) {
   auto reports = tracker.reports();
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[1].steps(), 12);
+}
+
+// A replica that failed for good says so, and the chief's wait ends at
+// once with its code instead of waiting for a replica that will not come.
+TEST(CoordinatorTest, AReplicaThatFailedForGoodFailsTheJobWithItsCode) {
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}), true);
+  CoordinatorServiceImpl service(&tracker, Security::None());
+  ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
+  HostPort chief{"127.0.0.1", server->bound_port()};
+  ReportFailureToChief(chief, TaskId{Role::kWorker, 1},
+                       absl::DataLossError("train-00003.tfrecord: truncated record"), 2,
+                       *Security::None());
+  const absl::Time start = absl::Now();
+  absl::Status s = tracker.WaitForAll(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(s.message(), "worker:1 failed for good (exit 2): train-00003.tfrecord: truncated record");
+  EXPECT_EQ(RoleExitCode(s, FailureKind::kPermanent), 2);
+  EXPECT_TRUE(tracker.reports().empty());
 }
 
 TEST(CoordinatorTest, WaitNamesTheWorkersStillMissing) {

@@ -97,8 +97,19 @@ absl::Status TrainAndReport(const TfConfig& cfg, WorkerSetup& setup) {
     return absl::OkStatus();
   }
   replica.job_failure = setup.recorded_failure;
-  PSTRAIN_ASSIGN_OR_RETURN(v1::ReportDoneRequest report, train::TrainAsReplica(cfg, replica));
-  return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), report, replica.ps_wait,
+  absl::StatusOr<v1::ReportDoneRequest> report = train::TrainAsReplica(cfg, replica);
+  if (!report.ok()) {
+    // Failed for good (its data, say): the chief ends the job with this
+    // code at once instead of waiting for this replica. Not when the job's
+    // own failure is what ended it.
+    const int code = RoleExitCode(report.status(), FailureKind::kPermanent);
+    if (code < kExitRetryable && setup.recorded_failure().ok()) {
+      coordinator::ReportFailureToChief(*cfg.chief_duties_address(), cfg.task, report.status(),
+                                        code, security);
+    }
+    return report.status();
+  }
+  return coordinator::ReportDoneToChief(*cfg.chief_duties_address(), *report, replica.ps_wait,
                                         security, setup.recorded_failure);
 }
 
