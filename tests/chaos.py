@@ -8,7 +8,11 @@ is started again 0.5 s later; one that exits 0-127 never is (Kubernetes'
 `restartPolicy: ExitCode`). Each trial injects one fault from a seeded list
 at a seeded moment. A trial survives when it ends, within its bound, with
 every task's last exit 0, the final checkpoint complete and scored by the
-evaluator, final_metrics.json written, and nothing left running.
+evaluator, final_metrics.json written, the global step equal to the
+schedule exactly (no update lost, none applied twice), and nothing left
+running. ps_restarted_after_end also needs the PS started after the job's
+end to exit 0 within 5 s; two_chiefs, the second chief to exit 2 naming the
+job that holds the output directory.
 
   tests/chaos.py --pstrain=bazel-bin/pstrain --trials=50 --seed=1   # a soak
   tests/chaos.py --pstrain=... --faults=ps_kill_5x,chief_kill_after_done
@@ -132,7 +136,10 @@ class Trial:
                      "--batch_size=%d" % args.batch_size,
                      # Steps that wait a little (not compute): a job long
                      # enough for faults to land in, at little CPU.
-                     "--straggler=all:%d" % args.step_delay_ms,
+                     # two_chiefs: long enough for the second chief's
+                     # wait for the directory (10 s) to end before the job.
+                     "--straggler=all:%d" % (args.step_delay_ms * (3 if fault == "two_chiefs"
+                                                                   else 1)),
                      "--checkpoint_secs=1",
                      "--seed=%d" % (seed % 1000 + 1), "--output_dir=" + self.job_dir]
         if self.allreduce:
@@ -141,6 +148,7 @@ class Trial:
         else:
             job_flags.append("--consistency=" + ("sync" if fault.endswith("_sync") else "async"))
         self.tasks = {}
+        self.intruder = None    # two_chiefs: the second chief
         for role, addrs in self.cluster.items():
             for i in range(len(addrs)):
                 name = "%s:%d" % (role, i)
@@ -163,6 +171,11 @@ class Trial:
                     argv += job_flags + ["--ps_wait_s=%d" % args.ps_wait_s]
                 self.tasks[name] = Task(name, argv, env,
                                         os.path.join(self.out, name.replace(":", "-") + ".log"))
+                if name == "chief:0":
+                    # two_chiefs: another job's chief started on the same
+                    # output directory while this one trains.
+                    self.intruder = Task("second chief", argv, env,
+                                         os.path.join(self.out, "second-chief.log"))
         self.late_start = None  # ps_restarted_after_end: when ps:0 started again
         self.events = []      # (seconds since start, what)
         self.fault_time = None
@@ -301,6 +314,20 @@ class Trial:
         elif f == "allreduce_evaluator_kill":
             yield from self.sleep(rng.uniform(0.5, 4))
             self.kill("evaluator:0")
+        elif f == "two_chiefs":
+            # One job per output directory: the second chief is refused
+            # with exit 2, naming the first, and this job goes on.
+            yield from self.sleep(rng.uniform(0.5, 3))
+            self.note("start a second chief on the output directory")
+            if self.fault_time is None:
+                self.fault_time = self.now()
+            self.intruder.start()
+            yield from self.wait_for(lambda: not self.intruder.running(), 30)
+            if self.intruder.running():
+                self.intruder.signal(signal.SIGKILL)
+                self.intruder.proc.wait()
+            self.intruder.codes.append(self.intruder.proc.poll())
+            self.note("second chief exited %s" % self.intruder.codes[-1])
         elif f == "ps_restarted_after_end":
             # Stopped by the chief at the job's end, then started again (an
             # orchestrator that restarts it, a late start): it finds the
@@ -397,6 +424,12 @@ class Trial:
             last = t.codes[-1] if t.codes else None
             if last != 0:
                 problems.append("%s last exit %s" % (t.name, last))
+        if self.fault == "two_chiefs":
+            log = self.intruder.log()
+            if self.intruder.codes != [2]:
+                problems.append("the second chief exited %s, not 2" % self.intruder.codes)
+            if "another job runs in this output directory" not in log:
+                problems.append("the second chief did not name the job holding the directory")
         if self.fault == "ps_restarted_after_end":
             ps = self.tasks["ps:0"]
             if self.late_start is None:
@@ -566,7 +599,8 @@ ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_check
               "ps_freeze", "ps_restored_then_chief_killed", "chief_kill", "chief_kill_step0",
               "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
               "ps_kill_sync", "evaluator_kill_scoring", "whole_job", "allreduce_replica_kill",
-              "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end"]
+              "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end",
+              "two_chiefs"]
 
 if __name__ == "__main__":
     sys.exit(main())
