@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <optional>
+
 #include "absl/strings/str_format.h"
 #include "allreduce/allreduce_main.h"
 #include "base/exit_codes.h"
@@ -42,31 +44,24 @@ absl::StatusOr<coordinator::ChiefOptions> Configure(
   return options;
 }
 
-// Trains as replica 0 when the chief trains, then finishes the job.
-absl::Status TrainAndFinish(const TfConfig& cfg, const coordinator::ChiefOptions& options,
-                            coordinator::ChiefDuties* duties) {
-  // A chief that had finished training before a restart (its done report
-  // on disk) does not train again.
-  bool done = false;
+// Takes over the PS and the run on disk (setup: the configuration's
+// failures), trains as replica 0 when the chief trains, finishes the job
+// (ChiefDuties::TrainAndFinish: a failure stops the PS with the job's code).
+absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options) {
+  auto started = coordinator::ChiefDuties::Start(cfg, options);
+  if (!started.ok()) return AsSetupFailure(started.status());
+  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
+  duties->CheckpointOnStopSignals();
+  std::optional<train::ReplicaOptions> replica;
   if (options.job.chief_trains) {
-    PSTRAIN_ASSIGN_OR_RETURN(done, duties->JoinLocal(cfg.task));
-    if (done) Log(cfg.task.ToString(), " finished training before this start; not training again");
+    replica.emplace();
+    replica->job = options.job;
+    replica->output_dir = options.output_dir;
+    replica->ps_wait = options.ps_wait;
+    replica->security = options.security;
   }
-  if (options.job.chief_trains && !done) {
-    train::ReplicaOptions replica;
-    replica.job = options.job;
-    replica.output_dir = options.output_dir;
-    replica.ps_wait = options.ps_wait;
-    replica.security = options.security;
-    replica.job_failure = [duties] { return duties->failure(); };
-    auto report = train::TrainAsReplica(cfg, replica);
-    if (!report.ok()) {
-      // The job failed first (a task refused, say): that is why.
-      return duties->failure().ok() ? report.status() : duties->failure();
-    }
-    PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
+  PSTRAIN_ASSIGN_OR_RETURN(Json metrics,
+                           duties->TrainAndFinish(replica.has_value() ? &*replica : nullptr));
   const std::string line =
       absl::StrFormat("test accuracy: %.4f (loss %.4f on %d examples, global step %d)",
                       FindMember(metrics, "test_accuracy")->get<double>(),
@@ -76,20 +71,6 @@ absl::Status TrainAndFinish(const TfConfig& cfg, const coordinator::ChiefOptions
   Log(line);
   Log("metrics written to ", options.output_dir, "/final_metrics.json");
   return absl::OkStatus();
-}
-
-// Takes over the PS and the run on disk (setup: the configuration's
-// failures), trains as replica 0 when the chief trains, finishes the job.
-// A failure after the take-over stops the PS with the job's code, the
-// job's end recorded first (run.json), unless it is retryable.
-absl::Status Work(const TfConfig& cfg, const coordinator::ChiefOptions& options) {
-  auto started = coordinator::ChiefDuties::Start(cfg, options);
-  if (!started.ok()) return AsSetupFailure(started.status());
-  std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
-  duties->CheckpointOnStopSignals();
-  absl::Status s = TrainAndFinish(cfg, options, duties.get());
-  if (!s.ok()) duties->StopParameterServers(s);
-  return s;
 }
 
 }  // namespace

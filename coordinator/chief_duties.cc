@@ -260,6 +260,27 @@ absl::StatusOr<Json> ChiefDuties::Finish() {
   return metrics;
 }
 
+absl::StatusOr<Json> ChiefDuties::TrainAndFinish(train::ReplicaOptions* replica) {
+  auto train_then_finish = [&]() -> absl::StatusOr<Json> {
+    if (replica != nullptr) {
+      PSTRAIN_ASSIGN_OR_RETURN(const bool done, JoinLocal(cfg_.task));
+      if (done) {
+        Log(cfg_.task.ToString(), " finished training before this start; not training again");
+      } else {
+        replica->job_failure = [this] { return failure(); };
+        absl::StatusOr<v1::ReportDoneRequest> report = train::TrainAsReplica(cfg_, *replica);
+        // The job failed first (a task refused, say): that is why.
+        if (!report.ok()) return failure().ok() ? report.status() : failure();
+        PSTRAIN_RETURN_IF_ERROR(ReportLocal(*report));
+      }
+    }
+    return Finish();
+  };
+  absl::StatusOr<Json> metrics = train_then_finish();
+  if (!metrics.ok()) StopParameterServers(metrics.status());
+  return metrics;
+}
+
 void ChiefDuties::RecordEnd(const absl::Status& outcome) {
   if (end_recorded_.exchange(true)) return;
   if (absl::Status s = WriteRunEnd(options_.output_dir, outcome, absl::Now()); !s.ok()) {

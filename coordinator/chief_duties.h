@@ -72,6 +72,7 @@
 #include "data/dataset.h"
 #include "model/job_spec.h"
 #include "model/network.h"
+#include "train/replica.h"
 
 namespace pstrain::coordinator {
 
@@ -151,6 +152,15 @@ class ChiefDuties {
 
   // JobFinisher::StopParameterServers.
   void StopParameterServers(const absl::Status& why) { finisher_->StopParameterServers(why); }
+
+  // After Start, the rest of the task's work: with `replica` (the chief
+  // trains, or worker 0 has the duties), trains this task with those
+  // options unless it finished before this start (JoinLocal), and records
+  // its report (ReportLocal); then Finish. When its training fails after
+  // the job had failed (a task refused), the job's failure is the answer.
+  // Any failure stops the PS with the job's code, the job's end recorded
+  // first, unless it is retryable. Null `replica`: the chief does not train.
+  absl::StatusOr<Json> TrainAndFinish(train::ReplicaOptions* replica);
 
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);

@@ -129,8 +129,29 @@ std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags) {
 
 namespace {
 
-// run.json of `dir` when it records the end of this job (the job flags of
-// `flags`, on `cluster`): its "outcome" and "ended" are strings then.
+// A record's "flags" (RunInfo's form), as given.
+std::vector<std::string> FlagsOf(const Json& run) {
+  std::vector<std::string> flags;
+  const Json* recorded = FindMember(run, "flags");
+  if (recorded == nullptr || !recorded->is_array()) return flags;
+  for (const Json& f : *recorded) {
+    if (f.is_string()) flags.push_back(f.get<std::string>());
+  }
+  return flags;
+}
+
+// Whether `run` (run.json's form) is a record of the job of `flags` on
+// `cluster`: it names its flags, the same job flags as given, and the same
+// cluster.
+bool OfThisJob(const Json& run, const std::vector<std::string>& flags, const Json& cluster) {
+  const Json* recorded = FindMember(run, "flags");
+  const Json* on = FindMember(run, "cluster");
+  return recorded != nullptr && recorded->is_array() && on != nullptr && *on == cluster &&
+         JobFlagsOf(FlagsOf(run)) == JobFlagsOf(flags);
+}
+
+// run.json of `dir` when it records the end of this job (OfThisJob): its
+// "outcome" and "ended" are strings then.
 std::optional<Json> RecordedEnd(const std::string& dir, const std::vector<std::string>& flags,
                                 const Json& cluster) {
   absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir));
@@ -139,17 +160,10 @@ std::optional<Json> RecordedEnd(const std::string& dir, const std::vector<std::s
   if (!run.ok()) return std::nullopt;
   const Json* outcome = FindMember(*run, "outcome");
   const Json* ended = FindMember(*run, "ended");
-  const Json* recorded = FindMember(*run, "flags");
-  const Json* on = FindMember(*run, "cluster");
   if (outcome == nullptr || !outcome->is_string() || ended == nullptr || !ended->is_string() ||
-      recorded == nullptr || !recorded->is_array() || on == nullptr || *on != cluster) {
+      !OfThisJob(*run, flags, cluster)) {
     return std::nullopt;
   }
-  std::vector<std::string> theirs;
-  for (const Json& f : *recorded) {
-    if (f.is_string()) theirs.push_back(f.get<std::string>());
-  }
-  if (JobFlagsOf(theirs) != JobFlagsOf(flags)) return std::nullopt;
   return *std::move(run);
 }
 
@@ -157,28 +171,12 @@ std::optional<Json> RecordedEnd(const std::string& dir, const std::vector<std::s
 
 absl::Status RecordFailedLaunch(const std::string& dir, const Json& run,
                                 const absl::Status& outcome, absl::Time ended) {
-  const Json* flags = FindMember(run, "flags");
-  const Json* cluster = FindMember(run, "cluster");
-  std::vector<std::string> ours;
-  if (flags != nullptr && flags->is_array()) {
-    for (const Json& f : *flags) {
-      if (f.is_string()) ours.push_back(f.get<std::string>());
-    }
-  }
   Json record = run;
   if (absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir)); text.ok()) {
     absl::StatusOr<Json> before = ParseJson(*text);
-    if (!before.ok()) return absl::OkStatus();  // not ours to replace
-    const Json* their_flags = FindMember(*before, "flags");
-    const Json* their_cluster = FindMember(*before, "cluster");
-    std::vector<std::string> theirs;
-    if (their_flags != nullptr && their_flags->is_array()) {
-      for (const Json& f : *their_flags) {
-        if (f.is_string()) theirs.push_back(f.get<std::string>());
-      }
-    }
-    if (JobFlagsOf(theirs) != JobFlagsOf(ours) || their_cluster == nullptr ||
-        cluster == nullptr || *their_cluster != *cluster) {
+    const Json* cluster = FindMember(run, "cluster");
+    // Another job's record, or one that does not parse: not ours to replace.
+    if (!before.ok() || cluster == nullptr || !OfThisJob(*before, FlagsOf(run), *cluster)) {
       return absl::OkStatus();
     }
     record = *std::move(before);

@@ -23,6 +23,15 @@ namespace {
 // Tensors of more floats than this (1 MiB) are copied out by several cores.
 constexpr int64_t kParallelGrain = 1 << 18;
 
+// NonFiniteGradient naming `key` when the `n` floats of gradient at payload
+// byte `offset` hold a NaN or Inf, checked in place; else OK.
+absl::Status CheckGradientInPlace(const Payload& payload, int64_t offset, int64_t n,
+                                  absl::string_view key) {
+  float value = 0;
+  const int64_t bad = CheckFinite(payload, offset, n, &value);
+  return bad >= 0 ? NonFiniteGradient(key, value, bad) : absl::OkStatus();
+}
+
 // Per-thread scratch for gradients, reused across calls so MiB-sized pushes
 // allocate nothing in steady state.
 std::vector<float>& Scratch() {
@@ -335,9 +344,7 @@ absl::Status ShardStore::StageGradients(const PushBatch& batch, const Payload& p
     const int64_t floats = (plan.offsets[i + 1] - plan.offsets[i]) / 4;
     if (plan.streamed[i]) {
       if (plan.exchange) continue;  // checked as it is applied
-      float value = 0;
-      const int64_t bad = CheckFinite(payload, plan.offsets[i], floats, &value);
-      if (bad >= 0) return NonFiniteGradient(ref.key, value, bad);
+      PSTRAIN_RETURN_IF_ERROR(CheckGradientInPlace(payload, plan.offsets[i], floats, ref.key));
       continue;
     }
     float* g = plan.scratch + plan.offsets[i] / 4;
@@ -468,10 +475,9 @@ absl::StatusOr<std::vector<bool>> ShardStore::Push(const PushBatch& batch, const
     plan.exchange = false;
     for (size_t i = 0; i < plan.targets.size() && admitted.ok(); ++i) {
       if (plan.repeat[i]) continue;
-      const int64_t floats = (plan.offsets[i + 1] - plan.offsets[i]) / 4;
-      float value = 0;
-      const int64_t bad = CheckFinite(payload, plan.offsets[i], floats, &value);
-      if (bad >= 0) admitted = NonFiniteGradient(batch.tensors[i].key, value, bad);
+      admitted = CheckGradientInPlace(payload, plan.offsets[i],
+                                      (plan.offsets[i + 1] - plan.offsets[i]) / 4,
+                                      batch.tensors[i].key);
     }
   }
   if (!admitted.ok()) {

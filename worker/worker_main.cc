@@ -113,29 +113,6 @@ absl::Status TrainAndReport(const TfConfig& cfg, WorkerSetup& setup) {
                                         security, setup.recorded_failure);
 }
 
-// Worker 0 with the chief's duties: joins locally, trains, finishes the job.
-absl::Status TrainAndFinish(const TfConfig& cfg, WorkerSetup& setup,
-                            coordinator::ChiefDuties* duties) {
-  train::ReplicaOptions& replica = setup.replica;
-  PSTRAIN_ASSIGN_OR_RETURN(const bool done, duties->JoinLocal(cfg.task));
-  if (!done) {
-    replica.job_failure = [duties] { return duties->failure(); };
-    auto report = train::TrainAsReplica(cfg, replica);
-    if (!report.ok()) {
-      // The job failed first (a task refused, say): that is why.
-      return duties->failure().ok() ? report.status() : duties->failure();
-    }
-    PSTRAIN_RETURN_IF_ERROR(duties->ReportLocal(*report));
-  } else {
-    Log(cfg.task.ToString(), " finished training before this start; not training again");
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->Finish());
-  Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)",
-                      FindMember(metrics, "test_accuracy")->get<double>(),
-                      FindMember(metrics, "test_loss")->get<double>()));
-  return absl::OkStatus();
-}
-
 // Joins the job (taking the chief's duties first when the cluster has no
 // chief), trains, reports. Taking over the PS and the run on disk are
 // setup (the configuration's failures); TrainAsReplica marks its own.
@@ -153,11 +130,12 @@ absl::Status Work(const TfConfig& cfg, WorkerSetup& setup) {
   if (!started.ok()) return AsSetupFailure(started.status());
   std::unique_ptr<coordinator::ChiefDuties> duties = *std::move(started);
   duties->CheckpointOnStopSignals();
-  // A failure after the take-over stops the PS with the job's code, the
-  // job's end recorded first (run.json), unless it is retryable.
-  absl::Status s = TrainAndFinish(cfg, setup, duties.get());
-  if (!s.ok()) duties->StopParameterServers(s);
-  return s;
+  // A failure stops the PS with the job's code (ChiefDuties::TrainAndFinish).
+  PSTRAIN_ASSIGN_OR_RETURN(Json metrics, duties->TrainAndFinish(&setup.replica));
+  Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)",
+                      FindMember(metrics, "test_accuracy")->get<double>(),
+                      FindMember(metrics, "test_loss")->get<double>()));
+  return absl::OkStatus();
 }
 
 }  // namespace
