@@ -33,6 +33,12 @@ int ExitCodeOf(FailureKind kind) {
   return kExitPermanent;
 }
 
+FailureKind FailureKindOfExitCode(int code) {
+  if (code == kExitBadConfig) return FailureKind::kBadConfig;
+  if (code >= 128) return FailureKind::kRetryable;
+  return FailureKind::kPermanent;
+}
+
 absl::Status WithFailureKind(absl::Status s, FailureKind kind) {
   if (s.ok()) return s;
   const char* name = kind == FailureKind::kBadConfig   ? "bad_config"

@@ -36,6 +36,11 @@ enum class FailureKind { kBadConfig, kPermanent, kRetryable };
 // 2, 1, 138.
 int ExitCodeOf(FailureKind kind);
 
+// The kind an exit code stands for: 2 the configuration's, 128-255
+// retryable, any other (1-127) permanent. What a task makes of a code
+// another task ended with (a failure recorded in run.json, or told).
+FailureKind FailureKindOfExitCode(int code);
+
 // `s` marked as a failure of `kind` (a payload: it stays with the status
 // through returns in this process, not over the wire). OK stays OK.
 absl::Status WithFailureKind(absl::Status s, FailureKind kind);

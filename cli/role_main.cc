@@ -20,7 +20,7 @@ int RunAnyRole(const char* tf_config, int argc, char** argv) {
                      case Role::kChief:
                        return chief::ChiefMain(cfg, args, std::move(security));
                      case Role::kEvaluator:
-                       return evaluator::EvaluatorMain(cfg, args);
+                       return evaluator::EvaluatorMain(cfg, args, std::move(security));
                    }
                    return kExitPermanent;
                  });

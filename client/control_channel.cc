@@ -23,6 +23,11 @@ absl::StatusOr<PsReady> WaitForPs(PsControlChannel& channel, absl::Duration time
     std::vector<v1::HealthResponse> health(n);
     int64_t newest = 0;
     for (int ps = 0; ps < n; ++ps) {
+      // Asked before each PS's wait (up to 2 s each): the job's failure
+      // ends the wait within seconds however many PS are away.
+      if (abort_check) {
+        if (absl::Status aborted = abort_check(); !aborted.ok()) return aborted;
+      }
       // Waiting for the connection keeps gRPC working on it: a PS that
       // comes up while the channel backs off is reached as soon as its
       // handshake (with TLS, several round trips) completes.

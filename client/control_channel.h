@@ -50,6 +50,11 @@ class PsControlChannel {
   // For an error of a call to `ps`: a hint at a cause the error cannot
   // show (a TLS handshake the PS refused), or empty.
   virtual std::string Hint(const absl::Status& s) const { return ""; }
+
+  // Ends every call in flight (Cancelled) and refuses later ones: for a
+  // job that failed for good, whose chief has nothing more to ask its PS
+  // and must not wait out a deadline on one that has gone.
+  virtual void CancelCalls() {}
 };
 
 // What every PS said when they were all ready (WaitForPs).

@@ -5,13 +5,17 @@
 #define PSTRAIN_CLIENT_GRPC_CONTROL_CHANNEL_H_
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "client/control_channel.h"
-#include "transport/security.h"
 #include "cluster/tf_config.h"
+#include "grpcpp/grpcpp.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "transport/security.h"
 
 namespace pstrain::client {
 
@@ -23,6 +27,22 @@ struct ControlChannelOptions {
   // A TCP connection of its own to each PS (gRPC otherwise shares one
   // among a process's channels of the same target and arguments).
   bool own_connection = false;
+};
+
+// The calls a channel has in flight, so that they can be cancelled.
+class InFlightCalls {
+ public:
+  // Registers a call about to start; false (not to be started) once
+  // CancelAll was called.
+  bool Enter(grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  void Leave(grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels the calls in flight, and every later one before it starts.
+  void CancelAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  absl::Mutex mu_;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class GrpcControlChannel final : public PsControlChannel {
@@ -55,8 +75,10 @@ class GrpcControlChannel final : public PsControlChannel {
                                               absl::Time deadline) override;
   absl::Status Shutdown(int ps, const v1::ShutdownRequest& req, absl::Time deadline) override;
   std::string Hint(const absl::Status& s) const override;
+  void CancelCalls() override;
 
  private:
+  InFlightCalls calls_;
   const std::vector<HostPort> addresses_;
   const std::shared_ptr<const Security> security_;
   std::vector<std::unique_ptr<v1::PsService::Stub>> stubs_;

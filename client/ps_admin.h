@@ -48,6 +48,8 @@ class PsAdmin {
   int num_ps() const { return channel_->num_ps(); }
   std::string PsName(int ps) const { return channel_->PsName(ps); }
   PsControlChannel& channel() { return *channel_; }
+  // PsControlChannel::CancelCalls.
+  void CancelCalls() { channel_->CancelCalls(); }
 
   // One PS's Health within `timeout` (see PsControlChannel::Health).
   absl::StatusOr<v1::HealthResponse> Health(int ps, absl::Duration timeout,

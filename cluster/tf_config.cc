@@ -282,8 +282,9 @@ absl::StatusOr<int> ParseTaskIndex(const Json& index) {
   return static_cast<int>(d);
 }
 
-// TF_CONFIG's "task" object, checked against the cluster it names.
-absl::Status ParseTask(const Json& task, TfConfig* cfg) {
+// TF_CONFIG's "task" object, checked against the cluster it names unless
+// `outside` (a task that is not one of the cluster's: set when it is not).
+absl::Status ParseTask(const Json& task, TfConfig* cfg, bool* outside = nullptr) {
   const Json* type = FindMember(task, "type");
   if (type == nullptr) return Invalid("task has no \"type\"");
   if (!type->is_string()) {
@@ -307,19 +308,39 @@ absl::Status ParseTask(const Json& task, TfConfig* cfg) {
   }
   if (cfg->task.role == Role::kEvaluator && count == 0) {
     // AI Platform leaves the evaluator out of "cluster"; it needs no address.
-  } else if (count == 0) {
-    return Invalid(
-        absl::StrCat("task.type \"", type_name, "\" has no entries in cluster.", list_name));
-  } else if (cfg->task.index >= count) {
+  } else if (count == 0 || cfg->task.index >= count) {
+    if (outside != nullptr) {
+      *outside = true;
+      return absl::OkStatus();
+    }
+    if (count == 0) {
+      return Invalid(
+          absl::StrCat("task.type \"", type_name, "\" has no entries in cluster.", list_name));
+    }
     return Invalid(absl::StrCat("task.index ", cfg->task.index, " out of range: cluster.",
                                 list_name, " has ", count, count == 1 ? " entry" : " entries"));
   }
   return absl::OkStatus();
 }
 
+absl::StatusOr<TfConfig> ParseTfConfigImpl(absl::string_view json, bool* outside);
+
 }  // namespace
 
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
+  return ParseTfConfigImpl(json, nullptr);
+}
+
+std::optional<TfConfig> TaskOutsideItsCluster(absl::string_view json) {
+  bool outside = false;
+  absl::StatusOr<TfConfig> cfg = ParseTfConfigImpl(json, &outside);
+  if (!cfg.ok() || !outside) return std::nullopt;
+  return *std::move(cfg);
+}
+
+namespace {
+
+absl::StatusOr<TfConfig> ParseTfConfigImpl(absl::string_view json, bool* outside) {
   if (json.empty()) return Invalid("is empty");
   auto parsed = ParseJson(json);
   if (!parsed.ok()) {
@@ -347,9 +368,11 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
     cfg.environment = env->get<std::string>();
   }
   PSTRAIN_RETURN_IF_ERROR(ParseClusterEntries(*cluster, &cfg.cluster));
-  PSTRAIN_RETURN_IF_ERROR(ParseTask(*task, &cfg));
+  PSTRAIN_RETURN_IF_ERROR(ParseTask(*task, &cfg, outside));
   return cfg;
 }
+
+}  // namespace
 
 absl::Status ValidateForParameterServerTraining(const TfConfig& cfg) {
   if (cfg.cluster.ps.empty()) {

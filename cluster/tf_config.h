@@ -110,6 +110,14 @@ absl::StatusOr<TaskId> ParseTaskName(absl::string_view name);
 // empty or duplicate addresses, a port that is not a number.
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json);
 
+// For a TF_CONFIG that ParseTfConfig refuses only because its task is not
+// one of its cluster's (task.index out of range, or a type the cluster has
+// no entries for): the config as given, task included, so that the task can
+// tell the job's chief why it cannot take part (a job waiting for a task
+// that was started under another index would otherwise wait forever).
+// nullopt for any other TF_CONFIG, well-formed or not.
+std::optional<TfConfig> TaskOutsideItsCluster(absl::string_view json);
+
 // Checks what a parameter-server job needs beyond a well-formed TF_CONFIG (a
 // MultiWorkerMirroredStrategy config with no "ps" parses, but cannot train
 // here): at least one ps and one worker. InvalidArgument naming the field.

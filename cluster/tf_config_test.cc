@@ -161,6 +161,30 @@ TEST(TfConfigTest, MissingIndexMeansZero) {
   EXPECT_EQ(cfg.task.index, 0);
 }
 
+// A task outside the cluster its TF_CONFIG names (an index out of range, a
+// type with no entries) is read as given, so it can tell the chief; any
+// other refused TF_CONFIG, and a good one, is not.
+TEST(TfConfigTest, ATaskOutsideItsClusterIsReadSoItCanTellTheChief) {
+  const char* outside = R"({"cluster": {"chief": ["a:1"], "ps": ["b:1"], "worker": ["c:1"]},
+                            "task": {"type": "worker", "index": 5}})";
+  EXPECT_FALSE(ParseTfConfig(outside).ok());
+  std::optional<TfConfig> cfg = TaskOutsideItsCluster(outside);
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->task.ToString(), "worker:5");
+  EXPECT_EQ(cfg->chief_duties_address()->ToString(), "a:1");
+  cfg = TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1"]},
+                                  "task": {"type": "ps", "index": 0}})");
+  ASSERT_TRUE(cfg.has_value());
+  EXPECT_EQ(cfg->task.ToString(), "ps:0");
+  EXPECT_EQ(cfg->chief_duties_address()->ToString(), "c:1");
+  EXPECT_FALSE(TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1"]},
+                                      "task": {"type": "worker", "index": 0}})").has_value());
+  EXPECT_FALSE(TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1", "c:1"]},
+                                      "task": {"type": "worker", "index": 5}})").has_value());
+  EXPECT_FALSE(TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1"]},
+                                      "task": {"type": "worker", "index": -1}})").has_value());
+}
+
 struct ErrorCase {
   const char* name;
   const char* json;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_shard.h"
@@ -72,33 +73,59 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
     // With the directory held (the lock taken), a failure for good is
     // recorded in run.json: the tasks waiting for this chief find it
     // there and end with the job's code (job/run_record.h, EndedBadly).
+    // Else (the directory cannot be written) the chief tells its tasks
+    // itself: the PS, and whoever asks it for a while.
     const absl::Status why = AsSetupFailure(prepared);
-    if (chief->dir_lock_ != nullptr && RoleExitCode(why, FailureKind::kBadConfig) < kExitRetryable) {
-      if (absl::Status s = RecordFailedLaunch(options.output_dir, options.run, why, absl::Now());
-          !s.ok()) {
-        Log("could not record the failed launch in ", RunRecordPath(options.output_dir), ": ",
-            s.message());
+    if (!chief->held_elsewhere_ && RoleExitCode(why, FailureKind::kBadConfig) < kExitRetryable) {
+      bool recorded = false;
+      if (chief->dir_lock_ != nullptr) {
+        absl::StatusOr<bool> s =
+            RecordFailedLaunch(options.output_dir, options.run, why, absl::Now());
+        recorded = s.ok() && *s;
+        if (!s.ok()) {
+          Log("could not record the failed launch in ", RunRecordPath(options.output_dir), ": ",
+              s.status().message());
+        }
       }
+      if (!recorded) chief->TellEveryTask(why, /*stop_ps=*/true);
     }
     return why;
   }
-  PSTRAIN_RETURN_IF_ERROR(chief->Serve());
-  PSTRAIN_RETURN_IF_ERROR(chief->ConnectParts());
+  if (absl::Status began = chief->Begin(); !began.ok()) {
+    // A failure for good (a task that reported it cannot take part while
+    // the chief waited for the PS, say) ends the job as in Finish: recorded,
+    // the PS that answer stopped, the tasks told.
+    if (chief->finisher_ != nullptr &&
+        RoleExitCode(began, FailureKind::kPermanent) < kExitRetryable) {
+      chief->finisher_->StopParameterServers(began, /*wait=*/false);
+      if (chief->end_unrecorded_) chief->TellEveryTask(began, /*stop_ps=*/false);
+    }
+    return began;
+  }
+  return chief;
+}
+
+absl::Status ChiefDuties::Begin() {
+  PSTRAIN_RETURN_IF_ERROR(Serve());
+  PSTRAIN_RETURN_IF_ERROR(ConnectParts());
   // A job that finished (its final checkpoint complete, its metrics written)
   // needs no PS: they may have exited already.
-  PSTRAIN_ASSIGN_OR_RETURN(chief->finished_,
-                           FinishedJob(options.output_dir, chief->ScheduleKey(), chief->placement_));
-  if (chief->finished_.has_value()) {
-    chief->tracker_.SetFinished();
-    return chief;
+  PSTRAIN_ASSIGN_OR_RETURN(finished_,
+                           FinishedJob(options_.output_dir, ScheduleKey(), placement_));
+  if (finished_.has_value()) {
+    tracker_.SetFinished();
+    return absl::OkStatus();
   }
-  Log("waiting for ", cfg.cluster.ps.size(), " ps");
-  PSTRAIN_RETURN_IF_ERROR(chief->admin_->WaitUntilAnswering(options.ps_wait));
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t serving, chief->keeper_->TakeOver());
-  chief->tracker_.SetGeneration(serving);
-  chief->watch_->Start();
-  chief->checkpoints_->Start();
-  return chief;
+  Log("waiting for ", cfg_.cluster.ps.size(), " ps");
+  // A task that cannot take part (a PS started under another index) fails
+  // the job while the chief waits.
+  PSTRAIN_RETURN_IF_ERROR(
+      admin_->WaitUntilAnswering(options_.ps_wait, [this] { return tracker_.failure(); }));
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t serving, keeper_->TakeOver());
+  tracker_.SetGeneration(serving);
+  watch_->Start();
+  checkpoints_->Start();
+  return absl::OkStatus();
 }
 
 absl::Status ChiefDuties::Prepare() {
@@ -106,7 +133,11 @@ absl::Status ChiefDuties::Prepare() {
   PSTRAIN_ASSIGN_OR_RETURN(placement_,
                            ComputePlacement(mlp_->variables(), cfg_.cluster.ps.size()));
   // One job per output directory, before anything there is read.
-  PSTRAIN_ASSIGN_OR_RETURN(dir_lock_, LockOutputDir(options_.output_dir, cfg_.task.ToString()));
+  absl::StatusOr<std::unique_ptr<DirLock>> lock =
+      LockOutputDir(options_.output_dir, cfg_.task.ToString());
+  held_elsewhere_ = lock.status().code() == absl::StatusCode::kAlreadyExists;
+  PSTRAIN_RETURN_IF_ERROR(lock.status());
+  dir_lock_ = *std::move(lock);
   // Before anything in the output directory changes: a run of another
   // model there is refused, its checkpoints left as they are.
   Json model = DescribeModel(mlp_->variables(), options_.job.optimizer.name);
@@ -277,13 +308,59 @@ absl::StatusOr<Json> ChiefDuties::TrainAndFinish(train::ReplicaOptions* replica)
     return Finish();
   };
   absl::StatusOr<Json> metrics = train_then_finish();
-  if (!metrics.ok()) StopParameterServers(metrics.status());
+  if (!metrics.ok()) {
+    StopParameterServers(metrics.status());
+    if (end_unrecorded_ && RoleExitCode(metrics.status(), FailureKind::kPermanent) < kExitRetryable) {
+      tracker_.Fail(metrics.status());
+      TellEveryTask(metrics.status(), /*stop_ps=*/false);  // stopped just now
+    }
+  }
   return metrics;
+}
+
+void ChiefDuties::TellEveryTask(const absl::Status& why, bool stop_ps) {
+  tracker_.Fail(why);
+  const int code = RoleExitCode(why, FailureKind::kPermanent);
+  Log("the job failed for good (exit ", code, ") and ", RunRecordPath(options_.output_dir),
+      " does not say so: telling its tasks for up to ",
+      absl::FormatDuration(options_.tell_wait));
+  std::thread ps_told;
+  if (stop_ps && !cfg_.cluster.ps.empty()) {
+    ps_told = std::thread([this, code] {
+      client::ControlChannelOptions control;
+      control.ps_addresses = cfg_.cluster.ps;
+      control.security = options_.security;
+      std::unique_ptr<client::PsAdmin> admin = client::PsAdmin::Connect(control);
+      if (absl::Status s = admin->ShutdownAll("job failed", code, options_.tell_wait); !s.ok()) {
+        Log("stopping the ps: ", s.message());
+      }
+    });
+  }
+  if (server_ == nullptr) {
+    if (absl::Status s = Serve(); !s.ok()) Log("cannot tell the tasks that ask: ", s.message());
+  }
+  if (server_ != nullptr) {
+    std::vector<std::string> tasks;
+    for (int i = 0; i < static_cast<int>(cfg_.cluster.worker.size()); ++i) {
+      if (!(TaskId{Role::kWorker, i} == cfg_.task)) tasks.push_back(absl::StrCat("worker:", i));
+    }
+    for (int i = 0; i < static_cast<int>(cfg_.cluster.evaluator.size()); ++i) {
+      tasks.push_back(absl::StrCat("evaluator:", i));
+    }
+    if (tracker_.WaitUntilTold(tasks, options_.tell_wait)) {
+      Log("every worker and evaluator has been told");
+    } else {
+      Log("not every worker and evaluator asked within ",
+          absl::FormatDuration(options_.tell_wait));
+    }
+  }
+  if (ps_told.joinable()) ps_told.join();
 }
 
 void ChiefDuties::RecordEnd(const absl::Status& outcome) {
   if (end_recorded_.exchange(true)) return;
   if (absl::Status s = WriteRunEnd(options_.output_dir, outcome, absl::Now()); !s.ok()) {
+    end_unrecorded_ = true;
     Log("could not record the run's end in ", RunRecordPath(options_.output_dir), ": ",
         s.message());
   }

@@ -100,6 +100,11 @@ struct ChiefOptions {
   // What run.json records of this launch besides the job and the model
   // (job/run_info.h: version, flags, cluster, model config text).
   Json run = Json::object();
+  // A failure for good that run.json cannot record (the output directory is
+  // read-only, say): how long the chief goes on answering it to the tasks
+  // that ask (Join, JobOutcome) before it exits, unless every worker and
+  // evaluator has asked sooner (TellEveryTask).
+  absl::Duration tell_wait = absl::Seconds(8);
 };
 
 class ChiefDuties {
@@ -165,9 +170,11 @@ class ChiefDuties {
  private:
   ChiefDuties(const TfConfig& cfg, const ChiefOptions& options);
 
-  // Start, part by part: the output directory and the test split; the
-  // Coordinator service; the PS clients and parts.
+  // Start, part by part: the output directory and the test split (Prepare);
+  // then (Begin) the Coordinator service, the PS clients and parts, the
+  // take-over.
   absl::Status Prepare();
+  absl::Status Begin();
   absl::Status Serve();
   absl::Status ConnectParts();
 
@@ -185,6 +192,14 @@ class ChiefDuties {
   // Adds the run's end to run.json, once (from the thread that stops the PS,
   // or Finish).
   void RecordEnd(const absl::Status& outcome);
+  // For a failure for good that run.json does not hold (the output
+  // directory cannot be written, or another job's lock kept this chief
+  // from it): tells the job's tasks another way. With `stop_ps`, every PS
+  // is told to exit with the job's code; the Coordinator service (served
+  // now if it was not) answers every Join and JobOutcome with the failure
+  // until every worker (but this task) and evaluator of the cluster has
+  // asked, or options_.tell_wait has passed.
+  void TellEveryTask(const absl::Status& why, bool stop_ps);
 
   const TfConfig cfg_;
   const ChiefOptions options_;
@@ -203,6 +218,10 @@ class ChiefDuties {
   // Set by Start for a job that had finished: its metrics.
   std::optional<Json> finished_;
   std::atomic<bool> end_recorded_{false};  // RecordEnd
+  std::atomic<bool> end_unrecorded_{false};  // RecordEnd could not write it
+  // Prepare found the output directory held by another job's chief: this
+  // task is not that job's, and tells its tasks nothing.
+  bool held_elsewhere_ = false;
   // The PS: their control plane, and the final values read as an observer.
   std::unique_ptr<client::PsAdmin> admin_;
   std::unique_ptr<client::PsClient> reader_;

@@ -12,6 +12,7 @@
 #include "transport/grpc_status.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "job/chief_client.h"
 #include "grpcpp/grpcpp.h"
 
 namespace pstrain::coordinator {
@@ -189,6 +190,30 @@ absl::Status JobTracker::failure() const {
   return failed_;
 }
 
+std::optional<absl::Status> JobTracker::FailedForGood() const {
+  absl::MutexLock lock(&mu_);
+  if (failed_.ok() || RoleExitCode(failed_, FailureKind::kPermanent) >= kExitRetryable) {
+    return std::nullopt;
+  }
+  return failed_;
+}
+
+void JobTracker::NoteTold(const std::string& task) {
+  absl::MutexLock lock(&mu_);
+  told_.insert(task);
+}
+
+bool JobTracker::WaitUntilTold(const std::vector<std::string>& tasks, absl::Duration timeout) {
+  auto all_told = [this, &tasks]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const std::string& t : tasks) {
+      if (told_.count(t) == 0) return false;
+    }
+    return true;
+  };
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&all_told), timeout);
+}
+
 void JobTracker::Fail(absl::Status why) {
   absl::MutexLock lock(&mu_);
   if (failed_.ok()) failed_ = std::move(why);
@@ -210,14 +235,23 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(grpc::CallbackServe
         absl::StrCat(req->task_type(), ":", req->task_index(), " failed for good (exit ", code,
                      "): ", req->failure()));
     Log(why.message());
-    tracker_->Fail(WithFailureKind(
-        std::move(why), code == kExitBadConfig ? FailureKind::kBadConfig : FailureKind::kPermanent));
+    tracker_->NoteTold(absl::StrCat(req->task_type(), ":", req->task_index()));
+    tracker_->Fail(WithFailureKind(std::move(why), code < kExitRetryable
+                                                       ? FailureKindOfExitCode(code)
+                                                       : FailureKind::kPermanent));
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
   absl::Status s = admitted.ok() ? tracker_->MarkDone(*req) : admitted.status();
   if (s.ok()) {
+    // Recorded, but the job failed for good meanwhile: the replica ends
+    // with the job's code, as every task does.
+    if (std::optional<absl::Status> failed = tracker_->FailedForGood()) {
+      resp->set_failed_exit_code(RoleExitCode(*failed, FailureKind::kPermanent));
+      resp->set_failure(std::string(failed->message()));
+      tracker_->NoteTold(absl::StrCat(req->task_type(), ":", req->task_index()));
+    }
     Log(req->task_type(), ":", req->task_index(), " finished: ", req->steps(), " steps, ",
         req->examples(), " examples, loss ", req->final_loss(), ", ",
         static_cast<int64_t>(req->examples_per_sec()), " examples/s");
@@ -232,6 +266,12 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
                                                        v1::JoinResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Join");
   absl::Status s = admitted.status();
+  if (s.ok() && AnswerFailure(absl::StrCat(req->task_type(), ":", req->task_index()),
+                              resp->mutable_failure(), resp)) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
   if (s.ok() && !req->job().empty() && !job_.is_null()) {
     // A task started with other job flags than the chief's: refused (it
     // exits 2), and the job fails at once rather than waiting for it.
@@ -267,46 +307,29 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
   return reactor;
 }
 
-namespace {
 
-// Makes `call` on the chief at `address` until it ends other than
-// UNAVAILABLE (the chief may still be starting) or `timeout` would pass,
-// waiting 100 ms, then twice as long each time up to `max_backoff`. With
-// `fresh_channel`, each try gets a channel (and a connection) of its own,
-// reached at once rather than after gRPC's reconnect backoff.
-grpc::Status CallChief(
-    const HostPort& address, const Security& security, absl::Duration timeout,
-    absl::Duration max_backoff, bool fresh_channel,
-    const std::function<grpc::Status(v1::Coordinator::Stub&, grpc::ClientContext&)>& call,
-    const std::function<absl::Status()>& abort, absl::Status* aborted) {
-  grpc::ChannelArguments args;
-  if (fresh_channel) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::unique_ptr<v1::Coordinator::Stub> stub;
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Duration backoff = absl::Milliseconds(100);
-  while (true) {
-    if (stub == nullptr || fresh_channel) {
-      stub = v1::Coordinator::NewStub(security.CreateChannel(address.ToString(), args));
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    grpc::Status s = call(*stub, ctx);
-    if (s.ok() || s.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        absl::Now() + backoff > deadline) {
-      return s;
-    }
-    if (abort) {
-      if (absl::Status why = abort(); !why.ok()) {
-        *aborted = std::move(why);
-        return s;
-      }
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, max_backoff);
-  }
+bool CoordinatorServiceImpl::AnswerFailure(const std::string& task, std::string* failure,
+                                           v1::JoinResponse* join,
+                                           v1::JobOutcomeResponse* outcome) {
+  std::optional<absl::Status> failed = tracker_->FailedForGood();
+  if (!failed.has_value()) return false;
+  const int code = RoleExitCode(*failed, FailureKind::kPermanent);
+  if (join != nullptr) join->set_failed_exit_code(code);
+  if (outcome != nullptr) outcome->set_failed_exit_code(code);
+  *failure = std::string(failed->message());
+  tracker_->NoteTold(task);
+  return true;
 }
 
-}  // namespace
+grpc::ServerUnaryReactor* CoordinatorServiceImpl::JobOutcome(grpc::CallbackServerContext* ctx,
+                                                             const v1::JobOutcomeRequest* req,
+                                                             v1::JobOutcomeResponse* resp) {
+  auto admitted = guard_.Admit(*ctx, "JobOutcome");
+  if (admitted.ok()) AnswerFailure(req->task(), resp->mutable_failure(), nullptr, resp);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(admitted.status()));
+  return reactor;
+}
 
 absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
                                absl::Duration timeout, const Security& security,
@@ -320,29 +343,11 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
       },
       abort, &aborted);
   if (!aborted.ok()) return aborted;
+  if (s.ok() && resp.failed_exit_code() > 0) {
+    return FailureFromChief(resp.failed_exit_code(), resp.failure());
+  }
   if (s.ok()) return absl::OkStatus();
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
-}
-
-void ReportFailureToChief(const HostPort& address, const TaskId& task, const absl::Status& why,
-                          int exit_code, const Security& security) {
-  v1::ReportDoneRequest report;
-  report.set_task_type(RoleName(task.role));
-  report.set_task_index(task.index);
-  report.set_failed_exit_code(exit_code);
-  report.set_failure(std::string(why.message()));
-  v1::ReportDoneResponse resp;
-  absl::Status aborted;
-  grpc::Status s = CallChief(
-      address, security, absl::Seconds(5), absl::Seconds(1), /*fresh_channel=*/false,
-      [&](v1::Coordinator::Stub& stub, grpc::ClientContext& ctx) {
-        return stub.ReportDone(&ctx, report, &resp);
-      },
-      nullptr, &aborted);
-  if (!s.ok()) {
-    Log("could not tell the chief (", address.ToString(), ") that ", task.ToString(),
-        " failed: ", s.error_message());
-  }
 }
 
 std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& mine) {
@@ -379,6 +384,9 @@ absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl
       },
       abort, &aborted);
   if (!aborted.ok()) return aborted;
+  if (s.ok() && resp.failed_exit_code() > 0) {
+    return FailureFromChief(resp.failed_exit_code(), resp.failure());
+  }
   if (s.ok()) {
     if (rejoined != nullptr) *rejoined = resp.rejoined();
     return resp.done();

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "base/json.h"
 #include "transport/security.h"
 #include "cluster/tf_config.h"
+#include "job/chief_client.h"
 #include "job/job_description.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -72,6 +74,17 @@ class JobTracker {
   // The failure given to Fail, or OK.
   absl::Status failure() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The failure given to Fail when it is for good (its exit code 1-127:
+  // every task ends with it), else nullopt. What Join and JobOutcome
+  // answer to every task that asks.
+  std::optional<absl::Status> FailedForGood() const ABSL_LOCKS_EXCLUDED(mu_);
+  // `task` ("worker:1") has been answered the failure for good.
+  void NoteTold(const std::string& task) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until every one of `tasks` has been told (NoteTold) or `timeout`
+  // passes; whether they all were.
+  bool WaitUntilTold(const std::vector<std::string>& tasks, absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Blocks until every replica has reported or `timeout` passes, logging
   // every 30 s who is still training. DeadlineExceeded naming each missing
   // replica by task and address. With 0 < `enough` < replicas (sync backup
@@ -109,6 +122,7 @@ class JobTracker {
   std::set<int> joined_ ABSL_GUARDED_BY(mu_);          // replicas that joined this chief
   bool generation_known_ ABSL_GUARDED_BY(mu_) = true;  // false from KeepReportsIn to SetGeneration
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> told_ ABSL_GUARDED_BY(mu_);  // tasks answered a failure for good
   absl::Time stale_counts_from_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
@@ -126,10 +140,21 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* ReportDone(grpc::CallbackServerContext* ctx,
                                        const v1::ReportDoneRequest* req,
                                        v1::ReportDoneResponse* resp) override;
+  // A job that failed for good (JobTracker::FailedForGood) answers every
+  // Join with its code and reason (the task does not train) and so does
+  // JobOutcome; either way the task counts as told (JobTracker::NoteTold).
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override;
+  grpc::ServerUnaryReactor* JobOutcome(grpc::CallbackServerContext* ctx,
+                                       const v1::JobOutcomeRequest* req,
+                                       v1::JobOutcomeResponse* resp) override;
 
  private:
+  // Fills the failure for good into `join` or `outcome` (and `*failure`)
+  // and notes `task` as told; false when the job has not failed for good.
+  bool AnswerFailure(const std::string& task, std::string* failure, v1::JoinResponse* join,
+                     v1::JobOutcomeResponse* outcome = nullptr);
+
   JobTracker* const tracker_;
   CallGuard guard_;
   Json job_;  // set before serving; read only after
@@ -145,22 +170,19 @@ std::vector<std::string> DifferencesFromChief(const Json& chief, const Json& min
 // Unavailable (the chief may still be starting) with backoff for up to
 // `timeout`. Errors name the chief: "chief (host:port): ReportDone: ...".
 // `abort` (optional), asked before each retry: a non-OK answer (the job
-// failed for good, as its record on disk says) ends the wait with it.
+// failed for good, as its record on disk says) ends the wait with it. A
+// chief whose job failed for good records the report and answers that
+// failure (job/chief_client.h, FailureFromChief).
 absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequest& report,
                                absl::Duration timeout, const Security& security,
                                const std::function<absl::Status()>& abort = nullptr);
-
-// Tells the task with chief duties that `task` failed for good with
-// `why` and ends with `exit_code` (1 or 2): the job fails at once with that
-// code. Best effort, within 5 s: a chief not reached is logged.
-void ReportFailureToChief(const HostPort& address, const TaskId& task, const absl::Status& why,
-                          int exit_code, const Security& security);
 
 // Asks the task with chief duties whether `task` is to train (false) or
 // has finished already (true); retries as ReportDoneToChief does.
 // `job`: the task's own ({"job", "model"}); a chief whose job differs
 // answers FailedPrecondition naming each difference. `abort` as for
-// ReportDoneToChief.
+// ReportDoneToChief. A chief whose job failed for good answers that
+// failure (job/chief_client.h, FailureFromChief), marked with its kind.
 absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl::Duration timeout,
                                const Security& security, const Json& job = Json(),
                                bool* rejoined = nullptr,

@@ -5,6 +5,7 @@
 
 #include "base/exit_codes.h"
 #include "base/file_util.h"
+#include "job/chief_client.h"
 #include "transport/grpc_server.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
@@ -72,6 +73,63 @@ TEST(CoordinatorTest, AReplicaThatFailedForGoodFailsTheJobWithItsCode) {
   EXPECT_EQ(s.message(), "worker:1 failed for good (exit 2): train-00003.tfrecord: truncated record");
   EXPECT_EQ(RoleExitCode(s, FailureKind::kPermanent), 2);
   EXPECT_TRUE(tracker.reports().empty());
+}
+
+// Once the job failed for good, the chief answers every task that asks
+// with its code and why (what tells them when run.json cannot): a Join is
+// refused with it, JobOutcome says it, JobFailureCheck returns it, and the
+// chief counts who has been told. A failure only for now (a lost PS:
+// retryable) is not answered.
+TEST(CoordinatorTest, AFailureForGoodIsAnsweredToEveryTaskThatAsks) {
+  JobTracker tracker(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}), true);
+  tracker.SetGeneration(1);
+  CoordinatorServiceImpl service(&tracker, Security::None());
+  ASSERT_OK_AND_ASSIGN(auto server, GrpcServer::Create({"127.0.0.1:0"}, {&service}));
+  HostPort chief{"127.0.0.1", server->bound_port()};
+  auto stub = v1::Coordinator::NewStub(
+      Security::None()->CreateChannel(chief.ToString(), grpc::ChannelArguments()));
+  std::function<absl::Status()> check =
+      JobFailureCheck(pstrain::testing::TempDir() + "/no-such-run", {}, Json::object(),
+                      absl::Now(), chief, "evaluator:0", Security::None(), absl::ZeroDuration());
+
+  tracker.Fail(absl::UnavailableError("ps:0 (127.0.0.1:999) lost for 60s"));
+  EXPECT_EQ(AskChiefForFailure(*stub, "evaluator:0", absl::Seconds(5)), std::nullopt);
+  EXPECT_OK(check());
+  ASSERT_OK_AND_ASSIGN(bool done, JoinChief(chief, TaskId{Role::kWorker, 0}, absl::Seconds(5),
+                                            *Security::None()));
+  EXPECT_FALSE(done);
+
+  JobTracker failed(Cluster({{"127.0.0.1", 1001}, {"127.0.0.1", 1002}}), true);
+  failed.SetGeneration(1);
+  failed.Fail(WithFailureKind(absl::FailedPreconditionError("cannot create out/LOCK: Read-only "
+                                                            "file system"),
+                              FailureKind::kBadConfig));
+  CoordinatorServiceImpl failed_service(&failed, Security::None());
+  ASSERT_OK_AND_ASSIGN(auto failed_server,
+                       GrpcServer::Create({"127.0.0.1:0"}, {&failed_service}));
+  HostPort failed_chief{"127.0.0.1", failed_server->bound_port()};
+  auto failed_stub = v1::Coordinator::NewStub(
+      Security::None()->CreateChannel(failed_chief.ToString(), grpc::ChannelArguments()));
+  EXPECT_FALSE(failed.WaitUntilTold({"worker:1", "evaluator:0"}, absl::Milliseconds(10)));
+  absl::StatusOr<bool> join = JoinChief(failed_chief, TaskId{Role::kWorker, 1},
+                                        absl::Seconds(5), *Security::None());
+  const std::string said =
+      "the job failed for good (exit 2): cannot create out/LOCK: Read-only file system";
+  EXPECT_EQ(join.status().message(), said);
+  EXPECT_EQ(RoleExitCode(join.status(), FailureKind::kRetryable), 2);
+  std::optional<absl::Status> asked =
+      AskChiefForFailure(*failed_stub, "evaluator:0", absl::Seconds(5));
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(asked->message(), said);
+  EXPECT_EQ(RoleExitCode(*asked, FailureKind::kRetryable), 2);
+  EXPECT_TRUE(failed.WaitUntilTold({"worker:1", "evaluator:0"}, absl::Milliseconds(10)));
+  std::function<absl::Status()> failed_check =
+      JobFailureCheck(pstrain::testing::TempDir() + "/no-such-run", {}, Json::object(),
+                      absl::Now(), failed_chief, "evaluator:1", Security::None(),
+                      absl::ZeroDuration());
+  absl::Status checked = failed_check();
+  EXPECT_EQ(checked.message(), said);
+  EXPECT_EQ(RoleExitCode(checked, FailureKind::kRetryable), 2);
 }
 
 TEST(CoordinatorTest, WaitNamesTheWorkersStillMissing) {

@@ -47,6 +47,9 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
   absl::Status s = admin_->ShutdownAll(why.ok() ? "job finished" : "job failed", code,
                                        wait ? options_.ps_wait : absl::ZeroDuration());
   if (!s.ok()) Log("stopping the ps: ", s.message());
+  // A failed job asks its PS nothing more: a checkpoint under way ends now
+  // rather than at its deadline on a PS that has gone.
+  if (!why.ok()) admin_->CancelCalls();
 }
 
 Json JobFinisher::FinishedBefore(Json metrics) {

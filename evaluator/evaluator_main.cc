@@ -4,6 +4,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "evaluator/evaluator.h"
+#include "job/chief_client.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
@@ -13,7 +14,15 @@
 namespace pstrain::evaluator {
 namespace {
 
-absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args) {
+// The task with chief duties when it serves the Coordinator (a job with
+// PS); none in a job without.
+std::optional<HostPort> ChiefToAsk(const TfConfig& cfg) {
+  if (cfg.cluster.ps.empty()) return std::nullopt;
+  return cfg.chief_duties_address();
+}
+
+absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args,
+                                           std::shared_ptr<const Security> security) {
   EvaluatorOptions options;
   PSTRAIN_ASSIGN_OR_RETURN(options.job, JobSpecFromFlags(args));
   PSTRAIN_ASSIGN_OR_RETURN(options.output_dir, OutputDirFromFlags(args, cfg.environment));
@@ -27,19 +36,20 @@ absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args) {
   }
   options.poll = absl::Seconds(poll_s);
   options.idle_timeout = absl::Seconds(idle_s);
-  // A job that failed for good (its record on disk) will write no more
-  // checkpoints: the evaluator ends with the job's code.
-  options.job_failure = [dir = options.output_dir, flags = args.raw_flags(),
-                         cluster = ClusterOf(cfg), since = absl::Now()] {
-    return EndedBadly(dir, flags, cluster, since).value_or(absl::OkStatus());
-  };
+  // A job that failed for good (its record on disk, or the chief says so)
+  // will write no more checkpoints: the evaluator ends with the job's code.
+  // Only a PS job's chief serves the Coordinator; without PS, the chief's
+  // address is its ring's, where nothing else may connect.
+  options.job_failure =
+      JobFailureCheck(options.output_dir, args.raw_flags(), ClusterOf(cfg), absl::Now(),
+                      ChiefToAsk(cfg), cfg.task.ToString(), std::move(security));
   return options;
 }
 
 }  // namespace
 
-int EvaluatorMain(const TfConfig& cfg, CliArgs& args) {
-  absl::StatusOr<EvaluatorOptions> options = Configure(cfg, args);
+int EvaluatorMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
+  absl::StatusOr<EvaluatorOptions> options = Configure(cfg, args, security);
   if (!options.ok()) {
     Log("failed: ", options.status().message());
     return RoleExitCode(options.status(), FailureKind::kBadConfig);
@@ -49,7 +59,14 @@ int EvaluatorMain(const TfConfig& cfg, CliArgs& args) {
     Log("failed: ", scores.status().message());
     // Scoring's failures are permanent unless they say otherwise (a run
     // of another model is the configuration's, evaluator/evaluator.cc).
-    return RoleExitCode(scores.status(), FailureKind::kPermanent);
+    const int code = RoleExitCode(scores.status(), FailureKind::kPermanent);
+    // One of its own (not the job's failure it was told of): the job, whose
+    // chief would wait for scores that will not come, fails with it.
+    std::optional<HostPort> chief = ChiefToAsk(cfg);
+    if (code < kExitRetryable && chief.has_value() && options->job_failure().ok()) {
+      ReportFailureToChief(*chief, cfg.task, scores.status(), code, *security);
+    }
+    return code;
   }
   Log("evaluator: done, ", scores->size(), " checkpoint(s) scored");
   return kExitOk;

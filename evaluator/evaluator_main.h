@@ -3,13 +3,17 @@
 #ifndef PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_
 #define PSTRAIN_EVALUATOR_EVALUATOR_MAIN_H_
 
+#include <memory>
+
 #include "base/cli_args.h"
 #include "cluster/tf_config.h"
+#include "transport/security.h"
 
 namespace pstrain::evaluator {
 
-// Returns the exit code.
-int EvaluatorMain(const TfConfig& cfg, CliArgs& args);
+// Returns the exit code. `security`: for asking the task with chief duties,
+// between polls, whether the job failed for good (job/chief_client.h).
+int EvaluatorMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
 
 }  // namespace pstrain::evaluator
 

@@ -96,12 +96,15 @@ absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
     if (lock.ok()) return lock;
     const bool held = absl::StrContains(lock.status().message(), " held by: ");
     if (!held || absl::Now() >= deadline) {
+      if (!held) {
+        return WithFailureKind(absl::FailedPreconditionError(lock.status().message()),
+                               FailureKind::kBadConfig);
+      }
       return WithFailureKind(
-          absl::FailedPreconditionError(absl::StrCat(
+          absl::AlreadyExistsError(absl::StrCat(
               lock.status().message(),
-              held ? ": another job runs in this output directory; one job per --output_dir: "
-                     "give this job its own, or stop that one first"
-                   : "")),
+              ": another job runs in this output directory; one job per --output_dir: "
+              "give this job its own, or stop that one first")),
           FailureKind::kBadConfig);
     }
     absl::SleepFor(absl::Milliseconds(200));
@@ -169,22 +172,23 @@ std::optional<Json> RecordedEnd(const std::string& dir, const std::vector<std::s
 
 }  // namespace
 
-absl::Status RecordFailedLaunch(const std::string& dir, const Json& run,
-                                const absl::Status& outcome, absl::Time ended) {
+absl::StatusOr<bool> RecordFailedLaunch(const std::string& dir, const Json& run,
+                                        const absl::Status& outcome, absl::Time ended) {
   Json record = run;
   if (absl::StatusOr<std::string> text = ReadFile(RunRecordPath(dir)); text.ok()) {
     absl::StatusOr<Json> before = ParseJson(*text);
     const Json* cluster = FindMember(run, "cluster");
     // Another job's record, or one that does not parse: not ours to replace.
     if (!before.ok() || cluster == nullptr || !OfThisJob(*before, FlagsOf(run), *cluster)) {
-      return absl::OkStatus();
+      return false;
     }
     record = *std::move(before);
   }
   record["ended"] = Rfc3339(ended);
   record["outcome"] = OutcomeText(outcome);
   record["exit_code"] = RoleExitCode(outcome, FailureKind::kPermanent);
-  return WriteFileAtomically(RunRecordPath(dir), record.dump(2) + "\n");
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(RunRecordPath(dir), record.dump(2) + "\n"));
+  return true;
 }
 
 std::optional<std::string> EndedWell(const std::string& dir,
@@ -213,7 +217,7 @@ std::optional<absl::Status> EndedBadly(const std::string& dir,
   return WithFailureKind(
       absl::FailedPreconditionError(absl::StrCat("the job failed at ", ended, " (exit ", exit_code,
                                                  "): ", (*run)["outcome"].get<std::string>())),
-      exit_code == kExitBadConfig ? FailureKind::kBadConfig : FailureKind::kPermanent);
+      FailureKindOfExitCode(exit_code));
 }
 
 absl::Status CheckRelaunch(const std::string& dir, const Json& model) {

@@ -50,8 +50,9 @@ std::string RunRecordPath(const std::string& dir);
 // in the lock file. A directory held by another process is waited for
 // `wait` (a predecessor still exiting: a relaunch after a crash takes the
 // lock over), then refused, marked as the configuration's failure (exit
-// 2): FailedPrecondition naming the directory and the holder. Errors of
-// the file system (a read-only directory) are refused alike.
+// 2): AlreadyExists naming the directory and the holder. Errors of the
+// file system (a read-only directory) are refused alike, as
+// FailedPrecondition.
 absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
                                                        absl::string_view task,
                                                        absl::Duration wait = absl::Seconds(10));
@@ -81,8 +82,10 @@ absl::Status WriteRunEnd(const std::string& dir, const absl::Status& outcome, ab
 // adds them, on run.json when it is this job's (the job flags and cluster
 // of `run`, RunInfo's form), else, when there is none, on a new one made of
 // `run`. A run.json of another job is left as it is. The caller holds the
-// directory (LockOutputDir): the record is its own launch's.
-absl::Status RecordFailedLaunch(const std::string& dir, const Json& run,
+// directory (LockOutputDir): the record is its own launch's. Returns
+// whether it recorded the failure (false: another job's run.json, which
+// this job's tasks do not read as theirs).
+absl::StatusOr<bool> RecordFailedLaunch(const std::string& dir, const Json& run,
                                 const absl::Status& outcome, absl::Time ended);
 
 // The job flags among `flags` (as given: "--name=value", "--name",

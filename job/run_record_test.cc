@@ -188,7 +188,8 @@ TEST(RunRecordTest, AFailedLaunchIsRecordedOnThisJobsRecordOnly) {
   const absl::Time at = absl::FromUnixSeconds(1795000000);
   const absl::Status why = WithFailureKind(absl::NotFoundError("cannot open data"),
                                            FailureKind::kBadConfig);
-  ASSERT_OK(RecordFailedLaunch(dir, run, why, at));
+  ASSERT_OK_AND_ASSIGN(bool recorded, RecordFailedLaunch(dir, run, why, at));
+  EXPECT_TRUE(recorded);
   ASSERT_TRUE(EndedBadly(dir, {"--epochs=3"}, cluster, at).has_value());
   EXPECT_OK(CheckRelaunch(dir, DescribeModel(SoftmaxRegression(16), "sgd")));
   // Another job's record is left as it is.
@@ -196,7 +197,8 @@ TEST(RunRecordTest, AFailedLaunchIsRecordedOnThisJobsRecordOnly) {
   other["model"] = DescribeModel(SoftmaxRegression(16), "sgd");
   ASSERT_OK(WriteRunStart(dir, other, at));
   ASSERT_OK_AND_ASSIGN(const std::string before, ReadFile(dir + "/run.json"));
-  ASSERT_OK(RecordFailedLaunch(dir, run, why, at + absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(recorded, RecordFailedLaunch(dir, run, why, at + absl::Seconds(5)));
+  EXPECT_FALSE(recorded);
   ASSERT_OK_AND_ASSIGN(const std::string after, ReadFile(dir + "/run.json"));
   EXPECT_EQ(after, before);
 }

@@ -8,6 +8,7 @@
 #include "base/crash_handler.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
+#include "job/chief_client.h"
 #include "job/security_flags.h"
 #include "job/task_flags.h"
 
@@ -20,6 +21,31 @@ int Fail(const absl::Status& s) {
   return RoleExitCode(s, FailureKind::kBadConfig);
 }
 
+// A worker or PS whose TF_CONFIG names a cluster it is not in (started
+// under an index the cluster does not have): the job would wait for the
+// task that should have started in its place. Tells the task with chief
+// duties, which fails the job with exit 2 at once, then fails itself.
+int FailOutsideCluster(const TfConfig& cfg, const absl::Status& why, int argc, char** argv,
+                       int first) {
+  const int code = Fail(why);
+  // Only a PS job's chief serves the Coordinator; without PS its address
+  // is its ring's, where nothing else may connect.
+  std::optional<HostPort> chief = cfg.chief_duties_address();
+  if (!chief.has_value() || cfg.cluster.ps.empty() ||
+      (cfg.task.role != Role::kWorker && cfg.task.role != Role::kPs)) {
+    return code;
+  }
+  auto args = CliArgs::Parse(argc, argv, first);
+  if (!args.ok()) return code;
+  auto security = SecurityFromFlags(*args);
+  if (!security.ok()) return code;
+  SetLogTag(cfg.task.ToString());
+  Log("telling the job's chief (", chief->ToString(), ") that ", cfg.task.ToString(),
+      " cannot take part");
+  ReportFailureToChief(*chief, cfg.task, why, code, **security, absl::Seconds(20));
+  return code;
+}
+
 }  // namespace
 
 int RunTask(const char* tf_config, int argc, char** argv, int first, std::optional<Role> expected,
@@ -30,7 +56,12 @@ int RunTask(const char* tf_config, int argc, char** argv, int first, std::option
         "(see `pstrain help`)"));
   }
   auto cfg = ParseTfConfig(tf_config);
-  if (!cfg.ok()) return Fail(cfg.status());
+  if (!cfg.ok()) {
+    if (std::optional<TfConfig> outside = TaskOutsideItsCluster(tf_config)) {
+      return FailOutsideCluster(*outside, cfg.status(), argc, argv, first);
+    }
+    return Fail(cfg.status());
+  }
   if (expected.has_value() && cfg->task.role != *expected) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "TF_CONFIG task.type is \"", RoleName(cfg->task.role), "\" but this binary runs the ",

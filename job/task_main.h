@@ -3,7 +3,9 @@
 // TF_CONFIG, check the task's role, parse the flags, apply the platform
 // flags (job/task_flags.h: --work_dir, --log_dir, --log_to), read the security flags,
 // refuse to expose an insecure task beyond loopback, and tag the log with
-// the task's name.
+// the task's name. A worker or PS whose task is not in the cluster its
+// TF_CONFIG names (an index out of range) tells the job's chief before it
+// exits 2, so that the job fails rather than waits (job/chief_client.h).
 #ifndef PSTRAIN_JOB_TASK_MAIN_H_
 #define PSTRAIN_JOB_TASK_MAIN_H_
 

@@ -136,6 +136,20 @@ void Relay(std::vector<Task>& tasks) {
   }
 }
 
+// The task with chief duties: the chief, else worker 0; null when neither.
+Task* ChiefDutiesOf(std::vector<Task>& tasks) {
+  Task* worker0 = nullptr;
+  for (Task& t : tasks) {
+    if (t.id.role == Role::kChief) return &t;
+    if (t.id.role == Role::kWorker && t.id.index == 0) worker0 = &t;
+  }
+  return worker0;
+}
+
+// How long a task's failure for good waits for the chief's own end (the
+// chief tells the tasks for up to 8 s, coordinator/chief_duties.h).
+constexpr absl::Duration kChiefTellWait = absl::Seconds(10);
+
 // Waits for every task to end, restarting workers and the evaluator that
 // end retryably. Returns the first failed task's code (the others
 // stopped), 128+N on signal N, 138 past `deadline`, or 0.
@@ -183,11 +197,36 @@ int AwaitTasks(std::vector<Task>& tasks, std::map<pid_t, Task*>& by_pid,
       }
     }
     if (e->code != 0) {
-      const std::string why = launcher::WhyFailed(t.log);
-      Say(absl::StrCat(t.id.ToString(), " failed", why.empty() ? "" : ": ", why));
-      Say(absl::StrCat("  log: ", t.log, "; stopping the others"));
+      // A task that ended with a failure for good was most likely told it
+      // by the chief, which goes on telling the others for a few seconds:
+      // the chief's own end, when it fails too, says why in its words.
+      Task* failed = &t;
+      int code = e->code;
+      Task* chief = ChiefDutiesOf(tasks);
+      if (code < 128 && chief != nullptr && chief != &t && chief->running) {
+        const absl::Time until = absl::Now() + kChiefTellWait;
+        while (chief->running && absl::Now() < until) {
+          auto other = WaitAnyChild(absl::Milliseconds(200));
+          if (!other.has_value()) continue;
+          auto found = by_pid.find(other->pid);
+          if (found == by_pid.end()) continue;
+          found->second->running = false;
+          --running;
+          Relay(tasks);
+          Say(absl::StrFormat("%-10s exited    code %d after %.1fs",
+                              found->second->id.ToString(), other->code,
+                              absl::ToDoubleSeconds(absl::Now() - found->second->started)));
+          if (found->second == chief && other->code != 0) {
+            failed = chief;
+            code = other->code;
+          }
+        }
+      }
+      const std::string why = launcher::WhyFailed(failed->log);
+      Say(absl::StrCat(failed->id.ToString(), " failed", why.empty() ? "" : ": ", why));
+      Say(absl::StrCat("  log: ", failed->log, "; stopping the others"));
       StopAll(tasks, kStopGrace);
-      return e->code;
+      return code;
     }
   }
   return kExitOk;

@@ -150,6 +150,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     absl::MutexLock lock(&server_mu);
     server_for_signal = nullptr;
   }
+  service.StopServingFrames();
   server->Shutdown(absl::Seconds(5));
   // What the chief said the job came to (0 on a signal or a finished job).
   absl::MutexLock lock(&server_mu);

@@ -175,6 +175,11 @@ ExchangeLimits PsServiceImpl::Limits() const {
 
 PsServiceImpl::~PsServiceImpl() = default;
 
+void PsServiceImpl::StopServingFrames() {
+  frame_port_.store(0, std::memory_order_release);
+  frames_.reset();
+}
+
 absl::StatusOr<int> PsServiceImpl::ServeFramesOverTcp(const std::string& host,
                                                       int64_t max_frame_bytes) {
   FrameServerOptions options;

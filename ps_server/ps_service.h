@@ -74,6 +74,10 @@ class PsServiceImpl final : public PsServiceBase {
   // reports. Unavailable naming the address when it cannot listen. Call at
   // most once, before clients need it.
   absl::StatusOr<int> ServeFramesOverTcp(const std::string& host, int64_t max_frame_bytes);
+  // Closes every frame connection and stops listening: a PS told to stop
+  // applies no more pushes over TCP while gRPC's calls drain. Call from the
+  // thread that called ServeFramesOverTcp, as the PS stops.
+  void StopServingFrames();
 
   grpc::ServerUnaryReactor* CreateVariables(grpc::CallbackServerContext* ctx,
                                             const v1::CreateVariablesRequest* req,

@@ -14,6 +14,14 @@ running. ps_restarted_after_end also needs the PS started after the job's
 end to exit 0 within 5 s; two_chiefs, the second chief to exit 2 naming the
 job that holds the output directory.
 
+The faults in FAILS_FOR_GOOD are a job that cannot run: an output directory
+the chief cannot write (mounted read-only in its own mount namespace when
+run as root, else made read-only for every task), a training file cut short
+(every task reads a copy of the data with train-images truncated), a worker
+started under an index its cluster does not have (worker:1 as index 5).
+Such a trial survives when every task's last exit is that code (2), none
+runs 10 s after the trial began, and nothing is left running.
+
   tests/chaos.py --pstrain=bazel-bin/pstrain --trials=50 --seed=1   # a soak
   tests/chaos.py --pstrain=... --faults=ps_kill_5x,chief_kill_after_done
 
@@ -126,6 +134,18 @@ class Trial:
         os.makedirs(self.out)
         self.job_dir = os.path.join(self.out, "job")
         self.allreduce = fault.startswith("allreduce_")
+        data_flags = []
+        if fault == "truncated_input":
+            data = os.path.join(self.out, "data")
+            shutil.copytree(args.data_dir, data)
+            images = os.path.join(data, "train-images-idx3-ubyte.gz")
+            with open(images, "r+b") as f:
+                f.truncate(os.path.getsize(images) // 2)
+            data_flags = ["--data_dir=" + data]
+        elif fault == "readonly_output_dir":
+            os.makedirs(self.job_dir)
+            if os.geteuid() != 0:
+                os.chmod(self.job_dir, 0o555)
         ports = free_ports(6)
         at = lambda p: "127.0.0.1:%d" % p
         self.cluster = {"chief": [at(ports[0])], "ps": [at(ports[1]), at(ports[2])],
@@ -141,7 +161,7 @@ class Trial:
                      "--straggler=all:%d" % (args.step_delay_ms * (3 if fault == "two_chiefs"
                                                                    else 1)),
                      "--checkpoint_secs=1",
-                     "--seed=%d" % (seed % 1000 + 1), "--output_dir=" + self.job_dir]
+                     "--seed=%d" % (seed % 1000 + 1), "--output_dir=" + self.job_dir] + data_flags
         if self.allreduce:
             # A neighbour silent this long inside a step fails it.
             job_flags.append("--sync_wait_secs=%d" % args.allreduce_wait_s)
@@ -153,8 +173,10 @@ class Trial:
             for i in range(len(addrs)):
                 name = "%s:%d" % (role, i)
                 env = dict(os.environ)
+                # bad_task_index: worker:1 started as the cluster's worker:5.
+                index = 5 if fault == "bad_task_index" and name == "worker:1" else i
                 env["TF_CONFIG"] = json.dumps(
-                    {"cluster": self.cluster, "task": {"type": role, "index": i}})
+                    {"cluster": self.cluster, "task": {"type": role, "index": index}})
                 argv = [args.pstrain]
                 if role == "ps":
                     # A slow disk: checkpoints (the final one too) take long
@@ -169,6 +191,11 @@ class Trial:
                     argv += job_flags + ["--eval_poll_secs=1"]
                 else:
                     argv += job_flags + ["--ps_wait_s=%d" % args.ps_wait_s]
+                if (fault == "readonly_output_dir" and name == "chief:0"
+                        and os.geteuid() == 0):
+                    # Its own view of the output directory, read-only.
+                    argv = ["unshare", "-m", "sh", "-c",
+                            'mount --bind -o ro "$0" "$0" && exec "$@"', self.job_dir] + argv
                 self.tasks[name] = Task(name, argv, env,
                                         os.path.join(self.out, name.replace(":", "-") + ".log"))
                 if name == "chief:0":
@@ -229,6 +256,11 @@ class Trial:
 
     def injector(self):
         f, rng = self.fault, self.rng
+        if f in FAILS_FOR_GOOD:
+            # There from the start.
+            self.fault_time = 0.0
+            self.note(f)
+            return
         if f == "chief_kill_step0":
             # As it writes the checkpoint of step 0, right after it initialised
             # the variables.
@@ -390,7 +422,7 @@ class Trial:
             if not pending:
                 break
             chief = self.tasks["chief:0"]
-            if chief.codes and chief.codes[-1] == 0 and chief.restart_at is None:
+            if chief.codes and not retryable(chief.codes[-1]) and chief.restart_at is None:
                 # The job is over (TFJob's success policy); what still runs
                 # after a grace time is stopped, as its cleanPodPolicy
                 # would, and counts against the trial.
@@ -415,6 +447,8 @@ class Trial:
 
     def verdict(self, hung):
         problems = []
+        if self.fault in FAILS_FOR_GOOD:
+            return self.failed_verdict(hung, problems)
         if self.left_running:
             problems.append("still running %ds after the chief finished: %s" % (
                 self.args.cleanup_grace_s, ", ".join(self.left_running)))
@@ -502,6 +536,31 @@ class Trial:
         return not problems
 
 
+    def failed_verdict(self, hung, problems):
+        """A job that cannot run: every task ends with its code, soon."""
+        expected = FAILS_FOR_GOOD[self.fault]
+        if self.left_running:
+            problems.append("still running %ds after the chief exited: %s" % (
+                self.args.cleanup_grace_s, ", ".join(self.left_running)))
+        if hung:
+            problems.append("hung past %ds" % self.args.trial_timeout_s)
+        last_exit = 0.0
+        for t in self.tasks.values():
+            last = t.codes[-1] if t.codes else None
+            if last != expected:
+                problems.append("%s last exit %s, not %d" % (t.name, last, expected))
+            if t.exit_times:
+                last_exit = max(last_exit, t.exit_times[-1])
+        if last_exit > self.args.fail_bound_s:
+            problems.append("the last task exited %.1fs into the trial (bound %ds)"
+                            % (last_exit, self.args.fail_bound_s))
+        self.collapse_s = None
+        self.resumed_from = None
+        self.metrics = {}
+        self.problems = problems
+        return not problems
+
+
 def main():
     # SIGTERM ends the run as Ctrl-C does, stopping the trial's tasks.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -533,7 +592,11 @@ def main():
                    help="allreduce_* trials: every replica ends within this of the fault")
     p.add_argument("--trial_timeout_s", type=int, default=240)
     p.add_argument("--cleanup_grace_s", type=int, default=20,
-                   help="how long tasks may run on after the chief exited 0")
+                   help="how long tasks may run on after the chief exited for good")
+    p.add_argument("--fail_bound_s", type=int, default=10,
+                   help="faults that fail the job for good: every task ends within this")
+    p.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist",
+                   help="the Fashion-MNIST files (truncated_input truncates a copy)")
     p.add_argument("--out", default="", help="where trials write (default: a temporary dir)")
     p.add_argument("--keep", action="store_true", help="keep the logs of trials that survived")
     args = p.parse_args()
@@ -600,7 +663,10 @@ ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_check
               "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
               "ps_kill_sync", "evaluator_kill_scoring", "whole_job", "allreduce_replica_kill",
               "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end",
-              "two_chiefs"]
+              "two_chiefs", "readonly_output_dir", "truncated_input", "bad_task_index"]
+
+# Faults that fail the job for good, and the code every task must end with.
+FAILS_FOR_GOOD = {"readonly_output_dir": 2, "truncated_input": 2, "bad_task_index": 2}
 
 if __name__ == "__main__":
     sys.exit(main())

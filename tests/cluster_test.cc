@@ -1360,6 +1360,10 @@ TEST(ClusterTest, PlanSaysWhenTheCapBinds) {
 struct BadConfig {
   std::string tf_config;
   std::string message;
+  // A worker outside its cluster also tells the job's chief before it
+  // exits (for up to 20 s; tests/one_argument_list_test.cc,
+  // ATaskOutsideItsClusterFailsTheJob): not run as a role here.
+  bool tells_chief = false;
 };
 
 TEST(ClusterTest, DescribeAndRolesRejectBadTfConfigWithOneLineAndExit2) {
@@ -1372,7 +1376,7 @@ TEST(ClusterTest, DescribeAndRolesRejectBadTfConfigWithOneLineAndExit2) {
       {R"({"cluster": {"ps": ["a:1"]}, "task": {"type": "boss", "index": 0}})",
        "TF_CONFIG task.type \"boss\" is not one of chief, master, ps, worker, evaluator"},
       {R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker", "index": 2}})",
-       "TF_CONFIG task.index 2 out of range: cluster.worker has 1 entry"},
+       "TF_CONFIG task.index 2 out of range: cluster.worker has 1 entry", true},
       {R"({"cluster": {"ps": ["a:1", ""]}, "task": {"type": "ps", "index": 0}})",
        "TF_CONFIG cluster.ps[1] is empty"},
       {R"({"cluster": {"ps": ["a:1", "a:1"]}, "task": {"type": "ps", "index": 0}})",
@@ -1384,6 +1388,7 @@ TEST(ClusterTest, DescribeAndRolesRejectBadTfConfigWithOneLineAndExit2) {
     RunResult describe = RunPstrain({"describe"}, c.tf_config, out + "/d.txt");
     EXPECT_EQ(describe.code, 2) << c.tf_config;
     EXPECT_EQ(describe.output, c.message + "\n") << c.tf_config;
+    if (c.tells_chief) continue;
     RunResult role = RunPstrain({}, c.tf_config, out + "/r.txt");
     EXPECT_EQ(role.code, 2) << c.tf_config;
     EXPECT_EQ(role.output, c.message + "\n") << c.tf_config;

@@ -45,8 +45,9 @@ std::string Runfile(const std::string& path) {
 
 struct Cluster {
   std::string json;  // "cluster": {...}
-  std::string TfConfig(const std::string& type) const {
-    return absl::StrCat("{", json, R"(, "task": {"type": ")", type, R"(", "index": 0}})");
+  std::string TfConfig(const std::string& type, int index = 0) const {
+    return absl::StrCat("{", json, R"(, "task": {"type": ")", type, R"(", "index": )", index,
+                        "}}");
   }
 };
 
@@ -385,6 +386,81 @@ TEST(OneArgumentListTest, AJobThatFailsForGoodEndsEveryTaskWithItsCode) {
   EXPECT_THAT(ps, HasSubstr("stopping: the job failed at "));
   EXPECT_THAT(worker, HasSubstr("failed: the job failed at "));
   EXPECT_THAT(worker, HasSubstr("cannot open IDX file"));
+}
+
+// An output directory that cannot hold run.json (here a path under a
+// regular file; the chaos trials mount one read-only): the chief cannot
+// record the failure, so it tells the PS to stop with the job's code and
+// answers every task that asks (the worker's Join; an evaluator between
+// polls, or as it reports its own failure) until each has: every task
+// exits 2 within seconds.
+TEST(OneArgumentListTest, AnOutputDirectoryThatCannotBeWrittenEndsEveryTask) {
+  const std::string dir = pstrain::testing::TempDir() + "/unwritable";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  ASSERT_OK(WriteFileAtomically(dir + "/a-file", "not a directory\n"));
+  const Cluster cluster = FourTasks();
+  const std::vector<std::string> flags = {"--epochs=1", "--hidden=16", "--ps_wait_s=60",
+                                          "--eval_poll_secs=1",
+                                          "--output_dir=" + dir + "/a-file/out"};
+  pstrain::testing::TaskSet tasks;
+  ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "/ps.log")));
+  ASSERT_OK(tasks.Start("worker", Task(cluster, "worker", flags, dir + "/worker.log")));
+  ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", flags, dir + "/evaluator.log")));
+  absl::SleepFor(absl::Seconds(1));  // they wait for the chief
+  const absl::Time start = absl::Now();
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "/chief.log")));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  const std::string chief = ReadFile(dir + "/chief.log").value_or("");
+  const std::string ps = ReadFile(dir + "/ps.log").value_or("");
+  const std::string worker = ReadFile(dir + "/worker.log").value_or("");
+  const std::string evaluator = ReadFile(dir + "/evaluator.log").value_or("");
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_EQ(codes["ps"], 2) << ps;
+  EXPECT_EQ(codes["worker"], 2) << worker;
+  EXPECT_EQ(codes["evaluator"], 2) << evaluator;
+  EXPECT_THAT(chief, HasSubstr("does not say so: telling its tasks"));
+  EXPECT_THAT(chief, HasSubstr("every worker and evaluator has been told"));
+  EXPECT_THAT(ps, HasSubstr("stopping: job failed"));
+  EXPECT_THAT(worker, HasSubstr("the job failed for good (exit 2): "));
+  EXPECT_THAT(worker, HasSubstr("Not a directory"));
+  // The evaluator cannot write its summaries there either: it fails for
+  // good itself and tells the chief so, which counts it as told.
+  EXPECT_THAT(evaluator, HasSubstr("failed: cannot create directory"));
+}
+
+// A worker started under an index its cluster does not have (5 of 1): it
+// exits 2, and tells the chief, which would otherwise wait for worker:0
+// for ever: the job fails and every task exits 2.
+TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
+  const std::string dir = pstrain::testing::TempDir() + "/outside";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  const Cluster cluster = ThreeTasks();
+  const std::vector<std::string> flags = {"--epochs=1", "--hidden=16", "--ps_wait_s=60",
+                                          "--output_dir=" + dir + "/out"};
+  pstrain::testing::TaskSet tasks;
+  ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "/ps.log")));
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "/chief.log")));
+  ASSERT_THAT(WaitForLog(dir + "/chief.log", "training replica 0", absl::Seconds(30)),
+              HasSubstr("training replica 0"));
+  const absl::Time start = absl::Now();
+  SpawnOptions outside = Task(cluster, "worker", flags, dir + "/worker.log");
+  outside.env = {{"TF_CONFIG", cluster.TfConfig("worker", 5)}};
+  ASSERT_OK(tasks.Start("worker", outside));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  const std::string chief = ReadFile(dir + "/chief.log").value_or("");
+  const std::string worker = ReadFile(dir + "/worker.log").value_or("");
+  EXPECT_EQ(codes["worker"], 2) << worker;
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_EQ(codes["ps"], 2) << ReadFile(dir + "/ps.log").value_or("");
+  EXPECT_THAT(worker, HasSubstr("task.index 5 out of range: cluster.worker has 1 entry"));
+  EXPECT_THAT(worker, HasSubstr("telling the job's chief"));
+  EXPECT_THAT(chief, HasSubstr("worker:5 failed for good (exit 2): TF_CONFIG task.index 5"));
+  ASSERT_OK_AND_ASSIGN(const std::string run, ReadFile(dir + "/out/run.json"));
+  EXPECT_THAT(run, HasSubstr("\"exit_code\": 2"));
 }
 
 // One job per output directory: a second chief there is refused with exit

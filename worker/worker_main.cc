@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "coordinator/chief_duties.h"
+#include "job/chief_client.h"
 #include "job/job_description.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
@@ -31,8 +32,9 @@ struct WorkerSetup {
   // Set when run.json says this job ended well before this start (a late
   // or restarted worker): when (job/run_record.h, EndedWell).
   std::optional<std::string> ended;
-  // The job's failure for good once run.json records it (EndedBadly): asked
-  // while this worker waits for the chief or its PS.
+  // The job's failure for good once run.json records it or the chief says
+  // so (job/chief_client.h, JobFailureCheck): asked while this worker waits
+  // for the chief or its PS.
   std::function<absl::Status()> recorded_failure;
 };
 
@@ -73,10 +75,10 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
   setup.ended = EndedWell(replica.output_dir, args.raw_flags(), ClusterOf(cfg));
-  setup.recorded_failure = [dir = replica.output_dir, flags = args.raw_flags(),
-                            cluster = ClusterOf(cfg), since = absl::Now()] {
-    return EndedBadly(dir, flags, cluster, since).value_or(absl::OkStatus());
-  };
+  setup.recorded_failure =
+      JobFailureCheck(replica.output_dir, args.raw_flags(), ClusterOf(cfg), absl::Now(),
+                      setup.chief_duties ? std::nullopt : cfg.chief_duties_address(),
+                      cfg.task.ToString(), security);
   return setup;
 }
 
@@ -104,7 +106,7 @@ absl::Status TrainAndReport(const TfConfig& cfg, WorkerSetup& setup) {
     // own failure is what ended it.
     const int code = RoleExitCode(report.status(), FailureKind::kPermanent);
     if (code < kExitRetryable && setup.recorded_failure().ok()) {
-      coordinator::ReportFailureToChief(*cfg.chief_duties_address(), cfg.task, report.status(),
+      ReportFailureToChief(*cfg.chief_duties_address(), cfg.task, report.status(),
                                         code, security);
     }
     return report.status();
