@@ -7,6 +7,7 @@
 #include "transport/grpc_server.h"
 #include "base/logging.h"
 #include "base/signals.h"
+#include "job/chief_client.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
@@ -18,6 +19,19 @@
 namespace pstrain::ps {
 
 int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security) {
+  // A PS that cannot serve, for good (its flags, an address not this
+  // host's), tells the chief, which fails the job with its code rather
+  // than waiting --ps_wait_s for it; then exits with that code.
+  auto fail = [&](const absl::Status& why) {
+    Log(why.message());
+    const int code = RoleExitCode(why, FailureKind::kBadConfig);
+    if (code < kExitRetryable) {
+      if (std::optional<HostPort> chief = cfg.chief_duties_address()) {
+        ReportFailureToChief(*chief, cfg.task, why, code, *security, absl::Seconds(20));
+      }
+    }
+    return code;
+  };
   auto bind = StringFlag(args, "bind", cfg.task_address()->ToString());
   auto message_mib = IntFlag(args, "max_message_mib");
   auto per_client = IntFlag(args, "max_calls_per_client");
@@ -42,10 +56,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     if (s.ok()) s = each;
   }
   if (s.ok()) s = CheckTaskFlags(args, Role::kPs);
-  if (!s.ok()) {
-    Log(s.message());
-    return RoleExitCode(s, FailureKind::kBadConfig);
-  }
+  if (!s.ok()) return fail(s);
   ShardStore store(cfg.task.index, static_cast<int>(cfg.cluster.ps.size()), *rows);
   GrpcServer* server_for_signal = nullptr;
   absl::Mutex server_mu;
@@ -99,8 +110,7 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   if (!created.ok()) {
     // The address (taken, not this host's): the configuration's; a port
     // still held by the PS's last run is Unavailable, retryable.
-    Log(created.status().message());
-    return RoleExitCode(created.status(), FailureKind::kBadConfig);
+    return fail(created.status());
   }
   server = *std::move(created);
   {

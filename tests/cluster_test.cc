@@ -146,7 +146,10 @@ TEST(ClusterTest, LaunchTrainsFashionMnistAndEveryTaskExits) {
   // step of the values that step used), and at most every replica's. How
   // many of the workers' pushes came first depends on when they started: on
   // a loaded machine the chief has been seen to finish before either pushed.
-  EXPECT_GE(last.step, 1250 - 1);
+  // Async rounds overlap compute (train/trainer.cc): the last step's values
+  // may be pulled while the push before it is still on its way, so they
+  // can lag the chief's own pushes by two (1248 seen on a loaded machine).
+  EXPECT_GE(last.step, 1250 - 2);
   EXPECT_LE(last.step, 3 * 1250);
   for (size_t i = 2; i < train.size(); ++i) EXPECT_GE(train[i].step, train[i - 1].step);
   std::vector<std::string> tags;

@@ -77,6 +77,18 @@ SpawnOptions Task(const Cluster& cluster, const std::string& type,
   return o;
 }
 
+// The log at `path` once it says `text`, or as it is after `timeout`.
+std::string WaitForLog(const std::string& path, const std::string& text,
+                       absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  std::string log = ReadFile(path).value_or("");
+  while (!absl::StrContains(log, text) && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(100));
+    log = ReadFile(path).value_or("");
+  }
+  return log;
+}
+
 int64_t ScoredStep(const std::string& output_dir) {
   int64_t step = -1;
   auto text = ReadFile(output_dir + "/eval/scored");
@@ -263,23 +275,33 @@ TEST(OneArgumentListTest, SigtermLeavesACheckpointOfTheStepReached) {
 
 // An evaluator given another model than the run it scores says so, by
 // its run.json, and exits 2 rather than passing every checkpoint over as
-// damaged; the job itself finishes.
+// damaged; it tells the chief, and the job, whose scores would never
+// come, fails with 2 on every task at once.
 TEST(OneArgumentListTest, AnEvaluatorWithAnotherModelIsRefused) {
   const std::string dir = pstrain::testing::TempDir() + "/other-evaluator";
   const Cluster cluster = FourTasks();
-  const std::vector<std::string> flags = {"--max_steps=40", "--hidden=16", "--eval_wait_secs=2",
-                                          "--output_dir=" + dir + "/out"};
+  // Steps slow enough (10 ms each, 2 s) for the evaluator, started as the
+  // chief trains, to find the run and report before the training ends.
+  const std::vector<std::string> flags = {"--max_steps=200", "--hidden=16", "--straggler=all:10",
+                                          "--eval_wait_secs=2", "--output_dir=" + dir + "/out"};
   std::vector<std::string> other = flags;
   other[1] = "--hidden=32";
   pstrain::testing::TaskSet tasks;
   for (const char* type : {"ps", "chief", "worker"}) {
     ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "-", type, ".log"))));
   }
+  ASSERT_THAT(WaitForLog(dir + "-chief.log", "training replica 0", absl::Seconds(30)),
+              HasSubstr("training replica 0"));
   ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", other, dir + "-evaluator.log")));
   std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(90));
   const std::string evaluator = ReadFile(dir + "-evaluator.log").value_or("");
+  const std::string chief = ReadFile(dir + "-chief.log").value_or("");
   EXPECT_EQ(codes["evaluator"], 2) << evaluator;
-  EXPECT_EQ(codes["chief"], 0) << ReadFile(dir + "-chief.log").value_or("");
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_EQ(codes["ps"], 2);
+  EXPECT_EQ(codes["worker"], 2);
+  EXPECT_THAT(chief, HasSubstr("evaluator:0 failed for good (exit 2): the evaluator was started "
+                               "with another model"));
   EXPECT_THAT(evaluator, HasSubstr("the evaluator was started with another model than the run it "
                                    "scores (" +
                                    dir +
@@ -346,17 +368,6 @@ TEST(OneArgumentListTest, ATaskWithOtherJobFlagsThanTheChiefIsRefusedAndTheJobEn
   EXPECT_THAT(chief, HasSubstr("worker:0 was started with other job flags than the chief: "));
 }
 
-// The log at `path` once it says `text`, or as it is after `timeout`.
-std::string WaitForLog(const std::string& path, const std::string& text,
-                       absl::Duration timeout) {
-  const absl::Time end = absl::Now() + timeout;
-  std::string log = ReadFile(path).value_or("");
-  while (!absl::StrContains(log, text) && absl::Now() < end) {
-    absl::SleepFor(absl::Milliseconds(100));
-    log = ReadFile(path).value_or("");
-  }
-  return log;
-}
 
 // A job that fails for good ends every task with its code within seconds:
 // here the chief cannot read the data (the worker would not know before it
@@ -461,6 +472,36 @@ TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
   EXPECT_THAT(chief, HasSubstr("worker:5 failed for good (exit 2): TF_CONFIG task.index 5"));
   ASSERT_OK_AND_ASSIGN(const std::string run, ReadFile(dir + "/out/run.json"));
   EXPECT_THAT(run, HasSubstr("\"exit_code\": 2"));
+}
+
+// A PS that cannot serve for good (here a flag of its own that does not
+// parse, as a typo in its pod spec) tells the chief, which fails the job
+// with its code while it waits for the PS, instead of waiting
+// --ps_wait_s (60) for it.
+TEST(OneArgumentListTest, APsThatCannotServeFailsTheJob) {
+  const std::string dir = pstrain::testing::TempDir() + "/ps-cannot-serve";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  const Cluster cluster = ThreeTasks();
+  std::vector<std::string> flags = {"--epochs=1", "--hidden=16", "--ps_wait_s=60",
+                                    "--output_dir=" + dir + "/out"};
+  pstrain::testing::TaskSet tasks;
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "/chief.log")));
+  ASSERT_OK(tasks.Start("worker", Task(cluster, "worker", flags, dir + "/worker.log")));
+  ASSERT_THAT(WaitForLog(dir + "/chief.log", "waiting for 1 ps", absl::Seconds(30)),
+              HasSubstr("waiting for 1 ps"));
+  const absl::Time start = absl::Now();
+  flags.push_back("--max_table_rows=lots");
+  ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "/ps.log")));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(40));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  const std::string chief = ReadFile(dir + "/chief.log").value_or("");
+  const std::string ps = ReadFile(dir + "/ps.log").value_or("");
+  EXPECT_EQ(codes["ps"], 2) << ps;
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_EQ(codes["worker"], 2) << ReadFile(dir + "/worker.log").value_or("");
+  EXPECT_THAT(ps, HasSubstr("--max_table_rows"));
+  EXPECT_THAT(chief, HasSubstr("ps:0 failed for good (exit 2): "));
 }
 
 // One job per output directory: a second chief there is refused with exit
