@@ -111,6 +111,7 @@ constexpr char kUsage[] =
     "                               dropped gradients, staleness; refused calls\n"
     "  pstrain version | --version  version, commit, build type and CUDA of this binary\n"
     "  pstrain help [flags]         this text; with flags, the reference of every flag\n"
+    "  (--version, -V, --help and -h also work after any command and among a task's flags)\n"
     "\n"
     "Every task accepts every flag of every role below (`pstrain help flags`, or\n"
     "docs/flags.md, has them all), so that one argument list serves every role;\n"
@@ -181,6 +182,21 @@ bool AsksForHelp(int argc, char** argv, int first) {
     if (arg == "--help" || arg == "-h" || arg == "-help") return true;
   }
   return false;
+}
+
+// Whether argv[first..] asks for the version (before any "--").
+bool AsksForVersion(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--version" || arg == "-V") return true;
+  }
+  return false;
+}
+
+// The commands whose one required argument is a checkpoint.
+bool TakesACheckpoint(const std::string& cmd) {
+  return cmd == "inspect" || cmd == "evaluate" || cmd == "predict" || cmd == "export";
 }
 
 std::string SelfPath(const char* argv0) {
@@ -300,8 +316,8 @@ int pstrain::PstrainMain(int argc, char** argv) {
   pstrain::SetBinaryVersion(pstrain::kPstrainVersion, pstrain::BuildCommit());
   // Read once; every command and role is handed the text.
   const char* const tf_config = std::getenv("TF_CONFIG");
-  if (argc == 2 && (std::strcmp(argv[1], "version") == 0 ||
-                    std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "-V") == 0)) {
+  // `pstrain version`, and --version (-V) given to any command or role.
+  if ((argc == 2 && std::strcmp(argv[1], "version") == 0) || AsksForVersion(argc, argv, 1)) {
     std::fputs(pstrain::VersionText().c_str(), stdout);
     return pstrain::kExitOk;
   }
@@ -354,6 +370,16 @@ int pstrain::PstrainMain(int argc, char** argv) {
       std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
       return pstrain::kExitBadConfig;
     }
+    // A command given nothing to work on says so, then how it is used.
+    if (argc == 2 && (TakesACheckpoint(cmd) || cmd == "tfconfig" || cmd == "data")) {
+      std::fprintf(stderr, "pstrain %s: %s\n%s", cmd.c_str(),
+                   TakesACheckpoint(cmd)
+                       ? "give one checkpoint (a job's output directory or a ckpt-<step> "
+                         "directory in it)"
+                       : "give a sub-command",
+                   CommandUsage(cmd).c_str());
+      return pstrain::kExitBadConfig;
+    }
     auto args = pstrain::CliArgs::Parse(argc, argv, it->second.first);
     if (!args.ok()) {
       std::fprintf(stderr, "pstrain %s: %s\n", cmd.c_str(),
@@ -372,7 +398,8 @@ int pstrain::PstrainMain(int argc, char** argv) {
     }
     return it->second.second(*args);
   }
-  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+  // A task's flags with --help (-h) among them: every role's usage.
+  if (AsksForHelp(argc, argv, 1)) {
     std::printf("%s\n%s\n%s", kUsage, pstrain::JobFlagsUsage().c_str(),
                 pstrain::TaskFlagUsage().c_str());
     return pstrain::kExitOk;

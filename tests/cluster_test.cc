@@ -1304,8 +1304,15 @@ TEST(ClusterTest, EveryCommandAnswersHelpAndRefusesStrayArguments) {
 // no TF_CONFIG.
 TEST(ClusterTest, VersionNamesTheCommitTheBuildAndCuda) {
   const std::string out = TmpDir("version");
-  for (const std::string arg : {"--version", "version"}) {
-    RunResult r = RunPstrain({arg}, "", out + "/v.txt");
+  // Also after a command, and among a task's flags: the same text.
+  for (const std::vector<std::string> args :
+       std::vector<std::vector<std::string>>{{"--version"},
+                                             {"version"},
+                                             {"train", "--epochs=3", "--version"},
+                                             {"inspect", "-V"},
+                                             {"--epochs=3", "--version"}}) {
+    const std::string arg = absl::StrJoin(args, " ");
+    RunResult r = RunPstrain(args, "", out + "/v.txt");
     EXPECT_EQ(r.code, 0) << r.output;
     EXPECT_THAT(r.output, ::testing::MatchesRegex("pstrain [0-9]+\\.[0-9]+\\.[0-9]+\n"
                                                   "commit: ([0-9a-f]{40}|unknown) "
@@ -1315,6 +1322,18 @@ TEST(ClusterTest, VersionNamesTheCommitTheBuildAndCuda) {
                                                   "blas: OpenBLAS [^\n]+ kernels[^\n]*\n"))
         << arg;
   }
+  // A command given nothing to work on names what is missing, then its usage.
+  for (const std::string cmd : {"inspect", "evaluate", "predict", "export"}) {
+    RunResult r = RunPstrain({cmd}, "", out + "/u.txt");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_THAT(r.output, ::testing::StartsWith(absl::StrCat(
+                              "pstrain ", cmd, ": give one checkpoint (a job's output directory "
+                              "or a ckpt-<step> directory in it)\nusage:\n  pstrain ", cmd)));
+  }
+  // A task's flags with --help: the usage, exit 0.
+  RunResult help = RunPstrain({"--epochs=3", "--help"}, "", out + "/h.txt");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.output, ::testing::StartsWith("usage:\n  pstrain [flags]"));
 }
 
 // The binary computes with OpenBLAS kernels as wide as the CPU's vector
