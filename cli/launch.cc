@@ -8,9 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
 #include "cluster/tf_config.h"
+#include "job/job_description.h"
 #include "job/job_flags.h"
+#include "job/run_record.h"
 #include "job/security_flags.h"
 #include "launcher/local_cluster.h"
+#include "model/network.h"
 
 namespace pstrain {
 
@@ -52,6 +55,16 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   shape.worker.assign(static_cast<size_t>(std::max<int64_t>(*workers, 0)),
                       HostPort{"127.0.0.1", 1});
   if (absl::Status s = CheckStragglers(*job, shape); !s.ok()) return fail(s);
+  // A relaunch onto a run of another model is refused here, before
+  // anything in the output directory changes, its tasks' logs included
+  // (the chief would refuse it too, after the logs were set aside).
+  auto net = model::Network::Create(job->model, 1);
+  if (!net.ok()) return fail(net.status());
+  if (absl::Status s = CheckRelaunch(
+          *output_dir, DescribeModel((*net)->variables(), job->optimizer.name));
+      !s.ok()) {
+    return fail(s);
+  }
   options.num_ps = static_cast<int>(*ps);
   options.num_workers = static_cast<int>(*workers);
   options.with_chief = *chief;
