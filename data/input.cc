@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -158,7 +159,20 @@ absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
   if (rc == GLOB_NOMATCH || (rc == 0 && files.empty())) {
     return absl::NotFoundError(absl::StrCat("no file matches ", full));
   }
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot list the files of ", full));
+  if (rc != 0) {
+    // Most often the directory is not there (a --data_dir mistyped, a
+    // volume not mounted): said as such, NotFound as for a missing IDX
+    // file (exit 2 for a task), not as an error of the file system.
+    const std::string parent = std::filesystem::path(full).parent_path().string();
+    std::error_code ec;
+    if (!parent.empty() && parent.find_first_of("*?[") == std::string::npos &&
+        !std::filesystem::is_directory(parent, ec)) {
+      return absl::NotFoundError(
+          absl::StrCat("no such directory ", parent, " (where the input's files ", full,
+                       " are looked for)"));
+    }
+    return absl::PermissionDeniedError(absl::StrCat("cannot list the files of ", full));
+  }
   // glob sorts by the locale's collation; sort bytewise so every task
   // agrees whatever its locale.
   std::sort(files.begin(), files.end());

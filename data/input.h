@@ -58,7 +58,9 @@ const char* InputFormatName(const InputSpec& input);
 absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path);
 
 // The files `pattern` names, sorted; relative patterns under `data_dir`.
-// NotFound naming the pattern when it matches no file.
+// NotFound naming the pattern when it matches no file, or naming the
+// directory when that does not exist; PermissionDenied when it cannot be
+// listed.
 absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
                                                      const std::string& data_dir);
 

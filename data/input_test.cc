@@ -73,6 +73,13 @@ TEST(InputTest, ReadsEveryExampleOfTheFilesAPatternNames) {
 
   EXPECT_EQ(LoadInputSplit(dir, Spec("train-*"), Split::kTrain, 4).status().message(),
             "no file matches " + dir + "/train-*");
+  // A data directory that is not there is named as such (as a missing IDX
+  // file is), NotFound: the configuration's, exit 2 for a task.
+  absl::Status missing =
+      LoadInputSplit(dir + "/nope", Spec("part-*"), Split::kTrain, 4).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "no such directory " + dir + "/nope (where the input's files " +
+                                   dir + "/nope/part-* are looked for)");
   EXPECT_EQ(LoadInputSplit(dir, Spec("part-*"), Split::kTest, 4).status().message(),
             "the input is TFRecord but names no test_files");
   // Labels above the model's classes are named.

@@ -216,9 +216,10 @@ absl::Status ResolveIdFeature(const data::InputSpec& input, EmbeddingBagSpec* sp
       }
       const int64_t range = f.hash_buckets > 0 ? f.hash_buckets + 1 : f.vocabulary;
       if (range > spec->vocabulary) {
-        return absl::InvalidArgumentError(absl::StrCat("vocabulary ", spec->vocabulary,
-                                                       " is smaller than the ", range,
-                                                       " ids feature \"", f.name, "\" gives"));
+        return absl::InvalidArgumentError(absl::StrCat(spec->vocabulary,
+                                                       " is smaller than the vocabulary of ",
+                                                       range, " ids feature \"", f.name,
+                                                       "\" gives"));
       }
       spec->ids_offset = offset;
       spec->ids_length = f.width();
@@ -350,8 +351,9 @@ absl::Status ParseEmbeddingLayer(const LayerEntry& e, const data::InputSpec& inp
   }
   if (bag.from_feature()) {
     if (absl::Status s = ResolveIdFeature(input, &bag); !s.ok()) {
-      return Bad(absl::StrContains(s.message(), "vocabulary ") ? e.At("vocabulary")
-                                                               : e.At("ids_from"),
+      return Bad(absl::StrContains(s.message(), " is smaller than the vocabulary of ")
+                     ? e.At("vocabulary")
+                     : e.At("ids_from"),
                  s.message());
     }
     if (sequence && q.input_length() != 0 && q.input_length() != bag.ids_length) {

@@ -260,8 +260,8 @@ TEST(ModelConfigTest, AnEmbeddingNotFedByAnIdFeatureIsNamed) {
             "m.pbtxt:7:3: layer 0 (embedding): embedding.ids_from \"pixel_buckets:2\" is not "
             "feature:NAME");
   EXPECT_EQ(message("layer { embedding {\n  vocabulary: 8 dim: 2 ids_from: \"feature:w\" } }"),
-            "m.pbtxt:7:3: layer 0 (embedding): embedding.vocabulary vocabulary 8 is smaller than "
-            "the 10 ids feature \"w\" gives");
+            "m.pbtxt:7:3: layer 0 (embedding): embedding.vocabulary 8 is smaller than the "
+            "vocabulary of 10 ids feature \"w\" gives");
   EXPECT_EQ(message("layer { embedding { vocabulary: 10 dim: 2 ids_from: \"feature:w\"\n  "
                     "input_length: 5 } }"),
             "m.pbtxt:7:3: layer 0 (embedding): embedding.input_length 5 is not the length of "
