@@ -12,13 +12,14 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/file_util.h"
 
 namespace pstrain {
 namespace {
 
 absl::Status Errno(absl::string_view what, const std::string& path, int err) {
   return absl::FailedPreconditionError(absl::StrCat("cannot ", what, " ", path, ": ",
-                                                    std::strerror(err)));
+                                                    std::strerror(err), PermissionHint(err, path)));
 }
 
 // The holder's line, as far as it wrote it.

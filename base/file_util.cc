@@ -12,9 +12,21 @@
 
 namespace pstrain {
 
+std::string PermissionHint(int err, const std::string& path) {
+  if (err != EACCES && err != EPERM) return "";
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  return absl::StrCat(" (this process runs as uid ", ::getuid(), ", gid ", ::getgid(),
+                      ": give that user write access to ", dir,
+                      ", or run the task as one that has it)");
+}
+
 absl::Status FileError(absl::string_view what, const std::string& path) {
   const int e = errno;
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(e));
+  std::string msg =
+      absl::StrCat(what, " ", path, ": ", std::strerror(e), PermissionHint(e, path));
   return e == ENOENT ? absl::NotFoundError(msg) : absl::InternalError(msg);
 }
 

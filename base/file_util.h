@@ -20,8 +20,15 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
 // An error naming `what` and the path, from errno: NotFound for ENOENT,
-// else Internal.
+// else Internal. A permission error (EACCES, EPERM) also names this
+// process's uid and gid and the directory to grant (PermissionHint): what
+// a container's user needs to fix a volume mounted from the host.
 absl::Status FileError(absl::string_view what, const std::string& path);
+
+// For a permission error `err` on `path`: " (this process runs as uid U,
+// gid G: give that user write access to DIR, or run the task as one that
+// has it)"; empty for any other error.
+std::string PermissionHint(int err, const std::string& path);
 
 // Finishes a file written through `fd` (open on `tmp`): fsyncs and closes
 // it, renames `tmp` over `path` and fsyncs the directory, so readers see the

@@ -1,7 +1,11 @@
 #include "base/file_util.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
@@ -31,6 +35,19 @@ TEST(FileUtilTest, ErrorsNameThePath) {
   absl::Status s = WriteFileAtomically("/proc/pstrain-nope/x", "x");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/proc/pstrain-nope/x.tmp"), absl::string_view::npos);
+}
+
+// A permission error says who this process is and what to grant (a
+// container's user writing to a volume mounted from the host); other
+// errors say nothing more.
+TEST(FileUtilTest, PermissionErrorsNameTheUserAndTheDirectory) {
+  EXPECT_EQ(PermissionHint(EACCES, "/data/output/run.json.tmp"),
+            absl::StrCat(" (this process runs as uid ", ::getuid(), ", gid ", ::getgid(),
+                         ": give that user write access to /data/output, or run the task as "
+                         "one that has it)"));
+  EXPECT_NE(PermissionHint(EPERM, "run.json").find("write access to ."), std::string::npos);
+  EXPECT_EQ(PermissionHint(ENOENT, "/data/output/run.json"), "");
+  EXPECT_EQ(PermissionHint(EROFS, "/data/output/run.json"), "");
 }
 
 }  // namespace
