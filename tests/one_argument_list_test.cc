@@ -443,7 +443,8 @@ TEST(OneArgumentListTest, AnOutputDirectoryThatCannotBeWrittenEndsEveryTask) {
 
 // A worker started under an index its cluster does not have (5 of 1): it
 // exits 2, and tells the chief, which would otherwise wait for worker:0
-// for ever: the job fails and every task exits 2.
+// for ever: the job fails and every task exits 2, an evaluator the
+// cluster does not list (AI Platform's layout) too.
 TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
   const std::string dir = pstrain::testing::TempDir() + "/outside";
   std::filesystem::remove_all(dir);
@@ -454,6 +455,7 @@ TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
   pstrain::testing::TaskSet tasks;
   ASSERT_OK(tasks.Start("ps", Task(cluster, "ps", flags, dir + "/ps.log")));
   ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", flags, dir + "/chief.log")));
+  ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", flags, dir + "/evaluator.log")));
   ASSERT_THAT(WaitForLog(dir + "/chief.log", "training replica 0", absl::Seconds(30)),
               HasSubstr("training replica 0"));
   const absl::Time start = absl::Now();
@@ -467,6 +469,9 @@ TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
   EXPECT_EQ(codes["worker"], 2) << worker;
   EXPECT_EQ(codes["chief"], 2) << chief;
   EXPECT_EQ(codes["ps"], 2) << ReadFile(dir + "/ps.log").value_or("");
+  const std::string evaluator = ReadFile(dir + "/evaluator.log").value_or("");
+  EXPECT_EQ(codes["evaluator"], 2) << evaluator;
+  EXPECT_THAT(evaluator, HasSubstr("failed: the job failed "));
   EXPECT_THAT(worker, HasSubstr("task.index 5 out of range: cluster.worker has 1 entry"));
   EXPECT_THAT(worker, HasSubstr("telling the job's chief"));
   EXPECT_THAT(chief, HasSubstr("worker:5 failed for good (exit 2): TF_CONFIG task.index 5"));
