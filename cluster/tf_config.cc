@@ -130,6 +130,11 @@ std::optional<HostPort> TfConfig::chief_duties_address() const {
   return std::nullopt;
 }
 
+std::optional<HostPort> TfConfig::coordinator_address() const {
+  if (cluster.ps.empty()) return std::nullopt;
+  return chief_duties_address();
+}
+
 std::vector<TaskId> TrainingReplicas(const ClusterSpec& cluster, bool chief_trains) {
   std::vector<TaskId> replicas;
   if (cluster.chief.has_value() && chief_trains) replicas.push_back({Role::kChief, 0});
@@ -323,23 +328,8 @@ absl::Status ParseTask(const Json& task, TfConfig* cfg, bool* outside = nullptr)
   return absl::OkStatus();
 }
 
-absl::StatusOr<TfConfig> ParseTfConfigImpl(absl::string_view json, bool* outside);
-
-}  // namespace
-
-absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
-  return ParseTfConfigImpl(json, nullptr);
-}
-
-std::optional<TfConfig> TaskOutsideItsCluster(absl::string_view json) {
-  bool outside = false;
-  absl::StatusOr<TfConfig> cfg = ParseTfConfigImpl(json, &outside);
-  if (!cfg.ok() || !outside) return std::nullopt;
-  return *std::move(cfg);
-}
-
-namespace {
-
+// ParseTfConfig; with `outside`, a task not in its cluster is read as
+// given and flagged there (TaskOutsideItsCluster).
 absl::StatusOr<TfConfig> ParseTfConfigImpl(absl::string_view json, bool* outside) {
   if (json.empty()) return Invalid("is empty");
   auto parsed = ParseJson(json);
@@ -373,6 +363,17 @@ absl::StatusOr<TfConfig> ParseTfConfigImpl(absl::string_view json, bool* outside
 }
 
 }  // namespace
+
+absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
+  return ParseTfConfigImpl(json, nullptr);
+}
+
+std::optional<TfConfig> TaskOutsideItsCluster(absl::string_view json) {
+  bool outside = false;
+  absl::StatusOr<TfConfig> cfg = ParseTfConfigImpl(json, &outside);
+  if (!cfg.ok() || !outside) return std::nullopt;
+  return *std::move(cfg);
+}
 
 absl::Status ValidateForParameterServerTraining(const TfConfig& cfg) {
   if (cfg.cluster.ps.empty()) {

@@ -83,6 +83,10 @@ struct TfConfig {
   // The address of the task with chief duties (chief, else worker 0).
   // nullopt when the cluster has neither.
   std::optional<HostPort> chief_duties_address() const;
+  // Where the Coordinator service is served: the task with chief duties in
+  // a job with ps; nullopt in one without (its chief's address is its
+  // ring's, where nothing else may connect) or with no such task.
+  std::optional<HostPort> coordinator_address() const;
 
   // Serialises back to TF_CONFIG JSON (the chief under "chief", or "master"
   // when it was given so).

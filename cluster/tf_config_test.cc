@@ -172,11 +172,14 @@ TEST(TfConfigTest, ATaskOutsideItsClusterIsReadSoItCanTellTheChief) {
   ASSERT_TRUE(cfg.has_value());
   EXPECT_EQ(cfg->task.ToString(), "worker:5");
   EXPECT_EQ(cfg->chief_duties_address()->ToString(), "a:1");
+  EXPECT_EQ(cfg->coordinator_address()->ToString(), "a:1");
   cfg = TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1"]},
                                   "task": {"type": "ps", "index": 0}})");
   ASSERT_TRUE(cfg.has_value());
   EXPECT_EQ(cfg->task.ToString(), "ps:0");
   EXPECT_EQ(cfg->chief_duties_address()->ToString(), "c:1");
+  // No ps: worker 0's address is its ring's, not a Coordinator's.
+  EXPECT_FALSE(cfg->coordinator_address().has_value());
   EXPECT_FALSE(TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1"]},
                                       "task": {"type": "worker", "index": 0}})").has_value());
   EXPECT_FALSE(TaskOutsideItsCluster(R"({"cluster": {"worker": ["c:1", "c:1"]},

@@ -97,8 +97,7 @@ absl::StatusOr<std::unique_ptr<ChiefDuties>> ChiefDuties::Start(const TfConfig& 
     // the PS that answer stopped, the tasks told.
     if (chief->finisher_ != nullptr &&
         RoleExitCode(began, FailureKind::kPermanent) < kExitRetryable) {
-      chief->finisher_->StopParameterServers(began, /*wait=*/false);
-      if (chief->end_unrecorded_) chief->TellEveryTask(began, /*stop_ps=*/false);
+      chief->EndWithFailure(began, /*wait_for_ps=*/false);
     }
     return began;
   }
@@ -308,14 +307,16 @@ absl::StatusOr<Json> ChiefDuties::TrainAndFinish(train::ReplicaOptions* replica)
     return Finish();
   };
   absl::StatusOr<Json> metrics = train_then_finish();
-  if (!metrics.ok()) {
-    StopParameterServers(metrics.status());
-    if (end_unrecorded_ && RoleExitCode(metrics.status(), FailureKind::kPermanent) < kExitRetryable) {
-      tracker_.Fail(metrics.status());
-      TellEveryTask(metrics.status(), /*stop_ps=*/false);  // stopped just now
-    }
-  }
+  if (!metrics.ok()) EndWithFailure(metrics.status(), /*wait_for_ps=*/true);
   return metrics;
+}
+
+void ChiefDuties::EndWithFailure(const absl::Status& why, bool wait_for_ps) {
+  // Retryable failures leave the PS running for the restarted chief.
+  finisher_->StopParameterServers(why, wait_for_ps);
+  if (end_unrecorded_ && RoleExitCode(why, FailureKind::kPermanent) < kExitRetryable) {
+    TellEveryTask(why, /*stop_ps=*/false);  // stopped just now
+  }
 }
 
 void ChiefDuties::TellEveryTask(const absl::Status& why, bool stop_ps) {

@@ -155,9 +155,6 @@ class ChiefDuties {
   // Last, "ended" and "outcome" are added to output_dir/run.json.
   absl::StatusOr<Json> Finish();
 
-  // JobFinisher::StopParameterServers.
-  void StopParameterServers(const absl::Status& why) { finisher_->StopParameterServers(why); }
-
   // After Start, the rest of the task's work: with `replica` (the chief
   // trains, or worker 0 has the duties), trains this task with those
   // options unless it finished before this start (JoinLocal), and records
@@ -200,6 +197,11 @@ class ChiefDuties {
   // until every worker (but this task) and evaluator of the cluster has
   // asked, or options_.tell_wait has passed.
   void TellEveryTask(const absl::Status& why, bool stop_ps);
+  // The job failed with `why`: unless that is retryable, records its end and
+  // stops the PS (JobFinisher::StopParameterServers, which waits for an
+  // absent PS only with `wait_for_ps`), then, when run.json could not take
+  // the record, tells the tasks (TellEveryTask).
+  void EndWithFailure(const absl::Status& why, bool wait_for_ps);
 
   const TfConfig cfg_;
   const ChiefOptions options_;

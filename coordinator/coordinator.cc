@@ -247,11 +247,7 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::ReportDone(grpc::CallbackServe
   if (s.ok()) {
     // Recorded, but the job failed for good meanwhile: the replica ends
     // with the job's code, as every task does.
-    if (std::optional<absl::Status> failed = tracker_->FailedForGood()) {
-      resp->set_failed_exit_code(RoleExitCode(*failed, FailureKind::kPermanent));
-      resp->set_failure(std::string(failed->message()));
-      tracker_->NoteTold(absl::StrCat(req->task_type(), ":", req->task_index()));
-    }
+    AnswerFailure(absl::StrCat(req->task_type(), ":", req->task_index()), resp);
     Log(req->task_type(), ":", req->task_index(), " finished: ", req->steps(), " steps, ",
         req->examples(), " examples, loss ", req->final_loss(), ", ",
         static_cast<int64_t>(req->examples_per_sec()), " examples/s");
@@ -266,8 +262,7 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
                                                        v1::JoinResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "Join");
   absl::Status s = admitted.status();
-  if (s.ok() && AnswerFailure(absl::StrCat(req->task_type(), ":", req->task_index()),
-                              resp->mutable_failure(), resp)) {
+  if (s.ok() && AnswerFailure(absl::StrCat(req->task_type(), ":", req->task_index()), resp)) {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
@@ -307,25 +302,11 @@ grpc::ServerUnaryReactor* CoordinatorServiceImpl::Join(grpc::CallbackServerConte
   return reactor;
 }
 
-
-bool CoordinatorServiceImpl::AnswerFailure(const std::string& task, std::string* failure,
-                                           v1::JoinResponse* join,
-                                           v1::JobOutcomeResponse* outcome) {
-  std::optional<absl::Status> failed = tracker_->FailedForGood();
-  if (!failed.has_value()) return false;
-  const int code = RoleExitCode(*failed, FailureKind::kPermanent);
-  if (join != nullptr) join->set_failed_exit_code(code);
-  if (outcome != nullptr) outcome->set_failed_exit_code(code);
-  *failure = std::string(failed->message());
-  tracker_->NoteTold(task);
-  return true;
-}
-
 grpc::ServerUnaryReactor* CoordinatorServiceImpl::JobOutcome(grpc::CallbackServerContext* ctx,
                                                              const v1::JobOutcomeRequest* req,
                                                              v1::JobOutcomeResponse* resp) {
   auto admitted = guard_.Admit(*ctx, "JobOutcome");
-  if (admitted.ok()) AnswerFailure(req->task(), resp->mutable_failure(), nullptr, resp);
+  if (admitted.ok()) AnswerFailure(req->task(), resp);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(admitted.status()));
   return reactor;
@@ -343,10 +324,7 @@ absl::Status ReportDoneToChief(const HostPort& address, const v1::ReportDoneRequ
       },
       abort, &aborted);
   if (!aborted.ok()) return aborted;
-  if (s.ok() && resp.failed_exit_code() > 0) {
-    return FailureFromChief(resp.failed_exit_code(), resp.failure());
-  }
-  if (s.ok()) return absl::OkStatus();
+  if (s.ok()) return FailureAnswered(resp).value_or(absl::OkStatus());
   return FromGrpcStatus(s, absl::StrCat("chief (", address.ToString(), ")"), "ReportDone");
 }
 
@@ -384,10 +362,8 @@ absl::StatusOr<bool> JoinChief(const HostPort& address, const TaskId& task, absl
       },
       abort, &aborted);
   if (!aborted.ok()) return aborted;
-  if (s.ok() && resp.failed_exit_code() > 0) {
-    return FailureFromChief(resp.failed_exit_code(), resp.failure());
-  }
   if (s.ok()) {
+    if (std::optional<absl::Status> failed = FailureAnswered(resp)) return *failed;
     if (rejoined != nullptr) *rejoined = resp.rejoined();
     return resp.done();
   }

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/exit_codes.h"
 #include "transport/call_guard.h"
 #include "base/json.h"
 #include "transport/security.h"
@@ -150,10 +151,18 @@ class CoordinatorServiceImpl final : public v1::Coordinator::CallbackService {
                                        v1::JobOutcomeResponse* resp) override;
 
  private:
-  // Fills the failure for good into `join` or `outcome` (and `*failure`)
-  // and notes `task` as told; false when the job has not failed for good.
-  bool AnswerFailure(const std::string& task, std::string* failure, v1::JoinResponse* join,
-                     v1::JobOutcomeResponse* outcome = nullptr);
+  // Fills the failure for good into `resp` (a Join, ReportDone or
+  // JobOutcome response: failed_exit_code, failure) and notes `task` as
+  // told; false when the job has not failed for good.
+  template <typename Response>
+  bool AnswerFailure(const std::string& task, Response* resp) {
+    std::optional<absl::Status> failed = tracker_->FailedForGood();
+    if (!failed.has_value()) return false;
+    resp->set_failed_exit_code(RoleExitCode(*failed, FailureKind::kPermanent));
+    resp->set_failure(std::string(failed->message()));
+    tracker_->NoteTold(task);
+    return true;
+  }
 
   JobTracker* const tracker_;
   CallGuard guard_;

@@ -14,13 +14,6 @@
 namespace pstrain::evaluator {
 namespace {
 
-// The task with chief duties when it serves the Coordinator (a job with
-// PS); none in a job without.
-std::optional<HostPort> ChiefToAsk(const TfConfig& cfg) {
-  if (cfg.cluster.ps.empty()) return std::nullopt;
-  return cfg.chief_duties_address();
-}
-
 absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args,
                                            std::shared_ptr<const Security> security) {
   EvaluatorOptions options;
@@ -38,11 +31,9 @@ absl::StatusOr<EvaluatorOptions> Configure(const TfConfig& cfg, CliArgs& args,
   options.idle_timeout = absl::Seconds(idle_s);
   // A job that failed for good (its record on disk, or the chief says so)
   // will write no more checkpoints: the evaluator ends with the job's code.
-  // Only a PS job's chief serves the Coordinator; without PS, the chief's
-  // address is its ring's, where nothing else may connect.
   options.job_failure =
       JobFailureCheck(options.output_dir, args.raw_flags(), ClusterOf(cfg), absl::Now(),
-                      ChiefToAsk(cfg), cfg.task.ToString(), std::move(security));
+                      cfg.coordinator_address(), cfg.task.ToString(), std::move(security));
   return options;
 }
 
@@ -62,7 +53,7 @@ int EvaluatorMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Secu
     const int code = RoleExitCode(scores.status(), FailureKind::kPermanent);
     // One of its own (not the job's failure it was told of): the job, whose
     // chief would wait for scores that will not come, fails with it.
-    std::optional<HostPort> chief = ChiefToAsk(cfg);
+    std::optional<HostPort> chief = cfg.coordinator_address();
     if (code < kExitRetryable && chief.has_value() && options->job_failure().ok()) {
       ReportFailureToChief(*chief, cfg.task, scores.status(), code, *security);
     }

@@ -82,10 +82,8 @@ std::optional<absl::Status> AskChiefForFailure(v1::Coordinator::Stub& chief,
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(deadline));
   grpc::Status s = chief.JobOutcome(&ctx, req, &resp);
-  if (!s.ok() || resp.failed_exit_code() <= 0 || resp.failed_exit_code() >= kExitRetryable) {
-    return std::nullopt;
-  }
-  return FailureFromChief(resp.failed_exit_code(), resp.failure());
+  if (!s.ok()) return std::nullopt;
+  return FailureAnswered(resp);
 }
 
 std::function<absl::Status()> JobFailureCheck(std::string dir, std::vector<std::string> flags,

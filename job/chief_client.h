@@ -54,6 +54,15 @@ void ReportFailureToChief(const HostPort& address, const TaskId& task, const abs
 // (exit 2): <why>", marked with the kind its code stands for.
 absl::Status FailureFromChief(int exit_code, const std::string& failure);
 
+// The failure for good a Join, ReportDone or JobOutcome response carries
+// (FailureFromChief), or nullopt when it carries none (failed_exit_code
+// outside 1-127).
+template <typename Response>
+std::optional<absl::Status> FailureAnswered(const Response& resp) {
+  if (resp.failed_exit_code() <= 0 || resp.failed_exit_code() >= 128) return std::nullopt;
+  return FailureFromChief(resp.failed_exit_code(), resp.failure());
+}
+
 // Asks the chief at `address` (one call, within `deadline`) whether the job
 // failed for good: that failure (FailureFromChief), or nullopt when the
 // chief says it did not, or could not be asked. `asking` names the task

@@ -28,11 +28,8 @@ int Fail(const absl::Status& s) {
 int FailOutsideCluster(const TfConfig& cfg, const absl::Status& why, int argc, char** argv,
                        int first) {
   const int code = Fail(why);
-  // Only a PS job's chief serves the Coordinator; without PS its address
-  // is its ring's, where nothing else may connect.
-  std::optional<HostPort> chief = cfg.chief_duties_address();
-  if (!chief.has_value() || cfg.cluster.ps.empty() ||
-      (cfg.task.role != Role::kWorker && cfg.task.role != Role::kPs)) {
+  std::optional<HostPort> chief = cfg.coordinator_address();
+  if (!chief.has_value() || (cfg.task.role != Role::kWorker && cfg.task.role != Role::kPs)) {
     return code;
   }
   auto args = CliArgs::Parse(argc, argv, first);

@@ -136,6 +136,11 @@ void Relay(std::vector<Task>& tasks) {
   }
 }
 
+void SayExited(const Task& t, int code) {
+  Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), code,
+                      absl::ToDoubleSeconds(absl::Now() - t.started)));
+}
+
 // The task with chief duties: the chief, else worker 0; null when neither.
 Task* ChiefDutiesOf(std::vector<Task>& tasks) {
   Task* worker0 = nullptr;
@@ -177,8 +182,7 @@ int AwaitTasks(std::vector<Task>& tasks, std::map<pid_t, Task*>& by_pid,
     t.running = false;
     --running;
     Relay(tasks);  // its last lines before the line saying it ended
-    Say(absl::StrFormat("%-10s exited    code %d after %.1fs", t.id.ToString(), e->code,
-                        absl::ToDoubleSeconds(absl::Now() - t.started)));
+    SayExited(t, e->code);
     // Without ps the chief is a replica like the workers: all of them end
     // retryably when one is lost, and start again from the last checkpoint.
     const bool restartable = t.id.role == Role::kWorker || t.id.role == Role::kEvaluator ||
@@ -213,9 +217,7 @@ int AwaitTasks(std::vector<Task>& tasks, std::map<pid_t, Task*>& by_pid,
           found->second->running = false;
           --running;
           Relay(tasks);
-          Say(absl::StrFormat("%-10s exited    code %d after %.1fs",
-                              found->second->id.ToString(), other->code,
-                              absl::ToDoubleSeconds(absl::Now() - found->second->started)));
+          SayExited(*found->second, other->code);
           if (found->second == chief && other->code != 0) {
             failed = chief;
             code = other->code;
