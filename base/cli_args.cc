@@ -50,6 +50,12 @@ absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv, int fi
 
 bool CliArgs::Has(absl::string_view name) const { return values_.count(std::string(name)) > 0; }
 
+bool CliArgs::AddDefault(absl::string_view name, absl::string_view value) {
+  if (name.empty() || !values_.emplace(std::string(name), std::string(value)).second) return false;
+  raw_flags_.push_back(absl::StrCat("--", name, "=", value));
+  return true;
+}
+
 absl::StatusOr<std::string> CliArgs::GetString(absl::string_view name, absl::string_view def) {
   used_.insert(std::string(name));
   auto it = values_.find(std::string(name));

@@ -35,10 +35,14 @@ class CliArgs {
   absl::StatusOr<double> GetDouble(absl::string_view name, double def);
   absl::StatusOr<bool> GetBool(absl::string_view name, bool def);
   bool Has(absl::string_view name) const;
+  // Gives flag `name` the value `value` when it was not given (a default
+  // taken from elsewhere, such as a run's settings): it then reads as
+  // given and is appended to raw_flags(). Returns whether it was added.
+  bool AddDefault(absl::string_view name, absl::string_view value);
 
   const std::vector<std::string>& positional() const { return positional_; }
-  // Every flag as given, "--name=value", in order (for passing on to child
-  // processes).
+  // Every flag as given, "--name=value", in order, then those AddDefault
+  // added (for passing on to child processes).
   const std::vector<std::string>& raw_flags() const { return raw_flags_; }
 
   // InvalidArgument naming the first flag no getter asked for, so a typo such

@@ -25,6 +25,17 @@ TEST(CliArgsTest, ParsesEveryFlagForm) {
   EXPECT_OK(a.CheckAllUsed());
 }
 
+TEST(CliArgsTest, ADefaultFillsOnlyAFlagNotGiven) {
+  const char* argv[] = {"prog", "--epochs=3"};
+  ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(2, argv));
+  EXPECT_FALSE(a.AddDefault("epochs", "2"));
+  EXPECT_TRUE(a.AddDefault("batch_size", "64"));
+  EXPECT_FALSE(a.AddDefault("batch_size", "32"));
+  EXPECT_EQ(*a.GetInt("epochs", 0), 3);
+  EXPECT_EQ(*a.GetInt("batch_size", 0), 64);
+  EXPECT_EQ(a.raw_flags(), (std::vector<std::string>{"--epochs=3", "--batch_size=64"}));
+}
+
 TEST(CliArgsTest, BadValuesAndUnknownFlagsAreNamed) {
   const char* argv[] = {"prog", "--ps=two", "--epoch=3"};
   ASSERT_OK_AND_ASSIGN(CliArgs a, CliArgs::Parse(3, argv));

@@ -26,6 +26,7 @@
 #include "evaluator/evaluator.h"
 #include "job/job_description.h"
 #include "job/job_flags.h"
+#include "job/run_settings.h"
 #include "model/backend.h"
 #include "model/network.h"
 #include "train/local_table.h"
@@ -56,9 +57,43 @@ absl::Status CheckModel(const CheckpointAt& at, const model::Network& net,
       ModelDifferences(*model, DescribeModel(net.variables(), job.optimizer.name),
                        "in the checkpoint", "in these flags");
   if (diff.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("the checkpoint is of another model (", at.output_dir, "/run.json): ",
-                   absl::StrJoin(diff, "; "), ". Give the flags and --model_config of that run"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the checkpoint is of another model (", at.output_dir, "/run.json): ",
+      absl::StrJoin(diff, "; "),
+      ". Leave out the flags that change the model: the run's own are taken from its run.json"));
+}
+
+// A flag that is neither the command's own (read before this) nor a job
+// flag is refused before the checkpoint is looked for.
+absl::Status CheckFlagsKnown(const CliArgs& args) {
+  std::vector<std::string> job_flags;
+  return args.CheckAllUsed(JobFlagNames(), &job_flags);
+}
+
+// The job of `args`, taking each setting it does not give from the run
+// that wrote the checkpoint (job/run_settings.h: its config as the text
+// run.json records, not --device, which is this machine's), and saying on
+// stderr what was taken and what differs. A run.json that cannot be read
+// is said and passed over: the flags alone then give the job.
+absl::StatusOr<model::JobSpec> JobOfRun(CliArgs& args, const CheckpointAt& at, const char* cmd) {
+  absl::StatusOr<std::optional<RunSettings>> run = ReadRunSettings(at.output_dir);
+  if (!run.ok()) {
+    std::fprintf(stderr, "pstrain %s: %s: the flags alone give the model\n", cmd,
+                 std::string(run.status().message()).c_str());
+  }
+  if (!run.ok() || !run->has_value()) return JobSpecFromFlags(args);
+  const TakenSettings taken =
+      TakeRunSettings(**run, {"device", "output_dir"}, /*config_as_text=*/true, args);
+  if (const std::string said = DescribeTaken(**run, taken); !said.empty()) {
+    std::fprintf(stderr, "pstrain %s: %s\n", cmd, said.c_str());
+  }
+  if (taken.config_text.empty()) return JobSpecFromFlags(args);
+  const ConfigText text{taken.config_text,
+                        absl::StrCat((*run)->model_config_file.empty()
+                                         ? std::string("the model config")
+                                         : (*run)->model_config_file,
+                                     " (as ", (*run)->path, " records it)")};
+  return JobSpecFromFlags(args, &text);
 }
 
 // A checkpoint's values in `job`'s network (after CheckModel): the dense
@@ -168,13 +203,25 @@ int InspectMain(CliArgs& args) {
       shards.push_back(std::move(s));
     }
     out["shards"] = std::move(shards);
+    // The run that wrote it: the settings evaluate, predict and export take.
+    std::string run_line;
+    if (absl::StatusOr<std::optional<RunSettings>> run = ReadRunSettings(at.output_dir);
+        run.ok() && run->has_value()) {
+      const RunSettings& r = **run;
+      out["run"] = {{"path", r.path}, {"job_flags", r.flags}};
+      if (!r.model_config.empty()) out["run"]["model_config_file"] = r.model_config_file;
+      run_line = absl::StrCat(
+          "trained by the run of ", r.path, " with ",
+          r.flags.empty() ? "the default settings" : absl::StrJoin(r.flags, " "),
+          r.model_config.empty() ? "" : " (the config's text recorded there)", "\n");
+    }
     if (json) return out.dump(2) + "\n";
     return absl::StrFormat(
                "checkpoint at step %d in %s, written by %d ps; optimizer %s (%d "
                "slots per value)\n",
                at.step, out["dir"].get<std::string>(), at.num_ps,
                out.value("optimizer", std::string()), out.value("optimizer_slots", 0)) +
-           table;
+           run_line + table;
   };
   return FinishCommand("inspect", run());
 }
@@ -184,11 +231,13 @@ int PredictMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "predict"));
     PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
     PSTRAIN_ASSIGN_OR_RETURN(std::string input, args.GetString("input", ""));
-    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
-    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    PSTRAIN_RETURN_IF_ERROR(CheckFlagsKnown(args));
     if (out_path.empty()) {
       return absl::InvalidArgumentError("--out=FILE is needed (.csv for CSV, else JSON lines)");
     }
+    PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
+    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobOfRun(args, at, "predict"));
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     if (!input.empty()) {
       if (job.input.format == data::InputFormat::kIdx) {
         return absl::InvalidArgumentError(
@@ -197,7 +246,6 @@ int PredictMain(CliArgs& args) {
       }
       job.input.test_files = input;
     }
-    PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
     PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1024));
     model::Network* net = loaded.net.get();
     const std::vector<float>& params = loaded.params;
@@ -257,8 +305,7 @@ int ExportMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "export"));
     PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
     PSTRAIN_ASSIGN_OR_RETURN(std::string format, args.GetString("format", ""));
-    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
-    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    PSTRAIN_RETURN_IF_ERROR(CheckFlagsKnown(args));
     if (out_path.empty()) return absl::InvalidArgumentError("--out=FILE.npz|FILE.onnx is needed");
     // The format: as given, else from the file's name.
     if (format.empty()) format = absl::EndsWith(out_path, ".onnx") ? "onnx" : "npz";
@@ -267,6 +314,8 @@ int ExportMain(CliArgs& args) {
           "--format=", format, ": the formats written are npz (NumPy's .npz) and onnx"));
     }
     PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
+    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobOfRun(args, at, "export"));
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1));
     const model::Network* net = loaded.net.get();
     const std::vector<float>& params = loaded.params;
@@ -320,9 +369,10 @@ int ExportMain(CliArgs& args) {
 int EvaluateMain(CliArgs& args) {
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "evaluate"));
-    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobSpecFromFlags(args));
-    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
+    PSTRAIN_RETURN_IF_ERROR(CheckFlagsKnown(args));
     PSTRAIN_ASSIGN_OR_RETURN(CheckpointAt at, ResolveCheckpoint(path));
+    PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, JobOfRun(args, at, "evaluate"));
+    PSTRAIN_RETURN_IF_ERROR(args.CheckAllUsed());
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> backend,
                              model::CreateBackend(job.model, 1024, job.device));
     PSTRAIN_RETURN_IF_ERROR(CheckModel(at, backend->network(), job));

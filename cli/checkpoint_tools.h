@@ -5,7 +5,10 @@
 //   pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]
 //   pstrain export --checkpoint DIR --out FILE.npz|FILE.onnx [job flags]
 // DIR is a job's output directory (the checkpoint its index names, else
-// the newest complete one) or one ckpt-<step> directory in it.
+// the newest complete one) or one ckpt-<step> directory in it. The job
+// flags default to those of the run that wrote it (job/run_settings.h:
+// the run.json beside it, the config as the text recorded there); flags
+// given override them, and stderr names what was taken and what differs.
 #ifndef PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
 #define PSTRAIN_CLI_CHECKPOINT_TOOLS_H_
 
@@ -31,13 +34,14 @@ absl::StatusOr<CheckpointAt> ResolveCheckpoint(const std::string& path);
 // `pstrain inspect`: the checkpoint's step, optimizer and slots, each
 // shard (file, bytes, CRC-32C, every checksum verified as it is read) and
 // each tensor in it (variable, rows, elements, updates; tables: rows held
-// and their width). Returns the exit code.
+// and their width), and the job flags of the run that wrote it. Returns
+// the exit code.
 int InspectMain(CliArgs& args);
 
 // `pstrain evaluate`: the checkpoint's loss and accuracy (AUC with binary
-// labels) on the job's test split, with the model of the job flags; a
-// model that differs from the run.json beside the checkpoint is refused,
-// each difference named. Returns the exit code.
+// labels) on the job's test split, with the model of the run's settings
+// and the job flags; a model that differs from the run.json beside the
+// checkpoint is refused, each difference named. Returns the exit code.
 int EvaluateMain(CliArgs& args);
 
 // `pstrain predict --checkpoint DIR --out FILE [--input GLOB] [job flags]`:

@@ -11,6 +11,7 @@
 #include "job/job_description.h"
 #include "job/job_flags.h"
 #include "job/run_record.h"
+#include "job/run_settings.h"
 #include "job/security_flags.h"
 #include "launcher/local_cluster.h"
 #include "model/network.h"
@@ -35,12 +36,17 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
                                 eval_poll.status(), timeout.status()}) {
     if (!s.ok()) return fail(s);
   }
+  auto output_dir = OutputDirFromFlags(args, "");
+  if (!output_dir.ok()) return fail(output_dir.status());
+  // A relaunch resumes the run in the directory with its settings, the
+  // flags given overriding them.
+  if (const std::string taken = TakeRelaunchSettings(*output_dir, args); !taken.empty()) {
+    std::fprintf(stderr, "pstrain launch: %s\n", taken.c_str());
+  }
   // Validate the job flags now, in this process, so a typo fails before any
   // task starts; then hand the same flags to the tasks.
   auto job = JobSpecFromFlags(args);
   if (!job.ok()) return fail(job.status());
-  auto output_dir = OutputDirFromFlags(args, "");
-  if (!output_dir.ok()) return fail(output_dir.status());
   auto security = SecurityFromFlags(args);
   if (!security.ok()) return fail(security.status());
   absl::Status used = args.CheckAllUsed();

@@ -42,6 +42,7 @@
 #include "cluster/tf_config.h"
 #include "job/flag_table.h"
 #include "job/job_flags.h"
+#include "job/run_settings.h"
 #include "job/run_info.h"
 #include "model/blas_kernels.h"
 #include "model/cuda_device.h"
@@ -246,7 +247,6 @@ int Describe(int argc, char** argv, const char* tf_config) {
 int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   pstrain::SetLogTag("local");
   auto local = args.GetBool("local", false);
-  auto job = pstrain::JobSpecFromFlags(args);
   // A local run in a cloud container writes where the platform collects
   // outputs, as the cluster's tasks would.
   pstrain::TfConfig cfg;
@@ -255,6 +255,15 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
     if (parsed.ok()) cfg = *parsed;
   }
   auto output_dir = pstrain::OutputDirFromFlags(args, cfg.environment);
+  // A rerun resumes the run in the directory with its settings, the flags
+  // given overriding them.
+  if (output_dir.ok()) {
+    if (const std::string taken = pstrain::TakeRelaunchSettings(*output_dir, args);
+        !taken.empty()) {
+      std::fprintf(stderr, "pstrain train: %s\n", taken.c_str());
+    }
+  }
+  auto job = pstrain::JobSpecFromFlags(args);
   absl::Status s = local.status();
   if (s.ok()) s = job.status();
   if (s.ok()) s = output_dir.status();

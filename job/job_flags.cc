@@ -44,7 +44,8 @@ std::string JobFlagsUsage() { return FlagUsage(FlagGroup::kJob); }
 namespace {
 
 // The model config's job (--model_config or --config), or the defaults.
-absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, std::string* config) {
+absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* recorded,
+                                         std::string* config) {
   model::JobSpec job;
   // A model config sets the model and the job settings it states; flags
   // given as well override those settings.
@@ -55,8 +56,12 @@ absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, std::string* config) {
     return absl::InvalidArgumentError("--config and --model_config both name a file: use one");
   }
   if (config->empty()) *config = short_config;
+  const bool from_record = config->empty() && recorded != nullptr;
+  if (from_record) *config = recorded->name;
   if (config->empty()) return job;
-  PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(*config));
+  PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file,
+                           from_record ? model::ParseModelConfigFile(recorded->text, recorded->name)
+                                       : model::LoadModelConfigFile(*config));
   if (!file.trainable) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--model_config=", *config,
@@ -259,9 +264,9 @@ absl::Status ReadHiddenFlag(CliArgs& args, model::JobSpec& job) {
 
 }  // namespace
 
-absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args) {
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args, const ConfigText* recorded) {
   std::string config;
-  PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, ConfigJob(args, &config));
+  PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, ConfigJob(args, recorded, &config));
   PSTRAIN_RETURN_IF_ERROR(ReadInputFlags(args, job));
   PSTRAIN_RETURN_IF_ERROR(ReadScheduleFlags(args, job));
   PSTRAIN_RETURN_IF_ERROR(ReadOptimizerFlags(args, job.optimizer));

@@ -28,7 +28,16 @@ const std::vector<std::string>& JobFlagNames();
 // InvalidArgument naming the flag for a value that does not parse or is out
 // of range, the config file's own errors (model/model_config.h), a config
 // without layers, or --hidden given with --model_config.
-absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args);
+//
+// `recorded`, when given, is a model config's text read in place of a file
+// when neither --model_config nor --config is given (what a run's run.json
+// records: job/run_settings.h); its `name` stands for the path in messages.
+struct ConfigText {
+  std::string text;
+  std::string name;
+};
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args,
+                                                const ConfigText* recorded = nullptr);
 
 // InvalidArgument when a --straggler names a task that does not train in
 // `cluster` ("--straggler names worker:7, which is not a training task of

@@ -295,10 +295,17 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   EXPECT_EQ(run["cluster"]["ps"].size(), 2u);
   EXPECT_THAT(run["flags"].dump(), HasSubstr("--keep_checkpoints=2"));
 
-  std::vector<std::string> second = job;
-  second.push_back("--epochs=2");
+  // Relaunched with only what changes: the run's other settings (the
+  // chief not training, the checkpoint policy) are taken from its run.json.
+  const std::vector<std::string> second = {"launch", "--ps=2", "--workers=2", "--epochs=2",
+                                           "--output_dir=" + out};
   r = RunPstrain(second, "", out + "/second.txt", absl::Seconds(240));
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("pstrain launch: the run's settings (" + out +
+                                  "/run.json): --chief_trains=false, --checkpoint_secs=0, "
+                                  "--checkpoint_steps=600, --keep_checkpoints=2; given otherwise "
+                                  "than the run's (" +
+                                  out + "/run.json): --epochs=2 (the run had --epochs=1)"));
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
   EXPECT_THAT(chief, HasSubstr("restored every ps to the checkpoint at step 1874 in "));
   ASSERT_OK_AND_ASSIGN(std::string w1, ReadFile(out + "/logs/worker-1.log"));
@@ -810,8 +817,12 @@ TEST(ClusterTest, TrainLocalCheckpointsOnSigtermAndResumesToTheSameModel) {
       RunPstrain({"train", "--local", "--output_dir=" + out + "/run", "--epochs=4", "--hidden=32"},
                  "", out + "/other.txt");
   EXPECT_EQ(other.code, 2) << other.output;
+  // The run's other settings are taken (its optimizer among them); the
+  // layers given are named as the run's are not.
+  EXPECT_THAT(other.output, HasSubstr("--hidden=32 (the run had --hidden=64)"));
   EXPECT_THAT(other.output, HasSubstr("holds a run of another model"));
-  EXPECT_THAT(other.output, HasSubstr("optimizer: adam on disk, sgd in this job"));
+  EXPECT_THAT(other.output, HasSubstr("dense_0/kernel: shape [784, 64] on disk, shape [784, 32] "
+                                      "in this job"));
   EXPECT_EQ(ReadFile(out + "/run/run.json").value_or(""), before);
   EXPECT_EQ(ReadFile(ShardPath(out + "/run", 7500, 0, 1)).value_or(""), resumed_shard);
 }

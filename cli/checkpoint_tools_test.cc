@@ -1,0 +1,123 @@
+#include "cli/checkpoint_tools.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "base/file_util.h"
+#include "base/json.h"
+#include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
+#include "cluster/tf_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "job/job_flags.h"
+#include "job/run_info.h"
+#include "train/local_trainer.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A user's own model: not the default MLP, with settings of its own.
+constexpr char kConfig[] = R"(
+input_dim: 784
+layer { name: "hidden" dense { units: 24 activation: relu } }
+layer { name: "logits" dense { units: 10 } }
+loss: softmax_cross_entropy
+optimizer { name: "adam" learning_rate: 0.004 }
+batch_size: 50
+epochs: 1
+seed: 5
+)";
+
+CliArgs Args(std::vector<std::string> words) {
+  words.insert(words.begin(), "pstrain");
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  return *CliArgs::Parse(static_cast<int>(argv.size()), argv.data());
+}
+
+struct Said {
+  int code;
+  std::string out, err;
+};
+
+// One command as `pstrain CMD ...` runs it: its exit code, stdout, stderr.
+Said RunCommand(int (*command)(CliArgs&), std::vector<std::string> words) {
+  CliArgs args = Args(std::move(words));
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = command(args);
+  std::string out = ::testing::internal::GetCapturedStdout();
+  return {code, out, ::testing::internal::GetCapturedStderr()};
+}
+
+// A run trained with --model_config, whose config file is then gone:
+// evaluate, predict, export and inspect take the model and the job from its
+// run.json, without the run's flags.
+TEST(CheckpointToolsTest, ARunOfItsOwnConfigIsUsedWithoutItsFlags) {
+  const std::string dir = testing::FreshTempDir("own_config");
+  const std::string config = dir + "/my_model.pbtxt";
+  const std::string out = dir + "/out";
+  ASSERT_OK(WriteFileAtomically(config, kConfig));
+  CliArgs train = Args({"--model_config=" + config, "--max_steps=60", "--output_dir=" + out});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(train));
+  train::LocalOptions options;
+  options.output_dir = out;
+  options.run = RunInfo(train, TfConfig{});
+  ASSERT_OK_AND_ASSIGN(train::LocalResult trained, train::RunLocal(job, options));
+  ASSERT_EQ(trained.steps, 60);
+  std::filesystem::remove(config);
+
+  const std::string taken = absl::StrFormat(
+      "pstrain evaluate: the run's settings (%s/run.json): --model_config=%s (its "
+      "text as run.json records it), --max_steps=60\n",
+      out, config);
+  Said evaluate = RunCommand(EvaluateMain, {"evaluate", out});
+  ASSERT_EQ(evaluate.code, 0) << evaluate.err;
+  EXPECT_EQ(evaluate.out, absl::StrFormat("checkpoint at step 60 (%s/ckpt-60): loss %.4f - "
+                                          "accuracy %.4f on 10000 test examples\n",
+                                          out, trained.test_loss, trained.test_accuracy));
+  EXPECT_THAT(evaluate.err, HasSubstr(taken));
+
+  Said predict = RunCommand(PredictMain, {"predict", out, "--out=" + dir + "/p.jsonl"});
+  ASSERT_EQ(predict.code, 0) << predict.err;
+  EXPECT_THAT(predict.out, HasSubstr(absl::StrFormat("(accuracy %.4f against their labels)",
+                                                     trained.test_accuracy)));
+  ASSERT_OK_AND_ASSIGN(std::string lines, ReadFile(dir + "/p.jsonl"));
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines, '\n', absl::SkipEmpty())).size(),
+            10000u);
+
+  Said exported = RunCommand(ExportMain, {"export", out, "--out=" + dir + "/m.npz"});
+  ASSERT_EQ(exported.code, 0) << exported.err;
+  EXPECT_THAT(exported.out,
+              HasSubstr("wrote 4 arrays (19090 floats) of the checkpoint at step 60 to "));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/m.npz"));
+
+  Said inspect = RunCommand(InspectMain, {"inspect", out});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_THAT(inspect.out,
+              HasSubstr(absl::StrFormat("trained by the run of %s/run.json with --model_config=%s "
+                                        "--max_steps=60 --output_dir=%s (the config's text "
+                                        "recorded there)\n",
+                                        out, config, out)));
+
+  // A flag given overrides the run's and is named; one that changes the
+  // model is refused, saying so.
+  Said steps = RunCommand(EvaluateMain, {"evaluate", out, "--max_steps=7"});
+  EXPECT_EQ(steps.code, 0) << steps.err;
+  EXPECT_THAT(steps.err, HasSubstr("given otherwise than the run's (" + out +
+                                   "/run.json): --max_steps=7 (the run had --max_steps=60)"));
+  Said other = RunCommand(EvaluateMain, {"evaluate", out, "--hidden=8"});
+  EXPECT_EQ(other.code, 2);
+  EXPECT_THAT(other.err, HasSubstr("--hidden=8 (the run had --model_config=" + config + ")"));
+  EXPECT_THAT(other.err, HasSubstr("the checkpoint is of another model (" + out + "/run.json)"));
+  EXPECT_THAT(other.err, HasSubstr("Leave out the flags that change the model"));
+}
+
+}  // namespace
+}  // namespace pstrain
