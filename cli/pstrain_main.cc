@@ -43,6 +43,7 @@
 #include "job/flag_table.h"
 #include "job/job_flags.h"
 #include "job/run_settings.h"
+#include "launcher/supervise.h"
 #include "job/run_info.h"
 #include "model/blas_kernels.h"
 #include "model/cuda_device.h"
@@ -110,6 +111,10 @@ constexpr char kUsage[] =
     "  pstrain status [--ps HOST:PORT,...] [--json] [security flags]\n"
     "                               per PS and variable: bytes, pushes, pulls, step,\n"
     "                               dropped gradients, staleness; refused calls\n"
+    "  pstrain supervise [--restarts N] -- [task flags]\n"
+    "                               run the task of $TF_CONFIG and restart it in place\n"
+    "                               after a retryable exit (128-255), at most N times;\n"
+    "                               1-127 end it at once (a container's entrypoint)\n"
     "  pstrain version | --version  version, commit, build type and CUDA of this binary\n"
     "  pstrain help [flags]         this text; with flags, the reference of every flag\n"
     "  (--version, -V, --help and -h also work after any command and among a task's flags)\n"
@@ -143,6 +148,7 @@ const std::map<std::string, std::string>& Examples() {
        "pstrain data to-tfrecord --data_dir=/usr/share/datasets/fashion-mnist --out=/tmp/tfr"},
       {"status", "pstrain status --ps=127.0.0.1:4000,127.0.0.1:4001"},
       {"version", "pstrain --version"},
+      {"supervise", "TF_CONFIG='{...}' pstrain supervise --restarts=3 -- --epochs=2"},
   };
   return *examples;
 }
@@ -308,6 +314,44 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
   return pstrain::kExitOk;
 }
 
+// `pstrain supervise [--restarts N] -- [task flags]` (launcher/supervise.h):
+// its own flags before "--", the task's after it.
+static int SuperviseMain(const std::string& self, int argc, char** argv) {
+  pstrain::SetLogTag("supervise");
+  int dash = argc;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) {
+      dash = i;
+      break;
+    }
+  }
+  auto args = pstrain::CliArgs::Parse(dash, argv, 2);
+  absl::Status s = args.status();
+  pstrain::SuperviseOptions options;
+  if (s.ok()) {
+    auto restarts = args->GetIntInRange("restarts", options.restarts, 0, 1000);
+    s = restarts.status();
+    if (s.ok()) options.restarts = static_cast<int>(*restarts);
+  }
+  if (s.ok()) s = args->CheckAllUsed();
+  if (s.ok() && !args->positional().empty()) {
+    s = absl::InvalidArgumentError(absl::StrCat(
+        "unexpected argument \"", args->positional()[0],
+        "\" (the task's flags go after --: pstrain supervise --restarts=3 -- --epochs=2)"));
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "pstrain supervise: %s\n", std::string(s.message()).c_str());
+    return pstrain::kExitBadConfig;
+  }
+  options.argv = {self};
+  for (int i = dash + 1; i < argc; ++i) options.argv.emplace_back(argv[i]);
+  static std::atomic<int> stop{0};
+  pstrain::WatchStopSignals([](int signo) { stop.store(signo); });
+  options.stop = &stop;
+  options.log = [](absl::string_view line) { pstrain::LogLine(line); };
+  return pstrain::Supervise(options);
+}
+
 int pstrain::PstrainMain(int argc, char** argv) {
   // First: this may execute the binary again with OPENBLAS_CORETYPE set.
   pstrain::model::UseTheCpusBlasKernels(argv);
@@ -341,6 +385,7 @@ int pstrain::PstrainMain(int argc, char** argv) {
       return pstrain::kExitOk;
     }
     if (cmd == "describe") return Describe(argc, argv, tf_config);
+    if (cmd == "supervise") return SuperviseMain(SelfPath(argv[0]), argc, argv);
     if (cmd == "help" && argc >= 3 && std::strcmp(argv[2], "flags") == 0) {
       std::printf("%s", pstrain::FlagReference().c_str());
       return pstrain::kExitOk;

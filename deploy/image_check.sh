@@ -7,8 +7,9 @@
 #
 #   deploy/image_check.sh [OUTPUT_DIR]
 #
-# ENGINE: docker (default) or podman. ENGINE_FLAGS: the engine's own global
-# options, e.g. for rootful podman where crun cannot manage cgroups:
+# ENGINE: docker (default) or podman (on Debian 12: `apt-get install -y
+# podman runc`; runc for the flags below). ENGINE_FLAGS: the engine's own
+# global options, e.g. for rootful podman where crun cannot manage cgroups:
 #   ENGINE=podman ENGINE_FLAGS="--runtime=runc --cgroup-manager=cgroupfs"
 # Where the host forbids containers to set resource limits ("error setting
 # rlimit ... operation not permitted"), give podman a containers.conf

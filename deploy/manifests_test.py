@@ -44,6 +44,45 @@ def describe(tf_config):
     return out.returncode, out.stdout + out.stderr
 
 
+def check_data_volume(test, pod, container):
+    """The input: the claim of data-pvc.yaml read-only at /data/data, which
+    --data_dir names; the output: the claim of output-pvc.yaml."""
+    claims = {yaml.safe_load(load("deploy/k8s/%s-pvc.yaml" % what))["metadata"]["name"]
+              for what in ["data", "output"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    data = mounts["/data/data"]
+    test.assertTrue(data["readOnly"])
+    test.assertEqual(volumes[data["name"]]["persistentVolumeClaim"]["claimName"], "pstrain-data")
+    output = volumes[mounts["/data/output"]["name"]]["persistentVolumeClaim"]["claimName"]
+    test.assertEqual(claims, {"pstrain-data", output})
+    test.assertIn("--data_dir=/data/data", container["args"])
+
+
+def check_compose_service(test, name, s):
+    """Host directories for the input (read-only, named by --data_dir) and
+    the output; restarts by exit code through the entrypoint, none by the
+    engine."""
+    test.assertEqual(s["restart"], "no", name)
+    entrypoint = s["entrypoint"]
+    test.assertEqual(entrypoint[:2], ["/usr/local/bin/pstrain", "supervise"], name)
+    test.assertRegex(entrypoint[2], r"^--restarts=[1-9][0-9]*$", name)
+    test.assertEqual(entrypoint[3:], ["--"], name)
+    mounts = {v.rsplit("}", 1)[-1].split(":")[1]: v for v in s["volumes"]}
+    test.assertRegex(mounts["/data/data"], r"^\$\{PSTRAIN_DATA:-[^}]+\}:/data/data:ro$", name)
+    test.assertRegex(mounts["/data/output"], r"^\$\{PSTRAIN_OUTPUT:-[^}]+\}:/data/output$", name)
+    test.assertIn("--data_dir=/data/data", s["command"], name)
+
+
+def run_entrypoint(entrypoint, args, tf_config):
+    """The compose file's entrypoint with this build's binary in place of
+    the image's path: its exit code and what it logged."""
+    argv = [os.path.join(RUNFILES, "pstrain")] + entrypoint[1:] + args
+    out = subprocess.run(argv, env=dict(os.environ, TF_CONFIG=tf_config), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=120)
+    return out.returncode, out.stdout
+
+
 class TfJobTest(unittest.TestCase):
     def setUp(self):
         self.job = yaml.safe_load(load("deploy/k8s/tfjob.yaml"))
@@ -100,6 +139,7 @@ class TfJobTest(unittest.TestCase):
             mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
             self.assertIn("/data/output", mounts)
             self.assertTrue(mounts["/etc/pstrain"]["readOnly"], kind)
+            check_data_volume(self, pod, c)
             secret = [v for v in pod["volumes"] if "secret" in v][0]["secret"]
             self.assertEqual(secret["secretName"], "pstrain-tls")
             self.assertEqual(secret["defaultMode"], 0o400, kind)
@@ -138,7 +178,7 @@ class ComposeTest(unittest.TestCase):
         for name, s in self.services.items():
             check_image(self, s["image"])
             self.assertEqual(s["command"], command, name)
-            self.assertRegex(s["restart"], r"^on-failure:[1-9][0-9]*$", name)
+            check_compose_service(self, name, s)
             self.assertNotRegex(s["user"], r"^(0|root)\b", name)
             self.assertEqual(s["build"]["dockerfile"], "deploy/Dockerfile")
             cfg = json.loads(s["environment"]["TF_CONFIG"])
@@ -147,6 +187,30 @@ class ComposeTest(unittest.TestCase):
             self.assertEqual(code, 0, out)
         for flag in ["--tls_cert=", "--tls_key=", "--tls_ca=", "--token_file="]:
             self.assertTrue([a for a in command if a.startswith(flag)], flag)
+
+    def test_the_entrypoint_restarts_only_retryable_exits(self):
+        entrypoint = self.services["worker0"]["entrypoint"]
+        restarts = int(entrypoint[2].split("=")[1])
+        # Ports 7-9 on loopback: nothing listens there.
+        tf_config = json.dumps({"cluster": {"chief": ["127.0.0.1:7"], "ps": ["127.0.0.1:8"],
+                                            "worker": ["127.0.0.1:9"]},
+                                "task": {"type": "worker", "index": 0}})
+        # A misspelt flag: permanent (2), the task run once.
+        code, out = run_entrypoint(entrypoint, ["--epoch=2"], tf_config)
+        self.assertEqual(code, 2, out)
+        self.assertIn("unknown flag --epoch (did you mean --epochs?)", out)
+        self.assertEqual(out.count("unknown flag --epoch"), 1, out)
+        self.assertIn("exit 2 is permanent (bad configuration or data): not restarted", out)
+        # A worker whose chief is not there: retryable (138), restarted in
+        # place as many times as the entrypoint allows, then 138.
+        code, out = run_entrypoint(entrypoint, ["--ps_wait_s=1", "--output_dir=" +
+                                                os.environ.get("TEST_TMPDIR", "/tmp")], tf_config)
+        self.assertEqual(code, 138, out)
+        for n in range(1, restarts + 1):
+            self.assertIn("exit 138 (retryable): restart %d of %d in " % (n, restarts), out)
+        self.assertIn("exit 138 (retryable), and the %d restarts allowed are used up" % restarts,
+                      out)
+        self.assertEqual(out.count("worker:0: failed:"), restarts + 1, out)
 
 
 class AllReduceTest(unittest.TestCase):
@@ -186,6 +250,7 @@ class AllReduceTest(unittest.TestCase):
             self.assertTrue(c["securityContext"]["readOnlyRootFilesystem"], kind)
             secret = [v for v in pod["volumes"] if "secret" in v][0]["secret"]
             self.assertEqual(secret["secretName"], "pstrain-token")
+            check_data_volume(self, pod, c)
             for i in range(spec["replicas"]):
                 self.check_described(json.dumps({"cluster": cluster,
                                                  "task": {"type": kind.lower(), "index": i},
@@ -200,7 +265,7 @@ class AllReduceTest(unittest.TestCase):
         for name, s in services.items():
             check_image(self, s["image"])
             self.assertEqual(s["command"], command, name)
-            self.assertRegex(s["restart"], r"^on-failure:[1-9][0-9]*$", name)
+            check_compose_service(self, name, s)
             self.assertNotRegex(s["user"], r"^(0|root)\b", name)
             cfg = json.loads(s["environment"]["TF_CONFIG"])
             self.assertNotIn("ps", cfg["cluster"], name)
