@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
+#include "data/input_error.h"
 
 namespace pstrain::data {
 
@@ -47,21 +49,25 @@ ByteSource::~ByteSource() = default;
 absl::StatusOr<std::unique_ptr<ByteSource>> ByteSource::Open(const std::string& path,
                                                              Compression compression) {
   auto handle = std::make_unique<Handle>();
+  absl::StatusOr<int> fd = OpenInputFile(path);
+  if (!fd.ok()) return fd.status();
   if (compression == Compression::kGzip) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return FileError("open", path);
-    handle->gz = gzdopen(fd, "rb");
+    handle->gz = gzdopen(*fd, "rb");
     if (handle->gz == nullptr) {
-      close(fd);
+      close(*fd);
       return absl::InternalError(absl::StrCat("cannot open a zlib stream on ", path));
     }
     gzbuffer(handle->gz, 1 << 18);
   } else {
-    handle->plain = fopen(path.c_str(), "rbe");
-    if (handle->plain == nullptr) return FileError("open", path);
+    handle->plain = fdopen(*fd, "rb");
+    if (handle->plain == nullptr) {
+      const int err = errno;
+      close(*fd);
+      return CannotReadInput(path, err);
+    }
     setvbuf(handle->plain, nullptr, _IOFBF, 1 << 18);
     struct stat st;
-    if (fstat(fileno(handle->plain), &st) != 0) return FileError("stat", path);
+    if (fstat(fileno(handle->plain), &st) != 0) return CannotReadInput(path, errno);
     handle->size = st.st_size;
   }
   return std::unique_ptr<ByteSource>(new ByteSource(path, std::move(handle)));
@@ -77,14 +83,14 @@ absl::StatusOr<int64_t> ByteSource::Read(char* out, int64_t n) {
       int err = Z_OK;
       const char* message = gzerror(handle_->gz, &err);
       if (got < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-        return absl::DataLossError(
-            absl::StrCat(path_, ": the GZIP stream is corrupt or cut short (", message, ") after ",
-                         position_ + done, " uncompressed bytes"));
+        return absl::DataLossError(absl::StrCat(path_, " at byte ", position_ + done,
+                                                ": the GZIP stream is corrupt or cut short (",
+                                                message, ")"));
       }
     } else {
       got = static_cast<int64_t>(fread(out + done, 1, chunk, handle_->plain));
       if (got < static_cast<int64_t>(chunk) && ferror(handle_->plain)) {
-        return FileError("read", path_);
+        return CannotReadInput(path_, errno);
       }
     }
     if (got == 0) break;

@@ -11,13 +11,16 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "data/idx_reader.h"
+#include "data/input_error.h"
 
 namespace pstrain::data {
 namespace {
 
+// Anything at `path`: a directory or an unreadable file there is named
+// when it is read (data/input_error.h), not passed over as missing.
 bool Exists(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
+  return std::filesystem::exists(path, ec);
 }
 
 // `dir`/`stem`.gz, or `dir`/`stem` when only that exists; empty when
@@ -93,6 +96,9 @@ absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split) {
   static const std::regex kShard(R"(-(\d{5})-of-(\d{5})(\.gz)?$)");
   int num_files = 0;
   std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return NoSuchDataDirectory(dir, absl::StrCat(dir, "/", images_stem, "[.gz]"));
+  }
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     std::smatch m;
@@ -104,15 +110,11 @@ absl::StatusOr<SplitFiles> FindSplitFiles(const std::string& dir, Split split) {
   SplitFiles files;
   const std::string single_images = FindFile(dir, images_stem);
   if (num_files == 0) {
-    if (single_images.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot open IDX file ", dir, "/", images_stem, "[.gz]: no such file"));
-    }
+    if (single_images.empty()) return NoFileMatches(absl::StrCat(dir, "/", images_stem, "[.gz]"));
     const std::string single_labels = FindFile(dir, labels_stem);
     if (single_labels.empty()) {
-      return absl::NotFoundError(absl::StrCat("cannot open IDX file ", dir, "/", labels_stem,
-                                              "[.gz]: no such file (the labels of ", single_images,
-                                              ")"));
+      return NoFileMatches(
+          absl::StrCat(dir, "/", labels_stem, "[.gz] (the labels of ", single_images, ")"));
     }
     files.images = {single_images};
     files.labels = {single_labels};

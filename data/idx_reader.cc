@@ -1,5 +1,6 @@
 #include "data/idx_reader.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "data/input_error.h"
 
 namespace pstrain::data {
 namespace {
@@ -31,47 +33,56 @@ int64_t ReadFully(gzFile f, void* buf, int64_t n) {
   return done;
 }
 
+// A bad record of an IDX file, in the input's one form
+// (data/input_error.h): "PATH at byte N: why", N counted in the
+// uncompressed stream.
+absl::Status BadIdx(const std::string& path, int64_t at, absl::string_view why) {
+  return absl::DataLossError(absl::StrCat(path, " at byte ", at, ": ", why));
+}
+
 // Opens `path` and reads its header into out->dims; returns the file, left
 // at the first data byte, and the number of data bytes in `total`.
 absl::StatusOr<std::unique_ptr<gzFile_s, GzCloser>> OpenAndReadHeader(const std::string& path,
                                                                       IdxArray* out,
                                                                       int64_t* total) {
-  // gzopen reads plain files transparently.
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
+  absl::StatusOr<int> fd = OpenInputFile(path);
+  if (!fd.ok()) return fd.status();
+  // gzdopen reads plain files transparently.
+  std::unique_ptr<gzFile_s, GzCloser> f(gzdopen(*fd, "rb"));
   if (f == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open IDX file ", path, ": ", std::strerror(errno)));
+    ::close(*fd);
+    return CannotReadInput(path, ENOMEM);
   }
-  auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("IDX file ", path, ": ", why));
-  };
   uint8_t magic[4];
   int64_t got = ReadFully(f.get(), magic, 4);
-  if (got < 0) return bad("gzip stream is corrupt");
-  if (got < 4) return bad("shorter than the 4-byte magic number");
+  if (got < 0) return BadIdx(path, 0, "gzip stream is corrupt");
+  if (got < 4) return BadIdx(path, 0, "shorter than the 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0) {
-    return bad(absl::StrCat("bad magic number 0x", absl::Hex(magic[0], absl::kZeroPad2),
-                            absl::Hex(magic[1], absl::kZeroPad2),
-                            absl::Hex(magic[2], absl::kZeroPad2),
-                            absl::Hex(magic[3], absl::kZeroPad2), " (expected 0x0000TTRR)"));
+    return BadIdx(path, 0,
+                  absl::StrCat("bad magic number 0x", absl::Hex(magic[0], absl::kZeroPad2),
+                               absl::Hex(magic[1], absl::kZeroPad2),
+                               absl::Hex(magic[2], absl::kZeroPad2),
+                               absl::Hex(magic[3], absl::kZeroPad2), " (expected 0x0000TTRR)"));
   }
   if (magic[2] != 0x08) {
-    return bad(absl::StrCat("data type 0x", absl::Hex(magic[2], absl::kZeroPad2),
-                            " is not unsigned byte (0x08)"));
+    return BadIdx(path, 2,
+                  absl::StrCat("data type 0x", absl::Hex(magic[2], absl::kZeroPad2),
+                               " is not unsigned byte (0x08)"));
   }
   const int rank = magic[3];
-  if (rank < 1 || rank > 4) return bad(absl::StrCat("rank ", rank, " is outside 1..4"));
+  if (rank < 1 || rank > 4) return BadIdx(path, 3, absl::StrCat("rank ", rank, " is outside 1..4"));
   *total = 1;
   for (int i = 0; i < rank; ++i) {
+    const int64_t at = 4 + 4 * i;
     uint8_t d[4];
     got = ReadFully(f.get(), d, 4);
-    if (got < 0) return bad("gzip stream is corrupt");
-    if (got < 4) return bad(absl::StrCat("truncated in dimension ", i, " of the header"));
+    if (got < 0) return BadIdx(path, at, "gzip stream is corrupt");
+    if (got < 4) return BadIdx(path, at, absl::StrCat("truncated in dimension ", i, " of the header"));
     int64_t dim = (int64_t{d[0]} << 24) | (d[1] << 16) | (d[2] << 8) | d[3];
-    if (dim == 0) return bad(absl::StrCat("dimension ", i, " is zero"));
+    if (dim == 0) return BadIdx(path, at, absl::StrCat("dimension ", i, " is zero"));
     out->dims.push_back(dim);
     // Checked before multiplying: four 32-bit dimensions overflow 64 bits.
-    if (dim > (int64_t{1} << 34) / *total) return bad("larger than 16 GiB");
+    if (dim > (int64_t{1} << 34) / *total) return BadIdx(path, at, "larger than 16 GiB");
     *total *= dim;
   }
   return f;
@@ -93,9 +104,7 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   auto opened = OpenAndReadHeader(path, &out, &total);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<gzFile_s, GzCloser> f = *std::move(opened);
-  auto bad = [&](absl::string_view why) {
-    return absl::DataLossError(absl::StrCat("IDX file ", path, ": ", why));
-  };
+  const int64_t data_start = 4 + 4 * static_cast<int64_t>(out.dims.size());
   int64_t got = 0;
   // The data grows as it is read, 64 MiB at a time, so a short file whose
   // header promises gigabytes costs only what it holds.
@@ -105,18 +114,20 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     const int64_t want = std::min(kChunk, total - have);
     out.values.resize(have + want);
     got = ReadFully(f.get(), out.values.data() + have, want);
-    if (got < 0) return bad("gzip stream is corrupt");
+    if (got < 0) return BadIdx(path, data_start + have, "gzip stream is corrupt");
     have += got;
     if (got < want) {
-      return bad(
-          absl::StrCat("truncated: header promises ", total, " data bytes, file has ", have));
+      return BadIdx(path, data_start + have,
+                    absl::StrCat("truncated: header promises ", total, " data bytes, file has ",
+                                 have));
     }
   }
   uint8_t extra;
   got = ReadFully(f.get(), &extra, 1);
   if (got != 0) {
-    return bad(got < 0 ? "gzip stream is corrupt"
-                       : "has bytes after the data its header describes");
+    return BadIdx(path, data_start + total,
+                  got < 0 ? "gzip stream is corrupt"
+                          : "has bytes after the data its header describes");
   }
   return out;
 }

@@ -43,12 +43,12 @@ TEST(IdxReaderTest, ReadsPlainAndGzipFiles) {
   }
 }
 
-TEST(IdxReaderTest, TruncatedFileIsDataLossNamingTheFile) {
+TEST(IdxReaderTest, TruncatedFileIsDataLossNamingTheFileAndTheByte) {
   std::string path = WriteGz("short.idx.gz", Matrix2x3().substr(0, 15));
   auto a = ReadIdxFile(path);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(a.status().message(),
-            "IDX file " + path + ": truncated: header promises 6 data bytes, file has 3");
+            path + " at byte 15: truncated: header promises 6 data bytes, file has 3");
 }
 
 TEST(IdxReaderTest, RejectsBadHeadersAndTrailingBytes) {
@@ -56,18 +56,18 @@ TEST(IdxReaderTest, RejectsBadHeadersAndTrailingBytes) {
   bad_magic[0] = 0x1f;
   std::string p = WritePlain("magic.idx", bad_magic);
   EXPECT_EQ(ReadIdxFile(p).status().message(),
-            "IDX file " + p + ": bad magic number 0x1f000802 (expected 0x0000TTRR)");
+            p + " at byte 0: bad magic number 0x1f000802 (expected 0x0000TTRR)");
   std::string bad_type = Matrix2x3();
   bad_type[2] = 0x0d;
   p = WritePlain("type.idx", bad_type);
   EXPECT_EQ(ReadIdxFile(p).status().message(),
-            "IDX file " + p + ": data type 0x0d is not unsigned byte (0x08)");
+            p + " at byte 2: data type 0x0d is not unsigned byte (0x08)");
   p = WritePlain("trail.idx", Matrix2x3() + "x");
   EXPECT_EQ(ReadIdxFile(p).status().message(),
-            "IDX file " + p + ": has bytes after the data its header describes");
+            p + " at byte 18: has bytes after the data its header describes");
   p = WritePlain("hdr.idx", Matrix2x3().substr(0, 6));
   EXPECT_EQ(ReadIdxFile(p).status().message(),
-            "IDX file " + p + ": truncated in dimension 0 of the header");
+            p + " at byte 4: truncated in dimension 0 of the header");
   EXPECT_EQ(ReadIdxFile(TempPath("absent.idx")).status().code(), absl::StatusCode::kNotFound);
 }
 
@@ -77,13 +77,13 @@ TEST(IdxReaderTest, RejectsBadHeadersAndTrailingBytes) {
 TEST(IdxReaderTest, HugeOrOverflowingHeadersAreRefused) {
   const std::string four_max = std::string("\x00\x00\x08\x04", 4) + std::string(16, '\xff');
   std::string p = WritePlain("overflow.idx", four_max);
-  EXPECT_EQ(ReadIdxFile(p).status().message(), "IDX file " + p + ": larger than 16 GiB");
+  EXPECT_EQ(ReadIdxFile(p).status().message(), p + " at byte 8: larger than 16 GiB");
   // 8 GiB promised, 3 bytes given.
   const std::string eight_gib =
       std::string("\x00\x00\x08\x02\x00\x02\x00\x00\x00\x01\x00\x00", 12) + std::string("abc");
   p = WritePlain("short.idx", eight_gib);
   EXPECT_EQ(ReadIdxFile(p).status().message(),
-            "IDX file " + p + ": truncated: header promises 8589934592 data bytes, file has 3");
+            p + " at byte 15: truncated: header promises 8589934592 data bytes, file has 3");
 }
 
 }  // namespace

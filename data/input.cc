@@ -3,6 +3,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "data/example_stream.h"
+#include "data/input_error.h"
 
 namespace pstrain::data {
 namespace {
@@ -156,22 +158,18 @@ absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
     for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
   }
   globfree(&g);
-  if (rc == GLOB_NOMATCH || (rc == 0 && files.empty())) {
-    return absl::NotFoundError(absl::StrCat("no file matches ", full));
-  }
+  if (rc == GLOB_NOMATCH || (rc == 0 && files.empty())) return NoFileMatches(full);
   if (rc != 0) {
     // Most often the directory is not there (a --data_dir mistyped, a
     // volume not mounted): said as such, NotFound as for a missing IDX
     // file (exit 2 for a task), not as an error of the file system.
     const std::string parent = std::filesystem::path(full).parent_path().string();
     std::error_code ec;
-    if (!parent.empty() && parent.find_first_of("*?[") == std::string::npos &&
-        !std::filesystem::is_directory(parent, ec)) {
-      return absl::NotFoundError(
-          absl::StrCat("no such directory ", parent, " (where the input's files ", full,
-                       " are looked for)"));
+    const bool plain = !parent.empty() && parent.find_first_of("*?[") == std::string::npos;
+    if (plain && !std::filesystem::is_directory(parent, ec)) {
+      return NoSuchDataDirectory(parent, full);
     }
-    return absl::PermissionDeniedError(absl::StrCat("cannot list the files of ", full));
+    return CannotReadInput(plain ? parent : full, EACCES);
   }
   // glob sorts by the locale's collation; sort bytewise so every task
   // agrees whatever its locale.

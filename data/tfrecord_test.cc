@@ -10,6 +10,7 @@
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "data/testing/tfrecord_files.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 
@@ -207,11 +208,9 @@ TEST(TfRecordTest, AGzipFileCutShortIsNamed) {
   const absl::Status s =
       FirstError("cut.tfrecord.gz", gz.substr(0, gz.size() / 2), Compression::kGzip);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
-  EXPECT_NE(
-      s.message().find(Path("cut.tfrecord.gz") + ": the GZIP stream is corrupt or cut short ("),
-      std::string::npos)
+  EXPECT_TRUE(absl::StartsWith(s.message(), Path("cut.tfrecord.gz") + " at byte ")) << s;
+  EXPECT_NE(s.message().find(": the GZIP stream is corrupt or cut short ("), std::string::npos)
       << s;
-  EXPECT_NE(s.message().find("uncompressed bytes"), std::string::npos) << s;
 }
 
 TEST(TfRecordTest, AMissingFileIsNamed) {

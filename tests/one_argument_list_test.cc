@@ -396,7 +396,7 @@ TEST(OneArgumentListTest, AJobThatFailsForGoodEndsEveryTaskWithItsCode) {
   EXPECT_EQ(codes["worker"], 2) << worker;
   EXPECT_THAT(ps, HasSubstr("stopping: the job failed at "));
   EXPECT_THAT(worker, HasSubstr("failed: the job failed at "));
-  EXPECT_THAT(worker, HasSubstr("cannot open IDX file"));
+  EXPECT_THAT(worker, HasSubstr("no such directory " + dir + "/nowhere"));
 }
 
 // An output directory that cannot hold run.json (here a path under a

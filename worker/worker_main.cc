@@ -36,6 +36,10 @@ struct WorkerSetup {
   // so (job/chief_client.h, JobFailureCheck): asked while this worker waits
   // for the chief or its PS.
   std::function<absl::Status()> recorded_failure;
+  // Whether run.json now records that this job ended well: when (asked
+  // while this worker waits to join a chief that may have finished the job
+  // and gone in the meantime).
+  std::function<std::optional<std::string>()> ended_since;
 };
 
 absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
@@ -75,6 +79,8 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
   setup.ended = EndedWell(replica.output_dir, args.raw_flags(), ClusterOf(cfg));
+  setup.ended_since = [dir = replica.output_dir, flags = args.raw_flags(),
+                       cluster = ClusterOf(cfg)] { return EndedWell(dir, flags, cluster); };
   setup.recorded_failure =
       JobFailureCheck(replica.output_dir, args.raw_flags(), ClusterOf(cfg), absl::Now(),
                       setup.chief_duties ? std::nullopt : cfg.chief_duties_address(),
@@ -90,10 +96,23 @@ absl::Status TrainAndReport(const TfConfig& cfg, WorkerSetup& setup) {
   const Security& security = *replica.security;
   // A replica asks the chief first: one that finished before (its report
   // kept, not rolled back since), or of a job that finished, exits at once.
-  PSTRAIN_ASSIGN_OR_RETURN(
-      const bool done,
+  // So does one still waiting when the chief has finished the job and gone
+  // (a relaunch of a job that had ended: the chief finds nothing to do).
+  std::optional<std::string> ended;
+  auto failed_or_ended = [&setup, &ended]() -> absl::Status {
+    PSTRAIN_RETURN_IF_ERROR(setup.recorded_failure());
+    ended = setup.ended_since();
+    return ended.has_value() ? absl::AbortedError("the job ended") : absl::OkStatus();
+  };
+  absl::StatusOr<bool> joined =
       coordinator::JoinChief(*cfg.chief_duties_address(), cfg.task, replica.ps_wait, security,
-                             setup.job, nullptr, setup.recorded_failure));
+                             setup.job, nullptr, failed_or_ended);
+  if (!joined.ok() && ended.has_value()) {
+    Log("the job finished at ", *ended, " (", RunRecordPath(replica.output_dir),
+        ") while this task waited for the chief: nothing to train");
+    return absl::OkStatus();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const bool done, std::move(joined));
   if (done) {
     Log(cfg.task.ToString(), " finished training before this start; not training again");
     return absl::OkStatus();
