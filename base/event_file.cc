@@ -1,5 +1,7 @@
 #include "base/event_file.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/crc32c.h"
 #include "base/file_util.h"
@@ -58,6 +61,7 @@ absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string
   std::unique_ptr<EventWriter> w(new EventWriter);
   const std::string base = absl::StrCat(
       dir, "/events.out.tfevents.", absl::ToUnixSeconds(absl::Now()), ".", host, ".", ::getpid());
+  w->dir_ = dir;
   w->jsonl_path_ = dir + "/scalars.jsonl";
   // A writer opened in the same second by this process takes the next free
   // name (".1", ".2", ...) rather than truncating the other's file.
@@ -121,6 +125,36 @@ absl::Status EventWriter::WriteScalars(int64_t step, const Scalars& scalars) {
         absl::StrCat("cannot write ", jsonl_path_, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> EventWriter::WriteScalarsOnce(int64_t step, const Scalars& scalars) {
+  if (jsonl_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the event writer of ", dir_, " keeps no scalars.jsonl"));
+  }
+  const std::string lock_path = dir_ + "/.scalars.lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return FileError("cannot open", lock_path);
+  if (::flock(lock, LOCK_EX) != 0) {
+    absl::Status s = FileError("cannot lock", lock_path);
+    ::close(lock);
+    return s;
+  }
+  // Lines as WriteScalars writes them: {"wall_time": T, "step": S, ...}.
+  const std::string key = absl::StrCat("\"step\": ", step);
+  bool written = false;
+  for (absl::string_view line : absl::StrSplit(ReadFile(jsonl_path_).value_or(""), '\n')) {
+    const size_t at = line.find(key);
+    if (at != absl::string_view::npos && at + key.size() < line.size() &&
+        (line[at + key.size()] == ',' || line[at + key.size()] == '}')) {
+      written = true;
+      break;
+    }
+  }
+  absl::Status s = written ? absl::OkStatus() : WriteScalars(step, scalars);
+  ::close(lock);  // releases the flock
+  if (!s.ok()) return s;
+  return !written;
 }
 
 absl::Status EventWriter::WritePluginData(int64_t step, const std::string& tag,

@@ -43,6 +43,15 @@ class EventWriter {
   // flushed, so a reader sees every call that returned.
   absl::Status WriteScalars(int64_t step, const Scalars& scalars);
 
+  // WriteScalars, unless scalars.jsonl already has a line of `step`: one
+  // writer per step where two processes write summaries into one directory
+  // (a job's chief and an evaluator the cluster does not list both score
+  // the final checkpoint), so TensorBoard shows the step once. The look and
+  // the write are made under an flock on <dir>/.scalars.lock, so of two
+  // such writers exactly one writes. Returns whether this one wrote.
+  // FailedPrecondition without scalars.jsonl (`with_jsonl` false).
+  absl::StatusOr<bool> WriteScalarsOnce(int64_t step, const Scalars& scalars);
+
   // One Event at `step` holding one summary value `tag` with no scalar,
   // whose metadata names `plugin` and carries `content` (a TensorBoard
   // plugin's own message, e.g. the hparams plugin's). Flushed.
@@ -56,7 +65,7 @@ class EventWriter {
   EventWriter() = default;
   absl::Status WriteRecord(const std::string& data);
 
-  std::string path_, jsonl_path_;
+  std::string dir_, path_, jsonl_path_;
   std::FILE* events_ = nullptr;
   std::FILE* jsonl_ = nullptr;
 };

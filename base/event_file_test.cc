@@ -1,9 +1,12 @@
 #include "base/event_file.h"
 
+#include <atomic>
 #include <cmath>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "base/crc32c.h"
 #include "base/file_util.h"
@@ -89,6 +92,52 @@ TEST(EventFileTest, ZeroScalarsPluginDataAndTwoWritersInOneSecond) {
   EXPECT_EQ(rb[1].plugin_values[0].tag, "_hparams_/session_end_info");
   EXPECT_EQ(rb[1].plugin_values[0].plugin, "hparams");
   EXPECT_EQ(rb[1].plugin_values[0].content, std::string("\x22\x02\x08\x01", 4));
+}
+
+// Two writers of one directory (a chief and an evaluator it does not
+// know of), racing on the same steps: each step is written exactly once.
+TEST(EventFileTest, WriteScalarsOnceWritesEachStepOnceAcrossWriters) {
+  const std::string dir = testing::FreshTempDir("events_once");
+  ASSERT_OK_AND_ASSIGN(auto first, EventWriter::Open(dir));
+  ASSERT_OK_AND_ASSIGN(auto second, EventWriter::Open(dir));
+  // "step": 1 is a prefix of "step": 10, and not the same step.
+  ASSERT_OK_AND_ASSIGN(bool wrote, first->WriteScalarsOnce(10, {{"accuracy", 0.5}}));
+  EXPECT_TRUE(wrote);
+  ASSERT_OK_AND_ASSIGN(wrote, second->WriteScalarsOnce(1, {{"accuracy", 0.25}}));
+  EXPECT_TRUE(wrote);
+  ASSERT_OK_AND_ASSIGN(wrote, second->WriteScalarsOnce(10, {{"accuracy", 0.5}}));
+  EXPECT_FALSE(wrote);
+  constexpr int kSteps = 200;
+  std::atomic<int> wrote_count{0};
+  auto race = [&](EventWriter* w) {
+    for (int step = 100; step < 100 + kSteps; ++step) {
+      absl::StatusOr<bool> r = w->WriteScalarsOnce(step, {{"loss", 1.0 * step}});
+      ASSERT_TRUE(r.ok()) << r.status();
+      wrote_count += *r ? 1 : 0;
+    }
+  };
+  std::thread a(race, first.get());
+  std::thread b(race, second.get());
+  a.join();
+  b.join();
+  EXPECT_EQ(wrote_count.load(), kSteps);
+  ASSERT_OK_AND_ASSIGN(std::string lines, ReadFile(dir + "/scalars.jsonl"));
+  std::map<std::string, int> per_step;
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find("\"step\": ");
+    ASSERT_NE(at, std::string::npos) << line;
+    ++per_step[line.substr(at + 8, line.find(',', at) - at - 8)];
+  }
+  EXPECT_EQ(per_step.size(), static_cast<size_t>(kSteps + 2));
+  for (const auto& [step, n] : per_step) EXPECT_EQ(n, 1) << "step " << step;
+  // The event files hold the same: every step once over both.
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> ra, ReadEventFile(first->path()));
+  ASSERT_OK_AND_ASSIGN(std::vector<EventRecord> rb, ReadEventFile(second->path()));
+  EXPECT_EQ(ra.size() - 1 + rb.size() - 1, static_cast<size_t>(kSteps + 2));
+  ASSERT_OK_AND_ASSIGN(auto no_jsonl, EventWriter::Open(dir, /*with_jsonl=*/false));
+  EXPECT_EQ(no_jsonl->WriteScalarsOnce(1, {}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(EventFileTest, CorruptOrCutFilesAreNamedWithTheOffset) {

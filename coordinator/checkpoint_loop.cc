@@ -22,11 +22,13 @@ void CheckpointLoop::Start() {
 }
 
 void CheckpointLoop::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  RequestStop();
   if (thread_.joinable()) thread_.join();
+}
+
+void CheckpointLoop::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
 }
 
 void CheckpointLoop::Loop() {
@@ -50,8 +52,13 @@ void CheckpointLoop::Loop() {
     }
     if (!due) continue;
     last_time = clock.Now();
-    // A failed checkpoint is reported and tried again later; the job goes on.
-    if (absl::Status s = keeper_->CheckpointNow(); !s.ok()) Log("checkpoint failed: ", s.message());
+    // A failed checkpoint is reported and tried again later; the job goes
+    // on. Not once the PS are being stopped: that is why it failed.
+    if (absl::Status s = keeper_->CheckpointNow(); !s.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      Log("checkpoint failed: ", s.message());
+    }
   }
 }
 

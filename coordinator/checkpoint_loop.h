@@ -44,6 +44,11 @@ class CheckpointLoop {
   void Start() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the loop once a checkpoint in progress is written. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Tells the loop to end without waiting for it (the PS are about to be
+  // stopped): no checkpoint starts after this, and one in progress that
+  // then fails is not logged, since the PS going away is why. Stop() still
+  // joins the thread.
+  void RequestStop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);

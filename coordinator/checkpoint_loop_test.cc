@@ -31,5 +31,27 @@ TEST(CheckpointLoopTest, ACheckpointEveryNGlobalStepsFromTheLastOne) {
   EXPECT_EQ(ListCheckpointSteps(job.dir()), (std::vector<int64_t>{0, 6, 11}));
 }
 
+// Before the chief stops the PS: no periodic checkpoint starts once the
+// loop is told to stop (it would only fail on PS that are going).
+TEST(CheckpointLoopTest, NoCheckpointStartsAfterAStopIsRequested) {
+  InProcessJob job("loop_quiet", 2);
+  PsKeeper keeper(&job.admin(), job.KeeperOptions());
+  ASSERT_OK(keeper.TakeOver().status());
+  CheckpointLoopOptions options;
+  options.every_secs = 0;
+  options.every_steps = 1;
+  options.poll = absl::Milliseconds(5);
+  CheckpointLoop loop(&job.admin(), &keeper, options);
+  job.Push(0, 0.125f, 2);
+  loop.Start();
+  ASSERT_TRUE(pstrain::testing::WaitUntil([&] { return keeper.last_checkpoint() == 2; }));
+  loop.RequestStop();
+  job.Push(1, 0.125f, 3);
+  absl::SleepFor(absl::Milliseconds(100));  // 20 polls
+  EXPECT_EQ(keeper.last_checkpoint(), 2);
+  loop.Stop();
+  EXPECT_EQ(ListCheckpointSteps(job.dir()), (std::vector<int64_t>{0, 2}));
+}
+
 }  // namespace
 }  // namespace pstrain::coordinator

@@ -218,6 +218,9 @@ absl::Status ChiefDuties::ConnectParts() {
     return train::TrainAsReplica(as, r);
   };
   finish.stop_checkpoints = [this] { checkpoints_->Stop(); };
+  finish.quiet_checkpoints = [this] {
+    if (checkpoints_ != nullptr) checkpoints_->RequestStop();
+  };
   finish.stop_watch = [this] { watch_->Stop(); };
   finish.record_end = [this](const absl::Status& outcome) { RecordEnd(outcome); };
   finisher_ = std::make_unique<JobFinisher>(admin_.get(), keeper_.get(), &tracker_,

@@ -41,6 +41,7 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
   }
   // Told once: the watch may have stopped them for a failed job already.
   if (ps_stopped_.exchange(true)) return;
+  if (options_.quiet_checkpoints) options_.quiet_checkpoints();
   if (options_.record_end) options_.record_end(why);
   // A PS away now (restarted by an orchestrator) is waited for, within
   // ps_wait, to be told as well.
@@ -183,11 +184,14 @@ absl::StatusOr<Json> JobFinisher::ScoreFinal() {
   // The run's settings beside its results (run.json has the rest).
   metrics["job"] = DescribeJob(options_.job);
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
-  // With an evaluator in the cluster, output_dir/eval is its to write.
+  // With an evaluator in the cluster, output_dir/eval is its to write. One
+  // the cluster does not list may have scored this step already, or score
+  // it later: the step is written once (EventWriter::WriteScalarsOnce).
   if (!options_.has_evaluator) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<EventWriter> eval,
                              EventWriter::Open(options_.output_dir + "/eval"));
-    PSTRAIN_RETURN_IF_ERROR(eval->WriteScalars(step, r.ScoreScalars()));
+    PSTRAIN_ASSIGN_OR_RETURN(const bool wrote, eval->WriteScalarsOnce(step, r.ScoreScalars()));
+    if (!wrote) Log("eval summary of step ", step, ": an evaluator wrote it already");
   }
   PSTRAIN_RETURN_IF_ERROR(
       WriteFileAtomically(options_.output_dir + "/final_metrics.json", metrics.dump() + "\n"));

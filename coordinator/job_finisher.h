@@ -56,6 +56,10 @@ struct JobFinisherOptions {
   // final checkpoint and after the final phase respectively).
   std::function<void()> stop_checkpoints;
   std::function<void()> stop_watch;
+  // Tells the checkpoint loop to end without waiting (CheckpointLoop::
+  // RequestStop), before the PS are stopped: a periodic checkpoint would
+  // only fail on PS that are going ("Connection refused").
+  std::function<void()> quiet_checkpoints;
   // Records on disk how the job ended (well, or failed for good) before any
   // PS is told to stop (job/run_record.h, EndedWell and EndedBadly: a task
   // that waits for the chief or a PS, or starts after the end, finds it

@@ -168,6 +168,7 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       model::CreateBackend(job.model, 1024, job.device);
   if (!made.ok()) return AsSetupFailure(made.status());
   std::unique_ptr<model::Backend> backend = *std::move(made);
+  Log("evaluator: scoring on ", backend->Describe());
   absl::StatusOr<data::Dataset> loaded =
       data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes());
   if (!loaded.ok()) return AsSetupFailure(loaded.status());
@@ -233,7 +234,10 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
       const model::BatchResult& r = *scored_now;
       Score s{step, r.mean_loss(), r.accuracy()};
       if (r.has_auc()) s.auc = r.Auc();
-      PSTRAIN_RETURN_IF_ERROR(events->WriteScalars(s.step, r.ScoreScalars()));
+      // The chief writes the final step's summary when it knows of no
+      // evaluator (this one not in its cluster): once, whichever is first.
+      PSTRAIN_ASSIGN_OR_RETURN(const bool wrote, events->WriteScalarsOnce(s.step, r.ScoreScalars()));
+      if (!wrote) Log("eval summary of step ", s.step, ": the chief wrote it already");
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(scored_path, absl::StrCat(s.step, "\n")));
       Log(absl::StrFormat("eval at step %d: loss %.4f - accuracy %.4f%s", s.step, s.loss,
                           s.accuracy,

@@ -17,10 +17,14 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(std::unique_ptr<Network> mlp) : mlp_(std::move(mlp)) {}
+  // `not_cuda`: why --device=auto did not pick CUDA ("" when the CPU was
+  // asked for), said where the task says what it computes on.
+  CpuBackend(std::unique_ptr<Network> mlp, std::string not_cuda)
+      : mlp_(std::move(mlp)), not_cuda_(std::move(not_cuda)) {}
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
-    return absl::StrCat("cpu: OpenBLAS sgemm, ", openblas_get_corename(), " kernels");
+    return absl::StrCat("cpu: OpenBLAS sgemm, ", openblas_get_corename(), " kernels",
+                        not_cuda_.empty() ? "" : absl::StrCat(" (device auto: ", not_cuda_, ")"));
   }
   const Network& network() const override { return *mlp_; }
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
@@ -37,6 +41,7 @@ class CpuBackend final : public Backend {
 
  private:
   std::unique_ptr<Network> mlp_;
+  const std::string not_cuda_;
 };
 
 // Dense layers and softmax only: the MLP kernels, whose copies overlap the
@@ -252,19 +257,20 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, 
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
+  std::string not_cuda;
   if (device.kind != Device::Kind::kCpu) {
     auto cuda_mlp = Network::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
     auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch, device.index);
     if (cuda.ok() || device.kind == Device::Kind::kCuda) return cuda;
-    Log("device auto: ",
+    not_cuda = absl::StrCat(
         cuda.status().code() == absl::StatusCode::kUnimplemented ? "" : "no usable CUDA device: ",
-        cuda.status().message(), "; running on the CPU");
+        cuda.status().message());
   }
   // The CPU's scratch for max_batch rows, only when it computes.
   auto mlp = Network::Create(spec, max_batch);
   if (!mlp.ok()) return mlp.status();
-  return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp)));
+  return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp), std::move(not_cuda)));
 }
 
 }  // namespace pstrain::model

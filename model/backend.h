@@ -25,7 +25,10 @@ class Backend {
 
   // "cpu" or "cuda".
   virtual std::string name() const = 0;
-  // One line for logs, e.g. "cuda: device 0 NVIDIA H100 (sm_90)".
+  // One line for logs, e.g. "cuda: device 0 NVIDIA H100 (sm_90)"; on the
+  // CPU for --device=auto, why CUDA was not used ("cpu: OpenBLAS sgemm,
+  // Haswell kernels (device auto: no usable CUDA device: ...)"), so that a
+  // task says it once, where it says what it computes on.
   virtual std::string Describe() const = 0;
   // The network: its variables, layout and initial values.
   virtual const Network& network() const = 0;
@@ -59,7 +62,9 @@ class Backend {
 
 // On `device`: the CPU; CUDA device N (Unavailable, with CUDA's own
 // message, when the binary has no CUDA or that device is not usable); auto:
-// CUDA device 0 when usable, else the CPU, logging one line that says why.
+// CUDA device 0 when usable, else the CPU, whose Describe() says why
+// (nothing is logged here: commands that score or export a model stay
+// quiet about it).
 // InvalidArgument for a bad spec (Network::Create) or batch.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
                                                        Device device);

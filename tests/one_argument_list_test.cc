@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "cluster/checkpoint_layout.h"
@@ -477,6 +478,43 @@ TEST(OneArgumentListTest, ATaskOutsideItsClusterFailsTheJob) {
   EXPECT_THAT(chief, HasSubstr("worker:5 failed for good (exit 2): TF_CONFIG task.index 5"));
   ASSERT_OK_AND_ASSIGN(const std::string run, ReadFile(dir + "/out/run.json"));
   EXPECT_THAT(run, HasSubstr("\"exit_code\": 2"));
+}
+
+// AI Platform's layout, an evaluator the cluster does not list: the chief
+// does not know of it and scores the final checkpoint itself, as the
+// evaluator does; the eval summaries hold each step once (TensorBoard drew
+// the final step twice).
+TEST(OneArgumentListTest, AnUnlistedEvaluatorAndTheChiefWriteEachEvalStepOnce) {
+  const std::string dir = pstrain::testing::TempDir() + "/unlisted-evaluator";
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakeDirs(dir));
+  const Cluster cluster = ThreeTasks();
+  const std::vector<std::string> flags = {
+      "--epochs=1",          "--hidden=16",        "--max_steps=60",
+      "--checkpoint_secs=0", "--checkpoint_steps=20", "--eval_poll_secs=1",
+      "--ps_wait_s=60",      "--output_dir=" + dir + "/out"};
+  pstrain::testing::TaskSet tasks;
+  for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
+    ASSERT_OK(tasks.Start(type, Task(cluster, type, flags, absl::StrCat(dir, "/", type, ".log"))));
+  }
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(90));
+  for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
+    EXPECT_EQ(codes[type], 0) << type << ": "
+                              << ReadFile(absl::StrCat(dir, "/", type, ".log")).value_or("");
+  }
+  const std::string evaluator = ReadFile(dir + "/evaluator.log").value_or("");
+  EXPECT_THAT(evaluator, HasSubstr("eval at step 120: loss"));
+  ASSERT_OK_AND_ASSIGN(const std::string lines, ReadFile(dir + "/out/eval/scalars.jsonl"));
+  std::map<int64_t, int> per_step;
+  for (absl::string_view line : absl::StrSplit(lines, '\n', absl::SkipEmpty())) {
+    const size_t at = line.find("\"step\": ");
+    ASSERT_NE(at, absl::string_view::npos) << line;
+    int64_t step = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(line.substr(at + 8, line.find(',', at) - at - 8), &step)) << line;
+    ++per_step[step];
+  }
+  EXPECT_EQ(per_step[120], 1) << lines;
+  for (const auto& [step, n] : per_step) EXPECT_EQ(n, 1) << "step " << step << "\n" << lines;
 }
 
 // A PS that cannot serve for good (here a flag of its own that does not
