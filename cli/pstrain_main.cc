@@ -6,6 +6,7 @@
 //   pstrain help
 #include "cli/pstrain_main.h"
 
+#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -270,8 +271,12 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
     }
   }
   auto job = pstrain::JobSpecFromFlags(args);
+  // OpenBLAS's own thread count (one per core) unless --blas_threads says.
+  const bool blas_given = args.Has("blas_threads");
+  auto blas_threads = pstrain::IntFlag(args, "blas_threads");
   absl::Status s = local.status();
   if (s.ok()) s = job.status();
+  if (s.ok()) s = blas_threads.status();
   if (s.ok()) s = output_dir.status();
   if (s.ok()) s = args.CheckAllUsed();
   if (s.ok() && !*local) {
@@ -283,6 +288,7 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
     return pstrain::CommandExitCode(s);
   }
+  if (blas_given) openblas_set_num_threads(static_cast<int>(*blas_threads));
   // SIGTERM or SIGINT: the run checkpoints the step it reached and stops.
   static std::atomic<int> stop{0};
   pstrain::WatchStopSignals([](int signo) { stop.store(signo); });

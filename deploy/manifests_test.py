@@ -24,7 +24,7 @@ def load(rel):
 
 
 def version():
-    return re.search(r'kPstrainVersion\[\] = "([^"]+)"', load("cli/build_info.h")).group(1)
+    return re.search(r'kPstrainVersion\[\] = "([^"]+)"', load("base/build_info.h")).group(1)
 
 
 def check_image(test, image):

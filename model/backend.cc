@@ -23,7 +23,9 @@ class CpuBackend final : public Backend {
       : mlp_(std::move(mlp)), not_cuda_(std::move(not_cuda)) {}
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
-    return absl::StrCat("cpu: OpenBLAS sgemm, ", openblas_get_corename(), " kernels",
+    const int threads = openblas_get_num_threads();
+    return absl::StrCat("cpu: OpenBLAS sgemm, ", threads, threads == 1 ? " thread, " : " threads, ",
+                        openblas_get_corename(), " kernels",
                         not_cuda_.empty() ? "" : absl::StrCat(" (device auto: ", not_cuda_, ")"));
   }
   const Network& network() const override { return *mlp_; }

@@ -26,8 +26,8 @@ class Backend {
   // "cpu" or "cuda".
   virtual std::string name() const = 0;
   // One line for logs, e.g. "cuda: device 0 NVIDIA H100 (sm_90)"; on the
-  // CPU for --device=auto, why CUDA was not used ("cpu: OpenBLAS sgemm,
-  // Haswell kernels (device auto: no usable CUDA device: ...)"), so that a
+  // CPU for --device=auto, why CUDA was not used ("cpu: OpenBLAS sgemm, 1
+  // thread, Haswell kernels (device auto: no usable CUDA device: ...)"), so that a
   // task says it once, where it says what it computes on.
   virtual std::string Describe() const = 0;
   // The network: its variables, layout and initial values.

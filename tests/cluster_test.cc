@@ -706,10 +706,12 @@ TEST(ClusterTest, PlacementOfAConfigFileShowsSlicesTablesAndBalance) {
 
 TEST(ClusterTest, TrainLocalTrainsInOneProcessWithoutPs) {
   const std::string out = TmpDir("local");
-  RunResult r = RunPstrain({"train", "--local", "--output_dir=" + out + "/local0", "--epochs=1"},
-                           "", out + "/local.txt");
+  RunResult r = RunPstrain(
+      {"train", "--local", "--output_dir=" + out + "/local0", "--epochs=1", "--blas_threads=1"},
+      "", out + "/local.txt");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("local: step 1875/1875 - loss "));
+  EXPECT_THAT(r.output, HasSubstr("computing on cpu: OpenBLAS sgemm, 1 thread, "));
   const size_t at = r.output.find("test accuracy: ");
   ASSERT_NE(at, std::string::npos) << r.output;
   EXPECT_GE(std::stod(r.output.substr(at + 15)), 0.80) << r.output;

@@ -129,5 +129,41 @@ TEST(TaskBinariesTest, ARoleBinaryRefusesATfConfigOfAnotherRole) {
   }
 }
 
+// --version (-V) and --help (-h) as `pstrain` takes them, after any flag
+// and without a TF_CONFIG: what a platform's health check or a user
+// trying the image's binaries runs first.
+TEST(TaskBinariesTest, EveryRoleBinaryAnswersVersionAndHelp) {
+  for (const auto& [binary, role] : std::vector<std::pair<std::string, std::string>>{
+           {"ps_server/ps_server", "ps"},
+           {"worker/worker", "worker"},
+           {"chief/chief", "chief"},
+           {"evaluator/evaluator", "evaluator"}}) {
+    const std::string name = binary.substr(binary.find('/') + 1);
+    for (const char* flag : {"--version", "-V", "--help", "-h"}) {
+      const std::string log =
+          absl::StrCat(pstrain::testing::TempDir(), "/", role, flag, ".log");
+      SpawnOptions o;
+      o.argv = {Binary(binary), "--epochs=2", flag};
+      o.env = {{"TF_CONFIG", ""}};
+      o.log_path = log;
+      ASSERT_OK_AND_ASSIGN(pid_t pid, Spawn(o));
+      std::optional<ChildExit> exit = WaitChild(pid, absl::Seconds(30));
+      ASSERT_TRUE(exit.has_value()) << binary;
+      const std::string out = ReadFile(log).value_or("");
+      EXPECT_EQ(exit->code, 0) << binary << " " << flag << ": " << out;
+      if (absl::string_view(flag).find('V') != absl::string_view::npos ||
+          absl::string_view(flag) == "--version") {
+        EXPECT_THAT(out, ::testing::StartsWith(
+                             absl::StrCat(name, ": the ", role, " role of pstrain 0.")));
+        EXPECT_THAT(out, HasSubstr("\ncommit: "));
+      } else {
+        EXPECT_THAT(out, ::testing::StartsWith("usage: TF_CONFIG="));
+        EXPECT_THAT(out, HasSubstr(absl::StrCat("runs the ", role, " task TF_CONFIG names")));
+        EXPECT_THAT(out, HasSubstr("--output_dir"));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build stamp for `pstrain --version` (.bazelrc: --workspace_status_command).
-# Keys starting with STABLE_ are read by //cli:build_info; when they change,
+# Keys starting with STABLE_ are read by //base:build_info; when they change,
 # only that file and the binaries that link it are rebuilt.
 # Without a checkout (an image build: .dockerignore leaves .git out), the
 # builder may name the commit in PSTRAIN_COMMIT.
