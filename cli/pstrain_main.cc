@@ -64,7 +64,7 @@ constexpr char kUsage[] =
     "                               the same model and data in this one process, no PS\n"
     "  pstrain placement --ps N [--config FILE | job flags] [--min_slice_bytes B] [--json]\n"
     "                               which slice of which variable goes to which PS\n"
-    "  pstrain summary [--config FILE | job flags] [--ps N]\n"
+    "  pstrain summary [--config FILE | job flags] [--ps N] [--vocabulary N] [--classes K]\n"
     "                               the model's layers, output shapes and parameter\n"
     "                               counts (Keras's model.summary()) and where each\n"
     "                               variable lives on N PS\n"

@@ -322,11 +322,28 @@ int SummaryMain(CliArgs& args) {
     if (config.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(config, args.GetString("model_config", ""));
     }
+    // The sizes that follow from the data: its vocab.txt and labels.txt,
+    // or what --vocabulary and --classes say in their place.
+    PSTRAIN_ASSIGN_OR_RETURN(std::string data_dir,
+                             args.GetString("data_dir", model::JobSpec().data_dir));
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t vocabulary,
+                             args.GetIntInRange("vocabulary", 0, 0, int64_t{1} << 40));
+    PSTRAIN_ASSIGN_OR_RETURN(int64_t classes, args.GetIntInRange("classes", 0, 0, 65536));
+    model::DataSizes sizes = model::DataSizesOf(data_dir);
+    if (vocabulary > 0) {
+      sizes.vocabulary = vocabulary;
+      sizes.replace_vocabulary = true;
+    }
+    if (classes > 0) {
+      sizes.classes = classes;
+      sizes.replace_classes = true;
+    }
     model::JobSpec job;
     if (config.empty()) {
-      PSTRAIN_ASSIGN_OR_RETURN(job, JobSpecFromFlags(args));
+      PSTRAIN_ASSIGN_OR_RETURN(job, JobSpecFromFlags(args, nullptr, &sizes));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file, model::LoadModelConfigFile(config));
+      PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file,
+                               model::LoadModelConfigFile(config, sizes));
       if (!file.trainable) {
         return absl::InvalidArgumentError(
             absl::StrCat(config,

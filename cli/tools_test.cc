@@ -1,6 +1,7 @@
 #include "cli/tools.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/cli_args.h"
 #include "base/json.h"
 #include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
@@ -88,6 +89,38 @@ TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
        }) {
     EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
   }
+}
+
+// The seed document's Reuters model from the Debian-sized config in one
+// command: `pstrain summary --config=configs/text_cnn.pbtxt
+// --vocabulary=30982 --classes=46` prints its table exactly.
+TEST(ToolsTest, SummaryTakesTheVocabularyAndClassesInPlaceOfTheConfigs) {
+  std::vector<const char*> argv = {"pstrain", "summary", "--config=configs/text_cnn.pbtxt",
+                                   "--vocabulary=30982", "--classes=46", "--ps=2"};
+  ASSERT_OK_AND_ASSIGN(CliArgs args,
+                       CliArgs::Parse(static_cast<int>(argv.size()), argv.data(), 2));
+  ::testing::internal::CaptureStdout();
+  const int code = SummaryMain(args);
+  const std::string table = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(code, 0) << table;
+  const std::string expected =
+      " embedding (Embedding)                (None, 300, 7)                   216874\n"
+      " conv1d_0 (Conv1D)                    (None, 296, 64)                    2304\n"
+      " max_pool1d_0 (MaxPooling1D)          (None, 148, 64)                       0\n"
+      " conv1d_1 (Conv1D)                    (None, 146, 32)                    6176\n"
+      " max_pool1d_1 (MaxPooling1D)          (None, 73, 32)                        0\n"
+      " flatten_0 (Flatten)                  (None, 2336)                          0\n"
+      " dense_0 (Dense)                      (None, 46)                       107502\n"
+      "==============================================================================\n"
+      "Total params: 332,856\n";
+  EXPECT_NE(table.find(expected), std::string::npos) << table;
+  // Without them, the config's own sizes: the Debian corpus's.
+  std::vector<const char*> plain = {"pstrain", "summary", "--config=configs/text_cnn.pbtxt"};
+  ASSERT_OK_AND_ASSIGN(CliArgs debian, CliArgs::Parse(3, plain.data(), 2));
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(SummaryMain(debian), 0);
+  EXPECT_NE(::testing::internal::GetCapturedStdout().find("Total params: 267,681\n"),
+            std::string::npos);
 }
 
 TEST(ToolsTest, SummaryOfTheClickModelShowsEachEmbeddingAndTheirConcatenation) {

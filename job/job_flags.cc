@@ -45,6 +45,7 @@ namespace {
 
 // The model config's job (--model_config or --config), or the defaults.
 absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* recorded,
+                                         const model::DataSizes* given_sizes,
                                          std::string* config) {
   model::JobSpec job;
   // A model config sets the model and the job settings it states; flags
@@ -59,9 +60,15 @@ absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* record
   const bool from_record = config->empty() && recorded != nullptr;
   if (from_record) *config = recorded->name;
   if (config->empty()) return job;
-  PSTRAIN_ASSIGN_OR_RETURN(model::ModelConfigFile file,
-                           from_record ? model::ParseModelConfigFile(recorded->text, recorded->name)
-                                       : model::LoadModelConfigFile(*config));
+  // What the data says of the sizes a config may leave out: read where
+  // the job reads its data.
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string data_dir, StringFlag(args, "data_dir", job.data_dir));
+  const model::DataSizes sizes =
+      given_sizes != nullptr ? *given_sizes : model::DataSizesOf(data_dir);
+  PSTRAIN_ASSIGN_OR_RETURN(
+      model::ModelConfigFile file,
+      from_record ? model::ParseModelConfigFile(recorded->text, recorded->name, sizes)
+                  : model::LoadModelConfigFile(*config, sizes));
   if (!file.trainable) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--model_config=", *config,
@@ -264,9 +271,10 @@ absl::Status ReadHiddenFlag(CliArgs& args, model::JobSpec& job) {
 
 }  // namespace
 
-absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args, const ConfigText* recorded) {
+absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args, const ConfigText* recorded,
+                                                const model::DataSizes* sizes) {
   std::string config;
-  PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, ConfigJob(args, recorded, &config));
+  PSTRAIN_ASSIGN_OR_RETURN(model::JobSpec job, ConfigJob(args, recorded, sizes, &config));
   PSTRAIN_RETURN_IF_ERROR(ReadInputFlags(args, job));
   PSTRAIN_RETURN_IF_ERROR(ReadScheduleFlags(args, job));
   PSTRAIN_RETURN_IF_ERROR(ReadOptimizerFlags(args, job.optimizer));

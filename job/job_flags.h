@@ -10,6 +10,7 @@
 #include "base/cli_args.h"
 #include "cluster/tf_config.h"
 #include "model/job_spec.h"
+#include "model/model_config.h"
 
 namespace pstrain {
 
@@ -32,12 +33,18 @@ const std::vector<std::string>& JobFlagNames();
 // `recorded`, when given, is a model config's text read in place of a file
 // when neither --model_config nor --config is given (what a run's run.json
 // records: job/run_settings.h); its `name` stands for the path in messages.
+//
+// Sizes a config leaves out come from the data (model/model_config.h,
+// DataSizes): a vocab.txt and labels.txt in --data_dir. `sizes`, when
+// given, replaces those and the config's own (`pstrain summary
+// --vocabulary=N --classes=K`).
 struct ConfigText {
   std::string text;
   std::string name;
 };
 absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args,
-                                                const ConfigText* recorded = nullptr);
+                                                const ConfigText* recorded = nullptr,
+                                                const model::DataSizes* sizes = nullptr);
 
 // InvalidArgument when a --straggler names a task that does not train in
 // `cluster` ("--straggler names worker:7, which is not a training task of

@@ -3,7 +3,9 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/testing/status_testing.h"
+#include "base/testing/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -163,6 +165,31 @@ TEST(JobFlagsTest, InputFlagsOverrideTheConfigsFilesAndPolicy) {
             "--train_files and --test_files name TFRecord or CSV files, whose features the "
             "model config's input block gives (format: tfrecord, csv or tsv); this "
             "job reads IDX files");
+}
+
+// A config that leaves its vocabulary and classes to the data: the job
+// reads them from --data_dir's vocab.txt and labels.txt.
+TEST(JobFlagsTest, SizesAConfigLeavesOutComeFromTheDataDirectory) {
+  const std::string dir = testing::FreshTempDir("sized_job");
+  ASSERT_OK(WriteFileAtomically(dir + "/vocab.txt", "the\nof\nand\n"));
+  ASSERT_OK(WriteFileAtomically(dir + "/labels.txt", "a\nb\nc\n"));
+  ASSERT_OK(WriteFileAtomically(
+      dir + "/model.pbtxt",
+      "input { format: tfrecord train_files: \"train-*\" test_files: \"test-*\"\n"
+      "  feature { name: \"tokens\" type: \"int64\" max_len: 8 } }\n"
+      "layer { embedding { dim: 4 ids_from: \"feature:tokens\" } }\n"
+      "layer { flatten {} }\nlayer { dense {} }\n"));
+  const std::string config = "--model_config=" + dir + "/model.pbtxt";
+  const std::string data = "--data_dir=" + dir;
+  CliArgs args = Args({config.c_str(), data.c_str()});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(args));
+  ASSERT_EQ(job.model.embeddings.size(), 1u);
+  EXPECT_EQ(job.model.embeddings[0].vocabulary, 5);  // 3 words, pad, out of vocabulary
+  EXPECT_EQ(job.model.num_classes(), 3);
+  // Elsewhere (no such files) the config is incomplete, and says how.
+  CliArgs elsewhere = Args({config.c_str()});
+  EXPECT_NE(JobSpecFromFlags(elsewhere).status().message().find("vocab.txt in --data_dir"),
+            std::string::npos);
 }
 
 }  // namespace

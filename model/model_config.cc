@@ -283,6 +283,7 @@ absl::Status ParseInputWidth(const v1::ModelConfig& config, const Where& where,
 struct LayerEntry {
   const v1::LayerConfig* config = nullptr;
   int index = 0;
+  bool last = false;     // the logits layer
   std::string kind;      // the type's field name: "dense", "conv2d", ...
   std::string name;      // as given, or as Keras names it
   std::string at_layer;  // "NAME:LINE:COL: " of the layer
@@ -326,7 +327,10 @@ absl::Status ParseEmbeddingLayer(const LayerEntry& e, const data::InputSpec& inp
                "input_shape is for the first layer's input; an " + e.kind +
                    " reads the input's ids");
   }
-  if (vocabulary == 0) return e.Missing("vocabulary");
+  if (vocabulary == 0) {
+    return e.Missing("vocabulary",
+                     " (or leave it to the data: a vocab.txt in --data_dir gives its words + 2)");
+  }
   if (vocabulary < 1 || vocabulary > (int64_t{1} << 40)) {
     return Bad(e.At("vocabulary"), absl::StrCat(vocabulary, " must be in 1..2^40"));
   }
@@ -393,7 +397,11 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
   if (e.kind == "dense") {
     const v1::DenseLayer& d = l.dense();
     layer.kind = LayerKind::kDense;
-    if (!d.has_units()) return e.Missing("units");
+    if (!d.has_units()) {
+      return e.Missing("units", e.last ? " (the last layer's may be left to the data: a "
+                                         "labels.txt in --data_dir gives the classes)"
+                                       : "");
+    }
     if (d.units() < 1 || d.units() > 65536) {
       return Bad(e.At("units"),
                  absl::StrCat(d.units(), " must be positive, at most 65536 (units per example)"));
@@ -524,8 +532,9 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
   std::map<std::string, int> type_index;
   for (int i = 0; i < config.layer_size(); ++i) {
     PSTRAIN_ASSIGN_OR_RETURN(
-        const LayerEntry e,
+        LayerEntry e,
         EntryFor(config, i, where, static_cast<int>(spec.embeddings.size()), &type_index));
+    e.last = i + 1 == config.layer_size();
     if (e.kind == "embedding_bag" || e.kind == "embedding") {
       PSTRAIN_RETURN_IF_ERROR(ParseEmbeddingLayer(e, input, &spec, &shape));
       continue;
@@ -786,8 +795,57 @@ std::string UnquoteEnumValues(std::string text) {
 
 }  // namespace
 
+DataSizes DataSizesOf(const std::string& data_dir) {
+  auto lines = [&data_dir](const char* file) -> int64_t {
+    absl::StatusOr<std::string> text = ReadFile(data_dir + "/" + file);
+    if (!text.ok()) return 0;
+    int64_t n = 0;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      n += !absl::StripAsciiWhitespace(line).empty();
+    }
+    return n;
+  };
+  DataSizes sizes;
+  if (const int64_t words = lines("vocab.txt"); words > 0) sizes.vocabulary = words + 2;
+  sizes.classes = lines("labels.txt");
+  return sizes;
+}
+
+namespace {
+
+// `sizes` written into the config where it leaves them out (or everywhere
+// they apply, replacing), before it is checked.
+void ApplyDataSizes(const DataSizes& sizes, v1::ModelConfig* config) {
+  if (sizes.vocabulary > 0) {
+    for (v1::FeatureConfig& f : *config->mutable_input()->mutable_feature()) {
+      if (f.type() != "int64" || !f.vocabulary_file().empty() || f.hash_buckets() > 0) continue;
+      if (f.vocabulary() == 0 || sizes.replace_vocabulary) f.set_vocabulary(sizes.vocabulary);
+    }
+    for (v1::LayerConfig& l : *config->mutable_layer()) {
+      if (l.has_embedding() && absl::StartsWith(l.embedding().ids_from(), "feature:") &&
+          (l.embedding().vocabulary() == 0 || sizes.replace_vocabulary)) {
+        l.mutable_embedding()->set_vocabulary(sizes.vocabulary);
+      }
+      if (l.has_embedding_bag() && absl::StartsWith(l.embedding_bag().ids_from(), "feature:") &&
+          (l.embedding_bag().vocabulary() == 0 || sizes.replace_vocabulary)) {
+        l.mutable_embedding_bag()->set_vocabulary(sizes.vocabulary);
+      }
+    }
+  }
+  if (sizes.classes > 0 && config->layer_size() > 0) {
+    v1::LayerConfig& last = *config->mutable_layer(config->layer_size() - 1);
+    if (last.has_dense() && (!last.dense().has_units() || sizes.replace_classes)) {
+      const bool sigmoid = config->loss() == v1::sigmoid_cross_entropy && sizes.classes == 2;
+      last.mutable_dense()->set_units(sigmoid ? 1 : sizes.classes);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
-                                                     const std::string& name) {
+                                                     const std::string& name,
+                                                     const DataSizes& sizes) {
   v1::ModelConfig config;
   TextFormat::Parser parser;
   const std::string unquoted = UnquoteEnumValues(text);
@@ -798,6 +856,7 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   if (!parser.ParseFromString(unquoted, &config)) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", errors.error()));
   }
+  ApplyDataSizes(sizes, &config);
   const Where where(name, &tree);
   const auto* type = v1::ModelConfig::descriptor();
   ModelConfigFile out;
@@ -863,10 +922,11 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   return out;
 }
 
-absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path) {
+absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path,
+                                                    const DataSizes& sizes) {
   auto text = ReadFile(path);
   if (!text.ok()) return absl::NotFoundError(std::string(text.status().message()));
-  return ParseModelConfigFile(*text, path);
+  return ParseModelConfigFile(*text, path, sizes);
 }
 
 absl::StatusOr<std::vector<VariableDef>> ParseModelConfig(const std::string& text,

@@ -29,6 +29,23 @@ struct ModelConfigFile {
   SecuritySettings security;
 };
 
+// Sizes of a model that follow from its data, for a config that leaves
+// them out: the number of ids of a token feature (vocab.txt's words, plus
+// 0 for padding and 1 for out of vocabulary, as data/text_corpus.h writes
+// them) and the number of classes (labels.txt's lines).
+struct DataSizes {
+  int64_t vocabulary = 0;  // 0: not known
+  int64_t classes = 0;     // 0: not known
+  // Set: the size replaces what the config states as well (`pstrain
+  // summary --vocabulary=N --classes=K`), not only where it leaves it out.
+  bool replace_vocabulary = false;
+  bool replace_classes = false;
+};
+
+// The sizes `data_dir`'s vocab.txt and labels.txt give (each 0 when the
+// file is not there; non-empty lines counted).
+DataSizes DataSizesOf(const std::string& data_dir);
+
 // Parses `text`; `name` stands for the path in messages. Every error is
 // InvalidArgument as "NAME:LINE:COLUMN: what", pointing at the field or the
 // entry at fault (1-based, as editors count): text that does not parse
@@ -41,11 +58,19 @@ struct ModelConfigFile {
 // (padding, activation, combiner, loss, format, compression) are proto
 // enums: written bare (`padding: same`) or quoted as configs wrote them
 // before (`padding: "same"`), an unknown value is named by the parser.
+//
+// `sizes` fills what the config leaves out (or, replacing, what it states
+// too): the vocabulary of every int64 feature read as ids as they
+// are (no vocabulary_file, no hash_buckets), the vocabulary of every
+// embedding or embedding_bag layer reading a feature's ids, and the units
+// of the last layer, the logits (1 for a sigmoid loss over 2 classes).
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
-                                                     const std::string& name);
+                                                     const std::string& name,
+                                                     const DataSizes& sizes = {});
 
 // The same, read from `path`. NotFound when the file cannot be read.
-absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path);
+absl::StatusOr<ModelConfigFile> LoadModelConfigFile(const std::string& path,
+                                                    const DataSizes& sizes = {});
 
 // The variables only (for placement): the errors above.
 absl::StatusOr<std::vector<VariableDef>> LoadModelConfig(const std::string& path);

@@ -1,10 +1,13 @@
 #include "model/model_config.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "data/input.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/network.h"
 
 namespace pstrain::model {
 namespace {
@@ -180,6 +183,81 @@ TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
   EXPECT_EQ(f.variables.back().name, "embedding/embeddings");
   EXPECT_EQ(f.variables.back().shape, (std::vector<int64_t>{20002, 7}));
   EXPECT_TRUE(f.variables.back().embedding);
+}
+
+// The text CNN with the three sizes that follow from its data left out:
+// the corpus's vocab.txt and labels.txt give them, so the seed document's
+// Reuters table (30,980 words + pad + out of vocabulary, 46 topics) needs
+// no edit.
+constexpr char kTextCnnSizedByItsData[] = R"(
+input {
+  format: tfrecord
+  train_files: "train-*"
+  test_files: "test-*"
+  feature { name: "tokens" type: "int64" max_len: 300 }
+}
+layer { embedding { dim: 7 ids_from: "feature:tokens" } }
+layer { conv1d { filters: 64 kernel_size: 5 activation: relu } }
+layer { max_pool1d { pool_size: 2 } }
+layer { conv1d { filters: 32 kernel_size: 3 activation: relu } }
+layer { max_pool1d { pool_size: 2 } }
+layer { flatten {} }
+layer { dense {} }
+)";
+
+TEST(ModelConfigTest, SizesLeftOutComeFromTheDataFiles) {
+  const std::string dir = testing::FreshTempDir("sized_by_data");
+  std::string vocab;
+  for (int i = 0; i < 30980; ++i) absl::StrAppend(&vocab, "w", i, "\n");
+  ASSERT_OK(WriteFileAtomically(dir + "/vocab.txt", vocab));
+  std::string labels;
+  for (int i = 0; i < 46; ++i) absl::StrAppend(&labels, "topic", i, "\n");
+  ASSERT_OK(WriteFileAtomically(dir + "/labels.txt", labels + "\n"));  // a blank line is none
+  const DataSizes sizes = DataSizesOf(dir);
+  EXPECT_EQ(sizes.vocabulary, 30982);
+  EXPECT_EQ(sizes.classes, 46);
+  EXPECT_EQ(DataSizesOf(dir + "/none").vocabulary, 0);
+
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f,
+                       ParseModelConfigFile(kTextCnnSizedByItsData, "seed.pbtxt", sizes));
+  EXPECT_EQ(f.job.input.features.features[0].vocabulary, 30982);
+  EXPECT_EQ(f.variables.back().shape, (std::vector<int64_t>{30982, 7}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> net, Network::Create(f.job.model, 1));
+  int64_t params = 0;
+  for (const VariableDef& v : net->variables()) params += v.elements();
+  EXPECT_EQ(params, 332856);  // 216,874 + 2,304 + 6,176 + 107,502
+  EXPECT_EQ(f.job.model.num_classes(), 46);
+
+  // Without the data, each is named as missing, with where it may come from.
+  absl::StatusOr<ModelConfigFile> bare = ParseModelConfigFile(kTextCnnSizedByItsData, "seed.pbtxt");
+  EXPECT_THAT(std::string(bare.status().message()),
+              ::testing::HasSubstr("vocab.txt in --data_dir"));
+  DataSizes vocabulary_only;
+  vocabulary_only.vocabulary = 30982;
+  bare = ParseModelConfigFile(kTextCnnSizedByItsData, "seed.pbtxt", vocabulary_only);
+  EXPECT_THAT(std::string(bare.status().message()),
+              ::testing::HasSubstr("dense.units is missing (the last layer's may be left to the "
+                                   "data: a labels.txt in --data_dir gives the classes)"));
+}
+
+TEST(ModelConfigTest, GivenSizesReplaceTheConfigsOwnOnlyWhenAskedTo) {
+  // configs/text_cnn.pbtxt states the Debian corpus's sizes (20,002 and 51).
+  DataSizes fill{30982, 46};
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile kept, LoadModelConfigFile("configs/text_cnn.pbtxt", fill));
+  EXPECT_EQ(kept.variables.back().shape, (std::vector<int64_t>{20002, 7}));
+  EXPECT_EQ(kept.job.model.num_classes(), 51);
+  DataSizes replace = fill;
+  replace.replace_vocabulary = replace.replace_classes = true;
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile seed, LoadModelConfigFile("configs/text_cnn.pbtxt", replace));
+  EXPECT_EQ(seed.variables.back().shape, (std::vector<int64_t>{30982, 7}));
+  EXPECT_EQ(seed.job.input.features.features[0].vocabulary, 30982);
+  EXPECT_EQ(seed.job.model.num_classes(), 46);
+  // A sigmoid loss over two classes takes one logit.
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile binary,
+      ParseModelConfigFile("input_dim: 4\nloss: sigmoid_cross_entropy\nlayer { dense {} }\n",
+                           "b.pbtxt", DataSizes{0, 2}));
+  EXPECT_EQ(binary.job.model.layers.back().units, 1);
 }
 
 TEST(ModelConfigTest, TheClickModelPutsEightEmbeddingsSideBySide) {
@@ -359,7 +437,10 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
-      "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing");
+      "m.pbtxt:3:1: layer 1 (dense_1): dense.units is missing (the last layer's may be left to "
+      "the data: a labels.txt in --data_dir gives the classes)");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { } }\nlayer { dense { units: 2 } }"),
+            "m.pbtxt:2:1: layer 0 (dense_0): dense.units is missing");
   // Given as 0: not missing, but out of range, named at the field.
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { units: 0 } }"),
             "m.pbtxt:3:17: layer 1 (dense_1): dense.units 0 must be positive, at most 65536 (units "
