@@ -255,14 +255,31 @@ absl::StatusOr<std::string> EmbeddingsGraph(GraphBuilder& g, onnx::GraphProto* g
   return x;
 }
 
-// A convolution or max pool from `in` of `shape` to `out`: channels last
-// ([h, w, c]; 1D: [1, t, c]) to NCHW and back.
-absl::StatusOr<std::string> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer,
-                                        const Shape& shape, const Shape& out,
-                                        const VariableValues& values, const std::string& in) {
+// A value between layers: channels last, as the model's shapes are, or,
+// between convolutions and pools, ONNX's NCHW ([n, c, 1, t] for a 1D one),
+// so that a run of them is transposed once in and once out rather than
+// around each.
+struct Value {
+  std::string name;
+  bool nchw = false;
+};
+
+// `v` of `shape` channels last.
+std::string ChannelsLast(GraphBuilder& g, const Value& v, const Shape& shape) {
+  if (!v.nchw) return v.name;
+  const std::string y = g.Transpose(v.name, {0, 2, 3, 1});
+  return shape.size() == 2 ? g.Reshape(y, shape) : y;
+}
+
+// A convolution or max pool from `in` of `shape`: computed in NCHW (the
+// input transposed there unless it already is), its output left in NCHW.
+absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer,
+                                  const Shape& shape, const VariableValues& values,
+                                  const Value& in) {
   const bool one_d = shape.size() == 2;
   const Shape in3 = one_d ? Shape{1, shape[0], shape[1]} : shape;
-  std::string y = g.Transpose(one_d ? g.Reshape(in, in3) : in, {0, 3, 1, 2});
+  std::string y =
+      in.nchw ? in.name : g.Transpose(one_d ? g.Reshape(in.name, in3) : in.name, {0, 3, 1, 2});
   const bool conv =
       layer.kind == model::LayerKind::kConv1D || layer.kind == model::LayerKind::kConv2D;
   onnx::NodeProto* node;
@@ -291,39 +308,45 @@ absl::StatusOr<std::string> WindowLayer(GraphBuilder& g, const model::LayerSpec&
   // Keras's "same" puts the odd padding after: SAME_UPPER.
   SetString(node, "auto_pad", layer.same_padding ? "SAME_UPPER" : "VALID");
   if (conv && layer.relu) y = g.Add("Relu", {y});
-  y = g.Transpose(y, {0, 2, 3, 1});
-  return one_d ? g.Reshape(y, out) : y;
+  return Value{y, true};
 }
 
-// `layer` applied to `x` of `shape` (giving `out`): its output's name.
-absl::StatusOr<std::string> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
-                                       const Shape& shape, const Shape& out,
-                                       const VariableValues& values, const std::string& x) {
+// `layer` applied to `x` of `shape`: its output.
+absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
+                                 const Shape& shape, const VariableValues& values,
+                                 const Value& x) {
+  switch (layer.kind) {
+    case model::LayerKind::kConv1D:
+    case model::LayerKind::kConv2D:
+    case model::LayerKind::kMaxPool1D:
+    case model::LayerKind::kMaxPool2D:
+      return WindowLayer(g, layer, shape, values, x);
+    case model::LayerKind::kDropout:
+      return x;  // inference: the identity, in whichever layout
+    default:
+      break;
+  }
+  const std::string in = ChannelsLast(g, x, shape);
   switch (layer.kind) {
     case model::LayerKind::kDense: {
       const Shape k = model::LayerVariableShapes(layer, shape)[0];
       PSTRAIN_ASSIGN_OR_RETURN(const float* kernel, values.Of(layer.name + "/kernel", k[0] * k[1]));
       PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", k[1]));
-      std::string y = g.Add("MatMul", {x, g.Floats(layer.name + "/kernel", k, kernel)});
+      std::string y = g.Add("MatMul", {in, g.Floats(layer.name + "/kernel", k, kernel)});
       y = g.Add("Add", {y, g.Floats(layer.name + "/bias", {k[1]}, bias)});
-      return layer.relu ? g.Add("Relu", {y}) : y;
+      return Value{layer.relu ? g.Add("Relu", {y}) : y};
     }
-    case model::LayerKind::kConv1D:
-    case model::LayerKind::kConv2D:
-    case model::LayerKind::kMaxPool1D:
-    case model::LayerKind::kMaxPool2D:
-      return WindowLayer(g, layer, shape, out, values, x);
     case model::LayerKind::kGlobalAveragePool1D: {
       std::string y;
-      onnx::NodeProto* node = g.Node("ReduceMean", {x}, &y);
+      onnx::NodeProto* node = g.Node("ReduceMean", {in}, &y);
       SetInts(node, "axes", {1});
       SetInt(node, "keepdims", 0);
-      return y;
+      return Value{y};
     }
     case model::LayerKind::kFlatten:
-      return g.Reshape(x, {-1});
-    case model::LayerKind::kDropout:
-      return x;  // inference: the identity
+      return Value{g.Reshape(in, {-1})};
+    default:
+      break;
   }
   return absl::InternalError(absl::StrCat("layer ", layer.name, " has an unknown kind"));
 }
@@ -354,11 +377,14 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
   } else if (shape.size() > 1) {
     x = g.Reshape(x, shape);
   }
+  Value v{x};
   for (const model::LayerSpec& layer : spec.layers) {
     PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShape(layer, shape));
-    PSTRAIN_ASSIGN_OR_RETURN(x, LayerGraph(g, layer, shape, out, values, x));
+    PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, layer, shape, values, v));
     shape = out;
   }
+  // The last layer is dense: its output is channels last already.
+  x = ChannelsLast(g, v, shape);
   // The logits, and the probabilities predict reports.
   graph->mutable_node(graph->node_size() - 1)->set_output(0, "logits");
   const std::string probabilities = spec.binary() ? "Sigmoid" : "Softmax";

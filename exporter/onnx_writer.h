@@ -5,8 +5,9 @@
 // [batch, classes] (softmax; sigmoid for one logit), which equal what
 // `pstrain predict` writes for the same checkpoint (embedding lookups
 // included). Keras's channels-last
-// layout is kept at the edges: convolutions and pools run in ONNX's NCHW
-// between two transposes, and a 1D layer as a 2D one of height 1.
+// layout is kept at the edges: a run of convolutions and pools (their
+// ReLUs, dropouts) runs in ONNX's NCHW between one transpose in and one
+// out, and a 1D layer as a 2D one of height 1.
 // Stateless; thread-safe.
 #ifndef PSTRAIN_EXPORTER_ONNX_WRITER_H_
 #define PSTRAIN_EXPORTER_ONNX_WRITER_H_

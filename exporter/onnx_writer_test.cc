@@ -119,7 +119,7 @@ TEST(OnnxWriterTest, ASigmoidModelEndsInSigmoid) {
   EXPECT_THAT(Ops(Parse(bytes).graph()), ElementsAre("MatMul", "Add", "Sigmoid"));
 }
 
-TEST(OnnxWriterTest, AConvolutionRunsInNchwWithItsKernelTransposed) {
+TEST(OnnxWriterTest, ConvolutionsAndPoolsRunInNchwBetweenOneTransposeInAndOneOut) {
   const Built b = Build(
       "input_dim: 32\n"
       "input_shape: [4, 4, 2]\n"
@@ -131,8 +131,10 @@ TEST(OnnxWriterTest, AConvolutionRunsInNchwWithItsKernelTransposed) {
       const std::string bytes,
       OnnxModelBytes(b.spec, b.net->variables(), b.net->offsets(), b.params, {}, "v"));
   const onnx::GraphProto g = Parse(bytes).graph();
-  EXPECT_THAT(Ops(g), ElementsAre("Reshape", "Transpose", "Conv", "Relu", "Transpose", "Transpose",
-                                  "MaxPool", "Transpose", "Reshape", "MatMul", "Add", "Softmax"));
+  // Conv, Relu and MaxPool in NCHW between one Transpose in and one out
+  // (not a cancelling pair between the convolution and the pool).
+  EXPECT_THAT(Ops(g), ElementsAre("Reshape", "Transpose", "Conv", "Relu", "MaxPool", "Transpose",
+                                  "Reshape", "MatMul", "Add", "Softmax"));
   const onnx::NodeProto& conv = g.node(2);
   bool same_upper = false;
   for (const auto& a : conv.attribute()) {

@@ -143,9 +143,10 @@ def run_onnx(model, feeds):
 
 
 class ExportTest(unittest.TestCase):
-    def check_onnx(self, path, job, flags, examples, feeds=None):
+    def check_onnx(self, path, job, flags, examples, feeds=None, atol=1e-5):
         """The ONNX file passes the checker and scores `examples` of the test
-        set (Fashion-MNIST's images, or `feeds`) as predict does."""
+        set (Fashion-MNIST's images, or `feeds`) as predict does. Returns
+        the model."""
         model = onnx.load(path)
         onnx.checker.check_model(model, full_check=True)
         self.assertEqual([o.name for o in model.graph.output], ["logits", "probabilities"])
@@ -154,8 +155,9 @@ class ExportTest(unittest.TestCase):
         logits, probabilities = run_onnx(model, feeds)
         run("predict", "--checkpoint", job, *flags, "--out", path + ".csv")
         theirs = np.loadtxt(path + ".csv", delimiter=",", skiprows=1)[:examples]
-        np.testing.assert_allclose(theirs[:, 3:], probabilities, atol=1e-5)
+        np.testing.assert_allclose(theirs[:, 3:], probabilities, atol=atol)
         np.testing.assert_array_equal(theirs[:, 2], logits.argmax(axis=1))
+        return model
 
     def test_numpy_scores_the_export_as_predict_does(self):
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -197,9 +199,15 @@ class ExportTest(unittest.TestCase):
         config = "--model_config=" + os.path.join(os.path.dirname(PSTRAIN), "configs",
                                                   "fashion_mnist_cnn.pbtxt")
         run("train", "--local", config, "--max_steps=60", "--output_dir=" + job)
-        run("export", "--checkpoint", job, config, "--format=onnx",
-            "--out", os.path.join(out, "cnn.onnx"))
-        self.check_onnx(os.path.join(out, "cnn.onnx"), job, [config], 500)
+        # The run's config comes from its run.json: no flags repeated.
+        run("export", job, "--format=onnx", "--out", os.path.join(out, "cnn.onnx"))
+        model = self.check_onnx(os.path.join(out, "cnn.onnx"), job, [], 500, atol=1e-6)
+        # Conv, ReLU and MaxPool run in NCHW between one Transpose in and
+        # one out, not a pair around each (which cancel out).
+        ops = [node.op_type for node in model.graph.node]
+        self.assertEqual(ops.count("Transpose"), 2, ops)
+        self.assertLess(ops.index("Transpose"), ops.index("Conv"))
+        self.assertGreater(len(ops) - ops[::-1].index("Transpose"), ops.index("MaxPool"))
 
     def test_a_bag_of_pixels_model_exports_as_onnx(self):
         """pixel_buckets ids computed in the graph from the input, each id's
@@ -268,8 +276,11 @@ layer { dense { units: 3 } }
                 said = run("export", "--checkpoint", job, *flags,
                            "--out", os.path.join(out, name + ".onnx"))
                 self.assertIn('and "ids" [batch, ids_width]', said)
-                self.check_onnx(os.path.join(out, name + ".onnx"), job, flags, len(ids),
-                                {"input": x, "ids": ids if with_a else ids[:, 1:]})
+                model = self.check_onnx(os.path.join(out, name + ".onnx"), job, flags, len(ids),
+                                        {"input": x, "ids": ids if with_a else ids[:, 1:]})
+                if name == "sequence":
+                    ops = [node.op_type for node in model.graph.node]
+                    self.assertEqual(ops.count("Transpose"), 2, ops)
 
     def test_another_model_or_format_is_refused(self):
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
