@@ -34,6 +34,7 @@ absl::StatusOr<coordinator::ChiefOptions> Configure(
   PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s, IntFlag(args, "eval_wait_secs"));
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kChief));
   PSTRAIN_RETURN_IF_ERROR(CheckStragglers(options.job, cfg.cluster));
+  PSTRAIN_RETURN_IF_ERROR(CheckTableUpdates(options.job, cfg.cluster));
   if (std::string plan = DevicePlan(options.job); !plan.empty()) Log(plan);
   options.eval_wait = absl::Seconds(eval_wait_s);
   options.run = RunInfo(args, cfg);

@@ -61,6 +61,8 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   shape.worker.assign(static_cast<size_t>(std::max<int64_t>(*workers, 0)),
                       HostPort{"127.0.0.1", 1});
   if (absl::Status s = CheckStragglers(*job, shape); !s.ok()) return fail(s);
+  if (*ps > 0) shape.ps.assign(static_cast<size_t>(*ps), HostPort{"127.0.0.1", 1});
+  if (absl::Status s = CheckTableUpdates(*job, shape); !s.ok()) return fail(s);
   // A relaunch onto a run of another model is refused here, before
   // anything in the output directory changes, its tasks' logs included
   // (the chief would refuse it too, after the logs were set aside).

@@ -26,6 +26,10 @@ struct OptimizerSpec {
   // at initial_accumulator): L1 and L2 regularization strengths, >= 0.
   float l1 = 0.0f;
   float l2 = 0.0f;
+  // Embedding tables: every held row moves at every step with the table's
+  // step count (Keras's Adam), not only the rows a batch names, each with
+  // its own count (lazy, the default; TensorFlow's LazyAdam).
+  bool dense_table_updates = false;
 };
 
 }  // namespace pstrain

@@ -260,9 +260,17 @@ absl::Status CsvFormat::Decode(const CsvRow& row, float* dense, int64_t* ids, in
         }
         int64_t n = 0;
         ForEachWord(row.field(c), &word, [&](absl::string_view w) {
-          if (n < f.max_len) ids[at + n++] = decoder_->IdOf(i, w);
+          if (n < f.max_len) {
+            ids[at + n] = decoder_->IdOf(i, w);
+          } else if (f.truncate_front) {
+            ids[at + n % f.max_len] = decoder_->IdOf(i, w);  // the last max_len, in a ring
+          }
+          ++n;
         });
-        std::fill(ids + at + n, ids + at + f.max_len, int64_t{0});
+        if (f.truncate_front && n > f.max_len) {
+          std::rotate(ids + at, ids + at + n % f.max_len, ids + at + f.max_len);
+        }
+        PadIds(f, n, ids + at);
         break;
     }
   }

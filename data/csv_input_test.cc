@@ -80,6 +80,25 @@ TEST(CsvInputTest, DecodesEveryKindOfColumn) {
   EXPECT_EQ(ds.labels, (std::vector<int32_t>{1, 0, 2}));
 }
 
+// A text column padded and cut at the front, as Keras's pad_sequences
+// does by default.
+TEST(CsvInputTest, ATextColumnIsPaddedAndCutAtTheFrontWhenAsked) {
+  const std::string dir = Dir("pre");
+  Write(dir + "/words.txt", "hello\nworld\nhere\n");  // ids 2, 3, 4
+  Write(dir + "/train.csv", "label,text\n1,hello world here hello\n0,here\n");
+  FeatureDef text;
+  text.name = "text";
+  text.type = FeatureType::kString;
+  text.max_len = 3;
+  text.vocabulary_file = "words.txt";
+  text.pad_front = true;
+  text.truncate_front = true;
+  ASSERT_OK_AND_ASSIGN(Dataset ds,
+                       LoadInputSplit(dir, Csv("train.csv", {text}), Split::kTrain, 2));
+  EXPECT_EQ(ds.ids, (std::vector<int64_t>{3, 4, 2,  // the last three words
+                                          0, 0, 4}));
+}
+
 // The error loading a file of `rows` under a header "label,x,tag".
 std::string LoadError(const std::string& name, const std::string& rows) {
   const std::string dir = Dir(name);

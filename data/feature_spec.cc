@@ -92,6 +92,10 @@ absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
     if (f.max_len == 0 && (f.length < 1 || f.length > kMaxWidth)) {
       return BadFeature(f, absl::StrCat("length ", f.length, " is not in 1..", kMaxWidth));
     }
+    if ((f.pad_front || f.truncate_front) && (f.max_len == 0 || f.is_dense())) {
+      return BadFeature(f, "padding and truncating are for a sequence of ids (an int64 or string "
+                           "feature with max_len)");
+    }
     if (f.hash_buckets < 0 || f.hash_buckets > kMaxBuckets || f.vocabulary < 0) {
       return BadFeature(
           f, absl::StrCat("hash_buckets must be in 0..", kMaxBuckets, " and vocabulary 0 or more"));
@@ -202,6 +206,17 @@ absl::StatusOr<int64_t> ExampleDecoder::IdOfValue(size_t i, int64_t value) const
   return value;
 }
 
+void PadIds(const FeatureDef& f, int64_t n, int64_t* ids) {
+  const int64_t width = f.width();
+  if (n >= width) return;
+  if (f.pad_front) {
+    std::copy_backward(ids, ids + n, ids + width);
+    std::fill(ids, ids + width - n, int64_t{0});
+  } else {
+    std::fill(ids + n, ids + width, int64_t{0});
+  }
+}
+
 absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
                                            int64_t* ids) const {
   const FeatureDef& f = spec_.features[i];
@@ -262,6 +277,14 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
       auto got = ReadInt64s(*view, ids, width);
       if (!got.ok()) return BadFeature(f, got.status().message());
       n = *got;
+      if (f.truncate_front && n > width) {
+        // The last `width` values: read them all, keep the tail.
+        std::vector<int64_t> all(n);
+        if (auto again = ReadInt64s(*view, all.data(), n); !again.ok()) {
+          return BadFeature(f, again.status().message());
+        }
+        std::copy(all.end() - width, all.end(), ids);
+      }
       const int64_t kept = std::min(n, width);
       for (int64_t k = 0; k < kept; ++k) {
         absl::StatusOr<int64_t> id = IdOfValue(i, ids[k]);
@@ -272,16 +295,22 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
     }
     case FeatureType::kString: {
       if (view->kind != ListKind::kBytes) return kind_error("a bytes_list");
+      // Cut at the front: the last `width` tokens, in a ring.
       auto got = ReadBytes(*view, [&](absl::string_view token) {
-        if (n < width) ids[n] = IdOf(i, token);
+        if (n < width) {
+          ids[n] = IdOf(i, token);
+        } else if (f.truncate_front) {
+          ids[n % width] = IdOf(i, token);
+        }
         ++n;
       });
       if (!got.ok()) return BadFeature(f, got.status().message());
+      if (f.truncate_front && n > width) std::rotate(ids, ids + n % width, ids + width);
       break;
     }
   }
   if (f.max_len == 0 && n != f.length) return count_error(n);
-  if (n < width) std::fill(ids + n, ids + width, int64_t{0});
+  PadIds(f, n, ids);
   return absl::OkStatus();
 }
 

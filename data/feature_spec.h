@@ -61,6 +61,12 @@ struct FeatureDef {
   std::string vocabulary_file;
   int64_t hash_buckets = 0;
   int64_t vocabulary = 0;
+  // An id sequence (max_len > 0) shorter than max_len is padded with id 0
+  // at its end, or with `pad_front` at its front; a longer one keeps its
+  // first max_len ids, or with `truncate_front` its last (Keras's
+  // pad_sequences: padding="pre", truncating="pre").
+  bool pad_front = false;
+  bool truncate_front = false;
 
   bool is_dense() const { return type == FeatureType::kFloat; }
   int64_t width() const { return max_len > 0 ? max_len : length; }
@@ -130,6 +136,11 @@ class ExampleDecoder {
   std::vector<int64_t> offsets_;
   std::vector<absl::flat_hash_map<std::string, int64_t>> vocabularies_;  // per feature
 };
+
+// Places the first `n` ids of an id sequence of `f` (n < f.width(): the
+// rest padding) as f's padding says: at the front with id 0 before them
+// (pad_front), else followed by 0s. Nothing for n >= f.width().
+void PadIds(const FeatureDef& f, int64_t n, int64_t* ids);
 
 }  // namespace pstrain::data
 

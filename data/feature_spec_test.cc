@@ -120,6 +120,55 @@ TEST(FeatureSpecTest, DefaultsPaddingAndIntegersAsFloats) {
   EXPECT_EQ(got.label, 2);
 }
 
+// Keras's pad_sequences: padding and truncating "post" (pstrain's
+// default) or "pre" (Keras's), for int64 and string sequences alike.
+TEST(FeatureSpecTest, SequencesArePaddedAndCutAtTheEndOrTheFront) {
+  const std::string vocab = testing::TempDir() + "/pad_vocab.txt";
+  ASSERT_OK(WriteFileAtomically(vocab, "a\nb\nc\nd\ne\n"));  // ids 2..6
+  v1::Example long_one, short_one;
+  for (int64_t id : {1, 2, 3, 4, 5}) Add(&long_one, "ids").mutable_int64_list()->add_value(id);
+  for (const char* w : {"a", "b", "c", "d", "e"}) {
+    Add(&long_one, "words").mutable_bytes_list()->add_value(w);
+  }
+  for (int64_t id : {7, 8}) Add(&short_one, "ids").mutable_int64_list()->add_value(id);
+  for (const char* w : {"d", "e"}) Add(&short_one, "words").mutable_bytes_list()->add_value(w);
+  for (v1::Example* e : {&long_one, &short_one}) {
+    Add(e, "label").mutable_int64_list()->add_value(1);
+  }
+  struct Case {
+    bool pad_front, truncate_front;
+    std::vector<int64_t> long_ids, short_ids;
+  };
+  // Each case: ids [long 3 | words 3], short the same.
+  for (const Case& c : {
+           Case{false, false, {1, 2, 3, 2, 3, 4}, {7, 8, 0, 5, 6, 0}},
+           Case{true, true, {3, 4, 5, 4, 5, 6}, {0, 7, 8, 0, 5, 6}},
+           Case{true, false, {1, 2, 3, 2, 3, 4}, {0, 7, 8, 0, 5, 6}},
+           Case{false, true, {3, 4, 5, 4, 5, 6}, {7, 8, 0, 5, 6, 0}},
+       }) {
+    FeatureSpec spec;
+    spec.features.push_back(Def("ids", FeatureType::kInt64, 1, 3));
+    spec.features.push_back(Def("words", FeatureType::kString, 1, 3));
+    spec.features.back().vocabulary_file = vocab;
+    for (FeatureDef& f : spec.features) {
+      f.pad_front = c.pad_front;
+      f.truncate_front = c.truncate_front;
+    }
+    ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+    ASSERT_OK_AND_ASSIGN(Decoded got, DecodeWith(*d, long_one));
+    EXPECT_EQ(got.ids, c.long_ids) << c.pad_front << c.truncate_front;
+    ASSERT_OK_AND_ASSIGN(got, DecodeWith(*d, short_one));
+    EXPECT_EQ(got.ids, c.short_ids) << c.pad_front << c.truncate_front;
+  }
+  // Not for a fixed-length feature or floats.
+  FeatureSpec fixed;
+  fixed.features.push_back(Def("ids", FeatureType::kInt64, 3));
+  fixed.features.back().pad_front = true;
+  EXPECT_EQ(ExampleDecoder::Create(fixed).status().message(),
+            "feature \"ids\": padding and truncating are for a sequence of ids (an int64 or "
+            "string feature with max_len)");
+}
+
 TEST(FeatureSpecTest, NamesWhatIsWrongWithAnExample) {
   FeatureSpec spec;
   spec.features.push_back(Def("x", FeatureType::kFloat, 2));

@@ -39,6 +39,14 @@ absl::Status CheckStragglers(const model::JobSpec& job, const ClusterSpec& clust
   return absl::OkStatus();
 }
 
+absl::Status CheckTableUpdates(const model::JobSpec& job, const ClusterSpec& cluster) {
+  if (!job.optimizer.dense_table_updates || cluster.ps.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "optimizer.table_updates: dense is for tables held where the replicas train (train "
+      "--local, a cluster without ps); the ps of this cluster move only the rows a push names "
+      "(lazy): leave it out, or train without ps");
+}
+
 std::string JobFlagsUsage() { return FlagUsage(FlagGroup::kJob); }
 
 namespace {

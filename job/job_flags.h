@@ -51,6 +51,12 @@ absl::StatusOr<model::JobSpec> JobSpecFromFlags(CliArgs& args,
 // this cluster (chief:0, worker:0, worker:1)"). `chief_trains` as the job.
 absl::Status CheckStragglers(const model::JobSpec& job, const ClusterSpec& cluster);
 
+// InvalidArgument when `job`'s optimizer asks for dense table updates
+// (OptimizerSpec::dense_table_updates) and `cluster` has ps, whose tables
+// update lazily: "table_updates: dense is for tables held where the
+// replicas train (train --local, a cluster without ps); ...".
+absl::Status CheckTableUpdates(const model::JobSpec& job, const ClusterSpec& cluster);
+
 // One log line saying where a replica of `job` trains given --num_gpus
 // (a device, or the CPU and why); "" when --num_gpus was not given.
 std::string DevicePlan(const model::JobSpec& job);

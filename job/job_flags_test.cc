@@ -192,5 +192,21 @@ TEST(JobFlagsTest, SizesAConfigLeavesOutComeFromTheDataDirectory) {
             std::string::npos);
 }
 
+TEST(JobFlagsTest, DenseTableUpdatesAreRefusedWhereThePsHoldTheTables) {
+  model::JobSpec job;
+  job.optimizer.dense_table_updates = true;
+  ClusterSpec without_ps;
+  without_ps.worker = {HostPort{"127.0.0.1", 1}, HostPort{"127.0.0.1", 2}};
+  EXPECT_OK(CheckTableUpdates(job, without_ps));
+  ClusterSpec with_ps = without_ps;
+  with_ps.ps = {HostPort{"127.0.0.1", 3}};
+  EXPECT_EQ(CheckTableUpdates(job, with_ps).message(),
+            "optimizer.table_updates: dense is for tables held where the replicas train (train "
+            "--local, a cluster without ps); the ps of this cluster move only the rows a push "
+            "names (lazy): leave it out, or train without ps");
+  job.optimizer.dense_table_updates = false;
+  EXPECT_OK(CheckTableUpdates(job, with_ps));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -650,6 +650,8 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
     def.vocabulary_file = f.vocabulary_file();
     def.hash_buckets = f.hash_buckets();
     def.vocabulary = f.vocabulary();
+    def.pad_front = f.padding() == v1::pre;
+    def.truncate_front = f.truncating() == v1::pre;
     if (!f.column().empty() && !csv) {
       return Bad(iat("feature", i),
                  absl::StrCat("feature \"", f.name(), "\": column is for CSV or TSV input"));
@@ -726,6 +728,11 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
           absl::StrCat("\"", o.name(), "\" is not sgd, momentum, adagrad, adam, nadam or ftrl"));
     }
     opt.name = o.name();
+    opt.dense_table_updates = o.table_updates() == v1::dense;
+    if (opt.dense_table_updates && opt.name == "ftrl") {
+      return Bad(oat("table_updates"),
+                 "dense is not for ftrl: FTRL moves only the rows a batch names, in TensorFlow too");
+    }
     if (o.has_learning_rate()) {
       if (!(o.learning_rate() > 0) || o.learning_rate() > 100) {
         return Bad(oat("learning_rate"), absl::StrCat(o.learning_rate(), " must be in (0, 100]"));
@@ -776,7 +783,7 @@ std::string UnquoteEnumValues(std::string text) {
   // column numbers stay those of the file), for the fields that are enums;
   // `FIELD: ""` (once "unset") -> blanks.
   static const std::regex* const quoted = new std::regex(
-      R"re(\b(padding|activation|combiner|loss|format|compression)(\s*:\s*)"([A-Za-z_][A-Za-z0-9_]*)?")re");
+      R"re(\b(padding|truncating|table_updates|activation|combiner|loss|format|compression)(\s*:\s*)"([A-Za-z_][A-Za-z0-9_]*)?")re");
   std::string out;
   size_t copied = 0;
   for (std::sregex_iterator it(text.begin(), text.end(), *quoted), end; it != end; ++it) {

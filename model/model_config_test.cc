@@ -240,6 +240,50 @@ TEST(ModelConfigTest, SizesLeftOutComeFromTheDataFiles) {
                                    "data: a labels.txt in --data_dir gives the classes)"));
 }
 
+TEST(ModelConfigTest, AFeatureIsPaddedAndCutWhereItsConfigSays) {
+  auto config = [](const std::string& how) {
+    return absl::StrCat(
+        "input { format: tfrecord train_files: \"t*\" test_files: \"s*\"\n"
+        "  feature { name: \"tokens\" type: \"int64\" max_len: 8 vocabulary: 20 ",
+        how,
+        " } }\n"
+        "layer { embedding { vocabulary: 20 dim: 2 ids_from: \"feature:tokens\" } }\n"
+        "layer { flatten {} }\nlayer { dense { units: 2 } }\n");
+  };
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile keras,
+      ParseModelConfigFile(config("padding: \"pre\" truncating: \"pre\""), "k"));
+  EXPECT_TRUE(keras.job.input.features.features[0].pad_front);
+  EXPECT_TRUE(keras.job.input.features.features[0].truncate_front);
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile plain,
+                       ParseModelConfigFile(config("padding: \"post\""), "p"));
+  EXPECT_FALSE(plain.job.input.features.features[0].pad_front);
+  EXPECT_FALSE(plain.job.input.features.features[0].truncate_front);
+  EXPECT_THAT(std::string(
+                  ParseModelConfigFile(config("truncating: \"front\""), "b").status().message()),
+              ::testing::HasSubstr("Unknown enumeration value of \"front\" for field \"truncating\""));
+}
+
+TEST(ModelConfigTest, TableUpdatesAreLazyUnlessTheOptimizerSaysDense) {
+  const std::string layers = "input_dim: 4\nlayer { dense { units: 2 } }\n";
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile lazy,
+                       ParseModelConfigFile(layers + "optimizer { name: \"adam\" }", "l"));
+  EXPECT_FALSE(lazy.job.optimizer.dense_table_updates);
+  for (const char* how : {"dense", "\"dense\""}) {
+    ASSERT_OK_AND_ASSIGN(
+        ModelConfigFile dense,
+        ParseModelConfigFile(
+            layers + absl::StrCat("optimizer { name: \"nadam\" table_updates: ", how, " }"), "d"));
+    EXPECT_TRUE(dense.job.optimizer.dense_table_updates) << how;
+  }
+  EXPECT_THAT(
+      std::string(ParseModelConfigFile(
+                      layers + "optimizer { name: \"ftrl\" table_updates: dense }", "f")
+                      .status()
+                      .message()),
+      ::testing::HasSubstr("optimizer.table_updates dense is not for ftrl"));
+}
+
 TEST(ModelConfigTest, GivenSizesReplaceTheConfigsOwnOnlyWhenAskedTo) {
   // configs/text_cnn.pbtxt states the Debian corpus's sizes (20,002 and 51).
   DataSizes fill{30982, 46};

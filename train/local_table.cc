@@ -23,17 +23,19 @@ absl::StatusOr<std::unique_ptr<LocalTable>> LocalTable::Create(const VariableDef
     if (!created.ok()) return created.status();
     opt = *std::move(created);
   }
-  return std::unique_ptr<LocalTable>(new LocalTable(table, seed, *init, std::move(opt)));
+  const bool dense = optimizer != nullptr && optimizer->dense_table_updates;
+  return std::unique_ptr<LocalTable>(new LocalTable(table, seed, *init, std::move(opt), dense));
 }
 
 LocalTable::LocalTable(const VariableDef& table, uint64_t seed, optim::Initializer init,
-                       std::unique_ptr<optim::Optimizer> optimizer)
+                       std::unique_ptr<optim::Optimizer> optimizer, bool dense)
     : name_(table.name),
       vocabulary_(table.shape[0]),
       dim_(table.shape[1]),
       seed_(seed),
       init_(init),
       optimizer_(std::move(optimizer)),
+      dense_(dense),
       stride_(dim_ * (1 + (optimizer_ ? optimizer_->num_slots() : 0))) {}
 
 absl::Status LocalTable::CheckIds(absl::Span<const int64_t> ids) const {
@@ -77,9 +79,22 @@ absl::Status LocalTable::Apply(absl::Span<const int64_t> ids, const float* grads
     return absl::FailedPreconditionError(absl::StrCat(name_, " is read-only here"));
   }
   if (absl::Status s = CheckIds(ids); !s.ok()) return s;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    float* row = Row(ids[i]);
-    optimizer_->ApplyStrided(row, grads + i * dim_, dim_, dim_, ++updates_[row_of_[ids[i]]]);
+  if (!dense_) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float* row = Row(ids[i]);
+      optimizer_->ApplyStrided(row, grads + i * dim_, dim_, dim_, ++updates_[row_of_[ids[i]]]);
+    }
+    return absl::OkStatus();
+  }
+  // Every held row, the batch's with their gradient, the rest with zeros.
+  for (int64_t id : ids) Row(id);
+  const std::vector<float> zeros(dim_, 0.0f);
+  std::vector<const float*> grad_of(updates_.size(), zeros.data());
+  for (size_t i = 0; i < ids.size(); ++i) grad_of[row_of_[ids[i]]] = grads + i * dim_;
+  ++steps_;
+  for (size_t r = 0; r < updates_.size(); ++r) {
+    optimizer_->ApplyStrided(data_.data() + r * stride_, grad_of[r], dim_, dim_, steps_);
+    updates_[r] = steps_;
   }
   return absl::OkStatus();
 }
@@ -119,6 +134,7 @@ absl::Status LocalTable::Restore(absl::Span<const int64_t> ids, absl::Span<const
   row_of_ = std::move(row_of);
   data_.assign(data.begin(), data.end());
   updates_.assign(updates.begin(), updates.end());
+  steps_ = updates_.empty() ? 0 : *std::max_element(updates_.begin(), updates_.end());
   return absl::OkStatus();
 }
 

@@ -44,8 +44,14 @@ class LocalTable {
   absl::Status Read(absl::Span<const int64_t> ids, float* out) const;
 
   // Applies one gradient row per id (ids distinct) with the optimizer, each
-  // row counting its own updates. InvalidArgument (nothing applied) for an
-  // id out of range, or FailedPrecondition on a read-only table.
+  // row counting its own updates. With the optimizer's dense table updates
+  // (OptimizerSpec::dense_table_updates), every row the table holds moves,
+  // a zero gradient for those not in `ids`, each counting the table's
+  // steps (one per Apply), as Keras's Adam moves an Embedding. Rows never
+  // created stay at their initial values either way: an optimizer's zero
+  // slots move nothing on a zero gradient. InvalidArgument (nothing
+  // applied) for an id out of range, or FailedPrecondition on a read-only
+  // table.
   absl::Status Apply(absl::Span<const int64_t> ids, const float* grads);
 
   // Sets row `id`'s values (a checkpoint's), creating it if needed.
@@ -76,7 +82,7 @@ class LocalTable {
 
  private:
   LocalTable(const VariableDef& table, uint64_t seed, optim::Initializer init,
-             std::unique_ptr<optim::Optimizer> optimizer);
+             std::unique_ptr<optim::Optimizer> optimizer, bool dense);
   absl::Status CheckIds(absl::Span<const int64_t> ids) const;
   float* Row(int64_t id);
 
@@ -86,7 +92,9 @@ class LocalTable {
   const uint64_t seed_;
   const optim::Initializer init_;
   const std::unique_ptr<optim::Optimizer> optimizer_;
+  const bool dense_;      // every row moves at every step
   const int64_t stride_;  // dim * (1 + slots): values then each slot
+  int64_t steps_ = 0;     // Apply calls (dense): every row's update count
   absl::flat_hash_map<int64_t, int64_t> row_of_;
   std::vector<float> data_;
   std::vector<int64_t> updates_;

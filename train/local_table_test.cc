@@ -3,6 +3,7 @@
 // same rows, bit for bit, whatever PS owns them.
 #include "train/local_table.h"
 
+#include <cmath>
 #include <random>
 
 #include "client/ps_admin.h"
@@ -170,6 +171,49 @@ TEST(LocalTableTest, TableStalenessCountsUpdatesSinceThePull) {
     }
     EXPECT_TRUE(found) << "ps " << s.ps_index();
   }
+}
+
+// Keras's Adam on an Embedding: every row moves at every step with the
+// step count shared by the table; lazy Adam moves only a batch's rows.
+TEST(LocalTableTest, DenseTableUpdatesMoveEveryHeldRowWithTheTablesStep) {
+  VariableDef table{"words/embeddings", {100, 1}};
+  table.embedding = true;
+  table.initializer = "zeros";
+  OptimizerSpec adam{"adam", 0.1f};
+  adam.dense_table_updates = true;
+  OptimizerSpec lazy_adam{"adam", 0.1f};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalTable> dense, LocalTable::Create(table, 1, &adam));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalTable> lazy, LocalTable::Create(table, 1, &lazy_adam));
+  const float g = 0.5f;
+  for (LocalTable* t : {dense.get(), lazy.get()}) {
+    ASSERT_OK(t->Apply({7}, &g));  // step 1: row 7
+    ASSERT_OK(t->Apply({9}, &g));  // step 2: row 9 only
+  }
+  float d7 = 0, l7 = 0, d9 = 0, l9 = 0;
+  ASSERT_OK(dense->Read({7}, &d7));
+  ASSERT_OK(lazy->Read({7}, &l7));
+  ASSERT_OK(dense->Read({9}, &d9));
+  ASSERT_OK(lazy->Read({9}, &l9));
+  // TensorFlow's Adam by hand, beta1 0.9, beta2 0.999, epsilon 1e-7.
+  auto lr_t = [](int t) {
+    return 0.1 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+  };
+  const double m1 = 0.1 * g, v1 = 0.001 * g * g;
+  const double after1 = -lr_t(1) * m1 / (std::sqrt(v1) + 1e-7);
+  // Row 7 at step 2: its gradient 0, its slots decayed, step 2's rate.
+  const double m2 = 0.9 * m1, v2 = 0.999 * v1;
+  EXPECT_NEAR(d7, after1 - lr_t(2) * m2 / (std::sqrt(v2) + 1e-7), 1e-6);
+  EXPECT_NEAR(l7, after1, 1e-6);  // lazy: untouched at step 2
+  // Row 9's first update: step 2's bias correction (dense), its own first
+  // update's (lazy).
+  EXPECT_NEAR(d9, -lr_t(2) * m1 / (std::sqrt(v1) + 1e-7), 1e-6);
+  EXPECT_NEAR(l9, after1, 1e-6);
+  EXPECT_NE(d9, l9);
+  // Every row counts the table's steps; a row never named is not held.
+  LocalTable::StoredRows rows = dense->Stored();
+  EXPECT_EQ(rows.ids.size(), 2u);
+  EXPECT_EQ(std::vector<int64_t>(rows.updates.begin(), rows.updates.end()),
+            (std::vector<int64_t>{2, 2}));
 }
 
 TEST(LocalTableTest, ErrorsAndReadOnlyTables) {

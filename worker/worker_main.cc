@@ -75,6 +75,7 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   }
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, Role::kWorker));
   PSTRAIN_RETURN_IF_ERROR(CheckStragglers(replica.job, cfg.cluster));
+  PSTRAIN_RETURN_IF_ERROR(CheckTableUpdates(replica.job, cfg.cluster));
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
