@@ -33,6 +33,7 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
   o->set_epsilon(optimizer.epsilon);
   o->set_l1(optimizer.l1);
   o->set_l2(optimizer.l2);
+  o->set_dense_table_updates(optimizer.dense_table_updates);
   for (const SliceDef& s : placement.SlicesOn(ps)) {
     size_t v = 0;
     while (placement.variables[v].name != s.variable) ++v;

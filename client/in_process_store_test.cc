@@ -38,7 +38,8 @@ struct Cluster {
   }
 };
 
-Cluster MakeCluster(int num_ps, const std::string& consistency = "async", int replicas = 1) {
+Cluster MakeCluster(int num_ps, const std::string& consistency = "async", int replicas = 1,
+                    const OptimizerSpec* optimizer = nullptr) {
   Cluster c;
   // A 400 x 400 kernel (640 KB: split in two over 2 PS), a bias and a
   // table.
@@ -53,6 +54,7 @@ Cluster MakeCluster(int num_ps, const std::string& consistency = "async", int re
   CreateOptions create;
   create.optimizer.name = "sgd";
   create.optimizer.learning_rate = 0.5f;
+  if (optimizer != nullptr) create.optimizer = *optimizer;
   create.consistency = *ParseConsistency(consistency);
   create.num_replicas = replicas;
   create.seed = 3;
@@ -106,6 +108,32 @@ TEST(InProcessStoreTest, RowsOverSeveralPsAddUpRepeatedIdsAndLandInTheCallersOrd
   EXPECT_FLOAT_EQ(after[12], before[12] - 0.5f);
   const TableRows unknown[] = {{"nope", ids, before.data(), nullptr}};
   EXPECT_THAT(store->PullRows(unknown).message(), HasSubstr("no embedding table \"nope\""));
+}
+
+// Dense table updates travel in the create request (as train --local and
+// a cluster without ps create their store): a row pushed at step 1 moves
+// again at step 2, when only another row is pushed.
+TEST(InProcessStoreTest, DenseTableUpdatesReachTheStoreThroughTheCreateRequest) {
+  std::vector<float> moved;
+  for (bool dense : {false, true}) {
+    OptimizerSpec adam{"adam", 0.1f};
+    adam.dense_table_updates = dense;
+    Cluster c = MakeCluster(1, "async", 1, &adam);
+    std::unique_ptr<InProcessStore> store = c.Replica(0);
+    std::vector<float> row(3), grads(3, 1.0f);
+    const std::vector<int64_t> five = {5}, seventeen = {17};
+    const TableRows first[] = {{"emb", five, nullptr, grads.data()}};
+    ASSERT_OK(store->PushPullRows(first, {}));
+    const TableRows read[] = {{"emb", five, row.data(), nullptr}};
+    ASSERT_OK(store->PullRows(read));
+    const float after_one = row[0];
+    const TableRows second[] = {{"emb", seventeen, nullptr, grads.data()}};
+    ASSERT_OK(store->PushPullRows(second, {}));
+    ASSERT_OK(store->PullRows(read));
+    moved.push_back(row[0] - after_one);
+  }
+  EXPECT_EQ(moved[0], 0.0f);  // lazy: row 5 untouched at step 2
+  EXPECT_LT(moved[1], 0.0f);  // dense: moved on a zero gradient
 }
 
 TEST(InProcessStoreTest, ASyncPullWaitsForEveryReplicasPush) {

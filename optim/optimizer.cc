@@ -172,6 +172,11 @@ void Optimizer::InitSlots(float* values, int64_t n, int64_t stride) const {
   }
 }
 
+void Optimizer::ApplyToRowNotInBatch(float* values, int64_t n, int64_t stride, int64_t t) const {
+  const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+  ApplyStrided(values, zeros.data(), n, stride, t);
+}
+
 namespace {
 
 class Sgd final : public Optimizer {
@@ -183,6 +188,8 @@ class Sgd final : public Optimizer {
              absl::Span<const absl::Span<float>>, int64_t) const override {
     SgdLoop(values.data(), grad.data(), values.size(), lr_);
   }
+  // Keras's sparse apply touches only the batch's rows.
+  void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
   void ApplyBytes(absl::Span<float> values, const char* grad, absl::Span<const absl::Span<float>>,
                   int64_t) const override {
     SgdBytesLoop(values.data(), grad, values.size(), lr_);
@@ -207,6 +214,8 @@ class Momentum final : public Optimizer {
     MomentumLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, momentum_,
                  nesterov_);
   }
+  // Keras's sparse apply touches only the batch's rows.
+  void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
 
  private:
   const float lr_, momentum_;
@@ -224,6 +233,8 @@ class Adagrad final : public Optimizer {
              absl::Span<const absl::Span<float>> slots, int64_t) const override {
     AdagradLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, eps_);
   }
+  // Keras's sparse apply touches only the batch's rows.
+  void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
 
  private:
   const float lr_, init_, eps_;
@@ -288,6 +299,16 @@ class Nadam final : public Optimizer {
     }
     NadamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, b1_,
               b2_, c[0], c[1], c[2], eps_);
+  }
+  // Keras's sparse apply decays every row's m and v and moves only the
+  // batch's rows.
+  void ApplyToRowNotInBatch(float* values, int64_t n, int64_t stride, int64_t) const override {
+    float* m = values + stride;
+    float* v = values + 2 * stride;
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] *= b1_;
+      v[i] *= b2_;
+    }
   }
 
  private:

@@ -72,6 +72,14 @@ class Optimizer {
   // Gives the slots of such a block their initial values. REQUIRES: they
   // hold zeros (freshly allocated), which slots starting at 0 keep.
   void InitSlots(float* values, int64_t n, int64_t stride) const;
+
+  // Step `t` on an embedding row (laid out as ApplyStrided's) that the
+  // step's batch does not name, under dense table updates, as Keras's
+  // optimizers take it in their sparse apply: Adam moves the row with a
+  // zero gradient (the default: ApplyStrided with zeros); Nadam decays its
+  // slots (m by beta1, v by beta2) and leaves its values; SGD, momentum
+  // and Adagrad leave it as it is.
+  virtual void ApplyToRowNotInBatch(float* values, int64_t n, int64_t stride, int64_t t) const;
 };
 
 // InvalidArgument naming the field for an unknown name, a learning rate that

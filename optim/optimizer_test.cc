@@ -31,6 +31,40 @@ std::vector<float> ApplySequence(const OptimizerSpec& spec, float v0,
   return out;
 }
 
+// A table row outside a step's batch under dense table updates, as each
+// Keras optimizer's sparse apply takes it: after one step of gradient 1,
+// a second step leaves SGD's, momentum's and Adagrad's row as it is,
+// decays Nadam's slots only, and moves Adam's row on a zero gradient.
+TEST(OptimizerTest, ARowOutsideTheBatchIsTakenAsKerasTakesIt) {
+  for (const char* name : {"sgd", "momentum", "adagrad", "nadam", "adam"}) {
+    OptimizerSpec spec;
+    spec.name = name;
+    spec.learning_rate = 0.1f;
+    auto opt = CreateOptimizer(spec);
+    ASSERT_OK(opt);
+    const int slots = (*opt)->num_slots();
+    std::vector<float> row(1 + slots, 0.0f);  // value, then each slot (stride 1)
+    (*opt)->InitSlots(row.data(), 1, 1);
+    const float g = 1.0f;
+    (*opt)->ApplyStrided(row.data(), &g, 1, 1, 1);
+    const std::vector<float> before = row;
+    (*opt)->ApplyToRowNotInBatch(row.data(), 1, 1, 2);
+    if (std::string(name) == "adam") {
+      EXPECT_NE(row[0], before[0]) << name;  // moved on a zero gradient
+      std::vector<float> zero_step = before;
+      const float zero = 0.0f;
+      (*opt)->ApplyStrided(zero_step.data(), &zero, 1, 1, 2);
+      EXPECT_EQ(row, zero_step) << name;
+    } else if (std::string(name) == "nadam") {
+      EXPECT_EQ(row[0], before[0]) << name;
+      EXPECT_FLOAT_EQ(row[1], before[1] * spec.beta1) << name;
+      EXPECT_FLOAT_EQ(row[2], before[2] * spec.beta2) << name;
+    } else {
+      EXPECT_EQ(row, before) << name;
+    }
+  }
+}
+
 TEST(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
   OptimizerSpec s{"sgd", 0.5f};
   EXPECT_EQ(ApplySequence(s, 1.0f, {2, 2, -4}), (std::vector<float>{0, -1, 1}));

@@ -59,6 +59,7 @@ OptimizerSpec OptimizerFromProto(const v1::OptimizerConfig& o) {
   spec.epsilon = o.epsilon();
   spec.l1 = o.l1();
   spec.l2 = o.l2();
+  spec.dense_table_updates = o.dense_table_updates();
   return spec;
 }
 

@@ -225,7 +225,8 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
   tensors_ = std::move(built);
   by_key_ = std::move(keys);
   optimizer_ = std::move(opt);
-  rules_ = std::make_unique<UpdateRules>(optimizer_.get(), aggregate_);
+  rules_ = std::make_unique<UpdateRules>(optimizer_.get(), aggregate_,
+                                         job.optimizer.dense_table_updates);
   generation_.store(job.generation, std::memory_order_release);
   initialized_.store(true, std::memory_order_release);
   ready_.store(!await_restore, std::memory_order_release);

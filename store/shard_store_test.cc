@@ -633,6 +633,36 @@ TEST(ShardStoreEmbeddingTest, RowsAreLazyDeterministicAndUpdatedPerRow) {
   EXPECT_EQ(range.status().message(), "id -1 is out of range [0, 1000) for table emb");
 }
 
+// Dense table updates (Keras's Adam on an Embedding): every held row takes
+// each push's step, with the table's count, a row outside the push on a
+// zero gradient; the same pushes as lazy Adam leave different rows.
+TEST(ShardStoreEmbeddingTest, DenseTableUpdatesStepEveryHeldRowWithTheTablesCount) {
+  OptimizerSpec lazy;
+  lazy.name = "adam";
+  lazy.learning_rate = 0.1f;
+  OptimizerSpec dense = lazy;
+  dense.dense_table_updates = true;
+  std::vector<int64_t> mine;
+  for (int64_t id = 0; mine.size() < 2; ++id) {
+    if (EmbeddingOwner(id, 1) == 0) mine.push_back(id);
+  }
+  ShardStore a(0, 1), b(0, 1);
+  ASSERT_OK(a.Initialize(Job(dense), {}, {{"emb", 100, 2, "", "zeros"}}).status());
+  ASSERT_OK(b.Initialize(Job(lazy), {}, {{"emb", 100, 2, "", "zeros"}}).status());
+  for (ShardStore* s : {&a, &b}) {
+    ASSERT_OK(Push(*s, {{"emb", {1, 1}, {mine[0]}}}).status());   // step 1: row 0
+    ASSERT_OK(Push(*s, {{"emb", {1, 1}, {mine[1]}}}).status());   // step 2: row 1
+  }
+  ASSERT_OK_AND_ASSIGN(auto d, Pull(a, "emb", {mine[0], mine[1]}));
+  ASSERT_OK_AND_ASSIGN(auto l, Pull(b, "emb", {mine[0], mine[1]}));
+  // Lazy: each row one step of exactly lr. Dense: row 0 moved again at
+  // step 2 on a zero gradient; row 1's first step took step 2's rate.
+  EXPECT_NEAR(l[0], -0.1f, 1e-6);
+  EXPECT_NEAR(l[2], -0.1f, 1e-6);
+  EXPECT_LT(d[0], -0.1f - 1e-3f);
+  EXPECT_NE(d[2], l[2]);
+}
+
 // A checkpoint taken mid-training and restored into a fresh store carries
 // on exactly as the original: values, Adam's slots and step counts, and
 // lazily created table rows with their own counts.

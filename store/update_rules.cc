@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/finite.h"
+#include "base/flush_denormals.h"
 #include "base/parallel_for.h"
 #include "store/round_gate.h"
 
@@ -95,6 +96,13 @@ bool UpdateRules::ApplyLocked(StoredTensor& t, absl::Span<const int64_t> ids, in
     return true;
   }
   // A table, async or ssp.
+  if (dense_tables_) {
+    std::vector<const float*> grads(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) grads[i] = grad + i * t.dim;
+    ApplyDenseTableLocked(t, ids, grads, t.updates + 1);
+    ++t.updates;
+    return FinishUpdateLocked(t, replica);
+  }
   for (size_t i = 0; i < ids.size(); ++i) {
     int64_t r = 0;
     float* row = RowLocked(t, ids[i], *opt_, &r);
@@ -104,9 +112,44 @@ bool UpdateRules::ApplyLocked(StoredTensor& t, absl::Span<const int64_t> ids, in
   return FinishUpdateLocked(t, replica);
 }
 
+void UpdateRules::ApplyDenseTableLocked(StoredTensor& t, absl::Span<const int64_t> ids,
+                                        absl::Span<const float* const> grads,
+                                        int64_t step) const {
+  std::vector<const float*> grad_of;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int64_t r = 0;
+    RowLocked(t, ids[i], *opt_, &r);
+    if (grad_of.size() <= static_cast<size_t>(r)) grad_of.resize(r + 1, nullptr);
+    grad_of[r] = grads[i];
+  }
+  grad_of.resize(t.row_updates.size(), nullptr);
+  const int64_t stride = t.dim * (1 + t.slots);
+  ScopedFlushDenormals flush;
+  for (size_t r = 0; r < t.row_updates.size(); ++r) {
+    float* row = t.data.data() + r * stride;
+    if (grad_of[r] != nullptr) {
+      opt_->ApplyStrided(row, grad_of[r], t.dim, t.dim, step);
+    } else {
+      opt_->ApplyToRowNotInBatch(row, t.dim, t.dim, step);
+    }
+    t.row_updates[r] = step;
+  }
+}
+
 void UpdateRules::ApplyRoundLocked(StoredTensor& t) const {
   const float scale = 1.0f / static_cast<float>(aggregate_);
   if (t.embedding) {
+    if (dense_tables_) {
+      std::vector<int64_t> ids;
+      std::vector<const float*> grads;
+      for (auto& [id, acc] : t.sparse_accum) {
+        for (float& v : acc) v *= scale;
+        ids.push_back(id);
+        grads.push_back(acc.data());
+      }
+      ApplyDenseTableLocked(t, ids, grads, t.updates + 1);
+      return;
+    }
     for (auto& [id, acc] : t.sparse_accum) {
       for (float& v : acc) v *= scale;
       int64_t r = 0;

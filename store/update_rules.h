@@ -42,8 +42,12 @@ void MergeRepeatedRows(absl::Span<const int64_t> ids, int64_t dim, float* grad,
 class UpdateRules {
  public:
   // `optimizer` must outlive this. `aggregate`: sync gradients per step.
-  UpdateRules(const optim::Optimizer* optimizer, int aggregate)
-      : opt_(optimizer), aggregate_(aggregate) {}
+  // `dense_tables`: a table's update steps every row it holds with the
+  // table's update count (OptimizerSpec::dense_table_updates; the rows not
+  // in the push as Optimizer::ApplyToRowNotInBatch says), not only the
+  // pushed rows with their own counts.
+  UpdateRules(const optim::Optimizer* optimizer, int aggregate, bool dense_tables = false)
+      : opt_(optimizer), aggregate_(aggregate), dense_tables_(dense_tables) {}
 
   const optim::Optimizer& optimizer() const { return *opt_; }
 
@@ -77,9 +81,15 @@ class UpdateRules {
  private:
   // Applies the round's averaged sum and starts the next round.
   void ApplyRoundLocked(StoredTensor& t) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
+  // A dense table update at `step`: grads[i] (dim floats) for row ids[i],
+  // every other held row as the optimizer takes a row outside the batch.
+  void ApplyDenseTableLocked(StoredTensor& t, absl::Span<const int64_t> ids,
+                             absl::Span<const float* const> grads, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const optim::Optimizer* const opt_;
   const int aggregate_;
+  const bool dense_tables_;
 };
 
 }  // namespace pstrain::ps

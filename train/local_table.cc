@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/flush_denormals.h"
 
 namespace pstrain::train {
 
@@ -86,14 +87,20 @@ absl::Status LocalTable::Apply(absl::Span<const int64_t> ids, const float* grads
     }
     return absl::OkStatus();
   }
-  // Every held row, the batch's with their gradient, the rest with zeros.
+  // Every held row at the table's step: the batch's with their gradient,
+  // the rest as Keras's sparse apply takes them.
   for (int64_t id : ids) Row(id);
-  const std::vector<float> zeros(dim_, 0.0f);
-  std::vector<const float*> grad_of(updates_.size(), zeros.data());
+  std::vector<const float*> grad_of(updates_.size(), nullptr);
   for (size_t i = 0; i < ids.size(); ++i) grad_of[row_of_[ids[i]]] = grads + i * dim_;
   ++steps_;
+  ScopedFlushDenormals flush;
   for (size_t r = 0; r < updates_.size(); ++r) {
-    optimizer_->ApplyStrided(data_.data() + r * stride_, grad_of[r], dim_, dim_, steps_);
+    float* row = data_.data() + r * stride_;
+    if (grad_of[r] != nullptr) {
+      optimizer_->ApplyStrided(row, grad_of[r], dim_, dim_, steps_);
+    } else {
+      optimizer_->ApplyToRowNotInBatch(row, dim_, dim_, steps_);
+    }
     updates_[r] = steps_;
   }
   return absl::OkStatus();

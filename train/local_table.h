@@ -45,11 +45,12 @@ class LocalTable {
 
   // Applies one gradient row per id (ids distinct) with the optimizer, each
   // row counting its own updates. With the optimizer's dense table updates
-  // (OptimizerSpec::dense_table_updates), every row the table holds moves,
-  // a zero gradient for those not in `ids`, each counting the table's
-  // steps (one per Apply), as Keras's Adam moves an Embedding. Rows never
-  // created stay at their initial values either way: an optimizer's zero
-  // slots move nothing on a zero gradient. InvalidArgument (nothing
+  // (OptimizerSpec::dense_table_updates), every row the table holds takes
+  // the step, with the table's step count (one per Apply), as Keras's
+  // optimizer takes an Embedding's: the rows not in `ids` as
+  // Optimizer::ApplyToRowNotInBatch says (Adam moves them on a zero
+  // gradient, Nadam decays their slots). Rows never created stay at their
+  // initial values either way: zero slots move nothing. InvalidArgument (nothing
   // applied) for an id out of range, or FailedPrecondition on a read-only
   // table.
   absl::Status Apply(absl::Span<const int64_t> ids, const float* grads);

@@ -216,6 +216,30 @@ TEST(LocalTableTest, DenseTableUpdatesMoveEveryHeldRowWithTheTablesStep) {
             (std::vector<int64_t>{2, 2}));
 }
 
+// Keras's Nadam on an Embedding: a row outside the batch keeps its values
+// while its m and v decay.
+TEST(LocalTableTest, DenseNadamDecaysTheSlotsOfRowsOutsideTheBatch) {
+  VariableDef table{"words/embeddings", {100, 1}};
+  table.embedding = true;
+  table.initializer = "zeros";
+  OptimizerSpec nadam{"nadam", 0.1f};
+  nadam.dense_table_updates = true;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalTable> t, LocalTable::Create(table, 1, &nadam));
+  const float g = 0.5f;
+  ASSERT_OK(t->Apply({7}, &g));
+  float after1 = 0;
+  ASSERT_OK(t->Read({7}, &after1));
+  std::vector<float> before(t->Stored().data.begin(), t->Stored().data.end());
+  ASSERT_OK(t->Apply({9}, &g));
+  float after2 = 0;
+  ASSERT_OK(t->Read({7}, &after2));
+  EXPECT_EQ(after2, after1);
+  const std::vector<float> now(t->Stored().data.begin(), t->Stored().data.begin() + 3);
+  // Row 7 laid out as value, m, v.
+  EXPECT_FLOAT_EQ(now[1], before[1] * 0.9f);
+  EXPECT_FLOAT_EQ(now[2], before[2] * 0.999f);
+}
+
 TEST(LocalTableTest, ErrorsAndReadOnlyTables) {
   VariableDef table{"t", {10, 2}};
   table.embedding = true;
