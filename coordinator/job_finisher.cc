@@ -32,6 +32,10 @@ JobFinisher::JobFinisher(client::PsAdmin* admin, PsKeeper* keeper, JobTracker* t
       options_(std::move(options)) {}
 
 void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
+  StopParameterServersWithin(why, wait ? options_.ps_wait : absl::ZeroDuration());
+}
+
+void JobFinisher::StopParameterServersWithin(const absl::Status& why, absl::Duration wait) {
   // What the job came to, as the chief judges it.
   const int code = RoleExitCode(why, FailureKind::kPermanent);
   if (code >= kExitRetryable) {
@@ -45,8 +49,7 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
   if (options_.record_end) options_.record_end(why);
   // A PS away now (restarted by an orchestrator) is waited for, within
   // ps_wait, to be told as well.
-  absl::Status s = admin_->ShutdownAll(why.ok() ? "job finished" : "job failed", code,
-                                       wait ? options_.ps_wait : absl::ZeroDuration());
+  absl::Status s = admin_->ShutdownAll(why.ok() ? "job finished" : "job failed", code, wait);
   if (!s.ok()) Log("stopping the ps: ", s.message());
   // A failed job asks its PS nothing more: a checkpoint under way ends now
   // rather than at its deadline on a PS that has gone.
@@ -54,8 +57,12 @@ void JobFinisher::StopParameterServers(const absl::Status& why, bool wait) {
 }
 
 Json JobFinisher::FinishedBefore(Json metrics) {
-  // The PS that finished with an earlier run of the chief are not waited for.
-  StopParameterServers(absl::OkStatus(), /*wait=*/false);
+  // The PS that finished with an earlier run of the chief are not waited
+  // for long, but a few seconds: a relaunch of the whole job (pstrain
+  // launch) starts its PS beside this chief, which finds nothing to do
+  // before they serve, and they would otherwise wait for a chief that has
+  // gone.
+  StopParameterServersWithin(absl::OkStatus(), std::min(options_.ps_wait, absl::Seconds(5)));
   WaitForEvaluator(FindMember(metrics, "global_step")->get<int64_t>());
   return metrics;
 }

@@ -89,8 +89,10 @@ class JobFinisher {
   // retryable: then the PS are left running, for the retried chief (or
   // worker) needs them, and an orchestrator that restarts by exit code
   // would not restart a PS that exited 0. A PS not answering is tried
-  // again within ps_wait (it may be restarting). Once only; logs what it did.
+  // again within ps_wait (it may be restarting), or within `wait` for the
+  // second form. Once only; logs what it did.
   void StopParameterServers(const absl::Status& why, bool wait = true);
+  void StopParameterServersWithin(const absl::Status& why, absl::Duration wait);
 
   // Steps made up for rolled-back replicas (MakeUpRolledBack).
   int64_t made_up() const { return made_up_.load(std::memory_order_relaxed); }
