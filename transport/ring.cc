@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/bfloat16.h"
 
@@ -119,41 +122,73 @@ absl::Status Ring::Connect(const RingOptions& options) {
                      Describe(right), " in ", absl::FormatDuration(options.connect_timeout),
                      ": ", last.message()));
   });
-  // The left neighbour: the first connection whose hello names it.
+  // The left neighbour: the first connection whose hello names it. Each
+  // connection's hello is read on a thread of its own (5 s at most), so
+  // one that says nothing (a stray connection, a port scan, a task of a
+  // launch gone) does not hold up the neighbour's connection behind it.
   const std::string expected = Hello(options.job_key, (rank_ + n - 1) % n, n);
+  absl::Mutex mu;
+  int winner = -1;  // the index in `pending` of the left neighbour's socket
   absl::Status accepted = absl::DeadlineExceededError(
       absl::StrCat("ring: ", self.name, " heard nothing from its left neighbour ",
                    Describe(left), " in ", absl::FormatDuration(options.connect_timeout)));
-  while (absl::Now() < deadline) {
-    auto socket = (*listener)->Accept(std::max(deadline - absl::Now(), absl::Milliseconds(1)));
-    if (!socket.ok()) {
-      accepted = socket.status();
-      break;
-    }
-    if (*socket == nullptr) break;  // the deadline passed
-    (*socket)->SetTimeout(absl::Seconds(5));
-    auto length = (*socket)->ReadLength(4096);
+  std::vector<std::unique_ptr<FrameSocket>> pending;
+  std::vector<std::thread> readers;
+  constexpr int kMaxPending = 64;
+  auto read_hello = [&](int i, FrameSocket* socket) {
+    auto length = socket->ReadLength(4096);
     std::string said(length.ok() ? *length : 0, '\0');
-    if (!length.ok() || !(*socket)->ReadBytes(said.data(), said.size()).ok()) said.clear();
+    if (!length.ok() || !socket->ReadBytes(said.data(), said.size()).ok()) said.clear();
     const size_t newline = said.find('\n');
     const std::string hello = said.substr(0, newline);
     const std::string token = newline == std::string::npos ? "" : said.substr(newline + 1);
+    absl::MutexLock lock(&mu);
+    if (winner >= 0) return;
     if (hello == expected && SameToken(token, options.token)) {
-      (*socket)->SetTimeout(timeout_);
-      left_ = std::move(*socket);
-      accepted = absl::OkStatus();
-      break;
+      winner = i;
+      return;
     }
     // Another job's task, a stray connection, or one without the token:
     // dropped (the token is never echoed).
     accepted = absl::FailedPreconditionError(
         hello != expected
-            ? absl::StrCat("ring: ", self.name, " was reached by ", (*socket)->peer(),
-                           " saying \"", hello, "\", not by its left neighbour ", Describe(left),
-                           " of this job")
-            : absl::StrCat("ring: ", self.name, " was reached by ", (*socket)->peer(),
-                           " presenting ", token.empty() ? "no" : "a wrong",
+            ? absl::StrCat("ring: ", self.name, " was reached by ", socket->peer(), " saying \"",
+                           hello, "\", not by its left neighbour ", Describe(left), " of this job")
+            : absl::StrCat("ring: ", self.name, " was reached by ", socket->peer(), " presenting ",
+                           token.empty() ? "no" : "a wrong",
                            " cluster token: not taken for its left neighbour ", Describe(left)));
+  };
+  auto found = [&] {
+    absl::MutexLock lock(&mu);
+    return winner >= 0;
+  };
+  while (absl::Now() < deadline && !found()) {
+    // Short waits, so that a hello read meanwhile ends the loop soon.
+    auto socket = (*listener)->Accept(
+        std::max(std::min(deadline - absl::Now(), absl::Milliseconds(50)), absl::Milliseconds(1)));
+    if (!socket.ok()) {
+      absl::MutexLock lock(&mu);
+      accepted = socket.status();
+      break;
+    }
+    if (*socket == nullptr) continue;  // nothing yet
+    if (static_cast<int>(pending.size()) >= kMaxPending) continue;  // dropped: a flood
+    (*socket)->SetTimeout(absl::Seconds(5));
+    pending.push_back(*std::move(socket));
+    readers.emplace_back(read_hello, static_cast<int>(pending.size()) - 1, pending.back().get());
+  }
+  // Every other connection is cut, which ends its reader at once.
+  {
+    absl::MutexLock lock(&mu);
+    for (int i = 0; i < static_cast<int>(pending.size()); ++i) {
+      if (i != winner) pending[i]->Shutdown();
+    }
+  }
+  for (std::thread& t : readers) t.join();
+  if (winner >= 0) {
+    pending[winner]->SetTimeout(timeout_);
+    left_ = std::move(pending[winner]);
+    accepted = absl::OkStatus();
   }
   connector.join();
   if (!accepted.ok()) return accepted;

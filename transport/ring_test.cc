@@ -16,6 +16,7 @@
 #include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "transport/frame_socket.h"
 
 namespace pstrain {
 namespace {
@@ -302,6 +303,40 @@ TEST(RingTest, AnotherJobsTaskIsNotTakenForTheLeftNeighbour) {
   stray.join();
   EXPECT_FALSE(formed[0].ok());
   EXPECT_THAT(formed[0].message(), HasSubstr("not by its left neighbour worker:1"));
+}
+
+// A connection that says nothing (a stray one: a port scan, a task of a
+// launch gone) does not hold up the left neighbour's behind it: its hello
+// is read on a thread of its own, and the ring forms at once.
+TEST(RingTest, ASilentConnectionDoesNotHoldUpTheLeftNeighbour) {
+  const std::vector<RingMember> members = Members(2);
+  std::unique_ptr<FrameSocket> silent;
+  std::vector<absl::Status> formed(2);
+  std::thread first([&] {
+    RingOptions o = Options(members, 0);
+    formed[0] = Ring::Form(o).status();
+  });
+  // Connected to member 0's port before member 1 exists, and silent.
+  for (int i = 0; i < 200 && silent == nullptr; ++i) {
+    auto socket = FrameSocket::Connect(members[0].host, members[0].port, absl::Seconds(1));
+    if (socket.ok()) {
+      silent = *std::move(socket);
+    } else {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  ASSERT_NE(silent, nullptr);
+  const absl::Time start = absl::Now();
+  std::thread second([&] {
+    RingOptions o = Options(members, 1);
+    formed[1] = Ring::Form(o).status();
+  });
+  first.join();
+  second.join();
+  EXPECT_OK(formed[0]);
+  EXPECT_OK(formed[1]);
+  // It used to wait out the silent connection's 5 s first.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
 TEST(RingTest, WithATokenOnlyAMemberPresentingItJoins) {
