@@ -177,6 +177,20 @@ void Optimizer::ApplyToRowNotInBatch(float* values, int64_t n, int64_t stride, i
   ApplyStrided(values, zeros.data(), n, stride, t);
 }
 
+void Optimizer::StepRows(float* rows, int64_t dim, absl::Span<const float* const> grad_of,
+                         int64_t t) const {
+  ScopedFlushDenormals flush;
+  const int64_t stride = dim * (1 + num_slots());
+  for (size_t r = 0; r < grad_of.size(); ++r) {
+    float* row = rows + r * stride;
+    if (grad_of[r] != nullptr) {
+      ApplyStrided(row, grad_of[r], dim, dim, t);
+    } else {
+      ApplyToRowNotInBatch(row, dim, dim, t);
+    }
+  }
+}
+
 namespace {
 
 class Sgd final : public Optimizer {

@@ -80,6 +80,13 @@ class Optimizer {
   // slots (m by beta1, v by beta2) and leaves its values; SGD, momentum
   // and Adagrad leave it as it is.
   virtual void ApplyToRowNotInBatch(float* values, int64_t n, int64_t stride, int64_t t) const;
+
+  // Step `t` of a dense table update (OptimizerSpec::dense_table_updates)
+  // on every row of a table laid out as the PS and LocalTable keep one (row
+  // r at rows + r * dim * (1 + num_slots()): its dim values, then each
+  // slot's dim): row r takes grad_of[r] (dim floats) when it is not null,
+  // else ApplyToRowNotInBatch. grad_of.size() rows; denormals flushed.
+  void StepRows(float* rows, int64_t dim, absl::Span<const float* const> grad_of, int64_t t) const;
 };
 
 // InvalidArgument naming the field for an unknown name, a learning rate that

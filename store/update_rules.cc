@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/finite.h"
-#include "base/flush_denormals.h"
 #include "base/parallel_for.h"
 #include "store/round_gate.h"
 
@@ -113,8 +112,7 @@ bool UpdateRules::ApplyLocked(StoredTensor& t, absl::Span<const int64_t> ids, in
 }
 
 void UpdateRules::ApplyDenseTableLocked(StoredTensor& t, absl::Span<const int64_t> ids,
-                                        absl::Span<const float* const> grads,
-                                        int64_t step) const {
+                                        absl::Span<const float* const> grads, int64_t step) const {
   std::vector<const float*> grad_of;
   for (size_t i = 0; i < ids.size(); ++i) {
     int64_t r = 0;
@@ -123,27 +121,20 @@ void UpdateRules::ApplyDenseTableLocked(StoredTensor& t, absl::Span<const int64_
     grad_of[r] = grads[i];
   }
   grad_of.resize(t.row_updates.size(), nullptr);
-  const int64_t stride = t.dim * (1 + t.slots);
-  ScopedFlushDenormals flush;
-  for (size_t r = 0; r < t.row_updates.size(); ++r) {
-    float* row = t.data.data() + r * stride;
-    if (grad_of[r] != nullptr) {
-      opt_->ApplyStrided(row, grad_of[r], t.dim, t.dim, step);
-    } else {
-      opt_->ApplyToRowNotInBatch(row, t.dim, t.dim, step);
-    }
-    t.row_updates[r] = step;
-  }
+  opt_->StepRows(t.data.data(), t.dim, grad_of, step);
+  std::fill(t.row_updates.begin(), t.row_updates.end(), step);
 }
 
 void UpdateRules::ApplyRoundLocked(StoredTensor& t) const {
   const float scale = 1.0f / static_cast<float>(aggregate_);
   if (t.embedding) {
+    for (auto& [id, acc] : t.sparse_accum) {
+      for (float& v : acc) v *= scale;
+    }
     if (dense_tables_) {
       std::vector<int64_t> ids;
       std::vector<const float*> grads;
-      for (auto& [id, acc] : t.sparse_accum) {
-        for (float& v : acc) v *= scale;
+      for (const auto& [id, acc] : t.sparse_accum) {
         ids.push_back(id);
         grads.push_back(acc.data());
       }
@@ -151,7 +142,6 @@ void UpdateRules::ApplyRoundLocked(StoredTensor& t) const {
       return;
     }
     for (auto& [id, acc] : t.sparse_accum) {
-      for (float& v : acc) v *= scale;
       int64_t r = 0;
       float* row = RowLocked(t, id, *opt_, &r);
       opt_->ApplyStrided(row, acc.data(), t.dim, t.dim, ++t.row_updates[r]);

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/flush_denormals.h"
 
 namespace pstrain::train {
 
@@ -87,22 +86,16 @@ absl::Status LocalTable::Apply(absl::Span<const int64_t> ids, const float* grads
     }
     return absl::OkStatus();
   }
-  // Every held row at the table's step: the batch's with their gradient,
-  // the rest as Keras's sparse apply takes them.
+  // Every held row at the table's step (every held row counts it; a row
+  // made just now 0): the batch's with their gradient, the rest as Keras's
+  // sparse apply takes them.
+  const int64_t step =
+      1 + (updates_.empty() ? 0 : *std::max_element(updates_.begin(), updates_.end()));
   for (int64_t id : ids) Row(id);
   std::vector<const float*> grad_of(updates_.size(), nullptr);
   for (size_t i = 0; i < ids.size(); ++i) grad_of[row_of_[ids[i]]] = grads + i * dim_;
-  ++steps_;
-  ScopedFlushDenormals flush;
-  for (size_t r = 0; r < updates_.size(); ++r) {
-    float* row = data_.data() + r * stride_;
-    if (grad_of[r] != nullptr) {
-      optimizer_->ApplyStrided(row, grad_of[r], dim_, dim_, steps_);
-    } else {
-      optimizer_->ApplyToRowNotInBatch(row, dim_, dim_, steps_);
-    }
-    updates_[r] = steps_;
-  }
+  optimizer_->StepRows(data_.data(), dim_, grad_of, step);
+  std::fill(updates_.begin(), updates_.end(), step);
   return absl::OkStatus();
 }
 
@@ -141,7 +134,6 @@ absl::Status LocalTable::Restore(absl::Span<const int64_t> ids, absl::Span<const
   row_of_ = std::move(row_of);
   data_.assign(data.begin(), data.end());
   updates_.assign(updates.begin(), updates.end());
-  steps_ = updates_.empty() ? 0 : *std::max_element(updates_.begin(), updates_.end());
   return absl::OkStatus();
 }
 

@@ -95,7 +95,6 @@ class LocalTable {
   const std::unique_ptr<optim::Optimizer> optimizer_;
   const bool dense_;      // every row moves at every step
   const int64_t stride_;  // dim * (1 + slots): values then each slot
-  int64_t steps_ = 0;     // Apply calls (dense): every row's update count
   absl::flat_hash_map<int64_t, int64_t> row_of_;
   std::vector<float> data_;
   std::vector<int64_t> updates_;
