@@ -1,12 +1,37 @@
 #include "base/cli_args.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pstrain {
+
+namespace {
+
+bool AsksFor(int argc, const char* const* argv, int first,
+             std::initializer_list<absl::string_view> words) {
+  for (int i = first; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    for (absl::string_view w : words) {
+      if (arg == w) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool AsksForHelp(int argc, const char* const* argv, int first) {
+  return AsksFor(argc, argv, first, {"--help", "-h", "-help"});
+}
+
+bool AsksForVersion(int argc, const char* const* argv, int first) {
+  return AsksFor(argc, argv, first, {"--version", "-V"});
+}
 
 absl::StatusOr<CliArgs> CliArgs::Parse(int argc, const char* const* argv, int first) {
   CliArgs out;

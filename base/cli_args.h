@@ -17,6 +17,12 @@
 
 namespace pstrain {
 
+// Whether argv[first..argc) asks for help (--help, -h, -help) or for the
+// version (--version, -V) before any "--": what every binary (pstrain and
+// each role's) answers before it reads anything else.
+bool AsksForHelp(int argc, const char* const* argv, int first);
+bool AsksForVersion(int argc, const char* const* argv, int first);
+
 class CliArgs {
  public:
   // Parses argv[first..argc). Arguments not starting with "--" are positional.

@@ -182,26 +182,6 @@ std::string CommandUsage(const std::string& cmd) {
   return out;
 }
 
-// Whether argv[first..] asks for help (before any "--").
-bool AsksForHelp(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") return false;
-    if (arg == "--help" || arg == "-h" || arg == "-help") return true;
-  }
-  return false;
-}
-
-// Whether argv[first..] asks for the version (before any "--").
-bool AsksForVersion(int argc, char** argv, int first) {
-  for (int i = first; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") return false;
-    if (arg == "--version" || arg == "-V") return true;
-  }
-  return false;
-}
-
 // The commands whose one required argument is a checkpoint.
 bool TakesACheckpoint(const std::string& cmd) {
   return cmd == "inspect" || cmd == "evaluate" || cmd == "predict" || cmd == "export";
@@ -376,13 +356,13 @@ int pstrain::PstrainMain(int argc, char** argv) {
   // Read once; every command and role is handed the text.
   const char* const tf_config = std::getenv("TF_CONFIG");
   // `pstrain version`, and --version (-V) given to any command or role.
-  if ((argc == 2 && std::strcmp(argv[1], "version") == 0) || AsksForVersion(argc, argv, 1)) {
+  if ((argc == 2 && std::strcmp(argv[1], "version") == 0) || pstrain::AsksForVersion(argc, argv, 1)) {
     std::fputs(pstrain::VersionText().c_str(), stdout);
     return pstrain::kExitOk;
   }
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
-    if (cmd != "help" && AsksForHelp(argc, argv, 2)) {
+    if (cmd != "help" && pstrain::AsksForHelp(argc, argv, 2)) {
       if (cmd != "describe" && Examples().count(cmd) == 0) {
         std::fprintf(stderr, "pstrain: unknown command \"%s\"\n%s", cmd.c_str(), kUsage);
         return pstrain::kExitBadConfig;
@@ -459,7 +439,7 @@ int pstrain::PstrainMain(int argc, char** argv) {
     return it->second.second(*args);
   }
   // A task's flags with --help (-h) among them: every role's usage.
-  if (AsksForHelp(argc, argv, 1)) {
+  if (pstrain::AsksForHelp(argc, argv, 1)) {
     std::printf("%s\n%s\n%s", kUsage, pstrain::JobFlagsUsage().c_str(),
                 pstrain::TaskFlagUsage().c_str());
     return pstrain::kExitOk;

@@ -260,17 +260,12 @@ absl::Status CsvFormat::Decode(const CsvRow& row, float* dense, int64_t* ids, in
         }
         int64_t n = 0;
         ForEachWord(row.field(c), &word, [&](absl::string_view w) {
-          if (n < f.max_len) {
-            ids[at + n] = decoder_->IdOf(i, w);
-          } else if (f.truncate_front) {
-            ids[at + n % f.max_len] = decoder_->IdOf(i, w);  // the last max_len, in a ring
+          if (n < f.max_len || f.truncate_front) {
+            PutSequenceId(f, n, decoder_->IdOf(i, w), ids + at);
           }
           ++n;
         });
-        if (f.truncate_front && n > f.max_len) {
-          std::rotate(ids + at, ids + at + n % f.max_len, ids + at + f.max_len);
-        }
-        PadIds(f, n, ids + at);
+        FinishSequence(f, n, ids + at);
         break;
     }
   }

@@ -217,6 +217,21 @@ void PadIds(const FeatureDef& f, int64_t n, int64_t* ids) {
   }
 }
 
+void PutSequenceId(const FeatureDef& f, int64_t n, int64_t id, int64_t* ids) {
+  const int64_t width = f.width();
+  if (n < width) {
+    ids[n] = id;
+  } else if (f.truncate_front) {
+    ids[n % width] = id;  // the last `width`, in a ring
+  }
+}
+
+void FinishSequence(const FeatureDef& f, int64_t n, int64_t* ids) {
+  const int64_t width = f.width();
+  if (f.truncate_front && n > width) std::rotate(ids, ids + n % width, ids + width);
+  PadIds(f, n, ids);
+}
+
 absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
                                            int64_t* ids) const {
   const FeatureDef& f = spec_.features[i];
@@ -295,18 +310,14 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
     }
     case FeatureType::kString: {
       if (view->kind != ListKind::kBytes) return kind_error("a bytes_list");
-      // Cut at the front: the last `width` tokens, in a ring.
       auto got = ReadBytes(*view, [&](absl::string_view token) {
-        if (n < width) {
-          ids[n] = IdOf(i, token);
-        } else if (f.truncate_front) {
-          ids[n % width] = IdOf(i, token);
-        }
+        if (n < width || f.truncate_front) PutSequenceId(f, n, IdOf(i, token), ids);
         ++n;
       });
       if (!got.ok()) return BadFeature(f, got.status().message());
-      if (f.truncate_front && n > width) std::rotate(ids, ids + n % width, ids + width);
-      break;
+      if (f.max_len == 0 && n != f.length) return count_error(n);
+      FinishSequence(f, n, ids);
+      return absl::OkStatus();
     }
   }
   if (f.max_len == 0 && n != f.length) return count_error(n);

@@ -142,6 +142,14 @@ class ExampleDecoder {
 // (pad_front), else followed by 0s. Nothing for n >= f.width().
 void PadIds(const FeatureDef& f, int64_t n, int64_t* ids);
 
+// An id sequence of `f` read one token at a time into ids[0, f.width()):
+// PutSequenceId the n-th (from 0) id as it comes (past the width: dropped,
+// or with truncate_front written over the oldest, a ring), then
+// FinishSequence with the count, which puts the ring in order and pads
+// (PadIds).
+void PutSequenceId(const FeatureDef& f, int64_t n, int64_t id, int64_t* ids);
+void FinishSequence(const FeatureDef& f, int64_t n, int64_t* ids);
+
 }  // namespace pstrain::data
 
 #endif  // PSTRAIN_DATA_FEATURE_SPEC_H_

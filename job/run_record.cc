@@ -130,9 +130,6 @@ std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags) {
   return out;
 }
 
-namespace {
-
-// A record's "flags" (RunInfo's form), as given.
 std::vector<std::string> FlagsOf(const Json& run) {
   std::vector<std::string> flags;
   const Json* recorded = FindMember(run, "flags");
@@ -142,6 +139,8 @@ std::vector<std::string> FlagsOf(const Json& run) {
   }
   return flags;
 }
+
+namespace {
 
 // Whether `run` (run.json's form) is a record of the job of `flags` on
 // `cluster`: it names its flags, the same job flags as given, and the same

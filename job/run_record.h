@@ -92,6 +92,10 @@ absl::StatusOr<bool> RecordFailedLaunch(const std::string& dir, const Json& run,
 // "--noname"; FlagGroup::kJob in job/flag_table.h), in order.
 std::vector<std::string> JobFlagsOf(const std::vector<std::string>& flags);
 
+// A record's "flags" (RunInfo's form: every flag of the launch), as given;
+// none when it has no such array.
+std::vector<std::string> FlagsOf(const Json& run);
+
 // When `dir`'s run.json records a run that ended well ("outcome": "ok") of
 // this job, that is with the job flags of `flags` (JobFlagsOf, compared as
 // given) on `cluster` (TF_CONFIG's "cluster"): when it ended (its

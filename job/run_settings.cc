@@ -41,11 +41,7 @@ absl::StatusOr<std::optional<RunSettings>> ReadRunSettings(const std::string& di
   if (flags == nullptr || !flags->is_array()) return std::nullopt;
   RunSettings out;
   out.path = path;
-  std::vector<std::string> all;
-  for (const Json& f : *flags) {
-    if (f.is_string()) all.push_back(f.get<std::string>());
-  }
-  out.flags = JobFlagsOf(all);
+  out.flags = JobFlagsOf(FlagsOf(*run));
   const Json* config = FindMember(*run, "model_config");
   const Json* file = FindMember(*run, "model_config_file");
   if (config != nullptr && config->is_string()) out.model_config = config->get<std::string>();

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "base/build_info.h"
 #include "base/crash_handler.h"
 #include "base/exit_codes.h"
@@ -97,24 +96,19 @@ int RoleBinaryMain(int argc, char** argv, Role role, const RoleMain& role_main) 
   const std::string binary = std::filesystem::path(argv[0]).filename().string();
   // --version (-V) and --help (-h) anywhere before "--", as `pstrain` takes
   // them: answered before TF_CONFIG is read.
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg == "--version" || arg == "-V") {
-      std::printf("%s: the %s role of pstrain %s\ncommit: %s (%s tree)\nbuild: %s\n",
-                  binary.c_str(), RoleName(role), kPstrainVersion, BuildCommit(),
-                  BuildTree(), BuildMode());
-      return kExitOk;
-    }
-    if (arg == "--help" || arg == "-h" || arg == "-help") {
-      std::printf(
-          "usage: TF_CONFIG='{\"cluster\": {...}, \"task\": {\"type\": \"%s\", \"index\": N}}' "
-          "%s [flags]\n  runs the %s task TF_CONFIG names (`pstrain` runs any role; `pstrain "
-          "help flags` describes every flag)\n\n%s\n%s",
-          RoleName(role), binary.c_str(), RoleName(role), JobFlagsUsage().c_str(),
-          TaskFlagUsage().c_str());
-      return kExitOk;
-    }
+  if (AsksForVersion(argc, argv, 1)) {
+    std::printf("%s: the %s role of pstrain %s\ncommit: %s (%s tree)\nbuild: %s\n", binary.c_str(),
+                RoleName(role), kPstrainVersion, BuildCommit(), BuildTree(), BuildMode());
+    return kExitOk;
+  }
+  if (AsksForHelp(argc, argv, 1)) {
+    std::printf(
+        "usage: TF_CONFIG='{\"cluster\": {...}, \"task\": {\"type\": \"%s\", \"index\": N}}' "
+        "%s [flags]\n  runs the %s task TF_CONFIG names (`pstrain` runs any role; `pstrain "
+        "help flags` describes every flag)\n\n%s\n%s",
+        RoleName(role), binary.c_str(), RoleName(role), JobFlagsUsage().c_str(),
+        TaskFlagUsage().c_str());
+    return kExitOk;
   }
   InstallCrashHandler(argv[0]);
   return RunTask(std::getenv("TF_CONFIG"), argc, argv, 1, role, role_main);

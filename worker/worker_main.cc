@@ -79,9 +79,9 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
-  setup.ended = EndedWell(replica.output_dir, args.raw_flags(), ClusterOf(cfg));
   setup.ended_since = [dir = replica.output_dir, flags = args.raw_flags(),
                        cluster = ClusterOf(cfg)] { return EndedWell(dir, flags, cluster); };
+  setup.ended = setup.ended_since();
   setup.recorded_failure =
       JobFailureCheck(replica.output_dir, args.raw_flags(), ClusterOf(cfg), absl::Now(),
                       setup.chief_duties ? std::nullopt : cfg.chief_duties_address(),
