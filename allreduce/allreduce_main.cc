@@ -5,6 +5,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/crc32c.h"
@@ -56,19 +57,42 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
   return absl::OkStatus();
 }
 
-void TrainOverRing(Ring* ring, train::ReplicaGroup* group, bool bfloat16_wire) {
+absl::Status TrainOverRing(Ring* ring, train::ReplicaGroup* group, const model::JobSpec& job) {
+  int64_t pack = job.bytes_per_pack;
+  if (pack < 0) {
+    // Over TCP (between hosts) the all-reduce takes the link's time, which
+    // the layers still to differentiate can fill; through shared memory it
+    // is memory copies on the cores that compute, and one pack costs least.
+    const bool on_tcp = ring->size() > 1 && !(ring->left_shared() && ring->right_shared());
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> links, ring->AllGather(on_tcp ? "t" : "s"));
+    pack = absl::c_count(links, "t") > 0 ? model::kAutoPackBytes : 0;
+  }
+  if (ring->rank() == 0) {
+    Log(pack > 0 ? absl::StrCat("gradients all-reduced in packs of ", pack,
+                                " bytes as backprop produces them")
+                 : std::string("gradients all-reduced in one pack after each step"),
+        job.bytes_per_pack < 0 ? (pack > 0 ? " (--bytes_per_pack=auto: a link of the ring is tcp)"
+                                           : " (--bytes_per_pack=auto: every link of the ring is "
+                                             "shared memory)")
+                               : "");
+  }
+  group->bytes_per_pack = pack;
   auto vote = std::make_shared<client::StopVote>();
-  group->wrap = [ring, bfloat16_wire, vote](std::unique_ptr<client::ParameterStore> own,
-                                            const Placement& placement,
-                                            const std::vector<int64_t>& offsets) {
-    return std::unique_ptr<client::ParameterStore>(new client::CollectiveStore(
-        std::move(own), ring, placement, offsets, bfloat16_wire, vote));
+  client::CollectiveOptions options;
+  options.bfloat16_wire = job.bfloat16_wire;
+  options.bytes_per_pack = pack;
+  options.vote = vote;
+  group->wrap = [ring, options](std::unique_ptr<client::ParameterStore> own,
+                                const Placement& placement, const std::vector<int64_t>& offsets) {
+    return std::unique_ptr<client::ParameterStore>(
+        new client::CollectiveStore(std::move(own), ring, placement, offsets, options));
   };
   group->stop_vote = [vote](int mine) {
     vote->mine.store(mine, std::memory_order_relaxed);
     return vote->agreed.load(std::memory_order_relaxed);
   };
   group->all_gather = [ring](const std::string& mine) { return ring->AllGather(mine); };
+  return absl::OkStatus();
 }
 
 namespace {
@@ -155,7 +179,7 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
   if (!formed.ok()) return AsSetupFailure(formed.status());
   std::unique_ptr<Ring> ring = *std::move(formed);
   Log("ring formed: ", ring->DescribeLinks());
-  TrainOverRing(ring.get(), &setup.group, setup.job.bfloat16_wire);
+  PSTRAIN_RETURN_IF_ERROR(TrainOverRing(ring.get(), &setup.group, setup.job));
   // SIGTERM or SIGINT to any replica: the replicas agree on it in the next
   // step's all-reduce and all stop before the step after, the chief
   // checkpointing the step they reached.

@@ -46,8 +46,11 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
 
 // Makes `group` train over `ring` (which must outlive the training): each
 // replica's store wrapped in a collective store, its all-gather the ring's;
-// dense gradients cross the ring as bfloat16 with `bfloat16_wire`.
-void TrainOverRing(Ring* ring, train::ReplicaGroup* group, bool bfloat16_wire = false);
+// dense gradients cross the ring as bfloat16 with job.bfloat16_wire, in
+// packs of job.bytes_per_pack. Every member must call it (for `auto`, the
+// members settle the packs together, by whether any link of the ring is
+// TCP): an error is the ring's.
+absl::Status TrainOverRing(Ring* ring, train::ReplicaGroup* group, const model::JobSpec& job);
 
 int AllReduceMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> security);
 

@@ -38,11 +38,10 @@ struct Reader {
 
 CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring,
                                  const Placement& placement, std::vector<int64_t> offsets,
-                                 bool bfloat16_wire, std::shared_ptr<StopVote> vote)
+                                 CollectiveOptions options)
     : local_(std::move(local)),
       ring_(ring),
-      bfloat16_wire_(bfloat16_wire),
-      vote_(std::move(vote)),
+      options_(std::move(options)),
       variables_(placement.variables),
       tables_(placement.embeddings),
       offsets_(std::move(offsets)) {
@@ -53,25 +52,78 @@ CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ri
   averaged_.resize(end);
 }
 
+CollectiveStore::~CollectiveStore() = default;
+
+void CollectiveStore::Post(Queue queue, int64_t number,
+                           std::function<absl::StatusOr<int64_t>()> exchange) {
+  exchanges_.Run([this, queue, number, exchange = std::move(exchange)] {
+    const int q = static_cast<int>(queue);
+    bool skip;
+    {
+      absl::MutexLock lock(&mu_);
+      skip = !queues_[q].error.ok();
+    }
+    absl::StatusOr<int64_t> result = skip ? absl::StatusOr<int64_t>(int64_t{0}) : exchange();
+    absl::MutexLock lock(&mu_);
+    QueueState& state = queues_[q];
+    if (!result.ok() && state.error.ok()) state.error = result.status();
+    if (result.ok()) state.max_step = std::max(state.max_step, *result);
+    state.ended = number;
+  });
+}
+
+void CollectiveStore::SendPack() {
+  if (pack_.last == 0) return;
+  Pack pack = std::exchange(pack_, Pack());
+  Post(pack.queue, pack.last, [this, pack = std::move(pack)] {
+    return Dense(pack.variables, pack.grads, pack.params, pack.queue);
+  });
+}
+
 ParameterStore::Ticket CollectiveStore::StartDense(absl::Span<const int> variables,
                                                    const float* grads, float* params,
                                                    Queue queue) {
-  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
-  return queues_.Record(queue, Dense(variables, grads, params, queue));
+  const Ticket ticket{queue, ++started_[static_cast<int>(queue)]};
+  if (grads == nullptr) {
+    SendPack();
+    Post(queue, ticket.number,
+         [this, variables = std::vector<int>(variables.begin(), variables.end()), params, queue] {
+      const Ticket t = local_->StartDense(variables, nullptr, params, queue);
+      return local_->Wait(t);
+    });
+    return ticket;
+  }
+  if (pack_.last != 0 &&
+      (pack_.grads != grads || pack_.params != params || pack_.queue != queue)) {
+    SendPack();
+  }
+  bool ends_pack = variables.empty();
+  if (variables.empty()) {
+    // The whole model: a pack of its own.
+    SendPack();
+    for (size_t v = 0; v < variables_.size(); ++v) {
+      pack_.variables.push_back(static_cast<int>(v));
+      pack_.floats += variables_[v].elements();
+    }
+  }
+  for (int v : variables) {
+    pack_.variables.push_back(v);
+    if (v >= 0 && v < static_cast<int>(variables_.size())) pack_.floats += variables_[v].elements();
+    ends_pack = ends_pack || v == 0;
+  }
+  pack_.grads = grads;
+  pack_.params = params;
+  pack_.queue = queue;
+  if (pack_.first == 0) pack_.first = ticket.number;
+  pack_.last = ticket.number;
+  if (ends_pack || pack_.floats * static_cast<int64_t>(sizeof(float)) >= options_.bytes_per_pack) {
+    SendPack();
+  }
+  return ticket;
 }
 
-absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
+absl::StatusOr<int64_t> CollectiveStore::Dense(const std::vector<int>& variables,
                                                const float* grads, float* params, Queue queue) {
-  if (grads == nullptr) {
-    const Ticket t = local_->StartDense(variables, nullptr, params, queue);
-    return local_->Wait(t);
-  }
-  std::vector<int> all;
-  if (variables.empty()) {
-    all.resize(variables_.size());
-    for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int>(v);
-    variables = all;
-  }
   int64_t total = 0;
   for (int v : variables) {
     if (v < 0 || v >= static_cast<int>(variables_.size())) {
@@ -80,11 +132,12 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
     }
     total += variables_[v].elements();
   }
-  // One fused buffer per exchange: the variables' gradients side by side,
-  // then the stop vote's two numbers.
-  packed_.resize(total + (vote_ != nullptr ? 2 : 0));
-  if (vote_ != nullptr) {
-    const int mine = vote_->mine.load(std::memory_order_relaxed);
+  // One fused buffer per pack: the variables' gradients side by side, then
+  // the stop vote's two numbers.
+  const StopVote* vote = options_.vote.get();
+  packed_.resize(total + (vote != nullptr ? 2 : 0));
+  if (vote != nullptr) {
+    const int mine = vote->mine.load(std::memory_order_relaxed);
     packed_[total] = static_cast<float>(mine);
     packed_[total + 1] = mine != 0 ? 1.0f : 0.0f;
   }
@@ -95,16 +148,19 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
     at += n;
   }
   const absl::Time start = absl::Now();
-  PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_), bfloat16_wire_));
-  collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
-  if (vote_ != nullptr) {
+  PSTRAIN_RETURN_IF_ERROR(ring_->AllReduceSum(absl::MakeSpan(packed_), options_.bfloat16_wire));
+  AddCollectiveTime(start);
+  {
+    absl::MutexLock lock(&mu_);
+    ++dense_all_reduces_;
+  }
+  if (vote != nullptr) {
     // The same bits on every replica: the same answer. The signal is the
     // voters' mean (they usually share one, as a SIGTERM to every task).
     const float voters = packed_[total + 1];
-    vote_->agreed.store(voters > 0 ? std::max(1, static_cast<int>(std::lround(
-                                                  packed_[total] / voters)))
-                                   : 0,
-                        std::memory_order_relaxed);
+    options_.vote->agreed.store(
+        voters > 0 ? std::max(1, static_cast<int>(std::lround(packed_[total] / voters))) : 0,
+        std::memory_order_relaxed);
   }
   const float scale = 1.0f / static_cast<float>(ring_->size());
   at = 0;
@@ -119,6 +175,22 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(absl::Span<const int> variables,
   return local_->Wait(t);
 }
 
+void CollectiveStore::AddCollectiveTime(absl::Time start) {
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  absl::MutexLock lock(&mu_);
+  collective_seconds_ += seconds;
+}
+
+double CollectiveStore::collective_seconds() const {
+  absl::MutexLock lock(&mu_);
+  return collective_seconds_;
+}
+
+int64_t CollectiveStore::dense_all_reduces() const {
+  absl::MutexLock lock(&mu_);
+  return dense_all_reduces_;
+}
+
 int64_t CollectiveStore::TableDim(const std::string& table) const {
   for (const VariableDef& t : tables_) {
     if (t.name == table) return t.row_elements();
@@ -129,13 +201,20 @@ int64_t CollectiveStore::TableDim(const std::string& table) const {
 ParameterStore::Ticket CollectiveStore::StartRows(absl::Span<const TableRows> push,
                                                   absl::Span<const TableRows> pull,
                                                   Queue queue) {
-  if (queues_.failed(queue)) return queues_.Record(queue, int64_t{0});
-  absl::Status s = Rows(push, pull, queue);
-  return queues_.Record(queue, s.ok() ? absl::StatusOr<int64_t>(int64_t{0}) : s);
+  const Ticket ticket{queue, ++started_[static_cast<int>(queue)]};
+  SendPack();
+  Post(queue, ticket.number,
+       [this, push = std::vector<TableRows>(push.begin(), push.end()),
+        pull = std::vector<TableRows>(pull.begin(), pull.end()),
+        queue]() -> absl::StatusOr<int64_t> {
+         PSTRAIN_RETURN_IF_ERROR(Rows(push, pull, queue));
+         return int64_t{0};
+       });
+  return ticket;
 }
 
-absl::Status CollectiveStore::Rows(absl::Span<const TableRows> push,
-                                   absl::Span<const TableRows> pull, Queue queue) {
+absl::Status CollectiveStore::Rows(const std::vector<TableRows>& push,
+                                   const std::vector<TableRows>& pull, Queue queue) {
   if (push.empty()) {
     const Ticket t = local_->StartRows({}, pull, queue);
     return local_->Wait(t).status();
@@ -148,7 +227,7 @@ absl::Status CollectiveStore::Rows(absl::Span<const TableRows> push,
   }
   const absl::Time start = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all, ring_->AllGather(mine));
-  collective_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  AddCollectiveTime(start);
   // Per pushed table, every replica's rows in rank order, scaled by 1/n.
   const float scale = 1.0f / static_cast<float>(ring_->size());
   std::vector<std::vector<int64_t>> ids(push.size());
@@ -188,10 +267,34 @@ absl::Status CollectiveStore::Rows(absl::Span<const TableRows> push,
   return local_->Wait(t).status();
 }
 
-absl::StatusOr<int64_t> CollectiveStore::Wait(Ticket ticket) { return queues_.Wait(ticket); }
+absl::StatusOr<int64_t> CollectiveStore::Wait(Ticket ticket) {
+  if (ticket.number == 0) return int64_t{0};
+  // A ticket in the pack being filled: the pack goes now.
+  if (pack_.last != 0 && pack_.queue == ticket.queue && ticket.number >= pack_.first) SendPack();
+  const int q = static_cast<int>(ticket.queue);
+  absl::MutexLock lock(&mu_);
+  auto ended = [this, q, &ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queues_[q].ended >= ticket.number;
+  };
+  mu_.Await(absl::Condition(&ended));
+  const QueueState& state = queues_[q];
+  if (!state.error.ok()) return state.error;
+  return state.max_step;
+}
 
 absl::Status CollectiveStore::Drain() {
-  absl::Status mine = queues_.Clear();
+  SendPack();
+  absl::Status mine;
+  {
+    absl::MutexLock lock(&mu_);
+    auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return queues_[0].ended >= started_[0] && queues_[1].ended >= started_[1];
+    };
+    mu_.Await(absl::Condition(&all_ended));
+    absl::Status rows = std::exchange(queues_[1].error, absl::OkStatus());
+    absl::Status dense = std::exchange(queues_[0].error, absl::OkStatus());
+    mine = dense.ok() ? rows : dense;
+  }
   absl::Status local = local_->Drain();
   return mine.ok() ? local : mine;
 }

@@ -16,8 +16,21 @@
 //
 // Pulls never leave the replica. Every replica must start the same
 // exchanges in the same order (the step loop's, train/trainer.h, with the
-// same model and schedule does). Exchanges run on the caller's thread, as
-// the inner store's do. Thread-compatible.
+// same model and schedule does).
+//
+// Exchanges run on a thread of the store's, one after another in the order
+// started (the ring's collectives must come in the same order on every
+// replica), so Start* returns at once: a step loop that starts each layer's
+// exchange as soon as backprop has produced its gradient (push_per_layer)
+// has the ring average the last layers while the earlier ones are still
+// being differentiated, as DDP's buckets and Horovod's fusion buffer do.
+// Consecutive dense exchanges of the same gradient and parameter arrays
+// are packed into one all-reduce until the pack holds `bytes_per_pack`
+// bytes of gradients or the model's first variable (the last that backprop
+// produces); a pack is also sent when anything else is started or waited
+// for. What goes into a pack depends only on the calls' order and sizes,
+// never on timing, so every replica packs alike. Thread-compatible: one
+// thread starts and waits.
 #ifndef PSTRAIN_CLIENT_COLLECTIVE_STORE_H_
 #define PSTRAIN_CLIENT_COLLECTIVE_STORE_H_
 
@@ -27,6 +40,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "base/serial_worker.h"
 #include "client/parameter_store.h"
 #include "cluster/placement.h"
 #include "transport/ring.h"
@@ -42,17 +58,30 @@ struct StopVote {
   std::atomic<int> agreed{0};  // what the last exchange decided (0: go on)
 };
 
+struct CollectiveOptions {
+  // --wire_dtype=bfloat16: the dense gradients cross the ring as bfloat16
+  // (Ring::AllReduceSum); rows stay float32.
+  bool bfloat16_wire = false;
+  // The replicas' stop vote, carried in every dense all-reduce; may be null.
+  std::shared_ptr<StopVote> vote;
+  // A pack's size (--bytes_per_pack, as TensorFlow's CommunicationOptions
+  // name it): dense exchanges are packed into one all-reduce until they
+  // hold this many bytes of gradients. 0: each exchange is sent as it
+  // starts.
+  int64_t bytes_per_pack = 0;
+};
+
 class CollectiveStore final : public ParameterStore {
  public:
   // `local`: the replica's own store of `placement`'s variables, laid out
   // by `offsets` (dense variable v from offsets[v]). `ring` must outlive
-  // the store. With `bfloat16_wire` (--wire_dtype=bfloat16) the dense
-  // gradients cross the ring as bfloat16 (Ring::AllReduceSum); rows stay
-  // float32.
-  // `vote`, when given, travels in every dense exchange.
+  // the store, and nothing else may call its collectives while an exchange
+  // is under way (between a Start* and the Drain or Wait that ends it).
   CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ring, const Placement& placement,
-                  std::vector<int64_t> offsets, bool bfloat16_wire = false,
-                  std::shared_ptr<StopVote> vote = nullptr);
+                  std::vector<int64_t> offsets, CollectiveOptions options);
+  // Waits for the exchanges started (each ends or fails within the ring's
+  // timeout).
+  ~CollectiveStore() override;
 
   absl::Status WaitUntilReady(absl::Duration timeout) override {
     return local_->WaitUntilReady(timeout);
@@ -72,27 +101,60 @@ class CollectiveStore final : public ParameterStore {
   absl::StatusOr<int64_t> Wait(Ticket ticket) override;
   absl::Status Drain() override;
 
-  // Seconds spent in the ring's collectives so far.
-  double collective_seconds() const { return collective_seconds_; }
+  // Seconds spent in the ring's collectives so far, and the all-reduces
+  // the dense exchanges made (one per pack).
+  double collective_seconds() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t dense_all_reduces() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  absl::StatusOr<int64_t> Dense(absl::Span<const int> variables, const float* grads,
+  // Dense exchanges waiting to be sent as one all-reduce (the caller's).
+  struct Pack {
+    std::vector<int> variables;
+    int64_t floats = 0;
+    const float* grads = nullptr;
+    float* params = nullptr;
+    Queue queue = Queue::kDense;
+    int64_t first = 0;  // the first and last ticket numbers in it (0: empty)
+    int64_t last = 0;
+  };
+  // Hands the pack to the exchange thread (nothing when it is empty).
+  void SendPack();
+  // Runs `exchange` on the exchange thread as ticket `number` of `queue`
+  // (and every earlier one of it); skipped after an error of that queue.
+  void Post(Queue queue, int64_t number, std::function<absl::StatusOr<int64_t>()> exchange);
+
+  // On the exchange thread.
+  absl::StatusOr<int64_t> Dense(const std::vector<int>& variables, const float* grads,
                                 float* params, Queue queue);
-  absl::Status Rows(absl::Span<const TableRows> push, absl::Span<const TableRows> pull,
+  absl::Status Rows(const std::vector<TableRows>& push, const std::vector<TableRows>& pull,
                     Queue queue);
+  void AddCollectiveTime(absl::Time start) ABSL_LOCKS_EXCLUDED(mu_);
   int64_t TableDim(const std::string& table) const;
 
   std::unique_ptr<ParameterStore> local_;
   Ring* const ring_;
-  const bool bfloat16_wire_;
-  const std::shared_ptr<StopVote> vote_;
+  const CollectiveOptions options_;
   const std::vector<VariableDef> variables_;  // dense
   const std::vector<VariableDef> tables_;
   const std::vector<int64_t> offsets_;
-  std::vector<float> packed_;   // the exchange's gradients, packed, summed
-  std::vector<float> averaged_; // ... placed back in the model's layout
-  double collective_seconds_ = 0;
-  EndedQueues queues_;
+  // The caller's: tickets handed out per queue, and the pack being filled.
+  int64_t started_[2] = {0, 0};
+  Pack pack_;
+  // The exchange thread's.
+  std::vector<float> packed_;    // the exchange's gradients, packed, summed
+  std::vector<float> averaged_;  // ... placed back in the model's layout
+
+  struct QueueState {
+    int64_t ended = 0;  // the last ticket number that ended (or was skipped)
+    absl::Status error;
+    int64_t max_step = 0;
+  };
+  mutable absl::Mutex mu_;
+  QueueState queues_[2] ABSL_GUARDED_BY(mu_);
+  double collective_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dense_all_reduces_ ABSL_GUARDED_BY(mu_) = 0;
+  // Last: destroyed first, so its thread ends before what it uses.
+  SerialWorker exchanges_;
 };
 
 }  // namespace pstrain::client

@@ -65,6 +65,10 @@ std::vector<FlagDef> MakeTable() {
            "where replicas compute: CUDA when usable, else the CPU"),
       Flag("push_per_layer", G::kJob, "", "false",
            "push each layer's gradient as soon as backprop produces it"),
+      Flag("bytes_per_pack", G::kJob, "auto|N", "auto",
+           "without ps: all-reduce the gradients in packs of at least N bytes, each as soon as "
+           "backprop has produced it; 0: the whole model in one pack after the step; auto: "
+           "262144 when a link of the ring is TCP, else 0"),
       Flag("shared_memory", G::kJob, "", "true",
            "workers offer a PS on their host shared memory for tensor bytes (a PS refuses it "
            "with --noshared_memory), as do the replicas of a cluster without ps to their ring "

@@ -96,6 +96,8 @@ Json DescribeJob(const model::JobSpec& job) {
             {"keep_checkpoints", job.keep_checkpoints},
             {"device", job.device.ToString()},
             {"push_per_layer", job.push_per_layer},
+            {"bytes_per_pack",
+             job.bytes_per_pack < 0 ? Json("auto") : Json(job.bytes_per_pack)},
             {"shared_memory", job.shared_memory},
             {"tcp_frames", job.tcp_frames},
             {"wire_dtype", job.bfloat16_wire ? "bfloat16" : "float32"}};
@@ -187,7 +189,7 @@ std::vector<std::string> ModelDifferences(const Json& a, const Json& b, absl::st
 
 std::vector<std::string> JobDifferences(const Json& chief, const Json& mine) {
   static const auto* own = new std::set<std::string>{
-      "device",     "push_per_layer",  "shared_memory",    "tcp_frames",
+      "device",     "push_per_layer",  "bytes_per_pack",   "shared_memory",    "tcp_frames",
       "wire_dtype", "checkpoint_secs", "checkpoint_steps", "keep_checkpoints"};
   std::set<std::string> names;
   for (const auto& [key, value] : chief.items()) names.insert(key);

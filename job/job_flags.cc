@@ -193,6 +193,13 @@ absl::Status ReadScheduleFlags(CliArgs& args, model::JobSpec& job) {
 absl::Status ReadTransportFlags(CliArgs& args, model::JobSpec& job) {
   PSTRAIN_ASSIGN_OR_RETURN(job.push_per_layer,
                            BoolFlag(args, "push_per_layer", job.push_per_layer));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string pack, StringFlag(args, "bytes_per_pack"));
+  if (pack == "auto") {
+    job.bytes_per_pack = -1;
+  } else if (!absl::SimpleAtoi(pack, &job.bytes_per_pack) || job.bytes_per_pack < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--bytes_per_pack=", pack, ": must be auto or a number of bytes (0 or more)"));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(job.shared_memory, BoolFlag(args, "shared_memory", job.shared_memory));
   PSTRAIN_ASSIGN_OR_RETURN(job.tcp_frames, BoolFlag(args, "tcp_frames", job.tcp_frames));
   PSTRAIN_ASSIGN_OR_RETURN(std::string wire_dtype, StringFlag(args, "wire_dtype"));

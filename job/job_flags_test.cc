@@ -38,6 +38,21 @@ TEST(JobFlagsTest, DefaultsAndOverrides) {
   CliArgs half = Args({"--wire_dtype=float16"});
   EXPECT_EQ(JobSpecFromFlags(half).status().message(),
             "--wire_dtype=float16: must be float32 or bfloat16");
+  EXPECT_EQ(d.bytes_per_pack, -1);  // auto
+  for (const auto& [given, bytes] : {std::pair<std::string, int64_t>{"--bytes_per_pack=auto", -1},
+                                     {"--bytes_per_pack=0", 0},
+                                     {"--bytes_per_pack=262144", 262144}}) {
+    CliArgs pack = Args({given.c_str()});
+    ASSERT_OK_AND_ASSIGN(model::JobSpec p, JobSpecFromFlags(pack));
+    EXPECT_EQ(p.bytes_per_pack, bytes) << given;
+  }
+  for (const std::string bad : {"-1", "1MB", ""}) {
+    const std::string flag = "--bytes_per_pack=" + bad;
+    CliArgs pack = Args({flag.c_str()});
+    EXPECT_EQ(JobSpecFromFlags(pack).status().message(),
+              absl::StrCat("--bytes_per_pack=", bad,
+                           ": must be auto or a number of bytes (0 or more)"));
+  }
   CliArgs no_shm = Args({"--noshared_memory"});
   ASSERT_OK_AND_ASSIGN(model::JobSpec n, JobSpecFromFlags(no_shm));
   EXPECT_FALSE(n.shared_memory);

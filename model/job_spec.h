@@ -17,6 +17,9 @@
 
 namespace pstrain::model {
 
+// What --bytes_per_pack=auto packs to when the ring has a TCP link.
+inline constexpr int64_t kAutoPackBytes = 256 << 10;
+
 struct JobSpec {
   // One hidden layer of 128: fast, about 0.86 test accuracy.
   NetworkSpec model = NetworkSpec::FromWidths(784, {128}, 10);
@@ -49,6 +52,16 @@ struct JobSpec {
   // the compute they would overlap, three smaller rounds per step measured
   // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
   bool push_per_layer = false;
+  // A job without PS: the replicas' gradients go around the ring in packs
+  // of at least this many bytes (--bytes_per_pack, as TensorFlow's
+  // CommunicationOptions name it), each as soon as backprop has produced
+  // it, so the last layers' all-reduce runs while the earlier layers are
+  // still being differentiated (client/collective_store.h); 0: the whole
+  // model in one all-reduce after the step; -1 (auto): kAutoPackBytes when
+  // a link of the ring is TCP (between hosts, where the overlap pays), 0
+  // when every link is shared memory (where the all-reduce is memory copies
+  // on the cores that compute). BENCHMARKS.md has both.
+  int64_t bytes_per_pack = -1;
   // Replicas offer each PS shared memory for the tensor bytes of their
   // frames (client/ps_stream.h): a PS on the same host maps it and the bytes
   // skip the loopback socket; one on another host declines, and they travel

@@ -22,7 +22,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
-#include "base/subprocess.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "allreduce/allreduce_main.h"
@@ -32,6 +31,7 @@
 #include "tests/testing/keyword_texts.h"
 #include "train/local_trainer.h"
 #include "transport/ring.h"
+#include "transport/testing/loopback_ring.h"
 
 namespace pstrain {
 namespace {
@@ -42,41 +42,28 @@ namespace {
 std::vector<train::LocalResult> TrainByAllReduce(
     const model::JobSpec& job, int n,
     const std::function<void(int replica, train::LocalOptions*)>& tweak = nullptr) {
-  std::vector<int> ports = PickFreePorts(n).value();
-  std::vector<RingMember> members;
-  for (int r = 0; r < n; ++r) members.push_back({absl::StrCat("worker:", r), "127.0.0.1", ports[r]});
   std::vector<train::LocalResult> results(n);
   std::vector<absl::Status> status(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      RingOptions options;
-      options.members = members;
-      options.rank = r;
-      options.job_key = "test";
-      auto ring = Ring::Form(options);
-      if (!ring.ok()) {
-        status[r] = ring.status();
-        return;
-      }
-      train::ReplicaGroup group;
-      group.replica = r;
-      group.num_replicas = n;
-      for (const RingMember& m : members) group.names.push_back(m.name);
-      allreduce::TrainOverRing(ring->get(), &group, job.bfloat16_wire);
-      train::LocalOptions local;
-      local.log_every_steps = 1000;
-      local.group = &group;
-      if (tweak) tweak(r, &local);
-      auto result = train::RunLocal(job, local);
-      if (!result.ok()) {
-        status[r] = result.status();
-        return;
-      }
-      results[r] = *std::move(result);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  testing::OnLoopbackRing(n, nullptr, [&](int r, Ring& ring) {
+    train::ReplicaGroup group;
+    group.replica = r;
+    group.num_replicas = n;
+    for (int i = 0; i < n; ++i) group.names.push_back(absl::StrCat("worker:", i));
+    if (absl::Status s = allreduce::TrainOverRing(&ring, &group, job); !s.ok()) {
+      status[r] = s;
+      return;
+    }
+    train::LocalOptions local;
+    local.log_every_steps = 1000;
+    local.group = &group;
+    if (tweak) tweak(r, &local);
+    auto result = train::RunLocal(job, local);
+    if (!result.ok()) {
+      status[r] = result.status();
+      return;
+    }
+    results[r] = *std::move(result);
+  });
   for (int r = 0; r < n; ++r) EXPECT_OK(status[r]) << "replica " << r;
   return results;
 }
@@ -156,9 +143,42 @@ INSTANTIATE_TEST_SUITE_P(Models, AllReduceMatchesLocalTest,
                                                                                            : "Mlp");
                          });
 
+// --bytes_per_pack=auto, settled by the whole ring: no packs where every
+// link is shared memory (one host), 256 KiB packs where a link is TCP.
+TEST(AllReduceAutoPackTest, PacksOnlyWhenALinkOfTheRingIsTcp) {
+  for (bool shared : {true, false}) {
+    int64_t packs[2] = {-2, -2};
+    testing::OnLoopbackRing(
+        2, [&](RingOptions& o) { o.shared_memory = shared; },
+        [&](int r, Ring& ring) {
+          train::ReplicaGroup group;
+          model::JobSpec job;
+          ASSERT_EQ(job.bytes_per_pack, -1);
+          ASSERT_OK(allreduce::TrainOverRing(&ring, &group, job));
+          packs[r] = group.bytes_per_pack;
+        });
+    const int64_t expected = shared ? 0 : model::kAutoPackBytes;
+    EXPECT_EQ(packs[0], expected) << (shared ? "shared memory" : "tcp");
+    EXPECT_EQ(packs[1], expected) << (shared ? "shared memory" : "tcp");
+  }
+}
+
+// Every layer in a pack of its own (--bytes_per_pack=1), each all-reduced
+// on the store's thread while backprop differentiates the layers below:
+// still where the local run ends.
+TEST(AllReduceMatchesLocalPackedTest, TwoReplicasOfBatch32EqualOneLocalRunOfBatch64) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                       model::LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
+  model::JobSpec job = config.job;
+  job.seed = 5;
+  job.bytes_per_pack = 1;
+  ExpectAllReduceEqualsLocal(job, 60, 0.02, 2e-5);
+}
+
 // The seeds' text CNN (embedding -> conv1d -> pool -> conv1d -> pool ->
 // flatten -> dense) on a small corpus, 40 steps (see
-// sync_matches_local_test.cc for why not more).
+// sync_matches_local_test.cc for why not more), its dense layers in packs
+// of their own, the table rows' all-gathers between them.
 TEST(AllReduceMatchesLocalTextCnnTest, TwoReplicasOfBatch32EqualOneLocalRunOfBatch64) {
   ASSERT_OK_AND_ASSIGN(const std::string corpus,
                        testing::WriteKeywordCorpus(testing::TempDir() + "/text_cnn"));
@@ -171,22 +191,29 @@ TEST(AllReduceMatchesLocalTextCnnTest, TwoReplicasOfBatch32EqualOneLocalRunOfBat
                                                    "text_cnn.pbtxt"));
   model::JobSpec job = config.job;
   job.data_dir = corpus;
+  job.bytes_per_pack = 1;
   ExpectAllReduceEqualsLocal(job, 40, 0.01, 2e-5);
 }
 
 // Three replicas (chunks of unequal sizes around the ring): the same bits
-// on every replica, and the same again on a rerun.
+// on every replica, and the same again on a rerun, with the whole model in
+// one pack and with each layer in its own (all-reduced while backprop
+// goes on: the timing differs from run to run, the bits do not).
 TEST(AllReduceDeterminismTest, ThreeReplicasHoldTheSameBitsAndARerunRepeatsThem) {
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
                        model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
+  for (int64_t pack : {0, 1}) {
+  SCOPED_TRACE(absl::StrCat("--bytes_per_pack=", pack));
   model::JobSpec job = config.job;
   job.max_steps = 30;
+  job.bytes_per_pack = pack;
   std::vector<train::LocalResult> first = TrainByAllReduce(job, 3);
   std::vector<train::LocalResult> second = TrainByAllReduce(job, 3);
   ASSERT_EQ(first[0].steps, 30);
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(SameBits(first[r].params, first[0].params)) << "replica " << r;
     EXPECT_TRUE(SameBits(second[r].params, first[0].params)) << "rerun, replica " << r;
+  }
   }
 }
 

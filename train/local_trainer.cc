@@ -263,9 +263,11 @@ class LocalRun final : public StepObserver {
   absl::StatusOr<TrainerResult> Train() {
     TrainerOptions trainer;
     trainer.job = job_;
-    // One exchange per step, every tensor async (CreateStore).
+    // Every tensor async (CreateStore); one exchange per step, or, with
+    // replicas averaging over a ring in packs, each layer's exchange
+    // started as soon as backprop has produced its gradient.
     trainer.job.consistency = Consistency::Async();
-    trainer.job.push_per_layer = false;
+    trainer.job.push_per_layer = group_ != nullptr && group_->bytes_per_pack > 0;
     trainer.log_every_steps = std::max(options_.log_every_steps, 1);
     trainer.recovery_wait = absl::ZeroDuration();
     trainer.exact = true;

@@ -72,6 +72,10 @@ struct ReplicaGroup {
   // one (0: go on), the same answer on every replica before the same step.
   // Null: each replica stops on its own signal.
   std::function<int(int mine)> stop_vote;
+  // > 0: the wrapped store packs the exchanges (CollectiveOptions::
+  // bytes_per_pack), so the step loop starts each layer's as soon as
+  // backprop has produced its gradient; 0: the whole model after the step.
+  int64_t bytes_per_pack = 0;
   // What run.json and final_metrics.json record of the mode ("allreduce")
   // and the cluster.
   std::string mode = "allreduce";

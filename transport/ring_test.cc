@@ -17,47 +17,31 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transport/frame_socket.h"
+#include "transport/testing/loopback_ring.h"
 
 namespace pstrain {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::vector<RingMember> Members(int n) {
-  std::vector<int> ports = PickFreePorts(n).value();
-  std::vector<RingMember> members;
-  for (int i = 0; i < n; ++i) members.push_back({absl::StrCat("worker:", i), "127.0.0.1", ports[i]});
-  return members;
-}
+using testing::LoopbackMembers;
 
 RingOptions Options(const std::vector<RingMember>& members, int rank) {
-  RingOptions o;
-  o.members = members;
-  o.rank = rank;
-  o.job_key = "test";
-  o.connect_timeout = absl::Seconds(20);
-  o.timeout = absl::Seconds(20);
-  return o;
+  return testing::LoopbackRingOptions(members, rank);
 }
 
 // Forms a ring of n members, each on a thread, and runs body(rank, ring) on
 // each. Links share memory when `shared`, with `slots` slots each.
 void OnRing(int n, const std::function<void(int, Ring&)>& body, int64_t piece_bytes = 512 << 10,
             bool shared = true, int slots = 8) {
-  const std::vector<RingMember> members = Members(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      RingOptions o = Options(members, r);
-      o.piece_bytes = piece_bytes;
-      o.shared_memory = shared;
-      o.shared_slots = slots;
-      auto ring = Ring::Form(o);
-      ASSERT_OK(ring.status());
-      body(r, **ring);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  testing::OnLoopbackRing(
+      n,
+      [&](RingOptions& o) {
+        o.piece_bytes = piece_bytes;
+        o.shared_memory = shared;
+        o.shared_slots = slots;
+      },
+      body);
 }
 
 std::vector<float> RandomData(int rank, int64_t count, int seed) {
@@ -162,7 +146,7 @@ TEST(RingTest, LinksOnOneHostShareMemoryUnlessAMemberSaysNo) {
   EXPECT_STREQ(line, "0\n");
 
   // worker:0 does not share: neither of its links does; worker:1 to worker:2 still does.
-  const std::vector<RingMember> members = Members(3);
+  const std::vector<RingMember> members = LoopbackMembers(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
@@ -236,7 +220,7 @@ TEST(RingTest, AllGatherReturnsEachMembersBytesInRankOrder) {
 }
 
 TEST(RingTest, AMemberThatNeverComesIsNamed) {
-  const std::vector<RingMember> members = Members(3);
+  const std::vector<RingMember> members = LoopbackMembers(3);
   std::vector<absl::Status> formed(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {  // worker:2 never starts
@@ -253,7 +237,7 @@ TEST(RingTest, AMemberThatNeverComesIsNamed) {
 }
 
 TEST(RingTest, AMemberThatStopsFailsTheCollectiveNamingIt) {
-  const std::vector<RingMember> members = Members(3);
+  const std::vector<RingMember> members = LoopbackMembers(3);
   std::vector<absl::Status> result(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
@@ -289,7 +273,7 @@ TEST(RingTest, MembersThatDisagreeOnTheSizeAreTold) {
 }
 
 TEST(RingTest, AnotherJobsTaskIsNotTakenForTheLeftNeighbour) {
-  const std::vector<RingMember> members = Members(2);
+  const std::vector<RingMember> members = LoopbackMembers(2);
   std::vector<absl::Status> formed(2);
   std::thread stray([&] {
     RingOptions o = Options(members, 1);
@@ -309,7 +293,7 @@ TEST(RingTest, AnotherJobsTaskIsNotTakenForTheLeftNeighbour) {
 // launch gone) does not hold up the left neighbour's behind it: its hello
 // is read on a thread of its own, and the ring forms at once.
 TEST(RingTest, ASilentConnectionDoesNotHoldUpTheLeftNeighbour) {
-  const std::vector<RingMember> members = Members(2);
+  const std::vector<RingMember> members = LoopbackMembers(2);
   std::unique_ptr<FrameSocket> silent;
   std::vector<absl::Status> formed(2);
   std::thread first([&] {
@@ -344,7 +328,7 @@ TEST(RingTest, WithATokenOnlyAMemberPresentingItJoins) {
   // Both hold the token: the ring forms and sums.
   std::vector<float> sums(2);
   {
-    const std::vector<RingMember> members = Members(2);
+    const std::vector<RingMember> members = LoopbackMembers(2);
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r) {
       threads.emplace_back([&, r] {
@@ -363,7 +347,7 @@ TEST(RingTest, WithATokenOnlyAMemberPresentingItJoins) {
   // worker:1 presents another token, then none: worker:0 refuses it, and
   // its message does not echo what was presented.
   for (const std::string theirs : {std::string("another-token-of-32-characters!!"), std::string()}) {
-    const std::vector<RingMember> members = Members(2);
+    const std::vector<RingMember> members = LoopbackMembers(2);
     absl::Status formed;
     std::thread stray([&] {
       RingOptions o = Options(members, 1);

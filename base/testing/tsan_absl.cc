@@ -252,4 +252,18 @@ void BlockingCounter::Wait() {
 ABSL_NAMESPACE_END
 }  // namespace absl
 
+namespace {
+
+// Abseil's deadlock detector keeps one graph of every Mutex, guarded by a
+// spin lock of the library's that TSan cannot see, so two threads that
+// destroy mutexes at once (each removing its node) read as a race. TSan
+// checks lock order itself ("lock-order-inversion"), so the detector is
+// turned off in its builds.
+const bool kDetectorOff = [] {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return true;
+}();
+
+}  // namespace
+
 #endif  // PSTRAIN_TSAN_BUILD
