@@ -4,7 +4,8 @@
 //   bazel-bin/bench/ps_bench
 //       [--scenario=all|push_pull|alternating|pipelined|memory|checkpoint]
 //       [--ps=M] [--clients=N] [--bytes=B,...] [--seconds=S] [--inflight=K]
-//       [--model_mib=MiB] [--repeat=R] [--shared_memory] [--transport=tcp|grpc|shm]
+//       [--model_mib=MiB] [--repeat=R] [--shared_memory]
+//       [--transport=tcp|tls|grpc|shm] [--certs=DIR]
 //       [--wire_dtype=float32|bfloat16]
 //
 // Each client thread has its own TCP connection to each server, as a
@@ -40,7 +41,10 @@
 //              onto 2, 3 and 1 fresh PS (values checked equal); write and
 //              restore times
 // Scenarios other than push_pull run the PS's clients over --transport
-// (default tcp).
+// (default tcp; tls: the frame port inside TLS, with --certs=DIR, a
+// directory deploy/make_certs.sh made: mutual TLS and the cluster token).
+// push_pull runs tcp and grpc in each round, and tls too when --certs is
+// given, side by side.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -65,7 +69,9 @@
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
 #include "base/cli_args.h"
+#include "transport/frame_tls.h"
 #include "transport/grpc_server.h"
+#include "transport/security.h"
 #include "base/malloc_tuning.h"
 #include "base/median.h"
 #include "cluster/placement.h"
@@ -128,6 +134,21 @@ class EchoService final : public grpc::CallbackGenericService {
   }
 };
 
+// --certs=DIR: what deploy/make_certs.sh DIR made, for --transport=tls
+// (mutual TLS and the cluster token, as a job configured with them); null
+// without.
+std::shared_ptr<const Security> g_security;
+std::string g_certs_dir;
+
+absl::StatusOr<std::shared_ptr<const Security>> LoadCerts(const std::string& dir) {
+  SecurityConfig c;
+  c.tls_cert = dir + "/cert.pem";
+  c.tls_key = dir + "/key.pem";
+  c.tls_ca = dir + "/ca.pem";
+  c.token_file = dir + "/token";
+  return Security::Load(c);
+}
+
 int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
   const std::string address = absl::StrCat("127.0.0.1:", port);
   std::atomic<bool> stop{false};
@@ -150,9 +171,13 @@ int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
   }
   ps::ShardStore store(ps_index, num_ps);
   std::unique_ptr<GrpcServer> server;
-  ps::PsServiceImpl service(&store, [&](const std::string&, int) { stop = true; });
+  ps::PsServiceOptions service_options;
+  service_options.security = g_security;
+  ps::PsServiceImpl service(&store, [&](const std::string&, int) { stop = true; },
+                            service_options);
   GrpcServerOptions options;
   options.address = address;
+  options.security = g_security;
   auto created = GrpcServer::Create(options, {&service});
   if (!created.ok()) {
     std::fprintf(stderr, "ps_bench: %s\n", std::string(created.status().message()).c_str());
@@ -202,7 +227,16 @@ struct Servers {
   }
 };
 
-absl::StatusOr<std::unique_ptr<Servers>> StartServers(const std::string& kind, int n) {
+// The security of a run over `transport`: the --certs' for tls and
+// grpc_tls (the Exchange stream in gRPC's TLS), else none.
+std::shared_ptr<const Security> SecurityFor(const std::string& transport) {
+  return transport == "tls" || transport == "grpc_tls" ? g_security : nullptr;
+}
+
+// `n` servers of `kind` ("ps" or "echo"); PS with `security` (mutual TLS
+// and the token) when given.
+absl::StatusOr<std::unique_ptr<Servers>> StartServers(
+    const std::string& kind, int n, std::shared_ptr<const Security> security = nullptr) {
   auto servers = std::make_unique<Servers>();
   auto ports = PickFreePorts(n);
   if (!ports.ok()) return ports.status();
@@ -211,13 +245,16 @@ absl::StatusOr<std::unique_ptr<Servers>> StartServers(const std::string& kind, i
     spawn.argv = {"/proc/self/exe", absl::StrCat("--serve=", kind),
                   absl::StrCat("--port=", (*ports)[i]), absl::StrCat("--ps_index=", i),
                   absl::StrCat("--num_ps=", n)};
+    if (security != nullptr) spawn.argv.push_back("--certs=" + g_certs_dir);
     auto pid = Spawn(spawn);
     if (!pid.ok()) return pid.status();
     servers->pids.push_back(*pid);
     servers->addresses.push_back({"127.0.0.1", (*ports)[i]});
   }
   for (const HostPort& a : servers->addresses) {
-    auto channel = grpc::CreateChannel(a.ToString(), grpc::InsecureChannelCredentials());
+    auto channel = security != nullptr
+                       ? security->CreateChannel(a.ToString(), grpc::ChannelArguments())
+                       : grpc::CreateChannel(a.ToString(), grpc::InsecureChannelCredentials());
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
       return absl::UnavailableError(
           absl::StrCat(kind, " server at ", a.ToString(), " did not come up"));
@@ -348,8 +385,9 @@ Placement OneTensorPerPs(int num_ps, int64_t bytes) {
 }
 
 // How the PS clients' frames travel: "tcp" (the PS's frame port, the
-// default between hosts), "grpc" (the Exchange stream) or "shm" (the
-// Exchange stream with tensor bytes in shared memory, as on one host).
+// default between hosts), "tls" (that port inside TLS, --certs), "grpc" (the
+// Exchange stream) or "shm" (the Exchange stream with tensor bytes in
+// shared memory, as on one host).
 std::string g_transport = "tcp";
 // --wire_dtype=bfloat16: the PS clients' tensors cross as bfloat16 (the
 // rates still count the float32 bytes the callers push and pull).
@@ -366,7 +404,8 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& server
   o.ps_addresses = servers.addresses;
   o.replica = replica;
   o.shared_memory = t == "shm";
-  o.tcp_frames = t == "tcp";
+  o.tcp_frames = t == "tcp" || t == "tls";
+  o.security = SecurityFor(t);
   o.bfloat16_wire = g_bfloat16;
   // Client threads stand in for workers, each with its own connections.
   o.own_connection = true;
@@ -375,8 +414,8 @@ absl::StatusOr<std::unique_ptr<client::PsClient>> ClientOf(const Servers& server
 
 // How a stream's frames went: "tcp", "shm" (in the gRPC stream, tensor
 // bytes in shared memory) or "grpc".
-std::string TransportOf(bool over_tcp, bool shared) {
-  return over_tcp ? "tcp" : shared ? "shm" : "grpc";
+std::string TransportOf(bool over_tcp, bool over_tls, bool shared) {
+  return over_tcp ? (over_tls ? "tls" : "tcp") : shared ? "shm" : "grpc";
 }
 
 // FailedPrecondition naming the scenario when `client`'s frames to any PS
@@ -385,8 +424,9 @@ absl::Status CheckTransport(const std::string& scenario, const client::PsClient&
                             const std::string& asked) {
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     const std::string used =
-        TransportOf(client.frames_over_tcp(ps), client.SharedMemoryFrames() > 0);
-    if (used != asked) {
+        TransportOf(client.frames_over_tcp(ps), client.frames_over_tls(ps),
+                    client.SharedMemoryFrames() > 0);
+    if (used != (asked == "grpc_tls" ? "grpc" : asked)) {
       return absl::FailedPreconditionError(absl::StrCat(
           scenario, ": asked for --transport=", asked, " but the frames to ps:", ps,
           " went over ", used));
@@ -409,7 +449,7 @@ absl::Status CreateSgd(client::PsClient& client, const std::vector<int64_t>& off
 
 absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double seconds,
                                   const std::string& transport) {
-  auto servers = StartServers("ps", num_ps);
+  auto servers = StartServers("ps", num_ps, SecurityFor(transport.empty() ? g_transport : transport));
   if (!servers.ok()) return servers.status();
   const Placement placement = OneTensorPerPs(num_ps, bytes);
   std::vector<int64_t> offsets;
@@ -486,7 +526,7 @@ absl::StatusOr<Result> EchoPushPull(int num_ps, int clients, int64_t bytes, doub
 // still where separate runs drift. Prints the medians; returns the ratio
 // (echo's median time over the PS's: the PS's calls/s relative to echo's).
 absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
-  auto ps_servers = StartServers("ps", 1);
+  auto ps_servers = StartServers("ps", 1, SecurityFor(g_transport));
   if (!ps_servers.ok()) return ps_servers.status();
   auto echo_servers = StartServers("echo", 1);
   if (!echo_servers.ok()) return echo_servers.status();
@@ -541,7 +581,8 @@ absl::StatusOr<double> Alternating(int64_t bytes, double seconds) {
 }
 
 absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, double seconds) {
-  auto servers = StartServers("ps", 1);
+  const std::shared_ptr<const Security> security = SecurityFor(g_transport);
+  auto servers = StartServers("ps", 1, security);
   if (!servers.ok()) return servers.status();
   const Placement placement = OneTensorPerPs(1, bytes);
   auto creator = ClientOf(**servers, placement);
@@ -554,8 +595,12 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   // Each client's frames go as --transport says: over the PS's frame port,
   // in the gRPC stream, or there with the tensor bytes in shared memory.
   std::optional<client::TcpRoute> route;
-  if (g_transport == "tcp") {
-    route = client::TcpRoute{"127.0.0.1", [frame_port] { return frame_port; }, ""};
+  if (g_transport == "tcp" || g_transport == "tls") {
+    route = client::TcpRoute{"127.0.0.1", [frame_port] { return frame_port; },
+                             security != nullptr ? security->token() : ""};
+    if (security != nullptr) {
+      PSTRAIN_ASSIGN_OR_RETURN(route->tls, FrameTls::Make(*security));
+    }
   }
   const int64_t shared_bytes = g_transport == "shm" ? (inflight + 1) * bytes : 0;
   std::vector<std::unique_ptr<client::PsStream>> streams;
@@ -564,8 +609,10 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
     // A channel of its own per client: its own connection.
     args.SetInt("pstrain.bench_client", c);
     streams.push_back(std::make_unique<client::PsStream>(
-        grpc::CreateCustomChannel((*servers)->addresses[0].ToString(),
-                                  grpc::InsecureChannelCredentials(), args),
+        security != nullptr
+            ? security->CreateChannel((*servers)->addresses[0].ToString(), args)
+            : grpc::CreateCustomChannel((*servers)->addresses[0].ToString(),
+                                        grpc::InsecureChannelCredentials(), args),
         "ps:0", "/pstrain.v1.PsService/Exchange", shared_bytes, route));
   }
   std::vector<float> grad(bytes / 4, 1e-3f);
@@ -605,7 +652,7 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
   }
   for (int c = 0; c < clients; ++c) {
     const std::string used =
-        TransportOf(streams[c]->over_tcp(), streams[c]->shared_frames() > 0);
+        TransportOf(streams[c]->over_tcp(), streams[c]->over_tls(), streams[c]->shared_frames() > 0);
     if (used != g_transport) {
       return absl::FailedPreconditionError(
           absl::StrCat("pipelined: asked for --transport=", g_transport, " but client ", c,
@@ -812,6 +859,16 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "ps_bench: %s\n", std::string(args.status().message()).c_str());
     return 2;
   }
+  g_certs_dir = args->GetString("certs", "").value_or("");
+  if (!g_certs_dir.empty()) {
+    absl::StatusOr<std::shared_ptr<const Security>> loaded = LoadCerts(g_certs_dir);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ps_bench: --certs=%s: %s\n", g_certs_dir.c_str(),
+                   std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    g_security = *std::move(loaded);
+  }
   auto serve = args->GetString("serve", "");
   if (serve.ok() && !serve->empty()) {
     const int port = static_cast<int>(args->GetInt("port", 0).value_or(0));
@@ -834,7 +891,10 @@ int Main(int argc, char** argv) {
   absl::Status unused = args->CheckAllUsed();
   const std::vector<int64_t> sizes = ParseSizes(sizes_text);
   if (!unused.ok() || sizes.empty() || seconds <= 0 || inflight < 1 || model_mib < 1 ||
-      repeat < 1 || (g_transport != "tcp" && g_transport != "grpc" && g_transport != "shm") ||
+      repeat < 1 ||
+      (g_transport != "tcp" && g_transport != "tls" && g_transport != "grpc" &&
+       g_transport != "shm") ||
+      (g_transport == "tls" && g_security == nullptr) ||
       (wire_dtype != "float32" && wire_dtype != "bfloat16") ||
       (scenario != "all" && scenario != "push_pull" && scenario != "pipelined" &&
        scenario != "memory" && scenario != "checkpoint" && scenario != "alternating")) {
@@ -843,7 +903,9 @@ int Main(int argc, char** argv) {
                  "[--scenario=all|push_pull|alternating|pipelined|memory|checkpoint] "
                  "[--ps=M] [--clients=N] [--bytes=B,...] (multiples of 4) [--seconds=S] "
                  "[--inflight=K] [--model_mib=MiB] [--repeat=R] [--shared_memory] "
-                 "[--transport=tcp|grpc|shm] [--wire_dtype=float32|bfloat16]\n",
+                 "[--transport=tcp|tls|grpc|shm] [--certs=DIR] (tls needs --certs: a "
+                 "directory deploy/make_certs.sh made; with it push_pull adds tls) "
+                 "[--wire_dtype=float32|bfloat16]\n",
                  unused.ok() ? "bad flag value" : std::string(unused.message()).c_str());
     return 2;
   }
@@ -871,6 +933,12 @@ int Main(int argc, char** argv) {
         // Each round: the PS with its clients' frames over TCP, then in the
         // gRPC stream (then with shared memory, when asked), then the echo.
         std::vector<std::string> transports = {"tcp", "grpc"};
+        // With --certs: the frame port inside TLS, and the gRPC stream
+        // inside gRPC's TLS (where a TLS job's frames went before).
+        if (g_security != nullptr) {
+          transports.insert(transports.begin() + 1, "tls");
+          transports.push_back("grpc_tls");
+        }
         if (shared) transports.push_back("shm");
         std::map<std::string, std::vector<double>> rates, ratios;
         std::vector<double> echo_rates;

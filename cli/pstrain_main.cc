@@ -79,7 +79,7 @@ constexpr char kUsage[] =
     "  pstrain export --checkpoint DIR --out FILE.npz|FILE.onnx [--format=npz|onnx]\n"
     "                  [job flags]  the model as NumPy's .npz (an array per variable)\n"
     "                               or as ONNX (opset 13)\n"
-    "  pstrain bench [--steps N] [--repeat R] [job flags]\n"
+    "  pstrain bench [--steps N] [--repeat R] [--certs DIR] [job flags]\n"
     "                               examples/s of train --local and of 1-PS clusters\n"
     "                               against the sgemm limit of this machine\n"
     "  pstrain experiment [--config FILE] [--modes async,sync,sync+backup:1,ssp:2,allreduce]\n"

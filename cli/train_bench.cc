@@ -117,6 +117,7 @@ struct ClusterRun {
   int workers;
   std::string consistency;
   std::vector<std::string> flags;  // besides the bench's own
+  bool tls = false;                // every task with --certs's TLS and token
 };
 
 }  // namespace
@@ -140,11 +141,20 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   }
   auto output_dir = args.GetString("output_dir", default_dir);
   if (!output_dir.ok()) return fail(output_dir.status());
+  // --certs=DIR (what deploy/make_certs.sh DIR makes): the TLS runs too.
+  auto certs = args.GetString("certs", "");
+  if (!certs.ok()) return fail(certs.status());
+  std::vector<std::string> tls_flags;
+  if (!certs->empty()) {
+    tls_flags = {"--tls_cert=" + *certs + "/cert.pem", "--tls_key=" + *certs + "/key.pem",
+                 "--tls_ca=" + *certs + "/ca.pem", "--token_file=" + *certs + "/token"};
+  }
   // The job flags, passed on to every launched task as given.
   std::vector<std::string> job_flags;
   for (const std::string& flag : args.raw_flags()) {
     if (absl::StartsWith(flag, "--steps") || absl::StartsWith(flag, "--repeat") ||
         absl::StartsWith(flag, "--output_dir") || absl::StartsWith(flag, "--max_steps") ||
+        absl::StartsWith(flag, "--certs") ||
         absl::StartsWith(flag, "--consistency") || absl::StartsWith(flag, "--chief_trains") ||
         absl::StartsWith(flag, "--nochief_trains")) {
       continue;
@@ -165,7 +175,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   if (!step_gemms.ok()) return fail(step_gemms.status());
   const std::vector<Gemm> gemms = *std::move(step_gemms);
   const double flop_per_example = GemmFlops(gemms) / job->batch_size;
-  const std::vector<ClusterRun> clusters = {
+  std::vector<ClusterRun> clusters = {
       {"1 PS + 1 worker, async", 1, "async"},
       {"1 PS + 2 workers, async", 2, "async"},
       {"1 PS + 2 workers, sync", 2, "sync"},
@@ -183,6 +193,19 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
        "async",
        {"--noshared_memory", "--wire_dtype=bfloat16"}},
   };
+  if (!tls_flags.empty()) {
+    // With the job's TLS and token (as between hosts in a secured job):
+    // frames over the TCP port inside TLS, and in the gRPC stream inside
+    // gRPC's TLS.
+    clusters.push_back(
+        {"1 PS + 1 worker, async, frames over TCP inside TLS", 1, "async", {"--noshared_memory"},
+         true});
+    clusters.push_back({"1 PS + 1 worker, async, frames in gRPC inside TLS",
+                        1,
+                        "async",
+                        {"--noshared_memory", "--notcp_frames"},
+                        true});
+  }
   std::vector<double> gemm_rate, local_rate;
   std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());
   std::printf("model: %.3f MFLOP of sgemm per example (batch %d, %zu sgemm calls per step)\n",
@@ -211,6 +234,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       // The chief coordinates only, so "N workers" are the N replicas.
       launch.job_flags.push_back("--chief_trains=false");
       launch.job_flags.push_back(absl::StrCat("--output_dir=", launch.output_dir));
+      if (clusters[c].tls) launch.task_flags = tls_flags;
       launch.timeout = absl::Minutes(10);
       const int code = RunLaunch(launch);
       if (code != kExitOk) {

@@ -25,7 +25,9 @@
 namespace pstrain {
 
 // Flags: --steps=N (1000), --repeat=R (3), --output_dir (a fresh directory
-// under /tmp), and the job flags (e.g.
+// under /tmp), --certs=DIR (a directory deploy/make_certs.sh made: adds
+// 1 PS + 1 worker with the job's mutual TLS and token, frames over TCP
+// inside TLS and in gRPC's TLS stream), and the job flags (e.g.
 // --model_config=configs/fashion_mnist_mlp.pbtxt). Returns the exit code.
 int TrainBenchMain(const std::string& self_path, CliArgs& args);
 

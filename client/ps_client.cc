@@ -69,10 +69,16 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
     return absl::InvalidArgumentError(
         absl::StrCat("a PS client needs at least 1 lane per ps, got ", options.lanes));
   }
-  return std::unique_ptr<PsClient>(new PsClient(options, placement));
+  // Frames over TCP go inside TLS when the job has it.
+  std::shared_ptr<const FrameTls> tls;
+  if (options.tcp_frames && options.security != nullptr && options.security->tls()) {
+    PSTRAIN_ASSIGN_OR_RETURN(tls, FrameTls::Make(*options.security));
+  }
+  return std::unique_ptr<PsClient>(new PsClient(options, placement, std::move(tls)));
 }
 
-PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
+PsClient::PsClient(const PsClientOptions& options, const Placement& placement,
+                   std::shared_ptr<const FrameTls> tls)
     : options_(options), placement_(placement), lanes_(options.lanes) {
   const grpc::ChannelArguments args =
       GrpcControlChannel::Arguments(options.max_message_bytes, options.own_connection);
@@ -92,10 +98,11 @@ PsClient::PsClient(const PsClientOptions& options, const Placement& placement)
   for (int i = 0; i < n; ++i) {
     slices_on_[i] = placement.SlicesOn(i);
     std::optional<TcpRoute> tcp;
-    if (options.tcp_frames && !security.tls()) {
+    if (options.tcp_frames) {
       tcp.emplace();
       tcp->host = options.ps_addresses[i].host;
       tcp->token = security.token();
+      tcp->tls = tls;
       tcp->port = [this, i]() -> absl::StatusOr<int> {
         auto health = Health(i, absl::Seconds(2), /*wait_for_connection=*/false);
         if (!health.ok()) return health.status();

@@ -53,6 +53,7 @@
 #include "client/parameter_store.h"
 #include "client/ps_stream.h"
 #include "cluster/placement.h"
+#include "transport/frame_tls.h"
 #include "transport/security.h"
 #include "cluster/tf_config.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -89,9 +90,9 @@ struct PsClientOptions {
   // and arguments; separate worker processes never share, so a bench whose
   // threads stand in for workers sets this.
   bool own_connection = false;
-  // Exchange frames over plain TCP when the PS offers it
-  // (HealthResponse.frame_port; client/ps_stream.h), else in gRPC. Never
-  // with TLS: the frames would go unencrypted.
+  // Exchange frames over TCP when the PS offers it (HealthResponse.
+  // frame_port; client/ps_stream.h), inside TLS 1.3 when `security` has
+  // TLS (transport/frame_tls.h), else in gRPC.
   bool tcp_frames = true;
   // Gradients pushed and values pulled cross the wire as bfloat16
   // (base/bfloat16.h; FrameHeader.wire_dtype), half the bytes; the PS
@@ -116,6 +117,7 @@ class PsClient {
   // Whether frames to `ps` on `lane` went over TCP on the stream last
   // opened (client/ps_stream.h), not in gRPC; false for a lane not used yet.
   bool frames_over_tcp(int ps, int lane = 0) const { return Stream(ps, lane).over_tcp(); }
+  bool frames_over_tls(int ps, int lane = 0) const { return Stream(ps, lane).over_tls(); }
   // Exchange frames sent so far whose tensor bytes went through shared
   // memory (options.shared_memory), over all PS.
   int64_t SharedMemoryFrames() const;
@@ -236,7 +238,8 @@ class PsClient {
   PsControlChannel& control() { return *control_; }
 
  private:
-  PsClient(const PsClientOptions& options, const Placement& placement);
+  PsClient(const PsClientOptions& options, const Placement& placement,
+           std::shared_ptr<const FrameTls> tls);
 
   // The Exchange stream of `lane` to `ps`.
   PsStream& Stream(int ps, int lane) const { return *streams_[ps * lanes_ + lane]; }

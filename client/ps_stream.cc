@@ -505,8 +505,10 @@ std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
   if (tcp_.has_value() && !tcp_refused_) {
     auto socket = ConnectTcp();
     if (socket.ok()) {
+      over_tls_.store((*socket)->tls());
       if (!over_tcp_.exchange(true)) {
-        Log(name_, ": Exchange frames over TCP (", (*socket)->peer(), ")");
+        Log(name_, ": Exchange frames over TCP (", (*socket)->peer(),
+            (*socket)->tls() ? absl::StrCat(", ", (*socket)->DescribeTransport()) : "", ")");
       }
       return std::make_shared<TcpConnection>(this, *std::move(socket));
     }
@@ -518,6 +520,7 @@ std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
     }
   }
   over_tcp_.store(false);
+  over_tls_.store(false);
   return std::make_shared<GrpcConnection>(this);
 }
 
@@ -529,6 +532,10 @@ absl::StatusOr<std::unique_ptr<FrameSocket>> PsStream::ConnectTcp() {
   }
   auto socket = FrameSocket::Connect(tcp_->host, *port, kTcpTimeout);
   if (!socket.ok()) return socket.status();
+  if (tcp_->tls != nullptr) {
+    absl::Status s = (*socket)->StartTls(*tcp_->tls, /*server=*/false, tcp_->host, kTcpTimeout);
+    if (!s.ok()) return s;
+  }
   v1::FrameHeader hello;
   hello.set_tcp_hello(true);
   hello.set_tcp_token(tcp_->token);

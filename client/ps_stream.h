@@ -44,6 +44,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "transport/frame_socket.h"
+#include "transport/frame_tls.h"
 #include "transport/wire_frame.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -57,6 +58,9 @@ struct TcpRoute {
   std::string host;
   std::function<absl::StatusOr<int>()> port;
   std::string token;
+  // The job's TLS: the connection is made TLS 1.3 (the PS's certificate
+  // checked against the CA and `host`) before the hello. Null: plain TCP.
+  std::shared_ptr<const FrameTls> tls;
 };
 
 // Caller memory a response's payload may be received into directly (over
@@ -111,6 +115,8 @@ class PsStream {
 
   // Whether the stream last opened carries its frames over TCP.
   bool over_tcp() const { return over_tcp_.load(std::memory_order_relaxed); }
+  // ... and inside TLS (TcpRoute::tls).
+  bool over_tls() const { return over_tls_.load(std::memory_order_relaxed); }
 
   // Whether the PS mapped the shared memory of the stream last opened: its
   // requests' tensor bytes then go through it when they fit.
@@ -140,6 +146,7 @@ class PsStream {
   const std::shared_ptr<BufferPool> pool_;
   std::atomic<int64_t> shared_frames_{0};
   std::atomic<bool> over_tcp_{false};
+  std::atomic<bool> over_tls_{false};
   std::atomic<bool> shares_memory_{false};
   absl::Mutex mu_;
   // The PS offered TCP but could not be reached so: gRPC from then on.

@@ -74,8 +74,8 @@ std::vector<FlagDef> MakeTable() {
            "with --noshared_memory), as do the replicas of a cluster without ps to their ring "
            "neighbours"),
       Flag("tcp_frames", G::kJob, "", "true",
-           "exchange frames over the PS's TCP frame port (not with TLS), else in gRPC; a PS "
-           "offers no port with --notcp_frames"),
+           "exchange frames over the PS's TCP frame port (inside TLS when the job has it), "
+           "else in gRPC; a PS offers no port with --notcp_frames"),
       Flag("wire_dtype", G::kJob, "float32|bfloat16", "float32",
            "gradients and values on the wire; the PS keep float32"),
       Flag("checkpoint_secs", G::kJob, "S", "60", "a checkpoint every S seconds; 0: off", 0,

@@ -107,6 +107,17 @@ void FrameServer::Serve(Connection* c) {
   FrameSocket& socket = *c->socket;
   std::optional<CallGuard::Admission> admission;
   {
+    absl::Status secured = options_.tls == nullptr
+                               ? absl::OkStatus()
+                               : socket.StartTls(*options_.tls, /*server=*/true, "", kHelloTimeout);
+    if (!secured.ok()) {
+      // Nothing can be said to a peer that does not speak the job's TLS.
+      Log("frames over TCP: ", secured.message(), "; closing the connection");
+      absl::MutexLock lock(&mu_);
+      --unadmitted_;
+      c->done = true;
+      return;
+    }
     auto admitted = Hello(socket);
     absl::Status answered;
     if (admitted.ok()) {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "transport/call_guard.h"
 #include "transport/frame_socket.h"
+#include "transport/frame_tls.h"
 #include "transport/wire_frame.h"
 #include "ps_server/exchange_session.h"
 #include "store/shard_store.h"
@@ -42,6 +43,10 @@ struct FrameServerOptions {
   int64_t max_frame_bytes = 512 << 20;
   // Connections that have not said hello yet, at most.
   int max_unadmitted = 64;
+  // The job's TLS (transport/frame_tls.h): every connection's first bytes
+  // are a TLS 1.3 handshake that must present a certificate of the job's
+  // CA, then its frames travel inside TLS. Null: plain TCP.
+  std::shared_ptr<const FrameTls> tls;
 };
 
 class FrameServer {

@@ -119,13 +119,14 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
   }
   Log("serving on ", *bind, " (", cfg.cluster.ps.size(), " ps in the job) with ",
       security->Describe());
-  // Frames over plain TCP as well, unless the job encrypts its traffic.
-  if (*tcp_frames && !security->tls()) {
+  // Frames over TCP as well (inside TLS when the job has it).
+  if (*tcp_frames) {
     auto host = ParseHostPort(*bind, "--bind");
     absl::StatusOr<int> port =
         host.ok() ? service.ServeFramesOverTcp(host->host, *message_mib << 20) : host.status();
     if (port.ok()) {
-      Log("Exchange frames also over TCP on port ", *port);
+      Log("Exchange frames also over TCP on port ", *port,
+          security->tls() ? ", inside TLS 1.3 with the job's certificates" : "");
     } else {
       Log("Exchange frames only in gRPC: ", port.status().message());
     }

@@ -186,6 +186,11 @@ absl::StatusOr<int> PsServiceImpl::ServeFramesOverTcp(const std::string& host,
   options.host = host;
   options.limits = Limits();
   options.max_frame_bytes = max_frame_bytes;
+  if (options_.security != nullptr && options_.security->tls()) {
+    absl::StatusOr<std::shared_ptr<const FrameTls>> tls = FrameTls::Make(*options_.security);
+    if (!tls.ok()) return tls.status();
+    options.tls = *std::move(tls);
+  }
   auto started = FrameServer::Start(store_, pool_, &guard_, std::move(options));
   if (!started.ok()) return started.status();
   frames_ = *std::move(started);

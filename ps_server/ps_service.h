@@ -69,10 +69,11 @@ class PsServiceImpl final : public PsServiceBase {
                 PsServiceOptions options = PsServiceOptions());
   ~PsServiceImpl() override;
 
-  // Also takes Exchange frames over plain TCP (ps_server/frame_server.h) on
+  // Also takes Exchange frames over TCP (ps_server/frame_server.h) on
   // `host` (the host of the gRPC address), a free port, which Health then
-  // reports. Unavailable naming the address when it cannot listen. Call at
-  // most once, before clients need it.
+  // reports: inside TLS with the job's certificates when the service's
+  // security has TLS, else plain. Unavailable naming the address when it
+  // cannot listen. Call at most once, before clients need it.
   absl::StatusOr<int> ServeFramesOverTcp(const std::string& host, int64_t max_frame_bytes);
   // Closes every frame connection and stops listening: a PS told to stop
   // applies no more pushes over TCP while gRPC's calls drain. Call from the

@@ -28,6 +28,22 @@ for t in tcp grpc shm; do
   grep -Eq "^  median of 2: pipelined over $t, 4 in flight, 1 client: [0-9]+\.[0-9]{3} GB/s one way$" <<<"$out"
   grep -Eq "^  median of 2: pipelined over $t, 4 in flight, 2 clients: [0-9]+\.[0-9]{3} GB/s one way$" <<<"$out"
 done
+# With the job's certificates (--certs, as deploy/make_certs.sh makes them)
+# push_pull adds the frame port inside TLS, and the pipelined pushes take it.
+certs="${TEST_TMPDIR:-$(mktemp -d)}/certs"
+bash deploy/make_certs.sh "$certs" >/dev/null
+out=$(bench/ps_bench --scenario=push_pull --ps=1 --clients=1 --bytes=65536 --seconds=0.1 \
+  --repeat=1 --certs="$certs")
+echo "$out"
+grep -Eq "^push_pull ps tcp +1 +1 +64 KiB +[1-9][0-9]* .* 2$" <<<"$out"
+grep -Eq "^push_pull ps tls +1 +1 +64 KiB +[1-9][0-9]* .* 2$" <<<"$out"
+grep -Eq "median of 1: ps over tls  [1-9][0-9]* calls/s = .* GB/s each way; [0-9.]+x the echo" <<<"$out"
+out=$(bench/ps_bench --scenario=pipelined --transport=tls --certs="$certs" --bytes=1048576 \
+  --seconds=0.1 --repeat=1)
+echo "$out"
+grep -Eq "^pipelined x4 tls +1 +1 +1 MiB +[1-9][0-9]* " <<<"$out"
+if bench/ps_bench --scenario=pipelined --transport=tls 2>err.txt; then exit 1; fi
+grep -q "tls needs --certs" err.txt
 # A bad flag is refused with the usage line.
 if bench/ps_bench --scenario=nonesuch 2>err.txt; then exit 1; fi
 grep -q "usage: ps_bench" err.txt

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "cluster/placement.h"
 #include "transport/security.h"
+#include "base/status_macros.h"
 #include "base/testing/certs.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
@@ -18,6 +19,10 @@
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
+#include "gmock/gmock.h"
+#include "transport/frame_socket.h"
+#include "transport/frame_tls.h"
+#include "transport/wire_frame.h"
 
 namespace pstrain {
 namespace {
@@ -178,6 +183,68 @@ TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {
     EXPECT_FALSE(s.ok());
   }
   ExpectUntouched();
+}
+
+// The PS's frame port under TLS: a plaintext client, a task of another CA
+// and a hello without the token are each refused and change nothing; the
+// job's own client exchanges frames inside TLS and its push applies once.
+TEST_F(PsSecurityTest, TheFramePortTakesOnlyTlsWithTheJobsCertificatesAndTheToken) {
+  const int port = ps_->frame_port(0);
+  ASSERT_GT(port, 0) << "a PS with TLS offers no frame port";
+  std::shared_ptr<BufferPool> pool = BufferPool::Create();
+  auto hello_answer = [&](FrameSocket& socket, const std::string& token) -> absl::Status {
+    v1::FrameHeader hello;
+    hello.set_tcp_hello(true);
+    hello.set_tcp_token(token);
+    PSTRAIN_RETURN_IF_ERROR(socket.Write(EncodeFrame(hello, {})));
+    PSTRAIN_ASSIGN_OR_RETURN(grpc::ByteBuffer answer, socket.Read(*pool, 1 << 20));
+    DecodedFrame frame;
+    PSTRAIN_RETURN_IF_ERROR(frame.Parse(answer));
+    return absl::Status(static_cast<absl::StatusCode>(frame.header().code()),
+                        frame.header().message());
+  };
+  {
+    // Plaintext: the hello is no TLS record; the PS closes without a word.
+    ASSERT_OK_AND_ASSIGN(auto plain, FrameSocket::Connect("127.0.0.1", port, absl::Seconds(5)));
+    plain->SetTimeout(absl::Seconds(10));
+    absl::Status s = hello_answer(*plain, security_->token());
+    EXPECT_TRUE(s.code() == absl::StatusCode::kOutOfRange ||
+                s.code() == absl::StatusCode::kUnavailable)
+        << s;
+  }
+  {
+    // Another job's CA: this side already refuses the PS's certificate.
+    const std::string other = testing::TempDir() + "/certs/other/";
+    SecurityConfig c;
+    c.tls_cert = other + "cert.pem";
+    c.tls_key = other + "key.pem";
+    c.tls_ca = other + "ca.pem";
+    ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(c));
+    ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*stranger));
+    ASSERT_OK_AND_ASSIGN(auto socket, FrameSocket::Connect("127.0.0.1", port, absl::Seconds(5)));
+    absl::Status s = socket->StartTls(*tls, false, "127.0.0.1", absl::Seconds(5));
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::HasSubstr("its certificate: self-signed certificate in certificate chain "
+                                     "(this job's CA, --tls_ca, did not sign it"));
+  }
+  ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*security_));
+  {
+    // The job's certificates, but no token in the hello.
+    ASSERT_OK_AND_ASSIGN(auto socket, FrameSocket::Connect("127.0.0.1", port, absl::Seconds(5)));
+    ASSERT_OK(socket->StartTls(*tls, false, "127.0.0.1", absl::Seconds(5)));
+    absl::Status s = hello_answer(*socket, "");
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("no cluster token"));
+  }
+  ExpectUntouched();
+  // The job's client: its frames go over the port inside TLS, and its one
+  // push of 1s at SGD 1.0 moves every value by exactly -1.
+  std::vector<float> g(100, 1.0f), now(100);
+  ASSERT_OK(client_->PushPullAll(g.data(), now.data(), {0}).status());
+  EXPECT_TRUE(client_->frames_over_tcp(0));
+  EXPECT_TRUE(client_->frames_over_tls(0));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(now[i], init_[i] - 1.0f) << i;
+  EXPECT_EQ(ps_->store(0).global_step(), 1);
 }
 
 TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNothing) {

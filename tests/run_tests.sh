@@ -111,9 +111,10 @@ counted_tests asan "$results_dir/unit_labels" \
 echo "== unit tests under ASan + UBSan took $((SECONDS - phase_start)) s"
 bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
-# checkpoint writer's SerialWorker, the all-reduce ring's sender and the
-# collective store's exchange thread: threads
-# sharing state without gRPC in between) under ThreadSanitizer. Debian's
+# checkpoint writer's SerialWorker, the all-reduce ring's sender, the
+# collective store's exchange thread, a TLS frame socket's reader and writer
+# taking turns at OpenSSL: threads sharing state without gRPC in between)
+# under ThreadSanitizer. Debian's
 # Abseil is annotated for it by //base/testing:tsan_absl; tests whose
 # threads meet inside gRPC are not run here: gRPC's core is not instrumented
 # and its hand-offs would read as races.
@@ -121,7 +122,8 @@ tsan_base="${HOME:-/tmp}/.cache/pstrain-tsan-$(pwd | md5sum | cut -c1-8)"
 check "PS concurrency tests under TSan" \
   bazel --output_base="$tsan_base" test --config=tsan --symlink_prefix=/ -- \
   //store:shard_store_test //store:wait_list_test //store:push_hold_test //base:parallel_for_test \
-  //base:serial_worker_test //transport:ring_test //client:collective_store_test
+  //base:serial_worker_test //transport:ring_test //client:collective_store_test \
+  //transport:frame_tls_test
 bazel --output_base="$tsan_base" shutdown >/dev/null 2>&1 || true
 # Every fuzz target (libFuzzer, ASan + UBSan) for 3 s from its corpus,
 # built in the sanitizer output base above (the corpora also run as

@@ -17,8 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "transport/frame_tls.h"
 
 namespace pstrain {
 namespace {
@@ -115,6 +120,90 @@ absl::StatusOr<std::vector<addrinfo>> Resolve(const std::string& host, int port,
   return out;
 }
 
+// The BIO under a frame socket's TLS: OpenSSL asks for a record's 5-byte
+// header, then its body, so a socket BIO makes two read(2) calls per 16 KiB
+// record (a 4 MiB frame: 512). This one receives up to kTlsReadAhead bytes
+// per call into a buffer and serves OpenSSL's reads from it, and sends with
+// MSG_NOSIGNAL (a reset connection is an error, not SIGPIPE). Non-blocking:
+// an empty socket is a retry, which OpenSSL reports as WANT_READ/WRITE.
+constexpr size_t kTlsReadAhead = 256 << 10;
+
+struct SocketBioState {
+  int fd;
+  std::vector<char> buffer = std::vector<char>(kTlsReadAhead);
+  size_t begin = 0, end = 0;
+};
+
+int SocketBioRead(BIO* bio, char* out, int n) {
+  auto* state = static_cast<SocketBioState*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  if (state->begin == state->end) {
+    ssize_t r;
+    do {
+      r = recv(state->fd, state->buffer.data(), state->buffer.size(), MSG_DONTWAIT);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(bio);
+      return -1;
+    }
+    if (r == 0) return 0;
+    state->begin = 0;
+    state->end = static_cast<size_t>(r);
+  }
+  const size_t k = std::min(static_cast<size_t>(n), state->end - state->begin);
+  std::memcpy(out, state->buffer.data() + state->begin, k);
+  state->begin += k;
+  return static_cast<int>(k);
+}
+
+int SocketBioWrite(BIO* bio, const char* in, int n) {
+  auto* state = static_cast<SocketBioState*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  ssize_t r;
+  do {
+    r = send(state->fd, in, static_cast<size_t>(n), MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(bio);
+    return -1;
+  }
+  return static_cast<int>(r);
+}
+
+long SocketBioCtrl(BIO* bio, int cmd, long, void*) {
+  auto* state = static_cast<SocketBioState*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(state->end - state->begin);
+    default:
+      return 0;
+  }
+}
+
+int SocketBioDestroy(BIO* bio) {
+  delete static_cast<SocketBioState*>(BIO_get_data(bio));
+  BIO_set_data(bio, nullptr);
+  return 1;
+}
+
+BIO* NewSocketBio(int fd) {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "frame socket");
+    BIO_meth_set_read(m, SocketBioRead);
+    BIO_meth_set_write(m, SocketBioWrite);
+    BIO_meth_set_ctrl(m, SocketBioCtrl);
+    BIO_meth_set_destroy(m, SocketBioDestroy);
+    return m;
+  }();
+  BIO* bio = BIO_new(method);
+  if (bio == nullptr) return nullptr;
+  BIO_set_data(bio, new SocketBioState{fd});
+  BIO_set_init(bio, 1);
+  return bio;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FrameSocket>> FrameSocket::Connect(const std::string& host, int port,
@@ -175,7 +264,172 @@ int FrameSocket::SendBufferBytes() const {
 
 FrameSocket::FrameSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
-FrameSocket::~FrameSocket() { close(fd_); }
+FrameSocket::~FrameSocket() {
+  if (ssl_ != nullptr) {
+    SSL_shutdown(ssl_);  // one try to say close_notify; the socket is non-blocking
+    SSL_free(ssl_);
+  }
+  close(fd_);
+}
+
+absl::Status FrameSocket::StartTls(const FrameTls& tls, bool server, const std::string& host,
+                                   absl::Duration timeout) {
+  SSL* ssl = SSL_new(server ? tls.server_context() : tls.client_context());
+  BIO* bio = ssl == nullptr ? nullptr : NewSocketBio(fd_);
+  if (ssl == nullptr || bio == nullptr) {
+    SSL_free(ssl);
+    return absl::InternalError(TakeTlsErrors("cannot make a TLS connection"));
+  }
+  SSL_set_bio(ssl, bio, bio);
+  if (!server) {
+    const std::string& name = tls.server_name().empty() ? host : tls.server_name();
+    in6_addr any;
+    const bool ip = inet_pton(AF_INET, name.c_str(), &any) == 1 ||
+                    inet_pton(AF_INET6, name.c_str(), &any) == 1;
+    if (ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+    } else {
+      SSL_set_tlsext_host_name(ssl, name.c_str());
+      SSL_set1_host(ssl, name.c_str());
+    }
+  }
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    ERR_clear_error();
+    const int r = server ? SSL_accept(ssl) : SSL_connect(ssl);
+    if (r == 1) break;
+    const int err = SSL_get_error(ssl, r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      pollfd p{fd_, static_cast<short>(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT), 0};
+      int polled = ms > 0 ? poll(&p, 1, static_cast<int>(ms)) : 0;
+      if (polled < 0 && errno == EINTR) continue;
+      if (polled > 0) continue;
+      SSL_free(ssl);
+      return absl::DeadlineExceededError(absl::StrCat(
+          "TLS handshake with ", peer_, ": no answer within ", absl::FormatDuration(timeout)));
+    }
+    // What went wrong, as precisely as OpenSSL says: the peer's
+    // certificate (this side's check), or the alert the peer sent.
+    const long verified = SSL_get_verify_result(ssl);
+    std::string why = TakeTlsErrors(err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN
+                                        ? "the peer closed the connection"
+                                        : "unknown TLS error");
+    if (verified != X509_V_OK) {
+      why = absl::StrCat("its certificate: ", X509_verify_cert_error_string(verified));
+      switch (verified) {
+        case X509_V_ERR_HOSTNAME_MISMATCH:
+        case X509_V_ERR_IP_ADDRESS_MISMATCH:
+          absl::StrAppend(&why, " (it does not name ",
+                          tls.server_name().empty() ? host : tls.server_name(),
+                          ": deploy/make_certs.sh OUT HOST names a host, --tls_server_name sets "
+                          "the name checked)");
+          break;
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+        case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+        case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+        case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+        case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+          absl::StrAppend(&why, " (this job's CA, --tls_ca, did not sign it: a task of another job?)");
+          break;
+        default:
+          break;
+      }
+    }
+    SSL_free(ssl);
+    return absl::UnavailableError(
+        absl::StrCat("TLS handshake with ", peer_, " failed: ", why));
+  }
+  ssl_ = ssl;
+  return absl::OkStatus();
+}
+
+std::string FrameSocket::DescribeTransport() const {
+  if (ssl_ == nullptr) return "plain TCP";
+  return absl::StrCat(SSL_get_version(ssl_), " (", SSL_get_cipher_name(ssl_), ")");
+}
+
+absl::Status FrameSocket::AwaitSocket(short events, const char* what) {
+  pollfd p{fd_, events, 0};
+  int r;
+  do {
+    r = poll(&p, 1, timeout_ms_.load(std::memory_order_relaxed));
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return Error(what, errno);
+  if (r == 0) return Error(what, EAGAIN);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> FrameSocket::TlsCall(char* data, size_t n, bool write, bool started) {
+  const char* what = write ? "writing a frame to" : "reading a frame from";
+  for (;;) {
+    int r, err;
+    std::string failure;
+    {
+      absl::MutexLock lock(&ssl_mu_);
+      ERR_clear_error();
+      r = write ? SSL_write(ssl_, data, static_cast<int>(n))
+                : SSL_read(ssl_, data, static_cast<int>(n));
+      err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
+      if (err == SSL_ERROR_SSL) failure = TakeTlsErrors("TLS error");
+    }
+    if (r > 0) return static_cast<size_t>(r);
+    if (shut_.load(std::memory_order_acquire)) {
+      return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));
+    }
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      absl::Status ready = AwaitSocket(err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, what);
+      if (!ready.ok()) return ready;
+      continue;
+    }
+    if (err == SSL_ERROR_SYSCALL && errno != 0) return Error(what, errno);
+    if (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL) {
+      if (write) return Error(what, EPIPE);
+      if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
+      return absl::DataLossError(absl::StrCat(peer_, " closed the connection inside a frame"));
+    }
+    return absl::UnavailableError(absl::StrCat(what, " ", peer_, ": ", failure));
+  }
+}
+
+absl::Status FrameSocket::TlsTransfer(std::vector<iovec> iov, bool write, bool started) {
+  // One OpenSSL call's bytes at most: the other direction waits no longer.
+  constexpr size_t kCall = 256 << 10;
+  // Pieces of a write smaller than this are gathered into one record.
+  constexpr size_t kGather = 16 << 10;
+  std::string gathered;
+  auto flush = [&]() -> absl::Status {
+    size_t done = 0;
+    while (done < gathered.size()) {
+      absl::StatusOr<size_t> n = TlsCall(gathered.data() + done, gathered.size() - done, true, true);
+      if (!n.ok()) return n.status();
+      done += *n;
+    }
+    gathered.clear();
+    return absl::OkStatus();
+  };
+  for (const iovec& v : iov) {
+    char* p = static_cast<char*>(v.iov_base);
+    size_t left = v.iov_len;
+    if (write && left > 0 && gathered.size() + left <= kGather) {
+      gathered.append(p, left);
+      continue;
+    }
+    if (write && !gathered.empty()) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+    while (left > 0) {
+      absl::StatusOr<size_t> n = TlsCall(p, std::min(left, kCall), write, started);
+      if (!n.ok()) return n.status();
+      p += *n;
+      left -= *n;
+      started = true;
+    }
+  }
+  return write ? flush() : absl::OkStatus();
+}
 
 absl::Status FrameSocket::Error(const char* what, int err) const {
   if (err == EAGAIN || err == EWOULDBLOCK) {
@@ -186,6 +440,7 @@ absl::Status FrameSocket::Error(const char* what, int err) const {
 }
 
 absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write) {
+  if (ssl_ != nullptr) return TlsTransfer(std::move(iov), write, true);
   iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
             iov.end());
   size_t first = 0;
@@ -248,6 +503,9 @@ absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
 }
 
 absl::Status FrameSocket::ReadExactly(char* dst, size_t n, bool started) {
+  if (ssl_ != nullptr) {
+    return TlsTransfer({{dst, n}}, /*write=*/false, started);
+  }
   size_t got = 0;
   if (!started && n > 0) {
     // A close before the first byte ends the stream between frames.

@@ -1,5 +1,5 @@
-// Exchange frames (transport/wire_frame.h) over a plain TCP connection, beside
-// gRPC: the PS's data path between hosts when the job has no TLS.
+// Exchange frames (transport/wire_frame.h) over a TCP connection, beside
+// gRPC: the PS's data path between hosts, inside TLS when the job has it.
 //
 // On the wire each frame is its length as 8 little-endian bytes followed by
 // the frame's bytes, exactly the message gRPC would carry, so the same
@@ -10,6 +10,12 @@
 // payload in place. Against gRPC this saves HTTP/2 framing and flow control,
 // the hops between gRPC's threads, and the copy of a response out of gRPC's
 // read slices.
+//
+// With TLS (StartTls, transport/frame_tls.h) the same frames travel inside
+// TLS 1.3 records: the job's certificates and peer checks, as its gRPC
+// channels have them. The socket is then non-blocking, and one OpenSSL call
+// runs at a time (its connection object is not for two threads at once),
+// each moving at most 256 KiB, so a reader and a writer take turns.
 //
 // A FrameSocket has one reader and one writer at a time (two threads may use
 // it, one each way). Shutdown() from any thread wakes both with an error.
@@ -27,11 +33,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "transport/wire_frame.h"
 #include "grpcpp/support/byte_buffer.h"
 
+struct ssl_st;
+
 namespace pstrain {
+
+class FrameTls;
 
 // The send buffer frame sockets ask for: a frame of a few MiB then goes
 // into the kernel without its writer sleeping until the reader has drained
@@ -59,6 +70,20 @@ class FrameSocket {
   ~FrameSocket();  // closes the socket
   FrameSocket(const FrameSocket&) = delete;
   FrameSocket& operator=(const FrameSocket&) = delete;
+
+  // Makes the connection TLS 1.3 with `tls`'s certificates, before any
+  // frame: as the server, which requires a client certificate the job's CA
+  // signed, or as a client of `host`, whose certificate must name it (or
+  // tls.server_name()) and chain to the CA. Within `timeout`. Unavailable
+  // naming the peer and what the handshake found ("TLS handshake with
+  // 127.0.0.1:4001 failed: its certificate: certificate has expired"), or
+  // DeadlineExceeded. `tls` must outlive the socket.
+  absl::Status StartTls(const FrameTls& tls, bool server, const std::string& host,
+                        absl::Duration timeout);
+  bool tls() const { return ssl_ != nullptr; }
+  // What the frames travel in: "TLSv1.3 (TLS_AES_128_GCM_SHA256)" or
+  // "plain TCP".
+  std::string DescribeTransport() const;
 
   // Writes one frame. Unavailable naming the peer when the connection
   // fails or was shut down.
@@ -111,11 +136,20 @@ class FrameSocket {
   // Reads exactly n bytes; `started` says whether a frame is under way (an
   // end of stream is then DataLoss, not OutOfRange).
   absl::Status ReadExactly(char* dst, size_t n, bool started);
+  // Transfer through TLS: small pieces of a write go out in one record.
+  absl::Status TlsTransfer(std::vector<iovec> iov, bool write, bool started);
+  // One SSL_read or SSL_write of up to `n` bytes, waiting on the socket
+  // while OpenSSL wants it; the bytes moved, or the error.
+  absl::StatusOr<size_t> TlsCall(char* data, size_t n, bool write, bool started);
+  // Waits up to the socket's timeout for `events` (POLLIN, POLLOUT).
+  absl::Status AwaitSocket(short events, const char* what);
 
   const int fd_;
   const std::string peer_;
   std::atomic<bool> shut_{false};
   std::atomic<int> timeout_ms_{-1};  // SetTimeout's, for poll (-1: none)
+  ssl_st* ssl_ = nullptr;            // set once, by StartTls, before any frame
+  absl::Mutex ssl_mu_;               // one OpenSSL call on ssl_ at a time
 };
 
 // A listening TCP socket for FrameSockets.

@@ -82,6 +82,12 @@ class Security {
   absl::Status CheckToken(absl::string_view token) const;
   // The cluster token a client presents ("" when none is configured).
   const std::string& token() const { return token_; }
+  // The PEM texts and the server name loaded (empty without TLS), for the
+  // frame sockets' own TLS (transport/frame_tls.h).
+  const std::string& cert_pem() const { return cert_pem_; }
+  const std::string& key_pem() const { return key_pem_; }
+  const std::string& ca_pem() const { return ca_pem_; }
+  const std::string& server_name() const { return server_name_; }
 
  private:
   Security() = default;

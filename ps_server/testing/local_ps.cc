@@ -24,14 +24,11 @@ absl::StatusOr<std::unique_ptr<LocalPs>> LocalPs::Start(int num_ps, PsServiceOpt
     if (!server.ok()) return server.status();
     ps->addresses_.push_back({"127.0.0.1", (*server)->bound_port()});
     ps->servers_.push_back(*std::move(server));
-    // Frames over TCP as well, as the ps role serves them without TLS.
-    if (options.security == nullptr || !options.security->tls()) {
-      auto port = ps->services_[i]->ServeFramesOverTcp("127.0.0.1", max_message_bytes);
-      if (!port.ok()) return port.status();
-      ps->frame_ports_.push_back(*port);
-    } else {
-      ps->frame_ports_.push_back(0);
-    }
+    // Frames over TCP as well, as the ps role serves them (inside TLS
+    // when the options have it).
+    auto port = ps->services_[i]->ServeFramesOverTcp("127.0.0.1", max_message_bytes);
+    if (!port.ok()) return port.status();
+    ps->frame_ports_.push_back(*port);
   }
   return ps;
 }
