@@ -282,6 +282,14 @@ TEST_F(MultiHostTest, AsyncGoesOnWhileAWorkerIsCutOff) {
   EXPECT_THAT(hosts_.LogText("ps:1"),
               HasSubstr("serving on 10.77.0.3:7000 (2 ps in the job) with mutual TLS and a "
                         "cluster token"));
+  // The exchange frames went over the PS's frame port inside TLS, each PS's
+  // certificate checked against the address dialled.
+  EXPECT_THAT(hosts_.LogText("ps:1"), HasSubstr(", inside TLS 1.3 with the job's certificates"));
+  for (const char* ps : {"ps:0 (10.77.0.2:7000)", "ps:1 (10.77.0.3:7000)"}) {
+    EXPECT_THAT(hosts_.LogText("worker:0"),
+                HasSubstr(absl::StrCat(ps, ": Exchange frames over TCP (10.77.0.")));
+  }
+  EXPECT_THAT(hosts_.LogText("worker:0"), HasSubstr(", TLSv1.3 (TLS_AES_128_GCM_SHA256))"));
   auto text = ReadFile(out_ + "/final_metrics.json");
   ASSERT_OK(text);
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(*text));
