@@ -365,13 +365,15 @@ absl::Status FrameSocket::AwaitSocket(short events, const char* what) {
 absl::StatusOr<size_t> FrameSocket::TlsCall(char* data, size_t n, bool write, bool started) {
   const char* what = write ? "writing a frame to" : "reading a frame from";
   for (;;) {
-    int r, err;
+    int r, err, call_errno;
     std::string failure;
     {
       absl::MutexLock lock(&ssl_mu_);
       ERR_clear_error();
+      errno = 0;  // SSL_ERROR_SYSCALL means this call's errno, not an earlier one's
       r = write ? SSL_write(ssl_, data, static_cast<int>(n))
                 : SSL_read(ssl_, data, static_cast<int>(n));
+      call_errno = errno;
       err = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_, r);
       if (err == SSL_ERROR_SSL) failure = TakeTlsErrors("TLS error");
     }
@@ -384,7 +386,7 @@ absl::StatusOr<size_t> FrameSocket::TlsCall(char* data, size_t n, bool write, bo
       if (!ready.ok()) return ready;
       continue;
     }
-    if (err == SSL_ERROR_SYSCALL && errno != 0) return Error(what, errno);
+    if (err == SSL_ERROR_SYSCALL && call_errno != 0) return Error(what, call_errno);
     if (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL) {
       if (write) return Error(what, EPIPE);
       if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
