@@ -140,15 +140,6 @@ class EchoService final : public grpc::CallbackGenericService {
 std::shared_ptr<const Security> g_security;
 std::string g_certs_dir;
 
-absl::StatusOr<std::shared_ptr<const Security>> LoadCerts(const std::string& dir) {
-  SecurityConfig c;
-  c.tls_cert = dir + "/cert.pem";
-  c.tls_key = dir + "/key.pem";
-  c.tls_ca = dir + "/ca.pem";
-  c.token_file = dir + "/token";
-  return Security::Load(c);
-}
-
 int Serve(const std::string& kind, int port, int ps_index, int num_ps) {
   const std::string address = absl::StrCat("127.0.0.1:", port);
   std::atomic<bool> stop{false};
@@ -599,7 +590,7 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
     route = client::TcpRoute{"127.0.0.1", [frame_port] { return frame_port; },
                              security != nullptr ? security->token() : ""};
     if (security != nullptr) {
-      PSTRAIN_ASSIGN_OR_RETURN(route->tls, FrameTls::Make(*security));
+      PSTRAIN_ASSIGN_OR_RETURN(route->tls, FrameTls::Make(*security, FrameTls::Side::kClient));
     }
   }
   const int64_t shared_bytes = g_transport == "shm" ? (inflight + 1) * bytes : 0;
@@ -861,7 +852,7 @@ int Main(int argc, char** argv) {
   }
   g_certs_dir = args->GetString("certs", "").value_or("");
   if (!g_certs_dir.empty()) {
-    absl::StatusOr<std::shared_ptr<const Security>> loaded = LoadCerts(g_certs_dir);
+    absl::StatusOr<std::shared_ptr<const Security>> loaded = Security::Load(CertsDirConfig(g_certs_dir));
     if (!loaded.ok()) {
       std::fprintf(stderr, "ps_bench: --certs=%s: %s\n", g_certs_dir.c_str(),
                    std::string(loaded.status().message()).c_str());

@@ -115,9 +115,7 @@ absl::StatusOr<Securities> LoadSecurities(const LoadOptions& o, const std::strin
   Securities out;
   std::string token_path = scratch + "-token";
   if (!o.certs.empty()) {
-    good_config.tls_cert = o.certs + "/cert.pem";
-    good_config.tls_key = o.certs + "/key.pem";
-    good_config.tls_ca = o.certs + "/ca.pem";
+    good_config = CertsDirConfig(o.certs, /*token=*/false);
     token_path = o.certs + "/token";
     out.ps_flags = {"--tls_cert=" + good_config.tls_cert, "--tls_key=" + good_config.tls_key,
                     "--tls_ca=" + good_config.tls_ca};

@@ -54,28 +54,28 @@ CollectiveStore::CollectiveStore(std::unique_ptr<ParameterStore> local, Ring* ri
 
 CollectiveStore::~CollectiveStore() = default;
 
-void CollectiveStore::Post(Queue queue, int64_t number,
-                           std::function<absl::StatusOr<int64_t>()> exchange) {
-  exchanges_.Run([this, queue, number, exchange = std::move(exchange)] {
-    const int q = static_cast<int>(queue);
+ParameterStore::Ticket CollectiveStore::NextTicket(Queue queue) {
+  absl::MutexLock lock(&mu_);
+  return queues_.Start(queue);
+}
+
+void CollectiveStore::Post(Ticket last, std::function<absl::StatusOr<int64_t>()> exchange) {
+  exchanges_.Run([this, last, exchange = std::move(exchange)] {
     bool skip;
     {
       absl::MutexLock lock(&mu_);
-      skip = !queues_[q].error.ok();
+      skip = queues_.failed(last.queue);
     }
     absl::StatusOr<int64_t> result = skip ? absl::StatusOr<int64_t>(int64_t{0}) : exchange();
     absl::MutexLock lock(&mu_);
-    QueueState& state = queues_[q];
-    if (!result.ok() && state.error.ok()) state.error = result.status();
-    if (result.ok()) state.max_step = std::max(state.max_step, *result);
-    state.ended = number;
+    queues_.End(last, result);
   });
 }
 
 void CollectiveStore::SendPack() {
   if (pack_.last == 0) return;
   Pack pack = std::exchange(pack_, Pack());
-  Post(pack.queue, pack.last, [this, pack = std::move(pack)] {
+  Post({pack.queue, pack.last}, [this, pack = std::move(pack)] {
     return Dense(pack.variables, pack.grads, pack.params, pack.queue);
   });
 }
@@ -83,10 +83,10 @@ void CollectiveStore::SendPack() {
 ParameterStore::Ticket CollectiveStore::StartDense(absl::Span<const int> variables,
                                                    const float* grads, float* params,
                                                    Queue queue) {
-  const Ticket ticket{queue, ++started_[static_cast<int>(queue)]};
+  const Ticket ticket = NextTicket(queue);
   if (grads == nullptr) {
     SendPack();
-    Post(queue, ticket.number,
+    Post(ticket,
          [this, variables = std::vector<int>(variables.begin(), variables.end()), params, queue] {
       const Ticket t = local_->StartDense(variables, nullptr, params, queue);
       return local_->Wait(t);
@@ -201,9 +201,9 @@ int64_t CollectiveStore::TableDim(const std::string& table) const {
 ParameterStore::Ticket CollectiveStore::StartRows(absl::Span<const TableRows> push,
                                                   absl::Span<const TableRows> pull,
                                                   Queue queue) {
-  const Ticket ticket{queue, ++started_[static_cast<int>(queue)]};
+  const Ticket ticket = NextTicket(queue);
   SendPack();
-  Post(queue, ticket.number,
+  Post(ticket,
        [this, push = std::vector<TableRows>(push.begin(), push.end()),
         pull = std::vector<TableRows>(pull.begin(), pull.end()),
         queue]() -> absl::StatusOr<int64_t> {
@@ -271,15 +271,12 @@ absl::StatusOr<int64_t> CollectiveStore::Wait(Ticket ticket) {
   if (ticket.number == 0) return int64_t{0};
   // A ticket in the pack being filled: the pack goes now.
   if (pack_.last != 0 && pack_.queue == ticket.queue && ticket.number >= pack_.first) SendPack();
-  const int q = static_cast<int>(ticket.queue);
   absl::MutexLock lock(&mu_);
-  auto ended = [this, q, &ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queues_[q].ended >= ticket.number;
+  auto ended = [this, &ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queues_.ended(ticket);
   };
   mu_.Await(absl::Condition(&ended));
-  const QueueState& state = queues_[q];
-  if (!state.error.ok()) return state.error;
-  return state.max_step;
+  return queues_.Wait(ticket);
 }
 
 absl::Status CollectiveStore::Drain() {
@@ -287,13 +284,9 @@ absl::Status CollectiveStore::Drain() {
   absl::Status mine;
   {
     absl::MutexLock lock(&mu_);
-    auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return queues_[0].ended >= started_[0] && queues_[1].ended >= started_[1];
-    };
+    auto all_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queues_.all_ended(); };
     mu_.Await(absl::Condition(&all_ended));
-    absl::Status rows = std::exchange(queues_[1].error, absl::OkStatus());
-    absl::Status dense = std::exchange(queues_[0].error, absl::OkStatus());
-    mine = dense.ok() ? rows : dense;
+    mine = queues_.Clear();
   }
   absl::Status local = local_->Drain();
   return mine.ok() ? local : mine;

@@ -119,9 +119,10 @@ class CollectiveStore final : public ParameterStore {
   };
   // Hands the pack to the exchange thread (nothing when it is empty).
   void SendPack();
-  // Runs `exchange` on the exchange thread as ticket `number` of `queue`
-  // (and every earlier one of it); skipped after an error of that queue.
-  void Post(Queue queue, int64_t number, std::function<absl::StatusOr<int64_t>()> exchange);
+  Ticket NextTicket(Queue queue) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `exchange` on the exchange thread as ticket `last` (and every
+  // earlier one of its queue); skipped after an error of that queue.
+  void Post(Ticket last, std::function<absl::StatusOr<int64_t>()> exchange);
 
   // On the exchange thread.
   absl::StatusOr<int64_t> Dense(const std::vector<int>& variables, const float* grads,
@@ -137,20 +138,14 @@ class CollectiveStore final : public ParameterStore {
   const std::vector<VariableDef> variables_;  // dense
   const std::vector<VariableDef> tables_;
   const std::vector<int64_t> offsets_;
-  // The caller's: tickets handed out per queue, and the pack being filled.
-  int64_t started_[2] = {0, 0};
+  // The caller's: the pack being filled.
   Pack pack_;
   // The exchange thread's.
   std::vector<float> packed_;    // the exchange's gradients, packed, summed
   std::vector<float> averaged_;  // ... placed back in the model's layout
 
-  struct QueueState {
-    int64_t ended = 0;  // the last ticket number that ended (or was skipped)
-    absl::Status error;
-    int64_t max_step = 0;
-  };
   mutable absl::Mutex mu_;
-  QueueState queues_[2] ABSL_GUARDED_BY(mu_);
+  EndedQueues queues_ ABSL_GUARDED_BY(mu_);
   double collective_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t dense_all_reduces_ ABSL_GUARDED_BY(mu_) = 0;
   // Last: destroyed first, so its thread ends before what it uses.

@@ -35,11 +35,25 @@ absl::Status ParameterStore::PushPullRows(absl::Span<const TableRows> push,
   return Wait(StartRows(push, pull)).status();
 }
 
-ParameterStore::Ticket EndedQueues::Record(Queue queue, const absl::StatusOr<int64_t>& result) {
-  State& q = queues_[static_cast<int>(queue)];
+ParameterStore::Ticket EndedQueues::Start(Queue queue) {
+  return {queue, ++queues_[static_cast<int>(queue)].started};
+}
+
+void EndedQueues::End(Ticket ticket, const absl::StatusOr<int64_t>& result) {
+  State& q = queues_[static_cast<int>(ticket.queue)];
   if (!result.ok() && q.error.ok()) q.error = result.status();
   if (result.ok()) q.max_step = std::max(q.max_step, *result);
-  return {queue, ++q.started};
+  q.ended = ticket.number;
+}
+
+ParameterStore::Ticket EndedQueues::Record(Queue queue, const absl::StatusOr<int64_t>& result) {
+  const Ticket ticket = Start(queue);
+  End(ticket, result);
+  return ticket;
+}
+
+bool EndedQueues::all_ended() const {
+  return queues_[0].ended >= queues_[0].started && queues_[1].ended >= queues_[1].started;
 }
 
 absl::StatusOr<int64_t> EndedQueues::Wait(Ticket ticket) const {

@@ -132,17 +132,30 @@ class ParameterStore {
   int64_t push_number_ = 0;
 };
 
-// The queues' records of a store whose exchanges have ended by the time
-// Start* returns (InProcessStore, CollectiveStore): each queue's tickets,
-// its first error (after which its exchanges are skipped, as a queue of
-// rounds skips them) and the largest global step its exchanges returned.
+// The queues' records of a store that runs its exchanges itself, one queue's
+// in the order started (InProcessStore, CollectiveStore): each queue's
+// tickets, the last that ended, its first error (after which its exchanges
+// are skipped, as a queue of rounds skips them) and the largest global step
+// its exchanges returned. Thread-compatible: a store whose exchanges end on
+// another thread guards it.
 class EndedQueues {
  public:
   using Queue = ParameterStore::Queue;
   using Ticket = ParameterStore::Ticket;
   bool failed(Queue queue) const { return !queues_[static_cast<int>(queue)].error.ok(); }
+  // The next ticket of `queue`, for an exchange that ends later (End).
+  Ticket Start(Queue queue);
+  // `ticket`'s exchange, and every earlier one of its queue, ended with
+  // `result` (the last one's).
+  void End(Ticket ticket, const absl::StatusOr<int64_t>& result);
+  // Start and End at once: an exchange that ended as it was started.
   Ticket Record(Queue queue, const absl::StatusOr<int64_t>& result);
-  // What ParameterStore::Wait returns for `ticket`.
+  bool ended(Ticket ticket) const {
+    return queues_[static_cast<int>(ticket.queue)].ended >= ticket.number;
+  }
+  // Whether every ticket started has ended.
+  bool all_ended() const;
+  // What ParameterStore::Wait returns for `ticket`, once it has ended.
   absl::StatusOr<int64_t> Wait(Ticket ticket) const;
   // Clears both queues' errors, returning the first: the dense queue's,
   // else the rows'.
@@ -151,6 +164,7 @@ class EndedQueues {
  private:
   struct State {
     int64_t started = 0;
+    int64_t ended = 0;
     absl::Status error;
     int64_t max_step = 0;
   };

@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
   // Frames over TCP go inside TLS when the job has it.
   std::shared_ptr<const FrameTls> tls;
   if (options.tcp_frames && options.security != nullptr && options.security->tls()) {
-    PSTRAIN_ASSIGN_OR_RETURN(tls, FrameTls::Make(*options.security));
+    PSTRAIN_ASSIGN_OR_RETURN(tls, FrameTls::Make(*options.security, FrameTls::Side::kClient));
   }
   return std::unique_ptr<PsClient>(new PsClient(options, placement, std::move(tls)));
 }

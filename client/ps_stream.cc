@@ -533,7 +533,7 @@ absl::StatusOr<std::unique_ptr<FrameSocket>> PsStream::ConnectTcp() {
   auto socket = FrameSocket::Connect(tcp_->host, *port, kTcpTimeout);
   if (!socket.ok()) return socket.status();
   if (tcp_->tls != nullptr) {
-    absl::Status s = (*socket)->StartTls(*tcp_->tls, /*server=*/false, tcp_->host, kTcpTimeout);
+    absl::Status s = (*socket)->StartTls(*tcp_->tls, tcp_->host, kTcpTimeout);
     if (!s.ok()) return s;
   }
   v1::FrameHeader hello;

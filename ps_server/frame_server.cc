@@ -109,7 +109,7 @@ void FrameServer::Serve(Connection* c) {
   {
     absl::Status secured = options_.tls == nullptr
                                ? absl::OkStatus()
-                               : socket.StartTls(*options_.tls, /*server=*/true, "", kHelloTimeout);
+                               : socket.StartTls(*options_.tls, "", kHelloTimeout);
     if (!secured.ok()) {
       // Nothing can be said to a peer that does not speak the job's TLS.
       Log("frames over TCP: ", secured.message(), "; closing the connection");

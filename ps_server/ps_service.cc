@@ -187,7 +187,7 @@ absl::StatusOr<int> PsServiceImpl::ServeFramesOverTcp(const std::string& host,
   options.limits = Limits();
   options.max_frame_bytes = max_frame_bytes;
   if (options_.security != nullptr && options_.security->tls()) {
-    absl::StatusOr<std::shared_ptr<const FrameTls>> tls = FrameTls::Make(*options_.security);
+    absl::StatusOr<std::shared_ptr<const FrameTls>> tls = FrameTls::Make(*options_.security, FrameTls::Side::kServer);
     if (!tls.ok()) return tls.status();
     options.tls = *std::move(tls);
   }

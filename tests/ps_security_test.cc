@@ -36,14 +36,16 @@ class PsSecurityTest : public ::testing::Test {
     for (const char* name : {"job", "other"}) ASSERT_OK(testing::MakeCerts(name).status());
   }
   static SecurityConfig Config(bool tls, bool token) {
-    const std::string dir = testing::TempDir() + "/certs/job/";
+    const std::string dir = testing::TempDir() + "/certs/job";
     SecurityConfig c;
-    if (tls) {
-      c.tls_cert = dir + "cert.pem";
-      c.tls_key = dir + "key.pem";
-      c.tls_ca = dir + "ca.pem";
-    }
-    if (token) c.token_file = dir + "token";
+    if (tls) c = CertsDirConfig(dir, /*token=*/false);
+    if (token) c.token_file = dir + "/token";
+    return c;
+  }
+  // A task of another job: its own CA's certificate, this job's token.
+  static SecurityConfig Stranger() {
+    SecurityConfig c = CertsDirConfig(testing::TempDir() + "/certs/other", /*token=*/false);
+    c.token_file = Config(false, true).token_file;
     return c;
   }
 
@@ -158,12 +160,7 @@ TEST_F(PsSecurityTest, EveryMethodRefusesCallsWithoutTheRightToken) {
 TEST_F(PsSecurityTest, ClientsWithoutTheJobsCertificateCannotReachThePs) {
   // Right token, but a certificate of another CA (the PS refuses it and the
   // client refuses the PS's), or no TLS at all.
-  const std::string other = testing::TempDir() + "/certs/other/";
-  SecurityConfig c = Config(false, true);
-  c.tls_cert = other + "cert.pem";
-  c.tls_key = other + "key.pem";
-  c.tls_ca = other + "ca.pem";
-  ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(c));
+  ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(Stranger()));
   ASSERT_OK_AND_ASSIGN(auto plain, Security::Load(Config(false, true)));
   {
     // What a task of another CA logs while it waits for the PS.
@@ -214,24 +211,19 @@ TEST_F(PsSecurityTest, TheFramePortTakesOnlyTlsWithTheJobsCertificatesAndTheToke
   }
   {
     // Another job's CA: this side already refuses the PS's certificate.
-    const std::string other = testing::TempDir() + "/certs/other/";
-    SecurityConfig c;
-    c.tls_cert = other + "cert.pem";
-    c.tls_key = other + "key.pem";
-    c.tls_ca = other + "ca.pem";
-    ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(c));
-    ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*stranger));
+    ASSERT_OK_AND_ASSIGN(auto stranger, Security::Load(Stranger()));
+    ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*stranger, FrameTls::Side::kClient));
     ASSERT_OK_AND_ASSIGN(auto socket, FrameSocket::Connect("127.0.0.1", port, absl::Seconds(5)));
-    absl::Status s = socket->StartTls(*tls, false, "127.0.0.1", absl::Seconds(5));
+    absl::Status s = socket->StartTls(*tls, "127.0.0.1", absl::Seconds(5));
     EXPECT_THAT(std::string(s.message()),
                 ::testing::HasSubstr("its certificate: self-signed certificate in certificate chain "
                                      "(this job's CA, --tls_ca, did not sign it"));
   }
-  ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*security_));
+  ASSERT_OK_AND_ASSIGN(auto tls, FrameTls::Make(*security_, FrameTls::Side::kClient));
   {
     // The job's certificates, but no token in the hello.
     ASSERT_OK_AND_ASSIGN(auto socket, FrameSocket::Connect("127.0.0.1", port, absl::Seconds(5)));
-    ASSERT_OK(socket->StartTls(*tls, false, "127.0.0.1", absl::Seconds(5)));
+    ASSERT_OK(socket->StartTls(*tls, "127.0.0.1", absl::Seconds(5)));
     absl::Status s = hello_answer(*socket, "");
     EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
     EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("no cluster token"));

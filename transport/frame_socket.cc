@@ -272,9 +272,10 @@ FrameSocket::~FrameSocket() {
   close(fd_);
 }
 
-absl::Status FrameSocket::StartTls(const FrameTls& tls, bool server, const std::string& host,
+absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
                                    absl::Duration timeout) {
-  SSL* ssl = SSL_new(server ? tls.server_context() : tls.client_context());
+  const bool server = tls.server();
+  SSL* ssl = SSL_new(tls.context());
   BIO* bio = ssl == nullptr ? nullptr : NewSocketBio(fd_);
   if (ssl == nullptr || bio == nullptr) {
     SSL_free(ssl);

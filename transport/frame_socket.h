@@ -72,14 +72,14 @@ class FrameSocket {
   FrameSocket& operator=(const FrameSocket&) = delete;
 
   // Makes the connection TLS 1.3 with `tls`'s certificates, before any
-  // frame: as the server, which requires a client certificate the job's CA
-  // signed, or as a client of `host`, whose certificate must name it (or
-  // tls.server_name()) and chain to the CA. Within `timeout`. Unavailable
+  // frame, as the end `tls` serves: the server, which requires a client
+  // certificate the job's CA signed, or a client of `host` (unused by a
+  // server), whose certificate must name it (or tls.server_name()) and
+  // chain to the CA. Within `timeout`. Unavailable
   // naming the peer and what the handshake found ("TLS handshake with
   // 127.0.0.1:4001 failed: its certificate: certificate has expired"), or
   // DeadlineExceeded. `tls` must outlive the socket.
-  absl::Status StartTls(const FrameTls& tls, bool server, const std::string& host,
-                        absl::Duration timeout);
+  absl::Status StartTls(const FrameTls& tls, const std::string& host, absl::Duration timeout);
   bool tls() const { return ssl_ != nullptr; }
   // What the frames travel in: "TLSv1.3 (TLS_AES_128_GCM_SHA256)" or
   // "plain TCP".

@@ -7,6 +7,7 @@
 #include <openssl/x509.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -92,23 +93,19 @@ std::string TakeTlsErrors(const std::string& otherwise) {
   return out.empty() ? otherwise : out;
 }
 
-absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& security) {
+absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& security,
+                                                               Side side) {
   if (!security.tls()) return absl::InvalidArgumentError("the job has no TLS certificates");
-  std::shared_ptr<FrameTls> tls(new FrameTls());
-  tls->server_ = SSL_CTX_new(TLS_server_method());
-  tls->client_ = SSL_CTX_new(TLS_client_method());
-  if (tls->server_ == nullptr || tls->client_ == nullptr) {
+  std::shared_ptr<FrameTls> tls(new FrameTls(side));
+  tls->context_ = SSL_CTX_new(tls->server() ? TLS_server_method() : TLS_client_method());
+  if (tls->context_ == nullptr) {
     return absl::InternalError(TakeTlsErrors("cannot make a TLS context"));
   }
-  if (absl::Status s = Configure(tls->server_, security, true); !s.ok()) return s;
-  if (absl::Status s = Configure(tls->client_, security, false); !s.ok()) return s;
+  PSTRAIN_RETURN_IF_ERROR(Configure(tls->context_, security, tls->server()));
   tls->server_name_ = security.server_name();
   return std::shared_ptr<const FrameTls>(std::move(tls));
 }
 
-FrameTls::~FrameTls() {
-  SSL_CTX_free(server_);
-  SSL_CTX_free(client_);
-}
+FrameTls::~FrameTls() { SSL_CTX_free(context_); }
 
 }  // namespace pstrain

@@ -21,22 +21,25 @@ namespace pstrain {
 
 class FrameTls {
  public:
+  // Which end of connections it serves: a server (the PS's frame port) or a
+  // client (a worker dialling it).
+  enum class Side { kServer, kClient };
   // InvalidArgument when `security` has no TLS, or naming what OpenSSL
   // refused in its PEMs.
-  static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security);
+  static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security, Side side);
   ~FrameTls();
   FrameTls(const FrameTls&) = delete;
   FrameTls& operator=(const FrameTls&) = delete;
 
-  ssl_ctx_st* server_context() const { return server_; }
-  ssl_ctx_st* client_context() const { return client_; }
+  bool server() const { return side_ == Side::kServer; }
+  ssl_ctx_st* context() const { return context_; }
   // The name a server's certificate must carry; empty: the host dialled.
   const std::string& server_name() const { return server_name_; }
 
  private:
-  FrameTls() = default;
-  ssl_ctx_st* server_ = nullptr;
-  ssl_ctx_st* client_ = nullptr;
+  explicit FrameTls(Side side) : side_(side) {}
+  const Side side_;
+  ssl_ctx_st* context_ = nullptr;
   std::string server_name_;
 };
 

@@ -31,18 +31,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::shared_ptr<const FrameTls> Tls(const std::string& job, const std::string& server_name = "") {
-  const std::string dir = absl::StrCat(testing::TempDir(), "/certs/", job, "/");
-  SecurityConfig c;
-  c.tls_cert = dir + "cert.pem";
-  c.tls_key = dir + "key.pem";
-  c.tls_ca = dir + "ca.pem";
+// `side`'s TLS with the certificates of `job` (deploy/make_certs.sh's).
+std::shared_ptr<const FrameTls> Tls(const std::string& job, FrameTls::Side side,
+                                    const std::string& server_name = "") {
+  SecurityConfig c = CertsDirConfig(absl::StrCat(testing::TempDir(), "/certs/", job), false);
   c.tls_server_name = server_name;
   auto security = Security::Load(c);
   EXPECT_OK(security);
-  auto tls = FrameTls::Make(**security);
+  auto tls = FrameTls::Make(**security, side);
   EXPECT_OK(tls);
   return *tls;
+}
+std::shared_ptr<const FrameTls> Server(const std::string& job) {
+  return Tls(job, FrameTls::Side::kServer);
+}
+std::shared_ptr<const FrameTls> Client(const std::string& job,
+                                       const std::string& server_name = "") {
+  return Tls(job, FrameTls::Side::kClient, server_name);
 }
 
 class FrameTlsTest : public ::testing::Test {
@@ -68,9 +73,9 @@ class FrameTlsTest : public ::testing::Test {
     EXPECT_OK(server);
     h.server = *std::move(server);
     std::thread serving(
-        [&] { h.server_status = h.server->StartTls(server_tls, true, "", absl::Seconds(5)); });
+        [&] { h.server_status = h.server->StartTls(server_tls, "", absl::Seconds(5)); });
     if (client_tls != nullptr) {
-      h.client_status = h.client->StartTls(*client_tls, false, "127.0.0.1", absl::Seconds(5));
+      h.client_status = h.client->StartTls(*client_tls, "127.0.0.1", absl::Seconds(5));
     }
     serving.join();
     return h;
@@ -78,8 +83,7 @@ class FrameTlsTest : public ::testing::Test {
 };
 
 TEST_F(FrameTlsTest, FramesArriveWholeAndInOrderBothWaysAtOnce) {
-  std::shared_ptr<const FrameTls> tls = Tls("job");
-  Handshake h = Connect(*tls, tls.get());
+  Handshake h = Connect(*Server("job"), Client("job").get());
   ASSERT_OK(h.server_status);
   ASSERT_OK(h.client_status);
   EXPECT_THAT(h.client->DescribeTransport(), HasSubstr("TLSv1.3 (TLS_AES_128_GCM_SHA256)"));
@@ -119,7 +123,7 @@ TEST_F(FrameTlsTest, FramesArriveWholeAndInOrderBothWaysAtOnce) {
 TEST_F(FrameTlsTest, ATaskOfAnotherJobIsRefusedNamingTheCertificate) {
   // The client trusts another CA: the server's certificate fails its check
   // first; the server hears the client's alert.
-  Handshake h = Connect(*Tls("job"), Tls("other").get());
+  Handshake h = Connect(*Server("job"), Client("other").get());
   EXPECT_EQ(h.client_status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(h.client_status.message()), HasSubstr("TLS handshake with 127.0.0.1:"));
   EXPECT_THAT(std::string(h.client_status.message()),
@@ -128,7 +132,7 @@ TEST_F(FrameTlsTest, ATaskOfAnotherJobIsRefusedNamingTheCertificate) {
 }
 
 TEST_F(FrameTlsTest, AServerCertificateWithoutTheNameDialledIsRefused) {
-  Handshake h = Connect(*Tls("job"), Tls("job", "ps.other-job.example").get());
+  Handshake h = Connect(*Server("job"), Client("job", "ps.other-job.example").get());
   EXPECT_THAT(h.client_status.message().data(), HasSubstr("its certificate: hostname mismatch"));
   EXPECT_FALSE(h.server_status.ok());
 }
@@ -136,7 +140,7 @@ TEST_F(FrameTlsTest, AServerCertificateWithoutTheNameDialledIsRefused) {
 TEST_F(FrameTlsTest, AClientWithoutACertificateIsRefusedByTheServer) {
   // A client that trusts the job's CA but shows no certificate of its own
   // (made with OpenSSL directly: a task of this project always has one).
-  std::shared_ptr<const FrameTls> tls = Tls("job");
+  std::shared_ptr<const FrameTls> tls = Server("job");
   auto listener = FrameListener::Listen("127.0.0.1", 0);
   ASSERT_OK(listener);
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -147,7 +151,7 @@ TEST_F(FrameTlsTest, AClientWithoutACertificateIsRefusedByTheServer) {
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, (*listener)->Accept(absl::Seconds(5)));
   absl::Status served;
-  std::thread serving([&] { served = server->StartTls(*tls, true, "", absl::Seconds(5)); });
+  std::thread serving([&] { served = server->StartTls(*tls, "", absl::Seconds(5)); });
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   X509_STORE_load_file(SSL_CTX_get_cert_store(ctx),
                        (testing::TempDir() + "/certs/job/ca.pem").c_str());
@@ -165,14 +169,14 @@ TEST_F(FrameTlsTest, AClientWithoutACertificateIsRefusedByTheServer) {
 }
 
 TEST_F(FrameTlsTest, APlaintextClientIsRefusedByATlsServer) {
-  std::shared_ptr<const FrameTls> tls = Tls("job");
+  std::shared_ptr<const FrameTls> tls = Server("job");
   auto listener = FrameListener::Listen("127.0.0.1", 0);
   ASSERT_OK(listener);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> client,
                        FrameSocket::Connect("127.0.0.1", (*listener)->port(), absl::Seconds(5)));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, (*listener)->Accept(absl::Seconds(5)));
   absl::Status served;
-  std::thread serving([&] { served = server->StartTls(*tls, true, "", absl::Seconds(5)); });
+  std::thread serving([&] { served = server->StartTls(*tls, "", absl::Seconds(5)); });
   // A plaintext frame where the server expects a TLS record.
   ASSERT_OK(client->WriteBytes("hello", 5));
   serving.join();
@@ -185,8 +189,7 @@ TEST_F(FrameTlsTest, APlaintextClientIsRefusedByATlsServer) {
 }
 
 TEST_F(FrameTlsTest, ShutdownWakesABlockedReadAndACloseBetweenFramesEndsTheStream) {
-  std::shared_ptr<const FrameTls> tls = Tls("job");
-  Handshake h = Connect(*tls, tls.get());
+  Handshake h = Connect(*Server("job"), Client("job").get());
   ASSERT_OK(h.client_status);
   ASSERT_OK(h.server_status);
   std::shared_ptr<BufferPool> pool = BufferPool::Create();
@@ -197,7 +200,7 @@ TEST_F(FrameTlsTest, ShutdownWakesABlockedReadAndACloseBetweenFramesEndsTheStrea
   reader.join();
   EXPECT_EQ(woken.code(), absl::StatusCode::kUnavailable) << woken;
 
-  Handshake again = Connect(*tls, tls.get());
+  Handshake again = Connect(*Server("job"), Client("job").get());
   ASSERT_OK(again.client_status);
   ASSERT_OK(again.client->WriteBytes("one", 3));
   again.client.reset();  // closes between frames

@@ -155,6 +155,15 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 
 }  // namespace
 
+SecurityConfig CertsDirConfig(const std::string& dir, bool token) {
+  SecurityConfig c;
+  c.tls_cert = dir + "/cert.pem";
+  c.tls_key = dir + "/key.pem";
+  c.tls_ca = dir + "/ca.pem";
+  if (token) c.token_file = dir + "/token";
+  return c;
+}
+
 absl::StatusOr<std::shared_ptr<const Security>> Security::Load(const SecurityConfig& c) {
   std::shared_ptr<Security> s(new Security());
   s->insecure_ = c.insecure;

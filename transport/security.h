@@ -42,6 +42,10 @@ struct SecurityConfig {
   bool insecure = false;        // run exposed without TLS or a token
 };
 
+// What deploy/make_certs.sh DIR makes, as a task is given it: DIR's
+// cert.pem, key.pem and ca.pem for mutual TLS, and with `token` DIR/token.
+SecurityConfig CertsDirConfig(const std::string& dir, bool token = true);
+
 // Tokens shorter than this are refused: `openssl rand -hex 32` makes a good one.
 inline constexpr int kMinTokenLength = 16;
 // The metadata key that carries the token.
