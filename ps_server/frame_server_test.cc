@@ -3,9 +3,12 @@
 // and nothing a refused connection sent reaches the store.
 #include "ps_server/frame_server.h"
 
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "transport/frame_socket.h"
@@ -27,9 +30,9 @@ class FrameServerTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(security_, Security::Load(config));
     PsServiceOptions options;
     options.security = security_;
-    ASSERT_OK_AND_ASSIGN(ps_, testing::LocalPs::Start(1, options, /*max_message_bytes=*/1 << 20));
+    ASSERT_OK_AND_ASSIGN(ps_, testing::LocalPs::Start(1, options, max_message_bytes_));
     ASSERT_GT(ps_->frame_port(0), 0);
-    ASSERT_OK_AND_ASSIGN(placement_, ComputePlacement({{"w", {64}}}, 1, PlacementOptions()));
+    ASSERT_OK_AND_ASSIGN(placement_, ComputePlacement({{"w", {elements_}}}, 1, PlacementOptions()));
     client::PsClientOptions o;
     o.ps_addresses = ps_->addresses();
     o.security = security_;
@@ -37,7 +40,9 @@ class FrameServerTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(client_, client::PsClient::Create(o, placement_));
     client::CreateOptions create;
     create.optimizer = {"sgd", 1.0f};
-    ASSERT_OK(client::PsAdmin(&client_->control()).CreateVariables(placement_, std::vector<float>(64, 2.0f), {0}, create).status());
+    ASSERT_OK(client::PsAdmin(&client_->control())
+                  .CreateVariables(placement_, std::vector<float>(elements_, 2.0f), {0}, create)
+                  .status());
   }
 
   std::unique_ptr<FrameSocket> Connect() {
@@ -54,20 +59,21 @@ class FrameServerTest : public ::testing::Test {
     return EncodeFrame(h, {});
   }
 
-  // A push of 64 gradients of `g` to "w", pulling it back.
-  static grpc::ByteBuffer PushPull(std::vector<float>& grads) {
+  // A push of `grads` (all of "w") pulling it back, or a push alone.
+  static grpc::ByteBuffer PushPull(const std::vector<float>& grads, bool pull = true,
+                                   uint64_t request_id = 9) {
     v1::FrameHeader h;
-    h.set_request_id(9);
+    h.set_request_id(request_id);
     v1::TensorRef* r = h.add_push();
     r->set_key("w/part_0");
-    r->set_bytes(64 * 4);
-    h.add_pull()->set_key("w/part_0");
-    return EncodeFrame(h, {BorrowSlice(grads.data(), 64 * 4)});
+    r->set_bytes(grads.size() * 4);
+    if (pull) h.add_pull()->set_key("w/part_0");
+    return EncodeFrame(h, {BorrowSlice(grads.data(), grads.size() * 4)});
   }
 
   DecodedFrame ReadFrame(FrameSocket& s) {
     DecodedFrame f;
-    auto in = s.Read(*pool_, 1 << 20);
+    auto in = s.Read(*pool_, max_message_bytes_);
     EXPECT_OK(in.status());
     if (in.ok()) {
       EXPECT_OK(f.Parse(*in));
@@ -77,11 +83,13 @@ class FrameServerTest : public ::testing::Test {
 
   // The store's values of "w", pulled by the well-behaved client.
   std::vector<float> Values() {
-    std::vector<float> v(64);
+    std::vector<float> v(elements_);
     EXPECT_OK(client_->PullAll(v.data(), {0}).status());
     return v;
   }
 
+  int64_t elements_ = 64;  // of "w"
+  int max_message_bytes_ = 1 << 20;
   std::shared_ptr<const Security> security_;
   std::unique_ptr<testing::LocalPs> ps_;
   Placement placement_;
@@ -163,6 +171,71 @@ TEST_F(FrameServerTest, ABadFrameIsAnsweredWithAnErrorAndTheConnectionGoesOn) {
   ASSERT_OK(s->Write(PushPull(grads)));
   EXPECT_EQ(ReadFrame(*s).header().code(), 0);
   EXPECT_EQ(Values(), std::vector<float>(64, 1.5f));
+}
+
+// Frames of 5 MiB (the socket reads them without the low-water mark):
+// applied whole with or without a pull, and refused whole, naming the
+// element, when any value is NaN or Inf.
+class LargeFrameServerTest : public FrameServerTest {
+ protected:
+  LargeFrameServerTest() {
+    elements_ = (5 << 20) / 4;
+    max_message_bytes_ = 16 << 20;
+  }
+
+  // Gradients exact in float, so 2 - k * g is exact too.
+  std::vector<float> Grads() const {
+    std::vector<float> g(elements_);
+    for (int64_t i = 0; i < elements_; ++i) g[i] = 0.25f * static_cast<float>(i % 7);
+    return g;
+  }
+
+  std::unique_ptr<FrameSocket> Open() {
+    auto s = Connect();
+    EXPECT_OK(s->Write(Hello(kToken)));
+    EXPECT_EQ(ReadFrame(*s).header().code(), 0);
+    return s;
+  }
+};
+
+TEST_F(LargeFrameServerTest, AFiniteGradientIsAppliedWithOrWithoutAPull) {
+  auto s = Open();
+  const std::vector<float> g = Grads();
+  ASSERT_OK(s->Write(PushPull(g, /*pull=*/true)));
+  DecodedFrame answer = ReadFrame(*s);
+  ASSERT_EQ(answer.header().code(), 0) << answer.header().message();
+  ASSERT_EQ(answer.payload_size(), elements_ * 4);
+  std::vector<float> back(elements_), want(elements_);
+  answer.CopyPayload(0, elements_ * 4, back.data());
+  for (int64_t i = 0; i < elements_; ++i) want[i] = 2.0f - g[i];
+  EXPECT_EQ(back, want);
+  // A push alone takes the store's other path (no answer in the frame).
+  ASSERT_OK(s->Write(PushPull(g, /*pull=*/false)));
+  ASSERT_EQ(ReadFrame(*s).header().code(), 0);
+  for (int64_t i = 0; i < elements_; ++i) want[i] = 2.0f - 2.0f * g[i];
+  EXPECT_EQ(Values(), want);
+}
+
+TEST_F(LargeFrameServerTest, ANonFiniteValueAnywhereIsRefusedAndNothingIsApplied) {
+  auto s = Open();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<int64_t, float>> bad = {
+      {0, nan}, {elements_ / 2, -inf}, {elements_ - 1, inf}};
+  for (bool pull : {true, false}) {
+    for (const auto& [at, value] : bad) {
+      std::vector<float> g = Grads();
+      g[at] = value;
+      ASSERT_OK(s->Write(PushPull(g, pull)));
+      DecodedFrame refusal = ReadFrame(*s);
+      EXPECT_EQ(refusal.header().code(), static_cast<int>(absl::StatusCode::kInvalidArgument))
+          << "element " << at;
+      EXPECT_EQ(refusal.header().message(),
+                absl::StrCat("gradient for w/part_0 has a non-finite value (", value,
+                             ") at element ", at));
+    }
+  }
+  EXPECT_EQ(Values(), std::vector<float>(elements_, 2.0f));
 }
 
 }  // namespace

@@ -1,6 +1,14 @@
 // The PS behind mutual TLS and a cluster token, with small limits, over real
 // gRPC on loopback: what a client without the token, without a certificate,
 // or past a limit gets back, and that none of it changes the stored values.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -237,6 +245,80 @@ TEST_F(PsSecurityTest, TheFramePortTakesOnlyTlsWithTheJobsCertificatesAndTheToke
   EXPECT_TRUE(client_->frames_over_tls(0));
   for (int i = 0; i < 100; ++i) EXPECT_EQ(now[i], init_[i] - 1.0f) << i;
   EXPECT_EQ(ps_->store(0).global_step(), 1);
+}
+
+// A certificate signed by the job's CA but past its end date (one that
+// expired while its task ran: a task refuses it at start) reaches neither
+// the gRPC port nor the frame port, and nothing it sent is applied.
+TEST_F(PsSecurityTest, ACertificatePastItsEndDateReachesNeitherPort) {
+  ASSERT_OK_AND_ASSIGN(const std::string expired, testing::MakeExpiredCerts("job"));
+  const std::string dir = testing::TempDir() + "/certs/job";
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  std::vector<float> g(100, 1.0f);
+  v1::FrameHeader push;
+  push.set_request_id(5);
+  push.add_push()->set_key("w/part_0");
+  {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = read(dir + "/ca.pem");
+    o.pem_cert_chain = read(expired + "/cert.pem");
+    o.pem_private_key = read(expired + "/key.pem");
+    grpc::ChannelArguments args;
+    args.SetInt("pstrain.test_channel", ++channels_);
+    auto channel =
+        grpc::CreateCustomChannel(ps_->addresses()[0].ToString(), grpc::SslCredentials(o), args);
+    client::PsStream stream(channel, "ps:0", "/pstrain.v1.PsService/Exchange");
+    absl::Status s =
+        stream.Call(push, {grpc::Slice(reinterpret_cast<const char*>(g.data()), g.size() * 4)},
+                    absl::Seconds(3), [](const DecodedFrame&) { return absl::OkStatus(); });
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  }
+  {
+    // The frame port, through OpenSSL directly: the hello with the token
+    // and a push go out in the handshake's wake, and the PS answers
+    // neither.
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(ps_->frame_port(0)));
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    ASSERT_EQ(SSL_CTX_use_certificate_file(ctx, (expired + "/cert.pem").c_str(), SSL_FILETYPE_PEM),
+              1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey_file(ctx, (expired + "/key.pem").c_str(), SSL_FILETYPE_PEM),
+              1);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_connect(ssl);  // TLS 1.3: done on this side before the PS checks
+    v1::FrameHeader hello;
+    hello.set_tcp_hello(true);
+    hello.set_tcp_token(security_->token());
+    std::string bytes;
+    for (const grpc::ByteBuffer& frame :
+         {EncodeFrame(hello, {}), EncodeFrame(push, {BorrowSlice(g.data(), g.size() * 4)})}) {
+      std::vector<grpc::Slice> slices;
+      ASSERT_TRUE(frame.Dump(&slices).ok());
+      std::string body;
+      for (const grpc::Slice& piece : slices) {
+        body.append(reinterpret_cast<const char*>(piece.begin()), piece.size());
+      }
+      for (int i = 0; i < 8; ++i) {  // the frame's length, then the frame
+        bytes.push_back(static_cast<char>(uint64_t{body.size()} >> (8 * i)));
+      }
+      bytes += body;
+    }
+    SSL_write(ssl, bytes.data(), static_cast<int>(bytes.size()));
+    char byte;
+    EXPECT_LE(SSL_read(ssl, &byte, 1), 0) << "the PS answered a task with an expired certificate";
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+  }
+  ExpectUntouched();
 }
 
 TEST_F(PsSecurityTest, RequestsPastALimitGetResourceExhaustedNamingItAndChangeNothing) {

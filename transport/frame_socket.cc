@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "transport/frame_tls.h"
+#include "transport/security.h"
 
 namespace pstrain {
 namespace {
@@ -318,26 +319,9 @@ absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
                                         ? "the peer closed the connection"
                                         : "unknown TLS error");
     if (verified != X509_V_OK) {
-      why = absl::StrCat("its certificate: ", X509_verify_cert_error_string(verified));
-      switch (verified) {
-        case X509_V_ERR_HOSTNAME_MISMATCH:
-        case X509_V_ERR_IP_ADDRESS_MISMATCH:
-          absl::StrAppend(&why, " (it does not name ",
-                          tls.server_name().empty() ? host : tls.server_name(),
-                          ": deploy/make_certs.sh OUT HOST names a host, --tls_server_name sets "
-                          "the name checked)");
-          break;
-        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
-        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
-        case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-        case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
-        case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-        case X509_V_ERR_CERT_SIGNATURE_FAILURE:
-          absl::StrAppend(&why, " (this job's CA, --tls_ca, did not sign it: a task of another job?)");
-          break;
-        default:
-          break;
-      }
+      why = absl::StrCat(
+          "its certificate: ", X509_verify_cert_error_string(verified),
+          CertificateErrorHint(verified, tls.server_name().empty() ? host : tls.server_name()));
     }
     SSL_free(ssl);
     return absl::UnavailableError(

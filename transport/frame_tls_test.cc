@@ -168,6 +168,78 @@ TEST_F(FrameTlsTest, AClientWithoutACertificateIsRefusedByTheServer) {
   close(fd);
 }
 
+// An SSL_CTX showing the certificate and key in `dir`, made with OpenSSL
+// directly: Security::Load refuses a certificate past its end date, as a
+// task does at start, so this stands for one that expired while it ran.
+SSL_CTX* RawContext(const std::string& dir, bool server) {
+  SSL_CTX* ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  EXPECT_EQ(SSL_CTX_use_certificate_file(ctx, (dir + "/cert.pem").c_str(), SSL_FILETYPE_PEM), 1);
+  EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx, (dir + "/key.pem").c_str(), SSL_FILETYPE_PEM), 1);
+  return ctx;
+}
+
+TEST_F(FrameTlsTest, ACertificatePastItsEndDateIsRefusedOnEitherSide) {
+  ASSERT_OK_AND_ASSIGN(const std::string expired, testing::MakeExpiredCerts("job"));
+  constexpr char kExpired[] =
+      "its certificate: certificate has expired (it or its CA is past its end date: "
+      "deploy/make_certs.sh makes new ones";
+  {
+    // A client showing it, signed by the job's CA: the server refuses it.
+    std::shared_ptr<const FrameTls> tls = Server("job");
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameListener> listener,
+                         FrameListener::Listen("127.0.0.1", 0));
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(listener->port()));
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, listener->Accept(absl::Seconds(5)));
+    absl::Status served;
+    std::thread serving([&] { served = server->StartTls(*tls, "", absl::Seconds(5)); });
+    SSL_CTX* ctx = RawContext(expired, /*server=*/false);
+    SSL* ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    SSL_connect(ssl);
+    char byte;
+    EXPECT_LE(SSL_read(ssl, &byte, 1), 0) << "the server took an expired certificate";
+    serving.join();
+    EXPECT_EQ(served.code(), absl::StatusCode::kUnavailable) << served;
+    EXPECT_THAT(std::string(served.message()), HasSubstr(kExpired));
+    SSL_free(ssl);
+    SSL_CTX_free(ctx);
+    close(fd);
+  }
+  {
+    // A server showing it: the worker's side refuses it before any frame.
+    const int listening = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &at.sin_addr);
+    ASSERT_EQ(bind(listening, reinterpret_cast<sockaddr*>(&at), sizeof(at)), 0);
+    ASSERT_EQ(listen(listening, 1), 0);
+    socklen_t len = sizeof(at);
+    ASSERT_EQ(getsockname(listening, reinterpret_cast<sockaddr*>(&at), &len), 0);
+    SSL_CTX* ctx = RawContext(expired, /*server=*/true);
+    std::thread serving([&] {
+      const int fd = accept(listening, nullptr, nullptr);
+      SSL* ssl = SSL_new(ctx);
+      SSL_set_fd(ssl, fd);
+      SSL_accept(ssl);
+      SSL_free(ssl);
+      close(fd);
+    });
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> client,
+                         FrameSocket::Connect("127.0.0.1", ntohs(at.sin_port), absl::Seconds(5)));
+    absl::Status s = client->StartTls(*Client("job"), "127.0.0.1", absl::Seconds(5));
+    serving.join();
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(kExpired));
+    SSL_CTX_free(ctx);
+    close(listening);
+  }
+}
+
 TEST_F(FrameTlsTest, APlaintextClientIsRefusedByATlsServer) {
   std::shared_ptr<const FrameTls> tls = Server("job");
   auto listener = FrameListener::Listen("127.0.0.1", 0);

@@ -118,9 +118,9 @@ absl::Status CheckTlsFiles(const SecurityConfig& c, const std::string& cert_pem,
   if (X509_verify_cert(ctx.get()) != 1) {
     const int err = X509_STORE_CTX_get_error(ctx.get());
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("the certificate in tls_cert ", c.tls_cert,
-                                                   " does not verify against tls_ca ", c.tls_ca,
-                                                   ": ", X509_verify_cert_error_string(err)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the certificate in tls_cert ", c.tls_cert, " does not verify against tls_ca ", c.tls_ca,
+        ": ", X509_verify_cert_error_string(err), CertificateErrorHint(err, "")));
   }
   return absl::OkStatus();
 }
@@ -154,6 +154,30 @@ class TokenInterceptorFactory final : public grpc::experimental::ClientIntercept
 };
 
 }  // namespace
+
+std::string CertificateErrorHint(long err, const std::string& name) {
+  switch (err) {
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+      return absl::StrCat(" (it does not name ", name,
+                          ": deploy/make_certs.sh OUT HOST names a host, --tls_server_name sets "
+                          "the name checked)");
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+      return " (this job's CA, --tls_ca, did not sign it: a task of another job?)";
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+      return " (it or its CA is past its end date: deploy/make_certs.sh makes new ones, "
+             "PSTRAIN_CERT_DAYS days long, and keeps a CA already in its folder)";
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+      return " (it is before its start date: is this host's clock right?)";
+    default:
+      return "";
+  }
+}
 
 SecurityConfig CertsDirConfig(const std::string& dir, bool token) {
   SecurityConfig c;

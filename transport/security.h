@@ -46,6 +46,11 @@ struct SecurityConfig {
 // cert.pem, key.pem and ca.pem for mutual TLS, and with `token` DIR/token.
 SecurityConfig CertsDirConfig(const std::string& dir, bool token = true);
 
+// A hint on what to do about OpenSSL's certificate check error `err`
+// (an X509_V_ERR_* code), to append after its own text: " (...)", or ""
+// when there is nothing to add. `name`: the host name the check expected.
+std::string CertificateErrorHint(long err, const std::string& name);
+
 // Tokens shorter than this are refused: `openssl rand -hex 32` makes a good one.
 inline constexpr int kMinTokenLength = 16;
 // The metadata key that carries the token.

@@ -85,7 +85,18 @@ TEST_F(SecurityTest, BadFilesAreNamedAtLoad) {
   EXPECT_EQ(message(other_ca),
             absl::StrCat("the certificate in tls_cert ", Path("job/cert.pem"),
                          " does not verify against tls_ca ", Path("other/ca.pem"),
-                         ": unable to get local issuer certificate"));
+                         ": unable to get local issuer certificate (this job's CA, --tls_ca, did "
+                         "not sign it: a task of another job?)"));
+
+  // Signed by the job's CA, but past its end date.
+  ASSERT_OK(testing::MakeExpiredCerts("job").status());
+  SecurityConfig expired = Tls("job-expired", "job");
+  EXPECT_EQ(message(expired),
+            absl::StrCat("the certificate in tls_cert ", Path("job-expired/cert.pem"),
+                         " does not verify against tls_ca ", Path("job/ca.pem"),
+                         ": certificate has expired (it or its CA is past its end date: "
+                         "deploy/make_certs.sh makes new ones, PSTRAIN_CERT_DAYS days long, and "
+                         "keeps a CA already in its folder)"));
 
   SecurityConfig short_token;
   short_token.token_file = Write("short", "secret\n");

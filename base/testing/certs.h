@@ -29,6 +29,23 @@ inline absl::StatusOr<std::string> MakeCerts(const std::string& name,
   return dir;
 }
 
+// Makes TempDir()/certs/<name>-expired/: the CA of MakeCerts(name) and a
+// task certificate it signed, with its key, that expired the day before
+// it was made (deploy/make_certs.sh with PSTRAIN_CERT_DAYS=-1). Returns
+// the directory.
+inline absl::StatusOr<std::string> MakeExpiredCerts(const std::string& name) {
+  auto ca_dir = MakeCerts(name);
+  if (!ca_dir.ok()) return ca_dir.status();
+  const std::string dir = *ca_dir + "-expired";
+  const std::string cmd =
+      absl::StrCat("mkdir -p ", dir, " && cp ", *ca_dir, "/ca.pem ", *ca_dir, "/ca.key ", dir,
+                   " && PSTRAIN_CERT_DAYS=-1 bash deploy/make_certs.sh ", dir, " >/dev/null");
+  if (std::system(cmd.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat(cmd, ": failed"));
+  }
+  return dir;
+}
+
 }  // namespace pstrain::testing
 
 #endif  // PSTRAIN_BASE_TESTING_CERTS_H_
