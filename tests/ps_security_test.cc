@@ -7,8 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -16,7 +14,9 @@
 #include "absl/synchronization/notification.h"
 #include "cluster/placement.h"
 #include "transport/security.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/testing/byte_buffers.h"
 #include "base/testing/certs.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
@@ -253,19 +253,15 @@ TEST_F(PsSecurityTest, TheFramePortTakesOnlyTlsWithTheJobsCertificatesAndTheToke
 TEST_F(PsSecurityTest, ACertificatePastItsEndDateReachesNeitherPort) {
   ASSERT_OK_AND_ASSIGN(const std::string expired, testing::MakeExpiredCerts("job"));
   const std::string dir = testing::TempDir() + "/certs/job";
-  auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  };
   std::vector<float> g(100, 1.0f);
   v1::FrameHeader push;
   push.set_request_id(5);
   push.add_push()->set_key("w/part_0");
   {
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = read(dir + "/ca.pem");
-    o.pem_cert_chain = read(expired + "/cert.pem");
-    o.pem_private_key = read(expired + "/key.pem");
+    ASSERT_OK_AND_ASSIGN(o.pem_root_certs, ReadFile(dir + "/ca.pem"));
+    ASSERT_OK_AND_ASSIGN(o.pem_cert_chain, ReadFile(expired + "/cert.pem"));
+    ASSERT_OK_AND_ASSIGN(o.pem_private_key, ReadFile(expired + "/key.pem"));
     grpc::ChannelArguments args;
     args.SetInt("pstrain.test_channel", ++channels_);
     auto channel =
@@ -300,12 +296,7 @@ TEST_F(PsSecurityTest, ACertificatePastItsEndDateReachesNeitherPort) {
     std::string bytes;
     for (const grpc::ByteBuffer& frame :
          {EncodeFrame(hello, {}), EncodeFrame(push, {BorrowSlice(g.data(), g.size() * 4)})}) {
-      std::vector<grpc::Slice> slices;
-      ASSERT_TRUE(frame.Dump(&slices).ok());
-      std::string body;
-      for (const grpc::Slice& piece : slices) {
-        body.append(reinterpret_cast<const char*>(piece.begin()), piece.size());
-      }
+      const std::string body = testing::Flatten(frame);
       for (int i = 0; i < 8; ++i) {  // the frame's length, then the frame
         bytes.push_back(static_cast<char>(uint64_t{body.size()} >> (8 * i)));
       }

@@ -50,6 +50,21 @@ std::shared_ptr<const FrameTls> Client(const std::string& job,
   return Tls(job, FrameTls::Side::kClient, server_name);
 }
 
+// A plain TCP connection to 127.0.0.1:`port`, for a peer made with OpenSSL
+// directly; -1 when it fails.
+int ConnectTo(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 class FrameTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -143,12 +158,8 @@ TEST_F(FrameTlsTest, AClientWithoutACertificateIsRefusedByTheServer) {
   std::shared_ptr<const FrameTls> tls = Server("job");
   auto listener = FrameListener::Listen("127.0.0.1", 0);
   ASSERT_OK(listener);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>((*listener)->port()));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const int fd = ConnectTo((*listener)->port());
+  ASSERT_GE(fd, 0);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, (*listener)->Accept(absl::Seconds(5)));
   absl::Status served;
   std::thread serving([&] { served = server->StartTls(*tls, "", absl::Seconds(5)); });
@@ -188,12 +199,8 @@ TEST_F(FrameTlsTest, ACertificatePastItsEndDateIsRefusedOnEitherSide) {
     std::shared_ptr<const FrameTls> tls = Server("job");
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameListener> listener,
                          FrameListener::Listen("127.0.0.1", 0));
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<uint16_t>(listener->port()));
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+    const int fd = ConnectTo(listener->port());
+    ASSERT_GE(fd, 0);
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, listener->Accept(absl::Seconds(5)));
     absl::Status served;
     std::thread serving([&] { served = server->StartTls(*tls, "", absl::Seconds(5)); });
