@@ -214,6 +214,7 @@ TEST_F(LargeFrameServerTest, AFiniteGradientIsAppliedWithOrWithoutAPull) {
   ASSERT_EQ(ReadFrame(*s).header().code(), 0);
   for (int64_t i = 0; i < elements_; ++i) want[i] = 2.0f - 2.0f * g[i];
   EXPECT_EQ(Values(), want);
+  EXPECT_EQ(ps_->store(0).global_step(), 2);  // each push applied once
 }
 
 TEST_F(LargeFrameServerTest, ANonFiniteValueAnywhereIsRefusedAndNothingIsApplied) {
@@ -236,6 +237,7 @@ TEST_F(LargeFrameServerTest, ANonFiniteValueAnywhereIsRefusedAndNothingIsApplied
     }
   }
   EXPECT_EQ(Values(), std::vector<float>(elements_, 2.0f));
+  EXPECT_EQ(ps_->store(0).global_step(), 0);
 }
 
 }  // namespace
