@@ -65,6 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "client/grpc_control_channel.h"
 #include "client/ps_admin.h"
 #include "client/ps_client.h"
 #include "client/ps_stream.h"
@@ -242,10 +243,14 @@ absl::StatusOr<std::unique_ptr<Servers>> StartServers(
     servers->pids.push_back(*pid);
     servers->addresses.push_back({"127.0.0.1", (*ports)[i]});
   }
+  // Retried every 100 ms as the job's clients do (client/grpc_control_channel.h):
+  // with gRPC's default backoff, an attempt before the server listens costs
+  // a second.
+  const grpc::ChannelArguments args = client::GrpcControlChannel::Arguments(
+      /*max_message_bytes=*/4 << 20, /*own_connection=*/true);
   for (const HostPort& a : servers->addresses) {
-    auto channel = security != nullptr
-                       ? security->CreateChannel(a.ToString(), grpc::ChannelArguments())
-                       : grpc::CreateChannel(a.ToString(), grpc::InsecureChannelCredentials());
+    auto channel = (security != nullptr ? *security : *Security::None())
+                       .CreateChannel(a.ToString(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(20))) {
       return absl::UnavailableError(
           absl::StrCat(kind, " server at ", a.ToString(), " did not come up"));

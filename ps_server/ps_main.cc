@@ -27,6 +27,8 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     const int code = RoleExitCode(why, FailureKind::kBadConfig);
     if (code < kExitRetryable) {
       if (std::optional<HostPort> chief = cfg.chief_duties_address()) {
+        Log("telling the job's chief (", chief->ToString(), ") that ", cfg.task.ToString(),
+            " cannot serve (trying for up to 20 s)");
         ReportFailureToChief(*chief, cfg.task, why, code, *security, absl::Seconds(20));
       }
     }

@@ -666,6 +666,9 @@ TEST(ClusterTest, APsStopsWithTheExitCodeItIsSent) {
     std::unique_ptr<client::PsAdmin> admin = client::PsAdmin::Connect(options);
     ASSERT_OK(admin->WaitUntilAnswering(absl::Seconds(30)));
     ASSERT_OK(admin->ShutdownAll(code == 0 ? "job finished" : "job failed", code));
+    // Closes this client's connection, as a chief does by exiting: gRPC's
+    // shutdown waits up to 5 s for connections that stay open.
+    admin.reset();
     auto exit = WaitChild(pid, absl::Seconds(20));
     ASSERT_TRUE(exit.has_value());
     EXPECT_EQ(exit->code, code);

@@ -181,6 +181,18 @@ TEST(OneArgumentListTest, EveryRoleTrainsAJobWithTheSameFlags) {
 
 TEST(OneArgumentListTest, AMisspeltFlagIsRefusedByEveryRole) {
   const Cluster cluster = FourTasks();
+  // A PS that cannot serve tells the job's chief before it exits (trying
+  // for up to 20 s while none answers): a chief with the right flags hears
+  // it and fails the job with the PS's code.
+  const std::string dir = pstrain::testing::TempDir() + "/typo";
+  ASSERT_OK(MakeDirs(dir));
+  pstrain::testing::TaskSet job;
+  ASSERT_OK(job.Start("chief", Task(cluster, "chief",
+                                    {"--epochs=1", "--hidden=16", "--ps_wait_s=60",
+                                     "--output_dir=" + dir + "/out"},
+                                    dir + "/chief.log")));
+  ASSERT_THAT(WaitForLog(dir + "/chief.log", "waiting for 1 ps", absl::Seconds(30)),
+              HasSubstr("waiting for 1 ps"));
   for (const char* type : {"ps", "chief", "worker", "evaluator"}) {
     const std::string log = absl::StrCat(pstrain::testing::TempDir(), "/typo-", type, ".log");
     ASSERT_OK_AND_ASSIGN(
@@ -192,6 +204,12 @@ TEST(OneArgumentListTest, AMisspeltFlagIsRefusedByEveryRole) {
                 HasSubstr("unknown flag --epoch (did you mean --epochs?)"))
         << type;
   }
+  EXPECT_THAT(ReadFile(pstrain::testing::TempDir() + "/typo-ps.log").value_or(""),
+              HasSubstr("telling the job's chief (127.0.0.1:"));
+  std::map<std::string, int> codes = job.WaitAll(absl::Seconds(30));
+  const std::string chief = ReadFile(dir + "/chief.log").value_or("");
+  EXPECT_EQ(codes["chief"], 2) << chief;
+  EXPECT_THAT(chief, HasSubstr("ps:0 failed for good (exit 2): unknown flag --epoch"));
 }
 
 TEST(OneArgumentListTest, PlatformFlagsWithBadValuesAreNamed) {
