@@ -94,15 +94,16 @@ check "package dependencies point one way (tests/check_layers.sh)" tests/check_l
 # fuzz targets below link the same objects. The packages are named: with a
 # second output base, //... would wander into the first one's bazel-*
 # convenience links. No links are made for these builds. The cluster tests
-# (tests/), the benchmarks but ps_load (the one with lock annotations), the
-# commands (cli/, launcher/, experiment/: flags, files and child processes,
-# run end to end by the cluster tests) and the fuzz regression tests (g++
-# runs them; fuzz/run.sh builds the fuzz targets here) are left out: no
-# annotations of their own.
+# (tests/), the benchmarks but ps_load's code (the one with lock
+# annotations; its library, not the binary, which would bring the pstrain
+# binary it runs), the commands (cli/, launcher/, experiment/: flags, files
+# and child processes, run end to end by the cluster tests) and the fuzz
+# regression tests (g++ runs them; fuzz/run.sh builds the fuzz targets
+# here) are left out: no annotations of their own.
 san_base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 check "clang -Wthread-safety -Werror build (with ASan + UBSan)" \
   bazel --output_base="$san_base" build --config=asan --symlink_prefix=/ -- \
-  $(printf '//%s/... ' "${unit_pkgs[@]}") //proto/... //bench:ps_load
+  $(printf '//%s/... ' "${unit_pkgs[@]}") //proto/... //bench:ps_load_main
 echo "== unit tests under ASan + UBSan"
 phase_start=$SECONDS
 counted_tests asan "$results_dir/unit_labels" \
