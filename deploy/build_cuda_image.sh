@@ -2,7 +2,8 @@
 # Builds the GPU image (deploy/Dockerfile.cuda) from the CUDA toolkit on this
 # host: `bazel build -c opt //:pstrain` with CUDA enabled (nvcc, cudart and
 # cuBLAS under $CUDA_PATH or /usr/local/cuda), then a build context holding
-# only the binary, the shared libraries `ldd` says it loads (glibc aside),
+# only the binary, its CUDA plugin, the shared libraries `ldd` says they
+# load (glibc aside),
 # the configs and the Fashion-MNIST files. No GPU is needed to build.
 #
 #   deploy/build_cuda_image.sh [IMAGE]     (default localhost:5000/pstrain:VERSION-cuda)
@@ -26,7 +27,10 @@ stage=$ctx/stage
 install -D -m 0755 bazel-bin/pstrain "$stage/usr/local/bin/pstrain"
 mkdir -p "$stage/usr/local/lib/pstrain" "$stage/etc/ld.so.conf.d" "$stage/usr/share/datasets" \
   "$stage/opt/pstrain"
-ldd bazel-bin/pstrain | awk '$3 ~ /^\// {print $3}' |
+# The CUDA plugin (model/cuda_plugin.h), where pstrain looks for it, and
+# what it loads (cudart, cuBLAS).
+install -m 0644 bazel-bin/libpstrain_cuda.so "$stage/usr/local/lib/pstrain/"
+ldd bazel-bin/pstrain bazel-bin/libpstrain_cuda.so | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64)\.so' |
   xargs -I{} cp -L {} "$stage/usr/local/lib/pstrain/"
 echo /usr/local/lib/pstrain > "$stage/etc/ld.so.conf.d/pstrain.conf"

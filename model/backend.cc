@@ -264,7 +264,16 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, 
     auto cuda_mlp = Network::Create(spec, 1);  // layout and label checks only
     if (!cuda_mlp.ok()) return cuda_mlp.status();
     auto cuda = CudaBackend::Create(*std::move(cuda_mlp), max_batch, device.index);
-    if (cuda.ok() || device.kind == Device::Kind::kCuda) return cuda;
+    if (device.kind == Device::Kind::kCuda) return cuda;
+    if (cuda.ok()) {
+      // auto: a device that takes our buffers may still not run our kernels
+      // (a compute capability they were not built for); one small kernel
+      // decides before training starts.
+      std::vector<float> values(4, 1.0f), grads(4, 1.0f);
+      absl::Status probe = CudaSgdUpdate(absl::MakeSpan(values), grads, 0.5f);
+      if (probe.ok() && values[0] == 0.5f && values[3] == 0.5f) return cuda;
+      cuda = probe.ok() ? absl::InternalError("the probe kernel computed a wrong value") : probe;
+    }
     not_cuda = absl::StrCat(
         cuda.status().code() == absl::StatusCode::kUnimplemented ? "" : "no usable CUDA device: ",
         cuda.status().message());

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "model/cuda_device_kernels.h"
+#include "model/cuda_plugin.h"
 
 namespace pstrain::model {
 
@@ -31,6 +32,7 @@ absl::StatusOr<std::vector<CudaDeviceInfo>> ListCudaDevices() {
 }
 
 std::string DescribeCuda() {
+  if (!CudaPluginLoaded()) return absl::StrCat("cuda: not loaded (", CudaPluginOrigin(), ")");
   if (!CudaCompiled()) return "cuda: not compiled in (CPU-only build)";
   auto devices = ListCudaDevices();
   if (!devices.ok()) {

@@ -1,12 +1,33 @@
 #include "model/cuda_device.h"
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "base/testing/status_testing.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/cuda_plugin.h"
 
 namespace pstrain::model {
 namespace {
+
+// The test runs with PSTRAIN_CUDA_PLUGIN at the plugin this build made
+// (model/BUILD).
+TEST(CudaDeviceTest, ThePluginOfThisBuildLoads) {
+  ASSERT_TRUE(CudaPluginLoaded()) << CudaPluginOrigin();
+  EXPECT_EQ(CudaPluginOrigin().rfind('/'), CudaPluginOrigin().size() - 1 - strlen(kCudaPluginName))
+      << CudaPluginOrigin();
+  EXPECT_EQ(CudaPluginOrigin().front(), '/') << CudaPluginOrigin();
+  if (CudaCompiled()) {
+    // A device, or CUDA's own reason for none: the plugin answered.
+    auto devices = ListCudaDevices();
+    if (!devices.ok()) {
+      EXPECT_THAT(std::string(devices.status().message()),
+                  ::testing::Not(::testing::HasSubstr("plugin")));
+    }
+  }
+}
 
 TEST(CudaDeviceTest, DescribeNamesTheBuildAndDevices) {
   std::string line = DescribeCuda();

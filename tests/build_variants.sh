@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Proves both builds the CUDA repository rule allows: with the toolkit found
 # (where /usr/local/cuda or $CUDA_PATH has one) the CUDA kernels are compiled
-# by nvcc into pstrain; with the rule pointed at a path that does not exist
-# the build is CPU-only and still passes its tests. The default build is
+# by nvcc into the plugin beside pstrain (libpstrain_cuda.so, model/cuda_plugin.h),
+# and pstrain itself links no CUDA library; with the rule pointed at a path
+# that does not exist the build is CPU-only and still passes its tests. The default build is
 # checked first (the test command has just built it), the CPU-only one last.
 # Only the CUDA pieces differ between the two (third_party/cuda: C++ that
 # depends on them is compiled alike), so switching costs a few compiles and
@@ -21,7 +22,11 @@ bazel build //:pstrain //model:cuda_device_test
 if [[ -x "${CUDA_PATH:-/usr/local/cuda}/bin/nvcc" ]]; then
   config | tee /dev/stderr | grep -q '^CUDA enabled'
   describe | tee /dev/stderr | grep -q '^cuda: compiled in'
-  [[ $(nm -C bazel-bin/pstrain | grep -c 'SgdKernel') -gt 0 ]]
+  [[ $(nm -C bazel-bin/libpstrain_cuda.so | grep -c 'SgdKernel') -gt 0 ]]
+  if ldd bazel-bin/pstrain | grep -E 'libcudart|libcublas'; then
+    echo "pstrain links CUDA's libraries itself" >&2
+    exit 1
+  fi
 else
   config | tee /dev/stderr | grep -q '^CUDA disabled'
 fi

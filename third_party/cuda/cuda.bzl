@@ -17,6 +17,9 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
             hdrs = hdrs,
             # Empty here; named so that dependents compile alike in both builds.
             deps = deps + ["@local_cuda//:cuda_link"],
+            # Linked whole into the plugin (//:libpstrain_cuda.so), which
+            # calls none of it itself.
+            alwayslink = True,
             **kwargs
         )
         return
@@ -41,5 +44,6 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
         # The libraries only: nvcc has the headers; C++ that depends on this
         # is compiled the same whether CUDA was found or not.
         deps = deps + ["@local_cuda//:cuda_link"],
+        alwayslink = True,
         **kwargs
     )

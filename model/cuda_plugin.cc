@@ -1,0 +1,213 @@
+#include "model/cuda_plugin.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/cuda_device_kernels.h"
+#include "model/cuda_mlp_kernels.h"
+#include "model/cuda_net_kernels.h"
+
+namespace pstrain::model {
+namespace {
+
+constexpr int kNotLoaded = 35;  // cudaErrorInsufficientDriver
+
+struct Plugin {
+  bool loaded = false;
+  std::string origin;  // the path loaded, or why none was
+  decltype(&pstrain_cuda_compiled) compiled = nullptr;
+  decltype(&pstrain_cuda_device_count) device_count = nullptr;
+  decltype(&pstrain_cuda_device_name) device_name = nullptr;
+  decltype(&pstrain_cuda_sgd_update) sgd_update = nullptr;
+  decltype(&pstrain_cuda_mlp_create) mlp_create = nullptr;
+  decltype(&pstrain_cuda_mlp_destroy) mlp_destroy = nullptr;
+  decltype(&pstrain_cuda_mlp_run) mlp_run = nullptr;
+  decltype(&pstrain_cuda_mlp_last_timing) mlp_last_timing = nullptr;
+  decltype(&pstrain_cuda_net_create) net_create = nullptr;
+  decltype(&pstrain_cuda_net_destroy) net_destroy = nullptr;
+  decltype(&pstrain_cuda_net_run) net_run = nullptr;
+  decltype(&pstrain_cuda_net_last_timing) net_last_timing = nullptr;
+};
+
+std::string Dirname(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Where to look, in order.
+std::vector<std::string> Candidates() {
+  if (const char* env = std::getenv("PSTRAIN_CUDA_PLUGIN"); env != nullptr && *env != '\0') {
+    return {env};
+  }
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return {};
+  const std::string path(exe, static_cast<size_t>(n));
+  const std::string dir = Dirname(path);
+  return {absl::StrCat(dir, "/", kCudaPluginName),
+          absl::StrCat(Dirname(dir), "/lib/pstrain/", kCudaPluginName),
+          absl::StrCat(path, ".runfiles/pstrain/", kCudaPluginName)};
+}
+
+template <typename F>
+bool Bind(void* handle, const char* name, F* out, std::string* missing) {
+  *out = reinterpret_cast<F>(dlsym(handle, name));
+  if (*out == nullptr) absl::StrAppend(missing, missing->empty() ? "" : ", ", name);
+  return *out != nullptr;
+}
+
+Plugin Load() {
+  Plugin p;
+  std::vector<std::string> tried;
+  for (const std::string& candidate : Candidates()) {
+    // An absolute path: dlopen looks a bare name up in the library path.
+    char real[PATH_MAX];
+    const std::string path = realpath(candidate.c_str(), real) != nullptr ? real : candidate;
+    if (access(path.c_str(), F_OK) != 0) {
+      tried.push_back(candidate);
+      continue;
+    }
+    // Its own symbols first (a kernel calling another binds inside it), and
+    // none of them visible to later loads.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      p.origin = absl::StrCat("cannot load ", path, ": ", why != nullptr ? why : "?");
+      return p;
+    }
+    std::string missing;
+    bool ok = Bind(handle, "pstrain_cuda_compiled", &p.compiled, &missing);
+    ok &= Bind(handle, "pstrain_cuda_device_count", &p.device_count, &missing);
+    ok &= Bind(handle, "pstrain_cuda_device_name", &p.device_name, &missing);
+    ok &= Bind(handle, "pstrain_cuda_sgd_update", &p.sgd_update, &missing);
+    ok &= Bind(handle, "pstrain_cuda_mlp_create", &p.mlp_create, &missing);
+    ok &= Bind(handle, "pstrain_cuda_mlp_destroy", &p.mlp_destroy, &missing);
+    ok &= Bind(handle, "pstrain_cuda_mlp_run", &p.mlp_run, &missing);
+    ok &= Bind(handle, "pstrain_cuda_mlp_last_timing", &p.mlp_last_timing, &missing);
+    ok &= Bind(handle, "pstrain_cuda_net_create", &p.net_create, &missing);
+    ok &= Bind(handle, "pstrain_cuda_net_destroy", &p.net_destroy, &missing);
+    ok &= Bind(handle, "pstrain_cuda_net_run", &p.net_run, &missing);
+    ok &= Bind(handle, "pstrain_cuda_net_last_timing", &p.net_last_timing, &missing);
+    if (!ok) {
+      p = Plugin();
+      p.origin = absl::StrCat(path, " is not this pstrain's CUDA plugin (it lacks ", missing, ")");
+      return p;
+    }
+    p.loaded = true;
+    p.origin = path;
+    return p;
+  }
+  p.origin = tried.empty()
+                 ? absl::StrCat("no ", kCudaPluginName, " (cannot tell where this binary is)")
+                 : absl::StrCat("no ", kCudaPluginName, " at ", absl::StrJoin(tried, " or "));
+  return p;
+}
+
+const Plugin& Get() {
+  static const Plugin* const plugin = new Plugin(Load());
+  return *plugin;
+}
+
+int NotLoaded(char* err, size_t err_len) {
+  std::snprintf(err, err_len, "the CUDA plugin is not loaded: %s", Get().origin.c_str());
+  return kNotLoaded;
+}
+
+}  // namespace
+
+bool CudaPluginLoaded() { return Get().loaded; }
+const std::string& CudaPluginOrigin() { return Get().origin; }
+
+}  // namespace pstrain::model
+
+using pstrain::model::Get;
+using pstrain::model::NotLoaded;
+
+extern "C" {
+
+int pstrain_cuda_compiled() { return Get().loaded ? Get().compiled() : 0; }
+
+int pstrain_cuda_device_count(int* count, char* err, size_t err_len) {
+  *count = 0;
+  return Get().loaded ? Get().device_count(count, err, err_len) : NotLoaded(err, err_len);
+}
+
+int pstrain_cuda_device_name(int index, char* name, size_t name_len, int* major, int* minor,
+                             char* err, size_t err_len) {
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().device_name(index, name, name_len, major, minor, err, err_len);
+}
+
+int pstrain_cuda_sgd_update(float* y, const float* g, size_t n, float lr, char* err,
+                            size_t err_len) {
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().sgd_update(y, g, n, lr, err, err_len);
+}
+
+int pstrain_cuda_mlp_create(int device, const int* dims, const int* relu, int num_layers,
+                            const int64_t* kernel_offsets, const int64_t* bias_offsets,
+                            int64_t num_params, int max_batch, PstrainCudaMlp** out, char* err,
+                            size_t err_len) {
+  *out = nullptr;
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().mlp_create(device, dims, relu, num_layers, kernel_offsets, bias_offsets, num_params,
+                          max_batch, out, err, err_len);
+}
+
+void pstrain_cuda_mlp_destroy(PstrainCudaMlp* mlp) {
+  if (Get().loaded) Get().mlp_destroy(mlp);
+}
+
+int pstrain_cuda_mlp_run(PstrainCudaMlp* mlp, const float* params, const float* x,
+                         const int32_t* labels, int batch, float* grads, float* input_grad,
+                         double* loss_sum, int64_t* correct, char* err, size_t err_len) {
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().mlp_run(mlp, params, x, labels, batch, grads, input_grad, loss_sum, correct, err,
+                       err_len);
+}
+
+void pstrain_cuda_mlp_last_timing(const PstrainCudaMlp* mlp, double* copy_seconds,
+                                  double* total_seconds) {
+  *copy_seconds = 0;
+  *total_seconds = 0;
+  if (Get().loaded) Get().mlp_last_timing(mlp, copy_seconds, total_seconds);
+}
+
+int pstrain_cuda_net_create(int device, const PstrainCudaLayer* layers, int num_layers,
+                            int64_t input_size, int sigmoid, int classes, int64_t num_params,
+                            int max_batch, PstrainCudaNet** out, char* err, size_t err_len) {
+  *out = nullptr;
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().net_create(device, layers, num_layers, input_size, sigmoid, classes, num_params,
+                          max_batch, out, err, err_len);
+}
+
+void pstrain_cuda_net_destroy(PstrainCudaNet* net) {
+  if (Get().loaded) Get().net_destroy(net);
+}
+
+int pstrain_cuda_net_run(PstrainCudaNet* net, const float* params, const float* x,
+                         const int32_t* labels, int batch, uint64_t step_seed, float* grads,
+                         float* input_grad, double* loss_sum, int64_t* correct, float* probs,
+                         char* err, size_t err_len) {
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().net_run(net, params, x, labels, batch, step_seed, grads, input_grad, loss_sum,
+                       correct, probs, err, err_len);
+}
+
+void pstrain_cuda_net_last_timing(const PstrainCudaNet* net, double* copy_seconds,
+                                  double* total_seconds) {
+  *copy_seconds = 0;
+  *total_seconds = 0;
+  if (Get().loaded) Get().net_last_timing(net, copy_seconds, total_seconds);
+}
+
+}  // extern "C"
