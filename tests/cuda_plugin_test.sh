@@ -24,6 +24,21 @@ if [[ -n "$libz" ]]; then
   v=$(PSTRAIN_CUDA_PLUGIN="$libz" ./pstrain --version)
   grep -q "is not this pstrain's CUDA plugin (it lacks pstrain_cuda_compiled, " <<<"$v"
 fi
+# A PS, given --num_gpus as every task of a job is, never loads them.
+port=$((20000 + RANDOM % 20000))
+TF_CONFIG="{\"cluster\": {\"ps\": [\"127.0.0.1:$port\"], \"worker\": [\"127.0.0.1:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}" \
+  ./pstrain --num_gpus=1 >"$out/ps.log" 2>&1 &
+ps_pid=$!
+for _ in $(seq 100); do
+  grep -q "serving on" "$out/ps.log" && break
+  sleep 0.1
+done
+cat "$out/ps.log"
+grep -q "serving on" "$out/ps.log"
+loaded=$(grep -cE 'libcudart|libcublas|libpstrain_cuda' "/proc/$ps_pid/maps" || true)
+kill "$ps_pid"
+wait "$ps_pid" || true
+[[ $loaded -eq 0 ]]
 # --device=auto (the default) falls back to the CPU and says why.
 PSTRAIN_CUDA_PLUGIN=/nonexistent/libpstrain_cuda.so ./pstrain train --local --hidden=16 \
   --max_steps=20 --output_dir="$out/run" >"$out/train.log" 2>&1

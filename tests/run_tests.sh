@@ -85,6 +85,15 @@ echo "== bazel test took $((SECONDS - phase_start)) s"
 echo "== build checks"
 check "test-case counting (tests/count_results_test.py)" \
   /usr/bin/python3 tests/count_results_test.py
+# The device check's folder (deploy/device_bundle.sh), from the build above,
+# run here: no device, so its CUDA cases skip and every task trains on the
+# CPU. Before the CPU-only build below, which would change the plugin.
+bundle_dir=$(mktemp -d)
+check "device-check bundle, built and run without a device" \
+  bash -c "PACK=0 deploy/device_bundle.sh '$bundle_dir/bundle' -c fastbuild &&
+    OUT='$bundle_dir/out' QUICK=1 '$bundle_dir/bundle/run.sh' &&
+    grep -q '^device check: ok' '$bundle_dir/out/summary.txt'"
+rm -rf "$bundle_dir"
 check "CUDA detection and CPU-only build" tests/build_variants.sh
 check "package dependencies point one way (tests/check_layers.sh)" tests/check_layers.sh
 # clang compiles the tree once, in an output base of its own, for three
