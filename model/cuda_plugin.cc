@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,6 @@ struct Plugin {
   decltype(&pstrain_cuda_net_last_timing) net_last_timing = nullptr;
 };
 
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 // Where to look, in order.
 std::vector<std::string> Candidates() {
   if (const char* env = std::getenv("PSTRAIN_CUDA_PLUGIN"); env != nullptr && *env != '\0') {
@@ -50,11 +46,11 @@ std::vector<std::string> Candidates() {
   char exe[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return {};
-  const std::string path(exe, static_cast<size_t>(n));
-  const std::string dir = Dirname(path);
-  return {absl::StrCat(dir, "/", kCudaPluginName),
-          absl::StrCat(Dirname(dir), "/lib/pstrain/", kCudaPluginName),
-          absl::StrCat(path, ".runfiles/pstrain/", kCudaPluginName)};
+  const std::filesystem::path path(std::string(exe, static_cast<size_t>(n)));
+  const std::filesystem::path dir = path.parent_path();
+  return {(dir / kCudaPluginName).string(),
+          (dir.parent_path() / "lib/pstrain" / kCudaPluginName).string(),
+          absl::StrCat(path.string(), ".runfiles/pstrain/", kCudaPluginName)};
 }
 
 template <typename F>
@@ -97,6 +93,7 @@ Plugin Load() {
     ok &= Bind(handle, "pstrain_cuda_net_run", &p.net_run, &missing);
     ok &= Bind(handle, "pstrain_cuda_net_last_timing", &p.net_last_timing, &missing);
     if (!ok) {
+      dlclose(handle);
       p = Plugin();
       p.origin = absl::StrCat(path, " is not this pstrain's CUDA plugin (it lacks ", missing, ")");
       return p;
