@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -79,12 +80,16 @@ double MeasureGemms(const std::vector<Gemm>& gemms, double seconds) {
   return GemmFlops(gemms) * iters / elapsed;
 }
 
-// Forward and backward on CUDA for `steps` batches of `batch` (no
-// optimizer): examples/s and the share of step time in host<->device copies.
-absl::Status CudaStepRate(const model::NetworkSpec& spec, int batch, int steps, double* rate,
-                          double* copy_share) {
+// Forward and backward on CUDA device `device` at `batch` (no optimizer),
+// timed over at least `min_seconds` and 20 steps after 20 of warm-up.
+struct CudaStepRun {
+  double seconds_per_step = 0;
+  double copy_share = 0;  // of step time, in host<->device copies
+};
+absl::StatusOr<CudaStepRun> CudaStepRate(const model::NetworkSpec& spec, int device, int batch,
+                                         double min_seconds) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Backend> cuda,
-                           model::CreateBackend(spec, batch, model::Device::Cuda()));
+                           model::CreateBackend(spec, batch, model::Device::Cuda(device)));
   const std::vector<float> params = cuda->network().InitialParameters(1);
   std::vector<float> grads(params.size());
   std::mt19937 rng(2);
@@ -97,18 +102,59 @@ absl::Status CudaStepRate(const model::NetworkSpec& spec, int batch, int steps, 
     PSTRAIN_RETURN_IF_ERROR(
         cuda->ComputeGradients(params.data(), x.data(), y.data(), batch, grads.data()).status());
   }
-  double copy = 0, total = 0;
+  double copy = 0, total = 0, elapsed = 0;
+  int64_t steps = 0;
   const absl::Time start = absl::Now();
-  for (int i = 0; i < steps; ++i) {
+  while (steps < 20 || elapsed < min_seconds) {
     PSTRAIN_RETURN_IF_ERROR(
         cuda->ComputeGradients(params.data(), x.data(), y.data(), batch, grads.data()).status());
     double c = 0, t = 0;
     cuda->LastStepTiming(&c, &t);
     copy += c;
     total += t;
+    ++steps;
+    elapsed = absl::ToDoubleSeconds(absl::Now() - start);
   }
-  *rate = static_cast<double>(steps) * batch / absl::ToDoubleSeconds(absl::Now() - start);
-  *copy_share = total > 0 ? copy / total : 0;
+  CudaStepRun run;
+  run.seconds_per_step = elapsed / static_cast<double>(steps);
+  run.copy_share = total > 0 ? copy / total : 0;
+  return run;
+}
+
+// The CUDA rows: forward + backward at batch 32, 256 and 1024 against the
+// cuBLAS-only time of the same step's products (model::CudaGemmSeconds).
+// Skipped, saying why, without a usable device; an error only from CUDA
+// once one was found.
+absl::Status PrintCudaRows(const model::JobSpec& job) {
+  if (job.device.kind == model::Device::Kind::kCpu) {
+    std::printf("  cuda: skipped (--device=cpu)\n");
+    return absl::OkStatus();
+  }
+  auto devices = model::ListCudaDevices();
+  if (!devices.ok()) {
+    std::printf("  cuda: skipped (%s)\n", std::string(devices.status().message()).c_str());
+    return absl::OkStatus();
+  }
+  const int device = job.device.kind == model::Device::Kind::kCuda ? job.device.index : 0;
+  if (device >= static_cast<int>(devices->size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--device=", job.device.ToString(), ": only ",
+                                                   devices->size(), " CUDA device(s) here"));
+  }
+  const model::CudaDeviceInfo& info = (*devices)[device];
+  std::printf(
+      "  cuda: device %d %s (sm_%d%d), forward + backward against the cuBLAS-only time\n"
+      "  of the same step's sgemm calls:\n",
+      device, info.name.c_str(), info.major, info.minor);
+  for (int batch : {32, 256, 1024}) {
+    PSTRAIN_ASSIGN_OR_RETURN(CudaStepRun step, CudaStepRate(job.model, device, batch, 1.0));
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<Gemm> gemms, StepGemms(job.model, batch));
+    PSTRAIN_ASSIGN_OR_RETURN(double blas, model::CudaGemmSeconds(device, gemms, 0.5));
+    std::printf(
+        "  cuda, batch %4d: %.0f examples/s, %.3f ms a step (copies %.0f%%); cuBLAS alone "
+        "%.3f ms (%.1f GFLOP/s, limit %.0f examples/s): the step takes %.2fx its cuBLAS time\n",
+        batch, batch / step.seconds_per_step, 1e3 * step.seconds_per_step, 100 * step.copy_share,
+        1e3 * blas, GemmFlops(gemms) / blas / 1e9, batch / blas, step.seconds_per_step / blas);
+  }
   return absl::OkStatus();
 }
 
@@ -144,6 +190,11 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   // --certs=DIR (what deploy/make_certs.sh DIR makes): the TLS runs too.
   auto certs = args.GetString("certs", "");
   if (!certs.ok()) return fail(certs.status());
+  // --cuda_only: the CUDA rows alone (no data read, nothing launched).
+  auto cuda_only = args.GetBool("cuda_only", false);
+  if (!cuda_only.ok()) return fail(cuda_only.status());
+  // The default directory, made above, stays only where the runs write.
+  if (*cuda_only || *output_dir != default_dir) ::rmdir(default_dir.c_str());
   std::vector<std::string> tls_flags;
   if (!certs->empty()) {
     tls_flags = {"--tls_cert=" + *certs + "/cert.pem", "--tls_key=" + *certs + "/key.pem",
@@ -154,9 +205,9 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   for (const std::string& flag : args.raw_flags()) {
     if (absl::StartsWith(flag, "--steps") || absl::StartsWith(flag, "--repeat") ||
         absl::StartsWith(flag, "--output_dir") || absl::StartsWith(flag, "--max_steps") ||
-        absl::StartsWith(flag, "--certs") ||
-        absl::StartsWith(flag, "--consistency") || absl::StartsWith(flag, "--chief_trains") ||
-        absl::StartsWith(flag, "--nochief_trains")) {
+        absl::StartsWith(flag, "--certs") || absl::StartsWith(flag, "--cuda_only") ||
+        absl::StartsWith(flag, "--nocuda_only") || absl::StartsWith(flag, "--consistency") ||
+        absl::StartsWith(flag, "--chief_trains") || absl::StartsWith(flag, "--nochief_trains")) {
       continue;
     }
     job_flags.push_back(flag);
@@ -175,6 +226,12 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   if (!step_gemms.ok()) return fail(step_gemms.status());
   const std::vector<Gemm> gemms = *std::move(step_gemms);
   const double flop_per_example = GemmFlops(gemms) / job->batch_size;
+  if (*cuda_only) {
+    std::printf("model: %.3f MFLOP of sgemm per example (%zu sgemm calls per step)\n",
+                flop_per_example / 1e6, gemms.size());
+    if (absl::Status st = PrintCudaRows(*job); !st.ok()) return fail(st);
+    return kExitOk;
+  }
   std::vector<ClusterRun> clusters = {
       {"1 PS + 1 worker, async", 1, "async"},
       {"1 PS + 2 workers, async", 2, "async"},
@@ -278,21 +335,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
                 Median(cluster_rate[c]), Median(cluster_ratio[c]));
   }
-  auto devices = model::ListCudaDevices();
-  if (!devices.ok()) {
-    std::printf("  cuda: skipped (%s)\n", std::string(devices.status().message()).c_str());
-    return kExitOk;
-  }
-  for (int batch : {32, 256}) {
-    double rate = 0, share = 0;
-    if (absl::Status s = CudaStepRate(job->model, batch, 2000, &rate, &share); !s.ok()) {
-      return fail(s);
-    }
-    std::printf(
-        "  cuda, batch %d, forward + backward:%*s%.0f examples/s; copies %.0f%% of "
-        "step time\n",
-        batch, batch < 100 ? 13 : 12, "", rate, 100 * share);
-  }
+  if (absl::Status st = PrintCudaRows(*job); !st.ok()) return fail(st);
   return kExitOk;
 }
 

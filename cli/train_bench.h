@@ -12,9 +12,14 @@
 //     the ratio to the local run of the same round; their tensor bytes go
 //     through shared memory (the default on one host), and once more, for
 //     1 PS + 1 worker async, in the gRPC frames (--noshared_memory);
-//   - where a CUDA device is usable, forward and backward on it at batch 32
-//     and 256: examples/s and the share of step time spent in copies.
+//   - where a CUDA device is usable (--device=cuda:N picks one; 0 by
+//     default), forward and backward on it at batch 32, 256 and 1024:
+//     examples/s, the share of step time spent in copies, and the
+//     cuBLAS-only time of the same step's sgemm calls, the step's ceiling
+//     on that device (model::CudaGemmSeconds), with the step's ratio to it.
 // Prints each round, then medians (of figures and of per-round ratios).
+// --cuda_only prints the CUDA rows alone: no data is read and nothing is
+// launched, so a model whose data is not at hand can be timed on a device.
 #ifndef PSTRAIN_CLI_TRAIN_BENCH_H_
 #define PSTRAIN_CLI_TRAIN_BENCH_H_
 
@@ -25,7 +30,7 @@
 namespace pstrain {
 
 // Flags: --steps=N (1000), --repeat=R (3), --output_dir (a fresh directory
-// under /tmp), --certs=DIR (a directory deploy/make_certs.sh made: adds
+// under /tmp), --cuda_only, --certs=DIR (a directory deploy/make_certs.sh made: adds
 // 1 PS + 1 worker with the job's mutual TLS and token, frames over TCP
 // inside TLS and in gRPC's TLS stream), and the job flags (e.g.
 // --model_config=configs/fashion_mnist_mlp.pbtxt). Returns the exit code.

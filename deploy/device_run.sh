@@ -7,10 +7,12 @@
 #   tests.log    the CUDA tests (CPU-vs-CUDA steps of the MLP, the Fashion
 #                CNN, the text CNN and the sigmoid model; the device probe)
 #   bench.log    pstrain bench: the guide MLP and the Fashion CNN, local,
-#                clusters and the CUDA rows at batch 32 and 256
+#                clusters and the CUDA rows at batch 32, 256 and 1024, each
+#                against the cuBLAS-only time of its step's products; the
+#                text CNN's CUDA rows alone (--cuda_only: no corpus needed)
 #   local.log    train --local of the guide MLP on CUDA at batch 1024
 #   cluster.log  1 CPU PS + 2 workers (CUDA where usable) on Fashion-MNIST
-# Each step has a time limit; together they come to 445 s. QUICK=1 (the run on a machine without a device, in the test
+# Each step has a time limit; together they come to 455 s. QUICK=1 (the run on a machine without a device, in the test
 # command): short runs and --device=auto everywhere. Exits 1 when a step
 # failed.
 set -uo pipefail
@@ -48,7 +50,7 @@ step() {
 }
 { nvidia-smi -L && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } \
   >"$OUT/devices.txt" 2>&1 || echo "no nvidia-smi: no GPU here" >>"$OUT/devices.txt"
-step version summary.txt 20 "$pstrain" --version
+step version summary.txt 10 "$pstrain" --version
 for t in cuda_device_test backend_test; do
   step "$t" tests.log 45 "$here/bin/$t"
 done
@@ -59,10 +61,13 @@ declare -A steps=([fashion_mnist_mlp]=2000 [fashion_mnist_cnn]=300)
 local_steps=0 device=cuda
 [[ $quick == 1 ]] && steps=([fashion_mnist_mlp]=30 [fashion_mnist_cnn]=30) local_steps=100 device=auto
 for config in fashion_mnist_mlp fashion_mnist_cnn; do
-  step "bench $config" bench.log 100 "$pstrain" bench --model_config="$here/configs/$config.pbtxt" \
+  step "bench $config" bench.log 90 "$pstrain" bench --model_config="$here/configs/$config.pbtxt" \
     --data_dir="$data" --steps="${steps[$config]}" --repeat=1 --output_dir="$work/bench-$config"
 done
-grep -E '^  (train --local|1 PS|cuda)' "$OUT/bench.log" | sed 's/^ */bench: /' >>"$OUT/summary.txt"
+step "bench text_cnn --cuda_only" bench.log 40 "$pstrain" bench \
+  --model_config="$here/configs/text_cnn.pbtxt" --cuda_only
+grep -E '^(== bench|  (train --local|1 PS|cuda))' "$OUT/bench.log" |
+  sed -E 's/^== (bench [^:]*):.*/\1:/; s/^ +/bench:   /' >>"$OUT/summary.txt"
 step "train --local, batch 1024, --device=$device" local.log 45 "$pstrain" train --local \
   --model_config="$here/configs/fashion_mnist_mlp.pbtxt" --data_dir="$data" --batch_size=1024 \
   --epochs=2 --max_steps="$local_steps" --device="$device" --output_dir="$work/local"

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -282,6 +283,30 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, 
   auto mlp = Network::Create(spec, max_batch);
   if (!mlp.ok()) return mlp.status();
   return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp), std::move(not_cuda)));
+}
+
+absl::StatusOr<double> CudaGemmSeconds(int device, const std::vector<GemmShape>& gemms,
+                                       double min_seconds) {
+  if (gemms.empty()) return absl::InvalidArgumentError("CudaGemmSeconds: no products to time");
+  std::vector<PstrainCudaGemm> c(gemms.size());
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const GemmShape& g = gemms[i];
+    for (int64_t side : {g.m, g.n, g.k}) {
+      if (side < 1 || side > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat("CudaGemmSeconds: product ", i,
+                                                       " has m=", g.m, " n=", g.n, " k=", g.k,
+                                                       ": each must lie in [1, 2^31)"));
+      }
+    }
+    c[i] = PstrainCudaGemm{g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, g.m, g.n, g.k};
+  }
+  char err[512] = {0};
+  double seconds = 0;
+  if (pstrain_cuda_gemm_seconds(device, c.data(), static_cast<int>(c.size()), min_seconds, &seconds,
+                                err, sizeof(err)) != 0) {
+    return absl::UnavailableError(err);
+  }
+  return seconds;
 }
 
 }  // namespace pstrain::model

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/device.h"
@@ -68,6 +69,15 @@ class Backend {
 // InvalidArgument for a bad spec (Network::Create) or batch.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, int max_batch,
                                                        Device device);
+
+// The cuBLAS-only time of one pass over `gemms` (a step's products,
+// Network::StepGemms) on CUDA device `device`: the products alone on device
+// buffers, timed by the device for at least `min_seconds`
+// (pstrain_cuda_gemm_seconds). The ceiling of a CUDA step at those shapes.
+// InvalidArgument for an empty list or a side outside [1, 2^31);
+// Unavailable, with CUDA's message, where CUDA is not usable.
+absl::StatusOr<double> CudaGemmSeconds(int device, const std::vector<GemmShape>& gemms,
+                                       double min_seconds);
 
 }  // namespace pstrain::model
 

@@ -296,5 +296,43 @@ TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
   EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, Device::Cpu()).status().message(), "model has no layers");
 }
 
+TEST(CudaGemmSecondsTest, AnEmptyListOrABadSideIsInvalidArgument) {
+  EXPECT_EQ(CudaGemmSeconds(0, {}, 0.1).status().message(), "CudaGemmSeconds: no products to time");
+  GemmShape bad;
+  bad.m = 4;
+  bad.n = 0;
+  bad.k = 3;
+  GemmShape good = bad;
+  good.n = 2;
+  EXPECT_EQ(CudaGemmSeconds(0, {good, bad}, 0.1).status().message(),
+            "CudaGemmSeconds: product 1 has m=4 n=0 k=3: each must lie in [1, 2^31)");
+  GemmShape huge = bad;
+  huge.n = int64_t{1} << 31;
+  EXPECT_EQ(CudaGemmSeconds(0, {huge}, 0.1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The guide model's step products on the device: a larger batch takes
+// longer, at a rate no GPU reaches unless the timing is broken. Without a
+// device, CUDA's reason.
+TEST(CudaGemmSecondsTest, TimesAStepsProductsOnTheDevice) {
+  const NetworkSpec spec = NetworkSpec::FromWidths(784, {128}, 10);
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(spec, 1024));
+  const std::vector<GemmShape> small = net->StepGemms(32), large = net->StepGemms(1024);
+  auto devices = ListCudaDevices();
+  if (!devices.ok()) {
+    auto none = CudaGemmSeconds(0, small, 0.01);
+    EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_FALSE(none.status().message().empty());
+    GTEST_SKIP() << "no CUDA device: " << devices.status().message();
+  }
+  ASSERT_OK_AND_ASSIGN(double t_small, CudaGemmSeconds(0, small, 0.2));
+  ASSERT_OK_AND_ASSIGN(double t_large, CudaGemmSeconds(0, large, 0.2));
+  double flop = 0;
+  for (const GemmShape& g : large) flop += 2.0 * g.m * g.n * g.k;
+  EXPECT_GT(t_small, 0);
+  EXPECT_GT(t_large, t_small);
+  EXPECT_LT(flop / t_large, 1e15) << t_large << " s for " << flop << " FLOP";
+}
+
 }  // namespace
 }  // namespace pstrain::model

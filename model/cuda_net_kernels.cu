@@ -485,3 +485,104 @@ extern "C" void pstrain_cuda_net_last_timing(const PstrainCudaNet* n, double* co
   *copy_seconds = n->last_copy_seconds;
   *total_seconds = n->last_total_seconds;
 }
+
+namespace {
+
+// Values in [-1, 1) from each element's index, so the products are of
+// ordinary floats (no zeros, denormals or NaN that could take another path).
+__global__ void FillKernel(float* p, int64_t count, uint32_t salt) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ salt;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+// What pstrain_cuda_gemm_seconds allocates, released on every return.
+struct GemmScratch {
+  std::vector<float*> buffers;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  ~GemmScratch() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (float* b : buffers) cudaFree(b);
+    if (start != nullptr) cudaEventDestroy(start);
+    if (end != nullptr) cudaEventDestroy(end);
+    if (blas != nullptr) cublasDestroy(blas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+}  // namespace
+
+extern "C" int pstrain_cuda_gemm_seconds(int device, const PstrainCudaGemm* gemms, int num_gemms,
+                                         double min_seconds, double* seconds_per_pass, char* err,
+                                         size_t err_len) {
+  *seconds_per_pass = 0;
+  if (num_gemms < 1) {
+    return pstrain::cuda_status::Fail(-1, "pstrain_cuda_gemm_seconds", "no products to time", err,
+                                      err_len);
+  }
+  for (int i = 0; i < num_gemms; ++i) {
+    const PstrainCudaGemm& g = gemms[i];
+    if (g.m < 1 || g.n < 1 || g.k < 1 || g.m > INT32_MAX || g.n > INT32_MAX || g.k > INT32_MAX) {
+      return pstrain::cuda_status::Fail(-1, "pstrain_cuda_gemm_seconds",
+                                        "a product's sides must lie in [1, 2^31)", err, err_len);
+    }
+  }
+  PSTRAIN_CUDA_OK(cudaSetDevice(device));
+  GemmScratch s;
+  PSTRAIN_CUDA_OK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  PSTRAIN_BLAS_OK(cublasCreate(&s.blas));
+  PSTRAIN_BLAS_OK(cublasSetStream(s.blas, s.stream));
+  PSTRAIN_CUDA_OK(cudaEventCreate(&s.start));
+  PSTRAIN_CUDA_OK(cudaEventCreate(&s.end));
+  // A, B and C of each call, A and B filled.
+  for (int i = 0; i < num_gemms; ++i) {
+    const PstrainCudaGemm& g = gemms[i];
+    const int64_t counts[3] = {g.m * g.k, g.k * g.n, g.m * g.n};
+    for (int j = 0; j < 3; ++j) {
+      float* p = nullptr;
+      PSTRAIN_CUDA_OK(cudaMalloc(&p, static_cast<size_t>(counts[j]) * sizeof(float)));
+      s.buffers.push_back(p);
+      if (j < 2) {
+        FillKernel<<<Blocks(counts[j]), kThreads, 0, s.stream>>>(p, counts[j],
+                                                                 static_cast<uint32_t>(3 * i + j));
+        PSTRAIN_CUDA_OK(cudaGetLastError());
+      }
+    }
+  }
+  auto pass = [&]() -> cublasStatus_t {
+    for (int i = 0; i < num_gemms; ++i) {
+      const PstrainCudaGemm& g = gemms[i];
+      float* const* abc = &s.buffers[3 * static_cast<size_t>(i)];
+      const cublasStatus_t st =
+          Gemm(s.blas, g.trans_a != 0, g.trans_b != 0, g.m, g.n, g.k, abc[0], abc[1], 0.0f, abc[2]);
+      if (st != CUBLAS_STATUS_SUCCESS) return st;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  for (int w = 0; w < 3; ++w) PSTRAIN_BLAS_OK(pass());
+  PSTRAIN_CUDA_OK(cudaStreamSynchronize(s.stream));
+  // Batches of passes between two events, doubling until the time is long
+  // enough to read, then repeated until `min_seconds` in all.
+  int64_t passes = 0;
+  double seconds = 0;
+  int64_t batch = 1;
+  while (passes < 3 || seconds < min_seconds) {
+    PSTRAIN_CUDA_OK(cudaEventRecord(s.start, s.stream));
+    for (int64_t b = 0; b < batch; ++b) PSTRAIN_BLAS_OK(pass());
+    PSTRAIN_CUDA_OK(cudaEventRecord(s.end, s.stream));
+    PSTRAIN_CUDA_OK(cudaEventSynchronize(s.end));
+    float ms = 0;
+    PSTRAIN_CUDA_OK(cudaEventElapsedTime(&ms, s.start, s.end));
+    passes += batch;
+    seconds += ms / 1e3;
+    if (ms < 20 && batch < (int64_t{1} << 20)) batch *= 2;
+  }
+  *seconds_per_pass = seconds / static_cast<double>(passes);
+  return 0;
+}

@@ -68,6 +68,23 @@ int pstrain_cuda_net_run(PstrainCudaNet* net, const float* params, const float* 
 // Seconds of the last run spent in host<->device copies and in all.
 void pstrain_cuda_net_last_timing(const PstrainCudaNet* net, double* copy_seconds,
                                   double* total_seconds);
+
+// One sgemm call of a step: row-major C[m x n] = op(A)[m x k] op(B)[k x n].
+typedef struct PstrainCudaGemm {
+  int trans_a, trans_b;
+  int64_t m, n, k;
+} PstrainCudaGemm;
+
+// The cuBLAS-only time of a training step's products: each call of
+// `gemms` on device buffers of its own, in order on one stream, with
+// nothing else (no copies, no other kernel) and the handle settings the
+// layer stacks use. Three passes over the list warm up, then passes run
+// until at least `min_seconds` have passed on the device's clock (CUDA
+// events), at least three; *seconds_per_pass is their mean. The bound a
+// step that multiplies these shapes cannot beat.
+int pstrain_cuda_gemm_seconds(int device, const PstrainCudaGemm* gemms, int num_gemms,
+                              double min_seconds, double* seconds_per_pass, char* err,
+                              size_t err_len);
 }
 
 #endif  // PSTRAIN_MODEL_CUDA_NET_KERNELS_H_

@@ -27,3 +27,10 @@ extern "C" void pstrain_cuda_net_last_timing(const PstrainCudaNet*, double* copy
   *copy_seconds = 0;
   *total_seconds = 0;
 }
+
+extern "C" int pstrain_cuda_gemm_seconds(int, const PstrainCudaGemm*, int, double,
+                                         double* seconds_per_pass, char* err, size_t err_len) {
+  *seconds_per_pass = 0;
+  std::snprintf(err, err_len, "this binary was built without CUDA");
+  return 35;
+}

@@ -36,6 +36,7 @@ struct Plugin {
   decltype(&pstrain_cuda_net_destroy) net_destroy = nullptr;
   decltype(&pstrain_cuda_net_run) net_run = nullptr;
   decltype(&pstrain_cuda_net_last_timing) net_last_timing = nullptr;
+  decltype(&pstrain_cuda_gemm_seconds) gemm_seconds = nullptr;
 };
 
 // Where to look, in order.
@@ -92,6 +93,7 @@ Plugin Load() {
     ok &= Bind(handle, "pstrain_cuda_net_destroy", &p.net_destroy, &missing);
     ok &= Bind(handle, "pstrain_cuda_net_run", &p.net_run, &missing);
     ok &= Bind(handle, "pstrain_cuda_net_last_timing", &p.net_last_timing, &missing);
+    ok &= Bind(handle, "pstrain_cuda_gemm_seconds", &p.gemm_seconds, &missing);
     if (!ok) {
       dlclose(handle);
       p = Plugin();
@@ -205,6 +207,14 @@ void pstrain_cuda_net_last_timing(const PstrainCudaNet* net, double* copy_second
   *copy_seconds = 0;
   *total_seconds = 0;
   if (Get().loaded) Get().net_last_timing(net, copy_seconds, total_seconds);
+}
+
+int pstrain_cuda_gemm_seconds(int device, const PstrainCudaGemm* gemms, int num_gemms,
+                              double min_seconds, double* seconds_per_pass, char* err,
+                              size_t err_len) {
+  *seconds_per_pass = 0;
+  if (!Get().loaded) return NotLoaded(err, err_len);
+  return Get().gemm_seconds(device, gemms, num_gemms, min_seconds, seconds_per_pass, err, err_len);
 }
 
 }  // extern "C"

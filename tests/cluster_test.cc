@@ -1142,6 +1142,32 @@ TEST(ClusterTest, BenchReportsLocalAndClusterRatesAgainstTheSgemmLimit) {
   ASSERT_NE(at, std::string::npos);
   const size_t num = r.output.find_first_of("0123456789", at + 26);
   EXPECT_GT(std::stod(r.output.substr(num)), 100.0) << r.output;
+  // The CUDA rows where pstrain found a device, else why there are none.
+  const bool device = r.output.find("  cuda: device ") != std::string::npos;
+  EXPECT_THAT(r.output, HasSubstr(device ? "  cuda, batch 1024: " : "  cuda: skipped ("))
+      << r.output;
+
+  // --cuda_only times a model whose data is not here: no data is read,
+  // nothing is launched.
+  RunResult cuda = RunPstrain({"bench", "--model_config=configs/text_cnn.pbtxt", "--cuda_only",
+                               "--data_dir=" + out + "/no-such-data"},
+                              "", out + "/bench-cuda.txt");
+  ASSERT_EQ(cuda.code, 0) << cuda.output;
+  EXPECT_THAT(cuda.output,
+              HasSubstr("model: 10.075 MFLOP of sgemm per example (9 sgemm calls per step)"));
+  if (device) {
+    for (const char* batch :
+         {"  cuda, batch   32: ", "  cuda, batch  256: ", "  cuda, batch 1024: "}) {
+      EXPECT_THAT(cuda.output, HasSubstr(batch)) << cuda.output;
+    }
+    EXPECT_THAT(cuda.output, HasSubstr("its cuBLAS time")) << cuda.output;
+  } else {
+    EXPECT_THAT(cuda.output, HasSubstr("  cuda: skipped (")) << cuda.output;
+  }
+  EXPECT_THAT(cuda.output, ::testing::Not(HasSubstr("train --local"))) << cuda.output;
+  RunResult cpu = RunPstrain({"bench", "--cuda_only", "--device=cpu"}, "", out + "/bench-cpu.txt");
+  ASSERT_EQ(cpu.code, 0) << cpu.output;
+  EXPECT_THAT(cpu.output, HasSubstr("  cuda: skipped (--device=cpu)"));
 }
 
 // `pstrain experiment`: one run per mode, a CSV, a table and the plots;
