@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   ::close(fd);
   out.resize(done);
   return out;
+}
+
+std::string SelfExecutablePath() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf));
+  if (n <= 0 || n == static_cast<ssize_t>(sizeof(buf))) return "";
+  return std::string(buf, static_cast<size_t>(n));
 }
 
 }  // namespace pstrain

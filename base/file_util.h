@@ -38,6 +38,10 @@ absl::Status CommitFile(int fd, const std::string& tmp, const std::string& path)
 // Whole file. NotFound when it does not exist; Internal on other errors.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// The absolute path of this process's executable (/proc/self/exe), or ""
+// when it cannot be read.
+std::string SelfExecutablePath();
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_BASE_FILE_UTIL_H_

@@ -50,5 +50,13 @@ TEST(FileUtilTest, PermissionErrorsNameTheUserAndTheDirectory) {
   EXPECT_EQ(PermissionHint(EROFS, "/data/output/run.json"), "");
 }
 
+TEST(FileUtilTest, SelfExecutablePathIsThisTestsBinary) {
+  const std::string self = SelfExecutablePath();
+  ASSERT_FALSE(self.empty());
+  EXPECT_EQ(self.front(), '/') << self;
+  EXPECT_EQ(self.substr(self.rfind('/') + 1), "file_util_test") << self;
+  EXPECT_EQ(::access(self.c_str(), X_OK), 0) << self;
+}
+
 }  // namespace
 }  // namespace pstrain

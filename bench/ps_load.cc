@@ -36,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/cli_args.h"
+#include "base/file_util.h"
 #include "base/median.h"
 #include "base/status_macros.h"
 #include "cluster/placement.h"
@@ -79,12 +80,8 @@ struct LoadOptions {
 };
 
 absl::StatusOr<LoadOptions> ParseOptions(CliArgs& args) {
-  std::string self_dir = "bazel-bin/bench";
-  {
-    char buf[4096];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    if (n > 0) self_dir = std::string(buf, n).substr(0, std::string(buf, n).rfind('/'));
-  }
+  std::string self_dir = SelfExecutablePath();
+  self_dir = self_dir.empty() ? "bazel-bin/bench" : self_dir.substr(0, self_dir.rfind('/'));
   LoadOptions o;
   PSTRAIN_ASSIGN_OR_RETURN(o.pstrain, args.GetString("pstrain", self_dir + "/../pstrain"));
   PSTRAIN_ASSIGN_OR_RETURN(o.clients, args.GetInt("clients", o.clients));

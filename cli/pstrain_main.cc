@@ -37,6 +37,7 @@
 #include "base/cli_args.h"
 #include "base/crash_handler.h"
 #include "base/exit_codes.h"
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "base/malloc_tuning.h"
 #include "base/signals.h"
@@ -189,10 +190,8 @@ bool TakesACheckpoint(const std::string& cmd) {
 }
 
 std::string SelfPath(const char* argv0) {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n > 0) return std::string(buf, n);
-  return argv0;
+  std::string self = pstrain::SelfExecutablePath();
+  return self.empty() ? argv0 : self;
 }
 
 int Describe(int argc, char** argv, const char* tf_config) {

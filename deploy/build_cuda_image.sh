@@ -30,9 +30,7 @@ mkdir -p "$stage/usr/local/lib/pstrain" "$stage/etc/ld.so.conf.d" "$stage/usr/sh
 # The CUDA plugin (model/cuda_plugin.h), where pstrain looks for it, and
 # what it loads (cudart, cuBLAS).
 install -m 0644 bazel-bin/libpstrain_cuda.so "$stage/usr/local/lib/pstrain/"
-ldd bazel-bin/pstrain bazel-bin/libpstrain_cuda.so | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64)\.so' |
-  xargs -I{} cp -L {} "$stage/usr/local/lib/pstrain/"
+deploy/copy_libs.sh "$stage/usr/local/lib/pstrain" bazel-bin/pstrain bazel-bin/libpstrain_cuda.so
 echo /usr/local/lib/pstrain > "$stage/etc/ld.so.conf.d/pstrain.conf"
 cp -a /usr/share/datasets/fashion-mnist "$stage/usr/share/datasets/"
 cp -a configs "$stage/opt/pstrain/configs"

@@ -34,10 +34,7 @@ for t in "${tests[@]}"; do install -m 0755 "$bin/$t" "$dir/bin/"; done
 # What they load: Debian's libraries and the build's own (a test links
 # Bazel's per-library objects, found from where it was built); glibc and
 # CUDA's libraries come from the GPU machine, whose driver they must match.
-ldd "$bin/pstrain" "$bin/libpstrain_cuda.so" "${tests[@]/#/$bin/}" | awk '$3 ~ /^\// {print $3}' | sort -u |
-  grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64)\.so' |
-  grep -v -E '/lib(cudart|cublas|cublasLt)\.so' |
-  xargs -I{} cp -L {} "$dir/lib/"
+deploy/copy_libs.sh --no-cuda "$dir/lib" "$bin/pstrain" "$bin/libpstrain_cuda.so" "${tests[@]/#/$bin/}"
 cp -a configs "$dir/configs"
 cp -a "${DATA_DIR:-/usr/share/datasets/fashion-mnist}" "$dir/data/fashion-mnist"
 install -m 0755 deploy/device_run.sh "$dir/run.sh"

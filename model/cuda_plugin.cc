@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
 #include "model/cuda_device_kernels.h"
 #include "model/cuda_mlp_kernels.h"
 #include "model/cuda_net_kernels.h"
@@ -44,10 +45,9 @@ std::vector<std::string> Candidates() {
   if (const char* env = std::getenv("PSTRAIN_CUDA_PLUGIN"); env != nullptr && *env != '\0') {
     return {env};
   }
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return {};
-  const std::filesystem::path path(std::string(exe, static_cast<size_t>(n)));
+  const std::string exe = SelfExecutablePath();
+  if (exe.empty()) return {};
+  const std::filesystem::path path(exe);
   const std::filesystem::path dir = path.parent_path();
   return {(dir / kCudaPluginName).string(),
           (dir.parent_path() / "lib/pstrain" / kCudaPluginName).string(),
