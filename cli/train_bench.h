@@ -5,7 +5,9 @@
 //     and from it the limit in examples/s (sgemm rate / sgemm FLOP per
 //     example);
 //   - `train --local` on one BLAS thread for --steps steps: examples/s and
-//     its ratio to the limit, and the sgemm GFLOP/s that rate implies;
+//     its ratio to the limit, and the sgemm GFLOP/s that rate implies (where
+//     --device puts it on CUDA, its rate alone: the cuda rows below give
+//     that device's ceiling);
 //   - clusters started as `pstrain launch` does (real processes on
 //     loopback, one BLAS thread per task): 1 PS + 1 worker async, 1 PS + 2
 //     workers async and sync, each for --steps steps, with examples/s and
