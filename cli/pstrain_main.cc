@@ -7,11 +7,9 @@
 #include "cli/pstrain_main.h"
 
 #include <cblas.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

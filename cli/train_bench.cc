@@ -263,12 +263,9 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
                         {"--noshared_memory", "--notcp_frames"},
                         true});
   }
-  // Where train --local computes (--device: auto takes a usable CUDA
+  // Where train --local computed (--device: auto takes a usable CUDA
   // device): on CUDA, the CPU's sgemm limit says nothing of its rate.
-  auto local_backend = model::CreateBackend(job->model, job->batch_size, job->device);
-  if (!local_backend.ok()) return fail(local_backend.status());
-  const std::string local_on = (*local_backend)->name();
-  local_backend->reset();
+  std::string local_on;
   std::vector<double> gemm_rate, local_rate;
   std::vector<std::vector<double>> cluster_rate(clusters.size()), cluster_ratio(clusters.size());
   std::printf("model: %.3f MFLOP of sgemm per example (batch %d, %zu sgemm calls per step)\n",
@@ -278,6 +275,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
     auto local = train::RunLocal(*job, 1 << 30);
     if (!local.ok()) return fail(local.status());
     local_rate.push_back(local->examples_per_sec);
+    local_on = local->backend;
     if (local_on == "cpu") {
       std::printf(
           "round %d: sgemm %.1f GFLOP/s -> limit %.0f examples/s; local %.0f examples/s "
@@ -328,29 +326,27 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   std::printf("  OpenBLAS sgemm, 1 thread, at the model's shapes: %.1f GFLOP/s\n", gemm / 1e9);
   std::printf("  limit (sgemm rate / %.3f MFLOP per example):  %.0f examples/s\n",
               flop_per_example / 1e6, gemm / flop_per_example);
-  if (local_on == "cpu") {
-    std::printf(
-        "  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
-        "limit (%.1f GFLOP/s of sgemm work)\n",
-        local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
-  } else {
+  const std::vector<model::EmbeddingBagSpec>& embeddings = job->model.embeddings;
+  if (local_on != "cpu") {
     // The clusters' replicas compute there too (--device reaches every task).
     std::printf(
         "  train --local, on %s:                            %.0f examples/s (the CPU's limit "
         "above does not apply; see the cuda rows)\n",
         local_on.c_str(), local);
-  }
-  const std::vector<model::EmbeddingBagSpec>& embeddings = job->model.embeddings;
-  if (local_on != "cpu") {
-    // No sgemm ratio was printed.
-  } else if (!embeddings.empty() && !embeddings[0].sequence) {
+  } else {
     std::printf(
-        "  (the embedding bags' row sums, one row per id of an example, are not sgemm\n"
-        "   work: the limit leaves them out, and they dominate this model's steps)\n");
-  } else if (!embeddings.empty()) {
-    std::printf(
-        "  (the embedding's row gathers and the pooling are not sgemm work: the limit\n"
-        "   leaves them out, and the ratio counts them against this model)\n");
+        "  train --local, 1 thread:                         %.0f examples/s = %.2fx the "
+        "limit (%.1f GFLOP/s of sgemm work)\n",
+        local, local * flop_per_example / gemm, local * flop_per_example / 1e9);
+    if (!embeddings.empty() && !embeddings[0].sequence) {
+      std::printf(
+          "  (the embedding bags' row sums, one row per id of an example, are not sgemm\n"
+          "   work: the limit leaves them out, and they dominate this model's steps)\n");
+    } else if (!embeddings.empty()) {
+      std::printf(
+          "  (the embedding's row gathers and the pooling are not sgemm work: the limit\n"
+          "   leaves them out, and the ratio counts them against this model)\n");
+    }
   }
   for (size_t c = 0; c < clusters.size(); ++c) {
     std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),

@@ -81,7 +81,8 @@ typedef struct PstrainCudaGemm {
 // layer stacks use. Three passes over the list warm up, then passes run
 // until at least `min_seconds` have passed on the device's clock (CUDA
 // events), at least three; *seconds_per_pass is their mean. The bound a
-// step that multiplies these shapes cannot beat.
+// step that multiplies these shapes cannot beat. REQUIRES: num_gemms >= 1,
+// every side in [1, 2^31) (model::CudaGemmSeconds checks both).
 int pstrain_cuda_gemm_seconds(int device, const PstrainCudaGemm* gemms, int num_gemms,
                               double min_seconds, double* seconds_per_pass, char* err,
                               size_t err_len);

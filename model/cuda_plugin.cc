@@ -22,22 +22,19 @@ namespace {
 
 constexpr int kNotLoaded = 35;  // cudaErrorInsufficientDriver
 
+// Every C function the plugin defines, named once: the table's members
+// below and what Load binds.
+#define PSTRAIN_CUDA_PLUGIN_FUNCTIONS(X)                                                     \
+  X(compiled) X(device_count) X(device_name) X(sgd_update) X(mlp_create) X(mlp_destroy)   \
+  X(mlp_run) X(mlp_last_timing) X(net_create) X(net_destroy) X(net_run) X(net_last_timing) \
+  X(gemm_seconds)
+
 struct Plugin {
   bool loaded = false;
   std::string origin;  // the path loaded, or why none was
-  decltype(&pstrain_cuda_compiled) compiled = nullptr;
-  decltype(&pstrain_cuda_device_count) device_count = nullptr;
-  decltype(&pstrain_cuda_device_name) device_name = nullptr;
-  decltype(&pstrain_cuda_sgd_update) sgd_update = nullptr;
-  decltype(&pstrain_cuda_mlp_create) mlp_create = nullptr;
-  decltype(&pstrain_cuda_mlp_destroy) mlp_destroy = nullptr;
-  decltype(&pstrain_cuda_mlp_run) mlp_run = nullptr;
-  decltype(&pstrain_cuda_mlp_last_timing) mlp_last_timing = nullptr;
-  decltype(&pstrain_cuda_net_create) net_create = nullptr;
-  decltype(&pstrain_cuda_net_destroy) net_destroy = nullptr;
-  decltype(&pstrain_cuda_net_run) net_run = nullptr;
-  decltype(&pstrain_cuda_net_last_timing) net_last_timing = nullptr;
-  decltype(&pstrain_cuda_gemm_seconds) gemm_seconds = nullptr;
+#define PSTRAIN_PLUGIN_MEMBER(name) decltype(&pstrain_cuda_##name) name = nullptr;
+  PSTRAIN_CUDA_PLUGIN_FUNCTIONS(PSTRAIN_PLUGIN_MEMBER)
+#undef PSTRAIN_PLUGIN_MEMBER
 };
 
 // Where to look, in order.
@@ -81,19 +78,10 @@ Plugin Load() {
       return p;
     }
     std::string missing;
-    bool ok = Bind(handle, "pstrain_cuda_compiled", &p.compiled, &missing);
-    ok &= Bind(handle, "pstrain_cuda_device_count", &p.device_count, &missing);
-    ok &= Bind(handle, "pstrain_cuda_device_name", &p.device_name, &missing);
-    ok &= Bind(handle, "pstrain_cuda_sgd_update", &p.sgd_update, &missing);
-    ok &= Bind(handle, "pstrain_cuda_mlp_create", &p.mlp_create, &missing);
-    ok &= Bind(handle, "pstrain_cuda_mlp_destroy", &p.mlp_destroy, &missing);
-    ok &= Bind(handle, "pstrain_cuda_mlp_run", &p.mlp_run, &missing);
-    ok &= Bind(handle, "pstrain_cuda_mlp_last_timing", &p.mlp_last_timing, &missing);
-    ok &= Bind(handle, "pstrain_cuda_net_create", &p.net_create, &missing);
-    ok &= Bind(handle, "pstrain_cuda_net_destroy", &p.net_destroy, &missing);
-    ok &= Bind(handle, "pstrain_cuda_net_run", &p.net_run, &missing);
-    ok &= Bind(handle, "pstrain_cuda_net_last_timing", &p.net_last_timing, &missing);
-    ok &= Bind(handle, "pstrain_cuda_gemm_seconds", &p.gemm_seconds, &missing);
+    bool ok = true;
+#define PSTRAIN_PLUGIN_BIND(name) ok &= Bind(handle, "pstrain_cuda_" #name, &p.name, &missing);
+    PSTRAIN_CUDA_PLUGIN_FUNCTIONS(PSTRAIN_PLUGIN_BIND)
+#undef PSTRAIN_PLUGIN_BIND
     if (!ok) {
       dlclose(handle);
       p = Plugin();

@@ -110,6 +110,7 @@ class LocalRun final : public StepObserver {
     PSTRAIN_ASSIGN_OR_RETURN(backend_, model::CreateBackend(
                                            job_.model, std::max(job_.batch_size, 1024), job_.device));
     Log("computing on ", backend_->Describe());
+    result_.backend = backend_->name();
     data::BatchSource& train = *train_data_.source;
     if (train.example_dim() != job_.model.input_dim) {
       return absl::InvalidArgumentError(

@@ -26,6 +26,8 @@ struct LocalResult {
   int64_t steps = 0;  // the step reached (counted from the run's start, resumes included)
   double train_seconds = 0;
   double examples_per_sec = 0;
+  // Where it computed: model::Backend::name(), "cpu" or "cuda".
+  std::string backend;
   double test_accuracy = 0;
   double test_loss = 0;
   // Binary labels (sigmoid loss): the test split's ROC AUC.
