@@ -273,6 +273,9 @@ struct Result {
   double client_faults = 0;
   // TCP connections from this process to the servers during the run.
   int connections = 0;
+  // Over TLS frames: whether every client's records were sealed and opened
+  // by the kernel (kTLS) rather than by OpenSSL in the process.
+  bool kernel_tls = false;
 
   double calls_per_sec() const { return calls / seconds; }
   double gb_per_sec() const { return calls * static_cast<double>(bytes_per_call) / seconds / 1e9; }
@@ -414,6 +417,12 @@ std::string TransportOf(bool over_tcp, bool over_tls, bool shared) {
   return over_tcp ? (over_tls ? "tls" : "tcp") : shared ? "shm" : "grpc";
 }
 
+// Who sealed the records of a TLS frames figure, for its summary line.
+const char* TlsSealing(bool kernel) {
+  return kernel ? "; records sealed by the kernel (kTLS)"
+                : "; records sealed by OpenSSL in the processes (see the log for why)";
+}
+
 // FailedPrecondition naming the scenario when `client`'s frames to any PS
 // did not go the way `asked` says (a bench measures what it names).
 absl::Status CheckTransport(const std::string& scenario, const client::PsClient& client,
@@ -468,9 +477,11 @@ absl::StatusOr<Result> PsPushPull(int num_ps, int clients, int64_t bytes, double
   Result r = Measure(**servers, clients, seconds, [&](int c) {
     return cs[c]->PushPullAll(grads[c].data(), params[c].data(), offsets).status();
   });
+  r.kernel_tls = true;
   for (const auto& c : cs) {
     PSTRAIN_RETURN_IF_ERROR(
         CheckTransport("push_pull", *c, transport.empty() ? g_transport : transport));
+    for (int ps = 0; ps < num_ps; ++ps) r.kernel_tls &= c->frames_over_kernel_tls(ps);
   }
   r.bytes_per_call = num_ps * bytes;
   r.server_rss = (*servers)->ResidentBytes();
@@ -646,7 +657,9 @@ absl::StatusOr<Result> Pipelined(int clients, int64_t bytes, int inflight, doubl
     auto drained = [&] { return w.outstanding == 0; };
     w.mu.Await(absl::Condition(&drained));
   }
+  r.kernel_tls = true;
   for (int c = 0; c < clients; ++c) {
+    r.kernel_tls &= streams[c]->over_kernel_tls();
     const std::string used =
         TransportOf(streams[c]->over_tcp(), streams[c]->over_tls(), streams[c]->shared_frames() > 0);
     if (used != g_transport) {
@@ -937,6 +950,7 @@ int Main(int argc, char** argv) {
         }
         if (shared) transports.push_back("shm");
         std::map<std::string, std::vector<double>> rates, ratios;
+        std::map<std::string, bool> kernel_tls;  // every round's records by the kernel
         std::vector<double> echo_rates;
         for (int rep = 0; rep < repeat; ++rep) {
           std::map<std::string, double> round;
@@ -946,6 +960,7 @@ int Main(int argc, char** argv) {
             if (!ps.ok()) continue;
             Print(("push_pull ps " + t).c_str(), m, n, b, *ps);
             round[t] = ps->calls_per_sec();
+            kernel_tls.try_emplace(t, true).first->second &= ps->kernel_tls;
           }
           auto echo = EchoPushPull(m, n, b, seconds);
           report(echo.status());
@@ -966,8 +981,9 @@ int Main(int argc, char** argv) {
           const double med = Median(rates[t]);
           std::printf(
               "  median of %zu: ps over %-4s %.0f calls/s = %.3f GB/s each way; %.2fx the "
-              "echo (median of the rounds' ratios)\n",
-              rates[t].size(), t.c_str(), med, med * m * b / 1e9, Median(ratios[t]));
+              "echo (median of the rounds' ratios)%s\n",
+              rates[t].size(), t.c_str(), med, med * m * b / 1e9, Median(ratios[t]),
+              t == "tls" ? TlsSealing(kernel_tls[t]) : "");
         }
         std::fflush(stdout);
       }
@@ -994,6 +1010,7 @@ int Main(int argc, char** argv) {
       if (b < (1 << 20)) continue;  // a layer-by-layer push of big tensors
       // The client counts take turns, `repeat` rounds; a median for each.
       std::map<int, std::vector<double>> rates;
+      std::map<int, bool> kernel_tls;
       for (int rep = 0; rep < repeat; ++rep) {
         for (auto [m, n] : shapes) {
           (void)m;
@@ -1002,12 +1019,15 @@ int Main(int argc, char** argv) {
           if (!r.ok()) continue;
           Print(absl::StrCat("pipelined x", inflight, " ", g_transport), 1, n, b, *r);
           rates[n].push_back(r->gb_per_sec());
+          kernel_tls.try_emplace(n, true).first->second &= r->kernel_tls;
         }
       }
       for (const auto& [n, r] : rates) {
         std::printf(
-            "  median of %zu: pipelined over %s, %d in flight, %d client%s: %.3f GB/s one way\n",
-            r.size(), g_transport.c_str(), inflight, n, n == 1 ? "" : "s", Median(r));
+            "  median of %zu: pipelined over %s, %d in flight, %d client%s: %.3f GB/s one "
+            "way%s\n",
+            r.size(), g_transport.c_str(), inflight, n, n == 1 ? "" : "s", Median(r),
+            g_transport == "tls" ? TlsSealing(kernel_tls[n]) : "");
       }
       std::fflush(stdout);
     }

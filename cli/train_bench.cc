@@ -164,7 +164,24 @@ struct ClusterRun {
   std::string consistency;
   std::vector<std::string> flags;  // besides the bench's own
   bool tls = false;                // every task with --certs's TLS and token
+  // TLS runs: who sealed the frames' records, as the last run's first
+  // worker logged it.
+  std::string sealing;
 };
+
+// Who sealed the records of a TLS run's frames, as its first worker logged
+// it with the connection ("records sealed and opened by the kernel", or
+// "records sealed by OpenSSL in this process (why)"); "" when it did not.
+std::string TlsSealingOf(const std::string& output_dir) {
+  absl::StatusOr<std::string> log = ReadFile(output_dir + "/logs/worker-0.log");
+  if (!log.ok()) return "";
+  const size_t at = log->find("records sealed ");
+  if (at == std::string::npos) return "";
+  const size_t end = log->find('\n', at);
+  std::string said = log->substr(at, end == std::string::npos ? end : end - at);
+  if (!said.empty() && said.back() == ')') said.pop_back();  // the log line's own parenthesis
+  return said;
+}
 
 }  // namespace
 
@@ -316,6 +333,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
       }
       cluster_rate[c].push_back(rate->get<double>());
       cluster_ratio[c].push_back(rate->get<double>() / local_rate.back());
+      if (clusters[c].tls) clusters[c].sealing = TlsSealingOf(launch.output_dir);
       std::printf("round %d: %s: %.0f examples/s (%.2fx local)\n", r + 1, clusters[c].name.c_str(),
                   cluster_rate[c].back(), cluster_ratio[c].back());
     }
@@ -349,8 +367,9 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
     }
   }
   for (size_t c = 0; c < clusters.size(); ++c) {
-    std::printf("  %-47s %.0f examples/s, %.2fx local\n", (clusters[c].name + ":").c_str(),
-                Median(cluster_rate[c]), Median(cluster_ratio[c]));
+    std::printf("  %-47s %.0f examples/s, %.2fx local%s\n", (clusters[c].name + ":").c_str(),
+                Median(cluster_rate[c]), Median(cluster_ratio[c]),
+                clusters[c].sealing.empty() ? "" : ("; " + clusters[c].sealing).c_str());
   }
   if (absl::Status st = PrintCudaRows(*job); !st.ok()) return fail(st);
   return kExitOk;

@@ -118,6 +118,9 @@ class PsClient {
   // opened (client/ps_stream.h), not in gRPC; false for a lane not used yet.
   bool frames_over_tcp(int ps, int lane = 0) const { return Stream(ps, lane).over_tcp(); }
   bool frames_over_tls(int ps, int lane = 0) const { return Stream(ps, lane).over_tls(); }
+  bool frames_over_kernel_tls(int ps, int lane = 0) const {
+    return Stream(ps, lane).over_kernel_tls();
+  }
   // Exchange frames sent so far whose tensor bytes went through shared
   // memory (options.shared_memory), over all PS.
   int64_t SharedMemoryFrames() const;

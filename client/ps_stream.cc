@@ -506,6 +506,7 @@ std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
     auto socket = ConnectTcp();
     if (socket.ok()) {
       over_tls_.store((*socket)->tls());
+      over_kernel_tls_.store((*socket)->kernel_tls_send() && (*socket)->kernel_tls_receive());
       if (!over_tcp_.exchange(true)) {
         Log(name_, ": Exchange frames over TCP (", (*socket)->peer(),
             (*socket)->tls() ? absl::StrCat(", ", (*socket)->DescribeTransport()) : "", ")");
@@ -521,6 +522,7 @@ std::shared_ptr<PsStream::Connection> PsStream::OpenLocked() {
   }
   over_tcp_.store(false);
   over_tls_.store(false);
+  over_kernel_tls_.store(false);
   return std::make_shared<GrpcConnection>(this);
 }
 

@@ -117,6 +117,8 @@ class PsStream {
   bool over_tcp() const { return over_tcp_.load(std::memory_order_relaxed); }
   // ... and inside TLS (TcpRoute::tls).
   bool over_tls() const { return over_tls_.load(std::memory_order_relaxed); }
+  // ... with this end's records sealed and opened by the kernel (kTLS).
+  bool over_kernel_tls() const { return over_kernel_tls_.load(std::memory_order_relaxed); }
 
   // Whether the PS mapped the shared memory of the stream last opened: its
   // requests' tensor bytes then go through it when they fit.
@@ -147,6 +149,7 @@ class PsStream {
   std::atomic<int64_t> shared_frames_{0};
   std::atomic<bool> over_tcp_{false};
   std::atomic<bool> over_tls_{false};
+  std::atomic<bool> over_kernel_tls_{false};
   std::atomic<bool> shares_memory_{false};
   absl::Mutex mu_;
   // The PS offered TCP but could not be reached so: gRPC from then on.

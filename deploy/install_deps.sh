@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages pstrain needs, only those that are missing.
-# Safe to run any number of times. Needs root (or sudo) only when something
+# Installs the Debian 12 packages pstrain needs, only those that are missing
+# (with --test, also those only the test command uses). Safe to run any
+# number of times. Needs root (or sudo) only when something
 # is missing.
 set -euo pipefail
 
@@ -29,6 +30,13 @@ PACKAGES=(
   python3-onnx             # tests/export_test.py checks the ONNX file
   nlohmann-json3-dev       # JSON (TF_CONFIG, metrics, checkpoint index)
 )
+# With --test, what only the test command needs besides.
+if [[ ${1:-} == --test ]]; then
+  PACKAGES+=(
+    qemu-system-x86        # tools/kernel_tls_check.sh: kernel TLS on Debian's own kernel
+    busybox-static         # the same check's guest
+  )
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

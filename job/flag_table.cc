@@ -97,6 +97,9 @@ std::vector<FlagDef> MakeTable() {
            "a cluster token sent on every call (or PSTRAIN_TOKEN=...)"),
       Flag("insecure", G::kSecurity, "", "false",
            "run without TLS or a token where the cluster is not all loopback"),
+      Flag("kernel_tls", G::kSecurity, "", "true",
+           "frames inside TLS are sealed by the kernel (kTLS) where it has the tls module; "
+           "false: by OpenSSL in the task"),
 
       Flag("bind", G::kPlatform, "HOST:PORT", "",
            "where the task listens (a PS's service, the chief's); TF_CONFIG's address"),

@@ -39,6 +39,7 @@ absl::StatusOr<std::shared_ptr<const Security>> SecurityFromFlags(CliArgs& args)
   PSTRAIN_ASSIGN_OR_RETURN(c.tls_server_name, args.GetString("tls_server_name", c.tls_server_name));
   PSTRAIN_ASSIGN_OR_RETURN(c.token_file, args.GetString("token_file", c.token_file));
   PSTRAIN_ASSIGN_OR_RETURN(c.insecure, args.GetBool("insecure", false));
+  PSTRAIN_ASSIGN_OR_RETURN(c.kernel_tls, args.GetBool("kernel_tls", true));
   if (const char* token = std::getenv("PSTRAIN_TOKEN"); token != nullptr && *token != '\0') {
     // An explicit --token_file wins over the environment; a file named only
     // in the config yields to it.

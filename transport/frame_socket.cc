@@ -2,9 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/tls.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -16,10 +21,6 @@
 #include <fstream>
 #include <utility>
 #include <vector>
-
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -133,21 +134,27 @@ struct SocketBioState {
   int fd;
   std::vector<char> buffer = std::vector<char>(kTlsReadAhead);
   size_t begin = 0, end = 0;
+  // Off during the handshake: the socket then holds every byte after it,
+  // for the kernel's TLS to open if it takes the connection.
+  bool read_ahead = false;
 };
 
 int SocketBioRead(BIO* bio, char* out, int n) {
   auto* state = static_cast<SocketBioState*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   if (state->begin == state->end) {
+    char* into = state->read_ahead ? state->buffer.data() : out;
+    const size_t size = state->read_ahead ? state->buffer.size() : static_cast<size_t>(n);
     ssize_t r;
     do {
-      r = recv(state->fd, state->buffer.data(), state->buffer.size(), MSG_DONTWAIT);
+      r = recv(state->fd, into, size, MSG_DONTWAIT);
     } while (r < 0 && errno == EINTR);
     if (r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(bio);
       return -1;
     }
     if (r == 0) return 0;
+    if (!state->read_ahead) return static_cast<int>(r);
     state->begin = 0;
     state->end = static_cast<size_t>(r);
   }
@@ -203,6 +210,48 @@ BIO* NewSocketBio(int fd) {
   BIO_set_data(bio, new SocketBioState{fd});
   BIO_set_init(bio, 1);
   return bio;
+}
+
+SocketBioState* BioStateOf(SSL* ssl) {
+  return static_cast<SocketBioState*>(BIO_get_data(SSL_get_rbio(ssl)));
+}
+
+// TLS record content types (RFC 8446 5.1).
+constexpr unsigned char kAlertRecord = 21;
+constexpr unsigned char kApplicationData = 23;
+
+// Gives the kernel one direction's keys (`direction`: TLS_TX or TLS_RX) for
+// an AES-GCM suite (`Info`: linux/tls.h's tls12_crypto_info_aes_gcm_128 or
+// _256, used for TLS 1.3 too). The 12-byte IV goes in as the kernel splits
+// it: its first 4 bytes the salt, the last 8 the iv; the record sequence
+// starts at 0, the first record under the application keys. The error
+// text, or "".
+template <typename Info>
+std::string GiveKernelKeys(int fd, int direction, int cipher, const TrafficKeys& keys) {
+  Info info{};
+  static_assert(sizeof(info.salt) + sizeof(info.iv) == 12);
+  if (keys.key.size() != sizeof(info.key) || keys.iv.size() != 12) return "keys of the wrong size";
+  info.info.version = TLS_1_3_VERSION;
+  info.info.cipher_type = static_cast<uint16_t>(cipher);
+  std::memcpy(info.salt, keys.iv.data(), sizeof(info.salt));
+  std::memcpy(info.iv, keys.iv.data() + sizeof(info.salt), sizeof(info.iv));
+  std::memcpy(info.key, keys.key.data(), sizeof(info.key));
+  const int r = setsockopt(fd, SOL_TLS, direction, &info, sizeof(info));
+  const int err = errno;
+  OPENSSL_cleanse(&info, sizeof(info));
+  return r == 0 ? "" : std::strerror(err);
+}
+
+// The first `n` bytes a receive placed in `iov` (fewer when it holds
+// fewer).
+std::string FirstBytes(const msghdr& msg, size_t received, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < msg.msg_iovlen && out.size() < std::min(n, received); ++i) {
+    const iovec& v = msg.msg_iov[i];
+    out.append(static_cast<const char*>(v.iov_base),
+               std::min(v.iov_len, std::min(n, received) - out.size()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -267,10 +316,34 @@ FrameSocket::FrameSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(pe
 
 FrameSocket::~FrameSocket() {
   if (ssl_ != nullptr) {
-    SSL_shutdown(ssl_);  // one try to say close_notify; the socket is non-blocking
+    // One try to say close_notify; the socket is non-blocking. Where the
+    // kernel seals records, OpenSSL's own sequence is stale: the kernel
+    // sends the alert.
+    if (kernel_tx_) {
+      SendKernelCloseNotify();
+    } else {
+      SSL_shutdown(ssl_);
+    }
     SSL_free(ssl_);
   }
   close(fd_);
+}
+
+void FrameSocket::SendKernelCloseNotify() {
+  unsigned char alert[2] = {1, 0};  // warning, close_notify
+  iovec v{alert, sizeof(alert)};
+  char control[CMSG_SPACE(sizeof(unsigned char))] = {};
+  msghdr msg{};
+  msg.msg_iov = &v;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_TLS;
+  c->cmsg_type = TLS_SET_RECORD_TYPE;
+  c->cmsg_len = CMSG_LEN(sizeof(unsigned char));
+  *CMSG_DATA(c) = kAlertRecord;
+  sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
@@ -283,6 +356,8 @@ absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
     return absl::InternalError(TakeTlsErrors("cannot make a TLS connection"));
   }
   SSL_set_bio(ssl, bio, bio);
+  TrafficSecrets secrets;
+  if (tls.kernel_tls()) AttachTrafficSecrets(ssl, &secrets);
   if (!server) {
     const std::string& name = tls.server_name().empty() ? host : tls.server_name();
     in6_addr any;
@@ -327,13 +402,78 @@ absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
     return absl::UnavailableError(
         absl::StrCat("TLS handshake with ", peer_, " failed: ", why));
   }
+  AttachTrafficSecrets(ssl, nullptr);
   ssl_ = ssl;
+  sealing_ = StartKernelTls(tls, secrets);
+  secrets.Wipe();
+  if (!kernel_rx_) BioStateOf(ssl_)->read_ahead = true;
+  if (kernel_tx_ && kernel_rx_) {
+    // Frames then go as over plain TCP: blocking calls, timeouts from
+    // SO_RCVTIMEO and SO_SNDTIMEO.
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
+  } else {
+    nonblocking_ = true;
+  }
   return absl::OkStatus();
+}
+
+std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecrets& secrets) {
+  const std::string in_process = "records sealed by OpenSSL in this process";
+  if (!tls.kernel_tls()) return absl::StrCat(in_process, " (--kernel_tls=false)");
+  const SSL_CIPHER* suite = SSL_get_current_cipher(ssl_);
+  const uint32_t id = SSL_CIPHER_get_id(suite);
+  if (id != TLS1_3_CK_AES_128_GCM_SHA256 && id != TLS1_3_CK_AES_256_GCM_SHA384) {
+    return absl::StrCat(in_process, " (the kernel's TLS is not used for ",
+                        SSL_CIPHER_get_name(suite), ")");
+  }
+  const bool aes128 = id == TLS1_3_CK_AES_128_GCM_SHA256;
+  if (secrets.client.empty() || secrets.server.empty()) {
+    return absl::StrCat(in_process, " (the handshake gave no traffic secrets)");
+  }
+  // Every byte after the handshake must still be in the socket, for the
+  // kernel to open (the BIO read none ahead; OpenSSL keeps none).
+  const SocketBioState* bio = BioStateOf(ssl_);
+  if (SSL_has_pending(ssl_) || bio->begin != bio->end) {
+    return absl::StrCat(in_process, " (bytes after the handshake were read in this process)");
+  }
+  if (setsockopt(fd_, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
+    return absl::StrCat(
+        in_process, errno == ENOENT ? " (this kernel has no TLS: module tls)"
+                                    : absl::StrCat(" (TCP_ULP tls: ", std::strerror(errno), ")"));
+  }
+  const bool server = tls.server();
+  const int key_bytes = aes128 ? 16 : 32;
+  absl::StatusOr<TrafficKeys> send =
+      DeriveTrafficKeys(server ? secrets.server : secrets.client, key_bytes);
+  absl::StatusOr<TrafficKeys> receive =
+      DeriveTrafficKeys(server ? secrets.client : secrets.server, key_bytes);
+  if (!send.ok() || !receive.ok()) {
+    return absl::StrCat(in_process, " (", (send.ok() ? receive : send).status().message(), ")");
+  }
+  auto give = [&](int direction, const TrafficKeys& keys) {
+    return aes128 ? GiveKernelKeys<tls12_crypto_info_aes_gcm_128>(fd_, direction,
+                                                                  TLS_CIPHER_AES_GCM_128, keys)
+                  : GiveKernelKeys<tls12_crypto_info_aes_gcm_256>(fd_, direction,
+                                                                  TLS_CIPHER_AES_GCM_256, keys);
+  };
+  // Sending first: a kernel that takes neither leaves the socket as it was.
+  if (std::string why = give(TLS_TX, *send); !why.empty()) {
+    return absl::StrCat(in_process, " (the kernel refused the keys to send: ", why, ")");
+  }
+  kernel_tx_ = true;
+  if (std::string why = give(TLS_RX, *receive); !why.empty()) {
+    return absl::StrCat(
+        "records sealed by the kernel, opened by OpenSSL in this process (the "
+        "kernel refused the keys to receive: ",
+        why, ")");
+  }
+  kernel_rx_ = true;
+  return "records sealed and opened by the kernel";
 }
 
 std::string FrameSocket::DescribeTransport() const {
   if (ssl_ == nullptr) return "plain TCP";
-  return absl::StrCat(SSL_get_version(ssl_), " (", SSL_get_cipher_name(ssl_), ")");
+  return absl::StrCat(SSL_get_version(ssl_), " (", SSL_get_cipher_name(ssl_), "), ", sealing_);
 }
 
 absl::Status FrameSocket::AwaitSocket(short events, const char* what) {
@@ -426,14 +566,54 @@ absl::Status FrameSocket::Error(const char* what, int err) const {
   return absl::UnavailableError(absl::StrCat(what, " ", peer_, ": ", std::strerror(err)));
 }
 
+ssize_t FrameSocket::ReceiveOnce(msghdr* msg, int flags, std::string* record_error) {
+  char control[CMSG_SPACE(sizeof(unsigned char))];
+  if (kernel_rx_) {
+    msg->msg_control = control;
+    msg->msg_controllen = sizeof(control);
+  }
+  ssize_t n;
+  do {
+    n = recvmsg(fd_, msg, flags);
+  } while (n < 0 && errno == EINTR);
+  if (!kernel_rx_) return n;
+  if (n < 0) {
+    if (errno == EBADMSG) {
+      *record_error = "a TLS record failed its integrity check";
+      errno = EPROTO;
+    }
+    return n;
+  }
+  for (cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
+    if (c->cmsg_level != SOL_TLS || c->cmsg_type != TLS_GET_RECORD_TYPE) continue;
+    const unsigned char type = *CMSG_DATA(c);
+    if (type == kApplicationData) break;
+    // Not frame bytes: the peer's close_notify ends the stream; anything
+    // else (another alert, a handshake message) fails the connection.
+    const std::string body = FirstBytes(*msg, static_cast<size_t>(n), 2);
+    if (type == kAlertRecord && body.size() == 2 && body[1] == 0) return 0;
+    *record_error = type == kAlertRecord && body.size() == 2
+                        ? absl::StrCat("it sent TLS alert ",
+                                       static_cast<int>(static_cast<unsigned char>(body[1])))
+                        : absl::StrCat("it sent a TLS record of type ", static_cast<int>(type),
+                                       ", which frames do not use");
+    errno = EPROTO;
+    return -1;
+  }
+  return n;
+}
+
 absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write) {
-  if (ssl_ != nullptr) return TlsTransfer(std::move(iov), write, true);
+  if (ssl_ != nullptr && !(write ? kernel_tx_ : kernel_rx_)) {
+    return TlsTransfer(std::move(iov), write, true);
+  }
+  const char* what = write ? "writing a frame to" : "reading a frame from";
   iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
             iov.end());
   size_t first = 0;
   while (first < iov.size()) {
     int read_flags = MSG_WAITALL;
-    if (!write) {
+    if (!write && !kernel_rx_) {
       size_t left = 0;
       for (size_t k = first; k < iov.size(); ++k) left += iov[k].iov_len;
       // Once they are in, take them without sleeping again.
@@ -444,13 +624,26 @@ absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write) {
     msghdr msg{};
     msg.msg_iov = &iov[first];
     msg.msg_iovlen = std::min(iov.size() - first, kMaxIov);
-    const ssize_t n = write ? sendmsg(fd_, &msg, MSG_NOSIGNAL) : recvmsg(fd_, &msg, read_flags);
+    std::string record_error;
+    const ssize_t n =
+        write ? sendmsg(fd_, &msg, MSG_NOSIGNAL) : ReceiveOnce(&msg, read_flags, &record_error);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (!write && read_flags == MSG_DONTWAIT && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!write && read_flags == MSG_DONTWAIT) continue;
+        // A socket left non-blocking by TLS (one direction in OpenSSL):
+        // wait for it as the other calls do.
+        if (nonblocking_) {
+          if (absl::Status ready = AwaitSocket(write ? POLLOUT : POLLIN, what); !ready.ok()) {
+            return ready;
+          }
+          continue;
+        }
       }
-      return Error(write ? "writing a frame to" : "reading a frame from", errno);
+      if (!record_error.empty()) {
+        return absl::UnavailableError(absl::StrCat(what, " ", peer_, ": ", record_error));
+      }
+      return Error(what, errno);
     }
     if (n == 0 && !write) {
       if (shut_.load(std::memory_order_acquire)) {
@@ -490,17 +683,31 @@ absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
 }
 
 absl::Status FrameSocket::ReadExactly(char* dst, size_t n, bool started) {
-  if (ssl_ != nullptr) {
+  if (ssl_ != nullptr && !kernel_rx_) {
     return TlsTransfer({{dst, n}}, /*write=*/false, started);
   }
   size_t got = 0;
   if (!started && n > 0) {
     // A close before the first byte ends the stream between frames.
-    ssize_t r;
-    do {
-      r = recv(fd_, dst, n, 0);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) return Error("reading a frame from", errno);
+    iovec v{dst, n};
+    msghdr msg{};
+    msg.msg_iov = &v;
+    msg.msg_iovlen = 1;
+    std::string record_error;
+    ssize_t r = ReceiveOnce(&msg, 0, &record_error);
+    while (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && nonblocking_) {
+      if (absl::Status ready = AwaitSocket(POLLIN, "reading a frame from"); !ready.ok()) {
+        return ready;
+      }
+      r = ReceiveOnce(&msg, 0, &record_error);
+    }
+    if (r < 0) {
+      if (!record_error.empty()) {
+        return absl::UnavailableError(
+            absl::StrCat("reading a frame from ", peer_, ": ", record_error));
+      }
+      return Error("reading a frame from", errno);
+    }
     if (r == 0) {
       if (shut_.load(std::memory_order_acquire)) {
         return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));

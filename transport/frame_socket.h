@@ -13,15 +13,18 @@
 //
 // With TLS (StartTls, transport/frame_tls.h) the same frames travel inside
 // TLS 1.3 records: the job's certificates and peer checks, as its gRPC
-// channels have them. The socket is then non-blocking, and one OpenSSL call
-// runs at a time (its connection object is not for two threads at once),
-// each moving at most 256 KiB, so a reader and a writer take turns.
+// channels have them. Where the kernel takes the connection's keys (kTLS),
+// it seals and opens the records and frames go as over plain TCP. Where it
+// does not, OpenSSL does: the socket is then non-blocking, and one OpenSSL
+// call runs at a time (its connection object is not for two threads at
+// once), each moving at most 256 KiB, so a reader and a writer take turns.
 //
 // A FrameSocket has one reader and one writer at a time (two threads may use
 // it, one each way). Shutdown() from any thread wakes both with an error.
 #ifndef PSTRAIN_TRANSPORT_FRAME_SOCKET_H_
 #define PSTRAIN_TRANSPORT_FRAME_SOCKET_H_
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -35,14 +38,15 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "transport/wire_frame.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "transport/wire_frame.h"
 
 struct ssl_st;
 
 namespace pstrain {
 
 class FrameTls;
+struct TrafficSecrets;
 
 // The send buffer frame sockets ask for: a frame of a few MiB then goes
 // into the kernel without its writer sleeping until the reader has drained
@@ -79,10 +83,16 @@ class FrameSocket {
   // naming the peer and what the handshake found ("TLS handshake with
   // 127.0.0.1:4001 failed: its certificate: certificate has expired"), or
   // DeadlineExceeded. `tls` must outlive the socket.
+  // Then, where tls.kernel_tls() and the kernel has TLS, hands it the
+  // connection's keys (which direction it took: kernel_tls_send/receive).
   absl::Status StartTls(const FrameTls& tls, const std::string& host, absl::Duration timeout);
   bool tls() const { return ssl_ != nullptr; }
-  // What the frames travel in: "TLSv1.3 (TLS_AES_128_GCM_SHA256)" or
-  // "plain TCP".
+  bool kernel_tls_send() const { return kernel_tx_; }
+  bool kernel_tls_receive() const { return kernel_rx_; }
+  // What the frames travel in: "plain TCP", or the TLS version and suite
+  // and who seals the records: "TLSv1.3 (TLS_AES_128_GCM_SHA256), records
+  // sealed and opened by the kernel", or "..., records sealed by OpenSSL in
+  // this process (this kernel has no TLS: module tls)".
   std::string DescribeTransport() const;
 
   // Writes one frame. Unavailable naming the peer when the connection
@@ -143,6 +153,18 @@ class FrameSocket {
   absl::StatusOr<size_t> TlsCall(char* data, size_t n, bool write, bool started);
   // Waits up to the socket's timeout for `events` (POLLIN, POLLOUT).
   absl::Status AwaitSocket(short events, const char* what);
+  // After the handshake: gives the kernel the keys `secrets` yield, where
+  // `tls` allows and the kernel has TLS. Who seals the records, and why
+  // not the kernel when it does not (DescribeTransport's end).
+  std::string StartKernelTls(const FrameTls& tls, const TrafficSecrets& secrets);
+  // One recvmsg (EINTR retried). Where the kernel opens the records, a
+  // record that is not application data is not frame bytes: the peer's
+  // close_notify reads as the end of the stream (0); anything else, or a
+  // record that fails its check, is -1 with errno EPROTO and the reason in
+  // *record_error.
+  ssize_t ReceiveOnce(msghdr* msg, int flags, std::string* record_error);
+  // The kernel's close_notify, where it seals the records.
+  void SendKernelCloseNotify();
 
   const int fd_;
   const std::string peer_;
@@ -150,6 +172,13 @@ class FrameSocket {
   std::atomic<int> timeout_ms_{-1};  // SetTimeout's, for poll (-1: none)
   ssl_st* ssl_ = nullptr;            // set once, by StartTls, before any frame
   absl::Mutex ssl_mu_;               // one OpenSSL call on ssl_ at a time
+  // Set once by StartTls, before any frame: whether the kernel seals (tx)
+  // and opens (rx) the records, and the socket is left non-blocking (a
+  // direction is OpenSSL's).
+  bool kernel_tx_ = false;
+  bool kernel_rx_ = false;
+  bool nonblocking_ = false;
+  std::string sealing_;
 };
 
 // A listening TCP socket for FrameSockets.

@@ -1,12 +1,18 @@
 #include "transport/frame_tls.h"
 
 #include <openssl/bio.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 
 namespace pstrain {
@@ -80,7 +86,92 @@ absl::Status Configure(SSL_CTX* ctx, const Security& security, bool server) {
   return absl::OkStatus();
 }
 
+// The ex_data slot of an SSL that holds its TrafficSecrets.
+int SecretsIndex() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// OpenSSL's key log callback: a line "LABEL <client random> <secret>" (hex)
+// per secret the handshake derives. The application traffic secrets go to
+// the connection's TrafficSecrets (OpenSSL wipes the line after).
+void KeepTrafficSecret(const SSL* ssl, const char* line) {
+  auto* secrets = static_cast<TrafficSecrets*>(SSL_get_ex_data(ssl, SecretsIndex()));
+  if (secrets == nullptr) return;
+  std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+  if (parts.size() != 3) return;
+  std::string* into = nullptr;
+  if (parts[0] == "CLIENT_TRAFFIC_SECRET_0") into = &secrets->client;
+  if (parts[0] == "SERVER_TRAFFIC_SECRET_0") into = &secrets->server;
+  if (into == nullptr) return;
+  *into = absl::HexStringToBytes(parts[2]);
+}
+
+// HKDF-Expand-Label(secret, label, "", length) of RFC 8446 7.1.
+absl::StatusOr<std::string> ExpandLabel(const EVP_MD* md, absl::string_view secret,
+                                        absl::string_view label, size_t length) {
+  const std::string full = absl::StrCat("tls13 ", label);
+  std::string info;
+  info.push_back(static_cast<char>(length >> 8));
+  info.push_back(static_cast<char>(length & 0xff));
+  info.push_back(static_cast<char>(full.size()));
+  info += full;
+  info.push_back(0);  // an empty context
+  std::unique_ptr<EVP_PKEY_CTX, decltype(&EVP_PKEY_CTX_free)> ctx(
+      EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nullptr), &EVP_PKEY_CTX_free);
+  std::string out(length, '\0');
+  size_t out_len = length;
+  const bool ok =
+      ctx != nullptr && EVP_PKEY_derive_init(ctx.get()) == 1 &&
+      EVP_PKEY_CTX_set_hkdf_mode(ctx.get(), EVP_PKEY_HKDEF_MODE_EXPAND_ONLY) == 1 &&
+      EVP_PKEY_CTX_set_hkdf_md(ctx.get(), md) == 1 &&
+      EVP_PKEY_CTX_set1_hkdf_key(ctx.get(), reinterpret_cast<const unsigned char*>(secret.data()),
+                                 static_cast<int>(secret.size())) == 1 &&
+      EVP_PKEY_CTX_add1_hkdf_info(ctx.get(), reinterpret_cast<const unsigned char*>(info.data()),
+                                  static_cast<int>(info.size())) == 1 &&
+      EVP_PKEY_derive(ctx.get(), reinterpret_cast<unsigned char*>(out.data()), &out_len) == 1 &&
+      out_len == length;
+  if (!ok) {
+    OPENSSL_cleanse(out.data(), out.size());
+    return absl::InternalError(TakeTlsErrors("HKDF-Expand-Label failed"));
+  }
+  return out;
+}
+
 }  // namespace
+
+TrafficSecrets::~TrafficSecrets() { Wipe(); }
+
+void TrafficSecrets::Wipe() {
+  OPENSSL_cleanse(client.data(), client.size());
+  OPENSSL_cleanse(server.data(), server.size());
+  client.clear();
+  server.clear();
+}
+
+void AttachTrafficSecrets(SSL* ssl, TrafficSecrets* secrets) {
+  SSL_set_ex_data(ssl, SecretsIndex(), secrets);
+}
+
+TrafficKeys::~TrafficKeys() {
+  OPENSSL_cleanse(key.data(), key.size());
+  OPENSSL_cleanse(iv.data(), iv.size());
+}
+
+absl::StatusOr<TrafficKeys> DeriveTrafficKeys(absl::string_view secret, int key_bytes) {
+  if (secret.size() != 32 && secret.size() != 48) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a traffic secret of ", secret.size(), " bytes (32 or 48 expected)"));
+  }
+  if (key_bytes != 16 && key_bytes != 32) {
+    return absl::InvalidArgumentError(absl::StrCat("a key of ", key_bytes, " bytes"));
+  }
+  const EVP_MD* md = secret.size() == 32 ? EVP_sha256() : EVP_sha384();
+  TrafficKeys keys;
+  PSTRAIN_ASSIGN_OR_RETURN(keys.key, ExpandLabel(md, secret, "key", key_bytes));
+  PSTRAIN_ASSIGN_OR_RETURN(keys.iv, ExpandLabel(md, secret, "iv", 12));
+  return keys;
+}
 
 std::string TakeTlsErrors(const std::string& otherwise) {
   std::string out;
@@ -103,6 +194,8 @@ absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& s
   }
   PSTRAIN_RETURN_IF_ERROR(Configure(tls->context_, security, tls->server()));
   tls->server_name_ = security.server_name();
+  tls->kernel_tls_ = security.kernel_tls();
+  if (tls->kernel_tls_) SSL_CTX_set_keylog_callback(tls->context_, KeepTrafficSecret);
   return std::shared_ptr<const FrameTls>(std::move(tls));
 }
 

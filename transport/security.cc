@@ -191,6 +191,7 @@ SecurityConfig CertsDirConfig(const std::string& dir, bool token) {
 absl::StatusOr<std::shared_ptr<const Security>> Security::Load(const SecurityConfig& c) {
   std::shared_ptr<Security> s(new Security());
   s->insecure_ = c.insecure;
+  s->kernel_tls_ = c.kernel_tls;
   const int given = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
   if (given != 0 && given != 3) {
     return absl::InvalidArgumentError(

@@ -40,6 +40,9 @@ struct SecurityConfig {
   std::string token_file;       // a file holding the cluster token
   std::string token;            // the token itself (PSTRAIN_TOKEN)
   bool insecure = false;        // run exposed without TLS or a token
+  // Frames inside TLS are sealed and opened by the kernel (kTLS) where it
+  // has the tls module; false: by OpenSSL in the process, always.
+  bool kernel_tls = true;
 };
 
 // What deploy/make_certs.sh DIR makes, as a task is given it: DIR's
@@ -97,11 +100,14 @@ class Security {
   const std::string& key_pem() const { return key_pem_; }
   const std::string& ca_pem() const { return ca_pem_; }
   const std::string& server_name() const { return server_name_; }
+  // SecurityConfig::kernel_tls.
+  bool kernel_tls() const { return kernel_tls_; }
 
  private:
   Security() = default;
   std::string cert_pem_, key_pem_, ca_pem_, server_name_, token_;
   bool insecure_ = false;
+  bool kernel_tls_ = true;
 };
 
 // Whether `host` names this machine's loopback interface: "localhost",
