@@ -10,7 +10,6 @@
 #include <openssl/x509.h>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
