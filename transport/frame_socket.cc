@@ -461,6 +461,9 @@ std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecret
     return absl::StrCat(in_process, " (the kernel refused the keys to send: ", why, ")");
   }
   kernel_tx_ = true;
+  if (!tls.kernel_receives()) {
+    return "records sealed by the kernel, opened by OpenSSL in this process (as asked)";
+  }
   if (std::string why = give(TLS_RX, *receive); !why.empty()) {
     return absl::StrCat(
         "records sealed by the kernel, opened by OpenSSL in this process (the "

@@ -183,8 +183,8 @@ std::string TakeTlsErrors(const std::string& otherwise) {
   return out.empty() ? otherwise : out;
 }
 
-absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& security,
-                                                               Side side) {
+absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& security, Side side,
+                                                               bool kernel_receives) {
   if (!security.tls()) return absl::InvalidArgumentError("the job has no TLS certificates");
   std::shared_ptr<FrameTls> tls(new FrameTls(side));
   tls->context_ = SSL_CTX_new(tls->server() ? TLS_server_method() : TLS_client_method());
@@ -194,6 +194,7 @@ absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& s
   PSTRAIN_RETURN_IF_ERROR(Configure(tls->context_, security, tls->server()));
   tls->server_name_ = security.server_name();
   tls->kernel_tls_ = security.kernel_tls();
+  tls->kernel_receives_ = kernel_receives;
   if (tls->kernel_tls_) SSL_CTX_set_keylog_callback(tls->context_, KeepTrafficSecret);
   return std::shared_ptr<const FrameTls>(std::move(tls));
 }

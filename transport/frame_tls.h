@@ -36,8 +36,12 @@ class FrameTls {
   // client (a worker dialling it).
   enum class Side { kServer, kClient };
   // InvalidArgument when `security` has no TLS, or naming what OpenSSL
-  // refused in its PEMs.
-  static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security, Side side);
+  // refused in its PEMs. `kernel_receives`: where the kernel takes the
+  // keys, it opens the records as well as sealing them; false (for tests)
+  // leaves the opening to OpenSSL, as a kernel that takes only the keys to
+  // send does.
+  static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security, Side side,
+                                                              bool kernel_receives = true);
   ~FrameTls();
   FrameTls(const FrameTls&) = delete;
   FrameTls& operator=(const FrameTls&) = delete;
@@ -46,8 +50,10 @@ class FrameTls {
   ssl_ctx_st* context() const { return context_; }
   // The name a server's certificate must carry; empty: the host dialled.
   const std::string& server_name() const { return server_name_; }
-  // Whether connections try the kernel's TLS (Security::kernel_tls()).
+  // Whether connections try the kernel's TLS (Security::kernel_tls()), and
+  // give it the keys to receive too.
   bool kernel_tls() const { return kernel_tls_; }
+  bool kernel_receives() const { return kernel_receives_; }
 
  private:
   explicit FrameTls(Side side) : side_(side) {}
@@ -55,6 +61,7 @@ class FrameTls {
   ssl_ctx_st* context_ = nullptr;
   std::string server_name_;
   bool kernel_tls_ = false;
+  bool kernel_receives_ = true;
 };
 
 // The application traffic secrets of one TLS 1.3 connection (RFC 8446

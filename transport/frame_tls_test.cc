@@ -43,15 +43,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Who seals and opens one end's records: the kernel both ways (where it
+// has TLS), the kernel sealing and OpenSSL opening, or OpenSSL alone.
+enum class End { kKernel, kKernelSealsOnly, kOpenSsl };
+
 // `side`'s TLS with the certificates of `job` (deploy/make_certs.sh's).
 std::shared_ptr<const FrameTls> Tls(const std::string& job, FrameTls::Side side,
-                                    const std::string& server_name = "", bool kernel_tls = true) {
+                                    const std::string& server_name = "", End end = End::kKernel) {
   SecurityConfig c = CertsDirConfig(absl::StrCat(testing::TempDir(), "/certs/", job), false);
   c.tls_server_name = server_name;
-  c.kernel_tls = kernel_tls;
+  c.kernel_tls = end != End::kOpenSsl;
   auto security = Security::Load(c);
   EXPECT_OK(security);
-  auto tls = FrameTls::Make(**security, side);
+  auto tls = FrameTls::Make(**security, side, /*kernel_receives=*/end == End::kKernel);
   EXPECT_OK(tls);
   return *tls;
 }
@@ -169,19 +173,25 @@ bool ExpectKernelTls() {
   return expect != nullptr && std::string(expect) == "1";
 }
 
-// Checks who seals `socket`'s records, as its end asked (`kernel`): the
-// kernel both ways, or OpenSSL with the reason named.
-void ExpectSealing(const FrameSocket& socket, bool kernel) {
+// Checks who seals and opens `socket`'s records, as its end asked: the
+// kernel as asked, or OpenSSL with the reason named.
+void ExpectSealing(const FrameSocket& socket, End end) {
   const std::string transport = socket.DescribeTransport();
   EXPECT_THAT(transport, HasSubstr("TLSv1.3 (TLS_AES_128_GCM_SHA256), records sealed "));
-  if (!kernel) {
+  if (end == End::kOpenSsl) {
     EXPECT_THAT(transport, HasSubstr("sealed by OpenSSL in this process (--kernel_tls=false)"));
     EXPECT_FALSE(socket.kernel_tls_send());
     EXPECT_FALSE(socket.kernel_tls_receive());
     return;
   }
-  if (socket.kernel_tls_send() && socket.kernel_tls_receive()) {
+  if (end == End::kKernel && socket.kernel_tls_send() && socket.kernel_tls_receive()) {
     EXPECT_THAT(transport, HasSubstr("records sealed and opened by the kernel"));
+    return;
+  }
+  if (end == End::kKernelSealsOnly && socket.kernel_tls_send()) {
+    EXPECT_FALSE(socket.kernel_tls_receive());
+    EXPECT_THAT(transport, HasSubstr("records sealed by the kernel, opened by OpenSSL in this "
+                                     "process (as asked)"));
     return;
   }
   EXPECT_FALSE(ExpectKernelTls()) << "the kernel did not take the keys: " << transport;
@@ -190,30 +200,43 @@ void ExpectSealing(const FrameSocket& socket, bool kernel) {
   std::printf("kernel TLS not used: %s\n", transport.c_str());
 }
 
-// Who seals each end's records: the kernel where it has TLS, or OpenSSL.
+// Who seals and opens each end's records.
 struct Sealing {
-  bool client_kernel, server_kernel;
+  End client, server;
 };
+
+const char* EndName(End end) {
+  switch (end) {
+    case End::kKernel:
+      return "Kernel";
+    case End::kKernelSealsOnly:
+      return "KernelSealsOnly";
+    case End::kOpenSsl:
+      return "OpenSsl";
+  }
+  return "?";
+}
 
 class FrameTlsSealingTest : public FrameTlsTest, public ::testing::WithParamInterface<Sealing> {};
 
-INSTANTIATE_TEST_SUITE_P(KernelOrOpenSsl, FrameTlsSealingTest,
-                         ::testing::Values(Sealing{true, true}, Sealing{false, false},
-                                           Sealing{true, false}, Sealing{false, true}),
-                         [](const ::testing::TestParamInfo<Sealing>& p) {
-                           return absl::StrCat(
-                               "Client", p.param.client_kernel ? "Kernel" : "OpenSsl", "Server",
-                               p.param.server_kernel ? "Kernel" : "OpenSsl");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    KernelOrOpenSsl, FrameTlsSealingTest,
+    ::testing::Values(Sealing{End::kKernel, End::kKernel}, Sealing{End::kOpenSsl, End::kOpenSsl},
+                      Sealing{End::kKernel, End::kOpenSsl}, Sealing{End::kOpenSsl, End::kKernel},
+                      Sealing{End::kKernelSealsOnly, End::kKernel},
+                      Sealing{End::kKernel, End::kKernelSealsOnly}),
+    [](const ::testing::TestParamInfo<Sealing>& p) {
+      return absl::StrCat("Client", EndName(p.param.client), "Server", EndName(p.param.server));
+    });
 
 TEST_P(FrameTlsSealingTest, FramesArriveWholeAndInOrderBothWaysAtOnce) {
   const Sealing sealing = GetParam();
-  Handshake h = Connect(*Tls("job", FrameTls::Side::kServer, "", sealing.server_kernel),
-                        Tls("job", FrameTls::Side::kClient, "", sealing.client_kernel).get());
+  Handshake h = Connect(*Tls("job", FrameTls::Side::kServer, "", sealing.server),
+                        Tls("job", FrameTls::Side::kClient, "", sealing.client).get());
   ASSERT_OK(h.server_status);
   ASSERT_OK(h.client_status);
-  ExpectSealing(*h.client, sealing.client_kernel);
-  ExpectSealing(*h.server, sealing.server_kernel);
+  ExpectSealing(*h.client, sealing.client);
+  ExpectSealing(*h.server, sealing.server);
   EXPECT_TRUE(h.server->tls());
   // Frames of 0 bytes to 3 MiB (a multi-slice one among them), each side
   // writing on one thread while it reads on another.
@@ -460,14 +483,14 @@ TEST_P(FrameTlsSealingTest, ARecordChangedOnTheWayIsRefusedAndNoneOfItIsRead) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FrameSocket> server, listener->Accept(absl::Seconds(5)));
   absl::Status served;
   std::thread serving([&] {
-    served = server->StartTls(*Tls("job", FrameTls::Side::kServer, "", sealing.server_kernel), "",
+    served = server->StartTls(*Tls("job", FrameTls::Side::kServer, "", sealing.server), "",
                               absl::Seconds(5));
   });
-  ASSERT_OK(client->StartTls(*Tls("job", FrameTls::Side::kClient, "", sealing.client_kernel),
-                             "127.0.0.1", absl::Seconds(5)));
+  ASSERT_OK(client->StartTls(*Tls("job", FrameTls::Side::kClient, "", sealing.client), "127.0.0.1",
+                             absl::Seconds(5)));
   serving.join();
   ASSERT_OK(served);
-  ExpectSealing(*server, sealing.server_kernel);
+  ExpectSealing(*server, sealing.server);
   const std::string frame(64 << 10, 'g');
   ASSERT_OK(client->WriteBytes(frame.data(), frame.size()));
   std::shared_ptr<BufferPool> pool = BufferPool::Create();
