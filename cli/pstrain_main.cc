@@ -48,6 +48,7 @@
 #include "model/blas_kernels.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
+#include "transport/frame_socket.h"
 
 namespace {
 
@@ -222,6 +223,13 @@ int Describe(int argc, char** argv, const char* tf_config) {
   } else {
     std::fputs(pstrain::DescribeText(*cfg).c_str(), stdout);
     std::printf("%s\n", pstrain::model::DescribeCuda().c_str());
+    const std::string kernel_tls = pstrain::KernelTlsMissing();
+    std::printf("kernel TLS: %s\n",
+                kernel_tls.empty()
+                    ? "available: frames inside TLS are sealed and opened by the kernel"
+                    : absl::StrCat("not used (", kernel_tls,
+                                   "): frames inside TLS are sealed by OpenSSL in the task")
+                          .c_str());
   }
   return pstrain::kExitOk;
 }

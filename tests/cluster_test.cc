@@ -1496,6 +1496,11 @@ TEST(ClusterTest, DescribePrintsTaskAndCluster) {
   EXPECT_EQ(lines[7], "worker:0 127.0.0.1:2224");
   EXPECT_EQ(lines[8], "worker:1 [::1]:2225");
   EXPECT_THAT(lines[9], HasSubstr("cuda: "));
+  ASSERT_GE(lines.size(), 11u) << r.output;
+  EXPECT_THAT(lines[10], ::testing::MatchesRegex(
+                             "kernel TLS: (available: frames inside TLS are sealed and opened by "
+                             "the kernel|not used \\(.+\\): frames inside TLS are sealed by "
+                             "OpenSSL in the task)"));
   RunResult j = RunPstrain({"describe", "--json"}, tf, out + "/j.txt");
   EXPECT_EQ(j.code, 0);
   ASSERT_OK_AND_ASSIGN(Json parsed, ParseJson(j.output));

@@ -242,6 +242,12 @@ std::string GiveKernelKeys(int fd, int direction, int cipher, const TrafficKeys&
   return r == 0 ? "" : std::strerror(err);
 }
 
+// Why TCP_ULP "tls" failed with `err`, as DescribeTransport says it.
+std::string UlpRefusal(int err) {
+  return err == ENOENT ? "this kernel has no TLS: module tls"
+                       : absl::StrCat("TCP_ULP tls: ", std::strerror(err));
+}
+
 // The first `n` bytes a receive placed in `iov` (fewer when it holds
 // fewer).
 std::string FirstBytes(const msghdr& msg, size_t received, size_t n) {
@@ -437,9 +443,7 @@ std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecret
     return absl::StrCat(in_process, " (bytes after the handshake were read in this process)");
   }
   if (setsockopt(fd_, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
-    return absl::StrCat(
-        in_process, errno == ENOENT ? " (this kernel has no TLS: module tls)"
-                                    : absl::StrCat(" (TCP_ULP tls: ", std::strerror(errno), ")"));
+    return absl::StrCat(in_process, " (", UlpRefusal(errno), ")");
   }
   const bool server = tls.server();
   const int key_bytes = aes128 ? 16 : 32;
@@ -803,6 +807,33 @@ bool FrameSocket::PeerGone() const {
 void FrameSocket::Shutdown() {
   shut_.store(true, std::memory_order_release);
   shutdown(fd_, SHUT_RDWR);
+}
+
+std::string KernelTlsMissing() {
+  // A loopback connection of plain sockets: the protocol attaches only to
+  // a connected TCP socket.
+  const int listening = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(at);
+  std::string why;
+  int accepted = -1;
+  if (listening < 0 || client < 0 ||
+      bind(listening, reinterpret_cast<sockaddr*>(&at), sizeof(at)) != 0 ||
+      listen(listening, 1) != 0 ||
+      getsockname(listening, reinterpret_cast<sockaddr*>(&at), &len) != 0 ||
+      connect(client, reinterpret_cast<sockaddr*>(&at), sizeof(at)) != 0 ||
+      (accepted = accept(listening, nullptr, nullptr)) < 0) {
+    why = absl::StrCat("no loopback connection to try it on: ", std::strerror(errno));
+  } else if (setsockopt(client, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
+    why = UlpRefusal(errno);
+  }
+  for (int fd : {accepted, client, listening}) {
+    if (fd >= 0) close(fd);
+  }
+  return why;
 }
 
 absl::StatusOr<std::unique_ptr<FrameListener>> FrameListener::Listen(const std::string& host,

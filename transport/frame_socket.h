@@ -181,6 +181,12 @@ class FrameSocket {
   std::string sealing_;
 };
 
+// Why frame sockets on this host cannot hand TLS to the kernel (kTLS), or
+// "" when they can: a connected loopback TCP socket takes the TLS
+// upper-layer protocol (the kernel loads module tls for it, where tls is a
+// module). For `pstrain describe`.
+std::string KernelTlsMissing();
+
 // A listening TCP socket for FrameSockets.
 class FrameListener {
  public:

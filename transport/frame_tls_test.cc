@@ -336,6 +336,20 @@ class FlippingProxy {
   std::thread forwarding_;
 };
 
+TEST_F(FrameTlsTest, TheKernelTlsProbeSaysWhatAConnectionFinds) {
+  // `pstrain describe`'s probe, against a connection made after it.
+  const std::string missing = KernelTlsMissing();
+  Handshake h = Connect(*Server("job"), Client("job").get());
+  ASSERT_OK(h.client_status);
+  ASSERT_OK(h.server_status);
+  EXPECT_EQ(missing.empty(), h.client->kernel_tls_send()) << missing;
+  EXPECT_EQ(missing.empty(), h.server->kernel_tls_receive()) << missing;
+  if (!missing.empty()) {
+    EXPECT_THAT(h.client->DescribeTransport(), HasSubstr(absl::StrCat("(", missing, ")")));
+  }
+  if (ExpectKernelTls()) EXPECT_EQ(missing, "");
+}
+
 TEST_F(FrameTlsTest, ATaskOfAnotherJobIsRefusedNamingTheCertificate) {
   // The client trusts another CA: the server's certificate fails its check
   // first; the server hears the client's alert.
