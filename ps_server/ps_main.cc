@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
-#include "transport/grpc_server.h"
 #include "base/logging.h"
 #include "base/signals.h"
 #include "job/chief_client.h"
@@ -15,6 +14,8 @@
 #include "job/task_flags.h"
 #include "ps_server/ps_service.h"
 #include "store/shard_store.h"
+#include "transport/frame_socket.h"
+#include "transport/grpc_server.h"
 
 namespace pstrain::ps {
 
@@ -127,8 +128,16 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     absl::StatusOr<int> port =
         host.ok() ? service.ServeFramesOverTcp(host->host, *message_mib << 20) : host.status();
     if (port.ok()) {
-      Log("Exchange frames also over TCP on port ", *port,
-          security->tls() ? ", inside TLS 1.3 with the job's certificates" : "");
+      std::string tls;
+      if (security->tls()) {
+        // Who will seal the records: the kernel where it takes TLS.
+        const std::string missing = security->kernel_tls() ? KernelTlsMissing() : "";
+        tls = absl::StrCat(", inside TLS 1.3 with the job's certificates, records sealed ",
+                           !security->kernel_tls() ? "by OpenSSL (--kernel_tls=false)"
+                           : missing.empty()       ? "and opened by the kernel"
+                                                   : absl::StrCat("by OpenSSL (", missing, ")"));
+      }
+      Log("Exchange frames also over TCP on port ", *port, tls);
     } else {
       Log("Exchange frames only in gRPC: ", port.status().message());
     }
