@@ -610,9 +610,9 @@ ssize_t FrameSocket::ReceiveOnce(msghdr* msg, int flags, std::string* record_err
   return n;
 }
 
-absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write) {
+absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write, bool started) {
   if (ssl_ != nullptr && !(write ? kernel_tx_ : kernel_rx_)) {
-    return TlsTransfer(std::move(iov), write, true);
+    return TlsTransfer(std::move(iov), write, started);
   }
   const char* what = write ? "writing a frame to" : "reading a frame from";
   iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
@@ -656,8 +656,10 @@ absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write) {
       if (shut_.load(std::memory_order_acquire)) {
         return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));
       }
+      if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
       return absl::DataLossError(absl::StrCat(peer_, " closed the connection inside a frame"));
     }
+    started = true;
     Advance(static_cast<size_t>(n), iov, &first);
   }
   return absl::OkStatus();
@@ -690,40 +692,7 @@ absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
 }
 
 absl::Status FrameSocket::ReadExactly(char* dst, size_t n, bool started) {
-  if (ssl_ != nullptr && !kernel_rx_) {
-    return TlsTransfer({{dst, n}}, /*write=*/false, started);
-  }
-  size_t got = 0;
-  if (!started && n > 0) {
-    // A close before the first byte ends the stream between frames.
-    iovec v{dst, n};
-    msghdr msg{};
-    msg.msg_iov = &v;
-    msg.msg_iovlen = 1;
-    std::string record_error;
-    ssize_t r = ReceiveOnce(&msg, 0, &record_error);
-    while (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && nonblocking_) {
-      if (absl::Status ready = AwaitSocket(POLLIN, "reading a frame from"); !ready.ok()) {
-        return ready;
-      }
-      r = ReceiveOnce(&msg, 0, &record_error);
-    }
-    if (r < 0) {
-      if (!record_error.empty()) {
-        return absl::UnavailableError(
-            absl::StrCat("reading a frame from ", peer_, ": ", record_error));
-      }
-      return Error("reading a frame from", errno);
-    }
-    if (r == 0) {
-      if (shut_.load(std::memory_order_acquire)) {
-        return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));
-      }
-      return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
-    }
-    got = static_cast<size_t>(r);
-  }
-  return Transfer({{dst + got, n - got}}, /*write=*/false);
+  return Transfer({{dst, n}}, /*write=*/false, started);
 }
 
 absl::StatusOr<uint64_t> FrameSocket::ReadLength(int64_t max_bytes) {

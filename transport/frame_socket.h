@@ -135,7 +135,9 @@ class FrameSocket {
  private:
   absl::Status Error(const char* what, int err) const;
   // Sends (write) or receives every byte of `iov`.
-  absl::Status Transfer(std::vector<iovec> iov, bool write);
+  // `started` (reads) as ReadExactly's: whether a close before the first
+  // byte is the end of the stream (OutOfRange) or inside a frame.
+  absl::Status Transfer(std::vector<iovec> iov, bool write, bool started = true);
   // Before a read of `bytes` (kLowWaterMin to kLowWaterMax): waits, up to
   // the socket's timeout, until they are all in, or the kernel says to
   // read now (its receive window is full, or the connection ended). True
