@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "transport/frame_tls.h"
 #include "transport/security.h"
+#include "transport/tls_record.h"
 
 namespace pstrain {
 namespace {
@@ -216,10 +217,6 @@ SocketBioState* BioStateOf(SSL* ssl) {
   return static_cast<SocketBioState*>(BIO_get_data(SSL_get_rbio(ssl)));
 }
 
-// TLS record content types (RFC 8446 5.1).
-constexpr unsigned char kAlertRecord = 21;
-constexpr unsigned char kApplicationData = 23;
-
 // Gives the kernel one direction's keys (`direction`: TLS_TX or TLS_RX) for
 // an AES-GCM suite (`Info`: linux/tls.h's tls12_crypto_info_aes_gcm_128 or
 // _256, used for TLS 1.3 too). The 12-byte IV goes in as the kernel splits
@@ -258,6 +255,19 @@ std::string FirstBytes(const msghdr& msg, size_t received, size_t n) {
                std::min(v.iov_len, std::min(n, received) - out.size()));
   }
   return out;
+}
+
+// A record of `type` (not application data) whose data begins with `body`:
+// "" for the peer's close_notify, which ends the stream; else why it fails
+// the connection (another alert, a handshake message).
+std::string NotFrameBytes(unsigned char type, const std::string& body) {
+  if (type == kTlsAlert && body.size() == 2) {
+    if (body[1] == 0) return "";
+    return absl::StrCat("it sent TLS alert ",
+                        static_cast<int>(static_cast<unsigned char>(body[1])));
+  }
+  return absl::StrCat("it sent a TLS record of type ", static_cast<int>(type),
+                      ", which frames do not use");
 }
 
 }  // namespace
@@ -322,11 +332,17 @@ FrameSocket::FrameSocket(int fd, std::string peer) : fd_(fd), peer_(std::move(pe
 
 FrameSocket::~FrameSocket() {
   if (ssl_ != nullptr) {
-    // One try to say close_notify; the socket is non-blocking. Where the
-    // kernel seals records, OpenSSL's own sequence is stale: the kernel
-    // sends the alert.
+    // One try to say close_notify, without waiting. Where the kernel or
+    // this socket seals records, OpenSSL's own sequence is stale: the
+    // alert goes as they seal it.
     if (kernel_tx_) {
       SendKernelCloseNotify();
+    } else if (sealer_ != nullptr) {
+      const unsigned char close_notify[2] = {1, 0};  // warning, close_notify
+      iovec body{const_cast<unsigned char*>(close_notify), sizeof(close_notify)};
+      char record[SealedRecordBytes(sizeof(close_notify))];
+      absl::StatusOr<size_t> n = sealer_->Seal(kTlsAlert, &body, 1, sizeof(close_notify), record);
+      if (n.ok()) send(fd_, record, *n, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       SSL_shutdown(ssl_);
     }
@@ -348,7 +364,7 @@ void FrameSocket::SendKernelCloseNotify() {
   c->cmsg_level = SOL_TLS;
   c->cmsg_type = TLS_SET_RECORD_TYPE;
   c->cmsg_len = CMSG_LEN(sizeof(unsigned char));
-  *CMSG_DATA(c) = kAlertRecord;
+  *CMSG_DATA(c) = kTlsAlert;
   sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -363,12 +379,12 @@ absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
   }
   SSL_set_bio(ssl, bio, bio);
   TrafficSecrets secrets;
-  if (tls.kernel_tls()) AttachTrafficSecrets(ssl, &secrets);
+  AttachTrafficSecrets(ssl, &secrets);
   if (!server) {
     const std::string& name = tls.server_name().empty() ? host : tls.server_name();
     in6_addr any;
-    const bool ip = inet_pton(AF_INET, name.c_str(), &any) == 1 ||
-                    inet_pton(AF_INET6, name.c_str(), &any) == 1;
+    const bool ip =
+        inet_pton(AF_INET, name.c_str(), &any) == 1 || inet_pton(AF_INET6, name.c_str(), &any) == 1;
     if (ip) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
     } else {
@@ -405,45 +421,42 @@ absl::Status FrameSocket::StartTls(const FrameTls& tls, const std::string& host,
           CertificateErrorHint(verified, tls.server_name().empty() ? host : tls.server_name()));
     }
     SSL_free(ssl);
-    return absl::UnavailableError(
-        absl::StrCat("TLS handshake with ", peer_, " failed: ", why));
+    return absl::UnavailableError(absl::StrCat("TLS handshake with ", peer_, " failed: ", why));
   }
   AttachTrafficSecrets(ssl, nullptr);
   ssl_ = ssl;
-  sealing_ = StartKernelTls(tls, secrets);
+  sealing_ = ProtectRecords(tls, secrets);
   secrets.Wipe();
-  if (!kernel_rx_) BioStateOf(ssl_)->read_ahead = true;
-  if (kernel_tx_ && kernel_rx_) {
+  if ((kernel_tx_ || sealer_ != nullptr) && (kernel_rx_ || opener_ != nullptr)) {
     // Frames then go as over plain TCP: blocking calls, timeouts from
     // SO_RCVTIMEO and SO_SNDTIMEO.
     fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK);
   } else {
-    nonblocking_ = true;
+    // OpenSSL's connection moves the records: non-blocking, its BIO
+    // reading ahead.
+    BioStateOf(ssl_)->read_ahead = true;
   }
   return absl::OkStatus();
 }
 
-std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecrets& secrets) {
-  const std::string in_process = "records sealed by OpenSSL in this process";
-  if (!tls.kernel_tls()) return absl::StrCat(in_process, " (--kernel_tls=false)");
+std::string FrameSocket::ProtectRecords(const FrameTls& tls, const TrafficSecrets& secrets) {
+  const std::string openssl = "records sealed by OpenSSL's TLS connection in this process";
   const SSL_CIPHER* suite = SSL_get_current_cipher(ssl_);
   const uint32_t id = SSL_CIPHER_get_id(suite);
   if (id != TLS1_3_CK_AES_128_GCM_SHA256 && id != TLS1_3_CK_AES_256_GCM_SHA384) {
-    return absl::StrCat(in_process, " (the kernel's TLS is not used for ",
+    return absl::StrCat(openssl, " (the kernel and this socket seal AES-GCM, not ",
                         SSL_CIPHER_get_name(suite), ")");
   }
   const bool aes128 = id == TLS1_3_CK_AES_128_GCM_SHA256;
   if (secrets.client.empty() || secrets.server.empty()) {
-    return absl::StrCat(in_process, " (the handshake gave no traffic secrets)");
+    return absl::StrCat(openssl, " (the handshake gave no traffic secrets)");
   }
   // Every byte after the handshake must still be in the socket, for the
-  // kernel to open (the BIO read none ahead; OpenSSL keeps none).
+  // kernel or this socket to open (the BIO read none ahead; OpenSSL keeps
+  // none).
   const SocketBioState* bio = BioStateOf(ssl_);
   if (SSL_has_pending(ssl_) || bio->begin != bio->end) {
-    return absl::StrCat(in_process, " (bytes after the handshake were read in this process)");
-  }
-  if (setsockopt(fd_, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
-    return absl::StrCat(in_process, " (", UlpRefusal(errno), ")");
+    return absl::StrCat(openssl, " (bytes after the handshake were read by it)");
   }
   const bool server = tls.server();
   const int key_bytes = aes128 ? 16 : 32;
@@ -452,7 +465,15 @@ std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecret
   absl::StatusOr<TrafficKeys> receive =
       DeriveTrafficKeys(server ? secrets.client : secrets.server, key_bytes);
   if (!send.ok() || !receive.ok()) {
-    return absl::StrCat(in_process, " (", (send.ok() ? receive : send).status().message(), ")");
+    return absl::StrCat(openssl, " (", (send.ok() ? receive : send).status().message(), ")");
+  }
+  // This socket's own for both directions first: a failure here leaves
+  // the records to OpenSSL's connection before the kernel has any.
+  absl::StatusOr<std::unique_ptr<RecordSealer>> sealer = RecordSealer::Make(*send);
+  absl::StatusOr<std::unique_ptr<RecordOpener>> opener = RecordOpener::Make(*receive);
+  if (!sealer.ok() || !opener.ok()) {
+    return absl::StrCat(openssl, " (", (sealer.ok() ? opener.status() : sealer.status()).message(),
+                        ")");
   }
   auto give = [&](int direction, const TrafficKeys& keys) {
     return aes128 ? GiveKernelKeys<tls12_crypto_info_aes_gcm_128>(fd_, direction,
@@ -460,22 +481,34 @@ std::string FrameSocket::StartKernelTls(const FrameTls& tls, const TrafficSecret
                   : GiveKernelKeys<tls12_crypto_info_aes_gcm_256>(fd_, direction,
                                                                   TLS_CIPHER_AES_GCM_256, keys);
   };
-  // Sending first: a kernel that takes neither leaves the socket as it was.
-  if (std::string why = give(TLS_TX, *send); !why.empty()) {
-    return absl::StrCat(in_process, " (the kernel refused the keys to send: ", why, ")");
+  // Why the kernel does not seal, or open, the records.
+  std::string not_sealing, not_opening = "as asked";
+  if (!tls.kernel_tls()) {
+    not_sealing = "--kernel_tls=false";
+  } else if (setsockopt(fd_, SOL_TCP, TCP_ULP, "tls", sizeof("tls")) != 0) {
+    not_sealing = UlpRefusal(errno);
+  } else if (std::string why = give(TLS_TX, *send); !why.empty()) {
+    // Sending first: a kernel that takes neither leaves the socket as it was.
+    not_sealing = absl::StrCat("the kernel refused the keys to send: ", why);
+  } else {
+    kernel_tx_ = true;
+    if (tls.kernel_receives()) {
+      not_opening = give(TLS_RX, *receive);
+      if (not_opening.empty()) {
+        kernel_rx_ = true;
+      } else {
+        not_opening = absl::StrCat("the kernel refused the keys to receive: ", not_opening);
+      }
+    }
   }
-  kernel_tx_ = true;
-  if (!tls.kernel_receives()) {
-    return "records sealed by the kernel, opened by OpenSSL in this process (as asked)";
+  if (!kernel_tx_) sealer_ = *std::move(sealer);
+  if (!kernel_rx_) opener_ = *std::move(opener);
+  if (kernel_rx_) return "records sealed and opened by the kernel";
+  if (kernel_tx_) {
+    return absl::StrCat("records sealed by the kernel, opened by OpenSSL in this process (",
+                        not_opening, ")");
   }
-  if (std::string why = give(TLS_RX, *receive); !why.empty()) {
-    return absl::StrCat(
-        "records sealed by the kernel, opened by OpenSSL in this process (the "
-        "kernel refused the keys to receive: ",
-        why, ")");
-  }
-  kernel_rx_ = true;
-  return "records sealed and opened by the kernel";
+  return absl::StrCat("records sealed by OpenSSL in this process (", not_sealing, ")");
 }
 
 std::string FrameSocket::DescribeTransport() const {
@@ -520,9 +553,7 @@ absl::StatusOr<size_t> FrameSocket::TlsCall(char* data, size_t n, bool write, bo
     }
     if (err == SSL_ERROR_SYSCALL && call_errno != 0) return Error(what, call_errno);
     if (err == SSL_ERROR_ZERO_RETURN || err == SSL_ERROR_SYSCALL) {
-      if (write) return Error(what, EPIPE);
-      if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
-      return absl::DataLossError(absl::StrCat(peer_, " closed the connection inside a frame"));
+      return write ? Error(what, EPIPE) : EndOfStream(started);
     }
     return absl::UnavailableError(absl::StrCat(what, " ", peer_, ": ", failure));
   }
@@ -537,7 +568,8 @@ absl::Status FrameSocket::TlsTransfer(std::vector<iovec> iov, bool write, bool s
   auto flush = [&]() -> absl::Status {
     size_t done = 0;
     while (done < gathered.size()) {
-      absl::StatusOr<size_t> n = TlsCall(gathered.data() + done, gathered.size() - done, true, true);
+      absl::StatusOr<size_t> n =
+          TlsCall(gathered.data() + done, gathered.size() - done, true, true);
       if (!n.ok()) return n.status();
       done += *n;
     }
@@ -594,26 +626,151 @@ ssize_t FrameSocket::ReceiveOnce(msghdr* msg, int flags, std::string* record_err
   for (cmsghdr* c = CMSG_FIRSTHDR(msg); c != nullptr; c = CMSG_NXTHDR(msg, c)) {
     if (c->cmsg_level != SOL_TLS || c->cmsg_type != TLS_GET_RECORD_TYPE) continue;
     const unsigned char type = *CMSG_DATA(c);
-    if (type == kApplicationData) break;
-    // Not frame bytes: the peer's close_notify ends the stream; anything
-    // else (another alert, a handshake message) fails the connection.
-    const std::string body = FirstBytes(*msg, static_cast<size_t>(n), 2);
-    if (type == kAlertRecord && body.size() == 2 && body[1] == 0) return 0;
-    *record_error = type == kAlertRecord && body.size() == 2
-                        ? absl::StrCat("it sent TLS alert ",
-                                       static_cast<int>(static_cast<unsigned char>(body[1])))
-                        : absl::StrCat("it sent a TLS record of type ", static_cast<int>(type),
-                                       ", which frames do not use");
+    if (type == kTlsApplicationData) break;
+    // Not frame bytes: the end of the stream, or an error.
+    *record_error = NotFrameBytes(type, FirstBytes(*msg, static_cast<size_t>(n), 2));
+    if (record_error->empty()) return 0;
     errno = EPROTO;
     return -1;
   }
   return n;
 }
 
+absl::Status FrameSocket::RecordError(absl::string_view why) const {
+  return absl::UnavailableError(absl::StrCat("reading a frame from ", peer_, ": ", why));
+}
+
+absl::Status FrameSocket::EndOfStream(bool started) const {
+  if (shut_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));
+  }
+  if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
+  return absl::DataLossError(absl::StrCat(peer_, " closed the connection inside a frame"));
+}
+
+absl::Status FrameSocket::SealAndSend(const std::vector<iovec>& iov) {
+  if (sealed_.empty()) sealed_.resize(kSealBatch + SealedRecordBytes(kTlsMaxRecordData));
+  size_t filled = 0;
+  auto flush = [&]() -> absl::Status {
+    absl::Status sent = PlainTransfer({{sealed_.data(), filled}}, /*write=*/true, true);
+    filled = 0;
+    return sent;
+  };
+  // The pieces of the next record: up to kTlsMaxRecordData bytes from
+  // iov[piece] at `offset` on.
+  std::vector<iovec> record;
+  size_t piece = 0, offset = 0;
+  for (;;) {
+    record.clear();
+    size_t bytes = 0;
+    while (piece < iov.size() && bytes < kTlsMaxRecordData) {
+      const size_t take = std::min(iov[piece].iov_len - offset, kTlsMaxRecordData - bytes);
+      if (take > 0) record.push_back({static_cast<char*>(iov[piece].iov_base) + offset, take});
+      bytes += take;
+      offset += take;
+      if (offset == iov[piece].iov_len) {
+        ++piece;
+        offset = 0;
+      }
+    }
+    if (bytes == 0) break;
+    absl::StatusOr<size_t> n = sealer_->Seal(kTlsApplicationData, record.data(), record.size(),
+                                             bytes, sealed_.data() + filled);
+    if (!n.ok()) return n.status();
+    filled += *n;
+    if (filled >= kSealBatch) {
+      if (absl::Status s = flush(); !s.ok()) return s;
+    }
+  }
+  return filled > 0 ? flush() : absl::OkStatus();
+}
+
+absl::Status FrameSocket::ReceiveAndOpen(std::vector<iovec> iov, bool started) {
+  iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
+            iov.end());
+  if (received_.empty()) {
+    received_.resize(kOpenBuffer + kTlsHeaderBytes + kTlsMaxCiphertext);
+    spill_.resize(kTlsMaxRecordData);
+  }
+  size_t first = 0;
+  while (first < iov.size()) {
+    // What the last record opened had no room for.
+    if (spill_begin_ < spill_end_) {
+      size_t n = 0;
+      for (size_t k = first; k < iov.size() && spill_begin_ + n < spill_end_; ++k) {
+        const size_t take = std::min(iov[k].iov_len, spill_end_ - spill_begin_ - n);
+        std::memcpy(iov[k].iov_base, spill_.data() + spill_begin_ + n, take);
+        n += take;
+      }
+      spill_begin_ += n;
+      Advance(n, iov, &first);
+      started = true;
+      continue;
+    }
+    // The next record, when all of it is in.
+    const size_t have = received_end_ - received_begin_;
+    const char* at = received_.data() + received_begin_;
+    size_t record = 0;
+    if (have >= kTlsHeaderBytes) {
+      absl::StatusOr<size_t> bytes =
+          RecordOpener::RecordBytes(reinterpret_cast<const unsigned char*>(at));
+      if (!bytes.ok()) return RecordError(absl::StrCat("it sent ", bytes.status().message()));
+      record = *bytes;
+    }
+    if (record > 0 && have >= record) {
+      absl::StatusOr<RecordOpener::Opened> opened =
+          opener_->Open(at, record, &iov[first], iov.size() - first, spill_.data());
+      if (!opened.ok()) return RecordError(opened.status().message());
+      received_begin_ += record;
+      if (opened->type != kTlsApplicationData) {
+        // Not frame bytes: the end of the stream, or an error. Its body
+        // is where frame bytes would have gone.
+        std::string body;
+        for (size_t k = first; k < iov.size() && body.size() < opened->placed; ++k) {
+          body.append(static_cast<const char*>(iov[k].iov_base),
+                      std::min(iov[k].iov_len, opened->placed - body.size()));
+        }
+        body.append(spill_.data(), opened->spilled);
+        const std::string why = NotFrameBytes(opened->type, body);
+        return why.empty() ? EndOfStream(started) : RecordError(why);
+      }
+      if (opened->placed + opened->spilled > 0) started = true;
+      Advance(opened->placed, iov, &first);
+      spill_begin_ = 0;
+      spill_end_ = opened->spilled;
+      continue;
+    }
+    // More bytes: after the part of a record already in, moved to the
+    // front when the room behind it is short of a whole record.
+    if (received_begin_ == received_end_) {
+      received_begin_ = received_end_ = 0;
+    } else if (received_.size() - received_end_ < kTlsHeaderBytes + kTlsMaxCiphertext) {
+      std::memmove(received_.data(), at, have);
+      received_begin_ = 0;
+      received_end_ = have;
+    }
+    ssize_t n;
+    do {
+      n = recv(fd_, received_.data() + received_end_,
+               std::min(kOpenBuffer, received_.size() - received_end_), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return Error("reading a frame from", errno);
+    if (n == 0) return EndOfStream(started || received_begin_ != received_end_);
+    received_end_ += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write, bool started) {
+  if (write && sealer_ != nullptr) return SealAndSend(iov);
+  if (!write && opener_ != nullptr) return ReceiveAndOpen(std::move(iov), started);
   if (ssl_ != nullptr && !(write ? kernel_tx_ : kernel_rx_)) {
     return TlsTransfer(std::move(iov), write, started);
   }
+  return PlainTransfer(std::move(iov), write, started);
+}
+
+absl::Status FrameSocket::PlainTransfer(std::vector<iovec> iov, bool write, bool started) {
   const char* what = write ? "writing a frame to" : "reading a frame from";
   iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
             iov.end());
@@ -636,29 +793,15 @@ absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write, bool star
         write ? sendmsg(fd_, &msg, MSG_NOSIGNAL) : ReceiveOnce(&msg, read_flags, &record_error);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (!write && read_flags == MSG_DONTWAIT) continue;
-        // A socket left non-blocking by TLS (one direction in OpenSSL):
-        // wait for it as the other calls do.
-        if (nonblocking_) {
-          if (absl::Status ready = AwaitSocket(write ? POLLOUT : POLLIN, what); !ready.ok()) {
-            return ready;
-          }
-          continue;
-        }
+      if ((errno == EAGAIN || errno == EWOULDBLOCK) && !write && read_flags == MSG_DONTWAIT) {
+        continue;
       }
       if (!record_error.empty()) {
         return absl::UnavailableError(absl::StrCat(what, " ", peer_, ": ", record_error));
       }
       return Error(what, errno);
     }
-    if (n == 0 && !write) {
-      if (shut_.load(std::memory_order_acquire)) {
-        return absl::UnavailableError(absl::StrCat("the connection to ", peer_, " was shut down"));
-      }
-      if (!started) return absl::OutOfRangeError(absl::StrCat(peer_, " closed the connection"));
-      return absl::DataLossError(absl::StrCat(peer_, " closed the connection inside a frame"));
-    }
+    if (n == 0 && !write) return EndOfStream(started);
     started = true;
     Advance(static_cast<size_t>(n), iov, &first);
   }
@@ -685,7 +828,9 @@ absl::Status FrameSocket::Write(const grpc::ByteBuffer& frame) {
 
 absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
   unsigned char length[kLengthBytes];
-  for (size_t i = 0; i < kLengthBytes; ++i) length[i] = static_cast<unsigned char>(uint64_t{n} >> (8 * i));
+  for (size_t i = 0; i < kLengthBytes; ++i) {
+    length[i] = static_cast<unsigned char>(uint64_t{n} >> (8 * i));
+  }
   std::vector<iovec> iov = {{length, kLengthBytes}};
   if (n > 0) iov.push_back({const_cast<void*>(data), n});
   return Transfer(std::move(iov), /*write=*/true);

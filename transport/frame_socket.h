@@ -15,9 +15,17 @@
 // TLS 1.3 records: the job's certificates and peer checks, as its gRPC
 // channels have them. Where the kernel takes the connection's keys (kTLS),
 // it seals and opens the records and frames go as over plain TCP. Where it
-// does not, OpenSSL does: the socket is then non-blocking, and one OpenSSL
-// call runs at a time (its connection object is not for two threads at
-// once), each moving at most 256 KiB, so a reader and a writer take turns.
+// does not, this process does, with OpenSSL's AES-GCM
+// (transport/tls_record.h): a writer seals a frame's records into a buffer
+// of up to kSealBatch bytes and sends them with one sendmsg; a reader
+// receives what has arrived into its own buffer, up to kOpenBuffer bytes
+// per recv, and opens each record straight into the frame's memory. The
+// two directions have their own keys and state, so a reader and a writer
+// run at once, as over plain TCP. Only a suite other than AES-GCM (a peer
+// that offers ChaCha20-Poly1305 alone) leaves the records to OpenSSL's
+// connection object: the socket is then non-blocking, and one OpenSSL call
+// runs at a time, each moving at most 256 KiB, so a reader and a writer
+// take turns.
 //
 // A FrameSocket has one reader and one writer at a time (two threads may use
 // it, one each way). Shutdown() from any thread wakes both with an error.
@@ -36,6 +44,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -46,6 +55,8 @@ struct ssl_st;
 namespace pstrain {
 
 class FrameTls;
+class RecordOpener;
+class RecordSealer;
 struct TrafficSecrets;
 
 // The send buffer frame sockets ask for: a frame of a few MiB then goes
@@ -92,7 +103,9 @@ class FrameSocket {
   // What the frames travel in: "plain TCP", or the TLS version and suite
   // and who seals the records: "TLSv1.3 (TLS_AES_128_GCM_SHA256), records
   // sealed and opened by the kernel", or "..., records sealed by OpenSSL in
-  // this process (this kernel has no TLS: module tls)".
+  // this process (this kernel has no TLS: module tls)" (its AES-GCM, in
+  // this socket's records), or "..., records sealed by OpenSSL's TLS
+  // connection in this process (why)".
   std::string DescribeTransport() const;
 
   // Writes one frame. Unavailable naming the peer when the connection
@@ -138,6 +151,9 @@ class FrameSocket {
   // `started` (reads) as ReadExactly's: whether a close before the first
   // byte is the end of the stream (OutOfRange) or inside a frame.
   absl::Status Transfer(std::vector<iovec> iov, bool write, bool started = true);
+  // Transfer over the socket as it is: plain TCP, or records the kernel
+  // seals and opens (or `iov` holds sealed records already).
+  absl::Status PlainTransfer(std::vector<iovec> iov, bool write, bool started);
   // Before a read of `bytes` (kLowWaterMin to kLowWaterMax): waits, up to
   // the socket's timeout, until they are all in, or the kernel says to
   // read now (its receive window is full, or the connection ended). True
@@ -148,7 +164,21 @@ class FrameSocket {
   // Reads exactly n bytes; `started` says whether a frame is under way (an
   // end of stream is then DataLoss, not OutOfRange).
   absl::Status ReadExactly(char* dst, size_t n, bool started);
-  // Transfer through TLS: small pieces of a write go out in one record.
+  // A write through this process's records: seals `iov` into records of
+  // up to kTlsMaxRecordData bytes (a piece may share a record with the
+  // next), sending every kSealBatch bytes of them at once.
+  absl::Status SealAndSend(const std::vector<iovec>& iov);
+  static constexpr size_t kSealBatch = 256 << 10;
+  // A read through this process's records: what the last record opened
+  // left over first, then records from the socket opened into `iov`.
+  absl::Status ReceiveAndOpen(std::vector<iovec> iov, bool started);
+  static constexpr size_t kOpenBuffer = 512 << 10;
+  // The error of a read that found `why` in the record stream.
+  absl::Status RecordError(absl::string_view why) const;
+  // The end of the stream on a read (`started` as ReadExactly's).
+  absl::Status EndOfStream(bool started) const;
+  // Transfer through OpenSSL's connection object: small pieces of a write
+  // go out in one record.
   absl::Status TlsTransfer(std::vector<iovec> iov, bool write, bool started);
   // One SSL_read or SSL_write of up to `n` bytes, waiting on the socket
   // while OpenSSL wants it; the bytes moved, or the error.
@@ -156,9 +186,10 @@ class FrameSocket {
   // Waits up to the socket's timeout for `events` (POLLIN, POLLOUT).
   absl::Status AwaitSocket(short events, const char* what);
   // After the handshake: gives the kernel the keys `secrets` yield, where
-  // `tls` allows and the kernel has TLS. Who seals the records, and why
-  // not the kernel when it does not (DescribeTransport's end).
-  std::string StartKernelTls(const FrameTls& tls, const TrafficSecrets& secrets);
+  // `tls` allows and the kernel has TLS, and makes this process's sealer
+  // and opener for the directions it does not take. Who seals the records,
+  // and why not the kernel when it does not (DescribeTransport's end).
+  std::string ProtectRecords(const FrameTls& tls, const TrafficSecrets& secrets);
   // One recvmsg (EINTR retried). Where the kernel opens the records, a
   // record that is not application data is not frame bytes: the peer's
   // close_notify reads as the end of the stream (0); anything else, or a
@@ -175,12 +206,21 @@ class FrameSocket {
   ssl_st* ssl_ = nullptr;            // set once, by StartTls, before any frame
   absl::Mutex ssl_mu_;               // one OpenSSL call on ssl_ at a time
   // Set once by StartTls, before any frame: whether the kernel seals (tx)
-  // and opens (rx) the records, and the socket is left non-blocking (a
-  // direction is OpenSSL's).
+  // and opens (rx) the records, and DescribeTransport's words for who does.
   bool kernel_tx_ = false;
   bool kernel_rx_ = false;
-  bool nonblocking_ = false;
   std::string sealing_;
+  // This process's records, where the kernel does not take a direction
+  // (set once by StartTls). The sealer and its buffer are the writer's;
+  // the opener, the received bytes not yet opened, and the data of the
+  // last record opened that its read had no room for, the reader's.
+  std::unique_ptr<RecordSealer> sealer_;
+  std::vector<char> sealed_;
+  std::unique_ptr<RecordOpener> opener_;
+  std::vector<char> received_;
+  size_t received_begin_ = 0, received_end_ = 0;
+  std::vector<char> spill_;
+  size_t spill_begin_ = 0, spill_end_ = 0;
 };
 
 // Why frame sockets on this host cannot hand TLS to the kernel (kTLS), or

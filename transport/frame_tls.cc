@@ -195,7 +195,7 @@ absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& s
   tls->server_name_ = security.server_name();
   tls->kernel_tls_ = security.kernel_tls();
   tls->kernel_receives_ = kernel_receives;
-  if (tls->kernel_tls_) SSL_CTX_set_keylog_callback(tls->context_, KeepTrafficSecret);
+  SSL_CTX_set_keylog_callback(tls->context_, KeepTrafficSecret);
   return std::shared_ptr<const FrameTls>(std::move(tls));
 }
 

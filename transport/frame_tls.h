@@ -10,10 +10,13 @@
 // kernel's TLS (kTLS: TCP_ULP "tls", then TLS_TX and TLS_RX) where the host
 // has it and Security::kernel_tls() allows: records are then sealed and
 // opened in the kernel (by the NIC where it offloads TLS), and frames go
-// through plain sendmsg and recvmsg. Elsewhere OpenSSL seals them in user
-// space. The keys come from OpenSSL's key log callback, which a context
-// made here installs only for that purpose; they live in the connection's
-// TrafficSecrets until the kernel has them, and are then wiped.
+// through plain sendmsg and recvmsg. Elsewhere the frame socket seals and
+// opens them itself with OpenSSL's AES-GCM (transport/tls_record.h), and
+// only a suite other than AES-GCM leaves them to OpenSSL's connection. The
+// keys come from OpenSSL's key log callback, which a context made here
+// installs for that purpose; they live in the connection's TrafficSecrets
+// until the kernel or the socket's own records have them, and are then
+// wiped.
 // Immutable and thread-safe once made.
 #ifndef PSTRAIN_TRANSPORT_FRAME_TLS_H_
 #define PSTRAIN_TRANSPORT_FRAME_TLS_H_
@@ -38,8 +41,8 @@ class FrameTls {
   // InvalidArgument when `security` has no TLS, or naming what OpenSSL
   // refused in its PEMs. `kernel_receives`: where the kernel takes the
   // keys, it opens the records as well as sealing them; false (for tests)
-  // leaves the opening to OpenSSL, as a kernel that takes only the keys to
-  // send does.
+  // leaves the opening to the process, as a kernel that takes only the
+  // keys to send does.
   static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security, Side side,
                                                               bool kernel_receives = true);
   ~FrameTls();
@@ -65,9 +68,10 @@ class FrameTls {
 };
 
 // The application traffic secrets of one TLS 1.3 connection (RFC 8446
-// 7.1), as its handshake derives them, for the kernel's TLS. A connection
-// of a context with kernel_tls() fills the one attached to it
-// (AttachTrafficSecrets) during its handshake. Wiped when destroyed.
+// 7.1), as its handshake derives them, for the kernel's TLS or the frame
+// socket's own records. A connection of a context made here fills the one
+// attached to it (AttachTrafficSecrets) during its handshake. Wiped when
+// destroyed.
 struct TrafficSecrets {
   std::string client, server;  // raw bytes; empty until derived
   ~TrafficSecrets();

@@ -37,6 +37,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transport/frame_socket.h"
+#include "transport/tls_record.h"
 
 namespace pstrain {
 namespace {
@@ -518,47 +519,69 @@ TEST_P(FrameTlsSealingTest, ARecordChangedOnTheWayIsRefusedAndNoneOfItIsRead) {
   EXPECT_THAT(std::string(got.status().message()), HasSubstr("reading a frame from 127.0.0.1:"));
 }
 
-TEST_F(FrameTlsTest, APeerOfOpenSslAloneOnAes256TradesFramesWithTheKernelsEnd) {
-  // A client made with OpenSSL directly that offers only
-  // TLS_AES_256_GCM_SHA384: the server's end takes the kernel's TLS with
-  // 256-bit keys where the kernel has it; the client seals in user space.
+class OpenSslPeerTest : public FrameTlsTest, public ::testing::WithParamInterface<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Suites, OpenSslPeerTest,
+                         ::testing::Values("TLS_AES_256_GCM_SHA384",
+                                           "TLS_CHACHA20_POLY1305_SHA256"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param).substr(4, 11) == "AES_256_GCM" ? "Aes256"
+                                                                                      : "ChaCha20";
+                         });
+
+TEST_P(OpenSslPeerTest, APeerOfOpenSslAloneTradesFramesWithAFrameSocket) {
+  // A client made with OpenSSL directly that offers one suite. AES-256-GCM:
+  // the server's end takes the kernel's TLS with 256-bit keys where the
+  // kernel has it, else seals and opens in its own records; OpenSSL's
+  // record layer is the peer of either. ChaCha20-Poly1305: the server
+  // leaves its records to OpenSSL's connection, and says so.
+  const std::string suite = GetParam();
+  const bool aes = suite == "TLS_AES_256_GCM_SHA384";
   std::shared_ptr<const FrameTls> tls = Server("job");
   RawPeer peer(*tls);
   SSL_CTX* ctx = RawContext(testing::TempDir() + "/certs/job", /*server=*/false);
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-  ASSERT_EQ(SSL_CTX_set_ciphersuites(ctx, "TLS_AES_256_GCM_SHA384"), 1);
+  ASSERT_EQ(SSL_CTX_set_ciphersuites(ctx, suite.c_str()), 1);
   SSL* ssl = SSL_new(ctx);
   SSL_set_fd(ssl, peer.fd());
   ASSERT_EQ(SSL_connect(ssl), 1);
   ASSERT_OK(peer.Join());
   FrameSocket* server = &peer.server();
   const std::string transport = server->DescribeTransport();
-  EXPECT_THAT(transport, HasSubstr("TLSv1.3 (TLS_AES_256_GCM_SHA384), records sealed "));
-  if (ExpectKernelTls()) {
+  EXPECT_THAT(transport, HasSubstr(absl::StrCat("TLSv1.3 (", suite, "), records sealed ")));
+  if (!aes) {
+    EXPECT_THAT(transport, HasSubstr("records sealed by OpenSSL's TLS connection in this process "
+                                     "(the kernel and this socket seal AES-GCM, not "
+                                     "TLS_CHACHA20_POLY1305_SHA256)"));
+  } else if (ExpectKernelTls()) {
     EXPECT_TRUE(server->kernel_tls_send() && server->kernel_tls_receive()) << transport;
+  } else if (!server->kernel_tls_send()) {
+    EXPECT_THAT(transport, HasSubstr("records sealed by OpenSSL in this process ("));
   }
-  // A frame each way: its length (8 bytes, little-endian), then its bytes.
-  const std::string payload(70000, 'p');
-  std::string frame(8, '\0');
-  frame[0] = static_cast<char>(payload.size() & 0xff);
-  frame[1] = static_cast<char>((payload.size() >> 8) & 0xff);
-  frame[2] = static_cast<char>((payload.size() >> 16) & 0xff);
-  frame += payload;
-  ASSERT_EQ(SSL_write(ssl, frame.data(), static_cast<int>(frame.size())),
-            static_cast<int>(frame.size()));
+  // Frames each way, each its length (8 bytes, little-endian), then its
+  // bytes: a small one, and one of many records.
   std::shared_ptr<BufferPool> pool = BufferPool::Create();
   server->SetTimeout(absl::Seconds(5));
-  ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer got, server->Read(*pool, 1 << 20));
-  EXPECT_EQ(testing::Flatten(got), payload);
-  ASSERT_OK(server->WriteBytes("back", 4));
-  char answer[12];
-  int read = 0;
-  while (read < 12) {
-    const int n = SSL_read(ssl, answer + read, 12 - read);
-    ASSERT_GT(n, 0);
-    read += n;
+  for (size_t size : {size_t{4}, size_t{200000}}) {
+    std::string payload(size, 'p');
+    for (size_t i = 0; i < size; i += 997) payload[i] = static_cast<char>(i);
+    std::string frame(8, '\0');
+    for (int i = 0; i < 8; ++i) frame[i] = static_cast<char>(uint64_t{size} >> (8 * i));
+    frame += payload;
+    ASSERT_EQ(SSL_write(ssl, frame.data(), static_cast<int>(frame.size())),
+              static_cast<int>(frame.size()));
+    ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer got, server->Read(*pool, 1 << 20));
+    EXPECT_EQ(testing::Flatten(got), payload);
+    ASSERT_OK(server->WriteBytes(payload.data(), payload.size()));
+    std::string answer(frame.size(), '\0');
+    size_t read = 0;
+    while (read < answer.size()) {
+      const int n = SSL_read(ssl, answer.data() + read, static_cast<int>(answer.size() - read));
+      ASSERT_GT(n, 0);
+      read += static_cast<size_t>(n);
+    }
+    EXPECT_EQ(answer, frame) << size;
   }
-  EXPECT_EQ(std::string(answer, 12), std::string("\x04\0\0\0\0\0\0\0back", 12));
   SSL_free(ssl);
   SSL_CTX_free(ctx);
 }
@@ -664,6 +687,45 @@ TEST_P(TrafficKeysTest, TheKeysDerivedFromTheSecretsOpenTheRecordsOpenSslSeals) 
   ASSERT_OK_AND_ASSIGN(TrafficKeys other,
                        DeriveTrafficKeys(LoggedSecret("SERVER_TRAFFIC_SECRET_0"), key_bytes));
   EXPECT_NE(other.key, keys.key);
+
+  // This process's records and OpenSSL's read each other's. The server has
+  // read none of the client's records above: what a RecordSealer seals
+  // with the client's keys from sequence 0, OpenSSL's server reads; what
+  // OpenSSL's server sends, a RecordOpener with its keys opens (after any
+  // session tickets it sent first).
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RecordSealer> sealer, RecordSealer::Make(keys));
+  const std::string big(40000, 'q');
+  const iovec pieces[2] = {{const_cast<char*>(frames[0].data()), frames[0].size()},
+                           {const_cast<char*>(big.data()), kTlsMaxRecordData - frames[0].size()}};
+  std::string sealed(SealedRecordBytes(kTlsMaxRecordData), '\0');
+  ASSERT_OK_AND_ASSIGN(
+      size_t n, sealer->Seal(kTlsApplicationData, pieces, 2, kTlsMaxRecordData, sealed.data()));
+  ASSERT_EQ(send(fds[1], sealed.data(), n, 0), static_cast<ssize_t>(n));
+  std::string read_back(kTlsMaxRecordData, '\0');
+  size_t got = 0;
+  while (got < read_back.size()) {
+    const int r =
+        SSL_read(server, read_back.data() + got, static_cast<int>(read_back.size() - got));
+    ASSERT_GT(r, 0);
+    got += static_cast<size_t>(r);
+  }
+  EXPECT_EQ(read_back, frames[0] + big.substr(0, kTlsMaxRecordData - frames[0].size()));
+
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RecordOpener> opener, RecordOpener::Make(other));
+  ASSERT_EQ(SSL_write(server, big.data(), static_cast<int>(big.size())),
+            static_cast<int>(big.size()));
+  std::string opened, spill(kTlsMaxRecordData, '\0');
+  for (int records = 0; records < 8 && opened.size() < big.size(); ++records) {
+    const std::string record = ReadRecord(fds[1]);
+    ASSERT_FALSE(record.empty());
+    std::string into(kTlsMaxRecordData, '\0');
+    iovec dst{into.data(), into.size()};
+    ASSERT_OK_AND_ASSIGN(RecordOpener::Opened o,
+                         opener->Open(record.data(), record.size(), &dst, 1, spill.data()));
+    if (o.type != kTlsApplicationData) continue;  // a session ticket
+    opened += into.substr(0, o.placed) + spill.substr(0, o.spilled);
+  }
+  EXPECT_EQ(opened, big);
 
   EXPECT_EQ(DeriveTrafficKeys("short", 16).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DeriveTrafficKeys(secret, 24).status().code(), absl::StatusCode::kInvalidArgument);
