@@ -20,6 +20,7 @@
 #include "job/run_info.h"
 #include "job/task_flags.h"
 #include "train/local_trainer.h"
+#include "transport/frame_tls.h"
 
 namespace pstrain::allreduce {
 
@@ -117,12 +118,6 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   PSTRAIN_RETURN_IF_ERROR(
       CheckJobForAllReduce(setup.job, consistency_given, static_cast<int>(members.size())));
   setup.job.consistency = Consistency::Sync();
-  if (security.tls()) {
-    return absl::InvalidArgumentError(
-        "the all-reduce ring has no TLS: run a cluster without ps with a cluster token "
-        "alone (--token_file, on a private network) instead of --tls_cert, --tls_key and "
-        "--tls_ca, or add ps to TF_CONFIG's cluster");
-  }
   PSTRAIN_ASSIGN_OR_RETURN(setup.output_dir, OutputDirFromFlags(args, cfg.environment));
   // How long the ring waits for every task to come up, and for a neighbour
   // inside a step.
@@ -148,6 +143,11 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   ring.timeout = absl::Seconds(step_wait_s);
   ring.shared_memory = setup.job.shared_memory;
   ring.token = security.token();
+  if (security.tls()) {
+    // Every link inside TLS with the job's certificates, as the PS path's.
+    PSTRAIN_ASSIGN_OR_RETURN(ring.tls_server, FrameTls::Make(security, FrameTls::Side::kServer));
+    PSTRAIN_ASSIGN_OR_RETURN(ring.tls_client, FrameTls::Make(security, FrameTls::Side::kClient));
+  }
   // Tasks started with other job flags (or of another job) do not join.
   PSTRAIN_ASSIGN_OR_RETURN(Json described, DescribeJobAndModel(setup.job));
   const std::string job_text = described.dump();

@@ -8,10 +8,13 @@
 // Replica 0 (the chief, or worker 0 when none is named) writes the run's
 // files as `train --local` writes them (run.json, checkpoints, summaries,
 // final_metrics.json), which the evaluator, inspect, evaluate, predict,
-// export and a resume read as they read any run's.
+// export and a resume read as they read any run's. With the job's TLS
+// (--tls_cert, --tls_key, --tls_ca) every link of the ring is a TLS 1.3
+// connection with the PS path's peer checks; the cluster token, when there
+// is one, is checked on each as well.
 //
 // Exit codes: a configuration the mode cannot run (async or ssp, backup
-// workers, TLS) is the configuration's (2); a neighbour that never came,
+// workers) is the configuration's (2); a neighbour that never came,
 // went away or stalled is retryable (the transport's codes), so that a
 // restart policy or `pstrain launch` starts the job again and it resumes
 // from the last checkpoint.

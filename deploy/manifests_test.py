@@ -215,12 +215,15 @@ class ComposeTest(unittest.TestCase):
 
 class AllReduceTest(unittest.TestCase):
     """The layout without PS (chief + 2 workers): only Chief and Worker
-    replicas, one argument list with a token and no TLS (the ring has none),
-    and every TF_CONFIG described as the all-reduce mode."""
+    replicas, one argument list with the job's TLS and token (every link of
+    the ring inside TLS), and every TF_CONFIG described as the all-reduce
+    mode."""
 
     def check_args(self, args):
-        self.assertIn("--token_file=/etc/pstrain/token", args)
-        self.assertFalse([a for a in args if a.startswith("--tls_")], args)
+        for flag in ("--tls_cert=/etc/pstrain/cert.pem", "--tls_key=/etc/pstrain/key.pem",
+                     "--tls_ca=/etc/pstrain/ca.pem", "--tls_server_name=pstrain",
+                     "--token_file=/etc/pstrain/token"):
+            self.assertIn(flag, args)
         self.assertTrue([a for a in args if a.startswith("--ps_wait_s=")], args)
 
     def check_described(self, tf_config):
@@ -249,7 +252,7 @@ class AllReduceTest(unittest.TestCase):
             self.assertTrue(pod["securityContext"]["runAsNonRoot"], kind)
             self.assertTrue(c["securityContext"]["readOnlyRootFilesystem"], kind)
             secret = [v for v in pod["volumes"] if "secret" in v][0]["secret"]
-            self.assertEqual(secret["secretName"], "pstrain-token")
+            self.assertEqual(secret["secretName"], "pstrain-tls")
             check_data_volume(self, pod, c)
             for i in range(spec["replicas"]):
                 self.check_described(json.dumps({"cluster": cluster,

@@ -13,6 +13,7 @@
 #include "base/file_util.h"
 #include "base/json.h"
 #include "base/subprocess.h"
+#include "base/testing/certs.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "base/testing/wait_until.h"
@@ -110,11 +111,19 @@ TEST(AllReduceClusterTest, TheGuidesTwoWorkersTrainAndEveryTaskExitsZero) {
 
 // AI Platform's layout: a chief and two workers (three replicas), and an
 // evaluator that scores the chief's checkpoints as it scores a PS job's.
+// With the job's TLS and token, as deploy/docker-compose.allreduce.yml runs
+// it: every link of the ring inside TLS.
 TEST(AllReduceClusterTest, AChiefTwoWorkersAndAnEvaluatorEndTogether) {
   const std::string out = TmpDir("chief");
   const Cluster cluster = MakeCluster(1, 2, 1);
-  const std::vector<std::string> args = {"--max_steps=300", "--checkpoint_steps=100",
-                                         "--output_dir=" + out};
+  ASSERT_OK_AND_ASSIGN(const std::string certs, ::pstrain::testing::MakeCerts("job"));
+  const std::vector<std::string> args = {"--max_steps=300",
+                                         "--checkpoint_steps=100",
+                                         "--output_dir=" + out,
+                                         "--tls_cert=" + certs + "/cert.pem",
+                                         "--tls_key=" + certs + "/key.pem",
+                                         "--tls_ca=" + certs + "/ca.pem",
+                                         "--token_file=" + certs + "/token"};
   const std::map<std::string, std::string> logs = {{"chief", out + "/chief.log"},
                                                     {"worker:0", out + "/w0.log"},
                                                     {"worker:1", out + "/w1.log"},
@@ -132,6 +141,9 @@ TEST(AllReduceClusterTest, AChiefTwoWorkersAndAnEvaluatorEndTogether) {
   }
   ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/chief.log"));
   EXPECT_THAT(chief, HasSubstr("3 replicas train by ring all-reduce; this is chief:0"));
+  EXPECT_THAT(chief, ::testing::MatchesRegex(
+                         "(.|\n)*ring formed: to worker:0 by [a-z ]+, from worker:1 by [a-z ]+; "
+                         "TLSv1.3 \\(TLS_AES_128_GCM_SHA256\\), records sealed (.|\n)*"));
   ASSERT_OK_AND_ASSIGN(std::string w1, ReadFile(out + "/w1.log"));
   EXPECT_THAT(w1, HasSubstr("this is worker:1 (replica 2)"));
   ASSERT_OK_AND_ASSIGN(std::string eval, ReadFile(out + "/eval.log"));

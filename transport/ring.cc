@@ -20,6 +20,9 @@
 namespace pstrain {
 namespace {
 
+// How long a link's TLS handshake may take.
+constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
+
 std::string Hello(const std::string& job_key, int rank, int size) {
   return absl::StrCat("pstrain-ring job=", job_key, " rank=", rank, " size=", size);
 }
@@ -100,13 +103,19 @@ absl::Status Ring::Connect(const RingOptions& options) {
   // The hello, then the token on a line of its own when there is one.
   const std::string hello = Hello(options.job_key, rank_, n) +
                             (options.token.empty() ? "" : "\n" + options.token);
+  if ((options.tls_server == nullptr) != (options.tls_client == nullptr)) {
+    return absl::InvalidArgumentError("ring: TLS needs both the server's and the client's side");
+  }
   std::thread connector([&] {
     absl::Status last = absl::DeadlineExceededError("no attempt");
     while (absl::Now() < deadline) {
       auto socket = FrameSocket::Connect(right.host, right.port, absl::Seconds(2));
       if (socket.ok()) {
         (*socket)->SetTimeout(timeout_);
-        last = (*socket)->WriteBytes(hello.data(), hello.size());
+        last = options.tls_client == nullptr
+                   ? absl::OkStatus()
+                   : (*socket)->StartTls(*options.tls_client, right.host, kHandshakeTimeout);
+        if (last.ok()) last = (*socket)->WriteBytes(hello.data(), hello.size());
         if (last.ok()) {
           right_ = std::move(*socket);
           connected = absl::OkStatus();
@@ -136,6 +145,19 @@ absl::Status Ring::Connect(const RingOptions& options) {
   std::vector<std::thread> readers;
   constexpr int kMaxPending = 64;
   auto read_hello = [&](int i, FrameSocket* socket) {
+    if (options.tls_server != nullptr) {
+      absl::Status handshake = socket->StartTls(*options.tls_server, "", kHandshakeTimeout);
+      if (!handshake.ok()) {
+        // Not a member of this job (another CA, no certificate, plaintext).
+        absl::MutexLock lock(&mu);
+        if (winner < 0) {
+          accepted = absl::FailedPreconditionError(absl::StrCat(
+              "ring: ", self.name, " was reached by ", socket->peer(),
+              ", not taken for its left neighbour ", Describe(left), ": ", handshake.message()));
+        }
+        return;
+      }
+    }
     auto length = socket->ReadLength(4096);
     std::string said(length.ok() ? *length : 0, '\0');
     if (!length.ok() || !socket->ReadBytes(said.data(), said.size()).ok()) said.clear();
@@ -256,8 +278,13 @@ absl::Status Ring::ShareLinks(const RingOptions& options) {
 
 std::string Ring::DescribeLinks() const {
   if (size() == 1) return "no links (a ring of one)";
-  return absl::StrCat("to ", right_name(), " by ", right_shared() ? "shared memory" : "tcp",
-                      ", from ", left_name(), " by ", left_shared() ? "shared memory" : "tcp");
+  const char* tcp = right_->tls() ? "tcp inside TLS" : "tcp";
+  std::string links =
+      absl::StrCat("to ", right_name(), " by ", right_shared() ? "shared memory" : tcp, ", from ",
+                   left_name(), " by ", left_shared() ? "shared memory" : tcp);
+  // Who seals the TLS records of the link it sends on.
+  if (right_->tls()) absl::StrAppend(&links, "; ", right_->DescribeTransport());
+  return links;
 }
 
 bool Ring::Stopping() {

@@ -27,6 +27,16 @@
 // ring forms: the writer offers a region, and the reader takes it when it
 // can open it (same host, same /dev/shm) or the link stays on the socket.
 //
+// With TLS (RingOptions::tls_server and tls_client, the job's
+// certificates: transport/frame_tls.h) every link is a TLS 1.3 connection
+// with the PS path's peer checks: the member that dials checks its right
+// neighbour's certificate against the CA and the host it dials (or
+// tls_server_name), and the member that accepts requires a certificate the
+// CA signed from its left neighbour, before any hello. The records are
+// sealed by the kernel where it has TLS, else by the member itself; a
+// shared link's pieces stay in the shared region (the same host and user),
+// and only their lengths travel inside TLS.
+//
 // Every member must call the same collectives in the same order with the
 // same sizes (AllReduceSum: the same count); a mismatch is an error naming
 // the neighbour. A neighbour silent for longer than `timeout` fails the
@@ -50,6 +60,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "transport/frame_socket.h"
+#include "transport/frame_tls.h"
 #include "transport/shared_memory.h"
 
 namespace pstrain {
@@ -70,8 +81,12 @@ struct RingOptions {
   // The cluster token (transport/security.h), when the job has one: a
   // member presents it when it joins its right neighbour, and one that
   // presents another (or none) is refused. It travels as the PS path's
-  // token-only calls carry theirs: in the clear, over a private network.
+  // token-only calls carry theirs: inside TLS when the ring has it, else
+  // in the clear, over a private network.
   std::string token;
+  // The job's TLS for the link this member accepts (from its left
+  // neighbour) and the one it dials (to its right); both or neither.
+  std::shared_ptr<const FrameTls> tls_server, tls_client;
   // How long to wait for both neighbours when the ring forms.
   absl::Duration connect_timeout = absl::Seconds(60);
   // How long a neighbour may stay silent inside a collective.

@@ -13,10 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/subprocess.h"
+#include "base/testing/certs.h"
 #include "base/testing/status_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "transport/frame_socket.h"
+#include "transport/frame_tls.h"
+#include "transport/security.h"
 #include "transport/testing/loopback_ring.h"
 
 namespace pstrain {
@@ -366,6 +369,90 @@ TEST(RingTest, WithATokenOnlyAMemberPresentingItJoins) {
                                        " cluster token: not taken for its left neighbour "
                                        "worker:1")));
     if (!theirs.empty()) EXPECT_THAT(formed.message(), ::testing::Not(HasSubstr(theirs)));
+  }
+}
+
+// The TLS of a member holding the certificates of `job`, which
+// testing::MakeCerts made (deploy/make_certs.sh, before the members' threads).
+void WithTls(const std::string& job, RingOptions& o) {
+  auto security =
+      Security::Load(CertsDirConfig(absl::StrCat(testing::TempDir(), "/certs/", job), false));
+  ASSERT_OK(security.status());
+  auto server = FrameTls::Make(**security, FrameTls::Side::kServer);
+  auto client = FrameTls::Make(**security, FrameTls::Side::kClient);
+  ASSERT_OK(server.status());
+  ASSERT_OK(client.status());
+  o.tls_server = *server;
+  o.tls_client = *client;
+}
+
+TEST(RingTest, WithTlsEveryLinkIsInsideTlsAndTheSumsAreTheSame) {
+  // Three members holding the job's certificates, over sockets and over
+  // shared memory: the same sums as without TLS, every link inside TLS.
+  ASSERT_OK(testing::MakeCerts("job").status());
+  for (bool shared : {false, true}) {
+    std::vector<std::string> links(3);
+    std::vector<std::vector<float>> got(3), plain(3);
+    for (bool tls : {false, true}) {
+      testing::OnLoopbackRing(
+          3,
+          [&](RingOptions& o) {
+            o.piece_bytes = 64 << 10;
+            o.shared_memory = shared;
+            if (tls) WithTls("job", o);
+          },
+          [&](int r, Ring& ring) {
+            std::vector<float> data = RandomData(r, 300001, 5);
+            ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data)));
+            ASSERT_OK_AND_ASSIGN(std::vector<std::string> all,
+                                 ring.AllGather(absl::StrCat("member ", r)));
+            EXPECT_EQ(all, (std::vector<std::string>{"member 0", "member 1", "member 2"}));
+            (tls ? got : plain)[r] = data;
+            if (tls) links[r] = ring.DescribeLinks();
+          });
+    }
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(got[r], plain[r]) << r;
+      EXPECT_EQ(got[r], got[0]) << r;
+    }
+    EXPECT_THAT(links[1], ::testing::StartsWith(
+                              shared ? "to worker:2 by shared memory, from worker:0 by shared "
+                                       "memory; TLSv1.3 (TLS_AES_128_GCM_SHA256), records sealed "
+                                     : "to worker:2 by tcp inside TLS, from worker:0 by tcp inside "
+                                       "TLS; TLSv1.3 (TLS_AES_128_GCM_SHA256), records sealed "));
+  }
+}
+
+TEST(RingTest, WithTlsAMemberOfAnotherCaOrWithoutTlsIsRefusedNamingWhy) {
+  // worker:1 holds another job's certificates, then none at all: worker:0
+  // refuses it as its left neighbour, saying why, and worker:1's ring does
+  // not form either.
+  for (const char* job : {"job", "other"}) ASSERT_OK(testing::MakeCerts(job).status());
+  for (const std::string theirs : {std::string("other"), std::string()}) {
+    const std::vector<RingMember> members = LoopbackMembers(2);
+    absl::Status stray_formed;
+    std::thread stray([&] {
+      RingOptions o = Options(members, 1);
+      if (!theirs.empty()) WithTls(theirs, o);
+      o.connect_timeout = absl::Milliseconds(1500);
+      stray_formed = Ring::Form(o).status();
+    });
+    RingOptions o = Options(members, 0);
+    WithTls("job", o);
+    o.connect_timeout = absl::Milliseconds(1500);
+    const absl::Status formed = Ring::Form(o).status();
+    stray.join();
+    EXPECT_FALSE(stray_formed.ok());
+    EXPECT_EQ(formed.code(), absl::StatusCode::kFailedPrecondition) << formed;
+    EXPECT_THAT(formed.message(), HasSubstr("ring: worker:0 was reached by 127.0.0.1:"));
+    EXPECT_THAT(formed.message(),
+                HasSubstr("not taken for its left neighbour worker:1 (127.0.0.1:"));
+    EXPECT_THAT(formed.message(), HasSubstr("TLS handshake with 127.0.0.1:"));
+    if (!theirs.empty()) {
+      // Each refused the other's certificate: another CA signed it.
+      EXPECT_THAT(std::string(formed.message()), HasSubstr("unknown ca"));
+      EXPECT_THAT(std::string(stray_formed.message()), HasSubstr("unknown ca"));
+    }
   }
 }
 
