@@ -138,6 +138,9 @@ absl::Status Ring::Connect(const RingOptions& options) {
   const std::string expected = Hello(options.job_key, (rank_ + n - 1) % n, n);
   absl::Mutex mu;
   int winner = -1;  // the index in `pending` of the left neighbour's socket
+  // Set once the wait is over and the other connections are cut: what their
+  // readers then find is this member's doing, not a refusal to report.
+  bool cut = false;
   absl::Status accepted = absl::DeadlineExceededError(
       absl::StrCat("ring: ", self.name, " heard nothing from its left neighbour ",
                    Describe(left), " in ", absl::FormatDuration(options.connect_timeout)));
@@ -150,7 +153,7 @@ absl::Status Ring::Connect(const RingOptions& options) {
       if (!handshake.ok()) {
         // Not a member of this job (another CA, no certificate, plaintext).
         absl::MutexLock lock(&mu);
-        if (winner < 0) {
+        if (winner < 0 && !cut) {
           accepted = absl::FailedPreconditionError(absl::StrCat(
               "ring: ", self.name, " was reached by ", socket->peer(),
               ", not taken for its left neighbour ", Describe(left), ": ", handshake.message()));
@@ -165,7 +168,7 @@ absl::Status Ring::Connect(const RingOptions& options) {
     const std::string hello = said.substr(0, newline);
     const std::string token = newline == std::string::npos ? "" : said.substr(newline + 1);
     absl::MutexLock lock(&mu);
-    if (winner >= 0) return;
+    if (winner >= 0 || cut) return;
     if (hello == expected && SameToken(token, options.token)) {
       winner = i;
       return;
@@ -202,6 +205,7 @@ absl::Status Ring::Connect(const RingOptions& options) {
   // Every other connection is cut, which ends its reader at once.
   {
     absl::MutexLock lock(&mu);
+    cut = true;
     for (int i = 0; i < static_cast<int>(pending.size()); ++i) {
       if (i != winner) pending[i]->Shutdown();
     }
