@@ -131,7 +131,8 @@ bazel --output_base="$san_base" shutdown >/dev/null 2>&1 || true
 # The PS's concurrency tests (shard store, wait list, ParallelFor, the
 # checkpoint writer's SerialWorker, the all-reduce ring's sender, the
 # collective store's exchange thread, a TLS frame socket's reader and writer
-# each in its own records at once: threads sharing state without gRPC in
+# each in its own records at once, or taking turns at OpenSSL's connection
+# object for ChaCha20-Poly1305: threads sharing state without gRPC in
 # between)
 # under ThreadSanitizer. Debian's
 # Abseil is annotated for it by //base/testing:tsan_absl; tests whose

@@ -34,10 +34,11 @@ BioPtr MemoryBio(const std::string& pem) {
 
 // The certificate chain and key of this task, and the CA as the trust
 // store, into `ctx`.
-absl::Status Configure(SSL_CTX* ctx, const Security& security, bool server) {
+absl::Status Configure(SSL_CTX* ctx, const Security& security, bool server,
+                       const std::string& suites) {
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-  if (SSL_CTX_set_ciphersuites(ctx, kSuites) != 1) {
+  if (SSL_CTX_set_ciphersuites(ctx, suites.empty() ? kSuites : suites.c_str()) != 1) {
     return absl::InternalError(TakeTlsErrors("no TLS 1.3 cipher suite"));
   }
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
@@ -184,14 +185,15 @@ std::string TakeTlsErrors(const std::string& otherwise) {
 }
 
 absl::StatusOr<std::shared_ptr<const FrameTls>> FrameTls::Make(const Security& security, Side side,
-                                                               bool kernel_receives) {
+                                                               bool kernel_receives,
+                                                               const std::string& suites) {
   if (!security.tls()) return absl::InvalidArgumentError("the job has no TLS certificates");
   std::shared_ptr<FrameTls> tls(new FrameTls(side));
   tls->context_ = SSL_CTX_new(tls->server() ? TLS_server_method() : TLS_client_method());
   if (tls->context_ == nullptr) {
     return absl::InternalError(TakeTlsErrors("cannot make a TLS context"));
   }
-  PSTRAIN_RETURN_IF_ERROR(Configure(tls->context_, security, tls->server()));
+  PSTRAIN_RETURN_IF_ERROR(Configure(tls->context_, security, tls->server(), suites));
   tls->server_name_ = security.server_name();
   tls->kernel_tls_ = security.kernel_tls();
   tls->kernel_receives_ = kernel_receives;

@@ -42,9 +42,11 @@ class FrameTls {
   // refused in its PEMs. `kernel_receives`: where the kernel takes the
   // keys, it opens the records as well as sealing them; false (for tests)
   // leaves the opening to the process, as a kernel that takes only the
-  // keys to send does.
+  // keys to send does. `suites` (for tests): the TLS 1.3 suites offered,
+  // in OpenSSL's syntax, instead of the default list.
   static absl::StatusOr<std::shared_ptr<const FrameTls>> Make(const Security& security, Side side,
-                                                              bool kernel_receives = true);
+                                                              bool kernel_receives = true,
+                                                              const std::string& suites = "");
   ~FrameTls();
   FrameTls(const FrameTls&) = delete;
   FrameTls& operator=(const FrameTls&) = delete;

@@ -1,7 +1,8 @@
 // Frame sockets under TLS on loopback, with certificates made as a user makes
 // them (deploy/make_certs.sh): frames arrive whole and in order both ways at
 // once, with the records sealed by the kernel (where it has TLS), by
-// OpenSSL, or each end by a different one; a task of another job (another
+// OpenSSL's AES-GCM in the socket's records, or each end by a different
+// one, or by OpenSSL's connection object (ChaCha20-Poly1305); a task of another job (another
 // CA), a server under another name, a client without a certificate and a
 // plaintext client are each refused with an error that says why; a blocked
 // read wakes on Shutdown; a close between frames reads as the end of the
@@ -45,8 +46,10 @@ namespace {
 using ::testing::HasSubstr;
 
 // Who seals and opens one end's records: the kernel both ways (where it
-// has TLS), the kernel sealing and OpenSSL opening, or OpenSSL alone.
-enum class End { kKernel, kKernelSealsOnly, kOpenSsl };
+// has TLS), the kernel sealing and OpenSSL opening, OpenSSL's AES-GCM in
+// the socket's own records, or (an end offering ChaCha20-Poly1305 alone)
+// OpenSSL's connection object, one call at a time.
+enum class End { kKernel, kKernelSealsOnly, kOpenSsl, kChaCha20 };
 
 // `side`'s TLS with the certificates of `job` (deploy/make_certs.sh's).
 std::shared_ptr<const FrameTls> Tls(const std::string& job, FrameTls::Side side,
@@ -56,7 +59,8 @@ std::shared_ptr<const FrameTls> Tls(const std::string& job, FrameTls::Side side,
   c.kernel_tls = end != End::kOpenSsl;
   auto security = Security::Load(c);
   EXPECT_OK(security);
-  auto tls = FrameTls::Make(**security, side, /*kernel_receives=*/end == End::kKernel);
+  auto tls = FrameTls::Make(**security, side, /*kernel_receives=*/end == End::kKernel,
+                            end == End::kChaCha20 ? "TLS_CHACHA20_POLY1305_SHA256" : "");
   EXPECT_OK(tls);
   return *tls;
 }
@@ -178,6 +182,15 @@ bool ExpectKernelTls() {
 // kernel as asked, or OpenSSL with the reason named.
 void ExpectSealing(const FrameSocket& socket, End end) {
   const std::string transport = socket.DescribeTransport();
+  if (end == End::kChaCha20) {
+    EXPECT_THAT(transport, HasSubstr("TLSv1.3 (TLS_CHACHA20_POLY1305_SHA256), records sealed by "
+                                     "OpenSSL's TLS connection in this process (the kernel and "
+                                     "this socket seal AES-GCM, not "
+                                     "TLS_CHACHA20_POLY1305_SHA256)"));
+    EXPECT_FALSE(socket.kernel_tls_send());
+    EXPECT_FALSE(socket.kernel_tls_receive());
+    return;
+  }
   EXPECT_THAT(transport, HasSubstr("TLSv1.3 (TLS_AES_128_GCM_SHA256), records sealed "));
   if (end == End::kOpenSsl) {
     EXPECT_THAT(transport, HasSubstr("sealed by OpenSSL in this process (--kernel_tls=false)"));
@@ -214,6 +227,8 @@ const char* EndName(End end) {
       return "KernelSealsOnly";
     case End::kOpenSsl:
       return "OpenSsl";
+    case End::kChaCha20:
+      return "ChaCha20";
   }
   return "?";
 }
@@ -225,7 +240,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Sealing{End::kKernel, End::kKernel}, Sealing{End::kOpenSsl, End::kOpenSsl},
                       Sealing{End::kKernel, End::kOpenSsl}, Sealing{End::kOpenSsl, End::kKernel},
                       Sealing{End::kKernelSealsOnly, End::kKernel},
-                      Sealing{End::kKernel, End::kKernelSealsOnly}),
+                      Sealing{End::kKernel, End::kKernelSealsOnly},
+                      Sealing{End::kChaCha20, End::kChaCha20}),
     [](const ::testing::TestParamInfo<Sealing>& p) {
       return absl::StrCat("Client", EndName(p.param.client), "Server", EndName(p.param.server));
     });
