@@ -245,14 +245,12 @@ std::string UlpRefusal(int err) {
                        : absl::StrCat("TCP_ULP tls: ", std::strerror(err));
 }
 
-// The first `n` bytes a receive placed in `iov` (fewer when it holds
-// fewer).
-std::string FirstBytes(const msghdr& msg, size_t received, size_t n) {
+// The first `n` bytes of the `count` pieces at `iov`, in order (fewer when
+// they hold fewer).
+std::string FirstBytes(const iovec* iov, size_t count, size_t n) {
   std::string out;
-  for (size_t i = 0; i < msg.msg_iovlen && out.size() < std::min(n, received); ++i) {
-    const iovec& v = msg.msg_iov[i];
-    out.append(static_cast<const char*>(v.iov_base),
-               std::min(v.iov_len, std::min(n, received) - out.size()));
+  for (size_t i = 0; i < count && out.size() < n; ++i) {
+    out.append(static_cast<const char*>(iov[i].iov_base), std::min(iov[i].iov_len, n - out.size()));
   }
   return out;
 }
@@ -628,7 +626,8 @@ ssize_t FrameSocket::ReceiveOnce(msghdr* msg, int flags, std::string* record_err
     const unsigned char type = *CMSG_DATA(c);
     if (type == kTlsApplicationData) break;
     // Not frame bytes: the end of the stream, or an error.
-    *record_error = NotFrameBytes(type, FirstBytes(*msg, static_cast<size_t>(n), 2));
+    *record_error = NotFrameBytes(type, FirstBytes(msg->msg_iov, msg->msg_iovlen,
+                                                   std::min<size_t>(static_cast<size_t>(n), 2)));
     if (record_error->empty()) return 0;
     errno = EPROTO;
     return -1;
@@ -686,8 +685,6 @@ absl::Status FrameSocket::SealAndSend(const std::vector<iovec>& iov) {
 }
 
 absl::Status FrameSocket::ReceiveAndOpen(std::vector<iovec> iov, bool started) {
-  iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
-            iov.end());
   if (received_.empty()) {
     received_.resize(kOpenBuffer + kTlsHeaderBytes + kTlsMaxCiphertext);
     spill_.resize(kTlsMaxRecordData);
@@ -725,11 +722,7 @@ absl::Status FrameSocket::ReceiveAndOpen(std::vector<iovec> iov, bool started) {
       if (opened->type != kTlsApplicationData) {
         // Not frame bytes: the end of the stream, or an error. Its body
         // is where frame bytes would have gone.
-        std::string body;
-        for (size_t k = first; k < iov.size() && body.size() < opened->placed; ++k) {
-          body.append(static_cast<const char*>(iov[k].iov_base),
-                      std::min(iov[k].iov_len, opened->placed - body.size()));
-        }
+        std::string body = FirstBytes(&iov[first], iov.size() - first, opened->placed);
         body.append(spill_.data(), opened->spilled);
         const std::string why = NotFrameBytes(opened->type, body);
         return why.empty() ? EndOfStream(started) : RecordError(why);
@@ -762,6 +755,8 @@ absl::Status FrameSocket::ReceiveAndOpen(std::vector<iovec> iov, bool started) {
 }
 
 absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write, bool started) {
+  iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
+            iov.end());
   if (write && sealer_ != nullptr) return SealAndSend(iov);
   if (!write && opener_ != nullptr) return ReceiveAndOpen(std::move(iov), started);
   if (ssl_ != nullptr && !(write ? kernel_tx_ : kernel_rx_)) {
@@ -772,8 +767,6 @@ absl::Status FrameSocket::Transfer(std::vector<iovec> iov, bool write, bool star
 
 absl::Status FrameSocket::PlainTransfer(std::vector<iovec> iov, bool write, bool started) {
   const char* what = write ? "writing a frame to" : "reading a frame from";
-  iov.erase(std::remove_if(iov.begin(), iov.end(), [](const iovec& v) { return v.iov_len == 0; }),
-            iov.end());
   size_t first = 0;
   while (first < iov.size()) {
     int read_flags = MSG_WAITALL;

@@ -147,12 +147,14 @@ class FrameSocket {
 
  private:
   absl::Status Error(const char* what, int err) const;
-  // Sends (write) or receives every byte of `iov`.
+  // Sends (write) or receives every byte of `iov` (empty pieces dropped
+  // here, for every path below).
   // `started` (reads) as ReadExactly's: whether a close before the first
   // byte is the end of the stream (OutOfRange) or inside a frame.
   absl::Status Transfer(std::vector<iovec> iov, bool write, bool started = true);
   // Transfer over the socket as it is: plain TCP, or records the kernel
-  // seals and opens (or `iov` holds sealed records already).
+  // seals and opens (or `iov` holds sealed records already). No piece of
+  // `iov` is empty.
   absl::Status PlainTransfer(std::vector<iovec> iov, bool write, bool started);
   // Before a read of `bytes` (kLowWaterMin to kLowWaterMax): waits, up to
   // the socket's timeout, until they are all in, or the kernel says to
