@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/float_ops.h"
 #include "base/status_macros.h"
 
 namespace pstrain::client {
@@ -166,9 +167,7 @@ absl::StatusOr<int64_t> CollectiveStore::Dense(const std::vector<int>& variables
   at = 0;
   for (int v : variables) {
     const int64_t n = variables_[v].elements();
-    const float* in = packed_.data() + at;
-    float* out = averaged_.data() + offsets_[v];
-    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * scale;
+    ScaleFloats(packed_.data() + at, n, scale, averaged_.data() + offsets_[v]);
     at += n;
   }
   const Ticket t = local_->StartDense(variables, averaged_.data(), params, queue);
@@ -250,7 +249,10 @@ absl::Status CollectiveStore::Rows(const std::vector<TableRows>& push,
         grads[k].resize((old + count) * dim);
         ok = in.Take(ids[k].data() + old, count * sizeof(int64_t)) &&
              in.Take(grads[k].data() + old * dim, count * dim * sizeof(float));
-        for (size_t i = old * dim; ok && i < grads[k].size(); ++i) grads[k][i] *= scale;
+        if (ok) {
+          float* added = grads[k].data() + old * dim;
+          ScaleFloats(added, count * dim, scale, added);
+        }
       }
       if (!ok) {
         return absl::InternalError(absl::StrCat(

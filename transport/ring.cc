@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/bfloat16.h"
+#include "base/float_ops.h"
 
 namespace pstrain {
 namespace {
@@ -524,11 +525,9 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
           break;
         }
         if (bfloat16_wire) {
-          const uint16_t* src = reinterpret_cast<const uint16_t*>(*in);
-          for (int64_t i = 0; i < len; ++i) dst[i] += FromBfloat16(src[i]);
+          AddBfloat16s(dst, reinterpret_cast<const uint16_t*>(*in), len);
         } else {
-          const float* src = reinterpret_cast<const float*>(*in);
-          for (int64_t i = 0; i < len; ++i) dst[i] += src[i];
+          AddFloats(dst, reinterpret_cast<const float*>(*in), len);
         }
         ReleasePiece();
         if (bfloat16_wire) {
