@@ -10,22 +10,29 @@
 // The first process starts the others (this binary again, --rank=R) and
 // reports; each process is one member of the ring (one connection to each
 // neighbour, a sender thread beside the caller's). Links between processes
-// share memory (transport/ring.h) unless --noshared_memory.
+// share memory (transport/ring.h) unless --noshared_memory. Each round also
+// prints the CPU time (user + system) each process spent per all-reduce,
+// their sum, and how many of the machine's cores that sum kept busy: a
+// ring with more processes than cores is bound by CPU, not by its links.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/cli_args.h"
 #include "base/median.h"
+#include "base/process_stats.h"
 #include "base/subprocess.h"
 #include "transport/ring.h"
 
@@ -46,8 +53,34 @@ struct Options {
 
 struct MemberResult {
   std::vector<double> per_round;  // seconds per all-reduce
-  std::string links;              // Ring::DescribeLinks
+  // Per round, each member's CPU seconds per all-reduce (rank order).
+  std::vector<std::vector<double>> cpu_per_round;
+  std::vector<int> threads;  // each member's threads, rank order
+  std::string links;         // Ring::DescribeLinks
 };
+
+int ThreadCount() {
+  std::error_code error;
+  int n = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    ++n;
+  }
+  return n;
+}
+
+// Every member's number, parsed, from an AllGather of `mine`.
+absl::StatusOr<std::vector<double>> GatherNumbers(Ring& ring, double mine) {
+  auto all = ring.AllGather(absl::StrCat(mine));
+  if (!all.ok()) return all.status();
+  std::vector<double> out;
+  for (const std::string& text : *all) {
+    double v = 0;
+    if (!absl::SimpleAtod(text, &v)) return absl::InternalError("bad number: " + text);
+    out.push_back(v);
+  }
+  return out;
+}
 
 // One member's part.
 absl::StatusOr<MemberResult> RunMember(const Options& o) {
@@ -71,6 +104,7 @@ absl::StatusOr<MemberResult> RunMember(const Options& o) {
     if (absl::Status s = all_reduce(); !s.ok()) return s;
   }
   std::vector<double> per_round;
+  std::vector<std::vector<double>> cpu_per_round;
   for (int round = 0; round < o.repeat; ++round) {
     // The first member times one all-reduce and decides how many fill
     // --seconds; everyone runs that many.
@@ -81,13 +115,20 @@ absl::StatusOr<MemberResult> RunMember(const Options& o) {
     if (!agreed.ok()) return agreed.status();
     int64_t iterations = 1;
     if (!absl::SimpleAtoi((*agreed)[0], &iterations)) return absl::InternalError("bad count");
+    const double cpu0 = CpuSeconds().value_or(0);
     t0 = absl::Now();
     for (int64_t i = 0; i < iterations; ++i) {
       if (absl::Status s = all_reduce(); !s.ok()) return s;
     }
     per_round.push_back(absl::ToDoubleSeconds(absl::Now() - t0) / iterations);
+    auto cpu = GatherNumbers(**ring, (CpuSeconds().value_or(0) - cpu0) / iterations);
+    if (!cpu.ok()) return cpu.status();
+    cpu_per_round.push_back(*std::move(cpu));
   }
-  return MemberResult{per_round, (*ring)->DescribeLinks()};
+  auto threads = GatherNumbers(**ring, ThreadCount());
+  if (!threads.ok()) return threads.status();
+  return MemberResult{per_round, cpu_per_round, std::vector<int>(threads->begin(), threads->end()),
+                      (*ring)->DescribeLinks()};
 }
 
 int Main(int argc, char** argv) {
@@ -174,20 +215,42 @@ int Main(int argc, char** argv) {
   const std::vector<double>* rounds = &result->per_round;
   const int n = o.processes;
   const double bus = n > 1 ? 2.0 * (n - 1) / n : 1.0;
-  std::printf("ring all-reduce: %d processes on 127.0.0.1, one TCP frame connection to each "
-              "neighbour, a sender thread beside the caller's; %lld bytes of float32 (%s on the "
-              "wire), pieces of %lld elements\n  process:0's links: %s\n",
-              n, static_cast<long long>(o.bytes), o.bfloat16_wire ? "bfloat16" : "float32",
-              static_cast<long long>(o.piece_bytes / 4), result->links.c_str());
-  std::vector<double> algbw;
+  cpu_set_t affinity;
+  const int cores = sched_getaffinity(0, sizeof(affinity), &affinity) == 0
+                        ? CPU_COUNT(&affinity)
+                        : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "ring all-reduce: %d processes on 127.0.0.1 (%d cores), one TCP frame connection to "
+      "each neighbour, a sender thread beside the caller's (threads per process: %s); "
+      "%lld bytes of float32 (%s on the wire), pieces of %lld elements\n"
+      "  process:0's links: %s\n",
+      n, cores, absl::StrJoin(result->threads, ", ").c_str(), static_cast<long long>(o.bytes),
+      o.bfloat16_wire ? "bfloat16" : "float32", static_cast<long long>(o.piece_bytes / 4),
+      result->links.c_str());
+  std::vector<double> algbw, cpu_all, busy;
   for (size_t i = 0; i < rounds->size(); ++i) {
     const double t = (*rounds)[i];
     algbw.push_back(o.bytes / t / 1e9);
-    std::printf("  round %zu: %.3f ms per all-reduce, algbw %.3f GB/s, busbw %.3f GB/s\n", i + 1,
-                t * 1e3, algbw.back(), algbw.back() * bus);
+    const std::vector<double>& cpu = result->cpu_per_round[i];
+    double sum = 0;
+    std::vector<std::string> each;
+    for (double c : cpu) {
+      sum += c;
+      each.push_back(absl::StrFormat("%.3f", c * 1e3));
+    }
+    cpu_all.push_back(sum);
+    busy.push_back(sum / t);
+    std::printf(
+        "  round %zu: %.3f ms per all-reduce, algbw %.3f GB/s, busbw %.3f GB/s; CPU per "
+        "all-reduce %s ms (all %.3f ms: %.2f of %d cores busy)\n",
+        i + 1, t * 1e3, algbw.back(), algbw.back() * bus, absl::StrJoin(each, " / ").c_str(),
+        sum * 1e3, busy.back(), cores);
   }
-  std::printf("  median of %d: %.3f ms, algbw %.3f GB/s, busbw %.3f GB/s\n", o.repeat,
-              Median(*rounds) * 1e3, Median(algbw), Median(algbw) * bus);
+  std::printf(
+      "  median of %d: %.3f ms, algbw %.3f GB/s, busbw %.3f GB/s; CPU of all processes "
+      "%.3f ms per all-reduce, %.2f of %d cores busy\n",
+      o.repeat, Median(*rounds) * 1e3, Median(algbw), Median(algbw) * bus, Median(cpu_all) * 1e3,
+      Median(busy), cores);
   return 0;
 }
 
