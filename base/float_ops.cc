@@ -26,11 +26,20 @@ void ScaleInPlaceLoop(float* data, int64_t n, float scale) {
   for (int64_t i = 0; i < n; ++i) data[i] *= scale;
 }
 
+PSTRAIN_VECTOR_CLONES
+void BytesLoop(const uint8_t* __restrict in, int64_t n, float scale, float* __restrict out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) * scale;
+}
+
 }  // namespace
 
 void AddFloats(float* dst, const float* src, int64_t n) { AddLoop(dst, src, n); }
 
 void AddBfloat16s(float* dst, const uint16_t* src, int64_t n) { AddBfloat16Loop(dst, src, n); }
+
+void BytesToFloats(const uint8_t* in, int64_t n, float scale, float* out) {
+  BytesLoop(in, n, scale, out);
+}
 
 void ScaleFloats(const float* in, int64_t n, float scale, float* out) {
   if (out == in) {

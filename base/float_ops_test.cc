@@ -87,6 +87,24 @@ TEST(FloatOpsTest, AddBfloat16sWidensThenAdds) {
   EXPECT_EQ(one[0], 3.5f);
 }
 
+TEST(FloatOpsTest, BytesToFloatsWidensThenScales) {
+  for (int64_t n : kLengths) {
+    std::vector<uint8_t> in(n + 1);
+    for (int64_t i = 0; i < n + 1; ++i) in[i] = static_cast<uint8_t>((i * 37 + n) % 256);
+    std::vector<float> out(n + 2, 42.0f);
+    BytesToFloats(in.data() + 1, n, 1.0f / 255.0f, out.data() + 1);
+    EXPECT_EQ(out[0], 42.0f);
+    EXPECT_EQ(out[n + 1], 42.0f);
+    for (int64_t i = 1; i <= n; ++i) ExpectSame(out[i], in[i] * (1.0f / 255.0f), i);
+    if (HasFailure()) return;
+  }
+  const uint8_t ends[] = {0, 255};
+  float widened[2];
+  BytesToFloats(ends, 2, 1.0f / 255.0f, widened);
+  EXPECT_EQ(widened[0], 0.0f);
+  EXPECT_EQ(widened[1], 1.0f);
+}
+
 TEST(FloatOpsTest, ScaleFloatsOutOfPlaceAndInPlace) {
   for (int64_t n : kLengths) {
     for (float scale : {0.5f, 1.0f / 3.0f, -0.0f}) {

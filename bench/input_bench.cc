@@ -14,8 +14,11 @@
 //   StreamGzip, Stream   opening the stream (its counting pass) and one epoch
 //   StreamEpochGzip      each further epoch of an open stream
 // and, apart, decoding Examples already in memory (Decode: parse and lay
-// out, no file). The TFRecord files are written to a temporary directory
-// first, and removed at exit. Items are examples.
+// out, no file), and cutting one epoch of batches from the IDX training
+// split already in memory, held as floats (EpochFloats, as evaluation and
+// LoadMnistFormat hold a split) or as its bytes (EpochBytes, as a trainer
+// holds it: data/dataset.h), with the resident memory each form takes. The TFRecord files are
+// written to a temporary directory first, and removed at exit. Items are examples.
 //   bazel build -c opt //bench:input_bench &&
 //   bazel-bin/bench/input_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
@@ -109,6 +112,23 @@ void BM_Idx(benchmark::State& state) {
   }
 }
 
+// One epoch of batches from the training split loaded once, as floats or
+// as bytes; the counter is the split's features in memory, in MB.
+void EpochFrom(bool as_bytes, benchmark::State& state) {
+  static const ReplicaData* loaded[2] = {nullptr, nullptr};
+  if (loaded[as_bytes] == nullptr) {
+    auto data = LoadReplicaData(DataDir(), Split::kTrain, 0, 1, as_bytes);
+    if (!data.ok()) Die(data.status());
+    loaded[as_bytes] = new ReplicaData(*std::move(data));
+  }
+  const Dataset& ds = loaded[as_bytes]->dataset;
+  ShardIterator it(&ds, 0, 1, kBatch, 1);
+  for (auto _ : state) Epoch(&it, state);
+  state.counters["held_MB"] = (ds.features.size() * sizeof(float) + ds.pixels.size()) / 1e6;
+}
+void BM_EpochFloats(benchmark::State& state) { EpochFrom(false, state); }
+void BM_EpochBytes(benchmark::State& state) { EpochFrom(true, state); }
+
 void TfRecord(benchmark::State& state, Compression c) {
   const std::string& dir = Converted(c);
   for (auto _ : state) {
@@ -190,6 +210,8 @@ BENCHMARK(BM_StreamGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamEpochGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Decode);
+BENCHMARK(BM_EpochFloats)->Unit(benchmark::kMillisecond)->MinTime(2);
+BENCHMARK(BM_EpochBytes)->Unit(benchmark::kMillisecond)->MinTime(2);
 
 }  // namespace
 }  // namespace pstrain::data

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/float_ops.h"
 #include "base/status_macros.h"
 #include "data/idx_reader.h"
 #include "data/input_error.h"
@@ -55,9 +56,10 @@ absl::Status ReadPair(const std::string& images_path, const std::string& labels_
   return absl::OkStatus();
 }
 
-// One pair of files appended to `ds` (empty: takes the pair's shape).
+// One pair of files appended to `ds` (empty: takes the pair's shape), its
+// images as floats or, with `as_bytes`, as they are.
 absl::Status AppendPair(const std::string& images_path, const std::string& labels_path,
-                        Dataset* ds) {
+                        bool as_bytes, Dataset* ds) {
   IdxArray images, labels;
   PSTRAIN_RETURN_IF_ERROR(ReadPair(images_path, labels_path, &images, &labels));
   int64_t dim = 1;
@@ -75,10 +77,13 @@ absl::Status AppendPair(const std::string& images_path, const std::string& label
     }
   }
   ds->example_dim = dim;
-  const size_t at = ds->features.size();
-  ds->features.resize(at + images.values.size());
-  for (size_t i = 0; i < images.values.size(); ++i) {
-    ds->features[at + i] = images.values[i] * (1.0f / 255.0f);
+  if (as_bytes) {
+    ds->pixels.insert(ds->pixels.end(), images.values.begin(), images.values.end());
+  } else {
+    const size_t at = ds->features.size();
+    ds->features.resize(at + images.values.size());
+    BytesToFloats(images.values.data(), static_cast<int64_t>(images.values.size()), kPixelScale,
+                  ds->features.data() + at);
   }
   ds->labels.insert(ds->labels.end(), labels.values.begin(), labels.values.end());
   ds->num_examples += n;
@@ -144,20 +149,21 @@ absl::StatusOr<Dataset> LoadMnistFormat(const std::string& dir, Split split) {
   PSTRAIN_ASSIGN_OR_RETURN(SplitFiles files, FindSplitFiles(dir, split));
   Dataset ds;
   for (size_t i = 0; i < files.images.size(); ++i) {
-    PSTRAIN_RETURN_IF_ERROR(AppendPair(files.images[i], files.labels[i], &ds));
+    PSTRAIN_RETURN_IF_ERROR(AppendPair(files.images[i], files.labels[i], false, &ds));
   }
   return ds;
 }
 
 absl::StatusOr<ReplicaData> LoadReplicaData(const std::string& dir, Split split, int replica,
-                                            int num_replicas) {
+                                            int num_replicas, bool pixels_as_bytes) {
   PSTRAIN_ASSIGN_OR_RETURN(SplitFiles files, FindSplitFiles(dir, split));
   ReplicaData out;
   out.files_total = static_cast<int>(files.images.size());
   out.by_file = ShardsByFile(out.files_total, num_replicas);
   for (int i = 0; i < out.files_total; ++i) {
     if (!out.by_file || i % num_replicas == replica) {
-      PSTRAIN_RETURN_IF_ERROR(AppendPair(files.images[i], files.labels[i], &out.dataset));
+      PSTRAIN_RETURN_IF_ERROR(
+          AppendPair(files.images[i], files.labels[i], pixels_as_bytes, &out.dataset));
       ++out.files_read;
     }
     if (out.by_file && i % num_replicas != replica) {
@@ -278,13 +284,22 @@ void ShardIterator::StartEpoch() {
   }
 }
 
+void CopyFeatures(const Dataset& ds, int64_t first, int64_t count, float* out) {
+  const int64_t dim = ds.example_dim;
+  if (ds.features.empty() && !ds.pixels.empty()) {
+    BytesToFloats(ds.pixels.data() + first * dim, count * dim, kPixelScale, out);
+  } else {
+    std::memcpy(out, ds.features.data() + first * dim, count * dim * sizeof(float));
+  }
+}
+
 absl::StatusOr<int64_t> ShardIterator::Next(float* features, int32_t* labels, int64_t* ids) {
   if (epoch_ < 0 || position_ + batch_size_ > shard_size()) StartEpoch();
   const int64_t dim = dataset_->example_dim;
   const int64_t ids_dim = ids == nullptr ? 0 : dataset_->ids_dim;
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t idx = indices_[position_ + b];
-    std::memcpy(features + b * dim, dataset_->features.data() + idx * dim, dim * sizeof(float));
+    CopyFeatures(*dataset_, idx, 1, features + b * dim);
     if (ids_dim > 0) {
       std::memcpy(ids + b * ids_dim, dataset_->ids.data() + idx * ids_dim,
                   ids_dim * sizeof(int64_t));

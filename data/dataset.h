@@ -17,14 +17,29 @@ namespace pstrain::data {
 // Examples in the layout every input gives (data/feature_spec.h): dense
 // floats (pixels in [0, 1] for IDX files) and id sequences, row-major, with
 // int32 labels.
+//
+// A training split of IDX files, which a trainer only cuts into batches,
+// is held as its bytes instead (LoadReplicaData's `pixels_as_bytes`):
+// `features` is then empty and `pixels` holds one byte per feature, a
+// quarter of the memory; CopyFeatures gives the floats `features` would
+// have held, bit for bit (byte * (1/255)).
 struct Dataset {
   int64_t num_examples = 0;
   int64_t example_dim = 0;      // dense floats per example
   int64_t ids_dim = 0;          // ids per example (0 for IDX files)
-  std::vector<float> features;  // num_examples * example_dim
+  std::vector<float> features;  // num_examples * example_dim, or empty
+  std::vector<uint8_t> pixels;  // num_examples * example_dim when features is empty
   std::vector<int64_t> ids;     // num_examples * ids_dim
   std::vector<int32_t> labels;  // num_examples
 };
+
+// What the floats of a pixel byte are: the scale IDX bytes take.
+inline constexpr float kPixelScale = 1.0f / 255.0f;
+
+// Writes the `count` examples' features from example `first` on to `out`
+// (count * example_dim floats), from whichever form `ds` holds them in.
+// REQUIRES: 0 <= first, first + count <= ds.num_examples.
+void CopyFeatures(const Dataset& ds, int64_t first, int64_t count, float* out);
 
 enum class Split { kTrain, kTest };
 
@@ -67,9 +82,11 @@ struct ReplicaData {
   // Bad records passed over (skip_bad_records).
   int64_t skipped_records = 0;
 };
+// With `pixels_as_bytes` the images stay bytes (Dataset::pixels), for a
+// split that is only cut into batches (ShardIterator).
 // REQUIRES: 0 <= replica < num_replicas. Errors as LoadMnistFormat.
 absl::StatusOr<ReplicaData> LoadReplicaData(const std::string& dir, Split split, int replica,
-                                            int num_replicas);
+                                            int num_replicas, bool pixels_as_bytes = false);
 
 // Writes a copy of the data set in `dir` to `out` (created if needed) whose
 // training split is `files` gzip pairs "train-*-SSSSS-of-NNNNN.gz", file i

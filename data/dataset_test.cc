@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -186,6 +188,54 @@ TEST(DatasetTest, ShardedCopyIsReadBackWholeAndByFile) {
   ASSERT_OK_AND_ASSIGN(ReplicaData single, LoadReplicaData(src, Split::kTrain, 0, 1));
   EXPECT_FALSE(single.by_file);
   EXPECT_EQ(single.dataset.num_examples, 10);
+}
+
+TEST(DatasetTest, PixelsHeldAsBytesGiveTheSameBatchesBitForBit) {
+  // The real training split, both ways: a quarter of the memory, and every
+  // shuffled batch the same bits as from the floats.
+  ASSERT_OK_AND_ASSIGN(ReplicaData floats, LoadReplicaData(kFashionMnist, Split::kTrain, 1, 3));
+  ASSERT_OK_AND_ASSIGN(ReplicaData bytes, LoadReplicaData(kFashionMnist, Split::kTrain, 1, 3,
+                                                          /*pixels_as_bytes=*/true));
+  EXPECT_TRUE(bytes.dataset.features.empty());
+  ASSERT_EQ(bytes.dataset.pixels.size(), size_t{60000} * 784);
+  EXPECT_EQ(floats.dataset.features.size(), size_t{60000} * 784);
+  EXPECT_EQ(bytes.dataset.labels, floats.dataset.labels);
+  EXPECT_EQ(bytes.split_examples, floats.split_examples);
+  std::vector<float> a(3 * 784), b(3 * 784);
+  CopyFeatures(floats.dataset, 59997, 3, a.data());
+  CopyFeatures(bytes.dataset, 59997, 3, b.data());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  ShardIterator from_floats(&floats.dataset, 1, 3, 32, 7), from_bytes(&bytes.dataset, 1, 3, 32, 7);
+  std::vector<float> fa(32 * 784), fb(32 * 784);
+  std::vector<int32_t> ya(32), yb(32);
+  for (int step = 0; step < 700; ++step) {  // into the second epoch (625 batches each)
+    ASSERT_OK_AND_ASSIGN(int64_t ea, from_floats.Next(fa.data(), ya.data()));
+    ASSERT_OK_AND_ASSIGN(int64_t eb, from_bytes.Next(fb.data(), yb.data()));
+    ASSERT_EQ(ea, eb);
+    ASSERT_EQ(ya, yb) << "step " << step;
+    ASSERT_EQ(std::memcmp(fa.data(), fb.data(), fa.size() * sizeof(float)), 0) << "step " << step;
+  }
+  // Every value is a pixel over 255, from 0 to 1.
+  float max = 0;
+  for (float v : fb) max = std::max(max, v);
+  EXPECT_LE(max, 1.0f);
+  EXPECT_GT(max, 0.5f);
+
+  // Sharded by file: the bytes of the replica's files only, in order.
+  const std::string src = WriteSmallDataDir("bytes_src", 10);
+  const std::string out = ::testing::TempDir() + "/bytes_out";
+  std::filesystem::remove_all(out);
+  ASSERT_OK(WriteShardedCopy(src, out, 4).status());
+  ASSERT_OK_AND_ASSIGN(ReplicaData r1, LoadReplicaData(out, Split::kTrain, 1, 2, true));
+  EXPECT_TRUE(r1.by_file);
+  EXPECT_EQ(r1.dataset.labels, (std::vector<int32_t>{2, 3, 4, 7, 8, 9}));
+  ASSERT_EQ(r1.dataset.pixels.size(), 24u);
+  EXPECT_EQ(r1.dataset.pixels[0], 2);    // example 2: 2, 3, 4, 5
+  EXPECT_EQ(r1.dataset.pixels[23], 12);  // example 9: 9, 10, 11, 12
+  float last[4];
+  CopyFeatures(r1.dataset, 5, 1, last);
+  EXPECT_EQ(last[0], 9 * (1.0f / 255.0f));
+  EXPECT_EQ(last[3], 12 * (1.0f / 255.0f));
 }
 
 TEST(DatasetTest, ShardedFilesThatDoNotAddUpAreNamed) {

@@ -241,10 +241,10 @@ absl::Status AppendRecordFile(const std::string& path, Compression compression,
 
 absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
                                       Split split, int replica, int num_replicas,
-                                      int64_t num_classes) {
+                                      int64_t num_classes, bool idx_pixels_as_bytes) {
   switch (input.format) {
     case InputFormat::kIdx:
-      return LoadReplicaData(data_dir, split, replica, num_replicas);
+      return LoadReplicaData(data_dir, split, replica, num_replicas, idx_pixels_as_bytes);
     case InputFormat::kTfRecord:
     case InputFormat::kCsv:
       return LoadRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
@@ -282,8 +282,10 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                 uint64_t seed, int64_t num_classes) {
   TrainingInput out;
   if (input.format == InputFormat::kIdx || input.shuffle_buffer <= 0) {
+    // Only cut into batches: IDX images stay bytes (a quarter of the floats).
     PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, Split::kTrain, replica,
-                                                         num_replicas, num_classes));
+                                                         num_replicas, num_classes,
+                                                         /*idx_pixels_as_bytes=*/true));
     out.by_file = data.by_file;
     out.files_read = data.files_read;
     out.files_total = data.files_total;

@@ -88,12 +88,13 @@ absl::Status AppendRecordFile(const std::string& path, Compression compression,
                               Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr);
 
 // Replica `replica` of `num_replicas`'s share of a split (LoadReplicaData's
-// rules, for every format). `num_classes` > 0 bounds the labels.
+// rules, for every format). `num_classes` > 0 bounds the labels. With
+// `idx_pixels_as_bytes`, IDX images stay bytes (Dataset::pixels).
 // Errors: the format's (NotFound, DataLoss naming file and offset), the
 // decoder's (InvalidArgument naming the feature).
 absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
                                       Split split, int replica, int num_replicas,
-                                      int64_t num_classes);
+                                      int64_t num_classes, bool idx_pixels_as_bytes = false);
 
 // One replica's training batches: the share LoadInput loads, iterated by a
 // ShardIterator (by file: its files whole; by record: every R-th example),
