@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <numeric>
 #include <regex>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -77,7 +78,9 @@ absl::Status AppendPair(const std::string& images_path, const std::string& label
     }
   }
   ds->example_dim = dim;
-  if (as_bytes) {
+  if (as_bytes && ds->pixels.empty()) {
+    ds->pixels = std::move(images.values);  // the first file: no second copy
+  } else if (as_bytes) {
     ds->pixels.insert(ds->pixels.end(), images.values.begin(), images.values.end());
   } else {
     const size_t at = ds->features.size();
@@ -286,6 +289,7 @@ void ShardIterator::StartEpoch() {
 
 void CopyFeatures(const Dataset& ds, int64_t first, int64_t count, float* out) {
   const int64_t dim = ds.example_dim;
+  if (count * dim == 0) return;  // ids only: no dense features
   if (ds.features.empty() && !ds.pixels.empty()) {
     BytesToFloats(ds.pixels.data() + first * dim, count * dim, kPixelScale, out);
   } else {
