@@ -33,7 +33,7 @@ struct Dataset {
   std::vector<int32_t> labels;  // num_examples
 };
 
-// What the floats of a pixel byte are: the scale IDX bytes take.
+// An IDX pixel byte's float is byte * kPixelScale: [0, 255] onto [0, 1].
 inline constexpr float kPixelScale = 1.0f / 255.0f;
 
 // Writes the `count` examples' features from example `first` on to `out`
