@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/cpu_limit.h"
+#include "base/process_stats.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -72,23 +72,17 @@ TEST(ParallelPoolTest, ASharesCallToForFromInsideAShareCompletes) {
   EXPECT_EQ(total.load(), 8 * 1000);
 }
 
-int ThreadsOfThisProcess() {
-  int n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
-  return n;
-}
-
 TEST(ParallelPoolTest, HelpersAreJoinedWhenThePoolIsDestroyed) {
-  const int before = ThreadsOfThisProcess();
+  const int before = ThreadCount().value();
   {
     ParallelPool pool(3);
     EXPECT_EQ(pool.helper_threads(), 3);
-    EXPECT_EQ(ThreadsOfThisProcess(), before + 3);
+    EXPECT_EQ(ThreadCount().value(), before + 3);
     std::atomic<int> shares{0};
     pool.For(4, 1, [&](int64_t, int64_t) { shares.fetch_add(1); });
     EXPECT_EQ(shares.load(), 4);
   }
-  EXPECT_EQ(ThreadsOfThisProcess(), before);
+  EXPECT_EQ(ThreadCount().value(), before);
 }
 
 TEST(ParallelPoolTest, WithoutHelpersEverythingRunsInlineInOneShare) {
@@ -99,12 +93,12 @@ TEST(ParallelPoolTest, WithoutHelpersEverythingRunsInlineInOneShare) {
 }
 
 TEST(ParallelForTest, TheProcessPoolUsesOneHelperFewerThanTheUsableCores) {
-  const int before = ThreadsOfThisProcess();
+  const int before = ThreadCount().value();
   std::atomic<int> shares{0};
   ParallelFor(1 << 20, 1, [&](int64_t, int64_t) { shares.fetch_add(1); });
   EXPECT_EQ(shares.load(), std::min(64, UsableCores()));
   // The pool may have started in an earlier test of this binary.
-  EXPECT_LE(ThreadsOfThisProcess(), before + UsableCores() - 1);
+  EXPECT_LE(ThreadCount().value(), before + UsableCores() - 1);
 }
 
 }  // namespace

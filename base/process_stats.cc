@@ -64,6 +64,17 @@ absl::StatusOr<double> CpuSeconds(pid_t pid) {
   return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
+absl::StatusOr<int> ThreadCount(pid_t pid) {
+  absl::StatusOr<std::vector<std::string>> f = StatFields(pid);
+  if (!f.ok()) return f.status();
+  int threads;
+  // num_threads is field 20.
+  if (f->size() < 18 || !absl::SimpleAtoi((*f)[17], &threads)) {
+    return absl::NotFoundError(absl::StrCat("bad stat of pid ", pid));
+  }
+  return threads;
+}
+
 absl::StatusOr<int64_t> MinorFaults(pid_t pid) {
   absl::StatusOr<std::vector<std::string>> f = StatFields(pid);
   if (!f.ok()) return f.status();

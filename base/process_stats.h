@@ -19,6 +19,10 @@ absl::StatusOr<int64_t> ResidentBytes(pid_t pid = 0);
 // is 0. NotFound when the process does not exist.
 absl::StatusOr<double> CpuSeconds(pid_t pid = 0);
 
+// Threads of `pid` now, or of this process when pid is 0. NotFound when
+// the process does not exist.
+absl::StatusOr<int> ThreadCount(pid_t pid = 0);
+
 // Minor page faults `pid` has taken so far (pages the kernel mapped in,
 // zeroed or from the page cache), or this process's when pid is 0.
 // NotFound when the process does not exist.

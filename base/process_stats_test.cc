@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <thread>
+
 #include "base/testing/status_testing.h"
 #include "gtest/gtest.h"
 
@@ -24,6 +27,25 @@ TEST(ProcessStatsTest, MinorFaultsCountPagesTouchedAnew) {
   EXPECT_GE(after - before, 4096);
   EXPECT_EQ(MinorFaults(getpid()).ok(), true);
   EXPECT_FALSE(MinorFaults(-5).ok());
+}
+
+TEST(ProcessStatsTest, ThreadCountCountsAThreadWhileItRuns) {
+  // A first thread, started and joined: a sanitizer's runtime starts its
+  // own helper thread then, and it stays.
+  std::thread([] {}).join();
+  ASSERT_OK_AND_ASSIGN(int before, ThreadCount());
+  EXPECT_GE(before, 1);
+  std::atomic<bool> go{false};
+  std::thread t([&] {
+    while (!go.load()) std::this_thread::yield();
+  });
+  ASSERT_OK_AND_ASSIGN(int during, ThreadCount(getpid()));
+  go = true;
+  t.join();
+  EXPECT_EQ(during, before + 1);
+  ASSERT_OK_AND_ASSIGN(int after, ThreadCount());
+  EXPECT_EQ(after, before);
+  EXPECT_FALSE(ThreadCount(-5).ok());
 }
 
 TEST(ProcessStatsTest, TcpConnectionsToCountsThisProcesssEstablishedOnes) {

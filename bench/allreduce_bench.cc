@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -58,16 +57,6 @@ struct MemberResult {
   std::vector<int> threads;  // each member's threads, rank order
   std::string links;         // Ring::DescribeLinks
 };
-
-int ThreadCount() {
-  std::error_code error;
-  int n = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/task", error);
-       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
-    ++n;
-  }
-  return n;
-}
 
 // Every member's number, parsed, from an AllGather of `mine`.
 absl::StatusOr<std::vector<double>> GatherNumbers(Ring& ring, double mine) {
@@ -125,7 +114,7 @@ absl::StatusOr<MemberResult> RunMember(const Options& o) {
     if (!cpu.ok()) return cpu.status();
     cpu_per_round.push_back(*std::move(cpu));
   }
-  auto threads = GatherNumbers(**ring, ThreadCount());
+  auto threads = GatherNumbers(**ring, ThreadCount().value_or(0));
   if (!threads.ok()) return threads.status();
   return MemberResult{per_round, cpu_per_round, std::vector<int>(threads->begin(), threads->end()),
                       (*ring)->DescribeLinks()};
