@@ -17,8 +17,9 @@
 // out, no file), and cutting one epoch of batches from the IDX training
 // split already in memory, held as floats (EpochFloats, as evaluation and
 // LoadMnistFormat hold a split) or as its bytes (EpochBytes, as a trainer
-// holds it: data/dataset.h), with the resident memory each form takes. The TFRecord files are
-// written to a temporary directory first, and removed at exit. Items are examples.
+// holds it: data/dataset.h), with the memory each form takes. The TFRecord
+// files are written to a temporary directory first, and removed at exit.
+// Items are examples.
 //   bazel build -c opt //bench:input_bench &&
 //   bazel-bin/bench/input_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
