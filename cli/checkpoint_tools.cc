@@ -252,20 +252,18 @@ int PredictMain(CliArgs& args) {
     train::LocalTables& tables = loaded.tables;
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset examples,
-        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
+        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
+                             /*idx_pixels_as_bytes=*/true));
     std::vector<float> probs;
-    PSTRAIN_ASSIGN_OR_RETURN(
-        model::BatchResult r,
-        model::EvaluateExamples(
-            net->embeddings(),
-            [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
-              return tables.Read(table, ids, out);
-            },
-            examples.features.data(), examples.ids.data(), examples.labels.data(),
-            examples.num_examples, static_cast<int>(examples.example_dim), examples.ids_dim, 1024,
-            [&](const float* in, const int32_t* labels, int n) {
-              return net->Evaluate(params.data(), in, labels, n, &probs);
-            }));
+    PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r,
+                             model::EvaluateExamples(
+                                 net->embeddings(),
+                                 [&tables](const std::string& table, absl::Span<const int64_t> ids,
+                                           float* out) { return tables.Read(table, ids, out); },
+                                 examples, 1024,
+                                 [&](const float* in, const int32_t* labels, int n) {
+                                   return net->Evaluate(params.data(), in, labels, n, &probs);
+                                 }));
     const int64_t n = examples.num_examples;
     const int64_t width = n > 0 ? static_cast<int64_t>(probs.size()) / n : 0;
     const bool binary = width == 1;
@@ -378,7 +376,8 @@ int EvaluateMain(CliArgs& args) {
     PSTRAIN_RETURN_IF_ERROR(CheckModel(at, backend->network(), job));
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset test,
-        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes()));
+        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
+                             /*idx_pixels_as_bytes=*/true));
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult r,
         evaluator::ScoreCheckpoint(*backend, job.seed, at.output_dir, at.step, at.num_ps, test));

@@ -168,8 +168,7 @@ absl::StatusOr<Json> JobFinisher::ScoreFinal() {
             const client::TableRows rows[] = {{table, ids, out, nullptr}};
             return observer_->PullRows(rows);
           },
-          test_->features.data(), test_->ids.data(), test_->labels.data(), test_->num_examples,
-          static_cast<int>(test_->example_dim), test_->ids_dim, 1024,
+          *test_, 1024,
           [&](const float* in, const int32_t* labels, int n) {
             return net_->Evaluate(params.data(), in, labels, n);
           }));

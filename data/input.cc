@@ -324,8 +324,9 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
 }
 
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,
-                                       Split split, int64_t num_classes) {
-  PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, split, 0, 1, num_classes));
+                                       Split split, int64_t num_classes, bool idx_pixels_as_bytes) {
+  PSTRAIN_ASSIGN_OR_RETURN(
+      ReplicaData data, LoadInput(data_dir, input, split, 0, 1, num_classes, idx_pixels_as_bytes));
   return std::move(data.dataset);
 }
 

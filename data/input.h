@@ -113,9 +113,12 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                 int replica, int num_replicas, int batch_size,
                                                 uint64_t seed, int64_t num_classes);
 
-// The whole split (one replica).
+// The whole split (one replica). With `idx_pixels_as_bytes`, IDX images stay
+// bytes (Dataset::pixels): for a split that is only scored
+// (model::EvaluateExamples) or cut into batches.
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,
-                                       Split split, int64_t num_classes);
+                                       Split split, int64_t num_classes,
+                                       bool idx_pixels_as_bytes = false);
 
 }  // namespace pstrain::data
 

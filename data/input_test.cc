@@ -113,6 +113,27 @@ std::vector<std::multiset<int>> EpochOfEachReplica(const std::string& dir, int r
   return seen;
 }
 
+// The real Fashion-MNIST test split, loaded for scoring: its bytes stand
+// for the floats, bit for bit; other formats ignore the option.
+TEST(InputTest, IdxSplitForScoringIsHeldAsBytesThatWidenToItsFloats) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  InputSpec idx;
+  ASSERT_OK_AND_ASSIGN(Dataset floats, LoadInputSplit(dir, idx, Split::kTest, 10));
+  ASSERT_OK_AND_ASSIGN(Dataset bytes, LoadInputSplit(dir, idx, Split::kTest, 10, true));
+  EXPECT_EQ(bytes.num_examples, 10000);
+  EXPECT_TRUE(bytes.features.empty());
+  EXPECT_EQ(bytes.pixels.size(), 10000u * 784);
+  EXPECT_EQ(bytes.labels, floats.labels);
+  std::vector<float> widened(floats.features.size());
+  CopyFeatures(bytes, 0, bytes.num_examples, widened.data());
+  EXPECT_TRUE(widened == floats.features);
+  const std::string records = WriteFiles("scoring", 1, 5);
+  InputSpec in = Spec(records + "/part-*", records + "/part-*");
+  ASSERT_OK_AND_ASSIGN(Dataset decoded, LoadInputSplit(records, in, Split::kTest, 4, true));
+  EXPECT_EQ(decoded.features.size(), 10u);
+  EXPECT_TRUE(decoded.pixels.empty());
+}
+
 TEST(InputTest, ShardsByFileOrByRecordGivingEachExampleToOneReplica) {
   for (const auto& [files, replicas, want_by_file] :
        {std::tuple{4, 2, true}, std::tuple{5, 2, true}, std::tuple{2, 3, false},

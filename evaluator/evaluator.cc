@@ -138,8 +138,7 @@ absl::StatusOr<model::BatchResult> ScoreCheckpoint(model::Backend& backend, uint
       [&tables](const std::string& table, absl::Span<const int64_t> ids, float* out) {
         return tables.Read(table, ids, out);
       },
-      test.features.data(), test.ids.data(), test.labels.data(), test.num_examples,
-      static_cast<int>(test.example_dim), test.ids_dim, 1024,
+      test, 1024,
       [&](const float* in, const int32_t* labels, int n) {
         return backend.Evaluate(params.data(), in, labels, n);
       });
@@ -170,7 +169,8 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   std::unique_ptr<model::Backend> backend = *std::move(made);
   Log("evaluator: scoring on ", backend->Describe());
   absl::StatusOr<data::Dataset> loaded =
-      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes());
+      data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
+                           /*idx_pixels_as_bytes=*/true);
   if (!loaded.ok()) return AsSetupFailure(loaded.status());
   const data::Dataset test = *std::move(loaded);
   const std::string eval_dir = options.output_dir + "/eval";

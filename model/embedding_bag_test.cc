@@ -147,8 +147,11 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
   NetworkSpec spec = NetworkSpec::FromWidths(4, {3}, 2);
   spec.embeddings = {Spec(8, 2, Combiner::kSum, 2)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Network> mlp, Network::Create(spec, 8));
-  const std::vector<float> x = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.2f, 0};
-  const std::vector<int32_t> y = {0, 1, 0};
+  data::Dataset examples;
+  examples.num_examples = 3;
+  examples.example_dim = 4;
+  examples.features = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0.2f, 0};
+  examples.labels = {0, 1, 0};
   std::vector<std::vector<int64_t>> asked;
   std::vector<std::vector<float>> seen;
   auto fetch = [&](const std::string& table, absl::Span<const int64_t> ids, float* out) {
@@ -168,8 +171,7 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
     return r;
   };
   ASSERT_OK_AND_ASSIGN(BatchResult total,
-                       EvaluateExamples(mlp->embeddings(), fetch, x.data(), nullptr, y.data(), 3, 4,
-                                        0, 2, evaluate));
+                       EvaluateExamples(mlp->embeddings(), fetch, examples, 2, evaluate));
   EXPECT_EQ(total.count, 3);
   EXPECT_EQ(total.correct, 2);
   // Chunks of 2 then 1: ids 1 (feature 0, bucket 1) and 3; then 4.
@@ -178,10 +180,7 @@ TEST(EmbeddingBagTest, EvaluateExamplesFetchesEachChunksRows) {
   auto failing = [](const std::string&, absl::Span<const int64_t>, float*) {
     return absl::UnavailableError("ps:0 is gone");
   };
-  EXPECT_EQ(EvaluateExamples(mlp->embeddings(), failing, x.data(), nullptr, y.data(), 3, 4, 0, 2,
-                             evaluate)
-                .status()
-                .message(),
+  EXPECT_EQ(EvaluateExamples(mlp->embeddings(), failing, examples, 2, evaluate).status().message(),
             "ps:0 is gone");
 }
 

@@ -400,28 +400,37 @@ absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* 
 }
 
 absl::StatusOr<BatchResult> EvaluateExamples(const Embeddings& embeddings,
-                                             const TableRowFetcher& fetch, const float* x,
-                                             const int64_t* ids, const int32_t* labels, int64_t n,
-                                             int input_dim, int64_t ids_dim, int chunk,
+                                             const TableRowFetcher& fetch,
+                                             const data::Dataset& examples, int chunk,
                                              const ChunkEvaluator& evaluate) {
+  const int64_t n = examples.num_examples;
+  const int64_t input_dim = examples.example_dim;
+  const int64_t ids_dim = examples.ids_dim;
+  // Features held as bytes are widened a chunk at a time.
+  const bool widen = examples.features.empty() && !examples.pixels.empty();
+  std::vector<float> features;
+  if (widen) features.resize(static_cast<size_t>(std::min<int64_t>(chunk, n) * input_dim));
   BatchResult total;
   EmbeddingBatch batch;
   std::vector<float> input;
   if (!embeddings.empty()) input.resize(static_cast<size_t>(chunk) * embeddings.output_width());
   for (int64_t start = 0; start < n; start += chunk) {
     const int b = static_cast<int>(std::min<int64_t>(chunk, n - start));
-    const float* in = x + start * input_dim;
+    const float* in;
+    if (widen) {
+      data::CopyFeatures(examples, start, b, features.data());
+      in = features.data();
+    } else {
+      in = examples.features.data() + start * input_dim;
+    }
     if (!embeddings.empty()) {
-      if (absl::Status s = embeddings.MakeBags(in, ids == nullptr ? nullptr : ids + start * ids_dim,
-                                               ids_dim, b, &batch);
-          !s.ok()) {
-        return s;
-      }
+      const int64_t* ids = examples.ids.empty() ? nullptr : examples.ids.data() + start * ids_dim;
+      if (absl::Status s = embeddings.MakeBags(in, ids, ids_dim, b, &batch); !s.ok()) return s;
       if (absl::Status s = embeddings.FetchRows(fetch, &batch); !s.ok()) return s;
       embeddings.Forward(batch, input.data());
       in = input.data();
     }
-    absl::StatusOr<BatchResult> r = evaluate(in, labels + start, b);
+    absl::StatusOr<BatchResult> r = evaluate(in, examples.labels.data() + start, b);
     if (!r.ok()) return r.status();
     total.Add(*r);
   }

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "cluster/placement.h"
+#include "data/dataset.h"
 #include "model/embeddings.h"
 #include "model/layers.h"
 #include "model/param_layout.h"
@@ -105,15 +106,15 @@ struct BatchResult {
 using ChunkEvaluator =
     std::function<absl::StatusOr<BatchResult>(const float* input, const int32_t* labels, int n)>;
 
-// Scores `n` examples of `input_dim` raw features (and `ids_dim` ids) each,
-// in chunks of at most `chunk`: as they are when `embeddings` is empty, else
-// as the embeddings' output, each chunk's rows fetched with `fetch` (from the
-// PS, a local table or a checkpoint). `ids` may be null when no embedding
-// reads ids. Returns the chunks' results summed; the first error wins.
+// Scores every example of `examples` (dense features of `examples.example_dim`
+// floats, or the bytes they are held as: data::CopyFeatures, and
+// `examples.ids_dim` ids each) in chunks of at most `chunk`: as they are when
+// `embeddings` is empty, else as the embeddings' output, each chunk's rows
+// fetched with `fetch` (from the PS, a local table or a checkpoint). Returns
+// the chunks' results summed; the first error wins. REQUIRES: chunk >= 1.
 absl::StatusOr<BatchResult> EvaluateExamples(const Embeddings& embeddings,
-                                             const TableRowFetcher& fetch, const float* x,
-                                             const int64_t* ids, const int32_t* labels, int64_t n,
-                                             int input_dim, int64_t ids_dim, int chunk,
+                                             const TableRowFetcher& fetch,
+                                             const data::Dataset& examples, int chunk,
                                              const ChunkEvaluator& evaluate);
 
 // The dropout seed of one training step: from the job's seed, the replica

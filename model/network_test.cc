@@ -4,6 +4,7 @@
 #include <random>
 
 #include "base/testing/status_testing.h"
+#include "data/dataset.h"
 #include "gtest/gtest.h"
 
 namespace pstrain::model {
@@ -49,6 +50,51 @@ TEST(NetworkTest, SgdOnASeparableProblemReachesFullAccuracy) {
   }
   ASSERT_OK_AND_ASSIGN(BatchResult r, mlp->Evaluate(params.data(), x.data(), y.data(), 16));
   EXPECT_GE(r.correct, 15);
+}
+
+// A split held as bytes (data::Dataset::pixels) scores as the floats it
+// stands for, chunk by chunk, with the features each chunk widens.
+TEST(NetworkTest, EvaluateExamplesScoresBytesAsTheirFloats) {
+  ASSERT_OK_AND_ASSIGN(auto mlp, Network::Create(NetworkSpec::FromWidths(5, {6}, 3), 8));
+  const std::vector<float> params = mlp->InitialParameters(3);
+  data::Dataset bytes, floats;
+  bytes.num_examples = floats.num_examples = 7;
+  bytes.example_dim = floats.example_dim = 5;
+  std::mt19937 rng(4);
+  for (int i = 0; i < 7 * 5; ++i) {
+    bytes.pixels.push_back(static_cast<uint8_t>(rng() % 256));
+    floats.features.push_back(bytes.pixels.back() * data::kPixelScale);
+  }
+  for (int i = 0; i < 7; ++i) bytes.labels.push_back(static_cast<int32_t>(rng() % 3));
+  floats.labels = bytes.labels;
+  auto score = [&](const data::Dataset& examples, std::vector<std::vector<float>>* inputs) {
+    return EvaluateExamples(mlp->embeddings(), nullptr, examples, 3,
+                            [&](const float* in, const int32_t* labels, int n) {
+                              inputs->emplace_back(in, in + 5 * n);
+                              return mlp->Evaluate(params.data(), in, labels, n);
+                            });
+  };
+  std::vector<std::vector<float>> from_bytes, from_floats;
+  ASSERT_OK_AND_ASSIGN(BatchResult b, score(bytes, &from_bytes));
+  ASSERT_OK_AND_ASSIGN(BatchResult f, score(floats, &from_floats));
+  // Chunks of 3, 3 and 1 examples, the same bits either way.
+  ASSERT_EQ(from_bytes.size(), 3u);
+  EXPECT_EQ(from_bytes[2].size(), 5u);
+  EXPECT_EQ(from_bytes, from_floats);
+  EXPECT_EQ(b.count, 7);
+  EXPECT_EQ(b.loss_sum, f.loss_sum);
+  EXPECT_EQ(b.correct, f.correct);
+  ASSERT_OK_AND_ASSIGN(BatchResult whole, mlp->Evaluate(params.data(), floats.features.data(),
+                                                        floats.labels.data(), 7));
+  EXPECT_NEAR(b.loss_sum, whole.loss_sum, 1e-5);
+  EXPECT_EQ(b.correct, whole.correct);
+  // No examples: nothing scored.
+  data::Dataset none;
+  none.example_dim = 5;
+  std::vector<std::vector<float>> from_none;
+  ASSERT_OK_AND_ASSIGN(BatchResult empty, score(none, &from_none));
+  EXPECT_EQ(empty.count, 0);
+  EXPECT_TRUE(from_none.empty());
 }
 
 TEST(NetworkTest, RejectsBadLayersNamingThem) {

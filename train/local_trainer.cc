@@ -101,9 +101,10 @@ class LocalRun final : public StepObserver {
       Log("skipped ", train_data_.skipped_records, " bad training records (skip_bad_records)");
     }
     if (chief_) {
-      PSTRAIN_ASSIGN_OR_RETURN(test_, data::LoadInputSplit(job_.data_dir, job_.input,
-                                                           data::Split::kTest,
-                                                           job_.model.num_classes()));
+      PSTRAIN_ASSIGN_OR_RETURN(test_,
+                               data::LoadInputSplit(job_.data_dir, job_.input, data::Split::kTest,
+                                                    job_.model.num_classes(),
+                                                    /*idx_pixels_as_bytes=*/true));
     }
     result_.load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
     // Batches of up to 1024 for scoring the test split.
@@ -399,9 +400,7 @@ class LocalRun final : public StepObserver {
       const client::TableRows rows[] = {{table, ids, out, nullptr}};
       return observer_->PullRows(rows);
     };
-    return model::EvaluateExamples(net.embeddings(), read_rows, test_.features.data(),
-                                   test_.ids.data(), test_.labels.data(), test_.num_examples,
-                                   static_cast<int>(test_.example_dim), test_.ids_dim, 1024,
+    return model::EvaluateExamples(net.embeddings(), read_rows, test_, 1024,
                                    [&](const float* in, const int32_t* labels, int n) {
                                      return backend_->Evaluate(params_.data(), in, labels, n);
                                    });
