@@ -6,6 +6,10 @@
 //   TfRecordGzip TFRecord files of tf.train.Example, GZIP, as
 //                `pstrain data to-tfrecord` writes them (its default)
 //   TfRecord     the same, uncompressed
+//   TfRecordRaw  uncompressed, each image one bytes value of its 784 bytes
+//                (`--image_encoding=raw`, decode raw_uint8)
+//   TfRecordPng  uncompressed, each image a PNG (`--image_encoding=png`,
+//                configs/fashion_mnist_png.pbtxt: decode png)
 //   Csv          CSV in Kaggle's Fashion-MNIST layout (label, pixel1..784
 //                as integers), as `pstrain data to-csv` writes it, read
 //                through configs/fashion_mnist_csv.pbtxt's spec
@@ -15,9 +19,9 @@
 //   StreamEpochGzip      each further epoch of an open stream
 // and, apart, decoding Examples already in memory (Decode: parse and lay
 // out, no file), and cutting one epoch of batches from the IDX training
-// split already in memory, held as floats (EpochFloats, as evaluation and
-// LoadMnistFormat hold a split) or as its bytes (EpochBytes, as a trainer
-// holds it: data/dataset.h), with the memory each form takes. The TFRecord
+// split already in memory, held as floats (EpochFloats, as LoadMnistFormat
+// holds a split) or as its bytes (EpochBytes, as a trainer and evaluation
+// hold it: data/dataset.h), with the memory each form takes. The TFRecord
 // files are written to a temporary directory first, and removed at exit.
 // Items are examples.
 //   bazel build -c opt //bench:input_bench &&
@@ -64,6 +68,11 @@ const std::string& Converted(Compression c) {
     for (Compression each : {Compression::kNone, Compression::kGzip}) {
       const std::string out = dir + (each == Compression::kGzip ? "/gzip" : "/plain");
       auto written = WriteIdxAsTfRecord(DataDir(), out, 1, each);
+      if (!written.ok()) Die(written.status());
+    }
+    for (ImageEncoding encoding : {ImageEncoding::kRaw, ImageEncoding::kPng}) {
+      const std::string out = dir + (encoding == ImageEncoding::kPng ? "/png" : "/raw");
+      auto written = WriteIdxAsTfRecord(DataDir(), out, 1, Compression::kNone, encoding);
       if (!written.ok()) Die(written.status());
     }
     auto csv = WriteIdxAsCsv(DataDir(), dir + "/csv");
@@ -141,6 +150,26 @@ void TfRecord(benchmark::State& state, Compression c) {
 void BM_TfRecordGzip(benchmark::State& state) { TfRecord(state, Compression::kGzip); }
 void BM_TfRecord(benchmark::State& state) { TfRecord(state, Compression::kNone); }
 
+// Images stored as bytes (plain files): raw (decode raw_uint8) and PNG.
+void TfRecordImageBytes(benchmark::State& state, ImageEncoding encoding) {
+  const bool png = encoding == ImageEncoding::kPng;
+  const std::string dir =
+      std::filesystem::path(Converted(Compression::kNone)).parent_path().string() +
+      (png ? "/png" : "/raw");
+  InputSpec in = TfRecordInput();
+  FeatureDef& image = in.features.features[0];
+  image.name = png ? "image" : "image_raw";
+  image.decode = png ? FeatureDecode::kPng : FeatureDecode::kRawUint8;
+  image.scale = 1.0f / 255.0f;
+  for (auto _ : state) {
+    auto ds = LoadInputSplit(dir, in, Split::kTrain, 10);
+    if (!ds.ok()) Die(ds.status());
+    Batch(*ds, state);
+  }
+}
+void BM_TfRecordRaw(benchmark::State& state) { TfRecordImageBytes(state, ImageEncoding::kRaw); }
+void BM_TfRecordPng(benchmark::State& state) { TfRecordImageBytes(state, ImageEncoding::kPng); }
+
 void BM_Csv(benchmark::State& state) {
   Converted(Compression::kNone);
   const std::string dir =
@@ -206,6 +235,8 @@ void BM_Decode(benchmark::State& state) {
 BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecord)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_TfRecordRaw)->Unit(benchmark::kMillisecond)->MinTime(3);
+BENCHMARK(BM_TfRecordPng)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Csv)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);

@@ -20,7 +20,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
     "       pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N] "
-    "[--compression=GZIP|NONE]\n"
+    "[--compression=GZIP|NONE] [--image_encoding=floats|raw|png]\n"
     "       pstrain data to-csv --data_dir=DIR --out=DIR\n"
     "       pstrain data csv-to-tfrecord --model_config=FILE --out=DIR [--data_dir=DIR] "
     "[--compression=GZIP|NONE] [--skip_bad_records]\n"
@@ -72,19 +72,41 @@ int IdxToTfRecord(CliArgs& args) {
   auto data_dir = args.GetString("data_dir", "/usr/share/datasets/fashion-mnist");
   auto files = args.GetInt("files", 1);
   auto compression = CompressionFlag(args);
-  for (const absl::Status& s : {data_dir.status(), files.status(), compression.status()}) {
+  auto encoding_name = args.GetString("image_encoding", "floats");
+  for (const absl::Status& s :
+       {data_dir.status(), files.status(), compression.status(), encoding_name.status()}) {
     if (!s.ok()) return Fail(s, kExitBadConfig);
   }
+  auto encoding = data::ParseImageEncoding(*encoding_name);
+  if (!encoding.ok()) return Fail(encoding.status(), kExitBadConfig);
   auto out = OutFlag(args);
   if (!out.ok()) return Fail(out.status(), kExitBadConfig);
   if (absl::Status s = args.CheckAllUsed(); !s.ok()) return Fail(s, kExitBadConfig);
-  auto splits = data::WriteIdxAsTfRecord(*data_dir, *out, static_cast<int>(*files), *compression);
+  auto splits =
+      data::WriteIdxAsTfRecord(*data_dir, *out, static_cast<int>(*files), *compression, *encoding);
   if (!splits.ok()) return FailWith(splits.status());
   PrintSplits(*splits);
-  std::printf(
-      "features: image (float, 784 values in [0, 1]), label (int64); "
-      "configs/fashion_mnist_tfrecord.pbtxt reads them with --data_dir=%s\n",
-      out->c_str());
+  switch (*encoding) {
+    case data::ImageEncoding::kFloats:
+      std::printf(
+          "features: image (float, 784 values in [0, 1]), label (int64); "
+          "configs/fashion_mnist_tfrecord.pbtxt reads them with --data_dir=%s\n",
+          out->c_str());
+      break;
+    case data::ImageEncoding::kRaw:
+      std::printf(
+          "features: image_raw (784 bytes), height, width, depth, label (int64); read them with "
+          "feature { name: \"image_raw\" decode: \"raw_uint8\" length: 784 scale: "
+          "0.00392156862745098 } and --data_dir=%s\n",
+          out->c_str());
+      break;
+    case data::ImageEncoding::kPng:
+      std::printf(
+          "features: image (a 28x28 grayscale PNG), label (int64); "
+          "configs/fashion_mnist_png.pbtxt reads them with --data_dir=%s\n",
+          out->c_str());
+      break;
+  }
   return kExitOk;
 }
 

@@ -9,15 +9,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/file_util.h"
+#include "base/float_ops.h"
 #include "base/status_macros.h"
+#include "data/idx_reader.h"
+#include "data/png_image.h"
 #include "proto/example.pb.h"
 
 namespace pstrain::data {
 namespace {
 
-absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& out,
-                                          const std::string& prefix, int files,
-                                          Compression compression) {
+// `ds` holds its images as bytes (Dataset::pixels), each height x width.
+absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, int64_t height, int64_t width,
+                                          const std::string& out, const std::string& prefix,
+                                          int files, Compression compression,
+                                          ImageEncoding encoding) {
   ConvertedSplit split;
   const int64_t n = ds.num_examples;
   for (int i = 0; i < files; ++i) {
@@ -26,8 +31,10 @@ absl::StatusOr<ConvertedSplit> WriteSplit(const Dataset& ds, const std::string& 
                              TfRecordWriter::Open(path, compression));
     const int64_t begin = i * n / files, end = (i + 1) * n / files;
     for (int64_t e = begin; e < end; ++e) {
-      PSTRAIN_RETURN_IF_ERROR(writer->Write(
-          IdxExample(ds.features.data() + e * ds.example_dim, ds.example_dim, ds.labels[e])));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          std::string example,
+          IdxExample(ds.pixels.data() + e * ds.example_dim, height, width, ds.labels[e], encoding));
+      PSTRAIN_RETURN_IF_ERROR(writer->Write(example));
     }
     PSTRAIN_RETURN_IF_ERROR(writer->Close());
     split.files.push_back(path);
@@ -111,24 +118,62 @@ absl::StatusOr<ConvertedSplit> WriteCsvSplit(const std::string& data_dir, const 
 
 }  // namespace
 
-std::string IdxExample(const float* image, int64_t dim, int32_t label) {
+absl::StatusOr<ImageEncoding> ParseImageEncoding(absl::string_view name) {
+  if (name == "floats") return ImageEncoding::kFloats;
+  if (name == "raw") return ImageEncoding::kRaw;
+  if (name == "png") return ImageEncoding::kPng;
+  return absl::InvalidArgumentError(
+      absl::StrCat("image encoding \"", name, "\" is not one of floats, raw, png"));
+}
+
+absl::StatusOr<std::string> IdxExample(const uint8_t* pixels, int64_t height, int64_t width,
+                                       int32_t label, ImageEncoding encoding) {
+  const int64_t dim = height * width;
   v1::Example e;
   auto& features = *e.mutable_features()->mutable_feature();
-  auto* values = features["image"].mutable_float_list()->mutable_value();
-  values->Add(image, image + dim);
+  switch (encoding) {
+    case ImageEncoding::kFloats: {
+      auto* values = features["image"].mutable_float_list()->mutable_value();
+      values->Resize(static_cast<int>(dim), 0.0f);
+      BytesToFloats(pixels, dim, kPixelScale, values->mutable_data());
+      break;
+    }
+    case ImageEncoding::kRaw:
+      features["image_raw"].mutable_bytes_list()->add_value(
+          std::string(reinterpret_cast<const char*>(pixels), dim));
+      features["height"].mutable_int64_list()->add_value(height);
+      features["width"].mutable_int64_list()->add_value(width);
+      features["depth"].mutable_int64_list()->add_value(1);
+      break;
+    case ImageEncoding::kPng: {
+      PSTRAIN_ASSIGN_OR_RETURN(std::string png, EncodePng(pixels, height, width, 1));
+      features["image"].mutable_bytes_list()->add_value(std::move(png));
+      break;
+    }
+  }
   features["label"].mutable_int64_list()->add_value(label);
   return e.SerializeAsString();
 }
 
 absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string& dir,
                                                                const std::string& out, int files,
-                                                               Compression compression) {
+                                                               Compression compression,
+                                                               ImageEncoding encoding) {
   std::error_code ec;
   if (std::filesystem::equivalent(dir, out, ec)) {
     return absl::InvalidArgumentError(absl::StrCat(out, " is the data directory itself"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset train, LoadMnistFormat(dir, Split::kTrain));
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadMnistFormat(dir, Split::kTest));
+  // The images as their bytes, and their rows and columns from the header.
+  PSTRAIN_ASSIGN_OR_RETURN(ReplicaData train_data,
+                           LoadReplicaData(dir, Split::kTrain, 0, 1, /*pixels_as_bytes=*/true));
+  PSTRAIN_ASSIGN_OR_RETURN(ReplicaData test_data,
+                           LoadReplicaData(dir, Split::kTest, 0, 1, /*pixels_as_bytes=*/true));
+  const Dataset& train = train_data.dataset;
+  const Dataset& test = test_data.dataset;
+  PSTRAIN_ASSIGN_OR_RETURN(SplitFiles train_files, FindSplitFiles(dir, Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxDims(train_files.images[0]));
+  const int64_t height = dims.size() >= 2 ? dims[1] : 1;
+  const int64_t width = train.example_dim / std::max<int64_t>(height, 1);
   const int64_t max_files = std::min<int64_t>(train.num_examples, 99999);
   if (files < 1 || files > max_files) {
     return absl::InvalidArgumentError(
@@ -138,9 +183,11 @@ absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string
   PSTRAIN_RETURN_IF_ERROR(CheckNoSplitFiles(out));
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(out));
   std::vector<ConvertedSplit> splits;
-  PSTRAIN_ASSIGN_OR_RETURN(ConvertedSplit t, WriteSplit(train, out, "train", files, compression));
+  PSTRAIN_ASSIGN_OR_RETURN(ConvertedSplit t, WriteSplit(train, height, width, out, "train", files,
+                                                        compression, encoding));
   splits.push_back(std::move(t));
-  PSTRAIN_ASSIGN_OR_RETURN(t, WriteSplit(test, out, "test", 1, compression));
+  PSTRAIN_ASSIGN_OR_RETURN(t,
+                           WriteSplit(test, height, width, out, "test", 1, compression, encoding));
   splits.push_back(std::move(t));
   return splits;
 }

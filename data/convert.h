@@ -16,10 +16,23 @@
 
 namespace pstrain::data {
 
-// The Example of one IDX example: "image" a float_list of its values
-// (pixels / 255, the exact floats LoadMnistFormat gives) and "label" an
-// int64_list of one class.
-std::string IdxExample(const float* image, int64_t dim, int32_t label);
+// How `pstrain data to-tfrecord` stores an IDX image in its Example, with
+// "label" an int64_list of one class beside it:
+//   kFloats  "image": a float_list of its values (pixels / 255, the exact
+//            floats LoadMnistFormat gives)
+//   kRaw     "image_raw": one bytes_list value of its bytes, with "height",
+//            "width" and "depth" int64s: TensorFlow's MNIST
+//            convert_to_records layout (decode: "raw_uint8")
+//   kPng     "image": one bytes_list value, a height x width x 1 PNG image:
+//            TensorFlow Datasets' layout (decode: "png")
+enum class ImageEncoding { kFloats, kRaw, kPng };
+
+// "floats", "raw", "png"; InvalidArgument naming anything else.
+absl::StatusOr<ImageEncoding> ParseImageEncoding(absl::string_view name);
+
+// The Example of one IDX image of height x width bytes. Errors of EncodePng.
+absl::StatusOr<std::string> IdxExample(const uint8_t* pixels, int64_t height, int64_t width,
+                                       int32_t label, ImageEncoding encoding);
 
 struct ConvertedSplit {
   std::vector<std::string> files;
@@ -31,13 +44,14 @@ struct ConvertedSplit {
 // train-SSSSS-of-NNNNN.tfrecord[.gz] (`files` files, file i holding
 // examples [i * n / files, (i + 1) * n / files) in order) and
 // test-00000-of-00001.tfrecord[.gz]; ".gz" and GZIP when `compression` is
-// GZIP. Each file is written whole or not at all (TfRecordWriter).
-// InvalidArgument for files outside 1..min(n, 99999) or `out` naming `dir`;
-// FailedPrecondition when `out` holds train-* or test-* files already;
-// errors of LoadMnistFormat and the writer.
-absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(const std::string& dir,
-                                                               const std::string& out, int files,
-                                                               Compression compression);
+// GZIP, each image stored as `encoding` says. Each file is written whole
+// or not at all (TfRecordWriter). InvalidArgument for files outside
+// 1..min(n, 99999) or `out` naming `dir`; FailedPrecondition when `out`
+// holds train-* or test-* files already; errors of LoadMnistFormat and the
+// writer.
+absl::StatusOr<std::vector<ConvertedSplit>> WriteIdxAsTfRecord(
+    const std::string& dir, const std::string& out, int files, Compression compression,
+    ImageEncoding encoding = ImageEncoding::kFloats);
 
 // Writes the MNIST IDX data set in `dir` to `out` (created if needed) as
 // CSV files in the layout of Kaggle's Fashion-MNIST CSV: a header

@@ -9,7 +9,9 @@
 #include "base/testing/temp_dir.h"
 #include "data/idx_reader.h"
 #include "data/input.h"
+#include "data/png_image.h"
 #include "gtest/gtest.h"
+#include "proto/example.pb.h"
 
 namespace pstrain::data {
 namespace {
@@ -72,6 +74,52 @@ TEST(ConvertTest, TfRecordsHoldExactlyTheIdxExamples) {
       "files=24: must be from 1 to 23 (the training examples, one at least per file)");
   EXPECT_EQ(WriteIdxAsTfRecord(idx, idx, 1, Compression::kNone).status().message(),
             idx + " is the data directory itself");
+}
+
+// The images as TensorFlow's MNIST converter ("image_raw") and TensorFlow
+// Datasets (PNG) store them decode to the same floats as the IDX files.
+TEST(ConvertTest, RawAndPngImagesDecodeToTheIdxFloats) {
+  const std::string idx = WriteIdx("idx-encoded", 9, 4);
+  for (ImageEncoding encoding : {ImageEncoding::kRaw, ImageEncoding::kPng}) {
+    const bool png = encoding == ImageEncoding::kPng;
+    const std::string out = testing::TempDir() + (png ? "/tf-png" : "/tf-raw");
+    ASSERT_OK(WriteIdxAsTfRecord(idx, out, 2, Compression::kGzip, encoding).status());
+    InputSpec in = ImageInput(6);
+    FeatureDef& image = in.features.features[0];
+    image.name = png ? "image" : "image_raw";
+    image.decode = png ? FeatureDecode::kPng : FeatureDecode::kRawUint8;
+    image.scale = 1.0f / 255.0f;
+    for (Split split : {Split::kTrain, Split::kTest}) {
+      ASSERT_OK_AND_ASSIGN(Dataset want, LoadMnistFormat(idx, split));
+      ASSERT_OK_AND_ASSIGN(Dataset got, LoadInputSplit(out, in, split, 10));
+      EXPECT_EQ(got.num_examples, want.num_examples);
+      EXPECT_EQ(got.features, want.features);  // bit for bit
+      EXPECT_EQ(got.labels, want.labels);
+    }
+  }
+  // The raw layout's shape features, and the PNG's own shape: 2 x 3 x 1.
+  ASSERT_OK_AND_ASSIGN(std::string raw,
+                       IdxExample(std::vector<uint8_t>(6, 7).data(), 2, 3, 4, ImageEncoding::kRaw));
+  v1::Example e;
+  ASSERT_TRUE(e.ParseFromString(raw));
+  const auto& f = e.features().feature();
+  EXPECT_EQ(f.at("image_raw").bytes_list().value(0), std::string(6, '\x07'));
+  EXPECT_EQ(f.at("height").int64_list().value(0), 2);
+  EXPECT_EQ(f.at("width").int64_list().value(0), 3);
+  EXPECT_EQ(f.at("depth").int64_list().value(0), 1);
+  EXPECT_EQ(f.at("label").int64_list().value(0), 4);
+  ASSERT_OK_AND_ASSIGN(std::string png,
+                       IdxExample(std::vector<uint8_t>(6, 7).data(), 2, 3, 4, ImageEncoding::kPng));
+  ASSERT_TRUE(e.ParseFromString(png));
+  std::vector<uint8_t> pixels;
+  ASSERT_OK_AND_ASSIGN(
+      PngShape shape,
+      DecodePng(e.features().feature().at("image").bytes_list().value(0), 100, &pixels));
+  EXPECT_EQ(shape.height, 2);
+  EXPECT_EQ(shape.width, 3);
+  EXPECT_EQ(shape.channels, 1);
+  EXPECT_EQ(ParseImageEncoding("jpeg").status().message(),
+            "image encoding \"jpeg\" is not one of floats, raw, png");
 }
 
 // A CSV input of every kind of feature: "px" two float columns, "color" a

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "absl/base/config.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
+#include "data/png_image.h"
 
 namespace pstrain::data {
 namespace {
@@ -70,6 +73,29 @@ const char* FeatureTypeName(FeatureType type) {
   return "?";
 }
 
+absl::StatusOr<FeatureDecode> ParseFeatureDecode(absl::string_view name) {
+  if (name.empty()) return FeatureDecode::kValues;
+  if (name == "raw_uint8") return FeatureDecode::kRawUint8;
+  if (name == "raw_float32") return FeatureDecode::kRawFloat32;
+  if (name == "png") return FeatureDecode::kPng;
+  return absl::InvalidArgumentError(
+      absl::StrCat("decode \"", name, "\" is not one of raw_uint8, raw_float32, png"));
+}
+
+const char* FeatureDecodeName(FeatureDecode decode) {
+  switch (decode) {
+    case FeatureDecode::kValues:
+      return "values";
+    case FeatureDecode::kRawUint8:
+      return "raw_uint8";
+    case FeatureDecode::kRawFloat32:
+      return "raw_float32";
+    case FeatureDecode::kPng:
+      return "png";
+  }
+  return "?";
+}
+
 uint64_t StableHash(absl::string_view bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : bytes) {
@@ -105,6 +131,10 @@ absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
     }
     if (f.scale != 1 && f.type != FeatureType::kFloat) {
       return BadFeature(f, "scale is for float features");
+    }
+    if (f.decode != FeatureDecode::kValues && f.type != FeatureType::kFloat) {
+      return BadFeature(f, absl::StrCat("decode ", FeatureDecodeName(f.decode),
+                                        " gives floats: it is for a float feature"));
     }
     const bool ids_options = !f.vocabulary_file.empty() || f.hash_buckets > 0 || f.vocabulary > 0;
     switch (f.type) {
@@ -232,6 +262,68 @@ void FinishSequence(const FeatureDef& f, int64_t n, int64_t* ids) {
   PadIds(f, n, ids);
 }
 
+namespace {
+
+// A float feature stored as one encoded bytes_list value (f.decode): its
+// first min(count, width) values into `dense`, unscaled, and their count
+// into *n.
+absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, float* dense,
+                                int64_t* n) {
+  const char* decode = FeatureDecodeName(f.decode);
+  if (view.kind != ListKind::kBytes) {
+    return BadFeature(f, absl::StrCat("is a ", ListKindName(view.kind), "; decode ", decode,
+                                      " needs a bytes_list of one value"));
+  }
+  absl::string_view value;
+  int64_t values = 0;
+  auto got = ReadBytes(view, [&](absl::string_view v) {
+    if (values++ == 0) value = v;
+  });
+  if (!got.ok()) return BadFeature(f, got.status().message());
+  if (values != 1) {
+    return BadFeature(f, absl::StrCat("has ", values, " bytes_list values; decode ", decode,
+                                      " needs one (the encoded values)"));
+  }
+  const int64_t width = f.width();
+  switch (f.decode) {
+    case FeatureDecode::kValues:
+      break;
+    case FeatureDecode::kRawUint8: {
+      *n = static_cast<int64_t>(value.size());
+      const auto* bytes = reinterpret_cast<const uint8_t*>(value.data());
+      for (int64_t k = 0; k < std::min(*n, width); ++k) dense[k] = static_cast<float>(bytes[k]);
+      break;
+    }
+    case FeatureDecode::kRawFloat32: {
+      static_assert(ABSL_IS_LITTLE_ENDIAN, "raw_float32 is read as little-endian floats");
+      if (value.size() % sizeof(float) != 0) {
+        return BadFeature(f, absl::StrCat("has ", value.size(),
+                                          " bytes, not a whole number of raw_float32 values (4 "
+                                          "bytes each)"));
+      }
+      *n = static_cast<int64_t>(value.size() / sizeof(float));
+      std::memcpy(dense, value.data(), std::min(*n, width) * sizeof(float));
+      break;
+    }
+    case FeatureDecode::kPng: {
+      std::vector<uint8_t> pixels;
+      absl::StatusOr<PngShape> shape = DecodePng(value, kMaxWidth, &pixels);
+      if (!shape.ok()) return BadFeature(f, shape.status().message());
+      *n = shape->values();
+      if (f.max_len == 0 && *n != f.length) {
+        return BadFeature(
+            f, absl::StrCat("is a ", shape->height, "x", shape->width, "x", shape->channels,
+                            " PNG image, ", *n, " values; the spec says length ", f.length));
+      }
+      for (int64_t k = 0; k < std::min(*n, width); ++k) dense[k] = static_cast<float>(pixels[k]);
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
                                            int64_t* ids) const {
   const FeatureDef& f = spec_.features[i];
@@ -266,7 +358,9 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
   int64_t n = 0;
   switch (f.type) {
     case FeatureType::kFloat: {
-      if (view->kind == ListKind::kFloat) {
+      if (f.decode != FeatureDecode::kValues) {
+        if (absl::Status s = DecodeBytesFeature(f, *view, dense, &n); !s.ok()) return s;
+      } else if (view->kind == ListKind::kFloat) {
         auto got = ReadFloats(*view, dense, width);
         if (!got.ok()) return BadFeature(f, got.status().message());
         n = *got;

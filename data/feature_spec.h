@@ -26,6 +26,24 @@ namespace pstrain::data {
 
 enum class FeatureType { kFloat, kInt64, kString };
 
+// How a float feature's values are stored in an Example. kValues: a
+// float_list (or int64_list) of the values themselves. The others hold one
+// bytes_list value that decodes to them, as TensorFlow's ops decode it:
+//   kRawUint8    one byte per value (tf.io.decode_raw(x, tf.uint8)), the
+//                layout of TensorFlow's MNIST convert_to_records ("image_raw")
+//   kRawFloat32  4 little-endian bytes per value (tf.io.decode_raw(x,
+//                tf.float32))
+//   kPng         a PNG image (tf.io.decode_png(x)): height x width x channels
+//                bytes, row-major, channels as stored (a palette expanded to
+//                RGB, or RGBA with transparency; 16-bit samples scaled to
+//                8), as TensorFlow Datasets stores images
+enum class FeatureDecode { kValues, kRawUint8, kRawFloat32, kPng };
+
+// "raw_uint8", "raw_float32", "png" (and "" for kValues); InvalidArgument
+// naming anything else.
+absl::StatusOr<FeatureDecode> ParseFeatureDecode(absl::string_view name);
+const char* FeatureDecodeName(FeatureDecode decode);
+
 // "float", "int64", "string"; InvalidArgument naming anything else.
 absl::StatusOr<FeatureType> ParseFeatureType(absl::string_view name);
 const char* FeatureTypeName(FeatureType type);
@@ -46,6 +64,8 @@ struct FeatureDef {
   // Float features: every value (a default too) is multiplied by this, as
   // a Keras Rescaling layer does: 1/255 takes pixels 0..255 to [0, 1].
   float scale = 1;
+  // Float features of TFRecord input: how the Example stores the values.
+  FeatureDecode decode = FeatureDecode::kValues;
   // CSV input: the column the feature reads (default: its name); a
   // feature of length N reads N columns from there on.
   std::string column;

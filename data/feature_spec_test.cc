@@ -6,6 +6,7 @@
 #include "base/file_util.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
+#include "data/png_image.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 
@@ -227,6 +228,92 @@ TEST(FeatureSpecTest, NamesWhatIsWrongWithAnExample) {
                       &out.label, 10)
                 .message(),
             "Example at byte 0: field 1 says 9 bytes but 0 remain");
+}
+
+// Images stored as one encoded bytes_list value, as TensorFlow's MNIST
+// convert_to_records and TensorFlow Datasets write them.
+TEST(FeatureSpecTest, DecodesRawAndPngBytesAsTensorFlowDoes) {
+  FeatureSpec spec;
+  spec.features.push_back(Def("image_raw", FeatureType::kFloat, 4));
+  spec.features.back().decode = FeatureDecode::kRawUint8;
+  spec.features.back().scale = 0.5f;
+  spec.features.push_back(Def("embedding", FeatureType::kFloat, 2));
+  spec.features.back().decode = FeatureDecode::kRawFloat32;
+  spec.features.push_back(Def("image", FeatureType::kFloat, 6));
+  spec.features.back().decode = FeatureDecode::kPng;
+  spec.features.push_back(Def("thumb", FeatureType::kFloat, 1, 3));
+  spec.features.back().decode = FeatureDecode::kRawUint8;
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  EXPECT_EQ(d->dense_width(), 4 + 2 + 6 + 3);
+  const uint8_t pixels[6] = {0, 1, 127, 128, 254, 255};
+  ASSERT_OK_AND_ASSIGN(std::string png, EncodePng(pixels, 2, 3, 1));
+  const float floats[2] = {-1.5f, 3.25e-3f};
+  auto base = [&] {
+    v1::Example e;
+    Add(&e, "image_raw").mutable_bytes_list()->add_value(std::string("\x00\x01\xfe\xff", 4));
+    Add(&e, "embedding")
+        .mutable_bytes_list()
+        ->add_value(std::string(reinterpret_cast<const char*>(floats), sizeof(floats)));
+    Add(&e, "image").mutable_bytes_list()->add_value(png);
+    Add(&e, "thumb").mutable_bytes_list()->add_value("\x09\x08");
+    Add(&e, "label").mutable_int64_list()->add_value(2);
+    return e;
+  };
+  ASSERT_OK_AND_ASSIGN(Decoded out, DecodeWith(*d, base()));
+  EXPECT_EQ(out.dense, (std::vector<float>{0, 0.5f, 127, 127.5f, -1.5f, 3.25e-3f, 0, 1, 127, 128,
+                                           254, 255, 9, 8, 0}));
+  EXPECT_EQ(out.label, 2);
+
+  v1::Example e = base();
+  Add(&e, "image_raw").mutable_bytes_list()->set_value(0, "abc");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"image_raw\": has 3 values; the spec says length 4 (give max_len for a "
+            "variable length)");
+  e = base();
+  Add(&e, "image_raw").mutable_bytes_list()->add_value("abcd");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"image_raw\": has 2 bytes_list values; decode raw_uint8 needs one (the "
+            "encoded values)");
+  e = base();
+  Add(&e, "image_raw").clear_bytes_list();
+  Add(&e, "image_raw").mutable_float_list()->add_value(1);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"image_raw\": is a float_list; decode raw_uint8 needs a bytes_list of one "
+            "value");
+  e = base();
+  Add(&e, "embedding").mutable_bytes_list()->set_value(0, "12345");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"embedding\": has 5 bytes, not a whole number of raw_float32 values (4 "
+            "bytes each)");
+  e = base();
+  // Any image of 6 values fits: 1 x 2 RGB, channels together.
+  ASSERT_OK_AND_ASSIGN(std::string rgb, EncodePng(pixels, 1, 2, 3));
+  Add(&e, "image").mutable_bytes_list()->set_value(0, rgb);
+  ASSERT_OK_AND_ASSIGN(out, DecodeWith(*d, e));
+  EXPECT_EQ(std::vector<float>(out.dense.begin() + 6, out.dense.begin() + 12),
+            (std::vector<float>{0, 1, 127, 128, 254, 255}));
+  e = base();
+  Add(&e, "image").mutable_bytes_list()->set_value(0, "GIF89a");
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"image\": not a PNG image (6 bytes without PNG's signature)");
+  e = base();
+  ASSERT_OK_AND_ASSIGN(std::string wide, EncodePng(pixels, 1, 6, 1));
+  ASSERT_OK_AND_ASSIGN(std::string square, EncodePng(pixels, 2, 2, 1));
+  Add(&e, "image").mutable_bytes_list()->set_value(0, square);
+  EXPECT_EQ(DecodeWith(*d, e).status().message(),
+            "feature \"image\": is a 2x2x1 PNG image, 4 values; the spec says length 6");
+  Add(&e, "image").mutable_bytes_list()->set_value(0, wide);
+  EXPECT_OK(DecodeWith(*d, e).status());
+
+  // Decoding is for float features.
+  spec.features.push_back(Def("tokens", FeatureType::kInt64, 1));
+  spec.features.back().decode = FeatureDecode::kRawUint8;
+  EXPECT_EQ(ExampleDecoder::Create(spec).status().message(),
+            "feature \"tokens\": decode raw_uint8 gives floats: it is for a float feature");
+  EXPECT_EQ(ParseFeatureDecode("jpeg").status().message(),
+            "decode \"jpeg\" is not one of raw_uint8, raw_float32, png");
+  ASSERT_OK_AND_ASSIGN(FeatureDecode png_decode, ParseFeatureDecode("png"));
+  EXPECT_EQ(png_decode, FeatureDecode::kPng);
 }
 
 TEST(FeatureSpecTest, RefusesSpecsThatCannotWork) {

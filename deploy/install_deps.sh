@@ -19,6 +19,7 @@ PACKAGES=(
   libbenchmark-dev         # Google Benchmark
   libopenblas-dev          # CPU BLAS
   zlib1g-dev               # gzip'd IDX files
+  libpng-dev               # PNG images in TFRecord inputs (decode: "png")
   libssl-dev               # checking TLS certificates and keys at start
   openssl                  # deploy/make_certs.sh (certificates, tokens)
   dataset-fashion-mnist    # the training data, in /usr/share/datasets

@@ -51,7 +51,20 @@ const pstrain::data::ExampleDecoder& Decoder() {
     s.type = pstrain::data::FeatureType::kString;
     s.max_len = 3;
     s.hash_buckets = 97;
-    spec.features = {x, v, ids, s};
+    // Floats stored as bytes: raw and PNG, of any length up to their width.
+    pstrain::data::FeatureDef raw;
+    raw.name = "raw";
+    raw.max_len = 4;
+    raw.decode = pstrain::data::FeatureDecode::kRawUint8;
+    pstrain::data::FeatureDef f32;
+    f32.name = "f32";
+    f32.max_len = 2;
+    f32.decode = pstrain::data::FeatureDecode::kRawFloat32;
+    pstrain::data::FeatureDef png;
+    png.name = "png";
+    png.max_len = 16;
+    png.decode = pstrain::data::FeatureDecode::kPng;
+    spec.features = {x, v, ids, s, raw, f32, png};
     return pstrain::data::ExampleDecoder::Create(spec)->release();
   }();
   return *decoder;

@@ -658,6 +658,19 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
     }
     def.column = f.column();
     if (f.has_scale()) def.scale = f.scale();
+    if (!f.decode().empty()) {
+      if (csv) {
+        return Bad(iat("feature", i),
+                   absl::StrCat("feature \"", f.name(),
+                                "\": decode is for TFRecord input (a CSV cell is a value)"));
+      }
+      auto decode = data::ParseFeatureDecode(f.decode());
+      if (!decode.ok()) {
+        return Bad(iat("feature", i),
+                   absl::StrCat("feature \"", f.name(), "\": ", decode.status().message()));
+      }
+      def.decode = *decode;
+    }
     in->features.features.push_back(std::move(def));
     // Checked as it grows, so an error names the feature that caused it.
     if (absl::Status s = data::CheckFeatureSpec(in->features); !s.ok()) {

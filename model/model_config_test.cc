@@ -696,6 +696,23 @@ TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
   EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
                   "feature { name: \"x\" column: \"c\" } }\n"),
             "m.pbtxt:1:61: input: feature \"x\": column is for CSV or TSV input");
+
+  // Images stored as bytes in TFRecord files.
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile png,
+      parse("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+            "  feature { name: \"image\" decode: \"png\" length: 784 scale: 0.5 } }\n"));
+  EXPECT_EQ(png.job.input.features.features[0].decode, data::FeatureDecode::kPng);
+  EXPECT_EQ(png.job.model.input_dim, 784);
+  EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
+                  "feature { name: \"x\" decode: \"jpeg\" } }\n"),
+            "m.pbtxt:1:61: input: feature \"x\": decode \"jpeg\" is not one of raw_uint8, "
+            "raw_float32, png");
+  EXPECT_EQ(error("input { format: \"csv\" " +
+                  std::string("train_files: \"a\" test_files: "
+                              "\"b\" feature { name: \"x\" decode: \"png\" } }\n")),
+            "m.pbtxt:1:56: input: feature \"x\": decode is for TFRecord input (a CSV cell is a "
+            "value)");
 }
 
 }  // namespace
