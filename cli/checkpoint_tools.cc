@@ -253,7 +253,7 @@ int PredictMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset examples,
         data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
-                             /*idx_pixels_as_bytes=*/true));
+                             /*pixels_as_bytes=*/true));
     std::vector<float> probs;
     PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r,
                              model::EvaluateExamples(
@@ -377,7 +377,7 @@ int EvaluateMain(CliArgs& args) {
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset test,
         data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
-                             /*idx_pixels_as_bytes=*/true));
+                             /*pixels_as_bytes=*/true));
     PSTRAIN_ASSIGN_OR_RETURN(
         model::BatchResult r,
         evaluator::ScoreCheckpoint(*backend, job.seed, at.output_dir, at.step, at.num_ps, test));

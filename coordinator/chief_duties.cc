@@ -143,7 +143,7 @@ absl::Status ChiefDuties::Prepare() {
   PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(options_.output_dir, model));
   PSTRAIN_ASSIGN_OR_RETURN(
       test_, data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
-                                  options_.job.model.num_classes(), /*idx_pixels_as_bytes=*/true));
+                                  options_.job.model.num_classes(), /*pixels_as_bytes=*/true));
   PSTRAIN_RETURN_IF_ERROR(MakeDirs(options_.output_dir));
   Json run = options_.run;
   run["job"] = DescribeJob(options_.job);

@@ -287,11 +287,19 @@ void ShardIterator::StartEpoch() {
   }
 }
 
+void HoldAsFloats(Dataset* ds) {
+  if (!ds->features.empty() || ds->pixels.empty()) return;
+  ds->features.resize(ds->pixels.size());
+  BytesToFloats(ds->pixels.data(), static_cast<int64_t>(ds->pixels.size()), ds->pixel_scale,
+                ds->features.data());
+  std::vector<uint8_t>().swap(ds->pixels);
+}
+
 void CopyFeatures(const Dataset& ds, int64_t first, int64_t count, float* out) {
   const int64_t dim = ds.example_dim;
   if (count * dim == 0) return;  // ids only: no dense features
   if (ds.features.empty() && !ds.pixels.empty()) {
-    BytesToFloats(ds.pixels.data() + first * dim, count * dim, kPixelScale, out);
+    BytesToFloats(ds.pixels.data() + first * dim, count * dim, ds.pixel_scale, out);
   } else {
     std::memcpy(out, ds.features.data() + first * dim, count * dim * sizeof(float));
   }

@@ -18,23 +18,29 @@ namespace pstrain::data {
 // floats (pixels in [0, 1] for IDX files) and id sequences, row-major, with
 // int32 labels.
 //
-// A training split of IDX files, which a trainer only cuts into batches,
-// is held as its bytes instead (LoadReplicaData's `pixels_as_bytes`):
+// A split of images that is only cut into batches or scored can be held
+// as its bytes instead (LoadReplicaData's and LoadInput's
+// `pixels_as_bytes`: IDX files, and TFRecord images stored as bytes):
 // `features` is then empty and `pixels` holds one byte per feature, a
 // quarter of the memory; CopyFeatures gives the floats `features` would
-// have held, bit for bit (byte * (1/255)).
+// have held, bit for bit (byte * pixel_scale).
 struct Dataset {
   int64_t num_examples = 0;
   int64_t example_dim = 0;      // dense floats per example
   int64_t ids_dim = 0;          // ids per example (0 for IDX files)
   std::vector<float> features;  // num_examples * example_dim, or empty
   std::vector<uint8_t> pixels;  // num_examples * example_dim when features is empty
-  std::vector<int64_t> ids;     // num_examples * ids_dim
-  std::vector<int32_t> labels;  // num_examples
+  float pixel_scale = 1.0f / 255.0f;  // a pixel's float: byte * pixel_scale
+  std::vector<int64_t> ids;           // num_examples * ids_dim
+  std::vector<int32_t> labels;        // num_examples
 };
 
 // An IDX pixel byte's float is byte * kPixelScale: [0, 255] onto [0, 1].
 inline constexpr float kPixelScale = 1.0f / 255.0f;
+
+// Turns a data set held as bytes into one held as floats (the same
+// values); nothing for one held as floats.
+void HoldAsFloats(Dataset* ds);
 
 // Writes the `count` examples' features from example `first` on to `out`
 // (count * example_dim floats), from whichever form `ds` holds them in.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -70,7 +71,8 @@ absl::StatusOr<std::vector<std::string>> FilesOfSplit(const std::string& data_di
 
 absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const InputSpec& input,
                                             Split split, int replica, int num_replicas,
-                                            int64_t num_classes) {
+                                            int64_t num_classes, bool pixels_as_bytes) {
+  const float byte_scale = pixels_as_bytes ? ByteImageScale(input) : 0;
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, FilesOfSplit(data_dir, input, split));
   PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
                            OpenFormat(data_dir, input, files));
@@ -85,7 +87,7 @@ absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const I
     if (!out.by_file || i % num_replicas == replica) {
       PSTRAIN_RETURN_IF_ERROR(AppendRecordFile(files[i], compression, *format, decoder.get(),
                                                input.skip_bad_records, &out.dataset, &counts,
-                                               &framed));
+                                               &framed, byte_scale));
       ++out.files_read;
     } else {
       PSTRAIN_ASSIGN_OR_RETURN(framed,
@@ -99,7 +101,40 @@ absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const I
   return out;
 }
 
+// Appends `row` to `pixels` as bytes when each value is float(b) * scale
+// for a byte b (as the decoder computes it); false, `pixels` as it was,
+// otherwise.
+bool AppendAsBytes(const std::vector<float>& row, float scale, std::vector<uint8_t>* pixels) {
+  const size_t at = pixels->size();
+  pixels->resize(at + row.size());
+  const double inverse = 1.0 / static_cast<double>(scale);
+  for (size_t k = 0; k < row.size(); ++k) {
+    const double b = std::nearbyint(static_cast<double>(row[k]) * inverse);
+    if (!(b >= 0 && b <= 255) || static_cast<float>(b) * scale != row[k]) {
+      pixels->resize(at);
+      return false;
+    }
+    (*pixels)[at + k] = static_cast<uint8_t>(b);
+  }
+  return true;
+}
+
 }  // namespace
+
+float ByteImageScale(const InputSpec& input) {
+  if (input.format != InputFormat::kTfRecord) return 0;
+  const FeatureDef* dense = nullptr;
+  for (const FeatureDef& f : input.features.features) {
+    if (!f.is_dense()) continue;
+    if (dense != nullptr) return 0;
+    dense = &f;
+  }
+  if (dense == nullptr ||
+      (dense->decode != FeatureDecode::kRawUint8 && dense->decode != FeatureDecode::kPng)) {
+    return 0;
+  }
+  return dense->scale;
+}
 
 absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::string& path) {
   return input.compression.value_or(CompressionForPath(path));
@@ -179,12 +214,17 @@ absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
 
 absl::Status AppendRecordFile(const std::string& path, Compression compression,
                               const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
-                              Dataset* ds, ReadCounts* counts, int64_t* framed) {
+                              Dataset* ds, ReadCounts* counts, int64_t* framed, float byte_scale) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
                            format.OpenFile(path, compression));
   const int64_t dense = format.dense_width(), ids = format.ids_width();
   ds->example_dim = dense;
   ds->ids_dim = ids;
+  // Bytes until a value is not one (a file before this one may have ended
+  // that); each record decodes into `row` first.
+  bool as_bytes = byte_scale != 0 && dense > 0 && ds->features.empty();
+  if (as_bytes) ds->pixel_scale = byte_scale;
+  std::vector<float> row(as_bytes ? dense : 0);
   std::string record;
   int64_t framed_here = 0;
   while (true) {
@@ -213,15 +253,25 @@ absl::Status AppendRecordFile(const std::string& path, Compression compression,
       const int64_t estimate =
           UncompressedBytes(path, compression) / static_cast<int64_t>(record.size() + 16) * 3 / 2 +
           1;
-      ds->features.reserve(ds->features.size() + estimate * dense);
+      if (as_bytes) {
+        ds->pixels.reserve(ds->pixels.size() + estimate * dense);
+      } else {
+        ds->features.reserve(ds->features.size() + estimate * dense);
+      }
       ds->ids.reserve(ds->ids.size() + estimate * ids);
       ds->labels.reserve(ds->labels.size() + estimate);
     }
     const size_t f = ds->features.size(), d = ds->ids.size();
-    ds->features.resize(f + dense);
+    if (!as_bytes) ds->features.resize(f + dense);
     ds->ids.resize(d + ids);
     int32_t label = 0;
-    absl::Status s = decoder->Decode(record, ds->features.data() + f, ds->ids.data() + d, &label);
+    absl::Status s = decoder->Decode(record, as_bytes ? row.data() : ds->features.data() + f,
+                                     ds->ids.data() + d, &label);
+    if (s.ok() && as_bytes && !AppendAsBytes(row, byte_scale, &ds->pixels)) {
+      HoldAsFloats(ds);
+      ds->features.insert(ds->features.end(), row.begin(), row.end());
+      as_bytes = false;
+    }
     if (!s.ok()) {
       ds->features.resize(f);
       ds->ids.resize(d);
@@ -241,13 +291,14 @@ absl::Status AppendRecordFile(const std::string& path, Compression compression,
 
 absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
                                       Split split, int replica, int num_replicas,
-                                      int64_t num_classes, bool idx_pixels_as_bytes) {
+                                      int64_t num_classes, bool pixels_as_bytes) {
   switch (input.format) {
     case InputFormat::kIdx:
-      return LoadReplicaData(data_dir, split, replica, num_replicas, idx_pixels_as_bytes);
+      return LoadReplicaData(data_dir, split, replica, num_replicas, pixels_as_bytes);
     case InputFormat::kTfRecord:
     case InputFormat::kCsv:
-      return LoadRecordInput(data_dir, input, split, replica, num_replicas, num_classes);
+      return LoadRecordInput(data_dir, input, split, replica, num_replicas, num_classes,
+                             pixels_as_bytes);
   }
   return absl::InternalError("unknown input format");
 }
@@ -282,10 +333,10 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                 uint64_t seed, int64_t num_classes) {
   TrainingInput out;
   if (input.format == InputFormat::kIdx || input.shuffle_buffer <= 0) {
-    // Only cut into batches: IDX images stay bytes (a quarter of the floats).
+    // Only cut into batches: images stay bytes (a quarter of the floats).
     PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data, LoadInput(data_dir, input, Split::kTrain, replica,
                                                          num_replicas, num_classes,
-                                                         /*idx_pixels_as_bytes=*/true));
+                                                         /*pixels_as_bytes=*/true));
     out.by_file = data.by_file;
     out.files_read = data.files_read;
     out.files_total = data.files_total;
@@ -324,9 +375,9 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
 }
 
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,
-                                       Split split, int64_t num_classes, bool idx_pixels_as_bytes) {
-  PSTRAIN_ASSIGN_OR_RETURN(
-      ReplicaData data, LoadInput(data_dir, input, split, 0, 1, num_classes, idx_pixels_as_bytes));
+                                       Split split, int64_t num_classes, bool pixels_as_bytes) {
+  PSTRAIN_ASSIGN_OR_RETURN(ReplicaData data,
+                           LoadInput(data_dir, input, split, 0, 1, num_classes, pixels_as_bytes));
   return std::move(data.dataset);
 }
 

@@ -82,19 +82,30 @@ absl::StatusOr<std::shared_ptr<const RecordFormat>> OpenFormat(
 // where the record begins) unless `skip_bad`: then it is logged to stderr
 // and counted, and when the rest of the file cannot be read, the rest is
 // skipped as one. `framed` (optional) counts the records the file frames,
-// decodable or not: what every replica counts the same for a file.
+// decodable or not: what every replica counts the same for a file. With
+// `byte_scale` (ByteImageScale's), the dense values are held as bytes
+// (Dataset::pixels, pixel_scale = byte_scale) while each one is a byte
+// times byte_scale; the first that is not (a default_value) turns `ds` to
+// floats (HoldAsFloats), the same values.
 absl::Status AppendRecordFile(const std::string& path, Compression compression,
                               const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
-                              Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr);
+                              Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr,
+                              float byte_scale = 0);
+
+// When `input`'s examples have one dense feature and it is an image stored
+// as bytes (TFRecord, decode raw_uint8 or png), whose values are bytes
+// times its scale: that scale. 0 otherwise.
+float ByteImageScale(const InputSpec& input);
 
 // Replica `replica` of `num_replicas`'s share of a split (LoadReplicaData's
 // rules, for every format). `num_classes` > 0 bounds the labels. With
-// `idx_pixels_as_bytes`, IDX images stay bytes (Dataset::pixels).
+// `pixels_as_bytes`, IDX images and TFRecord images stored as bytes
+// (ByteImageScale) stay bytes (Dataset::pixels).
 // Errors: the format's (NotFound, DataLoss naming file and offset), the
 // decoder's (InvalidArgument naming the feature).
 absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSpec& input,
                                       Split split, int replica, int num_replicas,
-                                      int64_t num_classes, bool idx_pixels_as_bytes = false);
+                                      int64_t num_classes, bool pixels_as_bytes = false);
 
 // One replica's training batches: the share LoadInput loads, iterated by a
 // ShardIterator (by file: its files whole; by record: every R-th example),
@@ -113,12 +124,12 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
                                                 int replica, int num_replicas, int batch_size,
                                                 uint64_t seed, int64_t num_classes);
 
-// The whole split (one replica). With `idx_pixels_as_bytes`, IDX images stay
-// bytes (Dataset::pixels): for a split that is only scored
+// The whole split (one replica). With `pixels_as_bytes`, images stay bytes
+// as LoadInput's do: for a split that is only scored
 // (model::EvaluateExamples) or cut into batches.
 absl::StatusOr<Dataset> LoadInputSplit(const std::string& data_dir, const InputSpec& input,
                                        Split split, int64_t num_classes,
-                                       bool idx_pixels_as_bytes = false);
+                                       bool pixels_as_bytes = false);
 
 }  // namespace pstrain::data
 

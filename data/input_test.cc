@@ -134,6 +134,97 @@ TEST(InputTest, IdxSplitForScoringIsHeldAsBytesThatWidenToItsFloats) {
   EXPECT_TRUE(decoded.pixels.empty());
 }
 
+// Example i: "img" the raw bytes {i, 2i, 255 - i} (none for i = missing),
+// "tok" id i % 5 + 1, label i % 4.
+std::string ImageExampleBytes(int i, int missing) {
+  v1::Example e;
+  auto& m = *e.mutable_features()->mutable_feature();
+  if (i != missing) {
+    const char pixels[3] = {static_cast<char>(i), static_cast<char>(2 * i),
+                            static_cast<char>(255 - i)};
+    m["img"].mutable_bytes_list()->add_value(std::string(pixels, 3));
+  }
+  m["tok"].mutable_int64_list()->add_value(i % 5 + 1);
+  m["label"].mutable_int64_list()->add_value(i % 4);
+  return e.SerializeAsString();
+}
+
+InputSpec ImageSpec(const std::string& dir) {
+  InputSpec in;
+  in.format = InputFormat::kTfRecord;
+  in.train_files = dir + "/part-*";
+  in.test_files = dir + "/part-*";
+  FeatureDef img;
+  img.name = "img";
+  img.length = 3;
+  img.decode = FeatureDecode::kRawUint8;
+  img.scale = 1.0f / 255.0f;
+  FeatureDef tok;
+  tok.name = "tok";
+  tok.type = FeatureType::kInt64;
+  tok.vocabulary = 10;
+  in.features.features = {img, tok};
+  return in;
+}
+
+// TFRecord images stored as bytes are held as bytes where a split is only
+// scored or cut into batches, widening to the floats a float load holds;
+// a value that is not a byte times the scale (a default_value) turns the
+// split to floats, keeping every value.
+TEST(InputTest, ByteImagesFromRecordsAreHeldAsBytesWhileTheyAreBytes) {
+  ASSERT_OK_AND_ASSIGN(std::string dir,
+                       testing::WriteExampleFiles("images", 2, 6, false,
+                                                  [](int i) { return ImageExampleBytes(i, -1); }));
+  const InputSpec in = ImageSpec(dir);
+  EXPECT_EQ(ByteImageScale(in), 1.0f / 255.0f);
+  ASSERT_OK_AND_ASSIGN(Dataset floats, LoadInputSplit(dir, in, Split::kTrain, 4));
+  ASSERT_OK_AND_ASSIGN(Dataset bytes, LoadInputSplit(dir, in, Split::kTrain, 4, true));
+  EXPECT_EQ(floats.features.size(), 12u * 3);
+  EXPECT_TRUE(bytes.features.empty());
+  EXPECT_EQ(bytes.pixels.size(), 12u * 3);
+  EXPECT_EQ(bytes.pixels[3 * 7 + 2], 255 - 7);
+  EXPECT_EQ(bytes.pixel_scale, 1.0f / 255.0f);
+  EXPECT_EQ(bytes.ids, floats.ids);
+  EXPECT_EQ(bytes.labels, floats.labels);
+  std::vector<float> widened(floats.features.size());
+  CopyFeatures(bytes, 0, bytes.num_examples, widened.data());
+  EXPECT_TRUE(widened == floats.features);
+  // Replica 1 of 2 reads the second file whole, as bytes, for batches.
+  ASSERT_OK_AND_ASSIGN(ReplicaData second, LoadInput(dir, in, Split::kTrain, 1, 2, 4, true));
+  EXPECT_TRUE(second.by_file);
+  EXPECT_EQ(second.dataset.pixels,
+            std::vector<uint8_t>(bytes.pixels.begin() + 18, bytes.pixels.end()));
+
+  // Example 8 (in the second file) lacks its image: its default, 0.5,
+  // is no byte times 1/255, so from there the split is floats.
+  ASSERT_OK_AND_ASSIGN(std::string gap_dir,
+                       testing::WriteExampleFiles("images-gap", 2, 6, false,
+                                                  [](int i) { return ImageExampleBytes(i, 8); }));
+  InputSpec gap = ImageSpec(gap_dir);
+  gap.features.features[0].has_default = true;
+  gap.features.features[0].default_value = 0.5f;
+  ASSERT_OK_AND_ASSIGN(Dataset gap_floats, LoadInputSplit(gap_dir, gap, Split::kTrain, 4));
+  ASSERT_OK_AND_ASSIGN(Dataset gap_bytes, LoadInputSplit(gap_dir, gap, Split::kTrain, 4, true));
+  EXPECT_TRUE(gap_bytes.pixels.empty());
+  EXPECT_EQ(gap_bytes.num_examples, 12);
+  EXPECT_TRUE(gap_bytes.features == gap_floats.features);
+  EXPECT_EQ(gap_bytes.features[3 * 8], 0.5f * (1.0f / 255.0f));
+  EXPECT_EQ(gap_bytes.features[3 * 9 + 1], 18 * (1.0f / 255.0f));
+
+  // Only an input whose one dense feature is a byte image is held so.
+  InputSpec two = in;
+  FeatureDef more;
+  more.name = "more";
+  two.features.features.push_back(more);
+  EXPECT_EQ(ByteImageScale(two), 0);
+  InputSpec plain = in;
+  plain.features.features[0].decode = FeatureDecode::kValues;
+  EXPECT_EQ(ByteImageScale(plain), 0);
+  plain.features.features[0].decode = FeatureDecode::kRawFloat32;
+  EXPECT_EQ(ByteImageScale(plain), 0);
+  EXPECT_EQ(ByteImageScale(InputSpec()), 0);  // IDX: held as bytes its own way
+}
+
 TEST(InputTest, ShardsByFileOrByRecordGivingEachExampleToOneReplica) {
   for (const auto& [files, replicas, want_by_file] :
        {std::tuple{4, 2, true}, std::tuple{5, 2, true}, std::tuple{2, 3, false},

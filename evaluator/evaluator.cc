@@ -170,7 +170,7 @@ absl::StatusOr<std::vector<Score>> RunEvaluator(const EvaluatorOptions& options)
   Log("evaluator: scoring on ", backend->Describe());
   absl::StatusOr<data::Dataset> loaded =
       data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
-                           /*idx_pixels_as_bytes=*/true);
+                           /*pixels_as_bytes=*/true);
   if (!loaded.ok()) return AsSetupFailure(loaded.status());
   const data::Dataset test = *std::move(loaded);
   const std::string eval_dir = options.output_dir + "/eval";

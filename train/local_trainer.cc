@@ -104,7 +104,7 @@ class LocalRun final : public StepObserver {
       PSTRAIN_ASSIGN_OR_RETURN(test_,
                                data::LoadInputSplit(job_.data_dir, job_.input, data::Split::kTest,
                                                     job_.model.num_classes(),
-                                                    /*idx_pixels_as_bytes=*/true));
+                                                    /*pixels_as_bytes=*/true));
     }
     result_.load_seconds = absl::ToDoubleSeconds(absl::Now() - load_start);
     // Batches of up to 1024 for scoring the test split.
