@@ -17,13 +17,13 @@
 // 10,000 examples instead of loaded (data/example_stream.h):
 //   StreamGzip, Stream   opening the stream (its counting pass) and one epoch
 //   StreamEpochGzip      each further epoch of an open stream
-// and, apart, decoding Examples already in memory (Decode: parse and lay
-// out, no file), and cutting one epoch of batches from the IDX training
-// split already in memory, held as floats (EpochFloats, as LoadMnistFormat
-// holds a split) or as its bytes (EpochBytes, as a trainer and evaluation
-// hold it: data/dataset.h), with the memory each form takes. The TFRecord
-// files are written to a temporary directory first, and removed at exit.
-// Items are examples.
+// and, apart, decoding Examples already in memory (Decode: parse and lay out,
+// no file; DecodePng: the same with each image a PNG), and cutting one epoch
+// of batches from the IDX training split already in memory, held as floats
+// (EpochFloats, as LoadMnistFormat holds a split) or as its bytes
+// (EpochBytes, as a trainer and evaluation hold it: data/dataset.h), with the
+// memory each form takes. The TFRecord files are written to a temporary
+// directory first, and removed at exit. Items are examples.
 //   bazel build -c opt //bench:input_bench &&
 //   bazel-bin/bench/input_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
@@ -213,11 +213,11 @@ void BM_StreamEpochGzip(benchmark::State& state) {
   for (auto _ : state) Epoch(source.get(), state);
 }
 
-void BM_Decode(benchmark::State& state) {
-  auto records = ReadAllRecords(Converted(Compression::kNone) + "/train-00000-of-00001.tfrecord",
-                                Compression::kNone);
+// Decoding the Examples of one file already in memory, one per iteration.
+void Decode(benchmark::State& state, const std::string& path, const InputSpec& input) {
+  auto records = ReadAllRecords(path, Compression::kNone);
   if (!records.ok()) Die(records.status());
-  auto decoder = ExampleDecoder::Create(TfRecordInput().features);
+  auto decoder = ExampleDecoder::Create(input.features);
   if (!decoder.ok()) Die(decoder.status());
   std::vector<float> x(784);
   int32_t label;
@@ -231,6 +231,18 @@ void BM_Decode(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations());
 }
+void BM_Decode(benchmark::State& state) {
+  Decode(state, Converted(Compression::kNone) + "/train-00000-of-00001.tfrecord", TfRecordInput());
+}
+void BM_DecodePng(benchmark::State& state) {
+  InputSpec in = TfRecordInput();
+  in.features.features[0].decode = FeatureDecode::kPng;
+  in.features.features[0].scale = 1.0f / 255.0f;
+  Decode(state,
+         std::filesystem::path(Converted(Compression::kNone)).parent_path().string() +
+             "/png/train-00000-of-00001.tfrecord",
+         in);
+}
 
 BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
@@ -242,6 +254,7 @@ BENCHMARK(BM_StreamGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamEpochGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Decode);
+BENCHMARK(BM_DecodePng);
 BENCHMARK(BM_EpochFloats)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK(BM_EpochBytes)->Unit(benchmark::kMillisecond)->MinTime(2);
 
