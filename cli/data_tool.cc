@@ -2,14 +2,18 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "cli/debian_corpus.h"
 #include "base/exit_codes.h"
+#include "base/status_macros.h"
+#include "cli/debian_corpus.h"
 #include "data/click_data.h"
 #include "data/convert.h"
 #include "data/dataset.h"
+#include "data/input.h"
+#include "data/record_survey.h"
 #include "data/text_corpus.h"
 #include "data/tfrecord.h"
 #include "model/model_config.h"
@@ -29,7 +33,8 @@ constexpr char kUsage[] =
     "       pstrain data debian-descriptions --out=DIR [--vocab_size=N] [--files=N] "
     "[--min_class=N] [--compression=GZIP|NONE] [--packages=FILE --translations=FILE]\n"
     "       pstrain data clicks --out=DIR [--train_examples=N] [--test_examples=N] "
-    "[--files=N] [--seed=N] [--compression=GZIP|NONE]";
+    "[--files=N] [--seed=N] [--compression=GZIP|NONE]\n"
+    "       pstrain data inspect --files=PATTERN [--data_dir=DIR] [--records=N]";
 
 int Fail(const absl::Status& s, int code) {
   std::fprintf(stderr, "pstrain data: %s\n", std::string(s.message()).c_str());
@@ -264,7 +269,83 @@ int Shard(CliArgs& args) {
   return kExitOk;
 }
 
+// "A" when a == b, else "A..B".
+template <typename T>
+std::string Span(T a, T b) {
+  return a == b ? absl::StrCat(a) : absl::StrCat(a, "..", b);
+}
+
+int Inspect(CliArgs& args) {
+  auto files = args.GetString("files", "");
+  auto data_dir = args.GetString("data_dir", "");
+  auto records = args.GetInt("records", 1000);
+  for (const absl::Status& s : {files.status(), data_dir.status(), records.status()}) {
+    if (!s.ok()) return Fail(s, kExitBadConfig);
+  }
+  if (absl::Status s = args.CheckAllUsed(); !s.ok()) return Fail(s, kExitBadConfig);
+  if (files->empty()) {
+    return Fail(absl::InvalidArgumentError(
+                    "--files=PATTERN is missing: the TFRecord files to read (a glob)"),
+                kExitBadConfig);
+  }
+  if (*records < 1) {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--records=", *records, ": must be 1 or more")),
+        kExitBadConfig);
+  }
+  absl::StatusOr<std::string> text = InspectRecords(*files, *data_dir, *records);
+  if (!text.ok()) return FailWith(text.status());
+  std::fputs(text->c_str(), stdout);
+  return kExitOk;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> InspectRecords(const std::string& pattern, const std::string& data_dir,
+                                           int64_t max_records) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, data::ExpandFiles(pattern, data_dir));
+  PSTRAIN_ASSIGN_OR_RETURN(data::RecordSurvey survey, data::SurveyRecords(files, max_records));
+  std::string out = absl::StrFormat(
+      "%d of %d files, %d records read%s\n", survey.files.size(), files.size(), survey.records,
+      survey.records == max_records ? absl::StrCat(" (the first ", max_records, ": --records)")
+                                    : "");
+  absl::StrAppend(&out, absl::StrFormat("%-20s %-11s %-17s %s\n", "feature", "list",
+                                        "values/example", "contents"));
+  for (const data::FeatureSurvey& f : survey.features) {
+    std::string contents;
+    if (f.mixed_kinds) {
+      contents = "different list kinds in different examples";
+    } else if (f.kind == data::ListKind::kBytes && f.all_png) {
+      contents = f.png_same_shape ? absl::StrFormat("PNG %dx%dx%d (%d values)", f.png.height,
+                                                    f.png.width, f.png.channels, f.png.values())
+                                  : std::string("PNG images of different shapes");
+    } else if (f.kind == data::ListKind::kBytes) {
+      contents = f.max_values == 1 && f.min_values == 1
+                     ? absl::StrCat(Span(f.min_bytes, f.max_bytes), " bytes")
+                     : std::string("strings");
+    } else if (f.values > 0) {
+      contents =
+          absl::StrCat(Span(f.min_value, f.max_value),
+                       f.kind == data::ListKind::kFloat && f.integral ? " (whole numbers)" : "");
+    }
+    if (f.examples < survey.records) {
+      absl::StrAppend(&contents,
+                      absl::StrFormat("; in %d of %d records", f.examples, survey.records));
+    }
+    absl::StrAppend(&out, absl::StrFormat("%-20s %-11s %-17s %s\n", f.name,
+                                          f.mixed_kinds ? "mixed" : data::ListKindName(f.kind),
+                                          Span(f.min_values, f.max_values), contents));
+  }
+  // The test files' pattern: the training one's with "train" as "test".
+  std::string test_files;
+  if (const size_t at = pattern.rfind("train"); at != std::string::npos) {
+    test_files = pattern;
+    test_files.replace(at, 5, "test");
+  }
+  absl::StrAppend(&out, "\nan input block that reads them (check the lines marked #):\n",
+                  data::SuggestInputBlock(survey, pattern, test_files));
+  return out;
+}
 
 int DataMain(CliArgs& args) {
   const std::string what = args.positional().size() == 2 ? args.positional()[1] : "";
@@ -275,6 +356,7 @@ int DataMain(CliArgs& args) {
   if (what == "text-to-tfrecord") return TextToTfRecord(args);
   if (what == "debian-descriptions") return DebianDescriptionsMain(args);
   if (what == "clicks") return Clicks(args);
+  if (what == "inspect") return Inspect(args);
   return Fail(absl::InvalidArgumentError(kUsage), kExitBadConfig);
 }
 

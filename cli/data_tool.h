@@ -14,9 +14,21 @@
 #ifndef PSTRAIN_CLI_DATA_TOOL_H_
 #define PSTRAIN_CLI_DATA_TOOL_H_
 
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "base/cli_args.h"
 
 namespace pstrain {
+
+// `pstrain data inspect --files=PATTERN [--data_dir=DIR] [--records=N]`:
+// what the first N (1000) records of the TFRecord files PATTERN names
+// (relative: under DIR) hold, a line per feature, and a model config's
+// input block that reads them (data/record_survey.h). Errors of
+// data::ExpandFiles and data::SurveyRecords.
+absl::StatusOr<std::string> InspectRecords(const std::string& pattern, const std::string& data_dir,
+                                           int64_t max_records);
 
 // Exit 0 when written; 2 for bad flags; 1 when the data cannot be read or
 // written (the message names the file).
