@@ -34,6 +34,13 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
   o->set_l1(optimizer.l1);
   o->set_l2(optimizer.l2);
   o->set_dense_table_updates(optimizer.dense_table_updates);
+  o->set_schedule(optimizer.schedule);
+  o->set_decay_steps(optimizer.decay_steps);
+  o->set_decay_rate(optimizer.decay_rate);
+  o->set_staircase(optimizer.staircase);
+  o->set_alpha(optimizer.alpha);
+  o->mutable_boundaries()->Add(optimizer.boundaries.begin(), optimizer.boundaries.end());
+  o->mutable_values()->Add(optimizer.values.begin(), optimizer.values.end());
   for (const SliceDef& s : placement.SlicesOn(ps)) {
     size_t v = 0;
     while (placement.variables[v].name != s.variable) ++v;

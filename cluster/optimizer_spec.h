@@ -1,10 +1,14 @@
 // The optimizer a job trains with and its hyper-parameters: chosen in the
 // job's flags, sent by the chief to every PS in CreateVariables, applied on
-// the PS (optim/optimizer.h). Plain data.
+// the PS (optim/optimizer.h). Plain data, and the checks of its schedule.
 #ifndef PSTRAIN_CLUSTER_OPTIMIZER_SPEC_H_
 #define PSTRAIN_CLUSTER_OPTIMIZER_SPEC_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "absl/status/status.h"
 
 namespace pstrain {
 
@@ -30,7 +34,41 @@ struct OptimizerSpec {
   // step count (Keras's Adam), not only the rows a batch names, each with
   // its own count (lazy, the default; TensorFlow's LazyAdam).
   bool dense_table_updates = false;
+
+  // The learning rate over the steps, as Keras's
+  // tf.keras.optimizers.schedules compute it from the optimizer's
+  // iterations (`step`: the updates applied before this one; for the rows
+  // of a lazily updated table, the row's own, as its bias correction
+  // counts them):
+  //   constant            learning_rate
+  //   exponential_decay   learning_rate * decay_rate^(step / decay_steps)
+  //   inverse_time_decay  learning_rate / (1 + decay_rate * step / decay_steps)
+  //                       (both with staircase: the division floored)
+  //   cosine_decay        learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi *
+  //                       min(step, decay_steps) / decay_steps)) + alpha)
+  //   piecewise_constant  values[0] while step <= boundaries[0], values[i]
+  //                       while boundaries[i - 1] < step <= boundaries[i],
+  //                       the last value after the last boundary
+  //                       (learning_rate unused)
+  std::string schedule = "constant";
+  int64_t decay_steps = 0;
+  float decay_rate = 0.0f;
+  bool staircase = false;
+  float alpha = 0.0f;
+  std::vector<int64_t> boundaries;
+  std::vector<float> values;
 };
+
+// InvalidArgument naming the setting for an unknown schedule, or one
+// without what it needs: decay_steps >= 1 and a decay_rate > 0
+// (exponential and inverse time; exponential's at most 1), alpha in [0, 1]
+// (cosine), boundaries rising and one value more than them, each positive
+// and finite (piecewise).
+absl::Status CheckSchedule(const OptimizerSpec& spec);
+
+// The learning rate of the t-th update (t >= 1; the schedule's step is
+// t - 1). REQUIRES: CheckSchedule(spec) is OK.
+float ScheduledLearningRate(const OptimizerSpec& spec, int64_t t);
 
 }  // namespace pstrain
 

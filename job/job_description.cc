@@ -116,6 +116,24 @@ Json DescribeJob(const model::JobSpec& job) {
     j["l1"] = Num(opt.l1);
     j["l2"] = Num(opt.l2);
   }
+  if (opt.schedule != "constant") {
+    Json schedule = {{"kind", opt.schedule}};
+    if (opt.schedule == "piecewise_constant") {
+      schedule["boundaries"] = opt.boundaries;
+      Json values = Json::array();
+      for (float v : opt.values) values.push_back(Num(v));
+      schedule["values"] = values;
+    } else {
+      schedule["decay_steps"] = opt.decay_steps;
+      if (opt.schedule == "cosine_decay") {
+        schedule["alpha"] = Num(opt.alpha);
+      } else {
+        schedule["decay_rate"] = Num(opt.decay_rate);
+        schedule["staircase"] = opt.staircase;
+      }
+    }
+    j["learning_rate_schedule"] = schedule;
+  }
   return j;
 }
 

@@ -783,6 +783,39 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
       }
       *target = value;
     }
+    if (o.has_schedule()) {
+      const v1::LearningRateSchedule& sc = o.schedule();
+      switch (sc.kind_case()) {
+        case v1::LearningRateSchedule::kExponentialDecay:
+        case v1::LearningRateSchedule::kInverseTimeDecay: {
+          const bool exponential = sc.has_exponential_decay();
+          const v1::DecaySchedule& d =
+              exponential ? sc.exponential_decay() : sc.inverse_time_decay();
+          opt.schedule = exponential ? "exponential_decay" : "inverse_time_decay";
+          opt.decay_steps = d.decay_steps();
+          opt.decay_rate = d.decay_rate();
+          opt.staircase = d.staircase();
+          break;
+        }
+        case v1::LearningRateSchedule::kCosineDecay:
+          opt.schedule = "cosine_decay";
+          opt.decay_steps = sc.cosine_decay().decay_steps();
+          opt.alpha = sc.cosine_decay().alpha();
+          break;
+        case v1::LearningRateSchedule::kPiecewiseConstant:
+          opt.schedule = "piecewise_constant";
+          opt.boundaries.assign(sc.piecewise_constant().boundaries().begin(),
+                                sc.piecewise_constant().boundaries().end());
+          opt.values.assign(sc.piecewise_constant().values().begin(),
+                            sc.piecewise_constant().values().end());
+          break;
+        case v1::LearningRateSchedule::KIND_NOT_SET:
+          return Bad(oat("schedule"),
+                     "names no schedule (exponential_decay, inverse_time_decay, cosine_decay or "
+                     "piecewise_constant)");
+      }
+      if (absl::Status s = CheckSchedule(opt); !s.ok()) return Bad(oat("schedule"), s.message());
+    }
   }
   return absl::OkStatus();
 }

@@ -658,19 +658,57 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
             "in memory)");
 }
 
+// `input` (a config's settings) with one dense layer, parsed as m.pbtxt.
+absl::StatusOr<ModelConfigFile> ParseDense(const std::string& input) {
+  return ParseModelConfigFile(input + "layer { dense { units: 10 } }\n", "m.pbtxt");
+}
+// The error of ParseDense(input), or "ok".
+std::string ErrorOf(const std::string& input) {
+  auto f = ParseDense(input);
+  return f.ok() ? std::string("ok") : std::string(f.status().message());
+}
+
+// Keras's learning-rate schedules, by the names Keras gives them.
+TEST(ModelConfigTest, OptimizerTakesKerasLearningRateSchedules) {
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile decayed,
+      ParseDense(
+          "optimizer { name: \"adam\" learning_rate: 0.01\n"
+          "  schedule { exponential_decay { decay_steps: 100 decay_rate: 0.9 staircase: true } } "
+          "}\ninput_dim: 4\n"));
+  EXPECT_EQ(decayed.job.optimizer.schedule, "exponential_decay");
+  EXPECT_EQ(decayed.job.optimizer.decay_steps, 100);
+  EXPECT_EQ(decayed.job.optimizer.decay_rate, 0.9f);
+  EXPECT_TRUE(decayed.job.optimizer.staircase);
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile piecewise,
+      ParseDense("optimizer { name: \"sgd\" schedule { piecewise_constant {\n"
+                 "  boundaries: [1000, 2000] values: [0.1, 0.01, 0.001] } } }\ninput_dim: 4\n"));
+  EXPECT_EQ(piecewise.job.optimizer.boundaries, (std::vector<int64_t>{1000, 2000}));
+  EXPECT_EQ(piecewise.job.optimizer.values, (std::vector<float>{0.1f, 0.01f, 0.001f}));
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile cosine,
+      ParseDense(
+          "optimizer { name: \"sgd\" schedule { cosine_decay { decay_steps: 50 alpha: 0.1 } } "
+          "}\ninput_dim: 4\n"));
+  EXPECT_EQ(cosine.job.optimizer.schedule, "cosine_decay");
+  EXPECT_EQ(cosine.job.optimizer.alpha, 0.1f);
+  EXPECT_EQ(
+      ErrorOf(
+          "optimizer { name: \"sgd\" schedule { cosine_decay { alpha: 0.1 } } }\ninput_dim: 4\n"),
+      "m.pbtxt:1:25: optimizer.schedule learning-rate schedule cosine_decay: decay_steps 0 "
+      "must be 1 or more");
+  EXPECT_EQ(ErrorOf("optimizer { name: \"sgd\" schedule { } }\ninput_dim: 4\n"),
+            "m.pbtxt:1:25: optimizer.schedule names no schedule (exponential_decay, "
+            "inverse_time_decay, cosine_decay or piecewise_constant)");
+}
+
 TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
-  auto parse = [](const std::string& input) {
-    return ParseModelConfigFile(input + "layer { dense { units: 10 } }\n", "m.pbtxt");
-  };
-  auto error = [&](const std::string& input) {
-    auto f = parse(input);
-    return f.ok() ? std::string("ok") : std::string(f.status().message());
-  };
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile csv,
-      parse("input { format: \"csv\" train_files: \"a.csv\" test_files: \"b.csv\"\n"
-            "  field_delim: \";\" column: \"y\" column: \"p0\" column: \"p1\"\n"
-            "  feature { name: \"pixels\" column: \"p0\" length: 2 } label: \"y\" }\n"));
+      ParseDense("input { format: \"csv\" train_files: \"a.csv\" test_files: \"b.csv\"\n"
+                 "  field_delim: \";\" column: \"y\" column: \"p0\" column: \"p1\"\n"
+                 "  feature { name: \"pixels\" column: \"p0\" length: 2 } label: \"y\" }\n"));
   const data::InputSpec& in = csv.job.input;
   EXPECT_EQ(in.format, data::InputFormat::kCsv);
   EXPECT_EQ(in.csv.dialect.delimiter, ';');
@@ -681,36 +719,37 @@ TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
   EXPECT_EQ(csv.job.model.input_dim, 2);
 
   const std::string files = "train_files: \"a\" test_files: \"b\" feature { name: \"x\" }";
-  ASSERT_OK_AND_ASSIGN(ModelConfigFile tsv, parse("input { format: \"tsv\" " + files + " }\n"));
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile tsv,
+                       ParseDense("input { format: \"tsv\" " + files + " }\n"));
   EXPECT_EQ(tsv.job.input.csv.dialect.delimiter, '\t');
   EXPECT_FALSE(tsv.job.input.csv.dialect.quoting);
   EXPECT_TRUE(tsv.job.input.csv.header);
-  EXPECT_EQ(error("input { format: \"csv\" field_delim: \";;\" " + files + " }\n"),
+  EXPECT_EQ(ErrorOf("input { format: \"csv\" field_delim: \";;\" " + files + " }\n"),
             "m.pbtxt:1:23: input: field_delim \";;\" must be one character, not a quote or a line "
             "end");
-  EXPECT_EQ(error("input { format: \"csv\" header: false " + files + " }\n"),
+  EXPECT_EQ(ErrorOf("input { format: \"csv\" header: false " + files + " }\n"),
             "m.pbtxt:1:23: input: header: false but no column names are given: list them with "
             "column: \"NAME\"");
-  EXPECT_EQ(error("input { format: \"tfrecord\" field_delim: \",\" " + files + " }\n"),
+  EXPECT_EQ(ErrorOf("input { format: \"tfrecord\" field_delim: \",\" " + files + " }\n"),
             "m.pbtxt:1:1: input: field_delim, header and column are for format \"csv\" or \"tsv\"");
-  EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
-                  "feature { name: \"x\" column: \"c\" } }\n"),
+  EXPECT_EQ(ErrorOf("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
+                    "feature { name: \"x\" column: \"c\" } }\n"),
             "m.pbtxt:1:61: input: feature \"x\": column is for CSV or TSV input");
 
   // Images stored as bytes in TFRecord files.
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile png,
-      parse("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
-            "  feature { name: \"image\" decode: \"png\" length: 784 scale: 0.5 } }\n"));
+      ParseDense("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\"\n"
+                 "  feature { name: \"image\" decode: \"png\" length: 784 scale: 0.5 } }\n"));
   EXPECT_EQ(png.job.input.features.features[0].decode, data::FeatureDecode::kPng);
   EXPECT_EQ(png.job.model.input_dim, 784);
-  EXPECT_EQ(error("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
-                  "feature { name: \"x\" decode: \"jpeg\" } }\n"),
+  EXPECT_EQ(ErrorOf("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
+                    "feature { name: \"x\" decode: \"jpeg\" } }\n"),
             "m.pbtxt:1:61: input: feature \"x\": decode \"jpeg\" is not one of raw_uint8, "
             "raw_float32, png");
-  EXPECT_EQ(error("input { format: \"csv\" " +
-                  std::string("train_files: \"a\" test_files: "
-                              "\"b\" feature { name: \"x\" decode: \"png\" } }\n")),
+  EXPECT_EQ(ErrorOf("input { format: \"csv\" " +
+                    std::string("train_files: \"a\" test_files: "
+                                "\"b\" feature { name: \"x\" decode: \"png\" } }\n")),
             "m.pbtxt:1:56: input: feature \"x\": decode is for TFRecord input (a CSV cell is a "
             "value)");
 }

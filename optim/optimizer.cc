@@ -160,7 +160,11 @@ void Optimizer::ApplyBytesStrided(float* values, const char* grad, int64_t n, in
   ApplyBytes(absl::MakeSpan(values, n), grad, absl::MakeConstSpan(slots, num_slots()), t);
 }
 
-int64_t Optimizer::ApplyBytesExchanging(float*, char*, int64_t) const {
+float Optimizer::LearningRate(int64_t t) const {
+  return scheduled_ ? ScheduledLearningRate(spec_, t) : spec_.learning_rate;
+}
+
+int64_t Optimizer::ApplyBytesExchanging(float*, char*, int64_t, int64_t) const {
   std::fprintf(stderr, "ApplyBytesExchanging called on an optimizer with slots\n");
   std::abort();
 }
@@ -195,69 +199,67 @@ namespace {
 
 class Sgd final : public Optimizer {
  public:
-  explicit Sgd(const OptimizerSpec& s) : lr_(s.learning_rate) {}
+  explicit Sgd(const OptimizerSpec& s) : Optimizer(s) {}
   int num_slots() const override { return 0; }
   std::vector<std::string> slot_names() const override { return {}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
-             absl::Span<const absl::Span<float>>, int64_t) const override {
-    SgdLoop(values.data(), grad.data(), values.size(), lr_);
+             absl::Span<const absl::Span<float>>, int64_t t) const override {
+    SgdLoop(values.data(), grad.data(), values.size(), LearningRate(t));
   }
   // Keras's sparse apply touches only the batch's rows.
   void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
   void ApplyBytes(absl::Span<float> values, const char* grad, absl::Span<const absl::Span<float>>,
-                  int64_t) const override {
-    SgdBytesLoop(values.data(), grad, values.size(), lr_);
+                  int64_t t) const override {
+    SgdBytesLoop(values.data(), grad, values.size(), LearningRate(t));
   }
   bool can_exchange() const override { return true; }
-  int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n) const override {
-    return static_cast<int64_t>(SgdExchangeLoop(values, grad, static_cast<size_t>(n), lr_));
+  int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n, int64_t t) const override {
+    return static_cast<int64_t>(
+        SgdExchangeLoop(values, grad, static_cast<size_t>(n), LearningRate(t)));
   }
-
- private:
-  const float lr_;
 };
 
 class Momentum final : public Optimizer {
  public:
   explicit Momentum(const OptimizerSpec& s)
-      : lr_(s.learning_rate), momentum_(s.momentum), nesterov_(s.nesterov) {}
+      : Optimizer(s), momentum_(s.momentum), nesterov_(s.nesterov) {}
   int num_slots() const override { return 1; }
   std::vector<std::string> slot_names() const override { return {"momentum"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
-             absl::Span<const absl::Span<float>> slots, int64_t) const override {
-    MomentumLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, momentum_,
-                 nesterov_);
+             absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    MomentumLoop(values.data(), slots[0].data(), grad.data(), values.size(), LearningRate(t),
+                 momentum_, nesterov_);
   }
   // Keras's sparse apply touches only the batch's rows.
   void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
 
  private:
-  const float lr_, momentum_;
+  const float momentum_;
   const bool nesterov_;
 };
 
 class Adagrad final : public Optimizer {
  public:
   explicit Adagrad(const OptimizerSpec& s)
-      : lr_(s.learning_rate), init_(s.initial_accumulator), eps_(s.epsilon) {}
+      : Optimizer(s), init_(s.initial_accumulator), eps_(s.epsilon) {}
   int num_slots() const override { return 1; }
   std::vector<std::string> slot_names() const override { return {"accumulator"}; }
   float initial_slot_value(int) const override { return init_; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
-             absl::Span<const absl::Span<float>> slots, int64_t) const override {
-    AdagradLoop(values.data(), slots[0].data(), grad.data(), values.size(), lr_, eps_);
+             absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    AdagradLoop(values.data(), slots[0].data(), grad.data(), values.size(), LearningRate(t), eps_);
   }
   // Keras's sparse apply touches only the batch's rows.
   void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
 
  private:
-  const float lr_, init_, eps_;
+  const float init_, eps_;
 };
 
 class Adam final : public Optimizer {
  public:
   explicit Adam(const OptimizerSpec& s)
-      : lr_(s.learning_rate), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
+      : Optimizer(s), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
   int num_slots() const override { return 2; }
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
@@ -276,11 +278,11 @@ class Adam final : public Optimizer {
  private:
   // Bias correction folded into the step size, as tf.raw_ops.ApplyAdam.
   float StepSize(int64_t t) const {
-    return static_cast<float>(lr_ * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
+    return static_cast<float>(LearningRate(t) * std::sqrt(1.0 - std::pow(double{b2_}, t)) /
                               (1.0 - std::pow(double{b1_}, t)));
   }
 
-  const float lr_, b1_, b2_, eps_;
+  const float b1_, b2_, eps_;
   // StepSize(t) from the table, or computed beyond it.
   float CachedStepSize(int64_t t) const {
     const float* cached = steps_.Get(t, [this](int64_t c, float* out) { *out = StepSize(c); });
@@ -300,7 +302,7 @@ class Adam final : public Optimizer {
 class Nadam final : public Optimizer {
  public:
   explicit Nadam(const OptimizerSpec& s)
-      : lr_(s.learning_rate), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
+      : Optimizer(s), b1_(s.beta1), b2_(s.beta2), eps_(s.epsilon) {}
   int num_slots() const override { return 2; }
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
@@ -311,8 +313,8 @@ class Nadam final : public Optimizer {
       Factors(t, computed);
       c = computed;
     }
-    NadamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, b1_,
-              b2_, c[0], c[1], c[2], eps_);
+    NadamLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
+              LearningRate(t), b1_, b2_, c[0], c[1], c[2], eps_);
   }
   // Keras's sparse apply decays every row's m and v and moves only the
   // batch's rows.
@@ -354,7 +356,7 @@ class Nadam final : public Optimizer {
     return std::pow(double{b1_}, static_cast<double>(t)) * std::exp(log_sum);
   }
 
-  const float lr_, b1_, b2_, eps_;
+  const float b1_, b2_, eps_;
   CountTable<3> factors_;  // Factors by count
 };
 
@@ -365,18 +367,18 @@ class Nadam final : public Optimizer {
 class Ftrl final : public Optimizer {
  public:
   explicit Ftrl(const OptimizerSpec& s)
-      : lr_(s.learning_rate), init_(s.initial_accumulator), l1_(s.l1), l2_(s.l2) {}
+      : Optimizer(s), init_(s.initial_accumulator), l1_(s.l1), l2_(s.l2) {}
   int num_slots() const override { return 2; }
   std::vector<std::string> slot_names() const override { return {"accumulator", "linear"}; }
   float initial_slot_value(int slot) const override { return slot == 0 ? init_ : 0.0f; }
   void Apply(absl::Span<float> values, absl::Span<const float> grad,
-             absl::Span<const absl::Span<float>> slots, int64_t) const override {
-    FtrlLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(), lr_, l1_,
-             l2_);
+             absl::Span<const absl::Span<float>> slots, int64_t t) const override {
+    FtrlLoop(values.data(), slots[0].data(), slots[1].data(), grad.data(), values.size(),
+             LearningRate(t), l1_, l2_);
   }
 
  private:
-  const float lr_, init_, l1_, l2_;
+  const float init_, l1_, l2_;
 };
 
 absl::Status Bad(absl::string_view field, float value, absl::string_view want) {
@@ -390,6 +392,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& 
   if (!(spec.learning_rate > 0) || !std::isfinite(spec.learning_rate)) {
     return Bad("learning_rate", spec.learning_rate, "a positive finite number");
   }
+  if (absl::Status s = CheckSchedule(spec); !s.ok()) return s;
   if (spec.name == "sgd") return std::make_unique<Sgd>(spec);
   if (spec.name == "momentum") {
     if (!(spec.momentum >= 0 && spec.momentum < 1)) {

@@ -24,6 +24,11 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
+  // The learning rate of the t-th update (t >= 1; its schedule's step is
+  // t - 1: OptimizerSpec::schedule, ScheduledLearningRate).
+  float LearningRate(int64_t t) const;
+  bool scheduled() const { return scheduled_; }
+
   // No optimizer keeps more than this many slots per element.
   static constexpr int kMaxSlots = 2;
 
@@ -61,13 +66,13 @@ class Optimizer {
   // Applies the n gradient floats at `grad` (raw bytes, any alignment) to
   // `values` as ApplyBytes does, and writes each element's previous value
   // over its gradient bytes: copying those bytes back undoes the step
-  // exactly. The gradient is checked for NaN and Inf in the same pass, a
+  // exactly (`t` as Apply's). The gradient is checked for NaN and Inf in the same pass, a
   // block of kExchangeBlock floats before it is applied; the pass stops at
   // the first block holding one. Returns how many leading floats were
   // applied: n, or the start of that block (whose bytes are as received).
   // REQUIRES: can_exchange().
   static constexpr int64_t kExchangeBlock = 64;
-  virtual int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n) const;
+  virtual int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n, int64_t t) const;
 
   // Gives the slots of such a block their initial values. REQUIRES: they
   // hold zeros (freshly allocated), which slots starting at 0 keep.
@@ -87,11 +92,19 @@ class Optimizer {
   // slot's dim): row r takes grad_of[r] (dim floats) when it is not null,
   // else ApplyToRowNotInBatch. grad_of.size() rows; denormals flushed.
   void StepRows(float* rows, int64_t dim, absl::Span<const float* const> grad_of, int64_t t) const;
+
+ protected:
+  explicit Optimizer(const OptimizerSpec& spec)
+      : spec_(spec), scheduled_(spec.schedule != "constant") {}
+
+ private:
+  const OptimizerSpec spec_;
+  const bool scheduled_;
 };
 
 // InvalidArgument naming the field for an unknown name, a learning rate that
 // is not positive and finite, momentum outside [0, 1), betas outside [0, 1),
-// epsilon or initial_accumulator not positive.
+// epsilon or initial_accumulator not positive; CheckSchedule's errors.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& spec);
 
 }  // namespace pstrain::optim

@@ -305,7 +305,7 @@ TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
   std::vector<float> expected = before;
   (*opt)->ApplyBytes(absl::MakeSpan(expected), g, {}, 1);
   std::vector<float> values = before;
-  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN);
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN, 1), kN);
   for (int64_t i = 0; i < kN; ++i) {
     ASSERT_EQ(values[i], expected[i]) << "element " << i;
     ASSERT_NE(expected[i], before[i]) << "element " << i;
@@ -321,7 +321,7 @@ TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
   std::memcpy(g, bad.data(), kN * 4);
   values = before;
   const int64_t block = Optimizer::kExchangeBlock;
-  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), 200 / block * block);
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN, 1), 200 / block * block);
   for (int64_t i = 0; i < kN; ++i) {
     float in_grad;
     std::memcpy(&in_grad, g + 4 * i, 4);
@@ -340,7 +340,7 @@ TEST(OptimizerTest, SgdExchangingStepMatchesApplyBytesAndUndoesExactly) {
   bad[kN - 2] = -INFINITY;
   std::memcpy(g, bad.data(), kN * 4);
   values = before;
-  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN), kN / block * block);
+  EXPECT_EQ((*opt)->ApplyBytesExchanging(values.data(), g, kN, 1), kN / block * block);
 }
 
 TEST(OptimizerTest, OnlySgdExchanges) {
@@ -351,6 +351,103 @@ TEST(OptimizerTest, OnlySgdExchanges) {
     ASSERT_OK(opt);
     EXPECT_FALSE((*opt)->can_exchange()) << name;
   }
+}
+
+// Keras's schedules, at the optimizer's iterations (t - 1 for update t).
+TEST(OptimizerTest, LearningRateSchedulesFollowKerasFormulas) {
+  OptimizerSpec spec;
+  spec.learning_rate = 0.1f;
+  ASSERT_OK_AND_ASSIGN(auto constant, CreateOptimizer(spec));
+  EXPECT_EQ(constant->LearningRate(1), 0.1f);
+  EXPECT_EQ(constant->LearningRate(1000000), 0.1f);
+  EXPECT_FALSE(constant->scheduled());
+
+  spec.schedule = "exponential_decay";
+  spec.decay_steps = 100;
+  spec.decay_rate = 0.5f;
+  ASSERT_OK_AND_ASSIGN(auto exponential, CreateOptimizer(spec));
+  EXPECT_TRUE(exponential->scheduled());
+  EXPECT_FLOAT_EQ(exponential->LearningRate(1), 0.1f);     // step 0
+  EXPECT_FLOAT_EQ(exponential->LearningRate(101), 0.05f);  // step 100
+  EXPECT_FLOAT_EQ(exponential->LearningRate(51), 0.1f * std::sqrt(0.5f));
+  spec.staircase = true;
+  ASSERT_OK_AND_ASSIGN(auto stairs, CreateOptimizer(spec));
+  EXPECT_FLOAT_EQ(stairs->LearningRate(100), 0.1f);    // step 99
+  EXPECT_FLOAT_EQ(stairs->LearningRate(201), 0.025f);  // step 200
+
+  spec.schedule = "inverse_time_decay";
+  spec.staircase = false;
+  spec.decay_rate = 1.0f;
+  ASSERT_OK_AND_ASSIGN(auto inverse, CreateOptimizer(spec));
+  EXPECT_FLOAT_EQ(inverse->LearningRate(301), 0.025f);  // 0.1 / (1 + 3)
+
+  spec.schedule = "cosine_decay";
+  spec.alpha = 0.1f;
+  ASSERT_OK_AND_ASSIGN(auto cosine, CreateOptimizer(spec));
+  EXPECT_FLOAT_EQ(cosine->LearningRate(1), 0.1f);
+  EXPECT_FLOAT_EQ(cosine->LearningRate(51), 0.1f * (0.9f * 0.5f + 0.1f));
+  EXPECT_FLOAT_EQ(cosine->LearningRate(101), 0.01f);  // alpha * lr from there on
+  EXPECT_FLOAT_EQ(cosine->LearningRate(5001), 0.01f);
+
+  spec.schedule = "piecewise_constant";
+  spec.boundaries = {10, 20};
+  spec.values = {1.0f, 0.5f, 0.1f};
+  ASSERT_OK_AND_ASSIGN(auto piecewise, CreateOptimizer(spec));
+  EXPECT_EQ(piecewise->LearningRate(11), 1.0f);  // step 10 <= 10
+  EXPECT_EQ(piecewise->LearningRate(12), 0.5f);
+  EXPECT_EQ(piecewise->LearningRate(21), 0.5f);
+  EXPECT_EQ(piecewise->LearningRate(22), 0.1f);
+
+  // Every optimizer takes its step with the scheduled rate: SGD's step is
+  // lr(t) * g, and Adam's first step lr(t) * sign(g).
+  spec.name = "sgd";
+  EXPECT_EQ(ApplySequence(spec, 0.0f, std::vector<float>(12, 1.0f))[11], -(11 * 1.0f + 0.5f));
+  spec.name = "adam";
+  const std::vector<float> adam = ApplySequence(spec, 0.0f, {2.0f});
+  EXPECT_NEAR(adam[0], -1.0f, 1e-5);
+  spec.name = "sgd";
+  ASSERT_OK_AND_ASSIGN(auto sgd, CreateOptimizer(spec));
+  std::vector<float> values = {1.0f, 1.0f};
+  std::vector<float> grad = {1.0f, 2.0f};
+  EXPECT_EQ(sgd->ApplyBytesExchanging(values.data(), reinterpret_cast<char*>(grad.data()), 2, 30),
+            2);
+  EXPECT_EQ(values, (std::vector<float>{0.9f, 0.8f}));
+}
+
+TEST(OptimizerTest, RefusesASchedulesMissingSettingsNamingThem) {
+  auto error = [](const OptimizerSpec& spec) {
+    auto opt = CreateOptimizer(spec);
+    return opt.ok() ? std::string("ok") : std::string(opt.status().message());
+  };
+  OptimizerSpec spec;
+  spec.schedule = "linear";
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule \"linear\" is not one of constant, exponential_decay, "
+            "inverse_time_decay, cosine_decay, piecewise_constant");
+  spec.schedule = "exponential_decay";
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule exponential_decay: decay_steps 0 must be 1 or more");
+  spec.decay_steps = 10;
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule exponential_decay: decay_rate 0 must be in (0, 1]");
+  spec.decay_rate = 0.9f;
+  EXPECT_EQ(error(spec), "ok");
+  spec.schedule = "cosine_decay";
+  spec.alpha = 2;
+  EXPECT_EQ(error(spec), "learning-rate schedule cosine_decay: alpha 2 must be in [0, 1]");
+  spec.schedule = "piecewise_constant";
+  spec.boundaries = {10, 5};
+  spec.values = {1, 2};
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule piecewise_constant: 2 boundaries need 3 values, not 2");
+  spec.values = {1, 2, 3};
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule piecewise_constant: boundaries must rise: 5 "
+            "follows 10");
+  spec.boundaries = {5, 10};
+  spec.values = {1, 0, 3};
+  EXPECT_EQ(error(spec),
+            "learning-rate schedule piecewise_constant: value 0 must be a positive finite number");
 }
 
 TEST(OptimizerTest, RejectsBadHyperParametersNamingTheField) {

@@ -60,6 +60,13 @@ OptimizerSpec OptimizerFromProto(const v1::OptimizerConfig& o) {
   spec.l1 = o.l1();
   spec.l2 = o.l2();
   spec.dense_table_updates = o.dense_table_updates();
+  if (!o.schedule().empty()) spec.schedule = o.schedule();
+  spec.decay_steps = o.decay_steps();
+  spec.decay_rate = o.decay_rate();
+  spec.staircase = o.staircase();
+  spec.alpha = o.alpha();
+  spec.boundaries.assign(o.boundaries().begin(), o.boundaries().end());
+  spec.values.assign(o.values().begin(), o.values().end());
   return spec;
 }
 

@@ -195,6 +195,7 @@ absl::Status UpdateRules::ExchangeLocked(const std::vector<StoredTensor*>& targe
     BeforeWriteLocked(t);
     const int64_t offset = offsets[i];
     float* data = t.data.data();
+    const int64_t step = t.updates + 1;  // the update this push makes
     absl::Mutex mu;
     int64_t bad = -1;
     float value = 0;
@@ -207,7 +208,7 @@ absl::Status UpdateRules::ExchangeLocked(const std::vector<StoredTensor*>& targe
           payload.RewriteFloatRuns(
               offset + first * 4, last - first, kRun, [&](int64_t at, char* grad, int64_t count) {
                 if (share_bad >= 0) return;
-                const int64_t ok = opt_->ApplyBytesExchanging(data + first + at, grad, count);
+                const int64_t ok = opt_->ApplyBytesExchanging(data + first + at, grad, count, step);
                 applied = at + ok;
                 if (ok == count) return;
                 const int64_t k = ok + FirstNonFinite(grad + 4 * ok, count - ok);

@@ -168,6 +168,30 @@ TEST_P(SyncMatchesLocalTest, TwoSyncWorkersOfBatch32EqualOneLocalRunOfBatch64) {
   ExpectSyncEqualsLocal(job, std::get<2>(GetParam()), kSteps, 0.02, 2e-5);
 }
 
+// A learning-rate schedule reaches the PS with the optimizer (the chief's
+// CreateVariables) and steps as train --local steps it: Adam's rate falling
+// by half every 10 steps, then a piecewise SGD rate.
+TEST(SyncMatchesLocalScheduleTest, ThePsStepsTheScheduleAsTheLocalRunDoes) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config,
+                       model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt"));
+  model::JobSpec job = config.job;  // Adam 1e-3
+  job.seed = 5;
+  job.max_steps = kSteps;
+  job.batch_size = 64;
+  ASSERT_OK_AND_ASSIGN(train::LocalResult constant, train::RunLocal(job, 1000));
+  job.optimizer.schedule = "exponential_decay";
+  job.optimizer.decay_steps = 10;
+  job.optimizer.decay_rate = 0.5f;
+  ASSERT_OK_AND_ASSIGN(train::LocalResult decayed, train::RunLocal(job, 1000));
+  EXPECT_NE(constant.params, decayed.params);  // the schedule moves them less
+  ExpectSyncEqualsLocal(job, /*shared_memory=*/false, kSteps, 0.002, 2e-5);
+  job.optimizer.name = "sgd";
+  job.optimizer.schedule = "piecewise_constant";
+  job.optimizer.boundaries = {20, 40};
+  job.optimizer.values = {0.1f, 0.05f, 0.01f};
+  ExpectSyncEqualsLocal(job, /*shared_memory=*/true, kSteps, 0.002, 2e-5);
+}
+
 // The seeds' text CNN (embedding -> conv1d -> pool -> conv1d -> pool ->
 // flatten -> dense) on a small corpus: its table's rows are spread over
 // both PS and trained in sync rounds.

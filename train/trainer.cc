@@ -17,6 +17,7 @@
 #include "base/event_file.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "cluster/optimizer_spec.h"
 #include "data/prefetcher.h"
 #include "model/backend.h"
 #include "model/embeddings.h"
@@ -416,8 +417,9 @@ class StepLoop {
       // never backwards within a run.
       summary_step_ = std::max(summary_step_, global_step_);
       PSTRAIN_RETURN_IF_ERROR(summaries_->WriteScalars(
-          summary_step_, ProgressScalars(window_, rate, window_steps_ / window_seconds,
-                                         global_step_, job_.optimizer.learning_rate)));
+          summary_step_,
+          ProgressScalars(window_, rate, window_steps_ / window_seconds, global_step_,
+                          ScheduledLearningRate(job_.optimizer, global_step_ + 1))));
     }
     window_ = model::BatchResult();
     window_start_ = now;
