@@ -77,4 +77,20 @@ float ScheduledLearningRate(const OptimizerSpec& s, int64_t t) {
   return static_cast<float>(rate);
 }
 
+void ClipGradient(const OptimizerSpec& spec, float* g, int64_t n) {
+  if (spec.clipvalue > 0) {
+    const float v = spec.clipvalue;
+    for (int64_t i = 0; i < n; ++i) g[i] = std::min(std::max(g[i], -v), v);
+  }
+  if (spec.clipnorm > 0) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
+    const double norm = std::sqrt(sum);
+    if (norm > spec.clipnorm) {
+      const float scale = static_cast<float>(spec.clipnorm / norm);
+      for (int64_t i = 0; i < n; ++i) g[i] *= scale;
+    }
+  }
+}
+
 }  // namespace pstrain

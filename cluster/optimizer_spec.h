@@ -57,6 +57,13 @@ struct OptimizerSpec {
   float alpha = 0.0f;
   std::vector<int64_t> boundaries;
   std::vector<float> values;
+
+  // Keras's gradient clipping (one at most; 0: off), applied by each
+  // replica to its own gradient of every dense variable before it leaves:
+  // clipnorm scales a variable's gradient to an L2 norm of at most this
+  // (tf.clip_by_norm), clipvalue clamps each element into [-v, v].
+  float clipnorm = 0.0f;
+  float clipvalue = 0.0f;
 };
 
 // InvalidArgument naming the setting for an unknown schedule, or one
@@ -65,6 +72,10 @@ struct OptimizerSpec {
 // (cosine), boundaries rising and one value more than them, each positive
 // and finite (piecewise).
 absl::Status CheckSchedule(const OptimizerSpec& spec);
+
+// Clips one variable's gradient `g` (n floats) in place as `spec` says
+// (clipnorm or clipvalue; nothing when neither is set).
+void ClipGradient(const OptimizerSpec& spec, float* g, int64_t n);
 
 // The learning rate of the t-th update (t >= 1; the schedule's step is
 // t - 1). REQUIRES: CheckSchedule(spec) is OK.

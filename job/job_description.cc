@@ -134,6 +134,8 @@ Json DescribeJob(const model::JobSpec& job) {
     }
     j["learning_rate_schedule"] = schedule;
   }
+  if (opt.clipnorm > 0) j["clipnorm"] = Num(opt.clipnorm);
+  if (opt.clipvalue > 0) j["clipvalue"] = Num(opt.clipvalue);
   return j;
 }
 

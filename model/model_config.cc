@@ -816,6 +816,18 @@ absl::Status ParseJob(const v1::ModelConfig& config, const Where& where, JobSpec
       }
       if (absl::Status s = CheckSchedule(opt); !s.ok()) return Bad(oat("schedule"), s.message());
     }
+    if (o.has_clipnorm() && o.has_clipvalue()) {
+      return Bad(oat("clipvalue"), "give clipnorm or clipvalue, not both (as Keras)");
+    }
+    for (auto [field, has, value, target] :
+         {std::make_tuple("clipnorm", o.has_clipnorm(), o.clipnorm(), &opt.clipnorm),
+          std::make_tuple("clipvalue", o.has_clipvalue(), o.clipvalue(), &opt.clipvalue)}) {
+      if (!has) continue;
+      if (!(value > 0) || !std::isfinite(value)) {
+        return Bad(oat(field), absl::StrCat(value, " must be a positive finite number"));
+      }
+      *target = value;
+    }
   }
   return absl::OkStatus();
 }
@@ -968,6 +980,13 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
     }
   }
   PSTRAIN_RETURN_IF_ERROR(ParseJob(config, where, &out.job));
+  const OptimizerSpec& opt = out.job.optimizer;
+  if ((opt.clipnorm > 0 || opt.clipvalue > 0) && !out.job.model.embeddings.empty()) {
+    return Bad(where.At(&tree, type, "optimizer"),
+               "optimizer clipnorm and clipvalue clip the dense variables' gradients; a model "
+               "with embedding tables cannot take them yet (their row gradients are not "
+               "clipped)");
+  }
   auto mlp = Network::Create(out.job.model, 1);
   if (!mlp.ok()) return Bad(name + ": ", mlp.status().message());
   out.variables = (*mlp)->variables();

@@ -698,6 +698,25 @@ TEST(ModelConfigTest, OptimizerTakesKerasLearningRateSchedules) {
           "optimizer { name: \"sgd\" schedule { cosine_decay { alpha: 0.1 } } }\ninput_dim: 4\n"),
       "m.pbtxt:1:25: optimizer.schedule learning-rate schedule cosine_decay: decay_steps 0 "
       "must be 1 or more");
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile clipped,
+                       ParseDense("optimizer { name: \"sgd\" clipnorm: 1.5 }\ninput_dim: 4\n"));
+  EXPECT_EQ(clipped.job.optimizer.clipnorm, 1.5f);
+  EXPECT_EQ(ErrorOf("optimizer { name: \"sgd\" clipnorm: 1 clipvalue: 1 }\ninput_dim: 4\n"),
+            "m.pbtxt:1:37: optimizer.clipvalue give clipnorm or clipvalue, not both (as Keras)");
+  EXPECT_EQ(ErrorOf("optimizer { name: \"sgd\" clipvalue: -1 }\ninput_dim: 4\n"),
+            "m.pbtxt:1:25: optimizer.clipvalue -1 must be a positive finite number");
+  // A model with an embedding table: refused, its rows are not clipped.
+  absl::StatusOr<ModelConfigFile> with_table = ParseModelConfigFile(
+      "input { format: tfrecord train_files: \"t*\" test_files: \"s*\"\n"
+      "  feature { name: \"tokens\" type: \"int64\" max_len: 8 vocabulary: 20 } }\n"
+      "layer { embedding { vocabulary: 20 dim: 2 ids_from: \"feature:tokens\" } }\n"
+      "layer { flatten {} }\nlayer { dense { units: 2 } }\n"
+      "optimizer { name: \"sgd\" clipnorm: 1 }\n",
+      "m.pbtxt");
+  EXPECT_EQ(with_table.status().message(),
+            "m.pbtxt:6:1: optimizer clipnorm and clipvalue clip the dense variables' gradients; a "
+            "model with embedding tables cannot take them yet (their row gradients are not "
+            "clipped)");
   EXPECT_EQ(ErrorOf("optimizer { name: \"sgd\" schedule { } }\ninput_dim: 4\n"),
             "m.pbtxt:1:25: optimizer.schedule names no schedule (exponential_decay, "
             "inverse_time_decay, cosine_decay or piecewise_constant)");

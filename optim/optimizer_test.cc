@@ -414,6 +414,30 @@ TEST(OptimizerTest, LearningRateSchedulesFollowKerasFormulas) {
   EXPECT_EQ(values, (std::vector<float>{0.9f, 0.8f}));
 }
 
+// tf.clip_by_norm and tf.clip_by_value on one variable's gradient.
+TEST(OptimizerTest, ClipsAGradientByNormOrByValue) {
+  OptimizerSpec spec;
+  std::vector<float> g = {3, 4};
+  ClipGradient(spec, g.data(), 2);  // neither set: as it is
+  EXPECT_EQ(g, (std::vector<float>{3, 4}));
+  spec.clipnorm = 1;
+  ClipGradient(spec, g.data(), 2);
+  EXPECT_FLOAT_EQ(g[0], 0.6f);
+  EXPECT_FLOAT_EQ(g[1], 0.8f);
+  std::vector<float> small = {0.3f, -0.4f};
+  ClipGradient(spec, small.data(), 2);  // norm 0.5: under the bound
+  EXPECT_EQ(small, (std::vector<float>{0.3f, -0.4f}));
+  spec.clipnorm = 0;
+  spec.clipvalue = 0.5f;
+  std::vector<float> values = {-2, -0.25f, 0.5f, 7, std::nanf("")};
+  ClipGradient(spec, values.data(), 5);
+  EXPECT_EQ(values[0], -0.5f);
+  EXPECT_EQ(values[1], -0.25f);
+  EXPECT_EQ(values[2], 0.5f);
+  EXPECT_EQ(values[3], 0.5f);
+  EXPECT_TRUE(std::isnan(values[4]));  // still refused where it arrives
+}
+
 TEST(OptimizerTest, RefusesASchedulesMissingSettingsNamingThem) {
   auto error = [](const OptimizerSpec& spec) {
     auto opt = CreateOptimizer(spec);

@@ -61,6 +61,7 @@ class StepLoop {
         backend_(backend),
         mlp_(&backend->network()),
         embeddings_(mlp_->embeddings()),
+        clipping_(job_.optimizer.clipnorm > 0 || job_.optimizer.clipvalue > 0),
         summaries_(summaries),
         result_(*result),
         source_(*source),
@@ -348,7 +349,9 @@ class StepLoop {
     std::function<void(int)> on_layer_done;
     if (job_.push_per_layer) {
       on_layer_done = [this, b, g, p](int l) {
-        written_by_[b] = store_->StartDense(mlp_->layout().LayerVariables(l), g, p);
+        const std::vector<int> variables = mlp_->layout().LayerVariables(l);
+        ClipGradients(b, variables);
+        written_by_[b] = store_->StartDense(variables, g, p);
       };
     }
     backend_->SetStepSeed(model::StepSeed(job_.seed, options_.replica, step_));
@@ -381,7 +384,22 @@ class StepLoop {
 
   // The whole model in one push-then-pull after the step.
   void PushModel(int b) {
+    if (clipping_) {
+      std::vector<int> all(mlp_->variables().size());
+      for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int>(v);
+      ClipGradients(b, all);
+    }
     written_by_[b] = store_->StartDense({}, grads_[b].data(), params_[b].data());
+  }
+
+  // Keras's clipnorm or clipvalue on each of `variables`' gradients in
+  // buffer b, before they leave the replica.
+  void ClipGradients(int b, const std::vector<int>& variables) {
+    if (!clipping_) return;
+    for (int v : variables) {
+      ClipGradient(job_.optimizer, grads_[b].data() + mlp_->offsets()[v],
+                   mlp_->variables()[v].elements());
+    }
   }
 
   // Overlapping: the next step computes on the other buffer. Else: wait for
@@ -456,6 +474,7 @@ class StepLoop {
   model::Backend* const backend_;
   const model::Network* const mlp_;
   const model::Embeddings& embeddings_;
+  const bool clipping_;  // clipnorm or clipvalue
   EventWriter* const summaries_;
   TrainerResult& result_;
   data::BatchSource& source_;
