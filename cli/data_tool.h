@@ -3,8 +3,9 @@
 // WriteShardedCopy), so that a job's replicas can each read only their own
 // files. Prints one line per file written.
 // `pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N]
-// [--compression=GZIP|NONE]`: writes the IDX data set as TFRecord files of
-// tf.train.Example (data/convert.h).
+// [--compression=GZIP|NONE] [--image_encoding=floats|raw|png]`: writes the
+// IDX data set as TFRecord files of tf.train.Example, each image as floats,
+// raw bytes or a PNG (data/convert.h).
 // `pstrain data to-csv --data_dir=DIR --out=DIR`: writes the IDX data set
 // as CSV in the layout of Kaggle's Fashion-MNIST CSV (data/convert.h).
 // `pstrain data csv-to-tfrecord --model_config=FILE --out=DIR

@@ -1,6 +1,7 @@
 // The optimizer a job trains with and its hyper-parameters: chosen in the
-// job's flags, sent by the chief to every PS in CreateVariables, applied on
-// the PS (optim/optimizer.h). Plain data, and the checks of its schedule.
+// job's flags or model config, sent by the chief to every PS in
+// CreateVariables, applied on the PS (optim/optimizer.h). Plain data, with
+// its schedule's checks and rates, and the replicas' gradient clipping.
 #ifndef PSTRAIN_CLUSTER_OPTIMIZER_SPEC_H_
 #define PSTRAIN_CLUSTER_OPTIMIZER_SPEC_H_
 
