@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
+#include "base/float_ops.h"
 #include "data/png_image.h"
 
 namespace pstrain::data {
@@ -291,7 +292,7 @@ absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, fl
     case FeatureDecode::kRawUint8: {
       *n = static_cast<int64_t>(value.size());
       const auto* bytes = reinterpret_cast<const uint8_t*>(value.data());
-      for (int64_t k = 0; k < std::min(*n, width); ++k) dense[k] = static_cast<float>(bytes[k]);
+      BytesToFloats(bytes, std::min(*n, width), 1.0f, dense);
       break;
     }
     case FeatureDecode::kRawFloat32: {
@@ -315,7 +316,7 @@ absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, fl
             f, absl::StrCat("is a ", shape->height, "x", shape->width, "x", shape->channels,
                             " PNG image, ", *n, " values; the spec says length ", f.length));
       }
-      for (int64_t k = 0; k < std::min(*n, width); ++k) dense[k] = static_cast<float>(pixels[k]);
+      BytesToFloats(pixels.data(), std::min(*n, width), 1.0f, dense);
       break;
     }
   }

@@ -65,19 +65,20 @@ absl::Status Survey(const FeatureView& view, FeatureSurvey* f, std::vector<float
       absl::string_view one;
       PSTRAIN_ASSIGN_OR_RETURN(values.count,
                                ReadBytes(view, [&](absl::string_view v) { one = v; }));
-      if (values.count == 1) {
-        single_bytes = static_cast<int64_t>(one.size());
-        absl::StatusOr<PngShape> png = DecodePng(one, int64_t{1} << 26, pixels);
-        if (!png.ok()) {
-          f->all_png = false;
-        } else if (f->png_same_shape && f->examples > 0 &&
-                   (png->height != f->png.height || png->width != f->png.width ||
-                    png->channels != f->png.channels)) {
-          f->png_same_shape = false;
-        }
-        if (png.ok() && f->examples == 0) f->png = *png;
-      } else {
+      if (values.count != 1) {
         f->all_png = false;
+        break;
+      }
+      single_bytes = static_cast<int64_t>(one.size());
+      if (!f->all_png) break;  // decoded only while every value so far was a PNG
+      absl::StatusOr<PngShape> png = DecodePng(one, int64_t{1} << 26, pixels);
+      if (!png.ok()) {
+        f->all_png = false;
+      } else if (f->examples == 0) {
+        f->png = *png;
+      } else if (png->height != f->png.height || png->width != f->png.width ||
+                 png->channels != f->png.channels) {
+        f->png_same_shape = false;
       }
       break;
     }
