@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deploy/install_deps.sh
+tools/bazel_disk_cache.sh >/dev/null  # the build cache, true to this machine's toolchain
 echo "quickstart: building (the first build takes a few minutes)"
 bazel build //:pstrain >/dev/null 2>bazel-build.log || { cat bazel-build.log; exit 1; }
 rm -f bazel-build.log

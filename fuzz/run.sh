@@ -8,6 +8,7 @@
 #
 #   fuzz/run.sh            # 10 s each (the test command runs 3 s each)
 #   fuzz/run.sh 600        # the long runs
+#   fuzz/run.sh --labels   # the targets' Bazel labels, one a line
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -18,6 +19,8 @@ targets=(tf_config model_config idx_reader tfrecord example csv checkpoint ps_re
 base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"
 labels=()
 for t in "${targets[@]}"; do labels+=("//fuzz:${t}_fuzz"); done
+# --labels: the targets' labels, for a build that makes them beside others.
+if [[ $seconds == --labels ]]; then printf '%s\n' "${labels[@]}"; exit 0; fi
 bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ -- "${labels[@]}" \
   2>&1 | grep -v "Cannot export local symbol" | tail -3
 bin="$base/execroot/pstrain/bazel-out/k8-fastbuild/bin/fuzz"

@@ -9,7 +9,9 @@
 #   tools/kernel_tls_check.sh [OUT [BAZEL_ARGS...]]
 #
 # OUT defaults to /tmp/pstrain-kernel-tls; BAZEL_ARGS (the build's
-# configuration) to -c opt. QEMU and busybox come from Debian's
+# configuration) to -c opt. With FRAME_TLS_TEST and PS_BENCH naming built
+# binaries (the test command passes its clang tree's frame_tls_test, built
+# with ASan and UBSan, and its g++ tree's ps_bench), nothing is built. QEMU and busybox come from Debian's
 # qemu-system-x86 and busybox-static (deploy/install_deps.sh); the kernel
 # is the package linux-image-amd64 names, downloaded from Debian's archive
 # once (not installed) into ~/.cache/pstrain-kernel-tls. The guest runs
@@ -52,9 +54,14 @@ vmlinuz=$(ls "$kernel_dir"/boot/vmlinuz-*)
 # for (a guest without modprobe loads nothing by itself), in load order.
 modules=(tls gf128mul ghash-generic ctr gcm cryptd crypto_simd aesni-intel ghash-clmulni-intel)
 
-bazel build "${build_args[@]}" //transport:frame_tls_test //bench:ps_bench \
-  >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
-bin=$(bazel info "${build_args[@]}" bazel-bin 2>/dev/null)
+if [[ -n ${FRAME_TLS_TEST:-} && -n ${PS_BENCH:-} ]]; then
+  ours=("$FRAME_TLS_TEST" "$PS_BENCH")
+else
+  bazel build "${build_args[@]}" //transport:frame_tls_test //bench:ps_bench \
+    >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+  bin=$(bazel info "${build_args[@]}" bazel-bin 2>/dev/null)
+  ours=("$bin/transport/frame_tls_test" "$bin/bench/ps_bench")
+fi
 
 root="$out/root"
 rm -rf "$root"
@@ -63,7 +70,6 @@ cp /bin/busybox "$root/bin/"
 for tool in $("$root/bin/busybox" --list); do
   [[ -e $root/bin/$tool ]] || ln -s busybox "$root/bin/$tool"
 done
-ours=("$bin/transport/frame_tls_test" "$bin/bench/ps_bench")
 tools=(/bin/bash /usr/bin/openssl)  # deploy/make_certs.sh's
 cp "${ours[@]}" "$root/pstrain/"
 rm -f "$root/bin/bash" "$root/bin/openssl"

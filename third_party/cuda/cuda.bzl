@@ -34,7 +34,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], cpu_fallback = [], **kwargs):
                    "-gencode arch=compute_80,code=sm_80 " +
                    "-gencode arch=compute_90,code=[sm_90,compute_90] " +
                    "$(location {src}) -o $@").format(nvcc = CUDA_PATH + "/bin/nvcc", src = src),
-            tags = ["local"],
+            # Outside the sandbox as before, but cached like any compile
+            # (the disk cache; tools/bazel_disk_cache.sh keys it by nvcc's
+            # version): "local" would compile every .cu in every clone.
+            tags = ["no-sandbox"],
         )
         objs.append(obj)
     native.cc_library(
