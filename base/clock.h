@@ -2,7 +2,7 @@
 // passes a Clock for the same reason): the push hold's lease, the wait
 // list's deadlines and the chief's loops read the time and wait through a
 // Clock. Production passes Clock::Real(); tests a FakeClock
-// (common/testing/fake_clock.h) whose time moves only when told, so that a
+// (base/testing/fake_clock.h) whose time moves only when told, so that a
 // test asserting that something did not happen needs no sleep.
 // Implementations are thread-safe.
 #ifndef PSTRAIN_BASE_CLOCK_H_

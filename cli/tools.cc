@@ -211,9 +211,9 @@ int PlacementMain(CliArgs& args) {
     if (!config.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(variables, model::LoadModelConfig(config));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> mlp,
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
                                model::Network::Create(job.model, 1));
-      variables = mlp->variables();
+      variables = net->variables();
     }
     PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(variables, num_ps, options));
     return json ? PlacementJson(p) : PlacementTable(p);

@@ -65,8 +65,8 @@ struct TcpRoute {
 
 // Caller memory a response's payload may be received into directly (over
 // TCP), piece after piece: used only when the payload is exactly their
-// total size; the response's frame then says delivered() (common/
-// wire_frame.h) and holds no payload of its own.
+// total size; the response's frame then says delivered()
+// (transport/wire_frame.h) and holds no payload of its own.
 using ReplyInto = std::vector<std::pair<char*, int64_t>>;
 
 class PsStream {

@@ -20,8 +20,8 @@ class CpuBackend final : public Backend {
  public:
   // `not_cuda`: why --device=auto did not pick CUDA ("" when the CPU was
   // asked for), said where the task says what it computes on.
-  CpuBackend(std::unique_ptr<Network> mlp, std::string not_cuda)
-      : mlp_(std::move(mlp)), not_cuda_(std::move(not_cuda)) {}
+  CpuBackend(std::unique_ptr<Network> net, std::string not_cuda)
+      : net_(std::move(net)), not_cuda_(std::move(not_cuda)) {}
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
     const int threads = openblas_get_num_threads();
@@ -29,21 +29,21 @@ class CpuBackend final : public Backend {
                         openblas_get_corename(), " kernels",
                         not_cuda_.empty() ? "" : absl::StrCat(" (device auto: ", not_cuda_, ")"));
   }
-  const Network& network() const override { return *mlp_; }
+  const Network& network() const override { return *net_; }
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
                                                const int32_t* labels, int batch, float* grads,
                                                const std::function<void(int layer)>& on_layer_done,
                                                float* input_grad) override {
-    return mlp_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
+    return net_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
   }
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
                                        int64_t n) override {
-    return mlp_->Evaluate(params, x, labels, n);
+    return net_->Evaluate(params, x, labels, n);
   }
-  void SetStepSeed(uint64_t seed) override { mlp_->SetStepSeed(seed); }
+  void SetStepSeed(uint64_t seed) override { net_->SetStepSeed(seed); }
 
  private:
-  std::unique_ptr<Network> mlp_;
+  std::unique_ptr<Network> net_;
   const std::string not_cuda_;
 };
 
@@ -280,9 +280,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NetworkSpec& spec, 
         cuda.status().message());
   }
   // The CPU's scratch for max_batch rows, only when it computes.
-  auto mlp = Network::Create(spec, max_batch);
-  if (!mlp.ok()) return mlp.status();
-  return std::unique_ptr<Backend>(new CpuBackend(*std::move(mlp), std::move(not_cuda)));
+  auto net = Network::Create(spec, max_batch);
+  if (!net.ok()) return net.status();
+  return std::unique_ptr<Backend>(new CpuBackend(*std::move(net), std::move(not_cuda)));
 }
 
 absl::StatusOr<double> CudaGemmSeconds(int device, const std::vector<GemmShape>& gemms,

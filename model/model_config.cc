@@ -987,9 +987,9 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                "with embedding tables cannot take them yet (their row gradients are not "
                "clipped)");
   }
-  auto mlp = Network::Create(out.job.model, 1);
-  if (!mlp.ok()) return Bad(name + ": ", mlp.status().message());
-  out.variables = (*mlp)->variables();
+  auto net = Network::Create(out.job.model, 1);
+  if (!net.ok()) return Bad(name + ": ", net.status().message());
+  out.variables = (*net)->variables();
   out.trainable = true;
   return out;
 }

@@ -57,9 +57,9 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
   ASSERT_OK_AND_ASSIGN(
       data::Dataset train,
       data::LoadInputSplit(job.data_dir, job.input, data::Split::kTrain, job.model.num_classes()));
-  ASSERT_OK_AND_ASSIGN(auto mlp, model::Network::Create(job.model, 64));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(job.model, 64));
   ASSERT_OK_AND_ASSIGN(auto cluster, ps::testing::LocalPs::Start(2));
-  ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(mlp->variables(), 2));
+  ASSERT_OK_AND_ASSIGN(Placement placement, ComputePlacement(net->variables(), 2));
   client::PsClientOptions observer;
   observer.ps_addresses = cluster->addresses();
   observer.replica = -1;
@@ -70,7 +70,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
   create.num_replicas = 2;
   create.seed = job.seed;
   ASSERT_OK(
-      client::PsAdmin(&chief->control()).CreateVariables(placement, mlp->InitialParameters(job.seed), mlp->offsets(), create).status());
+      client::PsAdmin(&chief->control()).CreateVariables(placement, net->InitialParameters(job.seed), net->offsets(), create).status());
 
   job.batch_size = 32;
   absl::Status results[2];
@@ -94,7 +94,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
       trainer.log_every_steps = 1000;
       trainer.split_examples = train.num_examples;
       data::ShardIterator shard(&train, r, 2, job.batch_size, job.seed);
-      client::RemoteStore store(client->get(), mlp->offsets());
+      client::RemoteStore store(client->get(), net->offsets());
       results[r] = train::RunTrainer(trainer, &shard, &store).status();
       shared_frames[r] = (*client)->SharedMemoryFrames();
     });
@@ -112,11 +112,11 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
     }
   }
 
-  std::vector<float> params(mlp->num_parameters());
-  ASSERT_OK_AND_ASSIGN(int64_t step, chief->PullAll(params.data(), mlp->offsets()));
+  std::vector<float> params(net->num_parameters());
+  ASSERT_OK_AND_ASSIGN(int64_t step, chief->PullAll(params.data(), net->offsets()));
   EXPECT_EQ(step, steps);
   ASSERT_EQ(params.size(), local.params.size());
-  const std::vector<float> initial = mlp->InitialParameters(job.seed);
+  const std::vector<float> initial = net->InitialParameters(job.seed);
   double max_diff = 0, max_moved = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     max_diff = std::max(max_diff, std::fabs(double{params[i]} - local.params[i]));
@@ -134,7 +134,7 @@ void ExpectSyncEqualsLocal(model::JobSpec job, bool shared_memory, int steps, do
 
   // Each table's rows, every id of its vocabulary (rows never pushed read
   // their initial values on both sides).
-  ASSERT_EQ(local.tables.size(), mlp->embeddings().size());
+  ASSERT_EQ(local.tables.size(), net->embeddings().size());
   for (int t = 0; t < local.tables.size(); ++t) {
     train::LocalTable& table = local.tables[t];
     std::vector<int64_t> ids(table.vocabulary());

@@ -86,7 +86,7 @@ TEST_P(CrashReportTest, ASegfaultPrintsTheSignalAndAStackToTheTaskLog) {
   const auto [code, text] = SignalAServingPs(SIGSEGV);
   EXPECT_EQ(code, 128 + SIGSEGV);  // it still dies of the signal
   // The report: the stack of the thread the signal landed on (here the
-  // main thread, waiting in a system call; common/crash_handler_test.cc
+  // main thread, waiting in a system call; base/crash_handler_test.cc
   // crashes in our own code and checks the frames by name), then Abseil's
   // summary.
   EXPECT_THAT(text, HasSubstr("*** SIGSEGV: stack of the crashing thread, innermost first:\n"

@@ -18,7 +18,7 @@ namespace {
 // What a replica needs before its first step: the model's layout, a
 // client of the PS, its share of the training data.
 struct ReplicaSetup {
-  std::unique_ptr<model::Network> mlp;
+  std::unique_ptr<model::Network> net;
   std::unique_ptr<client::PsClient> client;
   data::TrainingInput data;
   int replica = 0;
@@ -35,9 +35,9 @@ absl::StatusOr<ReplicaSetup> SetUp(const TfConfig& cfg, const ReplicaOptions& op
         absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
   }
   setup.num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
-  PSTRAIN_ASSIGN_OR_RETURN(setup.mlp, model::Network::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(setup.net, model::Network::Create(job.model, 1));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
-                           ComputePlacement(setup.mlp->variables(), cfg.cluster.ps.size()));
+                           ComputePlacement(setup.net->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = replica;
@@ -67,7 +67,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   if (!set_up.ok()) return AsSetupFailure(set_up.status());
   const int replica = set_up->replica;
   const int num_replicas = set_up->num_replicas;
-  std::unique_ptr<model::Network>& mlp = set_up->mlp;
+  std::unique_ptr<model::Network>& net = set_up->net;
   std::unique_ptr<client::PsClient>& client = set_up->client;
   data::TrainingInput& data = set_up->data;
   if (data.skipped_records > 0) {
@@ -99,7 +99,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
-  client::RemoteStore store(client.get(), mlp->offsets());
+  client::RemoteStore store(client.get(), net->offsets());
   PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.source.get(), &store));
   Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps, trained.seconds,
                       trained.examples_per_sec));

@@ -59,8 +59,8 @@ class StepLoop {
         job_(options.job),
         store_(store),
         backend_(backend),
-        mlp_(&backend->network()),
-        embeddings_(mlp_->embeddings()),
+        net_(&backend->network()),
+        embeddings_(net_->embeddings()),
         clipping_(job_.optimizer.clipnorm > 0 || job_.optimizer.clipvalue > 0),
         summaries_(summaries),
         result_(*result),
@@ -129,8 +129,8 @@ class StepLoop {
     // on the parameters step s-1's round trips brought back.
     overlap_ = options_.overlap_communication && !sync_ && !options_.exact;
     for (int b = 0; b < (overlap_ ? 2 : 1); ++b) {
-      params_[b].resize(mlp_->num_parameters());
-      grads_[b].resize(mlp_->num_parameters());
+      params_[b].resize(net_->num_parameters());
+      grads_[b].resize(net_->num_parameters());
     }
     x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
@@ -143,7 +143,7 @@ class StepLoop {
     // flight, so the next step queues its round without that work in
     // between. The embeddings' output (the first layer's input) and its
     // gradient are the step's own.
-    sync_tables_ = sync_ && !embeddings_.empty() && mlp_->spec().sync_tables;
+    sync_tables_ = sync_ && !embeddings_.empty() && net_->spec().sync_tables;
     rows_behind_pushes_ = sync_tables_ || (options_.exact && !embeddings_.empty());
     if (!embeddings_.empty()) {
       for (EmbeddedBatch& eb : pipeline_) {
@@ -349,7 +349,7 @@ class StepLoop {
     std::function<void(int)> on_layer_done;
     if (job_.push_per_layer) {
       on_layer_done = [this, b, g, p](int l) {
-        const std::vector<int> variables = mlp_->layout().LayerVariables(l);
+        const std::vector<int> variables = net_->layout().LayerVariables(l);
         ClipGradients(b, variables);
         written_by_[b] = store_->StartDense(variables, g, p);
       };
@@ -385,7 +385,7 @@ class StepLoop {
   // The whole model in one push-then-pull after the step.
   void PushModel(int b) {
     if (clipping_) {
-      std::vector<int> all(mlp_->variables().size());
+      std::vector<int> all(net_->variables().size());
       for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int>(v);
       ClipGradients(b, all);
     }
@@ -397,8 +397,8 @@ class StepLoop {
   void ClipGradients(int b, const std::vector<int>& variables) {
     if (!clipping_) return;
     for (int v : variables) {
-      ClipGradient(job_.optimizer, grads_[b].data() + mlp_->offsets()[v],
-                   mlp_->variables()[v].elements());
+      ClipGradient(job_.optimizer, grads_[b].data() + net_->offsets()[v],
+                   net_->variables()[v].elements());
     }
   }
 
@@ -472,7 +472,7 @@ class StepLoop {
   const model::JobSpec& job_;
   client::ParameterStore* const store_;
   model::Backend* const backend_;
-  const model::Network* const mlp_;
+  const model::Network* const net_;
   const model::Embeddings& embeddings_;
   const bool clipping_;  // clipnorm or clipvalue
   EventWriter* const summaries_;

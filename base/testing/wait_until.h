@@ -1,7 +1,7 @@
 // Waits for something a test expects to happen, in real time: polls
 // `ready` every 5 ms until it holds (true) or `timeout` passes (false).
 // For positive expectations only; that something did not happen is shown
-// on a fake clock (common/testing/fake_clock.h), not by waiting. testonly.
+// on a fake clock (base/testing/fake_clock.h), not by waiting. testonly.
 #ifndef PSTRAIN_BASE_TESTING_WAIT_UNTIL_H_
 #define PSTRAIN_BASE_TESTING_WAIT_UNTIL_H_
 
