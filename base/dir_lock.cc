@@ -52,14 +52,16 @@ absl::StatusOr<std::unique_ptr<DirLock>> DirLock::Acquire(const std::string& dir
     return absl::FailedPreconditionError(
         absl::StrCat(dir, " is in use (", path, " held by: ", who, ")"));
   }
-  const std::string line = absl::StrCat(holder, "\n");
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
-    const int err = errno;
-    ::close(fd);  // releases the lock
-    return Errno("write", path, err);
+  return std::unique_ptr<DirLock>(new DirLock(std::move(path), fd, std::string(holder)));
+}
+
+absl::Status DirLock::Claim() {
+  const std::string line = absl::StrCat(holder_, "\n");
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+    return Errno("write", path_, errno);
   }
-  return std::unique_ptr<DirLock>(new DirLock(std::move(path), fd));
+  return absl::OkStatus();
 }
 
 DirLock::~DirLock() { ::close(fd_); }

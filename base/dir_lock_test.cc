@@ -34,6 +34,7 @@ TEST(DirLockTest, OneHolderAtATimeAndTheRefusalQuotesIt) {
   const std::string dir = Dir();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DirLock> first, DirLock::Acquire(dir, "job A's chief"));
   EXPECT_EQ(first->path(), dir + "/LOCK");
+  ASSERT_OK(first->Claim());
   ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(dir + "/LOCK"));
   EXPECT_EQ(text, "job A's chief\n");
   // A second open of the file is another holder, even in this process.
@@ -43,8 +44,38 @@ TEST(DirLockTest, OneHolderAtATimeAndTheRefusalQuotesIt) {
             absl::StrCat(dir, " is in use (", dir, "/LOCK held by: job A's chief)"));
   first.reset();
   ASSERT_OK_AND_ASSIGN(second, DirLock::Acquire(dir, "job B's chief"));
+  ASSERT_OK((*second)->Claim());
   ASSERT_OK_AND_ASSIGN(text, ReadFile(dir + "/LOCK"));
   EXPECT_EQ(text, "job B's chief\n");  // the shorter line replaced the longer one whole
+}
+
+TEST(DirLockTest, TakingTheLockChangesNothingUntilItIsClaimed) {
+  const std::string dir = Dir();
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DirLock> first, DirLock::Acquire(dir, "run 1's chief"));
+    ASSERT_OK(first->Claim());
+  }
+  struct stat before;
+  ASSERT_EQ(::stat((dir + "/LOCK").c_str(), &before), 0);
+  {
+    // A relaunch that takes the lock, then is refused: the file is as
+    // the last holder left it, and a contender meanwhile quotes that line.
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<DirLock> refused, DirLock::Acquire(dir, "run 2's chief"));
+    EXPECT_THAT(DirLock::Acquire(dir, "run 3's chief").status().message(),
+                HasSubstr("held by: run 1's chief)"));
+  }
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(dir + "/LOCK"));
+  EXPECT_EQ(text, "run 1's chief\n");
+  struct stat after;
+  ASSERT_EQ(::stat((dir + "/LOCK").c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  // A lock file that does not exist yet is created empty.
+  const std::string fresh = Dir() + "/fresh";
+  std::filesystem::create_directories(fresh);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DirLock> lock, DirLock::Acquire(fresh, "x"));
+  ASSERT_OK_AND_ASSIGN(text, ReadFile(fresh + "/LOCK"));
+  EXPECT_EQ(text, "");
 }
 
 TEST(DirLockTest, ALockWhoseProcessWasKilledIsFreeAtOnce) {
@@ -55,7 +86,7 @@ TEST(DirLockTest, ALockWhoseProcessWasKilledIsFreeAtOnce) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto lock = DirLock::Acquire(dir, ThisProcessAsHolder(", the child"));
-    const char c = lock.ok() ? 'y' : 'n';
+    const char c = lock.ok() && (*lock)->Claim().ok() ? 'y' : 'n';
     (void)!::write(ready[1], &c, 1);
     for (int i = 0; i < 600; ++i) ::sleep(1);  // until killed
     ::_exit(0);

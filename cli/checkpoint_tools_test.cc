@@ -1,10 +1,15 @@
 #include "cli/checkpoint_tools.h"
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/json.h"
@@ -110,13 +115,63 @@ TEST(CheckpointToolsTest, ARunOfItsOwnConfigIsUsedWithoutItsFlags) {
   // model is refused, saying so.
   Said steps = RunCommand(EvaluateMain, {"evaluate", out, "--max_steps=7"});
   EXPECT_EQ(steps.code, 0) << steps.err;
-  EXPECT_THAT(steps.err, HasSubstr("given otherwise than the run's (" + out +
-                                   "/run.json): --max_steps=7 (the run had --max_steps=60)"));
+  EXPECT_THAT(steps.err, HasSubstr("flags that differ from the run's: --max_steps=7 (the run had "
+                                   "--max_steps=60)"));
   Said other = RunCommand(EvaluateMain, {"evaluate", out, "--hidden=8"});
   EXPECT_EQ(other.code, 2);
   EXPECT_THAT(other.err, HasSubstr("--hidden=8 (the run had --model_config=" + config + ")"));
   EXPECT_THAT(other.err, HasSubstr("the checkpoint is of another model (" + out + "/run.json)"));
   EXPECT_THAT(other.err, HasSubstr("Leave out the flags that change the model"));
+}
+
+// A relaunch onto a run of another model is refused with nothing in the
+// output directory changed: run.json, the checkpoints and the lock file's
+// holder line (which only an accepted launch rewrites) stay as they were.
+TEST(CheckpointToolsTest, ARefusedRelaunchLeavesEveryFileAsItWas) {
+  const std::string dir = testing::FreshTempDir("refused_relaunch");
+  const std::string out = dir + "/out";
+  const std::string config = dir + "/my_model.pbtxt";
+  ASSERT_OK(WriteFileAtomically(config, kConfig));
+  CliArgs train = Args({"--model_config=" + config, "--max_steps=20", "--output_dir=" + out});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(train));
+  train::LocalOptions options;
+  options.output_dir = out;
+  options.run = RunInfo(train, TfConfig{});
+  ASSERT_OK_AND_ASSIGN(train::LocalResult trained, train::RunLocal(job, options));
+  ASSERT_EQ(trained.steps, 20);
+  // The first run's holder line, as another process on another host wrote it.
+  const std::string holder = "pid 4242 on host trainer-0 since 2026-12-01 10:00:00 UTC, chief\n";
+  ASSERT_OK(WriteFileAtomically(out + "/LOCK", holder));
+  auto snapshot = [&out] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(out)) {
+      if (e.is_regular_file()) {
+        files[std::filesystem::relative(e.path(), out).string()] =
+            ReadFile(e.path().string()).value_or("?");
+      }
+    }
+    return files;
+  };
+  const std::map<std::string, std::string> before = snapshot();
+  ASSERT_EQ(before.at("LOCK"), holder);
+
+  ASSERT_OK(WriteFileAtomically(config, absl::StrReplaceAll(kConfig, {{"units: 24", "units: 32"}})));
+  ASSERT_OK_AND_ASSIGN(model::JobSpec other, JobSpecFromFlags(train));
+  absl::StatusOr<train::LocalResult> refused = train::RunLocal(other, options);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("holds a run of another model"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("Nothing was changed."));
+  EXPECT_EQ(snapshot(), before);
+
+  // The same model again is accepted, and the lock names its new holder.
+  ASSERT_OK(WriteFileAtomically(config, kConfig));
+  options.run = RunInfo(Args({"--model_config=" + config, "--max_steps=30", "--output_dir=" + out}),
+                        TfConfig{});
+  job.max_steps = 30;
+  ASSERT_OK_AND_ASSIGN(trained, train::RunLocal(job, options));
+  ASSERT_OK_AND_ASSIGN(const std::string lock, ReadFile(out + "/LOCK"));
+  EXPECT_THAT(lock, HasSubstr(absl::StrCat("pid ", ::getpid(), " on host ")));
+  EXPECT_THAT(lock, HasSubstr(" UTC, train --local\n"));
 }
 
 }  // namespace

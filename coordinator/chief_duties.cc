@@ -128,9 +128,9 @@ absl::Status ChiefDuties::Begin() {
 }
 
 absl::Status ChiefDuties::Prepare() {
-  PSTRAIN_ASSIGN_OR_RETURN(mlp_, model::Network::Create(options_.job.model, 1024));
+  PSTRAIN_ASSIGN_OR_RETURN(net_, model::Network::Create(options_.job.model, 1024));
   PSTRAIN_ASSIGN_OR_RETURN(placement_,
-                           ComputePlacement(mlp_->variables(), cfg_.cluster.ps.size()));
+                           ComputePlacement(net_->variables(), cfg_.cluster.ps.size()));
   // One job per output directory, before anything there is read.
   absl::StatusOr<std::unique_ptr<DirLock>> lock =
       LockOutputDir(options_.output_dir, cfg_.task.ToString());
@@ -139,8 +139,9 @@ absl::Status ChiefDuties::Prepare() {
   dir_lock_ = *std::move(lock);
   // Before anything in the output directory changes: a run of another
   // model there is refused, its checkpoints left as they are.
-  Json model = DescribeModel(mlp_->variables(), options_.job.optimizer.name);
+  Json model = DescribeModel(net_->variables(), options_.job.optimizer.name);
   PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(options_.output_dir, model));
+  PSTRAIN_RETURN_IF_ERROR(WithFailureKind(dir_lock_->Claim(), FailureKind::kBadConfig));
   PSTRAIN_ASSIGN_OR_RETURN(
       test_, data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
                                   options_.job.model.num_classes(), /*pixels_as_bytes=*/true));
@@ -180,12 +181,12 @@ absl::Status ChiefDuties::ConnectParts() {
   reader.replica = -1;  // an observer: the replicas train with their own
   reader.security = options_.security;
   PSTRAIN_ASSIGN_OR_RETURN(reader_, client::PsClient::Create(reader, placement_));
-  observer_ = std::make_unique<client::RemoteStore>(reader_.get(), mlp_->offsets());
+  observer_ = std::make_unique<client::RemoteStore>(reader_.get(), net_->offsets());
 
   PsKeeperOptions keeper;
   keeper.output_dir = options_.output_dir;
   keeper.placement = placement_;
-  keeper.offsets = mlp_->offsets();
+  keeper.offsets = net_->offsets();
   keeper.create.optimizer = job.optimizer;
   keeper.create.consistency = job.consistency;
   keeper.create.num_replicas = static_cast<int>(tracker_.replicas().size());
@@ -224,7 +225,7 @@ absl::Status ChiefDuties::ConnectParts() {
   finish.stop_watch = [this] { watch_->Stop(); };
   finish.record_end = [this](const absl::Status& outcome) { RecordEnd(outcome); };
   finisher_ = std::make_unique<JobFinisher>(admin_.get(), keeper_.get(), &tracker_,
-                                            observer_.get(), mlp_.get(), &test_, std::move(finish));
+                                            observer_.get(), net_.get(), &test_, std::move(finish));
 
   PsWatchOptions watch;
   watch.ps_wait = options_.ps_wait;
@@ -247,7 +248,7 @@ std::string ChiefDuties::ScheduleKey() const {
                       " batch_size=", job.batch_size, " consistency=", job.consistency.ToString(),
                       " replicas_to_aggregate=", job.replicas_to_aggregate,
                       " replicas=", tracker_.replicas().size(), " ps=", cfg_.cluster.ps.size(),
-                      " parameters=", mlp_->num_parameters(), " seed=", job.seed);
+                      " parameters=", net_->num_parameters(), " seed=", job.seed);
 }
 
 absl::StatusOr<std::optional<Json>> ChiefDuties::FinishedJob(const std::string& dir,

@@ -212,7 +212,7 @@ class ChiefDuties {
   JobTracker tracker_;
   CoordinatorServiceImpl service_;
   std::unique_ptr<GrpcServer> server_;
-  std::unique_ptr<model::Network> mlp_;
+  std::unique_ptr<model::Network> net_;
   Placement placement_;
   // The test split, read in Start before anything is written: a job whose
   // data cannot be read fails before its first checkpoint.

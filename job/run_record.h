@@ -46,8 +46,9 @@ namespace pstrain {
 std::string RunRecordPath(const std::string& dir);
 
 // One job per output directory: creates `dir` when missing and locks it
-// (base/dir_lock.h) for the caller's life, naming this process and `task`
-// in the lock file. A directory held by another process is waited for
+// (base/dir_lock.h) for the caller's life; the lock's Claim, called once
+// the launch is accepted (CheckRelaunch), names this process and `task` in
+// the lock file, which is untouched until then. A directory held by another process is waited for
 // `wait` (a predecessor still exiting: a relaunch after a crash takes the
 // lock over), then refused, marked as the configuration's failure (exit
 // 2): AlreadyExists naming the directory and the holder. Errors of the

@@ -111,7 +111,7 @@ TakenSettings TakeRunSettings(const RunSettings& run, const std::vector<std::str
       out.differ.push_back(absl::StrCat(
           flag, " (",
           flag == run_layers
-              ? "the file has changed since the run, whose text run.json records"
+              ? "the file has changed since the run; run.json holds the text the run had"
               : absl::StrCat("the run had ", run_layers.empty() ? "the default model" : run_layers),
           ")"));
     }
@@ -132,8 +132,11 @@ std::string DescribeTaken(const RunSettings& run, const TakenSettings& taken) {
     absl::StrAppend(&out, "the run's settings (", run.path, "): ", absl::StrJoin(parts, ", "));
   }
   if (!taken.differ.empty()) {
-    absl::StrAppend(&out, out.empty() ? "" : "; ", "given otherwise than the run's (", run.path,
-                    "): ", absl::StrJoin(taken.differ, ", "));
+    // Named once: after the settings taken, the same file is meant.
+    absl::StrAppend(&out,
+                    out.empty() ? absl::StrCat("flags that differ from the run's (", run.path, ")")
+                                : "; flags that differ from the run's",
+                    ": ", absl::StrJoin(taken.differ, ", "));
   }
   return out;
 }

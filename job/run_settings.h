@@ -57,8 +57,10 @@ TakenSettings TakeRunSettings(const RunSettings& run, const std::vector<std::str
 // One line for a command's log: where the settings came from and which
 // were taken or overridden ("" when nothing was taken or differs), e.g.
 // "the run's settings (out/run.json): --model_config=cnn.pbtxt (its text
-// as recorded), --epochs=2; given otherwise: --batch_size=64 (the run had
-// --batch_size=32)".
+// as recorded), --epochs=2; flags that differ from the run's:
+// --batch_size=64 (the run had --batch_size=32)". With nothing taken, the
+// differences name the file: "flags that differ from the run's
+// (out/run.json): --hidden=64 (the run had --hidden=32)".
 std::string DescribeTaken(const RunSettings& run, const TakenSettings& taken);
 
 // For a relaunch into `dir` (`pstrain launch`, `train --local`): takes the

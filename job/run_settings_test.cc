@@ -105,8 +105,13 @@ TEST(RunSettingsTest, FlagsGivenOverrideAndEachDifferenceIsNamed) {
   EXPECT_EQ(taken.differ, (std::vector<std::string>{"--epochs=3 (the run had --epochs=4)"}));
   EXPECT_EQ(*args.GetInt("epochs", 0), 3);
   EXPECT_EQ(DescribeTaken(run, taken),
-            "the run's settings (out/run.json): --hidden=64; given otherwise than the run's "
-            "(out/run.json): --epochs=3 (the run had --epochs=4)");
+            "the run's settings (out/run.json): --hidden=64; flags that differ from the run's: "
+            "--epochs=3 (the run had --epochs=4)");
+  // Nothing taken: the differences name the file themselves.
+  const RunSettings same_epochs{"out/run.json", {"--epochs=4"}, "", ""};
+  CliArgs three = Args({"--epochs=3"});
+  EXPECT_EQ(DescribeTaken(same_epochs, TakeRunSettings(same_epochs, {}, true, three)),
+            "flags that differ from the run's (out/run.json): --epochs=3 (the run had --epochs=4)");
 }
 
 TEST(RunSettingsTest, LayersOfTheCommandsOwnReplaceAllOfTheRunsAndAreNamed) {
@@ -142,7 +147,7 @@ TEST(RunSettingsTest, LayersOfTheCommandsOwnReplaceAllOfTheRunsAndAreNamed) {
   EXPECT_EQ(
       TakeRunSettings(run, {}, true, edited).differ,
       (std::vector<std::string>{
-          edited_flag + " (the file has changed since the run, whose text run.json records)"}));
+          edited_flag + " (the file has changed since the run; run.json holds the text the run had)"}));
 }
 
 }  // namespace

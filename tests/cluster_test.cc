@@ -303,9 +303,8 @@ TEST(ClusterTest, CheckpointsAndARelaunchResumesFromTheNewest) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("pstrain launch: the run's settings (" + out +
                                   "/run.json): --chief_trains=false, --checkpoint_secs=0, "
-                                  "--checkpoint_steps=600, --keep_checkpoints=2; given otherwise "
-                                  "than the run's (" +
-                                  out + "/run.json): --epochs=2 (the run had --epochs=1)"));
+                                  "--checkpoint_steps=600, --keep_checkpoints=2; flags that "
+                                  "differ from the run's: --epochs=2 (the run had --epochs=1)"));
   ASSERT_OK_AND_ASSIGN(chief, ReadFile(out + "/logs/chief-0.log"));
   EXPECT_THAT(chief, HasSubstr("restored every ps to the checkpoint at step 1874 in "));
   ASSERT_OK_AND_ASSIGN(std::string w1, ReadFile(out + "/logs/worker-1.log"));
