@@ -7,7 +7,7 @@
 // sent, the next tensor). Streaming stores write the destination straight
 // to memory instead: 11-13% less time than memcpy for
 // 4 MiB on this project's 2-core test machine (bench/copy_bench.cc,
-// BENCHMARKS.md).
+// docs/benchmarks/history.md).
 //
 // Use for MiB-sized copies whose destination is not read right after;
 // small or cache-hot copies are faster with memcpy.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages pstrain needs, only those that are missing
-# (with --test, also those only the test command uses). Safe to run any
+# (with --test, also those only the test command uses; with --bench, the
+# peers bench/headline.py measures against). Safe to run any
 # number of times. Needs root (or sudo) only when something
 # is missing.
 set -euo pipefail
@@ -36,6 +37,14 @@ if [[ ${1:-} == --test ]]; then
   PACKAGES+=(
     qemu-system-x86        # tools/kernel_tls_check.sh: kernel TLS on Debian's own kernel
     busybox-static         # the same check's guest
+  )
+fi
+
+# With --bench, the peers of bench/headline.py.
+if [[ ${1:-} == --bench ]]; then
+  PACKAGES+=(
+    python3-torch          # PyTorch (training) and its gloo (all-reduce)
+    iperf3                 # one TCP stream on loopback
   )
 fi
 

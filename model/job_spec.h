@@ -50,7 +50,8 @@ struct JobSpec {
   // backprop produces it, instead of the whole model after the step. Off by
   // default: on a 2-core machine, where the round trips cost more CPU than
   // the compute they would overlap, three smaller rounds per step measured
-  // 10-20% slower than one (BENCHMARKS.md); it pays where compute dominates.
+  // 10-20% slower than one (docs/benchmarks/history.md); it pays where
+  // compute dominates.
   bool push_per_layer = false;
   // A job without PS: the replicas' gradients go around the ring in packs
   // of at least this many bytes (--bytes_per_pack, as TensorFlow's
@@ -60,7 +61,7 @@ struct JobSpec {
   // model in one all-reduce after the step; -1 (auto): kAutoPackBytes when
   // a link of the ring is TCP (between hosts, where the overlap pays), 0
   // when every link is shared memory (where the all-reduce is memory copies
-  // on the cores that compute). BENCHMARKS.md has both.
+  // on the cores that compute). docs/benchmarks/history.md has both.
   int64_t bytes_per_pack = -1;
   // Replicas offer each PS shared memory for the tensor bytes of their
   // frames (client/ps_stream.h): a PS on the same host maps it and the bytes

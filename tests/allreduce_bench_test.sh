@@ -3,7 +3,8 @@
 # must finish, name the links each run really used (TCP when told not to
 # share memory, shared memory by default on one host), and print each
 # process's CPU per all-reduce beside the time. The figures belong in
-# BENCHMARKS.md, from full runs; this checks the bench measures what it says.
+# docs/benchmarks/history.md, from full runs; this checks the bench
+# measures what it says.
 set -euo pipefail
 out=$(bench/allreduce_bench --processes=3 --bytes=65536 --seconds=0.1 --repeat=2 --noshared_memory)
 echo "$out"

@@ -968,8 +968,8 @@ TEST(ClusterTest, TextCnnTrainsItsEmbeddingTableOnTwoPs) {
 // drew from a known model: a cluster of 2 PS, a chief, a worker and an
 // evaluator trains every table spread over both PS, and its test AUC comes
 // near the generating model's own (with this little data, within 0.03; the
-// full data set's gap is in BENCHMARKS.md); the evaluator's AUC of the final
-// checkpoint equals the chief's.
+// full data set's gap is in docs/benchmarks/history.md); the evaluator's
+// AUC of the final checkpoint equals the chief's.
 TEST(ClusterTest, ClickModelTrainsEightTablesToNearTheTrueAuc) {
   const std::string out = TmpDir("click_model");
   RunResult data = RunPstrain({"data", "clicks", "--out=" + out + "/data",

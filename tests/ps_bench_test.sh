@@ -2,8 +2,8 @@
 # A short run of ps_bench's push_pull, alternating and pipelined scenarios
 # (real PS and echo servers as processes): it must finish, time calls on
 # both sides and print their ratio. The figures themselves belong in
-# BENCHMARKS.md, from full runs; this checks the bench still measures what
-# it says.
+# docs/benchmarks/history.md, from full runs; this checks the bench still
+# measures what it says.
 set -euo pipefail
 out=$(bench/ps_bench --scenario=push_pull --ps=1 --clients=1 --bytes=65536 --seconds=0.1 --repeat=1)
 echo "$out"

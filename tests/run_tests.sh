@@ -33,13 +33,15 @@ check() {  # check NAME COMMAND...: one counted test run outside Bazel
   rm -f "/tmp/pstrain-check-$$.log"
   return $status
 }
-# inputs_digest FILE...: one digest of the files and of every shared
-# library they load (Bazel's per-library objects included), with the
-# toolchain's fingerprint (tools/bazel_disk_cache.sh).
+# inputs_digest FILE...: one digest of the files' contents (with their
+# base names, not their paths, which differ from checkout to checkout) and
+# of every shared library they load (Bazel's per-library objects
+# included), with the toolchain's fingerprint (tools/bazel_disk_cache.sh).
 inputs_digest() {
   { cat "$HOME/.cache/pstrain-bazel-disk/FINGERPRINT"
-    for f in "$@"; do sha256sum "$f"; done
-    ldd "$@" 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u | xargs -r sha256sum | cut -c1-64
+    for f in "$@"; do echo "$(sha256sum <"$f" | cut -c1-64) ${f##*/}"; done
+    ldd "$@" 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u | xargs -r sha256sum | cut -c1-64 |
+      sort
   } | sha256sum | cut -c1-64
 }
 # cached_check NAME DIGEST COMMAND...: check, but one that passed before

@@ -63,7 +63,8 @@ struct TrafficSecrets;
 // into the kernel without its writer sleeping until the reader has drained
 // part of a smaller buffer, which saves wake-ups and context switches on
 // both ends. With two PS and two workers, 4 MiB each way, the aggregate
-// rose about 1.15x over the buffer Linux sizes by itself (BENCHMARKS.md).
+// rose about 1.15x over the buffer Linux sizes by itself
+// (docs/benchmarks/history.md).
 inline constexpr int64_t kFrameSendBuffer = 4 << 20;
 
 // The SO_SNDBUF value a frame socket sets on a host whose
