@@ -95,7 +95,9 @@ def ps_pipelined(transport, seconds, certs=None):
     out = run(cmd)
     m = grab(r"pipelined over \S+, (\d+) in flight, 1 client: ([0-9.]+) GB/s one way(.*)", out,
              "pipelined figure")
-    say("  ps_bench: %s frames, %s in flight, 1 client%s" % (transport, m.group(1), m.group(3)))
+    conns = re.findall(r"^pipelined x\d+ \S+ .* (\d+)\s*$", out, re.M)
+    say("  ps_bench: %s frames, %s in flight, 1 client, %s connections%s" % (
+        transport, m.group(1), conns[0] if conns else "?", m.group(3)))
     return float(m.group(2))
 
 
@@ -221,6 +223,10 @@ def pslite(path, mode, servers, workers, seconds):
 
 # ---------------------------------------------------------------- the table
 
+def figure(x):
+    return "{:,.0f}".format(x) if x >= 1000 else "%.3f" % x
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -282,7 +288,7 @@ def main():
         med = statistics.median(mine)
         if theirs:
             ratio = statistics.median(ratios)
-            peer_text = "%.4g" % statistics.median(theirs)
+            peer_text = figure(statistics.median(theirs))
             ratio_text = "%.2fx" % ratio
         else:
             ratio = None
@@ -292,8 +298,8 @@ def main():
             target_text = ">= %.2gx%s" % (target, met)
         else:
             target_text = target
-        table.append("| %s | %s | %.4g | %s %s | %s | %s |" % (
-            name, unit, med, peer_name, peer_text, ratio_text, target_text))
+        table.append("| %s | %s | %s | %s %s | %s | %s |" % (
+            name, unit, figure(med), peer_name, peer_text, ratio_text, target_text))
     shutil.rmtree(certs, ignore_errors=True)
     lines = [
         "Headline figures, %s, %d rounds each (pstrain and its peer in turns; medians, and "

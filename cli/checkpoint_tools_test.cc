@@ -61,21 +61,40 @@ Said RunCommand(int (*command)(CliArgs&), std::vector<std::string> words) {
   return {code, out, ::testing::internal::GetCapturedStderr()};
 }
 
+// A run of kConfig as `pstrain train --local --model_config=DIR/my_model.pbtxt
+// --max_steps=STEPS --output_dir=DIR/out` trains it.
+struct OwnRun {
+  std::string config, out;
+  model::JobSpec job;
+  train::LocalOptions options;
+  train::LocalResult result;  // of the run
+};
+OwnRun TrainOwnConfig(const std::string& dir, int64_t steps) {
+  OwnRun run{dir + "/my_model.pbtxt", dir + "/out", {}, {}, {}};
+  EXPECT_OK(WriteFileAtomically(run.config, kConfig));
+  CliArgs train = Args({"--model_config=" + run.config, absl::StrCat("--max_steps=", steps),
+                        "--output_dir=" + run.out});
+  run.job = JobSpecFromFlags(train).value();
+  run.options.output_dir = run.out;
+  run.options.run = RunInfo(train, TfConfig{});
+  absl::StatusOr<train::LocalResult> trained = train::RunLocal(run.job, run.options);
+  EXPECT_TRUE(trained.ok()) << trained.status();
+  if (trained.ok()) {
+    EXPECT_EQ(trained->steps, steps);
+    run.result = *std::move(trained);
+  }
+  return run;
+}
+
 // A run trained with --model_config, whose config file is then gone:
 // evaluate, predict, export and inspect take the model and the job from its
 // run.json, without the run's flags.
 TEST(CheckpointToolsTest, ARunOfItsOwnConfigIsUsedWithoutItsFlags) {
   const std::string dir = testing::FreshTempDir("own_config");
-  const std::string config = dir + "/my_model.pbtxt";
-  const std::string out = dir + "/out";
-  ASSERT_OK(WriteFileAtomically(config, kConfig));
-  CliArgs train = Args({"--model_config=" + config, "--max_steps=60", "--output_dir=" + out});
-  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(train));
-  train::LocalOptions options;
-  options.output_dir = out;
-  options.run = RunInfo(train, TfConfig{});
-  ASSERT_OK_AND_ASSIGN(train::LocalResult trained, train::RunLocal(job, options));
-  ASSERT_EQ(trained.steps, 60);
+  const OwnRun run = TrainOwnConfig(dir, 60);
+  const std::string& config = run.config;
+  const std::string& out = run.out;
+  const train::LocalResult& trained = run.result;
   std::filesystem::remove(config);
 
   const std::string taken = absl::StrFormat(
@@ -129,16 +148,8 @@ TEST(CheckpointToolsTest, ARunOfItsOwnConfigIsUsedWithoutItsFlags) {
 // holder line (which only an accepted launch rewrites) stay as they were.
 TEST(CheckpointToolsTest, ARefusedRelaunchLeavesEveryFileAsItWas) {
   const std::string dir = testing::FreshTempDir("refused_relaunch");
-  const std::string out = dir + "/out";
-  const std::string config = dir + "/my_model.pbtxt";
-  ASSERT_OK(WriteFileAtomically(config, kConfig));
-  CliArgs train = Args({"--model_config=" + config, "--max_steps=20", "--output_dir=" + out});
-  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(train));
-  train::LocalOptions options;
-  options.output_dir = out;
-  options.run = RunInfo(train, TfConfig{});
-  ASSERT_OK_AND_ASSIGN(train::LocalResult trained, train::RunLocal(job, options));
-  ASSERT_EQ(trained.steps, 20);
+  OwnRun run = TrainOwnConfig(dir, 20);
+  const std::string& out = run.out;
   // The first run's holder line, as another process on another host wrote it.
   const std::string holder = "pid 4242 on host trainer-0 since 2026-12-01 10:00:00 UTC, chief\n";
   ASSERT_OK(WriteFileAtomically(out + "/LOCK", holder));
@@ -155,20 +166,20 @@ TEST(CheckpointToolsTest, ARefusedRelaunchLeavesEveryFileAsItWas) {
   const std::map<std::string, std::string> before = snapshot();
   ASSERT_EQ(before.at("LOCK"), holder);
 
-  ASSERT_OK(WriteFileAtomically(config, absl::StrReplaceAll(kConfig, {{"units: 24", "units: 32"}})));
-  ASSERT_OK_AND_ASSIGN(model::JobSpec other, JobSpecFromFlags(train));
-  absl::StatusOr<train::LocalResult> refused = train::RunLocal(other, options);
+  ASSERT_OK(
+      WriteFileAtomically(run.config, absl::StrReplaceAll(kConfig, {{"units: 24", "units: 32"}})));
+  CliArgs other_args = Args({"--model_config=" + run.config, "--output_dir=" + out});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec other, JobSpecFromFlags(other_args));
+  absl::StatusOr<train::LocalResult> refused = train::RunLocal(other, run.options);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("holds a run of another model"));
   EXPECT_THAT(refused.status().message(), HasSubstr("Nothing was changed."));
   EXPECT_EQ(snapshot(), before);
 
   // The same model again is accepted, and the lock names its new holder.
-  ASSERT_OK(WriteFileAtomically(config, kConfig));
-  options.run = RunInfo(Args({"--model_config=" + config, "--max_steps=30", "--output_dir=" + out}),
-                        TfConfig{});
-  job.max_steps = 30;
-  ASSERT_OK_AND_ASSIGN(trained, train::RunLocal(job, options));
+  ASSERT_OK(WriteFileAtomically(run.config, kConfig));
+  run.job.max_steps = 30;
+  ASSERT_OK(train::RunLocal(run.job, run.options).status());
   ASSERT_OK_AND_ASSIGN(const std::string lock, ReadFile(out + "/LOCK"));
   EXPECT_THAT(lock, HasSubstr(absl::StrCat("pid ", ::getpid(), " on host ")));
   EXPECT_THAT(lock, HasSubstr(" UTC, train --local\n"));
