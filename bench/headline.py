@@ -196,23 +196,27 @@ def iperf3(seconds):
     port = free_port()
     server = subprocess.Popen(["iperf3", "-s", "-B", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    why = "never answered"
     try:
-        out = None
-        for _ in range(50):  # until the server listens (a probe would be a test of its own)
+        # Until the server listens and a test completes (a probe connection
+        # would be a test of its own).
+        for _ in range(50):
+            p = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "%g" % seconds,
+                                "-J"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=60 + seconds)
             try:
-                out = run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "%g" % seconds, "-J"])
-                break
-            except RuntimeError as e:
-                if "unable to connect" not in str(e) and "Connection refused" not in str(e):
-                    raise
-                time.sleep(0.1)
-        if out is None:
-            raise RuntimeError("iperf3's server on port %d never answered" % port)
+                result = json.loads(p.stdout[p.stdout.index("{"):])
+                gbps = result["end"]["sum_received"]["bits_per_second"] / 8e9
+                say("$ iperf3 -c 127.0.0.1 -p %d -t %g -J" % (port, seconds))
+                say("  iperf3: one TCP stream on 127.0.0.1")
+                return gbps
+            except (ValueError, KeyError) as e:
+                why = "said: %s" % (p.stdout.strip()[-300:] or e)
+                time.sleep(0.2)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    say("  iperf3: one TCP stream on 127.0.0.1")
-    return json.loads(out[out.index("{"):])["end"]["sum_received"]["bits_per_second"] / 8e9
+    raise RuntimeError("iperf3 on port %d %s" % (port, why))
 
 
 def pslite(path, mode, servers, workers, seconds):

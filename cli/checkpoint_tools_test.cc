@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -153,13 +154,17 @@ TEST(CheckpointToolsTest, ARefusedRelaunchLeavesEveryFileAsItWas) {
   // The first run's holder line, as another process on another host wrote it.
   const std::string holder = "pid 4242 on host trainer-0 since 2026-12-01 10:00:00 UTC, chief\n";
   ASSERT_OK(WriteFileAtomically(out + "/LOCK", holder));
+  // Each file's text, or for a long one its length and hash, so that a
+  // failure names the file that changed without printing checkpoints.
   auto snapshot = [&out] {
     std::map<std::string, std::string> files;
     for (const auto& e : std::filesystem::recursive_directory_iterator(out)) {
-      if (e.is_regular_file()) {
-        files[std::filesystem::relative(e.path(), out).string()] =
-            ReadFile(e.path().string()).value_or("?");
-      }
+      if (!e.is_regular_file()) continue;
+      const std::string text = ReadFile(e.path().string()).value_or("?");
+      files[std::filesystem::relative(e.path(), out).string()] =
+          text.size() <= 200 ? text
+                             : absl::StrCat(text.size(), " bytes, hash ",
+                                            std::hash<std::string>{}(text));
     }
     return files;
   };
