@@ -8,12 +8,14 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/crc32c.h"
 #include "base/exit_codes.h"
 #include "base/logging.h"
 #include "base/signals.h"
 #include "base/status_macros.h"
 #include "client/collective_store.h"
+#include "job/final_score.h"
 #include "job/flag_table.h"
 #include "job/job_description.h"
 #include "job/job_flags.h"
@@ -104,6 +106,9 @@ struct Setup {
   RingOptions ring;
   train::ReplicaGroup group;
   Json run;
+  // How long the replica that writes the checkpoints waits for a listed
+  // evaluator's score of the final one (zero: no evaluator, or no wait).
+  absl::Duration eval_wait;
 };
 
 absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Security& security) {
@@ -127,7 +132,8 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   PSTRAIN_ASSIGN_OR_RETURN(std::string bind,
                            StringFlag(args, "bind", cfg.task_address()->ToString()));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t eval_wait_s, IntFlag(args, "eval_wait_secs"));
-  (void)eval_wait_s;
+  setup.eval_wait = cfg.cluster.evaluator.empty() ? absl::ZeroDuration()
+                                                  : absl::Seconds(eval_wait_s);
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, cfg.task.role));
   if (std::string plan = DevicePlan(setup.job); !plan.empty()) Log(plan);
   openblas_set_num_threads(static_cast<int>(blas_threads));
@@ -199,9 +205,14 @@ absl::Status Work(const TfConfig& cfg, Setup& setup) {
                       "around the ring",
                       result.steps, result.examples_per_sec, g.num_replicas,
                       ring->bytes_sent() / 1e6));
+  ring.reset();  // the other replicas may exit now
   if (g.replica == 0) {
     Log(absl::StrFormat("test accuracy: %.4f (loss %.4f)", result.test_accuracy,
                         result.test_loss));
+    // As the PS mode's chief ends (coordinator/job_finisher.h): not before
+    // the evaluator has scored the final checkpoint, up to --eval_wait_secs.
+    WaitForFinalScore(setup.output_dir, result.steps, setup.eval_wait, absl::Milliseconds(500),
+                      Clock::Real());
   }
   return absl::OkStatus();
 }

@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "cluster/checkpoint_layout.h"
 #include "base/event_file.h"
 #include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "job/final_score.h"
 #include "job/job_description.h"
 #include "model/embeddings.h"
 
@@ -326,22 +326,8 @@ void JobFinisher::DescribeStaleness(const std::vector<v1::StatsResponse>& stats,
 }
 
 void JobFinisher::WaitForEvaluator(int64_t step) const {
-  if (!options_.has_evaluator || options_.eval_wait <= absl::ZeroDuration()) return;
-  if (ReadScoredStep(options_.output_dir) >= step) return;
-  Log("waiting up to ", absl::FormatDuration(options_.eval_wait),
-      " (--eval_wait_secs) for the evaluator to score the final checkpoint, step ", step);
-  const absl::Time start = options_.clock->Now();
-  while (ReadScoredStep(options_.output_dir) < step) {
-    if (options_.clock->Now() - start >= options_.eval_wait) {
-      Log("the evaluator has not scored step ", step, " after ",
-          absl::FormatDuration(options_.eval_wait),
-          " (--eval_wait_secs); ending without its score");
-      return;
-    }
-    options_.clock->SleepFor(options_.poll);
-  }
-  Log("the evaluator scored the final checkpoint (step ", step, ") after ",
-      absl::FormatDuration(absl::Trunc(options_.clock->Now() - start, absl::Milliseconds(100))));
+  if (!options_.has_evaluator) return;
+  WaitForFinalScore(options_.output_dir, step, options_.eval_wait, options_.poll, options_.clock);
 }
 
 }  // namespace pstrain::coordinator

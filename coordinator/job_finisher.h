@@ -117,7 +117,8 @@ class JobFinisher {
   // `metrics`.
   absl::Status CheckAppliedOnce(const std::vector<v1::StatsResponse>& stats, Json& metrics,
                                 int64_t step, int64_t expected) const;
-  // The wait for the evaluator's score of step `step`.
+  // With an evaluator, the wait for its score of step `step`
+  // (job/final_score.h).
   void WaitForEvaluator(int64_t step) const;
   // Finish after every report: the final phase, tried again while PS are
   // being restored.

@@ -112,7 +112,9 @@ TEST(AllReduceClusterTest, TheGuidesTwoWorkersTrainAndEveryTaskExitsZero) {
 // AI Platform's layout: a chief and two workers (three replicas), and an
 // evaluator that scores the chief's checkpoints as it scores a PS job's.
 // With the job's TLS and token, as deploy/docker-compose.allreduce.yml runs
-// it: every link of the ring inside TLS.
+// it: every link of the ring inside TLS. The evaluator starts only once
+// the final checkpoint is written, and the chief, as a PS job's does,
+// waits for its score of it before it exits (--eval_wait_secs).
 TEST(AllReduceClusterTest, AChiefTwoWorkersAndAnEvaluatorEndTogether) {
   const std::string out = TmpDir("chief");
   const Cluster cluster = MakeCluster(1, 2, 1);
@@ -134,6 +136,9 @@ TEST(AllReduceClusterTest, AChiefTwoWorkersAndAnEvaluatorEndTogether) {
     const std::string name = absl::StrCat("worker:", w);
     ASSERT_OK(tasks.Start(name, Task(cluster, "worker", w, args, logs.at(name))));
   }
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] { return std::filesystem::exists(out + "/ckpt-300/MANIFEST"); }, absl::Seconds(90)))
+      << ReadFile(logs.at("chief")).value_or("");
   ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", 0, args, logs.at("evaluator"))));
   std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(120));
   for (const auto& [name, code] : codes) {
@@ -141,6 +146,9 @@ TEST(AllReduceClusterTest, AChiefTwoWorkersAndAnEvaluatorEndTogether) {
   }
   ASSERT_OK_AND_ASSIGN(std::string chief, ReadFile(out + "/chief.log"));
   EXPECT_THAT(chief, HasSubstr("3 replicas train by ring all-reduce; this is chief:0"));
+  EXPECT_THAT(chief, HasSubstr("waiting up to 10m (--eval_wait_secs) for the evaluator to score "
+                               "the final checkpoint, step 300"));
+  EXPECT_THAT(chief, HasSubstr("the evaluator scored the final checkpoint (step 300) after "));
   EXPECT_THAT(chief, ::testing::MatchesRegex(
                          "(.|\n)*ring formed: to worker:0 by [a-z ]+, from worker:1 by [a-z ]+; "
                          "TLSv1.3 \\(TLS_AES_128_GCM_SHA256\\), records sealed (.|\n)*"));
