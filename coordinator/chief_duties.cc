@@ -140,8 +140,7 @@ absl::Status ChiefDuties::Prepare() {
   // Before anything in the output directory changes: a run of another
   // model there is refused, its checkpoints left as they are.
   Json model = DescribeModel(net_->variables(), options_.job.optimizer.name);
-  PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(options_.output_dir, model));
-  PSTRAIN_RETURN_IF_ERROR(WithFailureKind(dir_lock_->Claim(), FailureKind::kBadConfig));
+  PSTRAIN_RETURN_IF_ERROR(AcceptRelaunch(*dir_lock_, options_.output_dir, model));
   PSTRAIN_ASSIGN_OR_RETURN(
       test_, data::LoadInputSplit(options_.job.data_dir, options_.job.input, data::Split::kTest,
                                   options_.job.model.num_classes(), /*pixels_as_bytes=*/true));

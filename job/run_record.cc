@@ -238,6 +238,11 @@ absl::Status CheckRelaunch(const std::string& dir, const Json& model) {
       "or give a new --output_dir to start afresh"));
 }
 
+absl::Status AcceptRelaunch(DirLock& lock, const std::string& dir, const Json& model) {
+  PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(dir, model));
+  return WithFailureKind(lock.Claim(), FailureKind::kBadConfig);
+}
+
 absl::Status WriteRunStart(const std::string& dir, Json run, absl::Time started) {
   const std::string path = RunRecordPath(dir);
   int64_t launches = 0;

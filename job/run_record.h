@@ -46,14 +46,13 @@ namespace pstrain {
 std::string RunRecordPath(const std::string& dir);
 
 // One job per output directory: creates `dir` when missing and locks it
-// (base/dir_lock.h) for the caller's life; the lock's Claim, called once
-// the launch is accepted (CheckRelaunch), names this process and `task` in
-// the lock file, which is untouched until then. A directory held by another process is waited for
-// `wait` (a predecessor still exiting: a relaunch after a crash takes the
-// lock over), then refused, marked as the configuration's failure (exit
-// 2): AlreadyExists naming the directory and the holder. Errors of the
-// file system (a read-only directory) are refused alike, as
-// FailedPrecondition.
+// (base/dir_lock.h) for the caller's life; AcceptRelaunch then names this
+// process and `task` in the lock file, which is untouched until then. A
+// directory held by another process is waited for `wait` (a predecessor
+// still exiting: a relaunch after a crash takes the lock over), then
+// refused, marked as the configuration's failure (exit 2): AlreadyExists
+// naming the directory and the holder. Errors of the file system (a
+// read-only directory) are refused alike, as FailedPrecondition.
 absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
                                                        absl::string_view task,
                                                        absl::Duration wait = absl::Seconds(10));
@@ -65,6 +64,12 @@ absl::StatusOr<std::unique_ptr<DirLock>> LockOutputDir(const std::string& dir,
 // start afresh; nothing is changed. A run.json that does not parse is
 // DataLoss naming the file.
 absl::Status CheckRelaunch(const std::string& dir, const Json& model);
+
+// For the holder of `dir`'s lock (LockOutputDir): CheckRelaunch, then, only
+// when the launch is accepted, the lock's Claim (its holder line), so that
+// a refused relaunch changes no file. CheckRelaunch's errors, or the file
+// system's marked as the configuration's failure (exit 2).
+absl::Status AcceptRelaunch(DirLock& lock, const std::string& dir, const Json& model);
 
 // Writes run.json for a launch starting at `started`: `run` (flags,
 // version, cluster, job, model, ...) with "started", "launches" (one more

@@ -14,7 +14,6 @@
 #include "cluster/checkpoint_layout.h"
 #include "base/crc32c.h"
 #include "base/event_file.h"
-#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -234,8 +233,7 @@ class LocalRun final : public StepObserver {
           dir_lock_, LockOutputDir(dir_, group_ == nullptr ? "train --local" : "chief"));
       const model::Network& net = backend_->network();
       const Json model_json = DescribeModel(net.variables(), job_.optimizer.name);
-      PSTRAIN_RETURN_IF_ERROR(CheckRelaunch(dir_, model_json));
-      PSTRAIN_RETURN_IF_ERROR(WithFailureKind(dir_lock_->Claim(), FailureKind::kBadConfig));
+      PSTRAIN_RETURN_IF_ERROR(AcceptRelaunch(*dir_lock_, dir_, model_json));
       PSTRAIN_ASSIGN_OR_RETURN(first_, RestoreLocalCheckpoint(dir_, store_.get()));
       PSTRAIN_RETURN_IF_ERROR(MakeDirs(dir_));
       Json run = options_.run;
