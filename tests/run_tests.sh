@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 
 deploy/install_deps.sh --test || { echo "0 passed, 1 failed"; exit 1; }
 # The disk cache every tree below shares (.bazelrc), true to this
-# machine's toolchain and bounded.
-tools/bazel_disk_cache.sh || { echo "0 passed, 1 failed"; exit 1; }
+# machine's toolchain and bounded; the toolchain's fingerprint, for the
+# kept checks below.
+disk_cache_fingerprint=$(tools/bazel_disk_cache.sh --fingerprint) ||
+  { echo "0 passed, 1 failed"; exit 1; }
 # Binaries built here name no commit (`--version` says "commit: unknown";
 # tools/workspace_status.sh): a new commit alone relinks nothing, so a
 # test whose inputs did not change keeps its cached result.
@@ -33,12 +35,15 @@ check() {  # check NAME COMMAND...: one counted test run outside Bazel
   rm -f "/tmp/pstrain-check-$$.log"
   return $status
 }
-# inputs_digest FILE...: one digest of the files' contents (with their
-# base names, not their paths, which differ from checkout to checkout) and
-# of every shared library they load (Bazel's per-library objects
-# included), with the toolchain's fingerprint (tools/bazel_disk_cache.sh).
+# inputs_digest WORDS FILE...: one digest of WORDS (what else the check
+# depends on, or ""), the files' contents (with their base names, not their
+# paths, which differ from checkout to checkout) and every shared library
+# they load (Bazel's per-library objects included), with the toolchain's
+# fingerprint (tools/bazel_disk_cache.sh).
 inputs_digest() {
-  { cat "$HOME/.cache/pstrain-bazel-disk/FINGERPRINT"
+  local words=$1
+  shift
+  { echo "$disk_cache_fingerprint $words"
     for f in "$@"; do echo "$(sha256sum <"$f" | cut -c1-64) ${f##*/}"; done
     ldd "$@" 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u | xargs -r sha256sum | cut -c1-64 |
       sort
@@ -136,7 +141,7 @@ cp "$gcc_bin/bench/ps_bench" "$results_dir/ps_bench"
 # run here: no device, so its CUDA cases skip and every task trains on the
 # CPU. Before the CPU-only build below, which would change the plugin.
 bundle_dir=$(mktemp -d)
-bundle_inputs=$(inputs_digest "$gcc_bin/pstrain" "$gcc_bin/libpstrain_cuda.so" \
+bundle_inputs=$(inputs_digest "" "$gcc_bin/pstrain" "$gcc_bin/libpstrain_cuda.so" \
   "$gcc_bin/model/backend_test" "$gcc_bin/model/cuda_device_test" deploy/device_bundle.sh \
   deploy/device_run.sh deploy/copy_libs.sh $(git ls-files configs))
 cached_check "device-check bundle, built and run without a device" "$bundle_inputs" \
@@ -179,12 +184,9 @@ echo "== unit tests under ASan + UBSan took $((SECONDS - phase_start)) s"
 # and the g++ tree's ps_bench; about a minute.
 kernel_tls_dir=$(mktemp -d)
 frame_tls_test="$san_base/execroot/pstrain/bazel-out/k8-fastbuild/bin/transport/frame_tls_test"
-kernel_tls_inputs=$(inputs_digest "$frame_tls_test" "$results_dir/ps_bench" \
-  tools/kernel_tls_check.sh deploy/make_certs.sh /bin/busybox /usr/bin/qemu-system-x86_64 \
-  /bin/bash /usr/bin/openssl)
-# ... and the kernel the check boots (the package linux-image-amd64 names).
-kernel_tls_inputs=$({ echo "$kernel_tls_inputs"; apt-cache depends linux-image-amd64 2>/dev/null |
-  grep 'Depends: linux-image-[0-9]'; } | sha256sum | cut -c1-64)
+kernel_tls_inputs=$(inputs_digest "$(tools/kernel_tls_check.sh --kernel-package 2>&1)" \
+  "$frame_tls_test" "$results_dir/ps_bench" tools/kernel_tls_check.sh deploy/make_certs.sh \
+  /bin/busybox /usr/bin/qemu-system-x86_64 /bin/bash /usr/bin/openssl)
 cached_check "kernel TLS on Debian's kernel under QEMU (tools/kernel_tls_check.sh)" \
   "$kernel_tls_inputs" env FRAME_TLS_TEST="$frame_tls_test" PS_BENCH="$results_dir/ps_bench" \
   tools/kernel_tls_check.sh "$kernel_tls_dir"

@@ -13,7 +13,9 @@
 # cache is over PSTRAIN_DISK_CACHE_MAX_MB (default 8192), the least
 # recently used. A cache only ever saves work: an emptied one rebuilds.
 #
-#   tools/bazel_disk_cache.sh            # check and trim; prints one line
+#   tools/bazel_disk_cache.sh                 # check and trim; prints one line
+#   tools/bazel_disk_cache.sh --fingerprint   # the same, the line on stderr, then
+#                                             # the toolchain's fingerprint on stdout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$(sed -n 's|^build --disk_cache=~/|'"$HOME"'/|p' .bazelrc)
@@ -48,4 +50,10 @@ if ((used_mb > max_mb)); then
     xargs -r rm -f
   used_mb=$(du -sm "$dir" | cut -f1)
 fi
-echo "bazel_disk_cache: $dir, ${used_mb} MB (bound ${max_mb} MB)"
+line="bazel_disk_cache: $dir, ${used_mb} MB (bound ${max_mb} MB)"
+if [[ ${1:-} == --fingerprint ]]; then
+  echo "$line" >&2
+  cat "$dir/FINGERPRINT"
+else
+  echo "$line"
+fi

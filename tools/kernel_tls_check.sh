@@ -11,7 +11,9 @@
 # OUT defaults to /tmp/pstrain-kernel-tls; BAZEL_ARGS (the build's
 # configuration) to -c opt. With FRAME_TLS_TEST and PS_BENCH naming built
 # binaries (the test command passes its clang tree's frame_tls_test, built
-# with ASan and UBSan, and its g++ tree's ps_bench), nothing is built. QEMU and busybox come from Debian's
+# with ASan and UBSan, and its g++ tree's ps_bench), nothing is built.
+# `tools/kernel_tls_check.sh --kernel-package` prints the kernel package
+# the check boots and exits. QEMU and busybox come from Debian's
 # qemu-system-x86 and busybox-static (deploy/install_deps.sh); the kernel
 # is the package linux-image-amd64 names, downloaded from Debian's archive
 # once (not installed) into ~/.cache/pstrain-kernel-tls. The guest runs
@@ -26,7 +28,8 @@ shift || true
 build_args=("$@")
 [[ ${#build_args[@]} -gt 0 ]] || build_args=(-c opt)
 cache=${PSTRAIN_KERNEL_TLS_CACHE:-$HOME/.cache/pstrain-kernel-tls}
-mkdir -p "$out" "$cache"
+[[ $out == --kernel-package ]] || mkdir -p "$out"
+mkdir -p "$cache"
 for tool in qemu-system-x86_64 /bin/busybox; do
   command -v "$tool" >/dev/null ||
     { echo "kernel_tls_check: $tool is missing: run deploy/install_deps.sh" >&2; exit 1; }
@@ -42,6 +45,7 @@ if [[ -z $image ]]; then  # apt's lists not fetched yet on this machine
   image=$(kernel_package)
 fi
 [[ -n $image ]] || { echo "kernel_tls_check: apt knows no linux-image-amd64" >&2; exit 1; }
+if [[ $out == --kernel-package ]]; then echo "$image"; exit 0; fi
 kernel_dir="$cache/$image"
 if [[ ! -d $kernel_dir/boot ]]; then
   echo "kernel_tls_check: downloading $image"
