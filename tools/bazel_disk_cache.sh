@@ -46,7 +46,8 @@ used_mb=$(du -sm "$dir" | cut -f1)
 if ((used_mb > max_mb)); then
   # Oldest access first, until a quarter under the bound.
   find "$dir/ac" "$dir/cas" -type f -printf '%A@ %s %p\n' | sort -n |
-    awk -v drop=$(((used_mb - max_mb * 3 / 4) * 1048576)) '{ if (done < drop) { print $3; done += $2 } }' |
+    awk -v drop=$(((used_mb - max_mb * 3 / 4) * 1048576)) \
+      '{ if (done < drop) { print $3; done += $2 } }' |
     xargs -r rm -f
   used_mb=$(du -sm "$dir" | cut -f1)
 fi
