@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <atomic>
+#include <optional>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -20,6 +21,7 @@
 #include "job/job_description.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
+#include "job/run_record.h"
 #include "job/task_flags.h"
 #include "train/local_trainer.h"
 #include "transport/frame_tls.h"
@@ -109,6 +111,10 @@ struct Setup {
   // How long the replica that writes the checkpoints waits for a listed
   // evaluator's score of the final one (zero: no evaluator, or no wait).
   absl::Duration eval_wait;
+  // Set when run.json says this job ended well before this start (a replica
+  // restarted after the others had finished, or a whole job relaunched
+  // after its end): when (job/run_record.h, EndedWell).
+  std::optional<std::string> ended;
 };
 
 absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Security& security) {
@@ -164,17 +170,23 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
   group.num_replicas = static_cast<int>(members.size());
   for (const RingMember& m : members) group.names.push_back(m.name);
   group.mode = "allreduce";
-  Json cluster = Json::object();
-  for (const RingMember& m : members) {
-    cluster[m.name.substr(0, m.name.find(':'))].push_back(absl::StrCat(m.host, ":", m.port));
-  }
-  group.cluster = cluster;
   setup.run = RunInfo(args, cfg);
+  if (!setup.output_dir.empty()) {
+    setup.ended = EndedWell(setup.output_dir, args.raw_flags(), ClusterOf(cfg));
+  }
   return setup;
 }
 
 absl::Status Work(const TfConfig& cfg, Setup& setup) {
   const train::ReplicaGroup& g = setup.group;
+  // The replicas end together once replica 0 has recorded the job's end
+  // (train/local_trainer.h): a replica started after that has no ring to
+  // join, and nothing to do.
+  if (setup.ended.has_value()) {
+    Log("the job finished at ", *setup.ended, " (", RunRecordPath(setup.output_dir),
+        "): nothing to train");
+    return absl::OkStatus();
+  }
   Log("a cluster without ps: ", g.num_replicas, " replicas train by ring all-reduce; this is ",
       g.names[g.replica], " (replica ", g.replica, "), its neighbours ",
       g.names[(g.replica + g.num_replicas - 1) % g.num_replicas], " and ",

@@ -14,10 +14,12 @@
 // is one, is checked on each as well.
 //
 // Exit codes: a configuration the mode cannot run (async or ssp, backup
-// workers) is the configuration's (2); a neighbour that never came,
-// went away or stalled is retryable (the transport's codes), so that a
-// restart policy or `pstrain launch` starts the job again and it resumes
-// from the last checkpoint.
+// workers) is the configuration's (2); so is a replica's failure to start
+// (its data, the run on disk), which every replica ends with, as the
+// replicas share each launch step's outcome (train/group_outcome.h); a
+// neighbour that never came, went away or stalled is retryable (the
+// transport's codes), so that a restart policy or `pstrain launch` starts
+// the job again and it resumes from the last checkpoint.
 #ifndef PSTRAIN_ALLREDUCE_ALLREDUCE_MAIN_H_
 #define PSTRAIN_ALLREDUCE_ALLREDUCE_MAIN_H_
 

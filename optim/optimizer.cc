@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/finite.h"
@@ -34,7 +35,12 @@ void SgdBytesLoop(float* __restrict v, const char* __restrict g, size_t n, float
   }
 }
 
-inline void SgdExchange(float* __restrict v, char* __restrict g, size_t n, float lr) {
+// Always inlined: compiled inside each of SgdExchangeLoop's clones, with
+// their instruction set, so that its arithmetic is SgdBytesLoop's (a call
+// to an outlined copy, as -O0 makes, would take the baseline's
+// instructions: no fused multiply-add).
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void SgdExchange(float* __restrict v, char* __restrict g,
+                                                     size_t n, float lr) {
   for (size_t i = 0; i < n; ++i) {
     float x;
     std::memcpy(&x, g + 4 * i, 4);

@@ -19,6 +19,7 @@
 #include "base/testing/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fashion_mnist.h"
 #include "tests/testing/task_set.h"
 
 namespace pstrain {
@@ -107,6 +108,17 @@ TEST(AllReduceClusterTest, TheGuidesTwoWorkersTrainAndEveryTaskExitsZero) {
   const Json run = ReadJson(out + "/run.json");
   EXPECT_EQ(FindMember(run, "mode")->get<std::string>(), "allreduce");
   EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-937"));
+
+  // A replica started again after the job's end (an orchestrator that
+  // restarts a task killed after it finished): no ring will form, and it
+  // has nothing to do, so it exits 0 at once instead of waiting for one.
+  const absl::Time again = absl::Now();
+  ASSERT_OK(tasks.Start("worker:1", Task(cluster, "worker", 1, args, out + "/again.log")));
+  codes = tasks.WaitAll(absl::Seconds(30));
+  const std::string again_log = ReadFile(out + "/again.log").value_or("");
+  EXPECT_EQ(codes["worker:1"], 0) << again_log;
+  EXPECT_LT(absl::Now() - again, absl::Seconds(10));
+  EXPECT_THAT(again_log, HasSubstr("): nothing to train"));
 }
 
 // AI Platform's layout: a chief and two workers (three replicas), and an
@@ -197,6 +209,39 @@ TEST(AllReduceClusterTest, AsyncAndBackupWorkersAreRefusedWithExitTwo) {
     EXPECT_THAT(log, ::testing::Not(HasSubstr("cluster-token-0123456789abcdef"))) << log;
   }
   EXPECT_FALSE(std::filesystem::exists(out + "/run.json"));
+}
+
+// Training data that cannot be read (a truncated file on the job's shared
+// storage): a failure for good at launch, as in the PS mode. Every task
+// ends with its code (2) within seconds, the evaluator included, and the
+// failure is in run.json; a restart policy by exit code restarts nothing.
+TEST(AllReduceClusterTest, UnreadableDataEndsEveryTaskWithExitTwoAndIsRecorded) {
+  const std::string out = TmpDir("unreadable");
+  const std::string data = TmpDir("unreadable_data");
+  ASSERT_OK_AND_ASSIGN(const std::string images, testing::CopyFashionMnistCutShort(data));
+  const Cluster cluster = MakeCluster(1, 1, 1);
+  const std::vector<std::string> args = {"--max_steps=300", "--data_dir=" + data,
+                                         "--output_dir=" + out};
+  const std::map<std::string, std::string> logs = {
+      {"chief", out + "/chief.log"}, {"worker:0", out + "/w0.log"}, {"evaluator", out + "/eval.log"}};
+  testing::TaskSet tasks;
+  const absl::Time start = absl::Now();
+  ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", 0, args, logs.at("evaluator"))));
+  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", 0, args, logs.at("chief"))));
+  ASSERT_OK(tasks.Start("worker:0", Task(cluster, "worker", 0, args, logs.at("worker:0"))));
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(60));
+  const absl::Duration took = absl::Now() - start;
+  for (const auto& [name, log] : logs) {
+    EXPECT_EQ(codes[name], 2) << name << ": " << ReadFile(log).value_or("");
+  }
+  EXPECT_LT(took, absl::Seconds(20));
+  EXPECT_THAT(ReadFile(logs.at("chief")).value_or(""),
+              HasSubstr("failed: " + images));
+  EXPECT_THAT(ReadFile(logs.at("evaluator")).value_or(""), HasSubstr("(exit 2): "));
+  const Json run = ReadJson(out + "/run.json");
+  EXPECT_EQ(FindMember(run, "exit_code")->get<int>(), 2) << run.dump();
+  EXPECT_THAT(FindMember(run, "outcome")->get<std::string>(), HasSubstr(images));
+  EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
 }
 
 // A replica killed mid-job: its neighbour fails the step naming it and

@@ -6,7 +6,8 @@
 // data sharding makes the k-th batches of the two replicas together the
 // k-th batch of 64; the ring averages the two mean gradients; both apply the
 // same optimizer code). With an embedding table, the replicas all-gather
-// their row gradients and apply them as the local run's table does.
+// their row gradients and apply them as the local run's table does. And a
+// replica that cannot start ends every replica's launch with its code.
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -21,13 +22,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
+#include "base/json.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "allreduce/allreduce_main.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "job/run_record.h"
 #include "model/model_config.h"
 #include "model/network.h"
+#include "tests/testing/fashion_mnist.h"
 #include "tests/testing/keyword_texts.h"
 #include "train/local_trainer.h"
 #include "transport/ring.h"
@@ -262,6 +269,104 @@ TEST(AllReduceStopTest, ASignalToOneReplicaStopsEveryReplicaBeforeTheSameStep) {
   }
   EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-1"));
   EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
+}
+
+// The launch and end of a replica group: what run.json records of the
+// command line, as allreduce_main gives it.
+const Json kCluster = {{"worker", {"127.0.0.1:1", "127.0.0.1:2"}}};
+const std::vector<std::string> kFlags = {"--max_steps=20"};
+
+// Two replicas of the guide MLP for 20 steps over a loopback ring, replica
+// 0 writing the run's files into `out`, each replica's job as `tweak` (may
+// be null) leaves it; `after` (may be null) runs on each replica's thread
+// as its RunLocal returns. Each replica's outcome.
+std::vector<absl::Status> TwoReplicas(const std::string& out,
+                                      const std::function<void(int, model::JobSpec*)>& tweak,
+                                      const std::function<void(int)>& after = nullptr) {
+  std::vector<absl::Status> status(2, absl::UnknownError("not run"));
+  absl::StatusOr<model::ModelConfigFile> config =
+      model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt");
+  EXPECT_OK(config.status());
+  if (!config.ok()) return status;
+  testing::OnLoopbackRing(2, nullptr, [&](int r, Ring& ring) {
+    model::JobSpec job = config->job;
+    job.max_steps = 20;
+    train::ReplicaGroup group;
+    group.replica = r;
+    group.num_replicas = 2;
+    group.names = {"worker:0", "worker:1"};
+    ASSERT_OK(allreduce::TrainOverRing(&ring, &group, job));
+    if (tweak) tweak(r, &job);
+    train::LocalOptions local;
+    local.group = &group;
+    if (r == 0) {
+      local.output_dir = out;
+      local.run = {{"flags", kFlags}, {"cluster", kCluster}};
+    }
+    status[r] = train::RunLocal(job, local).status();
+    if (after) after(r);
+  });
+  return status;
+}
+
+// A replica that cannot read its training data (a truncated file) fails
+// its launch for good. Every replica learns it in the same exchange and
+// fails with its code, the data's (2), rather than replica 0 waiting for a
+// lost neighbour (retryable, 138). Replica 0 records the failure in
+// run.json, which it had not yet written, as the job's other tasks read it
+// (EndedBadly: the evaluator ends on it).
+TEST(AllReduceLaunchTest, OneReplicasUnreadableDataFailsEveryReplicaWithItsCodeAndIsRecorded) {
+  const std::string root = testing::TempDir() + "/unreadable";
+  const std::string out = root + "/out";
+  ASSERT_OK_AND_ASSIGN(const std::string images, testing::CopyFashionMnistCutShort(root + "/data"));
+  const absl::Time started = absl::Now();
+  const std::vector<absl::Status> status =
+      TwoReplicas(out, [&](int r, model::JobSpec* job) {
+        if (r == 1) job->data_dir = root + "/data";
+      });
+  EXPECT_THAT(std::string(status[1].message()), ::testing::HasSubstr(images));
+  EXPECT_EQ(std::string(status[0].message()),
+            "worker:1 failed: " + std::string(status[1].message()));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(RoleExitCode(status[r], FailureKind::kPermanent), kExitBadConfig)
+        << r << ": " << status[r];
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string text, ReadFile(out + "/run.json"));
+  ASSERT_OK_AND_ASSIGN(const Json run, ParseJson(text));
+  EXPECT_EQ(run["exit_code"], 2) << text;
+  EXPECT_EQ(run["outcome"], absl::StrCat(absl::StatusCodeToString(status[1].code()),
+                                         ": worker:1 failed: ", status[1].message()))
+      << text;
+  EXPECT_EQ(run["cluster"], kCluster) << text;
+  EXPECT_EQ(run["mode"], "allreduce") << text;
+  // What the job's evaluator (and a worker waiting for its chief) reads.
+  std::optional<absl::Status> ended = EndedBadly(out, kFlags, kCluster, started);
+  ASSERT_TRUE(ended.has_value()) << text;
+  EXPECT_EQ(RoleExitCode(*ended, FailureKind::kPermanent), kExitBadConfig) << *ended;
+  // Nothing else was written: no checkpoint, no metrics.
+  EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    EXPECT_NE(entry.path().filename().string().rfind("ckpt-", 0), 0u) << entry.path();
+  }
+}
+
+// The replicas end together: none returns before replica 0 has written
+// the job's end (the final checkpoint, final_metrics.json, run.json's
+// end), so a replica 0 lost while writing it fails the others retryably
+// rather than leaving them done and the job's end never written.
+TEST(AllReduceLaunchTest, NoReplicaEndsBeforeReplicaZeroHasRecordedTheJobsEnd) {
+  const std::string out = testing::TempDir() + "/ended_together";
+  bool ended_first = false, metrics_first = false;
+  const std::vector<absl::Status> status = TwoReplicas(out, nullptr, [&](int r) {
+    if (r != 1) return;
+    ended_first = EndedWell(out, kFlags, kCluster).has_value();
+    metrics_first = std::filesystem::exists(out + "/final_metrics.json");
+  });
+  ASSERT_OK(status[0]);
+  ASSERT_OK(status[1]);
+  EXPECT_TRUE(ended_first) << "replica 1 returned before run.json recorded the job's end";
+  EXPECT_TRUE(metrics_first) << "replica 1 returned before final_metrics.json was written";
+  EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-20/MANIFEST"));
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ The faults in FAILS_FOR_GOOD are a job that cannot run: an output directory
 the chief cannot write (mounted read-only in its own mount namespace when
 run as root, else made read-only for every task), a training file cut short
 (every task reads a copy of the data with train-images truncated), a worker
-started under an index its cluster does not have (worker:1 as index 5).
+started under an index its cluster does not have (worker:1 as index 5);
+allreduce_truncated_input is the training file cut short in a job without
+PS.
 Such a trial survives when every task's last exit is that code (2), none
 runs 10 s after the trial began, and nothing is left running.
 
@@ -135,7 +137,7 @@ class Trial:
         self.job_dir = os.path.join(self.out, "job")
         self.allreduce = fault.startswith("allreduce_")
         data_flags = []
-        if fault == "truncated_input":
+        if fault in ("truncated_input", "allreduce_truncated_input"):
             data = os.path.join(self.out, "data")
             shutil.copytree(args.data_dir, data)
             images = os.path.join(data, "train-images-idx3-ubyte.gz")
@@ -178,12 +180,15 @@ class Trial:
                 env["TF_CONFIG"] = json.dumps(
                     {"cluster": self.cluster, "task": {"type": role, "index": index}})
                 argv = [args.pstrain]
+                # A slow disk: checkpoints (the final one too) take long
+                # enough for faults to land in them; the PS's, and replica
+                # 0's when the fault is its loss in the final one.
+                slow = role == "ps" or (fault == "allreduce_chief_kill_final"
+                                        and name == "chief:0")
+                if slow and args.pstrain_slow_disk:
+                    argv = [args.pstrain_slow_disk]
+                    env["PSTRAIN_TEST_SHARD_PAUSE_MS"] = str(args.checkpoint_delay_ms)
                 if role == "ps":
-                    # A slow disk: checkpoints (the final one too) take long
-                    # enough for faults to land in them.
-                    if args.pstrain_slow_disk:
-                        argv = [args.pstrain_slow_disk]
-                        env["PSTRAIN_TEST_SHARD_PAUSE_MS"] = str(args.checkpoint_delay_ms)
                     # The job's flags, as one argument list gives them: a
                     # PS started after its job ended finds that in run.json.
                     argv += job_flags
@@ -346,6 +351,22 @@ class Trial:
         elif f == "allreduce_evaluator_kill":
             yield from self.sleep(rng.uniform(0.5, 4))
             self.kill("evaluator:0")
+        elif f == "allreduce_chief_kill_final":
+            # Replica 0 lost while it writes the job's end (the final
+            # checkpoint, the score, final_metrics.json): the others, which
+            # wait for it, end retryably and the relaunch finishes the job.
+            yield from self.wait_for(
+                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.sleep(rng.uniform(0, 0.05))
+            self.kill("chief:0")
+        elif f == "allreduce_worker_kill_after_done":
+            # A replica lost as the job ends, or after: restarted, it finds
+            # the end in run.json and exits 0 (or the job ends retryably
+            # and the relaunch finishes it).
+            yield from self.wait_for(
+                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.sleep(rng.uniform(0, 0.3))
+            self.kill("worker:1")
         elif f == "two_chiefs":
             # One job per output directory: the second chief is refused
             # with exit 2, naming the first, and this job goes on.
@@ -495,7 +516,11 @@ class Trial:
                                 % (index["step"], scored))
         self.collapse_s = None
         self.resumed_from = None
-        if self.allreduce and self.fault_time is not None and self.fault != "allreduce_evaluator_kill":
+        # (Not for the faults at the job's end: whether the others end
+        # retryably or have finished depends on when the fault lands.)
+        if self.allreduce and self.fault_time is not None and self.fault not in (
+                "allreduce_evaluator_kill", "allreduce_chief_kill_final",
+                "allreduce_worker_kill_after_done"):
             # Every training replica ended retryably soon after the fault:
             # the ones not hit by it exited 128-255 themselves.
             latest = 0.0
@@ -663,10 +688,13 @@ ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_check
               "chief_kill_after_done", "chief_kill_final", "worker_kill", "worker_kill_sync",
               "ps_kill_sync", "evaluator_kill_scoring", "whole_job", "allreduce_replica_kill",
               "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end",
-              "two_chiefs", "readonly_output_dir", "truncated_input", "bad_task_index"]
+              "two_chiefs", "readonly_output_dir", "truncated_input", "bad_task_index",
+              "allreduce_truncated_input", "allreduce_chief_kill_final",
+              "allreduce_worker_kill_after_done"]
 
 # Faults that fail the job for good, and the code every task must end with.
-FAILS_FOR_GOOD = {"readonly_output_dir": 2, "truncated_input": 2, "bad_task_index": 2}
+FAILS_FOR_GOOD = {"readonly_output_dir": 2, "truncated_input": 2, "bad_task_index": 2,
+                  "allreduce_truncated_input": 2}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -14,6 +14,7 @@
 #include "cluster/checkpoint_layout.h"
 #include "base/crc32c.h"
 #include "base/event_file.h"
+#include "base/exit_codes.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
@@ -25,6 +26,7 @@
 #include "model/embeddings.h"
 #include "model/network.h"
 #include "store/ps_control.h"
+#include "train/group_outcome.h"
 #include "train/local_checkpoint.h"
 #include "train/trainer.h"
 
@@ -51,9 +53,21 @@ class LocalRun final : public StepObserver {
   // that a failure after it is recorded as the run's end).
   absl::StatusOr<LocalResult> Run(bool* recorded) {
     started_ = absl::Now();
-    PSTRAIN_RETURN_IF_ERROR(Load());
-    PSTRAIN_RETURN_IF_ERROR(CreateStore());
-    PSTRAIN_RETURN_IF_ERROR(Resume(recorded));
+    // A replica group takes its launch steps together: each step's outcome
+    // on every replica is shared (train/group_outcome.h), so that one
+    // replica's failure for good ends them all with its code.
+    absl::Status loaded = Load();
+    if (group_ != nullptr) loaded = AgreeOnTheSchedule(loaded);
+    if (!loaded.ok()) return FailedStart(loaded);
+    total_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * per_epoch_;
+    absl::Status resumed = CreateStore();
+    if (resumed.ok()) resumed = Resume(recorded);
+    if (group_ != nullptr) resumed = AgreeOnTheStart(resumed);
+    // Once this launch was accepted in the directory, a failure is the
+    // run's: its end, or (before run.json held the start) the launch's.
+    // A refused relaunch changes nothing there.
+    if (!resumed.ok()) return accepted_ && !*recorded ? FailedStart(resumed) : resumed;
+    PSTRAIN_RETURN_IF_ERROR(Started());
     PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, Train());
     PSTRAIN_RETURN_IF_ERROR(TakeResult(trained));
     if (result_.stopped_by != 0) {
@@ -122,21 +136,22 @@ class LocalRun final : public StepObserver {
       return absl::InvalidArgumentError("the training set is smaller than one batch");
     }
     per_epoch_ = train.batches_per_epoch();
-    if (group_ != nullptr) {
-      PSTRAIN_ASSIGN_OR_RETURN(per_epoch_, AgreedBatchesPerEpoch());
-    }
-    total_ = job_.max_steps > 0 ? job_.max_steps : job_.epochs * per_epoch_;
     return absl::OkStatus();
   }
 
   int replica_index() const { return group_ == nullptr ? 0 : group_->replica; }
   int num_replicas() const { return group_ == nullptr ? 1 : group_->num_replicas; }
 
-  // The replicas' shards may differ by a batch: an epoch is the fewest
+  // Whether every replica read its data (`loaded`: this one's outcome);
+  // the replicas' shards may differ by a batch: an epoch is the fewest
   // batches of any, so that every replica takes every step.
-  absl::StatusOr<int64_t> AgreedBatchesPerEpoch() {
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                             group_->all_gather(absl::StrCat(per_epoch_)));
+  absl::Status AgreeOnTheSchedule(const absl::Status& loaded) {
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        GatherOutcomes(group_->all_gather, group_->names,
+                       loaded.ok() ? absl::StatusOr<std::string>(absl::StrCat(per_epoch_))
+                                   : absl::StatusOr<std::string>(loaded),
+                       FailureKind::kBadConfig));
     int64_t fewest = per_epoch_;
     for (size_t r = 0; r < all.size(); ++r) {
       int64_t theirs = 0;
@@ -146,13 +161,19 @@ class LocalRun final : public StepObserver {
       }
       fewest = std::min(fewest, theirs);
     }
-    return fewest;
+    per_epoch_ = fewest;
+    return absl::OkStatus();
   }
 
-  // Every replica resumes from the same checkpoint, or none trains.
-  absl::Status AgreeOnTheStart() {
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                             group_->all_gather(absl::StrCat(first_)));
+  // Whether every replica took over the run on disk (`resumed`: this
+  // one's outcome), and from the same checkpoint: else none trains.
+  absl::Status AgreeOnTheStart(const absl::Status& resumed) {
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::vector<std::string> all,
+        GatherOutcomes(group_->all_gather, group_->names,
+                       resumed.ok() ? absl::StatusOr<std::string>(absl::StrCat(first_))
+                                    : absl::StatusOr<std::string>(resumed),
+                       FailureKind::kBadConfig));
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r] != absl::StrCat(first_)) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -234,20 +255,64 @@ class LocalRun final : public StepObserver {
       const model::Network& net = backend_->network();
       const Json model_json = DescribeModel(net.variables(), job_.optimizer.name);
       PSTRAIN_RETURN_IF_ERROR(AcceptRelaunch(*dir_lock_, dir_, model_json));
+      accepted_ = true;
       PSTRAIN_ASSIGN_OR_RETURN(first_, RestoreLocalCheckpoint(dir_, store_.get()));
       PSTRAIN_RETURN_IF_ERROR(MakeDirs(dir_));
-      Json run = options_.run;
-      run["job"] = DescribeJob(job_);
+      Json run = RunRecord();
       run["model"] = model_json;
-      run["cluster"] = group_ == nullptr ? Json::object() : group_->cluster;  // {}: one process
-      if (group_ != nullptr) run["mode"] = group_->mode;
       PSTRAIN_RETURN_IF_ERROR(WriteRunStart(dir_, std::move(run), started_));
       *recorded = true;
     } else if (!dir_.empty()) {
       // A replica but the chief: the chief's checkpoints, read only.
       PSTRAIN_ASSIGN_OR_RETURN(first_, RestoreLocalCheckpoint(dir_, store_.get()));
     }
-    if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(AgreeOnTheStart());
+    return absl::OkStatus();
+  }
+
+  // What run.json records of this launch, less the model: the command
+  // line (LocalOptions::run), the job and, for a replica group, the mode;
+  // the cluster as TF_CONFIG gave it, which the job's other tasks compare
+  // (job/run_record.h, EndedBadly): {} for one process.
+  Json RunRecord() const {
+    Json run = options_.run;
+    run["job"] = DescribeJob(job_);
+    if (group_ == nullptr || FindMember(run, "cluster") == nullptr) run["cluster"] = Json::object();
+    if (group_ != nullptr) run["mode"] = group_->mode;
+    return run;
+  }
+
+  // A replica group's launch that failed before run.json held its start
+  // (a replica's data, or replica 0's restore): replica 0 records the
+  // failure there as the PS mode's chief does (RecordFailedLaunch), taking
+  // the directory first, so that the job's evaluator ends with its code and
+  // a relaunch is not refused for it. A retryable failure is not recorded
+  // (a restart may succeed), nor one in a directory another job holds or
+  // on a run.json of another job.
+  absl::Status FailedStart(const absl::Status& why) {
+    if (group_ == nullptr || !writes_ ||
+        RoleExitCode(why, FailureKind::kBadConfig) >= kExitRetryable) {
+      return why;
+    }
+    if (dir_lock_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<DirLock>> lock = LockOutputDir(dir_, "chief");
+      if (!lock.ok()) {
+        Log("could not record the failed launch in ", RunRecordPath(dir_), ": ",
+            lock.status().message());
+        return why;
+      }
+      dir_lock_ = *std::move(lock);
+    }
+    absl::StatusOr<bool> recorded = RecordFailedLaunch(dir_, RunRecord(), why, absl::Now());
+    if (!recorded.ok()) {
+      Log("could not record the failed launch in ", RunRecordPath(dir_), ": ",
+          recorded.status().message());
+    }
+    return why;
+  }
+
+  // Once every replica took over: the step loop's stores ready, and where
+  // the run starts.
+  absl::Status Started() {
     checkpointed_ = first_;
     result_.resumed_step = first_;
     PSTRAIN_RETURN_IF_ERROR(training_->WaitUntilReady(absl::ZeroDuration()));
@@ -328,11 +393,36 @@ class LocalRun final : public StepObserver {
     return TakeTables();
   }
 
-  // The final checkpoint, the test score and final_metrics.json.
+  // The final checkpoint, the test score and final_metrics.json. A replica
+  // group ends together: every replica waits until replica 0 has written
+  // them (run.json's end included), so that none exits 0 while the job's
+  // end is not on disk (a replica 0 lost meanwhile fails the others
+  // retryably, and the relaunch resumes from the last checkpoint), and a
+  // failure to write them is every replica's.
   absl::Status Finish() {
-    const int64_t step = result_.steps;
     if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckReplicasAgree());
-    if (!chief_) return TakeTables();
+    absl::Status ended = chief_ ? WriteTheEnd() : absl::OkStatus();
+    if (group_ != nullptr) {
+      const absl::Status agreed =
+          GatherOutcomes(group_->all_gather, group_->names,
+                         ended.ok() ? absl::StatusOr<std::string>("ended")
+                                    : absl::StatusOr<std::string>(ended),
+                         FailureKind::kPermanent)
+              .status();
+      if (chief_ && ended.ok() && !agreed.ok()) {
+        // The job's end is on disk: a replica lost after it undoes
+        // nothing (restarted, it finds the end in run.json).
+        Log("the job's end is recorded; ending although ", agreed.message());
+      } else if (ended.ok()) {
+        ended = agreed;
+      }
+    }
+    PSTRAIN_RETURN_IF_ERROR(ended);
+    return TakeTables();
+  }
+
+  absl::Status WriteTheEnd() {
+    const int64_t step = result_.steps;
     if (writes_ && step > checkpointed_) {
       PSTRAIN_RETURN_IF_ERROR(Checkpoint(step, /*final=*/true));
     }
@@ -342,7 +432,7 @@ class LocalRun final : public StepObserver {
     result_.test_loss = r.mean_loss();
     if (r.has_auc()) result_.test_auc = r.Auc();
     if (writes_) PSTRAIN_RETURN_IF_ERROR(WriteMetrics(r, step));
-    return TakeTables();
+    return absl::OkStatus();
   }
 
   absl::Status WriteMetrics(const model::BatchResult& r, int64_t step) {
@@ -438,6 +528,7 @@ class LocalRun final : public StepObserver {
   const bool writes_;
   absl::Time started_;
   std::unique_ptr<DirLock> dir_lock_;  // Resume on: output_dir is this run's
+  bool accepted_ = false;              // Resume: the relaunch was accepted
 
   // Load.
   data::TrainingInput train_data_;

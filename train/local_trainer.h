@@ -55,7 +55,12 @@ struct LocalResult {
 // every replica restores the newest checkpoint of the shared output
 // directory. The replicas agree on the schedule (the fewest batches per
 // epoch of any shard) and on the step they resume from, and check at the end
-// that they hold the same bits.
+// that they hold the same bits. A replica that fails for good before the
+// first step (its data, the run on disk) fails every replica in the same
+// exchange, with its exit code (train/group_outcome.h), and replica 0
+// records that failure in run.json. They end together too: no replica
+// returns before replica 0 has written the job's end (the final
+// checkpoint, final_metrics.json, run.json's end).
 struct ReplicaGroup {
   int replica = 0;
   int num_replicas = 1;
@@ -78,10 +83,8 @@ struct ReplicaGroup {
   // bytes_per_pack), so the step loop starts each layer's as soon as
   // backprop has produced its gradient; 0: the whole model after the step.
   int64_t bytes_per_pack = 0;
-  // What run.json and final_metrics.json record of the mode ("allreduce")
-  // and the cluster.
+  // What run.json and final_metrics.json record of the mode ("allreduce").
   std::string mode = "allreduce";
-  Json cluster = Json::object();
 };
 
 struct LocalOptions {
