@@ -1274,7 +1274,9 @@ TEST(ClusterTest, ALaunchSurvivesOneWorkersSigterm) {
   const size_t at = second.find("carrying on at this replica's step ");
   ASSERT_NE(at, std::string::npos) << second;
   const int64_t resumed = std::atoll(second.c_str() + at + 35);
-  EXPECT_GE(resumed, 400) << second;  // its first attempt logged step 400
+  // Its first attempt logged step 400: that step's push may still have
+  // been on its way (pushes overlap the next step's compute), not more.
+  EXPECT_GE(resumed, 399) << second;
   EXPECT_LT(resumed, 800) << second;  // and not step 800
   ASSERT_OK_AND_ASSIGN(std::string metrics_text, ReadFile(out + "/final_metrics.json"));
   ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(metrics_text));
