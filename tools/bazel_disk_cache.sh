@@ -18,7 +18,10 @@
 #                                             # the toolchain's fingerprint on stdout
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=$(sed -n 's|^build --disk_cache=~/|'"$HOME"'/|p' .bazelrc)
+# Bazel reads `~` as the user's home from the password database, not as
+# $HOME: the same here, so that a run with HOME elsewhere keeps this cache.
+home=$(getent passwd "$(id -u)" | cut -d: -f6)
+dir=$(sed -n 's|^build --disk_cache=~/|'"${home:-$HOME}"'/|p' .bazelrc)
 [[ -n $dir ]] || { echo "bazel_disk_cache: .bazelrc names no --disk_cache under ~/" >&2; exit 1; }
 max_mb=${PSTRAIN_DISK_CACHE_MAX_MB:-8192}
 # Every package deploy/install_deps.sh installs that the compile or link
