@@ -43,8 +43,9 @@ check() {  # check NAME COMMAND...: one counted test run outside Bazel
 }
 # start_check NAME COMMAND...: check, but run in the background at the
 # lowest CPU priority (and the lowest of the best-effort I/O ones), so that
-# it takes only the time the phases in front of it leave idle and never
-# slows them; finish_check waits for it and counts it. One at a time.
+# the phases in front of it keep the CPU first (they still take about a
+# quarter longer beside it: the cores share caches and memory bandwidth);
+# finish_check waits for it and counts it. One at a time.
 start_check() {
   background_name=$1
   shift

@@ -140,18 +140,24 @@ class LocalRun final : public StepObserver {
   }
 
   int replica_index() const { return group_ == nullptr ? 0 : group_->replica; }
+
+  // A step the replica group takes together (train/group_outcome.h): this
+  // replica's outcome, `value` when `mine` is OK, against every replica's.
+  absl::StatusOr<std::vector<std::string>> Share(const absl::Status& mine, std::string value,
+                                                 FailureKind unmarked) const {
+    return GatherOutcomes(group_->all_gather, group_->names,
+                          mine.ok() ? absl::StatusOr<std::string>(std::move(value))
+                                    : absl::StatusOr<std::string>(mine),
+                          unmarked);
+  }
   int num_replicas() const { return group_ == nullptr ? 1 : group_->num_replicas; }
 
   // Whether every replica read its data (`loaded`: this one's outcome);
   // the replicas' shards may differ by a batch: an epoch is the fewest
   // batches of any, so that every replica takes every step.
   absl::Status AgreeOnTheSchedule(const absl::Status& loaded) {
-    PSTRAIN_ASSIGN_OR_RETURN(
-        std::vector<std::string> all,
-        GatherOutcomes(group_->all_gather, group_->names,
-                       loaded.ok() ? absl::StatusOr<std::string>(absl::StrCat(per_epoch_))
-                                   : absl::StatusOr<std::string>(loaded),
-                       FailureKind::kBadConfig));
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                             Share(loaded, absl::StrCat(per_epoch_), FailureKind::kBadConfig));
     int64_t fewest = per_epoch_;
     for (size_t r = 0; r < all.size(); ++r) {
       int64_t theirs = 0;
@@ -168,12 +174,8 @@ class LocalRun final : public StepObserver {
   // Whether every replica took over the run on disk (`resumed`: this
   // one's outcome), and from the same checkpoint: else none trains.
   absl::Status AgreeOnTheStart(const absl::Status& resumed) {
-    PSTRAIN_ASSIGN_OR_RETURN(
-        std::vector<std::string> all,
-        GatherOutcomes(group_->all_gather, group_->names,
-                       resumed.ok() ? absl::StatusOr<std::string>(absl::StrCat(first_))
-                                    : absl::StatusOr<std::string>(resumed),
-                       FailureKind::kBadConfig));
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                             Share(resumed, absl::StrCat(first_), FailureKind::kBadConfig));
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r] != absl::StrCat(first_)) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -403,12 +405,7 @@ class LocalRun final : public StepObserver {
     if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckReplicasAgree());
     absl::Status ended = chief_ ? WriteTheEnd() : absl::OkStatus();
     if (group_ != nullptr) {
-      const absl::Status agreed =
-          GatherOutcomes(group_->all_gather, group_->names,
-                         ended.ok() ? absl::StatusOr<std::string>("ended")
-                                    : absl::StatusOr<std::string>(ended),
-                         FailureKind::kPermanent)
-              .status();
+      const absl::Status agreed = Share(ended, "ended", FailureKind::kPermanent).status();
       if (chief_ && ended.ok() && !agreed.ok()) {
         // The job's end is on disk: a replica lost after it undoes
         // nothing (restarted, it finds the end in run.json).
