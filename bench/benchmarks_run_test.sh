@@ -29,6 +29,7 @@ run bfloat16_bench 'BM_FloatsToBfloat16/262144'
 run copy_bench 'StreamCopy'
 run embedding_bag_bench 'BM_MakeBags'
 run input_bench 'BM_Decode$'
+run network_bench 'BM_Step/fashion_mnist_mlp'
 run optimizer_bench 'BM_Apply/adam'
 run tls_record_bench 'BM_SealFrame/4096'
 exit $status

@@ -4,11 +4,10 @@
 // configs/fashion_mnist_bag.pbtxt's layer (pixel_buckets:4, dim 32, sum):
 // turning a batch into bags of ids, the forward sum and the backward pass.
 //   bazel build -c opt //bench:embedding_bag_bench && bazel-bin/bench/embedding_bag_bench
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench/fashion_mnist_images.h"
 #include "benchmark/benchmark.h"
 #include "data/dataset.h"
 #include "model/embedding_bag.h"
@@ -19,19 +18,7 @@ namespace {
 constexpr int kBatch = 32;
 constexpr int kBatches = 100;
 
-const data::Dataset& Images() {
-  static const data::Dataset* images = [] {
-    const char* dir = std::getenv("PSTRAIN_DATA_DIR");
-    auto d = data::LoadMnistFormat(dir != nullptr ? dir : "/usr/share/datasets/fashion-mnist",
-                                   data::Split::kTrain);
-    if (!d.ok()) {
-      std::fprintf(stderr, "embedding_bag_bench: %s\n", std::string(d.status().message()).c_str());
-      std::exit(1);
-    }
-    return new data::Dataset(*std::move(d));
-  }();
-  return *images;
-}
+const data::Dataset& Images() { return bench::FashionMnistTrainImages("embedding_bag_bench"); }
 
 EmbeddingBag Layer() {
   EmbeddingBagSpec spec;

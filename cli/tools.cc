@@ -242,6 +242,10 @@ const char* KerasType(model::LayerKind kind) {
       return "Flatten";
     case model::LayerKind::kDropout:
       return "Dropout";
+    case model::LayerKind::kAdd:
+      return "Add";
+    case model::LayerKind::kConcatenate:
+      return "Concatenate";
   }
   return "?";
 }
@@ -260,31 +264,48 @@ std::string WithCommas(int64_t n) {
 
 std::string SummaryTable(const std::string& title, const model::Network& net,
                          const Placement& placement) {
-  const std::string rule(78, '_'), double_rule(78, '=');
+  // A graph adds Keras's functional columns: its input's row and, per
+  // layer, the tensors it reads.
+  const bool graph = !net.sequential();
+  const int width = graph ? 112 : 78;
+  const std::string rule(width, '_'), double_rule(width, '=');
   std::string out = absl::StrCat("Model: \"", title, "\"\n", rule, "\n");
-  out += absl::StrFormat(" %-36s %-26s %12s\n", "Layer (type)", "Output Shape", "Param #");
+  out += absl::StrFormat(" %-36s %-26s %12s", "Layer (type)", "Output Shape", "Param #");
+  out += graph ? "   Connected to\n" : "\n";
   out += double_rule + "\n";
   int64_t total = 0;
-  auto row = [&](const std::string& layer, const model::Shape& shape, int64_t params) {
-    out += absl::StrFormat(" %-36s %-26s %12d\n", layer, model::KerasShape(shape), params);
+  auto row = [&](const std::string& layer, const std::string& shape, int64_t params,
+                 const std::string& connected) {
+    std::string line = absl::StrFormat(" %-36s %-26s %12d", layer, shape, params);
+    out += graph ? absl::StrCat(line, "   ", connected, "\n") : line + "\n";
     total += params;
   };
   const model::Embeddings& embeddings = net.embeddings();
   for (int i = 0; i < embeddings.size(); ++i) {
     const model::EmbeddingBag& e = embeddings[i];
     row(absl::StrCat(e.spec().name, e.spec().sequence ? " (Embedding)" : " (EmbeddingBag)"),
-        e.output_shape(), e.spec().vocabulary * e.dim());
+        model::KerasShape(e.output_shape()), e.spec().vocabulary * e.dim(), "[]");
   }
   // Several embeddings reach the first layer side by side.
-  if (embeddings.size() > 1) row("concatenate (Concatenate)", embeddings.output_shape(), 0);
+  if (embeddings.size() > 1) {
+    row("concatenate (Concatenate)", model::KerasShape(embeddings.output_shape()), 0, "[]");
+  }
   const model::NetworkSpec& spec = net.spec();
+  if (graph) row("input (InputLayer)", absl::StrCat("[", model::KerasShape(net.shapes()[0]), "]"),
+                 0, "[]");
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     int64_t params = 0;
-    for (const model::Shape& v : model::LayerVariableShapes(spec.layers[l], net.shapes()[l])) {
+    for (const model::Shape& v :
+         model::LayerVariableShapes(spec.layers[l], net.input_shape(static_cast<int>(l)))) {
       params += model::ShapeSize(v);
     }
+    std::vector<std::string> reads;
+    for (int p : net.layer_inputs(static_cast<int>(l))) {
+      reads.push_back(absl::StrCat("'", p == 0 ? "input" : spec.layers[p - 1].name, "[0][0]'"));
+    }
     row(absl::StrCat(spec.layers[l].name, " (", KerasType(spec.layers[l].kind), ")"),
-        net.shapes()[l + 1], params);
+        model::KerasShape(net.shapes()[l + 1]), params,
+        absl::StrCat("[", absl::StrJoin(reads, ", "), "]"));
   }
   out += double_rule + "\n";
   out +=

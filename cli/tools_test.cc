@@ -50,6 +50,39 @@ TEST(ToolsTest, SummaryIsKerasTableWithTotalsAndWhereVariablesLive) {
   }
 }
 
+// A graph prints as Keras prints a functional model: the input's row and
+// what each layer reads.
+TEST(ToolsTest, SummaryOfAGraphSaysWhatEachLayerIsConnectedTo) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile f,
+                       model::LoadModelConfigFile("configs/fashion_mnist_resnet.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 1));
+  const std::string table = SummaryTable("resnet", *net, p);
+  for (const char* line : {
+           " Layer (type)                         Output Shape                    Param #   "
+           "Connected to\n",
+           " input (InputLayer)                   [(None, 28, 28, 1)]                   0   []\n",
+           " stem (Conv2D)                        (None, 28, 28, 16)                  160   "
+           "['input[0][0]']\n",
+           " block_add (Add)                      (None, 28, 28, 16)                    0   "
+           "['stem[0][0]', 'block_conv_2[0][0]']\n",
+           " branch_3x3 (Conv2D)                  (None, 14, 14, 16)                 2320   "
+           "['pool_1[0][0]']\n",
+           " branches (Concatenate)               (None, 14, 14, 32)                    0   "
+           "['branch_1x1[0][0]', 'branch_3x3[0][0]']\n",
+           " flatten (Flatten)                    (None, 1568)                          0   "
+           "['pool_2[0][0]']\n",
+           "Total params: 108,458\n",
+       }) {
+    EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
+  }
+  // A stack keeps the Sequential table, without those columns.
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile cnn,
+                       model::LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto stack, model::Network::Create(cnn.job.model, 1));
+  EXPECT_EQ(SummaryTable("cnn", *stack, p).find("Connected to"), std::string::npos);
+}
+
 TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
   // The seed document's model: a vocabulary of 30,982 ids, length 300, 46
   // topics.

@@ -351,6 +351,27 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
   return absl::InternalError(absl::StrCat("layer ", layer.name, " has an unknown kind"));
 }
 
+// An add or concatenate of the values at `reads`: in NCHW when all of them
+// are (concatenated along its channel axis, 1), else channels last.
+absl::StatusOr<Value> MergeGraph(GraphBuilder& g, const model::LayerSpec& layer,
+                                 const std::vector<int>& reads, const std::vector<Value>& at,
+                                 const std::vector<Shape>& shapes) {
+  bool nchw = true;
+  for (int r : reads) nchw = nchw && at[r].nchw;
+  std::vector<std::string> ins;
+  for (int r : reads) ins.push_back(nchw ? at[r].name : ChannelsLast(g, at[r], shapes[r]));
+  std::string y;
+  if (layer.kind == model::LayerKind::kAdd) {
+    // ONNX's Add takes two: a chain for more.
+    y = ins[0];
+    for (size_t i = 1; i < ins.size(); ++i) y = g.Add("Add", {y, ins[i]});
+    return Value{y, nchw};
+  }
+  onnx::NodeProto* node = g.Node("Concat", ins, &y);
+  SetInt(node, "axis", nchw ? 1 : -1);
+  return Value{y, nchw};
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
@@ -377,12 +398,38 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
   } else if (shape.size() > 1) {
     x = g.Reshape(x, shape);
   }
-  Value v{x};
-  for (const model::LayerSpec& layer : spec.layers) {
-    PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShape(layer, shape));
-    PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, layer, shape, values, v));
-    shape = out;
+  // Each position's value and shape: the input, then each layer's output
+  // (a graph's layers read the ones they name).
+  std::vector<Value> at = {Value{x}};
+  std::vector<Shape> shapes = {shape};
+  std::map<std::string, int> position = {{"input", 0}};
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const model::LayerSpec& layer = spec.layers[l];
+    std::vector<int> reads;
+    for (const std::string& name : layer.inputs) {
+      auto it = position.find(name);
+      if (it == position.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", layer.name, " reads \"", name, "\", which is no layer before it"));
+      }
+      reads.push_back(it->second);
+    }
+    if (reads.empty()) reads.push_back(static_cast<int>(l));
+    std::vector<Shape> ins;
+    for (int r : reads) ins.push_back(shapes[r]);
+    PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShapeForInputs(layer, ins));
+    Value v;
+    if (layer.merges()) {
+      PSTRAIN_ASSIGN_OR_RETURN(v, MergeGraph(g, layer, reads, at, shapes));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, layer, ins[0], values, at[reads[0]]));
+    }
+    at.push_back(v);
+    shapes.push_back(out);
+    position[layer.name] = static_cast<int>(l) + 1;
   }
+  Value v = at.back();
+  shape = shapes.back();
   // The last layer is dense: its output is channels last already.
   x = ChannelsLast(g, v, shape);
   // The logits, and the probabilities predict reports.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "model/cuda_device.h"
@@ -107,6 +108,9 @@ std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
         d.drop_below = static_cast<uint64_t>(static_cast<double>(spec.rate) * 4294967296.0);
         d.keep_scale = 1.0f / (1.0f - spec.rate);
         break;
+      case LayerKind::kAdd:
+      case LayerKind::kConcatenate:
+        break;  // graphs stay on the CPU (CudaBackend::Create)
     }
     out.push_back(d);
   }
@@ -123,6 +127,14 @@ class CudaBackend final : public Backend {
     if (index < 0 || index >= static_cast<int>(devices->size())) {
       return absl::UnavailableError(absl::StrCat("cuda: no device ", index, " (", devices->size(),
                                                  " usable)"));
+    }
+    if (!net->sequential()) {
+      for (const LayerSpec& l : net->spec().layers) {
+        if (l.inputs.empty()) continue;
+        return absl::UnimplementedError(absl::StrCat(
+            "cuda: the CUDA layers run a stack of layers, and this model is a graph (layer ",
+            l.name, " reads ", absl::StrJoin(l.inputs, ", "), "): it runs on --device=cpu"));
+      }
     }
     const CudaDeviceInfo& d = (*devices)[index];
     const std::string description =

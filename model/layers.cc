@@ -44,6 +44,10 @@ const char* LayerKindName(LayerKind kind) {
       return "flatten";
     case LayerKind::kDropout:
       return "dropout";
+    case LayerKind::kAdd:
+      return "add";
+    case LayerKind::kConcatenate:
+      return "concatenate";
   }
   return "?";
 }
@@ -170,6 +174,9 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
     case LayerKind::kGlobalAveragePool1D:
       if (absl::Status s = NeedRank(spec, in, 2, "[steps, channels]"); !s.ok()) return s;
       return Shape{in[1]};
+    case LayerKind::kAdd:
+    case LayerKind::kConcatenate:
+      return LayerOutputShapeForInputs(spec, std::vector<Shape>{in});
     default:
       break;
   }
@@ -209,6 +216,43 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
   const int64_t channels = IsConv(spec.kind) ? spec.units : g.c;
   if (one_d) return Shape{g.ow, channels};
   return Shape{g.oh, g.ow, channels};
+}
+
+absl::StatusOr<Shape> LayerOutputShapeForInputs(const LayerSpec& spec,
+                                                const std::vector<Shape>& ins) {
+  const char* kind = LayerKindName(spec.kind);
+  if (!spec.merges()) {
+    if (ins.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, " reads one input, not ", ins.size()));
+    }
+    return LayerOutputShape(spec, ins[0]);
+  }
+  if (ins.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, " needs at least two inputs (name them in inputs), not ", ins.size()));
+  }
+  Shape out = ins[0];
+  for (size_t i = 1; i < ins.size(); ++i) {
+    const Shape& in = ins[i];
+    if (spec.kind == LayerKind::kAdd) {
+      if (in != ins[0]) {
+        return absl::InvalidArgumentError(absl::StrCat("add needs inputs of one shape, but input ",
+                                                       i, " is ", ShapeString(in),
+                                                       " and input 0 ", ShapeString(ins[0])));
+      }
+      continue;
+    }
+    const bool alike = in.size() == out.size() &&
+                       std::equal(in.begin(), in.end() - 1, ins[0].begin());
+    if (!alike) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "concatenate joins inputs along their last axis, which must be alike in the others, "
+          "but input ", i, " is ", ShapeString(in), " and input 0 ", ShapeString(ins[0])));
+    }
+    out.back() += in.back();
+  }
+  return out;
 }
 
 std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in) {
@@ -614,10 +658,112 @@ class DropoutLayer final : public Layer {
   std::vector<float> scale_;  // the last training pass's: 0 or 1 / (1 - rate)
 };
 
+// The sum of its inputs; its gradient goes to each of them as it is.
+class AddLayer final : public Layer {
+ public:
+  AddLayer(const LayerSpec& spec, const std::vector<Shape>& ins, const Shape& out)
+      : Layer(spec, ins[0], out), inputs_(static_cast<int>(ins.size())) {}
+
+  void Forward(const float* params, const float* in, int batch, bool training,
+               float* out) override {
+    ForwardInputs(params, &in, batch, training, out);
+  }
+  void ForwardInputs(const float*, const float* const* ins, int batch, bool,
+                     float* __restrict out) override {
+    const int64_t n = batch * out_size_;
+    const float* __restrict a = ins[0];
+    const float* __restrict b = ins[1];
+    for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
+    for (int i = 2; i < inputs_; ++i) {
+      const float* __restrict c = ins[i];
+      for (int64_t j = 0; j < n; ++j) out[j] += c[j];
+    }
+  }
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    BackwardInputs(params, &in, out, d_out, batch, grads, &d_in);
+  }
+  void BackwardInputs(const float*, const float* const*, const float*, float* d_out, int batch,
+                      float*, float* const* d_ins) override {
+    for (int i = 0; i < inputs_; ++i) {
+      if (d_ins[i] != nullptr) std::memcpy(d_ins[i], d_out, batch * out_size_ * sizeof(float));
+    }
+  }
+
+ private:
+  const int inputs_;
+};
+
+// Its inputs' rows side by side along the last axis: each example's output
+// is runs of `width` (the last axis) from each input in turn.
+class ConcatenateLayer final : public Layer {
+ public:
+  ConcatenateLayer(const LayerSpec& spec, const std::vector<Shape>& ins, const Shape& out)
+      : Layer(spec, ins[0], out), runs_(ShapeSize(out) / out.back()) {
+    for (const Shape& in : ins) widths_.push_back(in.back());
+  }
+
+  void Forward(const float* params, const float* in, int batch, bool training,
+               float* out) override {
+    ForwardInputs(params, &in, batch, training, out);
+  }
+  void ForwardInputs(const float*, const float* const* ins, int batch, bool,
+                     float* out) override {
+    const int64_t c = out_shape().back();
+    int64_t at = 0;
+    for (size_t i = 0; i < widths_.size(); ++i) {
+      const int64_t w = widths_[i];
+      const float* in = ins[i];
+      for (int64_t r = 0; r < batch * runs_; ++r) {
+        std::memcpy(out + r * c + at, in + r * w, w * sizeof(float));
+      }
+      at += w;
+    }
+  }
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    BackwardInputs(params, &in, out, d_out, batch, grads, &d_in);
+  }
+  void BackwardInputs(const float*, const float* const*, const float*, float* d_out, int batch,
+                      float*, float* const* d_ins) override {
+    const int64_t c = out_shape().back();
+    int64_t at = 0;
+    for (size_t i = 0; i < widths_.size(); ++i) {
+      const int64_t w = widths_[i];
+      if (float* d = d_ins[i]; d != nullptr) {
+        for (int64_t r = 0; r < batch * runs_; ++r) {
+          std::memcpy(d + r * w, d_out + r * c + at, w * sizeof(float));
+        }
+      }
+      at += w;
+    }
+  }
+
+ private:
+  const int64_t runs_;  // positions per example before the last axis
+  std::vector<int64_t> widths_;
+};
+
 }  // namespace
+
+std::unique_ptr<Layer> Layer::CreateForInputs(const LayerSpec& spec, const std::vector<Shape>& ins,
+                                              int max_batch, int64_t kernel_at, int64_t bias_at) {
+  const Shape out = *LayerOutputShapeForInputs(spec, ins);
+  switch (spec.kind) {
+    case LayerKind::kAdd:
+      return std::make_unique<AddLayer>(spec, ins, out);
+    case LayerKind::kConcatenate:
+      return std::make_unique<ConcatenateLayer>(spec, ins, out);
+    default:
+      return Create(spec, ins[0], max_batch, kernel_at, bias_at);
+  }
+}
 
 std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int max_batch,
                                      int64_t kernel_at, int64_t bias_at) {
+  if (spec.merges()) {
+    return CreateForInputs(spec, std::vector<Shape>{in}, max_batch, kernel_at, bias_at);
+  }
   const Shape out = *LayerOutputShape(spec, in);
   switch (spec.kind) {
     case LayerKind::kDense:
@@ -634,6 +780,9 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return std::make_unique<FlattenLayer>(spec, in, out);
     case LayerKind::kDropout:
       return std::make_unique<DropoutLayer>(spec, in, out);
+    case LayerKind::kAdd:
+    case LayerKind::kConcatenate:
+      break;  // above
   }
   return nullptr;
 }

@@ -10,6 +10,11 @@
 //   dropout                same shape; in training each value is zeroed with
 //                          probability `rate` and the rest scaled by
 //                          1 / (1 - rate) (inverted dropout); else identity
+//   add                    several inputs of one shape -> their sum
+//   concatenate            several inputs alike but in their last (channel)
+//                          axis -> side by side along it
+// A layer reads the layer before it, or the layers it names (`inputs`, as
+// Keras's functional API): then the model is a graph (model/network.h).
 // Convolutions run as im2col + OpenBLAS sgemm, the patch matrix built for as
 // many examples at a time as fit a 16 MiB buffer; pooling keeps the argmax of
 // each window for its backward pass. Padding "valid" or "same" as Keras
@@ -47,6 +52,8 @@ enum class LayerKind {
   kGlobalAveragePool1D,
   kFlatten,
   kDropout,
+  kAdd,
+  kConcatenate,
 };
 
 // "dense", "conv1d", ... as the model config names them.
@@ -68,7 +75,13 @@ struct LayerSpec {
   // "glorot_uniform" (Keras's default), "zeros" or "uniform:A".
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";  // "zeros" or "uniform:A"
+  // The layers (by name) whose outputs this one reads, in order; "input"
+  // names the model's input (after its embeddings, if any). Empty: the
+  // layer before it (the model's input for the first).
+  std::vector<std::string> inputs;
 
+  // Reads several inputs (add, concatenate): the rest read one.
+  bool merges() const { return kind == LayerKind::kAdd || kind == LayerKind::kConcatenate; }
   bool has_variables() const {
     return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D;
   }
@@ -82,6 +95,11 @@ struct LayerSpec {
 // input, a dropout rate outside [0, 1), units, filters, window or stride
 // below 1.
 absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in);
+// The same for all of a layer's inputs: a merge takes at least two (add:
+// of one shape; concatenate: alike but in the last axis), any other layer
+// exactly one.
+absl::StatusOr<Shape> LayerOutputShapeForInputs(const LayerSpec& spec,
+                                                const std::vector<Shape>& ins);
 
 // The shapes of the layer's variables for input `in` (kernel then bias);
 // empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
@@ -109,6 +127,11 @@ class Layer {
   // without any).
   static std::unique_ptr<Layer> Create(const LayerSpec& spec, const Shape& in, int max_batch,
                                        int64_t kernel_at, int64_t bias_at);
+  // For a layer of several inputs (add, concatenate; no variables), or one.
+  // REQUIRES: LayerOutputShapeForInputs(spec, ins) ok.
+  static std::unique_ptr<Layer> CreateForInputs(const LayerSpec& spec,
+                                                const std::vector<Shape>& ins, int max_batch,
+                                                int64_t kernel_at, int64_t bias_at);
   virtual ~Layer() = default;
 
   const LayerSpec& spec() const { return spec_; }
@@ -128,6 +151,18 @@ class Layer {
   // `d_in` is not null, the gradient at the input.
   virtual void Backward(const float* params, const float* in, const float* out, float* d_out,
                         int batch, float* grads, float* d_in) = 0;
+
+  // The same over all of the layer's inputs, `ins[i]` and `d_ins[i]` its
+  // i-th's (d_ins[i] null: that gradient is not wanted; a merge writes each
+  // one, it does not add to it). A layer of one input reads ins[0].
+  virtual void ForwardInputs(const float* params, const float* const* ins, int batch,
+                             bool training, float* out) {
+    Forward(params, ins[0], batch, training, out);
+  }
+  virtual void BackwardInputs(const float* params, const float* const* ins, const float* out,
+                              float* d_out, int batch, float* grads, float* const* d_ins) {
+    Backward(params, ins[0], out, d_out, batch, grads, d_ins[0]);
+  }
 
   // The sgemm calls of one forward and backward pass over `batch`
   // examples (with the input gradient when `input_grad`).

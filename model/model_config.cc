@@ -170,7 +170,8 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
   if (given.empty()) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
-        "global_average_pool1d, flatten, dropout, embedding or embedding_bag)");
+        "global_average_pool1d, flatten, dropout, add, concatenate, embedding or "
+        "embedding_bag)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("gives both ", given[0], " and ", given[1], ": one type per layer"));
@@ -457,7 +458,20 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kDropout;
     layer.rate = l.dropout().rate();
     *shape_field = "rate";
+  } else if (e.kind == "add") {
+    layer.kind = LayerKind::kAdd;
+  } else if (e.kind == "concatenate") {
+    layer.kind = LayerKind::kConcatenate;
+    const v1::ConcatenateLayer& c = l.concatenate();
+    // Keras counts the batch axis: the channel axis of a rank-r example is r.
+    if (c.has_axis() && c.axis() != -1 && c.axis() != static_cast<int64_t>(shape.size())) {
+      return Bad(e.At("axis"),
+                 absl::StrCat(c.axis(), " is not the last axis (-1, or ", shape.size(),
+                              " for an input of ", ShapeString(shape),
+                              "): concatenate joins along the channel axis only"));
+    }
   }
+  layer.inputs.assign(l.inputs().begin(), l.inputs().end());
   if (layer.has_variables()) {
     auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
     if (!kernel.ok()) return Bad(e.At("kernel_initializer"), kernel.status().message());
@@ -530,18 +544,46 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
   PSTRAIN_RETURN_IF_ERROR(ParseInputWidth(config, where, &spec));
   Shape shape = spec.input_shape.empty() ? Shape{spec.input_dim} : spec.input_shape;
   std::map<std::string, int> type_index;
+  // A graph's layers name what they read: each earlier layer's output
+  // shape by name, "input" the model's (after the embeddings).
+  bool graph = false;
+  for (const v1::LayerConfig& l : config.layer()) graph = graph || l.inputs_size() > 0;
+  std::map<std::string, Shape> shape_of;
+  std::set<std::string> read;         // the names some layer reads
+  std::vector<std::string> at_layer;  // per spec.layers entry, where it is
   for (int i = 0; i < config.layer_size(); ++i) {
     PSTRAIN_ASSIGN_OR_RETURN(
         LayerEntry e,
         EntryFor(config, i, where, static_cast<int>(spec.embeddings.size()), &type_index));
     e.last = i + 1 == config.layer_size();
     if (e.kind == "embedding_bag" || e.kind == "embedding") {
+      if (e.config->inputs_size() > 0) {
+        return Bad(e.at_layer, e.what + "inputs: an embedding reads the input's ids, not layers");
+      }
       PSTRAIN_RETURN_IF_ERROR(ParseEmbeddingLayer(e, input, &spec, &shape));
       continue;
     }
+    if (graph && shape_of.empty()) shape_of["input"] = shape;
+    if (graph && e.name == "input") {
+      return Bad(e.at_layer, e.what +
+                                 "\"input\" names the model's input in a model whose layers "
+                                 "name their inputs: give this layer another name");
+    }
+    std::vector<Shape> ins;
+    for (const std::string& name : e.config->inputs()) {
+      auto it = shape_of.find(name);
+      if (it == shape_of.end()) {
+        return Bad(e.at_layer,
+                   absl::StrCat(e.what, "inputs: \"", name,
+                                "\" is not a layer before this one (nor \"input\", the model's "
+                                "input)"));
+      }
+      ins.push_back(it->second);
+    }
+    if (ins.empty()) ins.push_back(shape);
     std::string shape_field;
-    PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(e, shape, &shape_field));
-    absl::StatusOr<Shape> out = LayerOutputShape(layer, shape);
+    PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(e, ins[0], &shape_field));
+    absl::StatusOr<Shape> out = LayerOutputShapeForInputs(layer, ins);
     if (!out.ok()) {
       const bool rank = absl::StrContains(out.status().message(), " needs a ");
       return Bad(rank || shape_field.empty() ? e.at_layer + e.what : e.AtField(shape_field),
@@ -549,7 +591,20 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
     }
     if (i + 1 == config.layer_size()) PSTRAIN_RETURN_IF_ERROR(CheckLogitsLayer(e, layer, spec));
     shape = *std::move(out);
+    if (graph) shape_of.emplace(e.name, shape);
+    for (const std::string& name : layer.inputs) read.insert(name);
+    if (layer.inputs.empty() && !spec.layers.empty()) read.insert(spec.layers.back().name);
     spec.layers.push_back(layer);
+    at_layer.push_back(e.at_layer);
+  }
+  for (size_t i = 0; graph && i + 1 < spec.layers.size(); ++i) {
+    if (read.count(spec.layers[i].name) == 0) {
+      return Bad(at_layer[i], absl::StrCat("layer ", i + spec.embeddings.size(), " (",
+                                           spec.layers[i].name,
+                                           "): no later layer reads its output (name it in a "
+                                           "later layer's inputs; only the last layer's output "
+                                           "is the model's)"));
+    }
   }
   if (spec.layers.empty()) {
     return Bad(where.At(where.root(), type, "layer", 0),

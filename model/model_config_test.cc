@@ -168,6 +168,62 @@ TEST(ModelConfigTest, LayerOptionsAndShapesThatDoNotFitAreNamedAtTheirField) {
   EXPECT_EQ(f.job.model.layers[0].stride, (std::array<int, 2>{1, 2}));
 }
 
+// Layers that name their inputs make a graph, as Keras's functional API.
+TEST(ModelConfigTest, LayersThatNameTheirInputsMakeAGraph) {
+  const std::string head = "input_shape: [6, 6, 2]\n"
+                           "layer { name: \"c1\" conv2d { filters: 2 kernel_size: 3 padding: same } }\n";
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile(head + "layer { add {} inputs: [\"c1\", \"input\"] }\n"
+                                  "layer { name: \"p\" conv2d { filters: 3 kernel_size: 1 } "
+                                  "inputs: \"input\" }\n"
+                                  "layer { concatenate { axis: 3 } inputs: [\"add_0\", \"p\"] }\n"
+                                  "layer { flatten {} }\nlayer { dense { units: 4 } }",
+                           "m.pbtxt"));
+  const NetworkSpec& m = f.job.model;
+  ASSERT_EQ(m.layers.size(), 6u);
+  EXPECT_EQ(m.layers[1].kind, LayerKind::kAdd);
+  EXPECT_EQ(m.layers[1].name, "add_0");
+  EXPECT_EQ(m.layers[1].inputs, (std::vector<std::string>{"c1", "input"}));
+  EXPECT_EQ(m.layers[3].kind, LayerKind::kConcatenate);
+  EXPECT_TRUE(m.layers[4].inputs.empty());
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(m, 1));
+  EXPECT_FALSE(net->sequential());
+  EXPECT_EQ(net->shapes()[4], (Shape{6, 6, 5}));
+  EXPECT_EQ(f.variables.size(), 6u);  // c1, p and dense_0: kernel and bias
+
+  auto message = [&](const std::string& rest) {
+    return std::string(ParseModelConfigFile(head + rest, "m.pbtxt").status().message());
+  };
+  EXPECT_EQ(message("layer { add {} inputs: [\"c1\", \"c2\"] }\nlayer { flatten {} }\n"
+                    "layer { dense { units: 4 } }"),
+            "m.pbtxt:3:1: layer 1 (add_0): inputs: \"c2\" is not a layer before this one (nor "
+            "\"input\", the model's input)");
+  EXPECT_EQ(message("layer { add {} inputs: \"c1\" }\nlayer { flatten {} }\n"
+                    "layer { dense { units: 4 } }"),
+            "m.pbtxt:3:1: layer 1 (add_0): add needs at least two inputs (name them in inputs), "
+            "not 1");
+  EXPECT_EQ(message("layer { name: \"p\" conv2d { filters: 3 kernel_size: 1 } inputs: \"input\" }\n"
+                    "layer { concatenate { axis: 1 } inputs: [\"c1\", \"p\"] }\n"
+                    "layer { flatten {} }\nlayer { dense { units: 4 } }"),
+            "m.pbtxt:4:23: layer 2 (concatenate_0): concatenate.axis 1 is not the last axis (-1, "
+            "or 3 for an input of [6, 6, 2]): concatenate joins along the channel axis only");
+  EXPECT_EQ(message("layer { name: \"p\" conv2d { filters: 3 kernel_size: 3 } inputs: \"input\" }\n"
+                    "layer { add {} inputs: [\"c1\", \"p\"] }\n"
+                    "layer { flatten {} }\nlayer { dense { units: 4 } }"),
+            "m.pbtxt:4:1: layer 2 (add_0): add needs inputs of one shape, but input 1 is [4, 4, 3] "
+            "and input 0 [6, 6, 2]");
+  // A branch nothing reads.
+  EXPECT_EQ(message("layer { name: \"p\" conv2d { filters: 3 kernel_size: 1 } inputs: \"input\" }\n"
+                    "layer { flatten {} inputs: \"c1\" }\nlayer { dense { units: 4 } }"),
+            "m.pbtxt:3:1: layer 1 (p): no later layer reads its output (name it in a later "
+            "layer's inputs; only the last layer's output is the model's)");
+  EXPECT_EQ(message("layer { name: \"input\" flatten {} inputs: \"c1\" }\n"
+                    "layer { dense { units: 4 } }"),
+            "m.pbtxt:3:1: layer 1 (input): \"input\" names the model's input in a model whose "
+            "layers name their inputs: give this layer another name");
+}
+
 TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
   ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/text_cnn.pbtxt"));
   const NetworkSpec& m = f.job.model;
@@ -476,8 +532,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
-            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout, embedding "
-            "or embedding_bag)");
+            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout, add, concatenate, "
+            "embedding or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),

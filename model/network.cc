@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 
@@ -127,9 +128,15 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     shape = spec.input_shape;
   }
   std::vector<Shape> shapes = {shape};
-  std::set<std::string> names;
+  std::vector<std::vector<int>> inputs;
+  // The position each name's output holds (0: the input).
+  std::map<std::string, int> position;
+  bool graph = false;
+  for (const LayerSpec& l : spec.layers) graph = graph || !l.inputs.empty();
+  if (graph) position["input"] = 0;
   std::set<std::string> embedding_names;
   for (const EmbeddingBagSpec& e : spec.embeddings) embedding_names.insert(e.name);
+  std::vector<int> readers(spec.layers.size() + 1, 0);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     const LayerSpec& l = spec.layers[i];
     const std::string where =
@@ -138,10 +145,32 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     if (embedding_names.count(l.name) > 0) {
       return absl::InvalidArgumentError(where + "the name is an embedding's too");
     }
-    if (!names.insert(l.name).second) {
+    if (graph && l.name == "input") {
+      return absl::InvalidArgumentError(
+          where + "\"input\" names the model's input in a model whose layers name their inputs");
+    }
+    if (position.count(l.name) > 0) {
       return absl::InvalidArgumentError(where + "the name is used twice");
     }
-    absl::StatusOr<Shape> out = LayerOutputShape(l, shapes.back());
+    std::vector<int> reads;
+    for (const std::string& name : l.inputs) {
+      auto it = position.find(name);
+      if (it == position.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "input \"", name, "\" is not a layer before this one",
+            embedding_names.count(name) > 0
+                ? " (the embeddings' output is the layers' input: name it \"input\")"
+                : " (nor \"input\", the model's input)"));
+      }
+      reads.push_back(it->second);
+    }
+    if (reads.empty()) reads.push_back(static_cast<int>(i));
+    std::vector<Shape> in;
+    for (int p : reads) {
+      in.push_back(shapes[p]);
+      ++readers[p];
+    }
+    absl::StatusOr<Shape> out = LayerOutputShapeForInputs(l, in);
     if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
     if (l.has_variables()) {
       auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
@@ -175,17 +204,33 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
       }
     }
     shapes.push_back(*std::move(out));
+    inputs.push_back(std::move(reads));
+    position[l.name] = static_cast<int>(i) + 1;
   }
-  return std::unique_ptr<Network>(
-      new Network(spec, max_batch, *std::move(embeddings), std::move(shapes)));
+  for (size_t i = 0; i + 1 < spec.layers.size(); ++i) {
+    if (readers[i + 1] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model layer ", i, " (", spec.layers[i].name,
+          "): no later layer reads its output (only the last layer's is the model's)"));
+    }
+  }
+  return std::unique_ptr<Network>(new Network(spec, max_batch, *std::move(embeddings),
+                                              std::move(shapes), std::move(inputs)));
 }
 
 Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
-                 std::vector<Shape> shapes)
+                 std::vector<Shape> shapes, std::vector<std::vector<int>> inputs)
     : spec_(spec),
       max_batch_(max_batch),
       embeddings_(std::move(embeddings)),
-      shapes_(std::move(shapes)) {
+      shapes_(std::move(shapes)),
+      inputs_(std::move(inputs)) {
+  storage_.push_back(0);
+  for (size_t l = 0; l < inputs_.size(); ++l) {
+    sequential_ = sequential_ && inputs_[l] == std::vector<int>{static_cast<int>(l)};
+    storage_.push_back(spec.layers[l].kind == LayerKind::kFlatten ? storage_[inputs_[l][0]]
+                                                                  : static_cast<int>(l) + 1);
+  }
   int64_t widest = 0;
   // Each variable's place in the job's initial stream (cluster/
   // initial_stream.h): uniform ones draw one value per element, in layer
@@ -206,12 +251,13 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     param_layer_.push_back(-1);
     if (l.has_variables()) {
       const int number = layout_.num_layers();
-      const std::vector<Shape> vars = LayerVariableShapes(l, shapes_[i]);
+      const Shape& in = shapes_[inputs_[i][0]];
+      const std::vector<Shape> vars = LayerVariableShapes(l, in);
       // Both were checked by Create.
       const InitializerSpec kernel_init = *ParseInitializerSpec(l.kernel_initializer, true);
       const InitializerSpec bias_init = *ParseInitializerSpec(l.bias_initializer);
       int64_t fan_in = 0, fan_out = 0;
-      KernelFans(l, shapes_[i], &fan_in, &fan_out);
+      KernelFans(l, in, &fan_in, &fan_out);
       const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
       VariableDef kernel{l.name + "/kernel", vars[0]};
       kernel.initializer = initializer(kernel_init, glorot, vars[0]);
@@ -223,7 +269,9 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
       layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
       param_layer_.back() = number;
     }
-    layers_.push_back(Layer::Create(l, shapes_[i], max_batch, kernel_at, bias_at));
+    std::vector<Shape> ins;
+    for (int p : inputs_[i]) ins.push_back(shapes_[p]);
+    layers_.push_back(Layer::CreateForInputs(l, ins, max_batch, kernel_at, bias_at));
   }
   for (const Shape& s : shapes_) widest += ShapeSize(s);
   eval_chunk_ = static_cast<int>(
@@ -240,11 +288,17 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
   deltas_.resize(shapes_.size());
   act_.resize(shapes_.size());
   delta_.resize(shapes_.size());
+  written_.resize(shapes_.size());
+  size_t most_inputs = 0;
+  for (const std::vector<int>& in : inputs_) most_inputs = std::max(most_inputs, in.size());
+  scratch_.resize(most_inputs);
+  ins_.resize(most_inputs);
+  d_ins_.resize(most_inputs);
 }
 
 void Network::EnsureScratch(int batch, bool gradients) {
   for (size_t i = 1; i < shapes_.size(); ++i) {
-    if (spec_.layers[i - 1].kind == LayerKind::kFlatten) continue;  // its input's memory
+    if (storage_[i] != static_cast<int>(i)) continue;  // a flatten's: its input's memory
     const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[i]);
     if (activations_[i].size() < n) activations_[i].resize(n);
     if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
@@ -254,7 +308,7 @@ void Network::EnsureScratch(int batch, bool gradients) {
 std::vector<GemmShape> Network::StepGemms(int batch) const {
   std::vector<GemmShape> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    layers_[l]->AppendGemms(batch, l > 0 || !embeddings_.empty(), &out);
+    layers_[l]->AppendGemms(batch, inputs_[l][0] > 0 || !embeddings_.empty(), &out);
   }
   return out;
 }
@@ -293,13 +347,19 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
                       bool training, BatchResult* result) {
   act_[0] = x;
   for (size_t l = 0; l < layers_.size(); ++l) {
+    const std::vector<int>& reads = inputs_[l];
     // A flatten's output is its input's memory, read in the same order.
-    if (spec_.layers[l].kind == LayerKind::kFlatten) {
-      act_[l + 1] = act_[l];
+    if (storage_[l + 1] != static_cast<int>(l) + 1) {
+      act_[l + 1] = act_[reads[0]];
       continue;
     }
     float* out = activations_[l + 1].data();
-    layers_[l]->Forward(params, act_[l], batch, training, out);
+    if (reads.size() == 1) {
+      layers_[l]->Forward(params, act_[reads[0]], batch, training, out);
+    } else {
+      for (size_t j = 0; j < reads.size(); ++j) ins_[j] = act_[reads[j]];
+      layers_[l]->ForwardInputs(params, ins_.data(), batch, training, out);
+    }
     act_[l + 1] = out;
   }
   if (spec_.binary()) {
@@ -370,11 +430,42 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
   // gradient is its input's, in the same memory.
   delta_[0] = input_grad;
   for (size_t i = 1; i < shapes_.size(); ++i) {
-    delta_[i] = spec_.layers[i - 1].kind == LayerKind::kFlatten ? delta_[i - 1] : deltas_[i].data();
+    delta_[i] = storage_[i] == 0 ? input_grad : deltas_[storage_[i]].data();
   }
+  std::fill(written_.begin(), written_.end(), 0);
+  written_.back() = 1;  // the logits' gradient, above
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
-    if (spec_.layers[l].kind == LayerKind::kFlatten) continue;
-    layers_[l]->Backward(params, act_[l], act_[l + 1], delta_[l + 1], batch, grads, delta_[l]);
+    if (storage_[l + 1] != l + 1) continue;  // a flatten: its readers wrote its input's
+    const std::vector<int>& reads = inputs_[l];
+    // Each input's gradient: straight into the position's when nothing
+    // has written it yet this pass, else into scratch added to it after.
+    for (size_t j = 0; j < reads.size(); ++j) {
+      const int at = storage_[reads[j]];
+      ins_[j] = act_[reads[j]];
+      if (delta_[at] == nullptr) {
+        d_ins_[j] = nullptr;
+      } else if (!written_[at]) {
+        d_ins_[j] = delta_[at];
+        written_[at] = 1;
+      } else {
+        const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[at]);
+        if (scratch_[j].size() < n) scratch_[j].resize(n);
+        d_ins_[j] = scratch_[j].data();
+      }
+    }
+    if (reads.size() == 1) {
+      layers_[l]->Backward(params, ins_[0], act_[l + 1], delta_[l + 1], batch, grads, d_ins_[0]);
+    } else {
+      layers_[l]->BackwardInputs(params, ins_.data(), act_[l + 1], delta_[l + 1], batch, grads,
+                                 d_ins_.data());
+    }
+    for (size_t j = 0; j < reads.size(); ++j) {
+      float* d = delta_[storage_[reads[j]]];
+      if (d_ins_[j] == nullptr || d_ins_[j] == d) continue;
+      const int64_t n = batch * ShapeSize(shapes_[storage_[reads[j]]]);
+      const float* __restrict add = d_ins_[j];
+      for (int64_t k = 0; k < n; ++k) d[k] += add[k];
+    }
     if (on_layer_done && param_layer_[l] >= 0) on_layer_done(param_layer_[l]);
   }
   return result;

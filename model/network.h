@@ -1,6 +1,9 @@
-// A sequential classifier on the CPU: a stack of layers (model/layers.h:
-// dense, convolutions, pooling, flatten, dropout) whose shapes follow from
-// the input's, softmax cross-entropy over the last layer's logits. Matrix
+// A classifier on the CPU: a stack of layers (model/layers.h: dense,
+// convolutions, pooling, flatten, dropout), or a graph of them when layers
+// name their inputs (add and concatenate join branches; a layer's output
+// may feed several layers, its gradient the sum of theirs), whose shapes
+// follow from the input's, softmax cross-entropy over the last layer's
+// logits. Matrix
 // products go through OpenBLAS's cblas_sgemm; the rest are plain loops the
 // compiler vectorises.
 //
@@ -44,9 +47,10 @@ struct NetworkSpec {
   // The shape of each example's input_dim floats as the first layer sees
   // them (e.g. [28, 28, 1] for conv2d); empty: flat, [input_dim].
   Shape input_shape;
-  // Applied in order (model/layers.h); the last is a dense layer whose
-  // outputs are the logits of the loss (so it has no ReLU): one per class
-  // for softmax cross-entropy, one for sigmoid cross-entropy.
+  // Applied in order (model/layers.h), each to the layer before it or to
+  // the earlier layers it names (LayerSpec::inputs); the last is a dense
+  // layer whose outputs are the logits of the loss (so it has no ReLU): one
+  // per class for softmax cross-entropy, one for sigmoid cross-entropy.
   std::vector<LayerSpec> layers;
   Loss loss = Loss::kSoftmaxCrossEntropy;
   // Optional: embeddings between the input and the first layer
@@ -124,7 +128,9 @@ uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step);
 class Network {
  public:
   // InvalidArgument naming the layer for no layers, a missing or repeated
-  // name, a layer whose input does not fit it (LayerOutputShape's errors),
+  // name, an input that names no earlier layer (nor "input"), a layer
+  // whose output no later layer reads (the last's aside), a layer whose
+  // inputs do not fit it (LayerOutputShape's errors),
   // a last layer that is not dense, has a ReLU or fewer than 2 units, or an
   // initializer that does not parse; or for input_dim < 1, an input_shape
   // whose size is not input_dim, or max_batch < 1.
@@ -146,8 +152,16 @@ class Network {
   // or the embeddings' output (the caller gathers the rows:
   // Embeddings::Forward).
   int input_width() const { return static_cast<int>(ShapeSize(shapes_[0])); }
-  // The input's shape and each layer's output shape, in order.
+  // The input's shape and each layer's output shape, in order: position 0
+  // is the input, position l + 1 layer l's output.
   const std::vector<Shape>& shapes() const { return shapes_; }
+  // The positions (in shapes()) layer l reads, in order; {l} in a stack.
+  const std::vector<int>& layer_inputs(int l) const { return inputs_[l]; }
+  // The shape of layer l's first (for most layers its only) input.
+  const Shape& input_shape(int l) const { return shapes_[inputs_[l][0]]; }
+  // Whether every layer reads the one before it (a Keras Sequential model);
+  // else the layers form a graph.
+  bool sequential() const { return sequential_; }
   // The sgemm calls of one training step of `batch` examples.
   std::vector<GemmShape> StepGemms(int batch) const;
 
@@ -187,7 +201,8 @@ class Network {
                                        int64_t n, std::vector<float>* outputs = nullptr);
 
  private:
-  Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings, std::vector<Shape> shapes);
+  Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings, std::vector<Shape> shapes,
+          std::vector<std::vector<int>> inputs);
   // Grows the activations (and, with `gradients`, the deltas) to `batch`
   // rows.
   void EnsureScratch(int batch, bool gradients);
@@ -200,6 +215,11 @@ class Network {
   const int max_batch_;
   Embeddings embeddings_;
   std::vector<Shape> shapes_;  // input, then each layer's output
+  std::vector<std::vector<int>> inputs_;  // per layer: the positions it reads
+  bool sequential_ = true;
+  // Per position, the position whose memory holds it: its own, or for a
+  // flatten's output its input's (read in the same order).
+  std::vector<int> storage_;
   ParamLayout layout_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<int> param_layer_;  // per layer: its number in layout_, or -1
@@ -212,6 +232,13 @@ class Network {
   // Per position, the memory in use: a flatten's output is its input's.
   std::vector<const float*> act_;
   std::vector<float*> delta_;
+  // Backward: whether a position's gradient has been written this pass
+  // (by storage); a layer whose input's has is given scratch_ instead and
+  // the scratch is added to it (a tensor read by several layers).
+  std::vector<char> written_;
+  std::vector<std::vector<float>> scratch_;
+  std::vector<const float*> ins_;
+  std::vector<float*> d_ins_;
 };
 
 }  // namespace pstrain::model

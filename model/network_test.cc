@@ -405,5 +405,214 @@ TEST(NetworkTest, DropoutRepeatsPerSeedAndIsOffInEvaluation) {
             plain->Evaluate(params.data(), x.data(), y.data(), 4)->loss_sum);
 }
 
+
+// A graph of dense layers small enough to differentiate by hand:
+//   a = relu(x Wa + ba), b = x Wb + bb   (x read by three layers)
+//   s = a + b, c = [s, x], logits = c Wo + bo
+NetworkSpec DenseGraph() {
+  NetworkSpec spec;
+  spec.input_dim = 4;
+  LayerSpec a = Layer(LayerKind::kDense, "a");
+  a.units = 3;
+  a.relu = true;
+  a.inputs = {"input"};
+  LayerSpec b = Layer(LayerKind::kDense, "b");
+  b.units = 3;
+  b.inputs = {"input"};
+  LayerSpec sum = Layer(LayerKind::kAdd, "sum");
+  sum.inputs = {"a", "b"};
+  LayerSpec cat = Layer(LayerKind::kConcatenate, "cat");
+  cat.inputs = {"sum", "input"};
+  LayerSpec out = Layer(LayerKind::kDense, "logits");
+  out.units = 2;
+  spec.layers = {a, b, sum, cat, out};
+  return spec;
+}
+
+TEST(NetworkTest, AGraphWithFanOutAddAndConcatenateMatchesAHandWrittenReference) {
+  const int batch = 3;
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(DenseGraph(), batch));
+  EXPECT_FALSE(net->sequential());
+  EXPECT_EQ(net->shapes(), (std::vector<Shape>{{4}, {3}, {3}, {3}, {7}, {2}}));
+  EXPECT_EQ(net->layer_inputs(3), (std::vector<int>{3, 0}));
+  EXPECT_EQ(net->layer_inputs(4), (std::vector<int>{4}));  // the layer before
+  ASSERT_EQ(net->num_parameters(), (4 * 3 + 3) * 2 + 7 * 2 + 2);
+  std::vector<float> params = net->InitialParameters(7);
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& p : params) p = u(rng);  // biases too, so every ReLU side shows
+  std::vector<float> x(batch * 4);
+  for (float& v : x) v = u(rng);
+  const std::vector<int32_t> y = {1, 0, 1};
+  std::vector<float> grads(params.size()), input_grad(x.size());
+  std::vector<int> done;
+  ASSERT_OK_AND_ASSIGN(BatchResult r,
+                       net->ComputeGradients(params.data(), x.data(), y.data(), batch,
+                                             grads.data(), [&](int l) { done.push_back(l); },
+                                             input_grad.data()));
+  EXPECT_EQ(done, (std::vector<int>{2, 1, 0}));
+  // The reference, in doubles: offsets as the layout puts them.
+  const float* wa = params.data();
+  const float* ba = wa + 12;
+  const float* wb = ba + 3;
+  const float* bb = wb + 12;
+  const float* wo = bb + 3;
+  const float* bo = wo + 14;
+  std::vector<double> g(params.size(), 0.0), gx(x.size(), 0.0);
+  double loss = 0;
+  for (int n = 0; n < batch; ++n) {
+    const float* xn = x.data() + n * 4;
+    double a[3], b[3], c[7], z[2];
+    for (int j = 0; j < 3; ++j) {
+      a[j] = ba[j];
+      b[j] = bb[j];
+      for (int i = 0; i < 4; ++i) {
+        a[j] += xn[i] * wa[i * 3 + j];
+        b[j] += xn[i] * wb[i * 3 + j];
+      }
+      a[j] = std::max(a[j], 0.0);
+      c[j] = a[j] + b[j];
+    }
+    for (int i = 0; i < 4; ++i) c[3 + i] = xn[i];
+    for (int k = 0; k < 2; ++k) {
+      z[k] = bo[k];
+      for (int j = 0; j < 7; ++j) z[k] += c[j] * wo[j * 2 + k];
+    }
+    const double m = std::max(z[0], z[1]);
+    const double e0 = std::exp(z[0] - m), e1 = std::exp(z[1] - m);
+    const double p[2] = {e0 / (e0 + e1), e1 / (e0 + e1)};
+    loss += -std::log(p[y[n]]);
+    double dz[2], dc[7] = {0};
+    for (int k = 0; k < 2; ++k) dz[k] = (p[k] - (k == y[n] ? 1 : 0)) / batch;
+    for (int k = 0; k < 2; ++k) {
+      g[bo - params.data() + k] += dz[k];
+      for (int j = 0; j < 7; ++j) {
+        g[wo - params.data() + j * 2 + k] += c[j] * dz[k];
+        dc[j] += wo[j * 2 + k] * dz[k];
+      }
+    }
+    for (int j = 0; j < 3; ++j) {
+      const double da = a[j] > 0 ? dc[j] : 0.0, db = dc[j];
+      g[ba - params.data() + j] += da;
+      g[bb - params.data() + j] += db;
+      for (int i = 0; i < 4; ++i) {
+        g[i * 3 + j] += xn[i] * da;
+        g[wb - params.data() + i * 3 + j] += xn[i] * db;
+        gx[n * 4 + i] += wa[i * 3 + j] * da + wb[i * 3 + j] * db;
+      }
+    }
+    for (int i = 0; i < 4; ++i) gx[n * 4 + i] += dc[3 + i];  // the concatenate's share
+  }
+  EXPECT_NEAR(r.loss_sum, loss, 1e-4);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_NEAR(grads[i], g[i], 1e-5) << "param " << i;
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(input_grad[i], gx[i], 1e-5) << "input " << i;
+  // A second step on other inputs does not carry sums over from the first.
+  for (float& v : x) v = u(rng);
+  std::vector<float> again(params.size());
+  ASSERT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), batch, again.data()).status());
+  ASSERT_OK_AND_ASSIGN(auto fresh, Network::Create(DenseGraph(), batch));
+  std::vector<float> once(params.size());
+  ASSERT_OK(fresh->ComputeGradients(params.data(), x.data(), y.data(), batch, once.data())
+                .status());
+  EXPECT_EQ(again, once);
+}
+
+// A residual block of convolutions, a flatten read by two layers and the
+// input added to a branch: every gradient against central differences.
+NetworkSpec ConvGraph() {
+  NetworkSpec spec;
+  spec.input_dim = 5 * 5 * 2;
+  spec.input_shape = {5, 5, 2};
+  LayerSpec c1 = Layer(LayerKind::kConv2D, "conv_1");
+  c1.units = 2;
+  c1.window = {3, 3};
+  c1.same_padding = true;
+  c1.relu = true;
+  LayerSpec c2 = c1;
+  c2.name = "conv_2";
+  c2.relu = false;
+  LayerSpec res = Layer(LayerKind::kAdd, "res");
+  res.inputs = {"conv_2", "input"};
+  LayerSpec proj = Layer(LayerKind::kConv2D, "proj");
+  proj.units = 3;
+  proj.window = {1, 1};
+  proj.inputs = {"input"};
+  LayerSpec cat = Layer(LayerKind::kConcatenate, "cat");
+  cat.inputs = {"res", "proj", "res"};
+  LayerSpec pool = Layer(LayerKind::kMaxPool2D, "pool");
+  pool.window = pool.stride = {2, 2};
+  LayerSpec flat = Layer(LayerKind::kFlatten, "flat");
+  LayerSpec d1 = Layer(LayerKind::kDense, "d1");
+  d1.units = 4;
+  d1.relu = true;
+  LayerSpec d2 = Layer(LayerKind::kDense, "d2");
+  d2.units = 4;
+  d2.inputs = {"flat"};
+  LayerSpec join = Layer(LayerKind::kAdd, "join");
+  join.inputs = {"d1", "d2"};
+  LayerSpec logits = Layer(LayerKind::kDense, "logits");
+  logits.units = 3;
+  spec.layers = {c1, c2, res, proj, cat, pool, flat, d1, d2, join, logits};
+  return spec;
+}
+
+TEST(NetworkTest, AConvolutionGraphsGradientsMatchCentralDifferences) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(ConvGraph(), 2));
+  EXPECT_EQ(net->shapes()[5], (Shape{5, 5, 7}));
+  EXPECT_EQ(net->input_shape(3), (Shape{5, 5, 2}));
+  CheckStackGradients(ConvGraph(), 3, 11);
+}
+
+TEST(NetworkTest, AStackIsSequentialAndGraphErrorsNameTheLayer) {
+  ASSERT_OK_AND_ASSIGN(auto stack, Network::Create(FashionCnn(), 2));
+  EXPECT_TRUE(stack->sequential());
+  EXPECT_EQ(stack->layer_inputs(2), (std::vector<int>{2}));
+  auto error = [](const NetworkSpec& spec) {
+    return std::string(Network::Create(spec, 2).status().message());
+  };
+  NetworkSpec spec = DenseGraph();
+  spec.layers[2].inputs = {"a", "nope"};
+  EXPECT_EQ(error(spec),
+            "model layer 2 (sum): input \"nope\" is not a layer before this one (nor \"input\", "
+            "the model's input)");
+  spec = DenseGraph();
+  spec.layers[2].inputs = {"a", "cat"};  // a later layer
+  EXPECT_EQ(error(spec),
+            "model layer 2 (sum): input \"cat\" is not a layer before this one (nor \"input\", "
+            "the model's input)");
+  spec = DenseGraph();
+  spec.layers[2].inputs = {"a", "input"};
+  EXPECT_EQ(error(spec),
+            "model layer 2 (sum): add needs inputs of one shape, but input 1 is [4] and input 0 "
+            "[3]");
+  spec = DenseGraph();
+  spec.layers[2].inputs = {"a"};
+  EXPECT_EQ(error(spec),
+            "model layer 2 (sum): add needs at least two inputs (name them in inputs), not 1");
+  spec = DenseGraph();
+  spec.layers[1].inputs = {"a", "input"};
+  EXPECT_EQ(error(spec), "model layer 1 (b): dense reads one input, not 2");
+  spec = DenseGraph();
+  spec.layers[2].inputs = {"a", "a"};  // b is read by nobody
+  EXPECT_EQ(error(spec),
+            "model layer 1 (b): no later layer reads its output (only the last layer's is the "
+            "model's)");
+  spec = DenseGraph();
+  spec.layers[0].name = "input";
+  EXPECT_EQ(error(spec),
+            "model layer 0 (input): \"input\" names the model's input in a model whose layers "
+            "name their inputs");
+  spec = ConvGraph();
+  spec.layers[4].inputs = {"res", "flat"};
+  EXPECT_EQ(error(spec),
+            "model layer 4 (cat): input \"flat\" is not a layer before this one (nor \"input\", "
+            "the model's input)");
+  spec = ConvGraph();
+  spec.layers[8].inputs = {"pool"};
+  EXPECT_EQ(error(spec),
+            "model layer 8 (d2): dense needs a flat [N] input but its input is [2, 2, 7]: put "
+            "flatten or global_average_pool1d before it");
+}
+
 }  // namespace
 }  // namespace pstrain::model

@@ -139,15 +139,25 @@ TEST_P(AllReduceMatchesLocalTest, TwoReplicasOfBatch32EqualOneLocalRunOfBatch64)
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile config, model::LoadModelConfigFile(GetParam()));
   model::JobSpec job = config.job;
   job.seed = 5;
+  if (GetParam().find("resnet") != std::string::npos) {
+    // As in sync_matches_local_test: rounding apart, a max pool may pick
+    // another of two near-equal values, so a short run at a small rate.
+    job.optimizer = OptimizerSpec{"sgd", 0.01f};
+    ExpectAllReduceEqualsLocal(job, 10, 0.005, 1e-4);
+    return;
+  }
   ExpectAllReduceEqualsLocal(job, 60, 0.02, 2e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, AllReduceMatchesLocalTest,
                          ::testing::Values("configs/fashion_mnist_mlp.pbtxt",
-                                           "configs/fashion_mnist_cnn.pbtxt"),
+                                           "configs/fashion_mnist_cnn.pbtxt",
+                                           "configs/fashion_mnist_resnet.pbtxt"),
                          [](const auto& info) {
-                           return std::string(info.param.find("cnn") != std::string::npos ? "Cnn"
-                                                                                           : "Mlp");
+                           const std::string& c = info.param;
+                           return std::string(c.find("resnet") != std::string::npos ? "ResNet"
+                                              : c.find("cnn") != std::string::npos  ? "Cnn"
+                                                                                    : "Mlp");
                          });
 
 // --bytes_per_pack=auto, settled by the whole ring: no packs where every

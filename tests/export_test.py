@@ -209,6 +209,24 @@ class ExportTest(unittest.TestCase):
         self.assertLess(ops.index("Transpose"), ops.index("Conv"))
         self.assertGreater(len(ops) - ops[::-1].index("Transpose"), ops.index("MaxPool"))
 
+    def test_a_residual_graph_exports_as_onnx(self):
+        """A graph (configs/fashion_mnist_resnet.pbtxt: a residual Add and a
+        Concatenate of two branches) exports as the graph it is, in NCHW
+        from the first convolution to the flatten."""
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        job = os.path.join(out, "job")
+        config = "--model_config=" + os.path.join(os.path.dirname(PSTRAIN), "configs",
+                                                  "fashion_mnist_resnet.pbtxt")
+        run("train", "--local", config, "--max_steps=40", "--output_dir=" + job)
+        run("export", job, "--format=onnx", "--out", os.path.join(out, "resnet.onnx"))
+        model = self.check_onnx(os.path.join(out, "resnet.onnx"), job, [], 300)
+        ops = [node.op_type for node in model.graph.node]
+        self.assertEqual(ops.count("Concat"), 1, ops)
+        self.assertEqual(ops.count("Conv"), 5, ops)
+        self.assertEqual(ops.count("Transpose"), 2, ops)
+        concat = next(n for n in model.graph.node if n.op_type == "Concat")
+        self.assertEqual(onnx.helper.get_attribute_value(concat.attribute[0]), 1)
+
     def test_a_bag_of_pixels_model_exports_as_onnx(self):
         """pixel_buckets ids computed in the graph from the input, each id's
         row gathered from the table, the bag's mean."""
