@@ -246,6 +246,18 @@ const char* KerasType(model::LayerKind kind) {
       return "Add";
     case model::LayerKind::kConcatenate:
       return "Concatenate";
+    case model::LayerKind::kGlobalAveragePool2D:
+      return "GlobalAveragePooling2D";
+    case model::LayerKind::kGlobalMaxPool2D:
+      return "GlobalMaxPooling2D";
+    case model::LayerKind::kAveragePool2D:
+      return "AveragePooling2D";
+    case model::LayerKind::kZeroPadding2D:
+      return "ZeroPadding2D";
+    case model::LayerKind::kActivation:
+      return "Activation";
+    case model::LayerKind::kReLU:
+      return "ReLU";
   }
   return "?";
 }

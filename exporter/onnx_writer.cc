@@ -271,6 +271,37 @@ std::string ChannelsLast(GraphBuilder& g, const Value& v, const Shape& shape) {
   return shape.size() == 2 ? g.Reshape(y, shape) : y;
 }
 
+// Keras's activation `a` on `x`, elementwise (so in either layout). A last
+// layer's softmax or sigmoid is not here: it is the graph's last node.
+std::string ActivationGraph(GraphBuilder& g, model::Activation a, const std::string& x) {
+  switch (a) {
+    case model::Activation::kLinear:
+    case model::Activation::kSoftmax:
+      return x;
+    case model::Activation::kRelu:
+      return g.Add("Relu", {x});
+    case model::Activation::kRelu6:
+      return g.Add("Clip", {x, g.Scalar(0.0f), g.Scalar(6.0f)});
+    case model::Activation::kSigmoid:
+      return g.Add("Sigmoid", {x});
+    case model::Activation::kTanh:
+      return g.Add("Tanh", {x});
+    case model::Activation::kElu:
+      return g.Add("Elu", {x});  // alpha 1, ONNX's default as Keras's
+    case model::Activation::kSelu:
+      return g.Add("Selu", {x});  // ONNX's defaults are SELU's constants
+    case model::Activation::kGelu: {
+      // x * (1 + erf(x / sqrt(2))) / 2: opset 13 has no Gelu.
+      const std::string erf = g.Add("Erf", {g.Add("Mul", {x, g.Scalar(0.7071067811865476f)})});
+      const std::string half = g.Add("Mul", {g.Add("Add", {erf, g.Scalar(1.0f)}), g.Scalar(0.5f)});
+      return g.Add("Mul", {x, half});
+    }
+    case model::Activation::kSwish:
+      return g.Add("Mul", {x, g.Add("Sigmoid", {x})});
+  }
+  return x;
+}
+
 // A convolution or max pool from `in` of `shape`: computed in NCHW (the
 // input transposed there unless it already is), its output left in NCHW.
 absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer,
@@ -300,6 +331,10 @@ absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer
                    g.Floats(layer.name + "/bias", {cout}, bias)},
                   &y);
     SetInts(node, "kernel_shape", {kh, kw});
+  } else if (layer.kind == model::LayerKind::kAveragePool2D) {
+    node = g.Node("AveragePool", {y}, &y);
+    SetInts(node, "kernel_shape", {layer.window[0], layer.window[1]});
+    SetInt(node, "count_include_pad", 0);  // Keras's mean of the cells inside
   } else {
     node = g.Node("MaxPool", {y}, &y);
     SetInts(node, "kernel_shape", {layer.window[0], layer.window[1]});
@@ -308,6 +343,7 @@ absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer
   // Keras's "same" puts the odd padding after: SAME_UPPER.
   SetString(node, "auto_pad", layer.same_padding ? "SAME_UPPER" : "VALID");
   if (conv && layer.relu) y = g.Add("Relu", {y});
+  if (conv) y = ActivationGraph(g, layer.activation, y);
   return Value{y, true};
 }
 
@@ -320,9 +356,32 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
     case model::LayerKind::kConv2D:
     case model::LayerKind::kMaxPool1D:
     case model::LayerKind::kMaxPool2D:
+    case model::LayerKind::kAveragePool2D:
       return WindowLayer(g, layer, shape, values, x);
     case model::LayerKind::kDropout:
       return x;  // inference: the identity, in whichever layout
+    case model::LayerKind::kActivation:
+    case model::LayerKind::kReLU:
+      return Value{ActivationGraph(g, layer.activation, x.name), x.nchw};
+    case model::LayerKind::kGlobalAveragePool2D:
+    case model::LayerKind::kGlobalMaxPool2D: {
+      // Over the positions of NCHW or of [N, H, W, C]: [N, C] either way.
+      std::string y;
+      onnx::NodeProto* node = g.Node(
+          layer.kind == model::LayerKind::kGlobalMaxPool2D ? "ReduceMax" : "ReduceMean", {x.name},
+          &y);
+      SetInts(node, "axes", x.nchw ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{1, 2});
+      SetInt(node, "keepdims", 0);
+      return Value{y};
+    }
+    case model::LayerKind::kZeroPadding2D: {
+      const int64_t top = layer.padding[0], bottom = layer.padding[1], left = layer.padding[2],
+                    right = layer.padding[3];
+      const std::vector<int64_t> pads =
+          x.nchw ? std::vector<int64_t>{0, 0, top, left, 0, 0, bottom, right}
+                 : std::vector<int64_t>{0, top, left, 0, 0, bottom, right, 0};
+      return Value{g.Add("Pad", {x.name, g.Ints(pads)}), x.nchw};
+    }
     default:
       break;
   }
@@ -334,7 +393,7 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
       PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", k[1]));
       std::string y = g.Add("MatMul", {in, g.Floats(layer.name + "/kernel", k, kernel)});
       y = g.Add("Add", {y, g.Floats(layer.name + "/bias", {k[1]}, bias)});
-      return Value{layer.relu ? g.Add("Relu", {y}) : y};
+      return Value{ActivationGraph(g, layer.relu ? model::Activation::kRelu : layer.activation, y)};
     }
     case model::LayerKind::kGlobalAveragePool1D: {
       std::string y;
@@ -418,11 +477,14 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
     std::vector<Shape> ins;
     for (int r : reads) ins.push_back(shapes[r]);
     PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShapeForInputs(layer, ins));
+    // The last layer gives the logits: its softmax (or sigmoid) comes after.
+    model::LayerSpec logits = layer;
+    if (l + 1 == spec.layers.size()) logits.activation = model::Activation::kLinear;
     Value v;
     if (layer.merges()) {
       PSTRAIN_ASSIGN_OR_RETURN(v, MergeGraph(g, layer, reads, at, shapes));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, layer, ins[0], values, at[reads[0]]));
+      PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, logits, ins[0], values, at[reads[0]]));
     }
     at.push_back(v);
     shapes.push_back(out);

@@ -48,6 +48,45 @@ class CpuBackend final : public Backend {
   const std::string not_cuda_;
 };
 
+// Unimplemented, naming the first thing the CUDA layers do not compute: a
+// graph (layers that name their inputs), a layer kind or an activation
+// other than ReLU beyond the conv1d/conv2d/pooling/dropout stack.
+absl::Status CudaRunsModel(const Network& net) {
+  auto cpu_only = [](const LayerSpec& l, const std::string& what) {
+    return absl::UnimplementedError(absl::StrCat("cuda: the CUDA layers do not compute ", what,
+                                                 " (layer ", l.name,
+                                                 "): the model runs on --device=cpu"));
+  };
+  const std::vector<LayerSpec>& layers = net.spec().layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    if (!net.sequential() && !l.inputs.empty()) {
+      return cpu_only(l, absl::StrCat("a graph (this layer reads ", absl::StrJoin(l.inputs, ", "),
+                                      ")"));
+    }
+    switch (l.kind) {
+      case LayerKind::kDense:
+      case LayerKind::kConv1D:
+      case LayerKind::kConv2D:
+      case LayerKind::kMaxPool1D:
+      case LayerKind::kMaxPool2D:
+      case LayerKind::kGlobalAveragePool1D:
+      case LayerKind::kFlatten:
+      case LayerKind::kDropout:
+        break;
+      default:
+        return cpu_only(l, LayerKindName(l.kind));
+    }
+    // The last layer's softmax (or sigmoid) is the loss's.
+    const bool last = i + 1 == layers.size();
+    if (l.activation != Activation::kLinear && !last) {
+      return cpu_only(l, absl::StrCat("activation ", ActivationName(l.activation)));
+    }
+  }
+  if (!net.sequential()) return cpu_only(layers.front(), "a graph");
+  return absl::OkStatus();
+}
+
 // Dense layers and softmax only: the MLP kernels, whose copies overlap the
 // layers (model/cuda_mlp_kernels.h). Anything else: the layer stack
 // (model/cuda_net_kernels.h).
@@ -108,9 +147,8 @@ std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
         d.drop_below = static_cast<uint64_t>(static_cast<double>(spec.rate) * 4294967296.0);
         d.keep_scale = 1.0f / (1.0f - spec.rate);
         break;
-      case LayerKind::kAdd:
-      case LayerKind::kConcatenate:
-        break;  // graphs stay on the CPU (CudaBackend::Create)
+      default:
+        break;  // the CPU's only (CudaRunsModel)
     }
     out.push_back(d);
   }
@@ -122,19 +160,13 @@ class CudaBackend final : public Backend {
   // On CUDA device `index`.
   static absl::StatusOr<std::unique_ptr<Backend>> Create(std::unique_ptr<Network> net,
                                                          int max_batch, int index) {
+    // What the CUDA layers cannot compute is said first: no device would.
+    if (absl::Status s = CudaRunsModel(*net); !s.ok()) return s;
     auto devices = ListCudaDevices();
     if (!devices.ok()) return devices.status();
     if (index < 0 || index >= static_cast<int>(devices->size())) {
       return absl::UnavailableError(absl::StrCat("cuda: no device ", index, " (", devices->size(),
                                                  " usable)"));
-    }
-    if (!net->sequential()) {
-      for (const LayerSpec& l : net->spec().layers) {
-        if (l.inputs.empty()) continue;
-        return absl::UnimplementedError(absl::StrCat(
-            "cuda: the CUDA layers run a stack of layers, and this model is a graph (layer ",
-            l.name, " reads ", absl::StrJoin(l.inputs, ", "), "): it runs on --device=cpu"));
-      }
     }
     const CudaDeviceInfo& d = (*devices)[index];
     const std::string description =

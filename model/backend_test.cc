@@ -296,6 +296,40 @@ TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
   EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, Device::Cpu()).status().message(), "model has no layers");
 }
 
+// Graphs and the image layers run on the CPU: --device=cuda says so (with
+// a device or without one), auto computes there and says why.
+TEST(CreateBackendTest, WhatTheCudaLayersDoNotComputeRunsOnTheCpu) {
+  NetworkSpec graph = NetworkSpec::FromWidths(4, {3, 3}, 2);
+  graph.layers[1].inputs = {"input"};
+  LayerSpec add;
+  add.kind = LayerKind::kAdd;
+  add.name = "add";
+  add.inputs = {"dense_0", "dense_1"};
+  graph.layers.insert(graph.layers.begin() + 2, add);
+  NetworkSpec tanh = NetworkSpec::FromWidths(4, {3}, 2);
+  tanh.layers[0].relu = false;
+  tanh.layers[0].activation = Activation::kTanh;
+  NetworkSpec softmax = NetworkSpec::FromWidths(4, {3}, 2);
+  softmax.layers[1].activation = Activation::kSoftmax;  // the loss's: CUDA takes it
+  for (const auto& [spec, message] : std::vector<std::pair<NetworkSpec, std::string>>{
+           {graph,
+            "cuda: the CUDA layers do not compute a graph (this layer reads input) (layer "
+            "dense_1): the model runs on --device=cpu"},
+           {tanh,
+            "cuda: the CUDA layers do not compute activation tanh (layer dense_0): the model "
+            "runs on --device=cpu"},
+       }) {
+    auto cuda = CreateBackend(spec, 8, Device::Cuda());
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(cuda.status().message(), message);
+    ASSERT_OK_AND_ASSIGN(auto automatic, CreateBackend(spec, 8, Device::Auto()));
+    EXPECT_EQ(automatic->name(), "cpu");
+    EXPECT_NE(automatic->Describe().find(message), std::string::npos) << automatic->Describe();
+  }
+  auto cuda = CreateBackend(softmax, 8, Device::Cuda());
+  if (!ListCudaDevices().ok()) EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(CudaGemmSecondsTest, AnEmptyListOrABadSideIsInvalidArgument) {
   EXPECT_EQ(CudaGemmSeconds(0, {}, 0.1).status().message(), "CudaGemmSeconds: no products to time");
   GemmShape bad;

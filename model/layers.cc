@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/splitmix64.h"
+#include "model/image_layers.h"
 
 namespace pstrain::model {
 
@@ -48,6 +49,18 @@ const char* LayerKindName(LayerKind kind) {
       return "add";
     case LayerKind::kConcatenate:
       return "concatenate";
+    case LayerKind::kGlobalAveragePool2D:
+      return "global_average_pool2d";
+    case LayerKind::kGlobalMaxPool2D:
+      return "global_max_pool2d";
+    case LayerKind::kAveragePool2D:
+      return "average_pool2d";
+    case LayerKind::kZeroPadding2D:
+      return "zero_padding2d";
+    case LayerKind::kActivation:
+      return "activation";
+    case LayerKind::kReLU:
+      return "relu";
   }
   return "?";
 }
@@ -152,6 +165,10 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
   switch (spec.kind) {
     case LayerKind::kDense:
       if (absl::Status s = NeedRank(spec, in, 1, "flat [N]"); !s.ok()) return s;
+      if (spec.relu && spec.activation != Activation::kLinear) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("dense has both relu and ", ActivationName(spec.activation)));
+      }
       if (spec.units < 1) {
         return absl::InvalidArgumentError(absl::StrCat("dense has ", spec.units, " units"));
       }
@@ -177,8 +194,39 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
     case LayerKind::kAdd:
     case LayerKind::kConcatenate:
       return LayerOutputShapeForInputs(spec, std::vector<Shape>{in});
+    case LayerKind::kGlobalAveragePool2D:
+    case LayerKind::kGlobalMaxPool2D:
+      if (absl::Status s = NeedRank(spec, in, 3, "[height, width, channels]"); !s.ok()) return s;
+      return Shape{in[2]};
+    case LayerKind::kZeroPadding2D: {
+      if (absl::Status s = NeedRank(spec, in, 3, "[height, width, channels]"); !s.ok()) return s;
+      for (int p : spec.padding) {
+        if (p < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("zero_padding2d padding ", p, " must be at least 0"));
+        }
+      }
+      return Shape{in[0] + spec.padding[0] + spec.padding[1],
+                   in[1] + spec.padding[2] + spec.padding[3], in[2]};
+    }
+    case LayerKind::kActivation:
+    case LayerKind::kReLU:
+      if (spec.activation == Activation::kSoftmax) {
+        return absl::InvalidArgumentError(
+            "activation softmax is the last dense layer's only (the loss takes its logits)");
+      }
+      return in;
     default:
       break;
+  }
+  if (IsConv(spec.kind) && spec.relu &&
+      spec.activation != Activation::kLinear) {
+    return absl::InvalidArgumentError(absl::StrCat(kind, " has both relu and ",
+                                                   ActivationName(spec.activation)));
+  }
+  if (IsConv(spec.kind) && spec.activation == Activation::kSoftmax) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kind, " activation softmax is the last dense layer's only (the loss takes its logits)"));
   }
   const bool one_d = Is1D(spec.kind);
   if (absl::Status s = NeedRank(spec, in, one_d ? 2 : 3,
@@ -315,22 +363,61 @@ void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n
   }
 }
 
+// The activation a dense or convolution layer applies after its bias
+// and ReLU pass, where it has one other than ReLU (a last layer's softmax
+// or a sigmoid loss's sigmoid are the loss's, not the layer's).
+Activation ElementwiseActivation(const LayerSpec& spec) {
+  if (spec.activation == Activation::kSoftmax) return Activation::kLinear;
+  return spec.activation;
+}
+
+// That activation in place over a layer's output, keeping what its
+// derivative needs: the output, and the input where the output alone does
+// not tell (gelu, swish).
+class AfterBias {
+ public:
+  explicit AfterBias(Activation a) : a_(a) {}
+
+  void Forward(int64_t n, float* out) {
+    if (a_ == Activation::kLinear) return;
+    if (ActivationNeedsInput(a_)) {
+      if (z_.size() < static_cast<size_t>(n)) z_.resize(n);
+      std::copy(out, out + n, z_.data());
+    }
+    Activate(a_, out, out, n);
+  }
+  // d_out becomes the gradient before the activation.
+  void Backward(int64_t n, const float* out, float* d_out) const {
+    if (a_ == Activation::kLinear) return;
+    ActivationBackward(a_, z_.data(), out, d_out, n);
+  }
+
+ private:
+  const Activation a_;
+  std::vector<float> z_;
+};
+
 class DenseLayer final : public Layer {
  public:
   DenseLayer(const LayerSpec& spec, const Shape& in, const Shape& out, int64_t kernel_at,
              int64_t bias_at)
-      : Layer(spec, in, out), kernel_at_(kernel_at), bias_at_(bias_at) {}
+      : Layer(spec, in, out),
+        kernel_at_(kernel_at),
+        bias_at_(bias_at),
+        activation_(ElementwiseActivation(spec)) {}
 
   void Forward(const float* params, const float* in, int batch, bool, float* out) override {
     const int64_t k = in_size_, n = out_size_;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f, in, k,
                 params + kernel_at_, n, 0.0f, out, n);
     BiasActivation(params + bias_at_, batch, n, spec_.relu, out);
+    activation_.Forward(batch * n, out);
   }
 
   void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
                 float* grads, float* d_in) override {
     const int64_t k = in_size_, n = out_size_;
+    activation_.Backward(batch * n, out, d_out);
     BiasActivationBackward(out, batch, n, spec_.relu, d_out, grads + bias_at_);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in, k, d_out, n, 0.0f,
                 grads + kernel_at_, n);
@@ -348,6 +435,7 @@ class DenseLayer final : public Layer {
 
  private:
   const int64_t kernel_at_, bias_at_;
+  AfterBias activation_;
 };
 
 // The patch matrix of at most this many floats at a time (16 MiB).
@@ -357,7 +445,11 @@ class ConvLayer final : public Layer {
  public:
   ConvLayer(const LayerSpec& spec, const Shape& in, const Shape& out, int max_batch,
             int64_t kernel_at, int64_t bias_at)
-      : Layer(spec, in, out), g_(spec, in), kernel_at_(kernel_at), bias_at_(bias_at) {
+      : Layer(spec, in, out),
+        g_(spec, in),
+        kernel_at_(kernel_at),
+        bias_at_(bias_at),
+        activation_(ElementwiseActivation(spec)) {
     patch_ = static_cast<int64_t>(g_.kh) * g_.kw * g_.c;
     positions_ = g_.oh * g_.ow;
     chunk_ = static_cast<int>(std::clamp<int64_t>(
@@ -376,6 +468,7 @@ class ConvLayer final : public Layer {
                   patch_, params + kernel_at_, f, 0.0f, o, f);
       BiasActivation(params + bias_at_, rows, f, spec_.relu, o);
     }
+    activation_.Forward(batch * out_size_, out);
     // One chunk: the patches are still those of this batch for Backward.
     cols_of_ = batch <= chunk_ ? in : nullptr;
     cols_batch_ = batch;
@@ -384,6 +477,7 @@ class ConvLayer final : public Layer {
   void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
                 float* grads, float* d_in) override {
     const int64_t f = spec_.units;
+    activation_.Backward(batch * out_size_, out, d_out);
     BiasActivationBackward(out, batch * positions_, f, spec_.relu, d_out, grads + bias_at_);
     EnsurePatches(d_in != nullptr);
     const bool cached = cols_of_ == in && cols_batch_ == batch && batch <= chunk_;
@@ -485,6 +579,7 @@ class ConvLayer final : public Layer {
   std::vector<float> cols_, d_cols_;
   const float* cols_of_ = nullptr;  // the input cols_ holds, when whole
   int cols_batch_ = 0;
+  AfterBias activation_;
 };
 
 class MaxPoolLayer final : public Layer {
@@ -780,6 +875,16 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return std::make_unique<FlattenLayer>(spec, in, out);
     case LayerKind::kDropout:
       return std::make_unique<DropoutLayer>(spec, in, out);
+    case LayerKind::kGlobalAveragePool2D:
+    case LayerKind::kGlobalMaxPool2D:
+      return CreateGlobalPool2DLayer(spec, in, out);
+    case LayerKind::kAveragePool2D:
+      return CreateAveragePool2DLayer(spec, in, out);
+    case LayerKind::kZeroPadding2D:
+      return CreateZeroPadding2DLayer(spec, in, out);
+    case LayerKind::kActivation:
+    case LayerKind::kReLU:
+      return CreateActivationLayer(spec, in, out);
     case LayerKind::kAdd:
     case LayerKind::kConcatenate:
       break;  // above

@@ -10,6 +10,8 @@
 //   dropout                same shape; in training each value is zeroed with
 //                          probability `rate` and the rest scaled by
 //                          1 / (1 - rate) (inverted dropout); else identity
+//   global_average_pool2d, global_max_pool2d, average_pool2d,
+//   zero_padding2d, activation, relu   model/image_layers.h
 //   add                    several inputs of one shape -> their sum
 //   concatenate            several inputs alike but in their last (channel)
 //                          axis -> side by side along it
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/activations.h"
 #include "model/cuda_layer_math.h"
 
 namespace pstrain::model {
@@ -54,6 +57,12 @@ enum class LayerKind {
   kDropout,
   kAdd,
   kConcatenate,
+  kGlobalAveragePool2D,
+  kGlobalMaxPool2D,
+  kAveragePool2D,
+  kZeroPadding2D,
+  kActivation,  // Keras's Activation layer
+  kReLU,        // Keras's ReLU layer (max_value 6: relu6)
 };
 
 // "dense", "conv1d", ... as the model config names them.
@@ -65,6 +74,14 @@ struct LayerSpec {
   std::string name;
   int units = 0;      // dense: outputs; conv: filters
   bool relu = false;  // dense, conv
+  // Dense, conv: the activation after the bias when it is not ReLU (that
+  // is `relu`; not both). Activation and ReLU layers: theirs. The last
+  // dense layer's may be softmax (sigmoid for a sigmoid loss): the loss
+  // then applies it (model/network.h).
+  Activation activation = Activation::kLinear;
+  // zero_padding2d: rows added at the top and bottom, columns at the left
+  // and right.
+  std::array<int, 4> padding = {0, 0, 0, 0};
   // conv: the kernel's [height, width]; pools: the window's. 1D layers use
   // [1, k].
   std::array<int, 2> window = {1, 1};

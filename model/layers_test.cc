@@ -315,5 +315,80 @@ TEST(LayersTest, DropoutIsSeededScaledAndOffOutsideTraining) {
   EXPECT_EQ(c, x) << "identity outside training";
 }
 
+// The layers of image models beyond convolution and max pooling
+// (model/image_layers.h) and every Keras activation on a dense layer and
+// a convolution.
+TEST(LayersTest, ImageLayersAndActivationsGradientsMatchCentralDifferences) {
+  LayerSpec pad = Of(LayerKind::kZeroPadding2D);
+  pad.padding = {1, 2, 0, 1};
+  LayerSpec relu6 = Of(LayerKind::kReLU);
+  relu6.activation = Activation::kRelu6;
+  std::vector<Case> cases = {
+      {Of(LayerKind::kGlobalAveragePool2D), {3, 4, 2}},
+      {Of(LayerKind::kGlobalMaxPool2D), {3, 4, 2}, 2, true},
+      {Pool(LayerKind::kAveragePool2D, 2, 2), {5, 4, 2}},
+      {Pool(LayerKind::kAveragePool2D, 3, 3, true), {4, 5, 2}},
+      {pad, {2, 3, 2}},
+      {relu6, {3, 4}, 2, true},
+  };
+  for (Activation a : {Activation::kRelu6, Activation::kSigmoid, Activation::kTanh,
+                       Activation::kElu, Activation::kSelu, Activation::kGelu,
+                       Activation::kSwish}) {
+    LayerSpec act = Of(LayerKind::kActivation);
+    act.activation = a;
+    cases.push_back({act, {7}, 2, true});
+    LayerSpec dense;
+    dense.name = "dense";
+    dense.units = 3;
+    dense.activation = a;
+    cases.push_back({dense, {4}, 3});
+    LayerSpec conv = Conv2D(2, 3, 3, 1, 1, true);
+    conv.activation = a;
+    cases.push_back({conv, {4, 3, 2}});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(LayerKindName(c.spec.kind) + std::string(" ") +
+                 ActivationName(c.spec.activation) + " on " + ShapeString(c.in));
+    GradientCheck(c).Check(1e-3f);
+  }
+}
+
+TEST(LayersTest, ImageLayersComputeKerasValues) {
+  EXPECT_EQ(*LayerOutputShape(Of(LayerKind::kGlobalAveragePool2D), {7, 7, 5}), (Shape{5}));
+  EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kAveragePool2D, 2, 2), {7, 7, 5}),
+            (Shape{3, 3, 5}));
+  LayerSpec pad = Of(LayerKind::kZeroPadding2D);
+  pad.padding = {0, 1, 0, 1};  // Keras's correct_pad for a stride-2 224x224 convolution
+  EXPECT_EQ(*LayerOutputShape(pad, {224, 224, 3}), (Shape{225, 225, 3}));
+  EXPECT_EQ(std::string(LayerOutputShape(pad, {4, 3}).status().message()),
+            "zero_padding2d needs a [height, width, channels] input but its input is [4, 3]");
+  LayerSpec softmax = Of(LayerKind::kActivation);
+  softmax.activation = Activation::kSoftmax;
+  EXPECT_EQ(std::string(LayerOutputShape(softmax, {4}).status().message()),
+            "activation softmax is the last dense layer's only (the loss takes its logits)");
+
+  // Average pooling with "same" padding divides by the cells inside the
+  // input: a 3x3 window at a corner of 2x2 ones averages four ones.
+  LayerSpec avg = Pool(LayerKind::kAveragePool2D, 3, 3, true);
+  avg.stride = {1, 1};
+  auto layer = Layer::Create(avg, {2, 2, 1}, 1, -1, -1);
+  std::vector<float> x = {1, 2, 3, 4}, out(4);
+  layer->Forward(nullptr, x.data(), 1, false, out.data());
+  EXPECT_EQ(out, (std::vector<float>{2.5f, 2.5f, 2.5f, 2.5f}));
+  // Zero padding puts the input where its top and left padding leave it.
+  pad.padding = {1, 0, 0, 1};
+  layer = Layer::Create(pad, {1, 2, 1}, 1, -1, -1);
+  std::vector<float> padded(2 * 3);
+  layer->Forward(nullptr, x.data(), 1, false, padded.data());
+  EXPECT_EQ(padded, (std::vector<float>{0, 0, 0, 1, 2, 0}));
+  // The global max's gradient goes to where the maximum was.
+  layer = Layer::Create(Of(LayerKind::kGlobalMaxPool2D), {2, 2, 1}, 1, -1, -1);
+  std::vector<float> m(1), d_out = {5}, d_in(4);
+  layer->Forward(nullptr, x.data(), 1, true, m.data());
+  EXPECT_EQ(m[0], 4);
+  layer->Backward(nullptr, x.data(), m.data(), d_out.data(), 1, nullptr, d_in.data());
+  EXPECT_EQ(d_in, (std::vector<float>{0, 0, 0, 5}));
+}
+
 }  // namespace
 }  // namespace pstrain::model

@@ -170,7 +170,8 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
   if (given.empty()) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
-        "global_average_pool1d, flatten, dropout, add, concatenate, embedding or "
+        "global_average_pool1d, global_average_pool2d, global_max_pool2d, average_pool2d, "
+        "zero_padding2d, flatten, dropout, activation, relu, add, concatenate, embedding or "
         "embedding_bag)");
   }
   return absl::InvalidArgumentError(
@@ -387,6 +388,14 @@ absl::Status ParseEmbeddingLayer(const LayerEntry& e, const data::InputSpec& inp
   return absl::OkStatus();
 }
 
+// A dense or convolution layer's activation: ReLU its fast flag, any
+// other by Keras's name (model/activations.h).
+void SetActivation(v1::Activation a, LayerSpec* layer) {
+  layer->relu = a == v1::relu;
+  if (a == v1::ACTIVATION_UNSET || a == v1::relu) return;
+  layer->activation = *ParseActivation(v1::Activation_Name(a));  // every name is one
+}
+
 // A layer other than an embedding, its fields checked one by one; the
 // shape it is given is checked by the caller. *shape_field: the field a
 // shape that does not fit is reported at ("" for the layer).
@@ -414,7 +423,11 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
                               ShapeString(shape)));
     }
     layer.units = static_cast<int>(d.units());
-    layer.relu = d.activation() == v1::relu;
+    SetActivation(d.activation(), &layer);
+    if (layer.activation == Activation::kSoftmax && !e.last) {
+      return Bad(e.At("activation"),
+                 "softmax is the last dense layer's only (the loss takes its logits)");
+    }
     if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
     if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
   } else if (e.kind == "conv1d" || e.kind == "conv2d") {
@@ -434,14 +447,22 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.window = *kernel;
     layer.stride = *strides;
     layer.same_padding = c.padding() == v1::same;
-    layer.relu = c.activation() == v1::relu;
+    SetActivation(c.activation(), &layer);
+    if (layer.activation == Activation::kSoftmax) {
+      return Bad(e.At("activation"),
+                 "softmax is the last dense layer's only (the loss takes its logits)");
+    }
     if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
     if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
     *shape_field = "kernel_size";
-  } else if (e.kind == "max_pool1d" || e.kind == "max_pool2d") {
+  } else if (e.kind == "max_pool1d" || e.kind == "max_pool2d" || e.kind == "average_pool2d") {
     const bool one_d = e.kind == "max_pool1d";
-    const v1::PoolLayer& p = one_d ? l.max_pool1d() : l.max_pool2d();
-    layer.kind = one_d ? LayerKind::kMaxPool1D : LayerKind::kMaxPool2D;
+    const v1::PoolLayer& p = one_d                       ? l.max_pool1d()
+                             : e.kind == "average_pool2d" ? l.average_pool2d()
+                                                          : l.max_pool2d();
+    layer.kind = one_d                       ? LayerKind::kMaxPool1D
+                 : e.kind == "average_pool2d" ? LayerKind::kAveragePool2D
+                                              : LayerKind::kMaxPool2D;
     auto pool = Window(p.pool_size(), one_d, one_d ? 1 : 2, 2);
     if (!pool.ok()) return Bad(e.At("pool_size"), pool.status().message());
     auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
@@ -458,6 +479,53 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kDropout;
     layer.rate = l.dropout().rate();
     *shape_field = "rate";
+  } else if (e.kind == "global_average_pool2d") {
+    layer.kind = LayerKind::kGlobalAveragePool2D;
+  } else if (e.kind == "global_max_pool2d") {
+    layer.kind = LayerKind::kGlobalMaxPool2D;
+  } else if (e.kind == "zero_padding2d") {
+    layer.kind = LayerKind::kZeroPadding2D;
+    const auto& p = l.zero_padding2d().padding();
+    for (int64_t v : p) {
+      if (v < 0 || v > 65536) {
+        return Bad(e.At("padding"), absl::StrCat(v, " must be in 0..65536"));
+      }
+    }
+    if (p.size() == 1) {
+      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[0]), static_cast<int>(p[0]),
+                       static_cast<int>(p[0])};
+    } else if (p.size() == 2) {
+      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[0]), static_cast<int>(p[1]),
+                       static_cast<int>(p[1])};
+    } else if (p.size() == 4) {
+      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[1]), static_cast<int>(p[2]),
+                       static_cast<int>(p[3])};
+    } else if (p.empty()) {
+      layer.padding = {1, 1, 1, 1};  // Keras's default, (1, 1)
+    } else {
+      return Bad(e.At("padding"),
+                 absl::StrCat("has ", p.size(),
+                              " values: one (every side), two ([rows, columns]) or four ([top, "
+                              "bottom, left, right])"));
+    }
+  } else if (e.kind == "activation") {
+    layer.kind = LayerKind::kActivation;
+    const v1::Activation a = l.activation().activation();
+    if (a == v1::softmax) {
+      return Bad(e.At("activation"),
+                 "softmax is the last dense layer's only (the loss takes its logits)");
+    }
+    layer.activation = a == v1::ACTIVATION_UNSET ? Activation::kLinear
+                                                 : *ParseActivation(v1::Activation_Name(a));
+  } else if (e.kind == "relu") {
+    layer.kind = LayerKind::kReLU;
+    const v1::ReLULayer& r = l.relu();
+    if (r.has_max_value() && r.max_value() != 6.0f) {
+      return Bad(e.At("max_value"),
+                 absl::StrCat(r.max_value(), " is not 6: ReLU layers cap at 6 (relu6) or not at "
+                                             "all"));
+    }
+    layer.activation = r.has_max_value() ? Activation::kRelu6 : Activation::kRelu;
   } else if (e.kind == "add") {
     layer.kind = LayerKind::kAdd;
   } else if (e.kind == "concatenate") {
@@ -489,10 +557,11 @@ absl::Status CheckLogitsLayer(const LayerEntry& e, const LayerSpec& layer,
     return Bad(e.at_layer, absl::StrCat(e.what, "the last layer gives the logits of ",
                                         LossName(spec.loss), ": it must be dense, not ", e.kind));
   }
-  if (layer.relu) {
+  const Activation own = spec.binary() ? Activation::kSigmoid : Activation::kSoftmax;
+  if (layer.relu || (layer.activation != Activation::kLinear && layer.activation != own)) {
     return Bad(e.At("activation"),
-               absl::StrCat("must be empty: the last layer gives the logits of ",
-                            LossName(spec.loss)));
+               absl::StrCat("must be empty or ", ActivationName(own),
+                            ": the last layer gives the logits of ", LossName(spec.loss)));
   }
   if (spec.binary() && layer.units != 1) {
     return Bad(e.At("units"), absl::StrCat(layer.units,

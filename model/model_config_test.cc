@@ -224,6 +224,62 @@ TEST(ModelConfigTest, LayersThatNameTheirInputsMakeAGraph) {
             "layers name their inputs: give this layer another name");
 }
 
+// The layers and activations of Keras's image models, by Keras's names.
+TEST(ModelConfigTest, ImageLayersAndKerasActivationsParse) {
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile("input_shape: [8, 8, 3]\n"
+                           "layer { zero_padding2d { padding: [0, 1, 0, 1] } }\n"
+                           "layer { conv2d { filters: 4 kernel_size: 3 strides: 2 activation: "
+                           "swish } }\n"
+                           "layer { name: \"Conv1_relu\" relu { max_value: 6 } }\n"
+                           "layer { zero_padding2d {} }\n"
+                           "layer { average_pool2d { pool_size: 2 padding: same } }\n"
+                           "layer { activation { activation: gelu } }\n"
+                           "layer { global_average_pool2d {} }\n"
+                           "layer { dense { units: 5 activation: selu } }\n"
+                           "layer { dense { units: 3 activation: softmax } }",
+                           "m.pbtxt"));
+  const NetworkSpec& m = f.job.model;
+  ASSERT_EQ(m.layers.size(), 9u);
+  EXPECT_EQ(m.layers[0].kind, LayerKind::kZeroPadding2D);
+  EXPECT_EQ(m.layers[0].padding, (std::array<int, 4>{0, 1, 0, 1}));
+  EXPECT_EQ(m.layers[1].activation, Activation::kSwish);
+  EXPECT_FALSE(m.layers[1].relu);
+  EXPECT_EQ(m.layers[2].kind, LayerKind::kReLU);
+  EXPECT_EQ(m.layers[2].activation, Activation::kRelu6);
+  EXPECT_EQ(m.layers[3].padding, (std::array<int, 4>{1, 1, 1, 1}));  // Keras's default
+  EXPECT_EQ(m.layers[4].kind, LayerKind::kAveragePool2D);
+  EXPECT_EQ(m.layers[5].activation, Activation::kGelu);
+  EXPECT_EQ(m.layers[6].name, "global_average_pool2d_0");
+  EXPECT_EQ(m.layers[8].activation, Activation::kSoftmax);
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(m, 2));
+  EXPECT_EQ(net->shapes(), (std::vector<Shape>{{8, 8, 3}, {9, 9, 3}, {4, 4, 4}, {4, 4, 4},
+                                               {6, 6, 4}, {3, 3, 4}, {3, 3, 4}, {4}, {5}, {3}}));
+
+  auto message = [](const std::string& text) {
+    return std::string(ParseModelConfigFile("input_shape: [8, 8, 3]\n" + text, "m.pbtxt")
+                           .status()
+                           .message());
+  };
+  const std::string tail = "layer { flatten {} }\nlayer { dense { units: 2 } }";
+  EXPECT_EQ(message("layer { relu { max_value: 4 } }\n" + tail),
+            "m.pbtxt:2:16: layer 0 (relu_0): relu.max_value 4 is not 6: ReLU layers cap at 6 "
+            "(relu6) or not at all");
+  EXPECT_EQ(message("layer { zero_padding2d { padding: [1, 2, 3] } }\n" + tail),
+            "m.pbtxt:2:26: layer 0 (zero_padding2d_0): zero_padding2d.padding has 3 values: one "
+            "(every side), two ([rows, columns]) or four ([top, bottom, left, right])");
+  EXPECT_EQ(message("layer { dense { units: 2 activation: softmax } }\n" + tail),
+            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation softmax is the last dense layer's "
+            "only (the loss takes its logits)");
+  EXPECT_EQ(message("layer { activation { activation: softmax } }\n" + tail),
+            "m.pbtxt:2:22: layer 0 (activation_0): activation.activation softmax is the last "
+            "dense layer's only (the loss takes its logits)");
+  EXPECT_EQ(message("layer { global_max_pool2d {} }\nlayer { dense { units: 2 activation: tanh } }"),
+            "m.pbtxt:3:26: layer 1 (dense_0): dense.activation must be empty or softmax: the last "
+            "layer gives the logits of softmax cross-entropy");
+}
+
 TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
   ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/text_cnn.pbtxt"));
   const NetworkSpec& m = f.job.model;
@@ -532,8 +588,9 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
-            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout, add, concatenate, "
-            "embedding or embedding_bag)");
+            "max_pool1d, max_pool2d, global_average_pool1d, global_average_pool2d, "
+            "global_max_pool2d, average_pool2d, zero_padding2d, flatten, dropout, activation, "
+            "relu, add, concatenate, embedding or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
@@ -554,12 +611,13 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "gives [8]");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { input_dim: 5 units: 2 } }"),
             "m.pbtxt:2:17: layer 0 (dense_0): dense.input_dim 5 does not chain: the input is [4]");
-  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"tanh\" } }"),
-            "m.pbtxt:2:39: Unknown enumeration value of \"tanh\" for field \"activation\". It is "
-            "one of: relu.");
+  EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"leaky_relu\" } }"),
+            "m.pbtxt:2:39: Unknown enumeration value of \"leaky_relu\" for field \"activation\". "
+            "It is one of: relu, relu6, sigmoid, tanh, elu, selu, gelu, swish, silu, linear, "
+            "softmax.");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 activation: \"relu\" } }"),
-            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation must be empty: the last layer "
-            "gives the logits of softmax cross-entropy");
+            "m.pbtxt:2:26: layer 0 (dense_0): dense.activation must be empty or softmax: the "
+            "last layer gives the logits of softmax cross-entropy");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 kernel_initializer: \"he\" } }"),
             "m.pbtxt:2:26: layer 0 (dense_0): dense.kernel_initializer \"he\" is not "
             "glorot_uniform, zeros or uniform:A (A >= 0)");

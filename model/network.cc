@@ -172,6 +172,10 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     }
     absl::StatusOr<Shape> out = LayerOutputShapeForInputs(l, in);
     if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
+    if (l.activation == Activation::kSoftmax && i + 1 < spec.layers.size()) {
+      return absl::InvalidArgumentError(
+          where + "activation softmax is the last dense layer's only (the loss takes its logits)");
+    }
     if (l.has_variables()) {
       auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
       if (!kernel.ok()) {
@@ -190,9 +194,13 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
             absl::StrCat(where, "the last layer gives the logits of ", LossName(spec.loss),
                          ": it must be dense, not ", LayerKindName(l.kind)));
       }
-      if (l.relu) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "the last layer gives the logits of ",
-                                                       LossName(spec.loss), ": no activation"));
+      // Keras's classifiers end in the loss's own function (softmax, or
+      // sigmoid for one logit): the loss applies it here, on the logits.
+      const Activation own = spec.binary() ? Activation::kSigmoid : Activation::kSoftmax;
+      if (l.relu || (l.activation != Activation::kLinear && l.activation != own)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "the last layer gives the logits of ", LossName(spec.loss),
+            ": no activation (or ", ActivationName(own), ", which the loss applies)"));
       }
       if (spec.binary() && l.units != 1) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -271,7 +279,11 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     }
     std::vector<Shape> ins;
     for (int p : inputs_[i]) ins.push_back(shapes_[p]);
-    layers_.push_back(Layer::CreateForInputs(l, ins, max_batch, kernel_at, bias_at));
+    // The last layer gives the logits: its softmax (or sigmoid) is the
+    // loss's.
+    LayerSpec computed = l;
+    if (i + 1 == spec.layers.size()) computed.activation = Activation::kLinear;
+    layers_.push_back(Layer::CreateForInputs(computed, ins, max_batch, kernel_at, bias_at));
   }
   for (const Shape& s : shapes_) widest += ShapeSize(s);
   eval_chunk_ = static_cast<int>(

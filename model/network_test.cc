@@ -105,7 +105,18 @@ TEST(NetworkTest, RejectsBadLayersNamingThem) {
   spec.layers[1].relu = true;
   EXPECT_EQ(message(spec),
             "model layer 1 (dense_1): the last layer gives the logits of softmax cross-entropy: "
-            "no activation");
+            "no activation (or softmax, which the loss applies)");
+  spec = NetworkSpec::FromWidths(3, {4}, 2);
+  spec.layers[1].activation = Activation::kTanh;
+  EXPECT_EQ(message(spec),
+            "model layer 1 (dense_1): the last layer gives the logits of softmax cross-entropy: "
+            "no activation (or softmax, which the loss applies)");
+  spec = NetworkSpec::FromWidths(3, {4}, 2);
+  spec.layers[0].relu = false;
+  spec.layers[0].activation = Activation::kSoftmax;
+  EXPECT_EQ(message(spec),
+            "model layer 0 (dense_0): activation softmax is the last dense layer's only (the loss "
+            "takes its logits)");
   spec = NetworkSpec::FromWidths(3, {4}, 1);
   EXPECT_EQ(message(spec),
             "model layer 1 (dense_1): the last layer needs one unit per class, at least 2");
@@ -612,6 +623,70 @@ TEST(NetworkTest, AStackIsSequentialAndGraphErrorsNameTheLayer) {
   EXPECT_EQ(error(spec),
             "model layer 8 (d2): dense needs a flat [N] input but its input is [2, 2, 7]: put "
             "flatten or global_average_pool1d before it");
+}
+
+
+// MobileNetV2's pieces without batch normalization: a stride-2 stem behind
+// Keras's correct_pad, ReLU6 layers, a residual block, an average pool,
+// the global average, and a classifier ending in softmax as Keras's
+// applications end (the loss applies it to the logits).
+NetworkSpec MobileBlocks() {
+  NetworkSpec spec;
+  spec.input_dim = 6 * 6 * 2;
+  spec.input_shape = {6, 6, 2};
+  LayerSpec pad = Layer(LayerKind::kZeroPadding2D, "Conv1_pad");
+  pad.padding = {0, 1, 0, 1};
+  LayerSpec conv = Layer(LayerKind::kConv2D, "Conv1");
+  conv.units = 3;
+  conv.window = {3, 3};
+  conv.stride = {2, 2};
+  LayerSpec relu6 = Layer(LayerKind::kReLU, "Conv1_relu");
+  relu6.activation = Activation::kRelu6;
+  LayerSpec expand = Layer(LayerKind::kConv2D, "expand");
+  expand.units = 3;
+  expand.window = {1, 1};
+  expand.activation = Activation::kSwish;
+  LayerSpec add = Layer(LayerKind::kAdd, "block_add");
+  add.inputs = {"Conv1_relu", "expand"};
+  LayerSpec avg = Layer(LayerKind::kAveragePool2D, "avg");
+  avg.window = {2, 2};
+  avg.stride = {1, 1};
+  avg.same_padding = true;
+  LayerSpec gap = Layer(LayerKind::kGlobalAveragePool2D, "gap");
+  LayerSpec hidden = Layer(LayerKind::kDense, "hidden");
+  hidden.units = 4;
+  hidden.activation = Activation::kGelu;
+  LayerSpec out = Layer(LayerKind::kDense, "predictions");
+  out.units = 3;
+  out.activation = Activation::kSoftmax;
+  spec.layers = {pad, conv, relu6, expand, add, avg, gap, hidden, out};
+  return spec;
+}
+
+TEST(NetworkTest, MobileNetPiecesGradientsMatchAndASoftmaxLastLayerIsTheLosss) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(MobileBlocks(), 3));
+  EXPECT_EQ(net->shapes()[2], (Shape{3, 3, 3}));
+  CheckStackGradients(MobileBlocks(), 3, 13);
+  // The same model without the softmax named computes the same bits: the
+  // loss applies it once.
+  NetworkSpec plain = MobileBlocks();
+  plain.layers.back().activation = Activation::kLinear;
+  ASSERT_OK_AND_ASSIGN(auto logits, Network::Create(plain, 3));
+  const std::vector<float> params = net->InitialParameters(4);
+  std::vector<float> x(3 * 72);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) / 11.0f;
+  const std::vector<int32_t> y = {0, 2, 1};
+  std::vector<float> a(params.size()), b(params.size()), pa, pb;
+  ASSERT_OK_AND_ASSIGN(BatchResult ra,
+                       net->ComputeGradients(params.data(), x.data(), y.data(), 3, a.data()));
+  ASSERT_OK_AND_ASSIGN(BatchResult rb,
+                       logits->ComputeGradients(params.data(), x.data(), y.data(), 3, b.data()));
+  EXPECT_EQ(ra.loss_sum, rb.loss_sum);
+  EXPECT_EQ(a, b);
+  ASSERT_OK(net->Evaluate(params.data(), x.data(), y.data(), 3, &pa).status());
+  ASSERT_OK(logits->Evaluate(params.data(), x.data(), y.data(), 3, &pb).status());
+  EXPECT_EQ(pa, pb);
+  EXPECT_NEAR(pa[0] + pa[1] + pa[2], 1.0, 1e-6);  // probabilities, not softmax twice
 }
 
 }  // namespace

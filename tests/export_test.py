@@ -10,6 +10,7 @@ Add, Relu, Conv, MaxPool, Transpose, Reshape, Softmax, ...), gives predict's
 probabilities to 1e-5, for the MLP of a cluster and a CNN of train --local.
 """
 import gzip
+import math
 import os
 import subprocess
 import tempfile
@@ -96,6 +97,34 @@ def run_onnx(model, feeds):
                 out = view if out is None else np.maximum(out, view)
         elif op == "ReduceMean":
             out = ins[0].mean(axis=tuple(attrs["axes"]), keepdims=bool(attrs["keepdims"]))
+        elif op == "ReduceMax":
+            out = ins[0].max(axis=tuple(attrs["axes"]), keepdims=bool(attrs["keepdims"]))
+        elif op == "AveragePool":
+            assert attrs.get("count_include_pad", 0) == 0, attrs
+            ones = np.ones_like(ins[0])
+            total = count = 0
+            for (_, _, view), (_, _, inside) in zip(
+                    windows(ins[0], attrs["kernel_shape"], attrs["strides"],
+                            attrs["auto_pad"].decode(), 0.0),
+                    windows(ones, attrs["kernel_shape"], attrs["strides"],
+                            attrs["auto_pad"].decode(), 0.0)):
+                total, count = total + view, count + inside
+            out = total / count
+        elif op == "Pad":
+            pads = ins[1]
+            half = len(pads) // 2
+            out = np.pad(ins[0], list(zip(pads[:half], pads[half:])))
+        elif op == "Clip":
+            out = np.clip(ins[0], ins[1], ins[2])
+        elif op == "Tanh":
+            out = np.tanh(ins[0])
+        elif op == "Elu":
+            out = np.where(ins[0] > 0, ins[0], np.expm1(ins[0]))
+        elif op == "Selu":
+            out = 1.0507009873554805 * np.where(ins[0] > 0, ins[0],
+                                                1.6732632423543772 * np.expm1(ins[0]))
+        elif op == "Erf":
+            out = np.vectorize(math.erf)(ins[0].astype(np.float64))
         elif op == "Softmax":
             z = np.exp(ins[0] - ins[0].max(axis=attrs["axis"], keepdims=True))
             out = z / z.sum(axis=attrs["axis"], keepdims=True)
@@ -226,6 +255,41 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(ops.count("Transpose"), 2, ops)
         concat = next(n for n in model.graph.node if n.op_type == "Concat")
         self.assertEqual(onnx.helper.get_attribute_value(concat.attribute[0]), 1)
+
+    def test_image_layers_and_keras_activations_export_as_onnx(self):
+        """ZeroPadding2D, a strided convolution with swish, ReLU(6.), average
+        pooling with "same" padding, an Activation layer (gelu), the global
+        average and max, and a softmax last layer (the graph's Softmax, once)."""
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        config = os.path.join(out, "image.pbtxt")
+        with open(config, "w") as f:
+            f.write("""input_dim: 784
+input_shape: [28, 28, 1]
+layer { name: "pad" zero_padding2d { padding: [0, 1, 0, 1] } }
+layer { name: "stem" conv2d { filters: 8 kernel_size: 3 strides: 2 activation: swish } }
+layer { name: "stem_relu" relu { max_value: 6 } }
+layer { name: "conv" conv2d { filters: 8 kernel_size: 3 padding: same activation: elu } }
+layer { name: "avg" average_pool2d { pool_size: 3 strides: 2 padding: same } }
+layer { name: "gelu" activation { activation: gelu } }
+layer { name: "mean" global_average_pool2d {} inputs: "gelu" }
+layer { name: "max" global_max_pool2d {} inputs: "gelu" }
+layer { name: "both" concatenate {} inputs: ["mean", "max"] }
+layer { name: "hidden" dense { units: 16 activation: selu } }
+layer { name: "tanh" dense { units: 16 activation: tanh } }
+layer { name: "predictions" dense { units: 10 activation: softmax } }
+optimizer { name: "adam" learning_rate: 0.003 }
+batch_size: 32
+""")
+        job = os.path.join(out, "job")
+        run("train", "--local", "--model_config=" + config, "--max_steps=40",
+            "--output_dir=" + job)
+        run("export", job, "--format=onnx", "--out", os.path.join(out, "image.onnx"))
+        model = self.check_onnx(os.path.join(out, "image.onnx"), job, [], 300)
+        ops = [node.op_type for node in model.graph.node]
+        self.assertEqual(ops.count("Softmax"), 1, ops)
+        for op in ("Pad", "Clip", "AveragePool", "Erf", "ReduceMean", "ReduceMax", "Elu",
+                   "Selu", "Tanh"):
+            self.assertIn(op, ops)
 
     def test_a_bag_of_pixels_model_exports_as_onnx(self):
         """pixel_buckets ids computed in the graph from the input, each id's

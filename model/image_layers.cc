@@ -1,0 +1,231 @@
+#include "model/image_layers.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "model/activations.h"
+
+namespace pstrain::model {
+namespace {
+
+class GlobalPool2DLayer final : public Layer {
+ public:
+  GlobalPool2DLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out),
+        positions_(in[0] * in[1]),
+        max_(spec.kind == LayerKind::kGlobalMaxPool2D) {}
+
+  void Forward(const float*, const float* in, int batch, bool training, float* out) override {
+    const int64_t c = out_size_;
+    if (max_ && training && argmax_.size() < static_cast<size_t>(batch * c)) {
+      argmax_.resize(batch * c);
+    }
+    const float inv = 1.0f / static_cast<float>(positions_);
+    for (int e = 0; e < batch; ++e) {
+      const float* x = in + e * in_size_;
+      float* o = out + e * c;
+      std::copy(x, x + c, o);
+      int32_t* arg = max_ && training ? argmax_.data() + e * c : nullptr;
+      if (arg != nullptr) std::fill(arg, arg + c, 0);
+      for (int64_t p = 1; p < positions_; ++p) {
+        const float* v = x + p * c;
+        if (!max_) {
+          for (int64_t ch = 0; ch < c; ++ch) o[ch] += v[ch];
+        } else if (arg != nullptr) {
+          for (int64_t ch = 0; ch < c; ++ch) {
+            if (v[ch] > o[ch]) {
+              o[ch] = v[ch];
+              arg[ch] = static_cast<int32_t>(p);
+            }
+          }
+        } else {
+          for (int64_t ch = 0; ch < c; ++ch) o[ch] = std::max(o[ch], v[ch]);
+        }
+      }
+      if (!max_) {
+        for (int64_t ch = 0; ch < c; ++ch) o[ch] *= inv;
+      }
+    }
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t c = out_size_;
+    const float inv = 1.0f / static_cast<float>(positions_);
+    for (int e = 0; e < batch; ++e) {
+      const float* d = d_out + e * c;
+      float* di = d_in + e * in_size_;
+      if (max_) {
+        std::fill(di, di + in_size_, 0.0f);
+        const int32_t* arg = argmax_.data() + e * c;
+        for (int64_t ch = 0; ch < c; ++ch) di[arg[ch] * c + ch] = d[ch];
+        continue;
+      }
+      for (int64_t p = 0; p < positions_; ++p) {
+        for (int64_t ch = 0; ch < c; ++ch) di[p * c + ch] = d[ch] * inv;
+      }
+    }
+  }
+
+ private:
+  const int64_t positions_;
+  const bool max_;
+  std::vector<int32_t> argmax_;  // per output value: the position it came from
+};
+
+class AveragePool2DLayer final : public Layer {
+ public:
+  AveragePool2DLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out), g_(LayerWindow(spec, in)) {
+    // Each output position's share: 1 / the cells of its window inside
+    // the input.
+    for (int64_t oy = 0; oy < g_.oh; ++oy) {
+      for (int64_t ox = 0; ox < g_.ow; ++ox) {
+        int64_t cells = 0;
+        for (int i = 0; i < g_.kh; ++i) {
+          const int64_t y = oy * g_.sh - g_.pad_top + i;
+          for (int j = 0; j < g_.kw; ++j) {
+            const int64_t x = ox * g_.sw - g_.pad_left + j;
+            cells += y >= 0 && y < g_.h && x >= 0 && x < g_.w;
+          }
+        }
+        share_.push_back(1.0f / static_cast<float>(std::max<int64_t>(cells, 1)));
+      }
+    }
+  }
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    const int64_t c = g_.c;
+    for (int e = 0; e < batch; ++e) {
+      const float* x = in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          float* o = out + e * out_size_ + (oy * g_.ow + ox) * c;
+          std::fill(o, o + c, 0.0f);
+          ForWindow(oy, ox, [&](int64_t at) {
+            for (int64_t ch = 0; ch < c; ++ch) o[ch] += x[at + ch];
+          });
+          const float s = share_[oy * g_.ow + ox];
+          for (int64_t ch = 0; ch < c; ++ch) o[ch] *= s;
+        }
+      }
+    }
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t c = g_.c;
+    std::fill(d_in, d_in + batch * in_size_, 0.0f);
+    for (int e = 0; e < batch; ++e) {
+      float* di = d_in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const float* d = d_out + e * out_size_ + (oy * g_.ow + ox) * c;
+          const float s = share_[oy * g_.ow + ox];
+          ForWindow(oy, ox, [&](int64_t at) {
+            for (int64_t ch = 0; ch < c; ++ch) di[at + ch] += d[ch] * s;
+          });
+        }
+      }
+    }
+  }
+
+ private:
+  // Calls f(offset of the cell's first channel) for each cell of output
+  // position (oy, ox)'s window inside the input.
+  template <typename F>
+  void ForWindow(int64_t oy, int64_t ox, F f) const {
+    for (int i = 0; i < g_.kh; ++i) {
+      const int64_t y = oy * g_.sh - g_.pad_top + i;
+      if (y < 0 || y >= g_.h) continue;
+      for (int j = 0; j < g_.kw; ++j) {
+        const int64_t x = ox * g_.sw - g_.pad_left + j;
+        if (x < 0 || x >= g_.w) continue;
+        f((y * g_.w + x) * g_.c);
+      }
+    }
+  }
+
+  const PstrainWindow g_;
+  std::vector<float> share_;
+};
+
+class ZeroPadding2DLayer final : public Layer {
+ public:
+  ZeroPadding2DLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    std::fill(out, out + batch * out_size_, 0.0f);
+    const int64_t h = in_[0], w = in_[1], c = in_[2], ow = out_[1];
+    const int top = spec_.padding[0], left = spec_.padding[2];
+    for (int e = 0; e < batch; ++e) {
+      for (int64_t y = 0; y < h; ++y) {
+        std::memcpy(out + e * out_size_ + ((y + top) * ow + left) * c,
+                    in + e * in_size_ + y * w * c, w * c * sizeof(float));
+      }
+    }
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t h = in_[0], w = in_[1], c = in_[2], ow = out_[1];
+    const int top = spec_.padding[0], left = spec_.padding[2];
+    for (int e = 0; e < batch; ++e) {
+      for (int64_t y = 0; y < h; ++y) {
+        std::memcpy(d_in + e * in_size_ + y * w * c,
+                    d_out + e * out_size_ + ((y + top) * ow + left) * c, w * c * sizeof(float));
+      }
+    }
+  }
+};
+
+class ActivationLayer final : public Layer {
+ public:
+  ActivationLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
+      : Layer(spec, in, out),
+        activation_(spec.activation) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    Activate(activation_, in, out, batch * in_size_);
+  }
+
+  void Backward(const float*, const float* in, const float* out, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const int64_t n = batch * in_size_;
+    ActivationBackward(activation_, in, out, d_out, n);
+    std::memcpy(d_in, d_out, n * sizeof(float));
+  }
+
+ private:
+  const Activation activation_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> CreateGlobalPool2DLayer(const LayerSpec& spec, const Shape& in,
+                                               const Shape& out) {
+  return std::make_unique<GlobalPool2DLayer>(spec, in, out);
+}
+
+std::unique_ptr<Layer> CreateAveragePool2DLayer(const LayerSpec& spec, const Shape& in,
+                                                const Shape& out) {
+  return std::make_unique<AveragePool2DLayer>(spec, in, out);
+}
+
+std::unique_ptr<Layer> CreateZeroPadding2DLayer(const LayerSpec& spec, const Shape& in,
+                                                const Shape& out) {
+  return std::make_unique<ZeroPadding2DLayer>(spec, in, out);
+}
+
+std::unique_ptr<Layer> CreateActivationLayer(const LayerSpec& spec, const Shape& in,
+                                             const Shape& out) {
+  return std::make_unique<ActivationLayer>(spec, in, out);
+}
+
+}  // namespace pstrain::model
