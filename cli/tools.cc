@@ -258,6 +258,8 @@ const char* KerasType(model::LayerKind kind) {
       return "Activation";
     case model::LayerKind::kReLU:
       return "ReLU";
+    case model::LayerKind::kDepthwiseConv2D:
+      return "DepthwiseConv2D";
   }
   return "?";
 }

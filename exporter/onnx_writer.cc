@@ -311,26 +311,33 @@ absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer
   const Shape in3 = one_d ? Shape{1, shape[0], shape[1]} : shape;
   std::string y =
       in.nchw ? in.name : g.Transpose(one_d ? g.Reshape(in.name, in3) : in.name, {0, 3, 1, 2});
-  const bool conv =
-      layer.kind == model::LayerKind::kConv1D || layer.kind == model::LayerKind::kConv2D;
+  const bool depthwise = layer.kind == model::LayerKind::kDepthwiseConv2D;
+  const bool conv = layer.kind == model::LayerKind::kConv1D ||
+                    layer.kind == model::LayerKind::kConv2D || depthwise;
   onnx::NodeProto* node;
   if (conv) {
-    // Keras's [kh, kw, c_in, c_out] as ONNX's [c_out, c_in, kh, kw].
-    const int64_t kh = layer.window[0], kw = layer.window[1], cin = in3[2], cout = layer.units;
-    PSTRAIN_ASSIGN_OR_RETURN(const float* kernel,
-                             values.Of(layer.name + "/kernel", kh * kw * cin * cout));
-    PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", cout));
+    // Keras's [kh, kw, c_in, c_out] as ONNX's [c_out, c_in, kh, kw]; a
+    // depthwise [kh, kw, C, m] as a Conv of C groups, [C * m, 1, kh, kw]
+    // (output channel c * m + j is group c's j-th).
+    const int64_t kh = layer.window[0], kw = layer.window[1];
+    const int64_t cin = depthwise ? 1 : in3[2];
+    const int64_t cout = depthwise ? in3[2] * layer.depth_multiplier : layer.units;
+    const std::string kernel_name = absl::StrCat(layer.name, "/", layer.kernel_name());
+    PSTRAIN_ASSIGN_OR_RETURN(const float* kernel, values.Of(kernel_name, kh * kw * cin * cout));
     std::vector<float> w(kh * kw * cin * cout);
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j)
         for (int64_t c = 0; c < cin; ++c)
           for (int64_t o = 0; o < cout; ++o)
             w[((o * cin + c) * kh + i) * kw + j] = kernel[((i * kw + j) * cin + c) * cout + o];
-    node = g.Node("Conv",
-                  {y, g.Floats(layer.name + "/kernel", {cout, cin, kh, kw}, w.data()),
-                   g.Floats(layer.name + "/bias", {cout}, bias)},
-                  &y);
+    std::vector<std::string> inputs = {y, g.Floats(kernel_name, {cout, cin, kh, kw}, w.data())};
+    if (layer.use_bias) {
+      PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", cout));
+      inputs.push_back(g.Floats(layer.name + "/bias", {cout}, bias));
+    }
+    node = g.Node("Conv", inputs, &y);
     SetInts(node, "kernel_shape", {kh, kw});
+    if (depthwise) SetInt(node, "group", in3[2]);
   } else if (layer.kind == model::LayerKind::kAveragePool2D) {
     node = g.Node("AveragePool", {y}, &y);
     SetInts(node, "kernel_shape", {layer.window[0], layer.window[1]});
@@ -357,6 +364,7 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
     case model::LayerKind::kMaxPool1D:
     case model::LayerKind::kMaxPool2D:
     case model::LayerKind::kAveragePool2D:
+    case model::LayerKind::kDepthwiseConv2D:
       return WindowLayer(g, layer, shape, values, x);
     case model::LayerKind::kDropout:
       return x;  // inference: the identity, in whichever layout
@@ -390,9 +398,11 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
     case model::LayerKind::kDense: {
       const Shape k = model::LayerVariableShapes(layer, shape)[0];
       PSTRAIN_ASSIGN_OR_RETURN(const float* kernel, values.Of(layer.name + "/kernel", k[0] * k[1]));
-      PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", k[1]));
       std::string y = g.Add("MatMul", {in, g.Floats(layer.name + "/kernel", k, kernel)});
-      y = g.Add("Add", {y, g.Floats(layer.name + "/bias", {k[1]}, bias)});
+      if (layer.use_bias) {
+        PSTRAIN_ASSIGN_OR_RETURN(const float* bias, values.Of(layer.name + "/bias", k[1]));
+        y = g.Add("Add", {y, g.Floats(layer.name + "/bias", {k[1]}, bias)});
+      }
       return Value{ActivationGraph(g, layer.relu ? model::Activation::kRelu : layer.activation, y)};
     }
     case model::LayerKind::kGlobalAveragePool1D: {

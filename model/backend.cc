@@ -77,6 +77,7 @@ absl::Status CudaRunsModel(const Network& net) {
       default:
         return cpu_only(l, LayerKindName(l.kind));
     }
+    if (l.has_variables() && !l.use_bias) return cpu_only(l, "a layer without a bias");
     // The last layer's softmax (or sigmoid) is the loss's.
     const bool last = i + 1 == layers.size();
     if (l.activation != Activation::kLinear && !last) {

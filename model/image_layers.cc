@@ -9,6 +9,22 @@
 namespace pstrain::model {
 namespace {
 
+// Calls f(offset of the cell's first channel in the example, the kernel
+// tap i * kw + j) for each cell of output position (oy, ox)'s window that
+// lies inside the input.
+template <typename F>
+void ForEachCell(const PstrainWindow& g, int64_t oy, int64_t ox, F f) {
+  for (int i = 0; i < g.kh; ++i) {
+    const int64_t y = oy * g.sh - g.pad_top + i;
+    if (y < 0 || y >= g.h) continue;
+    for (int j = 0; j < g.kw; ++j) {
+      const int64_t x = ox * g.sw - g.pad_left + j;
+      if (x < 0 || x >= g.w) continue;
+      f((y * g.w + x) * g.c, static_cast<int64_t>(i) * g.kw + j);
+    }
+  }
+}
+
 class GlobalPool2DLayer final : public Layer {
  public:
   GlobalPool2DLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
@@ -84,13 +100,7 @@ class AveragePool2DLayer final : public Layer {
     for (int64_t oy = 0; oy < g_.oh; ++oy) {
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
         int64_t cells = 0;
-        for (int i = 0; i < g_.kh; ++i) {
-          const int64_t y = oy * g_.sh - g_.pad_top + i;
-          for (int j = 0; j < g_.kw; ++j) {
-            const int64_t x = ox * g_.sw - g_.pad_left + j;
-            cells += y >= 0 && y < g_.h && x >= 0 && x < g_.w;
-          }
-        }
+        ForEachCell(g_, oy, ox, [&cells](int64_t, int64_t) { ++cells; });
         share_.push_back(1.0f / static_cast<float>(std::max<int64_t>(cells, 1)));
       }
     }
@@ -104,7 +114,7 @@ class AveragePool2DLayer final : public Layer {
         for (int64_t ox = 0; ox < g_.ow; ++ox) {
           float* o = out + e * out_size_ + (oy * g_.ow + ox) * c;
           std::fill(o, o + c, 0.0f);
-          ForWindow(oy, ox, [&](int64_t at) {
+          ForEachCell(g_, oy, ox, [&](int64_t at, int64_t) {
             for (int64_t ch = 0; ch < c; ++ch) o[ch] += x[at + ch];
           });
           const float s = share_[oy * g_.ow + ox];
@@ -125,7 +135,7 @@ class AveragePool2DLayer final : public Layer {
         for (int64_t ox = 0; ox < g_.ow; ++ox) {
           const float* d = d_out + e * out_size_ + (oy * g_.ow + ox) * c;
           const float s = share_[oy * g_.ow + ox];
-          ForWindow(oy, ox, [&](int64_t at) {
+          ForEachCell(g_, oy, ox, [&](int64_t at, int64_t) {
             for (int64_t ch = 0; ch < c; ++ch) di[at + ch] += d[ch] * s;
           });
         }
@@ -134,21 +144,6 @@ class AveragePool2DLayer final : public Layer {
   }
 
  private:
-  // Calls f(offset of the cell's first channel) for each cell of output
-  // position (oy, ox)'s window inside the input.
-  template <typename F>
-  void ForWindow(int64_t oy, int64_t ox, F f) const {
-    for (int i = 0; i < g_.kh; ++i) {
-      const int64_t y = oy * g_.sh - g_.pad_top + i;
-      if (y < 0 || y >= g_.h) continue;
-      for (int j = 0; j < g_.kw; ++j) {
-        const int64_t x = ox * g_.sw - g_.pad_left + j;
-        if (x < 0 || x >= g_.w) continue;
-        f((y * g_.w + x) * g_.c);
-      }
-    }
-  }
-
   const PstrainWindow g_;
   std::vector<float> share_;
 };
@@ -182,6 +177,98 @@ class ZeroPadding2DLayer final : public Layer {
       }
     }
   }
+};
+
+class DepthwiseConv2DLayer final : public Layer {
+ public:
+  DepthwiseConv2DLayer(const LayerSpec& spec, const Shape& in, const Shape& out,
+                       int64_t kernel_at, int64_t bias_at)
+      : Layer(spec, in, out),
+        g_(LayerWindow(spec, in)),
+        m_(spec.depth_multiplier),
+        kernel_at_(kernel_at),
+        bias_at_(bias_at),
+        activation_(spec.relu ? Activation::kRelu : spec.activation) {}
+
+  void Forward(const float* params, const float* in, int batch, bool, float* out) override {
+    const int64_t c = g_.c, oc = c * m_;
+    const float* w = params + kernel_at_;
+    for (int e = 0; e < batch; ++e) {
+      const float* x = in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          float* __restrict o = out + e * out_size_ + (oy * g_.ow + ox) * oc;
+          if (bias_at_ >= 0) {
+            std::copy(params + bias_at_, params + bias_at_ + oc, o);
+          } else {
+            std::fill(o, o + oc, 0.0f);
+          }
+          ForEachCell(g_, oy, ox, [&](int64_t at, int64_t tap) {
+            const float* __restrict v = x + at;
+            const float* __restrict k = w + tap * oc;
+            if (m_ == 1) {
+              for (int64_t ch = 0; ch < c; ++ch) o[ch] += v[ch] * k[ch];
+              return;
+            }
+            for (int64_t ch = 0; ch < c; ++ch) {
+              for (int j = 0; j < m_; ++j) o[ch * m_ + j] += v[ch] * k[ch * m_ + j];
+            }
+          });
+        }
+      }
+    }
+    const int64_t n = batch * out_size_;
+    if (activation_ == Activation::kLinear) return;
+    if (ActivationNeedsInput(activation_)) {
+      if (z_.size() < static_cast<size_t>(n)) z_.resize(n);
+      std::copy(out, out + n, z_.data());
+    }
+    Activate(activation_, out, out, n);
+  }
+
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    const int64_t c = g_.c, oc = c * m_;
+    ActivationBackward(activation_, z_.data(), out, d_out, batch * out_size_);
+    const float* w = params + kernel_at_;
+    float* gw = grads + kernel_at_;
+    std::fill(gw, gw + g_.kh * g_.kw * oc, 0.0f);
+    float* gb = bias_at_ >= 0 ? grads + bias_at_ : nullptr;
+    if (gb != nullptr) std::fill(gb, gb + oc, 0.0f);
+    if (d_in != nullptr) std::fill(d_in, d_in + batch * in_size_, 0.0f);
+    for (int e = 0; e < batch; ++e) {
+      const float* x = in + e * in_size_;
+      float* dx = d_in == nullptr ? nullptr : d_in + e * in_size_;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const float* __restrict d = d_out + e * out_size_ + (oy * g_.ow + ox) * oc;
+          if (gb != nullptr) {
+            for (int64_t j = 0; j < oc; ++j) gb[j] += d[j];
+          }
+          ForEachCell(g_, oy, ox, [&](int64_t at, int64_t tap) {
+            const float* __restrict v = x + at;
+            const float* __restrict k = w + tap * oc;
+            float* __restrict gk = gw + tap * oc;
+            for (int64_t ch = 0; ch < c; ++ch) {
+              float back = 0;
+              for (int j = 0; j < m_; ++j) {
+                gk[ch * m_ + j] += v[ch] * d[ch * m_ + j];
+                back += k[ch * m_ + j] * d[ch * m_ + j];
+              }
+              if (dx != nullptr) dx[at + ch] += back;
+            }
+          });
+        }
+      }
+    }
+  }
+
+ private:
+  const PstrainWindow g_;
+  const int m_;
+  const int64_t kernel_at_, bias_at_;
+  const Activation activation_;
+  std::vector<float> z_;  // the outputs before an activation that needs them
 };
 
 class ActivationLayer final : public Layer {
@@ -221,6 +308,12 @@ std::unique_ptr<Layer> CreateAveragePool2DLayer(const LayerSpec& spec, const Sha
 std::unique_ptr<Layer> CreateZeroPadding2DLayer(const LayerSpec& spec, const Shape& in,
                                                 const Shape& out) {
   return std::make_unique<ZeroPadding2DLayer>(spec, in, out);
+}
+
+std::unique_ptr<Layer> CreateDepthwiseConv2DLayer(const LayerSpec& spec, const Shape& in,
+                                                  const Shape& out, int64_t kernel_at,
+                                                  int64_t bias_at) {
+  return std::make_unique<DepthwiseConv2DLayer>(spec, in, out, kernel_at, bias_at);
 }
 
 std::unique_ptr<Layer> CreateActivationLayer(const LayerSpec& spec, const Shape& in,

@@ -1,5 +1,8 @@
 // The CPU layers of image models beyond convolution and max pooling, each
 // a forward and a backward pass over row-major channels-last batches:
+//   depthwise_conv2d       each channel convolved with its own
+//                          depth_multiplier kernels (Keras's
+//                          DepthwiseConv2D), as direct loops over channels
 //   global_average_pool2d  [H, W, C] -> [C], the mean over positions
 //   global_max_pool2d      [H, W, C] -> [C], the maximum (its gradient to
 //                          the first position holding it)
@@ -27,6 +30,10 @@ std::unique_ptr<Layer> CreateAveragePool2DLayer(const LayerSpec& spec, const Sha
                                                 const Shape& out);
 std::unique_ptr<Layer> CreateZeroPadding2DLayer(const LayerSpec& spec, const Shape& in,
                                                 const Shape& out);
+// `kernel_at` and `bias_at` as Layer::Create's (bias_at -1: no bias).
+std::unique_ptr<Layer> CreateDepthwiseConv2DLayer(const LayerSpec& spec, const Shape& in,
+                                                  const Shape& out, int64_t kernel_at,
+                                                  int64_t bias_at);
 std::unique_ptr<Layer> CreateActivationLayer(const LayerSpec& spec, const Shape& in,
                                              const Shape& out);
 

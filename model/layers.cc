@@ -61,13 +61,18 @@ const char* LayerKindName(LayerKind kind) {
       return "activation";
     case LayerKind::kReLU:
       return "relu";
+    case LayerKind::kDepthwiseConv2D:
+      return "depthwise_conv2d";
   }
   return "?";
 }
 
 namespace {
 
-bool IsConv(LayerKind k) { return k == LayerKind::kConv1D || k == LayerKind::kConv2D; }
+// The layers with a kernel over windows: conv1d, conv2d, depthwise_conv2d.
+bool IsConv(LayerKind k) {
+  return k == LayerKind::kConv1D || k == LayerKind::kConv2D || k == LayerKind::kDepthwiseConv2D;
+}
 bool Is1D(LayerKind k) { return k == LayerKind::kConv1D || k == LayerKind::kMaxPool1D; }
 
 // Outputs along one axis of `in` steps for a window of `k` moved by `s`.
@@ -149,6 +154,8 @@ absl::Status CheckKernelSize(const LayerSpec& spec, const Shape& in) {
   Shape kernel;
   if (spec.kind == LayerKind::kDense) {
     kernel = {in[0], spec.units};
+  } else if (spec.kind == LayerKind::kDepthwiseConv2D) {
+    kernel = {spec.window[0], spec.window[1], in.back(), spec.depth_multiplier};
   } else {
     kernel = {spec.window[0], spec.window[1], in.back(), spec.units};
   }
@@ -234,7 +241,12 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
       !s.ok()) {
     return s;
   }
-  if (IsConv(spec.kind) && spec.units < 1) {
+  if (spec.kind == LayerKind::kDepthwiseConv2D) {
+    if (spec.depth_multiplier < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kind, " depth_multiplier ", spec.depth_multiplier, " must be at least 1"));
+    }
+  } else if (IsConv(spec.kind) && spec.units < 1) {
     return absl::InvalidArgumentError(absl::StrCat(kind, " has ", spec.units, " filters"));
   }
   const char* what = IsConv(spec.kind) ? "kernel" : "pool";
@@ -261,7 +273,9 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
                           : absl::StrCat(kind, " pool ", WindowString(spec),
                                          " leaves zero length from ", length, " (valid padding)"));
   }
-  const int64_t channels = IsConv(spec.kind) ? spec.units : g.c;
+  const int64_t channels = spec.kind == LayerKind::kDepthwiseConv2D ? g.c * spec.depth_multiplier
+                           : IsConv(spec.kind)                        ? spec.units
+                                                                      : g.c;
   if (one_d) return Shape{g.ow, channels};
   return Shape{g.oh, g.ow, channels};
 }
@@ -304,16 +318,26 @@ absl::StatusOr<Shape> LayerOutputShapeForInputs(const LayerSpec& spec,
 }
 
 std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in) {
+  std::vector<Shape> out;
   switch (spec.kind) {
     case LayerKind::kDense:
-      return {{in[0], spec.units}, {spec.units}};
+      out = {{in[0], spec.units}, {spec.units}};
+      break;
     case LayerKind::kConv1D:
-      return {{spec.window[1], in[1], spec.units}, {spec.units}};
+      out = {{spec.window[1], in[1], spec.units}, {spec.units}};
+      break;
     case LayerKind::kConv2D:
-      return {{spec.window[0], spec.window[1], in[2], spec.units}, {spec.units}};
+      out = {{spec.window[0], spec.window[1], in[2], spec.units}, {spec.units}};
+      break;
+    case LayerKind::kDepthwiseConv2D:
+      out = {{spec.window[0], spec.window[1], in[2], spec.depth_multiplier},
+             {in[2] * spec.depth_multiplier}};
+      break;
     default:
       return {};
   }
+  if (!spec.use_bias) out.pop_back();
+  return out;
 }
 
 void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out) {
@@ -338,6 +362,12 @@ namespace {
 // over the product sgemm wrote.
 void BiasActivation(const float* __restrict bias, int64_t rows, int64_t n, bool relu,
                     float* __restrict out) {
+  if (bias == nullptr) {  // no bias (use_bias: false): the ReLU alone
+    if (relu) {
+      for (int64_t i = 0; i < rows * n; ++i) out[i] = std::max(out[i], 0.0f);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     float* __restrict o = out + r * n;
     if (relu) {
@@ -352,6 +382,12 @@ void BiasActivation(const float* __restrict bias, int64_t rows, int64_t n, bool 
 // gradient gb[j] = sum over rows of d_out[r][j], in the same pass.
 void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n, bool relu,
                             float* __restrict d_out, float* __restrict gb) {
+  if (gb == nullptr) {  // no bias: the ReLU's mask alone
+    if (relu) {
+      for (int64_t i = 0; i < rows * n; ++i) d_out[i] = out[i] > 0.0f ? d_out[i] : 0.0f;
+    }
+    return;
+  }
   std::fill(gb, gb + n, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     float* __restrict d = d_out + r * n;
@@ -410,7 +446,7 @@ class DenseLayer final : public Layer {
     const int64_t k = in_size_, n = out_size_;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, n, k, 1.0f, in, k,
                 params + kernel_at_, n, 0.0f, out, n);
-    BiasActivation(params + bias_at_, batch, n, spec_.relu, out);
+    BiasActivation(bias_at_ < 0 ? nullptr : params + bias_at_, batch, n, spec_.relu, out);
     activation_.Forward(batch * n, out);
   }
 
@@ -418,7 +454,8 @@ class DenseLayer final : public Layer {
                 float* grads, float* d_in) override {
     const int64_t k = in_size_, n = out_size_;
     activation_.Backward(batch * n, out, d_out);
-    BiasActivationBackward(out, batch, n, spec_.relu, d_out, grads + bias_at_);
+    BiasActivationBackward(out, batch, n, spec_.relu, d_out,
+                           bias_at_ < 0 ? nullptr : grads + bias_at_);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in, k, d_out, n, 0.0f,
                 grads + kernel_at_, n);
     if (d_in != nullptr) {
@@ -466,7 +503,7 @@ class ConvLayer final : public Layer {
       float* o = out + start * out_size_;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, f, patch_, 1.0f, cols_.data(),
                   patch_, params + kernel_at_, f, 0.0f, o, f);
-      BiasActivation(params + bias_at_, rows, f, spec_.relu, o);
+      BiasActivation(bias_at_ < 0 ? nullptr : params + bias_at_, rows, f, spec_.relu, o);
     }
     activation_.Forward(batch * out_size_, out);
     // One chunk: the patches are still those of this batch for Backward.
@@ -478,7 +515,8 @@ class ConvLayer final : public Layer {
                 float* grads, float* d_in) override {
     const int64_t f = spec_.units;
     activation_.Backward(batch * out_size_, out, d_out);
-    BiasActivationBackward(out, batch * positions_, f, spec_.relu, d_out, grads + bias_at_);
+    BiasActivationBackward(out, batch * positions_, f, spec_.relu, d_out,
+                           bias_at_ < 0 ? nullptr : grads + bias_at_);
     EnsurePatches(d_in != nullptr);
     const bool cached = cols_of_ == in && cols_batch_ == batch && batch <= chunk_;
     for (int start = 0; start < batch; start += chunk_) {
@@ -885,6 +923,8 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
     case LayerKind::kActivation:
     case LayerKind::kReLU:
       return CreateActivationLayer(spec, in, out);
+    case LayerKind::kDepthwiseConv2D:
+      return CreateDepthwiseConv2DLayer(spec, in, out, kernel_at, bias_at);
     case LayerKind::kAdd:
     case LayerKind::kConcatenate:
       break;  // above

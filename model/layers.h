@@ -10,6 +10,10 @@
 //   dropout                same shape; in training each value is zeroed with
 //                          probability `rate` and the rest scaled by
 //                          1 / (1 - rate) (inverted dropout); else identity
+//   depthwise_conv2d       [H, W, C] -> [H', W', C * depth_multiplier]: each
+//                          channel its own kernels, depthwise_kernel
+//                          [kh, kw, C, depth_multiplier] (output channel
+//                          c * depth_multiplier + j), bias [C * multiplier]
 //   global_average_pool2d, global_max_pool2d, average_pool2d,
 //   zero_padding2d, activation, relu   model/image_layers.h
 //   add                    several inputs of one shape -> their sum
@@ -63,6 +67,7 @@ enum class LayerKind {
   kZeroPadding2D,
   kActivation,  // Keras's Activation layer
   kReLU,        // Keras's ReLU layer (max_value 6: relu6)
+  kDepthwiseConv2D,
 };
 
 // "dense", "conv1d", ... as the model config names them.
@@ -82,6 +87,10 @@ struct LayerSpec {
   // zero_padding2d: rows added at the top and bottom, columns at the left
   // and right.
   std::array<int, 4> padding = {0, 0, 0, 0};
+  int depth_multiplier = 1;  // depthwise_conv2d
+  // Dense, conv, depthwise: whether the layer has a bias (Keras's
+  // use_bias; a convolution before a batch normalization has none).
+  bool use_bias = true;
   // conv: the kernel's [height, width]; pools: the window's. 1D layers use
   // [1, k].
   std::array<int, 2> window = {1, 1};
@@ -100,7 +109,13 @@ struct LayerSpec {
   // Reads several inputs (add, concatenate): the rest read one.
   bool merges() const { return kind == LayerKind::kAdd || kind == LayerKind::kConcatenate; }
   bool has_variables() const {
-    return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D;
+    return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D ||
+           kind == LayerKind::kDepthwiseConv2D;
+  }
+  // "kernel", or Keras's "depthwise_kernel": the kernel variable's name
+  // after "<name>/".
+  const char* kernel_name() const {
+    return kind == LayerKind::kDepthwiseConv2D ? "depthwise_kernel" : "kernel";
   }
 };
 
@@ -118,8 +133,8 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in);
 absl::StatusOr<Shape> LayerOutputShapeForInputs(const LayerSpec& spec,
                                                 const std::vector<Shape>& ins);
 
-// The shapes of the layer's variables for input `in` (kernel then bias);
-// empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
+// The shapes of the layer's variables for input `in` (kernel then bias,
+// unless !use_bias); empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
 std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in);
 
 // The window of a convolution or pool over input `in` (model/cuda_layer_math.h):
@@ -141,7 +156,7 @@ class Layer {
  public:
   // REQUIRES: LayerOutputShape(spec, in) ok; max_batch >= 1. `kernel_at` and
   // `bias_at` are where its variables lie in the flat parameter array (-1
-  // without any).
+  // without any; bias_at -1 without a bias).
   static std::unique_ptr<Layer> Create(const LayerSpec& spec, const Shape& in, int max_batch,
                                        int64_t kernel_at, int64_t bias_at);
   // For a layer of several inputs (add, concatenate; no variables), or one.

@@ -72,8 +72,11 @@ class GradientCheck {
     int64_t n = 0;
     if (!vars.empty()) {
       kernel_at_ = 0;
-      bias_at_ = ShapeSize(vars[0]);
-      n = bias_at_ + ShapeSize(vars[1]);
+      n = ShapeSize(vars[0]);
+      if (vars.size() > 1) {  // a bias
+        bias_at_ = n;
+        n += ShapeSize(vars[1]);
+      }
     }
     layer_ = Layer::Create(c.spec, c.in, c.batch, kernel_at_, bias_at_);
     std::mt19937 rng(7);
@@ -346,11 +349,60 @@ TEST(LayersTest, ImageLayersAndActivationsGradientsMatchCentralDifferences) {
     conv.activation = a;
     cases.push_back({conv, {4, 3, 2}});
   }
+  // Depthwise convolutions (one kernel per channel, or two), with and
+  // without a bias; a convolution and a dense layer without one.
+  for (int m : {1, 2}) {
+    for (bool same : {false, true}) {
+      LayerSpec dw = Conv2D(0, 3, 3, 2, 1, same);
+      dw.kind = LayerKind::kDepthwiseConv2D;
+      dw.depth_multiplier = m;
+      dw.use_bias = m == 1;
+      dw.activation = same ? Activation::kSwish : Activation::kLinear;  // smooth: no kink
+      cases.push_back({dw, {5, 4, 3}});
+    }
+  }
+  LayerSpec conv = Conv2D(3, 3, 3, 1, 1, true);
+  conv.use_bias = false;
+  conv.relu = true;
+  cases.push_back({conv, {4, 4, 2}});
+  LayerSpec dense;
+  dense.name = "dense";
+  dense.units = 3;
+  dense.use_bias = false;
+  cases.push_back({dense, {5}, 3});
   for (const Case& c : cases) {
     SCOPED_TRACE(LayerKindName(c.spec.kind) + std::string(" ") +
                  ActivationName(c.spec.activation) + " on " + ShapeString(c.in));
     GradientCheck(c).Check(1e-3f);
   }
+}
+
+// A depthwise convolution is one convolution per channel: channel c's
+// output j is the 2D convolution of input channel c with kernel [:, :, c, j].
+TEST(LayersTest, ADepthwiseConvolutionConvolvesEachChannelAlone) {
+  LayerSpec dw = Conv2D(0, 2, 2, 1, 1, false);
+  dw.kind = LayerKind::kDepthwiseConv2D;
+  dw.depth_multiplier = 2;
+  ASSERT_OK_AND_ASSIGN(Shape out, LayerOutputShape(dw, {3, 3, 2}));
+  EXPECT_EQ(out, (Shape{2, 2, 4}));
+  EXPECT_EQ(LayerVariableShapes(dw, {3, 3, 2}), (std::vector<Shape>{{2, 2, 2, 2}, {4}}));
+  // Input channel 0 holds 0..8, channel 1 ten times that; kernel taps
+  // [i, j, c, m] = (c + 1) * (m + 1) at the top left only; bias 0.5 each.
+  std::vector<float> x(18);
+  for (int p = 0; p < 9; ++p) {
+    x[p * 2] = static_cast<float>(p);
+    x[p * 2 + 1] = 10.0f * p;
+  }
+  std::vector<float> params(16 + 4, 0.0f);
+  for (int c = 0; c < 2; ++c)
+    for (int m = 0; m < 2; ++m) params[c * 2 + m] = static_cast<float>((c + 1) * (m + 1));
+  for (int j = 0; j < 4; ++j) params[16 + j] = 0.5f;
+  auto layer = Layer::Create(dw, {3, 3, 2}, 1, 0, 16);
+  std::vector<float> y(16);
+  layer->Forward(params.data(), x.data(), 1, false, y.data());
+  // Position (0, 1) reads input (0, 1): channel 0 is 1, channel 1 is 10.
+  EXPECT_EQ(std::vector<float>(y.begin() + 4, y.begin() + 8),
+            (std::vector<float>{1 * 1 + 0.5f, 1 * 2 + 0.5f, 10 * 2 + 0.5f, 10 * 4 + 0.5f}));
 }
 
 TEST(LayersTest, ImageLayersComputeKerasValues) {

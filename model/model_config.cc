@@ -171,8 +171,8 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
         "global_average_pool1d, global_average_pool2d, global_max_pool2d, average_pool2d, "
-        "zero_padding2d, flatten, dropout, activation, relu, add, concatenate, embedding or "
-        "embedding_bag)");
+        "zero_padding2d, depthwise_conv2d, flatten, dropout, activation, relu, add, "
+        "concatenate, embedding or embedding_bag)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("gives both ", given[0], " and ", given[1], ": one type per layer"));
@@ -396,6 +396,28 @@ void SetActivation(v1::Activation a, LayerSpec* layer) {
   layer->activation = *ParseActivation(v1::Activation_Name(a));  // every name is one
 }
 
+// What a convolution's config (ConvLayer, DepthwiseConvLayer) says of its
+// window, bias and activation, checked at their fields.
+template <typename Config>
+absl::Status ParseConvWindow(const LayerEntry& e, const Config& c, bool one_d, LayerSpec* layer) {
+  if (c.kernel_size().empty()) return e.Missing("kernel_size");
+  auto kernel = Window(c.kernel_size(), one_d, 1, 1);
+  if (!kernel.ok()) return Bad(e.At("kernel_size"), kernel.status().message());
+  auto strides = Window(c.strides(), one_d, 1, 1);
+  if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
+  layer->window = *kernel;
+  layer->stride = *strides;
+  layer->same_padding = c.padding() == v1::same;
+  layer->use_bias = !c.has_use_bias() || c.use_bias();
+  SetActivation(c.activation(), layer);
+  if (layer->activation == Activation::kSoftmax) {
+    return Bad(e.At("activation"),
+               "softmax is the last dense layer's only (the loss takes its logits)");
+  }
+  if (!c.bias_initializer().empty()) layer->bias_initializer = c.bias_initializer();
+  return absl::OkStatus();
+}
+
 // A layer other than an embedding, its fields checked one by one; the
 // shape it is given is checked by the caller. *shape_field: the field a
 // shape that does not fit is reported at ("" for the layer).
@@ -423,6 +445,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
                               ShapeString(shape)));
     }
     layer.units = static_cast<int>(d.units());
+    layer.use_bias = !d.has_use_bias() || d.use_bias();
     SetActivation(d.activation(), &layer);
     if (layer.activation == Activation::kSoftmax && !e.last) {
       return Bad(e.At("activation"),
@@ -438,22 +461,9 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     if (c.filters() < 1 || c.filters() > 65536) {
       return Bad(e.At("filters"), absl::StrCat(c.filters(), " must be in 1..65536"));
     }
-    if (c.kernel_size().empty()) return e.Missing("kernel_size");
-    auto kernel = Window(c.kernel_size(), one_d, 1, 1);
-    if (!kernel.ok()) return Bad(e.At("kernel_size"), kernel.status().message());
-    auto strides = Window(c.strides(), one_d, 1, 1);
-    if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
     layer.units = static_cast<int>(c.filters());
-    layer.window = *kernel;
-    layer.stride = *strides;
-    layer.same_padding = c.padding() == v1::same;
-    SetActivation(c.activation(), &layer);
-    if (layer.activation == Activation::kSoftmax) {
-      return Bad(e.At("activation"),
-                 "softmax is the last dense layer's only (the loss takes its logits)");
-    }
+    PSTRAIN_RETURN_IF_ERROR(ParseConvWindow(e, c, one_d, &layer));
     if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
-    if (!c.bias_initializer().empty()) layer.bias_initializer = c.bias_initializer();
     *shape_field = "kernel_size";
   } else if (e.kind == "max_pool1d" || e.kind == "max_pool2d" || e.kind == "average_pool2d") {
     const bool one_d = e.kind == "max_pool1d";
@@ -479,6 +489,16 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kDropout;
     layer.rate = l.dropout().rate();
     *shape_field = "rate";
+  } else if (e.kind == "depthwise_conv2d") {
+    const v1::DepthwiseConvLayer& c = l.depthwise_conv2d();
+    layer.kind = LayerKind::kDepthwiseConv2D;
+    PSTRAIN_RETURN_IF_ERROR(ParseConvWindow(e, c, /*one_d=*/false, &layer));
+    if (c.has_depth_multiplier() && (c.depth_multiplier() < 1 || c.depth_multiplier() > 256)) {
+      return Bad(e.At("depth_multiplier"), absl::StrCat(c.depth_multiplier(), " must be in 1..256"));
+    }
+    layer.depth_multiplier = c.has_depth_multiplier() ? static_cast<int>(c.depth_multiplier()) : 1;
+    if (!c.depthwise_initializer().empty()) layer.kernel_initializer = c.depthwise_initializer();
+    *shape_field = "kernel_size";
   } else if (e.kind == "global_average_pool2d") {
     layer.kind = LayerKind::kGlobalAveragePool2D;
   } else if (e.kind == "global_max_pool2d") {
@@ -542,7 +562,11 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
   layer.inputs.assign(l.inputs().begin(), l.inputs().end());
   if (layer.has_variables()) {
     auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
-    if (!kernel.ok()) return Bad(e.At("kernel_initializer"), kernel.status().message());
+    if (!kernel.ok()) {
+      return Bad(e.At(layer.kind == LayerKind::kDepthwiseConv2D ? "depthwise_initializer"
+                                                                 : "kernel_initializer"),
+                 kernel.status().message());
+    }
     auto bias = ParseInitializerSpec(layer.bias_initializer);
     if (!bias.ok()) return Bad(e.At("bias_initializer"), bias.status().message());
   }

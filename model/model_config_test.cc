@@ -280,6 +280,55 @@ TEST(ModelConfigTest, ImageLayersAndKerasActivationsParse) {
             "layer gives the logits of softmax cross-entropy");
 }
 
+// MobileNetV2's convolutions: depthwise ones and convolutions without a
+// bias (before a batch normalization), with Keras's variable names.
+TEST(ModelConfigTest, DepthwiseConvolutionsAndLayersWithoutABiasParse) {
+  ASSERT_OK_AND_ASSIGN(
+      ModelConfigFile f,
+      ParseModelConfigFile("input_shape: [8, 8, 3]\n"
+                           "layer { name: \"Conv1\" conv2d { filters: 4 kernel_size: 3 strides: 2 "
+                           "padding: same use_bias: false } }\n"
+                           "layer { name: \"dw\" depthwise_conv2d { kernel_size: 3 padding: same "
+                           "depth_multiplier: 2 activation: relu6 } }\n"
+                           "layer { name: \"project\" depthwise_conv2d { kernel_size: [1, 2] "
+                           "use_bias: false } }\n"
+                           "layer { global_average_pool2d {} }\n"
+                           "layer { dense { units: 3 use_bias: false } }",
+                           "m.pbtxt"));
+  const NetworkSpec& m = f.job.model;
+  EXPECT_FALSE(m.layers[0].use_bias);
+  EXPECT_EQ(m.layers[1].kind, LayerKind::kDepthwiseConv2D);
+  EXPECT_EQ(m.layers[1].depth_multiplier, 2);
+  EXPECT_EQ(m.layers[1].activation, Activation::kRelu6);
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  for (const VariableDef& v : f.variables) {
+    names.push_back(v.name);
+    shapes.push_back(v.shape);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"Conv1/kernel", "dw/depthwise_kernel", "dw/bias",
+                                             "project/depthwise_kernel", "dense_0/kernel"}));
+  EXPECT_EQ(shapes, (std::vector<Shape>{{3, 3, 3, 4}, {3, 3, 4, 2}, {8}, {1, 2, 8, 1}, {8, 3}}));
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(m, 1));
+  EXPECT_EQ(net->shapes()[2], (Shape{4, 4, 8}));
+  EXPECT_EQ(net->shapes()[3], (Shape{4, 3, 8}));
+  auto message = [](const std::string& text) {
+    return std::string(ParseModelConfigFile("input_shape: [8, 8, 3]\n" + text +
+                                                "\nlayer { flatten {} }\nlayer { dense { units: 2 } }",
+                                            "m.pbtxt")
+                           .status()
+                           .message());
+  };
+  EXPECT_EQ(message("layer { depthwise_conv2d { strides: 2 } }"),
+            "m.pbtxt:2:1: layer 0 (depthwise_conv2d_0): depthwise_conv2d.kernel_size is missing");
+  EXPECT_EQ(message("layer { depthwise_conv2d { kernel_size: 3 depth_multiplier: 0 } }"),
+            "m.pbtxt:2:43: layer 0 (depthwise_conv2d_0): depthwise_conv2d.depth_multiplier 0 must "
+            "be in 1..256");
+  EXPECT_EQ(message("layer { depthwise_conv2d { kernel_size: 9 } }"),
+            "m.pbtxt:2:28: layer 0 (depthwise_conv2d_0): depthwise_conv2d kernel 9x9 is longer "
+            "than an input of 8x8 (valid padding): nothing is left to convolve");
+}
+
 TEST(ModelConfigTest, TheTextCnnConfigReadsItsTokensThroughAnEmbedding) {
   ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/text_cnn.pbtxt"));
   const NetworkSpec& m = f.job.model;
@@ -589,8 +638,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
             "max_pool1d, max_pool2d, global_average_pool1d, global_average_pool2d, "
-            "global_max_pool2d, average_pool2d, zero_padding2d, flatten, dropout, activation, "
-            "relu, add, concatenate, embedding or embedding_bag)");
+            "global_max_pool2d, average_pool2d, zero_padding2d, depthwise_conv2d, flatten, "
+            "dropout, activation, relu, add, concatenate, embedding or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),

@@ -267,14 +267,16 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
       int64_t fan_in = 0, fan_out = 0;
       KernelFans(l, in, &fan_in, &fan_out);
       const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-      VariableDef kernel{l.name + "/kernel", vars[0]};
+      VariableDef kernel{absl::StrCat(l.name, "/", l.kernel_name()), vars[0]};
       kernel.initializer = initializer(kernel_init, glorot, vars[0]);
-      VariableDef bias{l.name + "/bias", vars[1]};
-      bias.initializer = initializer(bias_init, 0.0f, vars[1]);
       kernel_at = layout_.num_parameters();
       layout_.AddFlat(std::move(kernel), number, ParamRole::kKernel);
-      bias_at = layout_.num_parameters();
-      layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
+      if (l.use_bias) {
+        VariableDef bias{l.name + "/bias", vars[1]};
+        bias.initializer = initializer(bias_init, 0.0f, vars[1]);
+        bias_at = layout_.num_parameters();
+        layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
+      }
       param_layer_.back() = number;
     }
     std::vector<Shape> ins;

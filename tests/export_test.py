@@ -85,11 +85,17 @@ def run_onnx(model, feeds):
             out = ins[0].transpose(attrs["perm"])
         elif op == "Conv":
             w = ins[1]
+            groups = attrs.get("group", 1)
+            per_in, per_out = ins[0].shape[1] // groups, w.shape[0] // groups
             out = 0
             for i, j, view in windows(ins[0], attrs["kernel_shape"], attrs["strides"],
                                       attrs["auto_pad"].decode(), 0.0):
-                out = out + np.einsum("nchw,oc->nohw", view, w[:, :, i, j])
-            out = out + ins[2].reshape(1, -1, 1, 1)
+                out = out + np.concatenate([
+                    np.einsum("nchw,oc->nohw", view[:, g * per_in:(g + 1) * per_in],
+                              w[g * per_out:(g + 1) * per_out, :, i, j])
+                    for g in range(groups)], axis=1)
+            if len(ins) > 2:
+                out = out + ins[2].reshape(1, -1, 1, 1)
         elif op == "MaxPool":
             out = None
             for _, _, view in windows(ins[0], attrs["kernel_shape"], attrs["strides"],
@@ -257,7 +263,9 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(onnx.helper.get_attribute_value(concat.attribute[0]), 1)
 
     def test_image_layers_and_keras_activations_export_as_onnx(self):
-        """ZeroPadding2D, a strided convolution with swish, ReLU(6.), average
+        """ZeroPadding2D, a strided convolution with swish, ReLU(6.), a depthwise
+        convolution (a Conv of one group per channel), a convolution without
+        a bias, average
         pooling with "same" padding, an Activation layer (gelu), the global
         average and max, and a softmax last layer (the graph's Softmax, once)."""
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -269,6 +277,8 @@ layer { name: "pad" zero_padding2d { padding: [0, 1, 0, 1] } }
 layer { name: "stem" conv2d { filters: 8 kernel_size: 3 strides: 2 activation: swish } }
 layer { name: "stem_relu" relu { max_value: 6 } }
 layer { name: "conv" conv2d { filters: 8 kernel_size: 3 padding: same activation: elu } }
+layer { name: "dw" depthwise_conv2d { kernel_size: 3 padding: same depth_multiplier: 2 activation: relu6 } }
+layer { name: "project" conv2d { filters: 8 kernel_size: 1 use_bias: false } }
 layer { name: "avg" average_pool2d { pool_size: 3 strides: 2 padding: same } }
 layer { name: "gelu" activation { activation: gelu } }
 layer { name: "mean" global_average_pool2d {} inputs: "gelu" }
@@ -290,6 +300,11 @@ batch_size: 32
         for op in ("Pad", "Clip", "AveragePool", "Erf", "ReduceMean", "ReduceMax", "Elu",
                    "Selu", "Tanh"):
             self.assertIn(op, ops)
+        convs = {n.input[1]: n for n in model.graph.node if n.op_type == "Conv"}
+        attrs = {a.name: onnx.helper.get_attribute_value(a)
+                 for a in convs["dw/depthwise_kernel"].attribute}
+        self.assertEqual(attrs["group"], 8)
+        self.assertEqual(len(convs["project/kernel"].input), 2)  # no bias
 
     def test_a_bag_of_pixels_model_exports_as_onnx(self):
         """pixel_buckets ids computed in the graph from the input, each id's
