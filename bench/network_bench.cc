@@ -5,7 +5,8 @@
 // (configs/fashion_mnist_cnn.pbtxt), the guide MLP and the residual graph
 // (configs/fashion_mnist_resnet.pbtxt). Items are examples; the counter
 // says how many layers read more than the layer before them.
-//   bazel build -c opt //bench:network_bench && bazel-bin/bench/network_bench --benchmark_repetitions=5
+//   bazel build -c opt //bench:network_bench
+//   bazel-bin/bench/network_bench --benchmark_repetitions=5
 #include <cblas.h>
 
 #include <string>
@@ -51,7 +52,8 @@ void BM_Step(benchmark::State& state, const char* config) {
   state.counters["batch"] = batch;
   int graph_layers = 0;
   for (size_t l = 0; l < (*net)->spec().layers.size(); ++l) {
-    graph_layers += (*net)->layer_inputs(static_cast<int>(l)) != std::vector<int>{static_cast<int>(l)};
+    const int at = static_cast<int>(l);
+    graph_layers += (*net)->layer_inputs(at) != std::vector<int>{at};
   }
   state.counters["graph_layers"] = graph_layers;
 }

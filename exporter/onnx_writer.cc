@@ -478,8 +478,8 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
     for (const std::string& name : layer.inputs) {
       auto it = position.find(name);
       if (it == position.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("layer ", layer.name, " reads \"", name, "\", which is no layer before it"));
+        return absl::InvalidArgumentError(absl::StrCat("layer ", layer.name, " reads \"", name,
+                                                       "\", which is no layer before it"));
       }
       reads.push_back(it->second);
     }

@@ -226,8 +226,7 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
     default:
       break;
   }
-  if (IsConv(spec.kind) && spec.relu &&
-      spec.activation != Activation::kLinear) {
+  if (IsConv(spec.kind) && spec.relu && spec.activation != Activation::kLinear) {
     return absl::InvalidArgumentError(absl::StrCat(kind, " has both relu and ",
                                                    ActivationName(spec.activation)));
   }

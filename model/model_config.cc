@@ -494,7 +494,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kDepthwiseConv2D;
     PSTRAIN_RETURN_IF_ERROR(ParseConvWindow(e, c, /*one_d=*/false, &layer));
     if (c.has_depth_multiplier() && (c.depth_multiplier() < 1 || c.depth_multiplier() > 256)) {
-      return Bad(e.At("depth_multiplier"), absl::StrCat(c.depth_multiplier(), " must be in 1..256"));
+      return Bad(e.At("depth_multiplier"),
+                 absl::StrCat(c.depth_multiplier(), " must be in 1..256"));
     }
     layer.depth_multiplier = c.has_depth_multiplier() ? static_cast<int>(c.depth_multiplier()) : 1;
     if (!c.depthwise_initializer().empty()) layer.kernel_initializer = c.depthwise_initializer();

@@ -170,8 +170,9 @@ TEST(ModelConfigTest, LayerOptionsAndShapesThatDoNotFitAreNamedAtTheirField) {
 
 // Layers that name their inputs make a graph, as Keras's functional API.
 TEST(ModelConfigTest, LayersThatNameTheirInputsMakeAGraph) {
-  const std::string head = "input_shape: [6, 6, 2]\n"
-                           "layer { name: \"c1\" conv2d { filters: 2 kernel_size: 3 padding: same } }\n";
+  const std::string head =
+      "input_shape: [6, 6, 2]\n"
+      "layer { name: \"c1\" conv2d { filters: 2 kernel_size: 3 padding: same } }\n";
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile f,
       ParseModelConfigFile(head + "layer { add {} inputs: [\"c1\", \"input\"] }\n"
@@ -275,7 +276,8 @@ TEST(ModelConfigTest, ImageLayersAndKerasActivationsParse) {
   EXPECT_EQ(message("layer { activation { activation: softmax } }\n" + tail),
             "m.pbtxt:2:22: layer 0 (activation_0): activation.activation softmax is the last "
             "dense layer's only (the loss takes its logits)");
-  EXPECT_EQ(message("layer { global_max_pool2d {} }\nlayer { dense { units: 2 activation: tanh } }"),
+  EXPECT_EQ(message("layer { global_max_pool2d {} }\n"
+                    "layer { dense { units: 2 activation: tanh } }"),
             "m.pbtxt:3:26: layer 1 (dense_0): dense.activation must be empty or softmax: the last "
             "layer gives the logits of softmax cross-entropy");
 }
