@@ -347,8 +347,7 @@ int ExportMain(CliArgs& args) {
           whole_tables[arrays[v].name] = std::move(arrays[v].values);
       }
       PSTRAIN_ASSIGN_OR_RETURN(std::string bytes,
-                               OnnxModelBytes(job.model, net->variables(), net->offsets(), params,
-                                              whole_tables, kPstrainVersion));
+                               OnnxModelBytes(*net, params, whole_tables, kPstrainVersion));
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
       return absl::StrFormat(
           "wrote the model of the checkpoint at step %d to %s (ONNX, opset 13: input \"input\" "

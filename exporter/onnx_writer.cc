@@ -443,13 +443,12 @@ absl::StatusOr<Value> MergeGraph(GraphBuilder& g, const model::LayerSpec& layer,
 
 }  // namespace
 
-absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
-                                           const std::vector<VariableDef>& variables,
-                                           const std::vector<int64_t>& offsets,
+absl::StatusOr<std::string> OnnxModelBytes(const model::Network& net,
                                            const std::vector<float>& params,
                                            const std::map<std::string, std::vector<float>>& tables,
                                            const std::string& producer_version) {
-  const VariableValues values(variables, offsets, params);
+  const model::NetworkSpec& spec = net.spec();
+  const VariableValues values(net.variables(), net.offsets(), params);
   onnx::ModelProto model;
   model.set_ir_version(7);
   model.set_producer_name("pstrain");
@@ -467,26 +466,13 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
   } else if (shape.size() > 1) {
     x = g.Reshape(x, shape);
   }
-  // Each position's value and shape: the input, then each layer's output
-  // (a graph's layers read the ones they name).
+  // Each position's value (net.shapes()'s positions: the input, then each
+  // layer's output); a graph's layers read the ones net.layer_inputs says.
+  const std::vector<Shape>& shapes = net.shapes();
   std::vector<Value> at = {Value{x}};
-  std::vector<Shape> shapes = {shape};
-  std::map<std::string, int> position = {{"input", 0}};
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const model::LayerSpec& layer = spec.layers[l];
-    std::vector<int> reads;
-    for (const std::string& name : layer.inputs) {
-      auto it = position.find(name);
-      if (it == position.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("layer ", layer.name, " reads \"", name,
-                                                       "\", which is no layer before it"));
-      }
-      reads.push_back(it->second);
-    }
-    if (reads.empty()) reads.push_back(static_cast<int>(l));
-    std::vector<Shape> ins;
-    for (int r : reads) ins.push_back(shapes[r]);
-    PSTRAIN_ASSIGN_OR_RETURN(Shape out, model::LayerOutputShapeForInputs(layer, ins));
+    const std::vector<int>& reads = net.layer_inputs(static_cast<int>(l));
     // The last layer gives the logits: its softmax (or sigmoid) comes after.
     model::LayerSpec logits = layer;
     if (l + 1 == spec.layers.size()) logits.activation = model::Activation::kLinear;
@@ -494,11 +480,9 @@ absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
     if (layer.merges()) {
       PSTRAIN_ASSIGN_OR_RETURN(v, MergeGraph(g, layer, reads, at, shapes));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, logits, ins[0], values, at[reads[0]]));
+      PSTRAIN_ASSIGN_OR_RETURN(v, LayerGraph(g, logits, shapes[reads[0]], values, at[reads[0]]));
     }
     at.push_back(v);
-    shapes.push_back(out);
-    position[layer.name] = static_cast<int>(l) + 1;
   }
   Value v = at.back();
   shape = shapes.back();

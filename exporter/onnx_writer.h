@@ -23,17 +23,15 @@
 
 namespace pstrain {
 
-// The serialized ModelProto of `spec` with `params` laid out as
-// `variables` at `offsets` (model::Network's layout) and each embedding
-// table whole in `tables` (by variable name, [vocabulary, dim] row-major).
+// The serialized ModelProto of `net`'s model (its layers, in the graph
+// they form) with `params` in its layout and each embedding table whole
+// in `tables` (by variable name, [vocabulary, dim] row-major).
 // A model with embeddings reads its ids as model/embedding_bag.h says:
 // pixel_buckets from "input", feature:NAME from a second input "ids"
 // [batch, ids_width] (int64, the input's id layout, data/feature_spec.h);
 // each table is a Gather, a bag its kept rows' sum or mean. InvalidArgument
 // for variables or tables that disagree with the layers.
-absl::StatusOr<std::string> OnnxModelBytes(const model::NetworkSpec& spec,
-                                           const std::vector<VariableDef>& variables,
-                                           const std::vector<int64_t>& offsets,
+absl::StatusOr<std::string> OnnxModelBytes(const model::Network& net,
                                            const std::vector<float>& params,
                                            const std::map<std::string, std::vector<float>>& tables,
                                            const std::string& producer_version);

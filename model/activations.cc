@@ -144,4 +144,18 @@ void ActivationBackward(Activation a, const float* z, const float* out, float* d
   }
 }
 
+void ActivationPass::Forward(int64_t n, float* out) {
+  if (a_ == Activation::kLinear) return;
+  if (ActivationNeedsInput(a_)) {
+    if (z_.size() < static_cast<size_t>(n)) z_.resize(n);
+    std::copy(out, out + n, z_.data());
+  }
+  Activate(a_, out, out, n);
+}
+
+void ActivationPass::Backward(int64_t n, const float* out, float* d_out) const {
+  if (a_ == Activation::kLinear) return;
+  ActivationBackward(a_, z_.data(), out, d_out, n);
+}
+
 }  // namespace pstrain::model

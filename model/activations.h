@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -56,6 +57,29 @@ void Activate(Activation a, const float* z, float* out, int64_t n);
 // ActivationNeedsInput, the input `z`; else it may be null).
 // REQUIRES: a != kSoftmax.
 void ActivationBackward(Activation a, const float* z, const float* out, float* d, int64_t n);
+
+// What a misplaced softmax is told: only the last dense layer has one.
+inline constexpr char kSoftmaxOnlyLast[] =
+    "softmax is the last dense layer's only (the loss takes its logits)";
+
+// An activation applied in place to a layer's output (after its bias),
+// keeping what its derivative needs: the output, and a copy of the input
+// where the output alone does not tell (gelu, swish). Linear does
+// nothing; softmax is taken as linear (the loss applies it).
+// Thread-compatible: it holds the last Forward's inputs.
+class ActivationPass {
+ public:
+  explicit ActivationPass(Activation a) : a_(a == Activation::kSoftmax ? Activation::kLinear : a) {}
+
+  void Forward(int64_t n, float* out);
+  // After Forward over the same `out`: d_out becomes the gradient before
+  // the activation.
+  void Backward(int64_t n, const float* out, float* d_out) const;
+
+ private:
+  const Activation a_;
+  std::vector<float> z_;
+};
 
 }  // namespace pstrain::model
 

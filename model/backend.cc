@@ -84,7 +84,6 @@ absl::Status CudaRunsModel(const Network& net) {
       return cpu_only(l, absl::StrCat("activation ", ActivationName(l.activation)));
     }
   }
-  if (!net.sequential()) return cpu_only(layers.front(), "a graph");
   return absl::OkStatus();
 }
 

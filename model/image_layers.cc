@@ -217,19 +217,13 @@ class DepthwiseConv2DLayer final : public Layer {
         }
       }
     }
-    const int64_t n = batch * out_size_;
-    if (activation_ == Activation::kLinear) return;
-    if (ActivationNeedsInput(activation_)) {
-      if (z_.size() < static_cast<size_t>(n)) z_.resize(n);
-      std::copy(out, out + n, z_.data());
-    }
-    Activate(activation_, out, out, n);
+    activation_.Forward(batch * out_size_, out);
   }
 
   void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
                 float* grads, float* d_in) override {
     const int64_t c = g_.c, oc = c * m_;
-    ActivationBackward(activation_, z_.data(), out, d_out, batch * out_size_);
+    activation_.Backward(batch * out_size_, out, d_out);
     const float* w = params + kernel_at_;
     float* gw = grads + kernel_at_;
     std::fill(gw, gw + g_.kh * g_.kw * oc, 0.0f);
@@ -267,8 +261,7 @@ class DepthwiseConv2DLayer final : public Layer {
   const PstrainWindow g_;
   const int m_;
   const int64_t kernel_at_, bias_at_;
-  const Activation activation_;
-  std::vector<float> z_;  // the outputs before an activation that needs them
+  ActivationPass activation_;
 };
 
 class ActivationLayer final : public Layer {

@@ -219,8 +219,7 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
     case LayerKind::kActivation:
     case LayerKind::kReLU:
       if (spec.activation == Activation::kSoftmax) {
-        return absl::InvalidArgumentError(
-            "activation softmax is the last dense layer's only (the loss takes its logits)");
+        return absl::InvalidArgumentError(absl::StrCat("activation ", kSoftmaxOnlyLast));
       }
       return in;
     default:
@@ -231,8 +230,7 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
                                                    ActivationName(spec.activation)));
   }
   if (IsConv(spec.kind) && spec.activation == Activation::kSoftmax) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kind, " activation softmax is the last dense layer's only (the loss takes its logits)"));
+    return absl::InvalidArgumentError(absl::StrCat(kind, " activation ", kSoftmaxOnlyLast));
   }
   const bool one_d = Is1D(spec.kind);
   if (absl::Status s = NeedRank(spec, in, one_d ? 2 : 3,
@@ -398,40 +396,6 @@ void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n
   }
 }
 
-// The activation a dense or convolution layer applies after its bias
-// and ReLU pass, where it has one other than ReLU (a last layer's softmax
-// or a sigmoid loss's sigmoid are the loss's, not the layer's).
-Activation ElementwiseActivation(const LayerSpec& spec) {
-  if (spec.activation == Activation::kSoftmax) return Activation::kLinear;
-  return spec.activation;
-}
-
-// That activation in place over a layer's output, keeping what its
-// derivative needs: the output, and the input where the output alone does
-// not tell (gelu, swish).
-class AfterBias {
- public:
-  explicit AfterBias(Activation a) : a_(a) {}
-
-  void Forward(int64_t n, float* out) {
-    if (a_ == Activation::kLinear) return;
-    if (ActivationNeedsInput(a_)) {
-      if (z_.size() < static_cast<size_t>(n)) z_.resize(n);
-      std::copy(out, out + n, z_.data());
-    }
-    Activate(a_, out, out, n);
-  }
-  // d_out becomes the gradient before the activation.
-  void Backward(int64_t n, const float* out, float* d_out) const {
-    if (a_ == Activation::kLinear) return;
-    ActivationBackward(a_, z_.data(), out, d_out, n);
-  }
-
- private:
-  const Activation a_;
-  std::vector<float> z_;
-};
-
 class DenseLayer final : public Layer {
  public:
   DenseLayer(const LayerSpec& spec, const Shape& in, const Shape& out, int64_t kernel_at,
@@ -439,7 +403,7 @@ class DenseLayer final : public Layer {
       : Layer(spec, in, out),
         kernel_at_(kernel_at),
         bias_at_(bias_at),
-        activation_(ElementwiseActivation(spec)) {}
+        activation_(spec.activation) {}
 
   void Forward(const float* params, const float* in, int batch, bool, float* out) override {
     const int64_t k = in_size_, n = out_size_;
@@ -471,7 +435,7 @@ class DenseLayer final : public Layer {
 
  private:
   const int64_t kernel_at_, bias_at_;
-  AfterBias activation_;
+  ActivationPass activation_;  // one other than ReLU (that is spec_.relu's pass)
 };
 
 // The patch matrix of at most this many floats at a time (16 MiB).
@@ -485,7 +449,7 @@ class ConvLayer final : public Layer {
         g_(spec, in),
         kernel_at_(kernel_at),
         bias_at_(bias_at),
-        activation_(ElementwiseActivation(spec)) {
+        activation_(spec.activation) {
     patch_ = static_cast<int64_t>(g_.kh) * g_.kw * g_.c;
     positions_ = g_.oh * g_.ow;
     chunk_ = static_cast<int>(std::clamp<int64_t>(
@@ -616,7 +580,7 @@ class ConvLayer final : public Layer {
   std::vector<float> cols_, d_cols_;
   const float* cols_of_ = nullptr;  // the input cols_ holds, when whole
   int cols_batch_ = 0;
-  AfterBias activation_;
+  ActivationPass activation_;  // one other than ReLU (that is spec_.relu's pass)
 };
 
 class MaxPoolLayer final : public Layer {

@@ -411,8 +411,7 @@ absl::Status ParseConvWindow(const LayerEntry& e, const Config& c, bool one_d, L
   layer->use_bias = !c.has_use_bias() || c.use_bias();
   SetActivation(c.activation(), layer);
   if (layer->activation == Activation::kSoftmax) {
-    return Bad(e.At("activation"),
-               "softmax is the last dense layer's only (the loss takes its logits)");
+    return Bad(e.At("activation"), kSoftmaxOnlyLast);
   }
   if (!c.bias_initializer().empty()) layer->bias_initializer = c.bias_initializer();
   return absl::OkStatus();
@@ -448,8 +447,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.use_bias = !d.has_use_bias() || d.use_bias();
     SetActivation(d.activation(), &layer);
     if (layer.activation == Activation::kSoftmax && !e.last) {
-      return Bad(e.At("activation"),
-                 "softmax is the last dense layer's only (the loss takes its logits)");
+      return Bad(e.At("activation"), kSoftmaxOnlyLast);
     }
     if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
     if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
@@ -533,8 +531,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kActivation;
     const v1::Activation a = l.activation().activation();
     if (a == v1::softmax) {
-      return Bad(e.At("activation"),
-                 "softmax is the last dense layer's only (the loss takes its logits)");
+      return Bad(e.At("activation"), kSoftmaxOnlyLast);
     }
     layer.activation = a == v1::ACTIVATION_UNSET ? Activation::kLinear
                                                  : *ParseActivation(v1::Activation_Name(a));

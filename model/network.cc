@@ -173,8 +173,7 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     absl::StatusOr<Shape> out = LayerOutputShapeForInputs(l, in);
     if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
     if (l.activation == Activation::kSoftmax && i + 1 < spec.layers.size()) {
-      return absl::InvalidArgumentError(
-          where + "activation softmax is the last dense layer's only (the loss takes its logits)");
+      return absl::InvalidArgumentError(absl::StrCat(where, "activation ", kSoftmaxOnlyLast));
     }
     if (l.has_variables()) {
       auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
