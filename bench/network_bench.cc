@@ -2,9 +2,10 @@
 // forward, loss, backward) of the configs' models on one OpenBLAS thread,
 // on real Fashion-MNIST training images (/usr/share/datasets/fashion-mnist,
 // or $PSTRAIN_DATA_DIR) at each config's batch size: the tutorial CNN
-// (configs/fashion_mnist_cnn.pbtxt), the guide MLP and the residual graph
-// (configs/fashion_mnist_resnet.pbtxt). Items are examples; the counter
-// says how many layers read more than the layer before them.
+// (configs/fashion_mnist_cnn.pbtxt), the guide MLP, the residual graph
+// (configs/fashion_mnist_resnet.pbtxt) and MobileNetV2's pieces with batch
+// normalization (configs/fashion_mnist_mobile.pbtxt). Items are examples;
+// the counter says how many layers read more than the layer before them.
 //   bazel build -c opt //bench:network_bench
 //   bazel-bin/bench/network_bench --benchmark_repetitions=5
 #include <cblas.h>
@@ -62,6 +63,8 @@ BENCHMARK_CAPTURE(BM_Step, fashion_mnist_mlp, "configs/fashion_mnist_mlp.pbtxt")
 BENCHMARK_CAPTURE(BM_Step, fashion_mnist_cnn, "configs/fashion_mnist_cnn.pbtxt")
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Step, fashion_mnist_resnet, "configs/fashion_mnist_resnet.pbtxt")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Step, fashion_mnist_mobile, "configs/fashion_mnist_mobile.pbtxt")
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

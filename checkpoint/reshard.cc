@@ -40,9 +40,9 @@ absl::Status Resharder::Add(const ShardContents& old) {
     started_ = true;
     first_ = h;
     seen_.assign(h.num_ps(), false);
-    const int planes = 1 + h.num_slots();
     for (Target& t : targets_) {
       if (!t.def.embedding) {
+        const int planes = t.def.trainable() ? 1 + h.num_slots() : 1;
         t.data.assign(static_cast<size_t>(t.out.elements()) * planes * sizeof(float), '\0');
       }
     }
@@ -64,9 +64,10 @@ absl::Status Resharder::Add(const ShardContents& old) {
       table_of[c.key()] = &c;
       continue;
     }
+    const int64_t stored = c.update().empty() ? planes : 1;  // non-trainable: values alone
     if (c.variable().empty() || c.row_elements() <= 0 || c.row_end() <= c.row_begin() ||
         c.data().size() != static_cast<size_t>((c.row_end() - c.row_begin()) * c.row_elements() *
-                                               planes * sizeof(float))) {
+                                               stored * sizeof(float))) {
       return bad(absl::StrCat(c.key(),
                               " lacks its row layout or its size disagrees with it, "
                               "so it cannot be re-sliced"));
@@ -104,8 +105,16 @@ absl::Status Resharder::Add(const ShardContents& old) {
         return bad(absl::StrCat(c->key(), " has rows of ", c->row_elements(),
                                 " floats, this job's ", t.def.variable, " rows of ", re));
       }
+      const bool old_trainable = c->update().empty();
+      if (t.def.trainable() && !old_trainable && planes > 1) {
+        return bad(absl::StrCat(c->key(), " is non-trainable there (", c->update(),
+                                ", stored without optimizer slots) but this job trains ",
+                                t.def.variable));
+      }
       const int64_t old_elements = (c->row_end() - c->row_begin()) * re;
-      for (int64_t p = 0; p < planes; ++p) {
+      // A variable trainable there but not here leaves its slots behind.
+      const int64_t copied = t.def.trainable() ? planes : 1;
+      for (int64_t p = 0; p < copied; ++p) {
         std::memcpy(
             t.data.data() + (p * elements + (lo - t.def.row_begin) * re) * sizeof(float),
             c->data().data() + (p * old_elements + (lo - c->row_begin()) * re) * sizeof(float),
@@ -150,6 +159,7 @@ absl::StatusOr<ShardContents> Resharder::Finish() {
                          " but its shards hold ", t.rows_covered, " of them"));
       }
       t.out.set_data(std::move(t.data));
+      if (!t.def.trainable()) t.out.set_update(t.def.update);
     }
     shard.tensors.push_back(std::move(t.out));
   }

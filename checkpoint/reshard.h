@@ -1,7 +1,8 @@
 // Restoring a checkpoint onto a different number of PS: builds the shard
 // that one PS of the new cluster holds from the shards the old cluster
 // wrote. Dense slices are cut from the old slices of the same variable by
-// row range (every plane: values, then each optimizer slot); embedding rows
+// row range (every plane: values, then each optimizer slot; a non-trainable
+// variable has its values alone); embedding rows
 // go to the PS that owns their id under the new count (EmbeddingOwner).
 // Old shards are added one at a time, so only one is in memory besides the
 // result.
@@ -30,6 +31,12 @@ struct TargetTensor {
   int64_t row_end = 0;
   int64_t row_elements = 0;  // dense: floats per row
   int64_t dim = 0;           // tables: floats per row
+  // Dense: as TensorCheckpoint.update: "" for a trainable variable, else
+  // a non-trainable one's ("increment", "frozen"), held without optimizer
+  // slots (its values alone).
+  std::string update;
+
+  bool trainable() const { return update.empty(); }
 };
 
 class Resharder {

@@ -193,9 +193,16 @@ int InspectMain(CliArgs& args) {
           j["rows"] = {t.row_begin(), t.row_end()};
           j["row_elements"] = t.row_elements();
           j["elements"] = t.elements();
-          absl::StrAppendFormat(&table, "  %-28s %s rows %d..%d x %d = %d values  updates %d\n",
+          // A non-trainable variable (moving statistics, a frozen layer)
+          // is stored without optimizer slots.
+          j["trainable"] = t.update().empty();
+          if (!t.update().empty()) j["update"] = t.update();
+          absl::StrAppendFormat(&table, "  %-28s %s rows %d..%d x %d = %d values  updates %d%s\n",
                                 t.key(), t.variable(), t.row_begin(), t.row_end(), t.row_elements(),
-                                t.elements(), t.updates());
+                                t.elements(), t.updates(),
+                                t.update().empty()
+                                    ? ""
+                                    : absl::StrCat("  non-trainable (", t.update(), "), no slots"));
         }
         tensors.push_back(std::move(j));
       }

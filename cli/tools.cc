@@ -260,6 +260,8 @@ const char* KerasType(model::LayerKind kind) {
       return "ReLU";
     case model::LayerKind::kDepthwiseConv2D:
       return "DepthwiseConv2D";
+    case model::LayerKind::kBatchNormalization:
+      return "BatchNormalization";
   }
   return "?";
 }
@@ -322,9 +324,15 @@ std::string SummaryTable(const std::string& title, const model::Network& net,
         absl::StrCat("[", absl::StrJoin(reads, ", "), "]"));
   }
   out += double_rule + "\n";
-  out +=
-      absl::StrCat("Total params: ", WithCommas(total), "\nTrainable params: ", WithCommas(total),
-                   "\nNon-trainable params: 0\n", rule, "\n");
+  // Keras's counts: the optimizer's variables, and the rest (moving
+  // statistics, frozen layers).
+  int64_t trainable = 0;
+  for (const VariableDef& v : net.variables()) {
+    if (v.embedding || v.trainable()) trainable += v.elements();
+  }
+  out += absl::StrCat("Total params: ", WithCommas(total), "\nTrainable params: ",
+                      WithCommas(trainable), "\nNon-trainable params: ", WithCommas(total - trainable),
+                      "\n", rule, "\n");
   out += absl::StrFormat("Variables on %d PS:\n", placement.num_ps);
   for (const VariableDef& v : placement.variables) {
     std::string where;
@@ -342,6 +350,11 @@ std::string SummaryTable(const std::string& title, const model::Network& net,
           parts.push_back(absl::StrFormat("rows [%d, %d) on ps %d", s.row_begin, s.row_end, s.ps));
         }
         where = absl::StrCat(slices.size(), " slices: ", absl::StrJoin(parts, ", "));
+      }
+      if (v.update == VariableUpdate::kIncrement) {
+        where += "; non-trainable, moved by the replicas' increments";
+      } else if (v.update == VariableUpdate::kFrozen) {
+        where += "; non-trainable, frozen";
       }
     }
     out += absl::StrFormat(" %-28s %-18s %12s bytes  %s\n", v.name, model::ShapeString(v.shape),

@@ -50,6 +50,39 @@ TEST(ToolsTest, SummaryIsKerasTableWithTotalsAndWhereVariablesLive) {
   }
 }
 
+// Batch normalization's moving statistics are Keras's non-trainable
+// params, and the PS lines say what moves them; a frozen layer's variables
+// are non-trainable too.
+TEST(ToolsTest, SummaryCountsNonTrainableVariablesAsKerasDoes) {
+  ASSERT_OK_AND_ASSIGN(model::ModelConfigFile f,
+                       model::LoadModelConfigFile("configs/fashion_mnist_mobile.pbtxt"));
+  ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 1));
+  std::string table = SummaryTable("mobile", *net, p);
+  for (const char* line : {
+           " bn_Conv1 (BatchNormalization)        (None, 14, 14, 16)                   64   "
+           "['Conv1[0][0]']\n",
+           "Total params: 4,554\nTrainable params: 4,170\nNon-trainable params: 384\n",
+           " bn_Conv1/moving_mean         [16]                         64 bytes  ps 0; "
+           "non-trainable, moved by the replicas' increments\n",
+           " bn_Conv1/gamma               [16]                         64 bytes  ps 0\n",
+       }) {
+    EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
+  }
+  // Conv1 (144 weights) and bn_Conv1 (64) frozen.
+  f.job.model.layers[0].trainable = false;
+  f.job.model.layers[1].trainable = false;
+  ASSERT_OK_AND_ASSIGN(net, model::Network::Create(f.job.model, 1));
+  ASSERT_OK_AND_ASSIGN(p, ComputePlacement(net->variables(), 1));
+  table = SummaryTable("mobile", *net, p);
+  const char* frozen = "Total params: 4,554\nTrainable params: 3,994\nNon-trainable params: 560\n";
+  EXPECT_NE(table.find(frozen), std::string::npos) << table;
+  EXPECT_NE(table.find(" Conv1/kernel                 [3, 3, 1, 16]               576 bytes  ps 0; "
+                       "non-trainable, frozen\n"),
+            std::string::npos)
+      << table;
+}
+
 // A graph prints as Keras prints a functional model: the input's row and
 // what each layer reads.
 TEST(ToolsTest, SummaryOfAGraphSaysWhatEachLayerIsConnectedTo) {

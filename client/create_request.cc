@@ -54,6 +54,7 @@ v1::CreateVariablesRequest CreateRequestFor(const Placement& placement, int ps,
     for (int64_t d : var.shape) spec->add_shape(d);
     if (var.consistency.has_value()) spec->set_consistency(var.consistency->ToString());
     spec->set_initializer(var.initializer);
+    if (!var.trainable()) spec->set_update(VariableUpdateName(var.update));
     if (!params.empty()) {
       const float* src = params.data() + offsets[v] + s.element_offset();
       req.add_initial_values(reinterpret_cast<const char*>(src), s.bytes());

@@ -184,6 +184,7 @@ absl::StatusOr<int64_t> InProcessStore::Dense(absl::Span<const int> variables, c
     }
     if (work.slices.empty()) continue;
     PSTRAIN_ASSIGN_OR_RETURN(const int64_t at, DenseOnPs(work, grads, params));
+    if (at < 0) continue;  // frozen tensors alone: no step (ShardStore::kNoStep)
     step = step < 0 ? at : std::min(step, at);
   }
   return std::max<int64_t>(step, 0);

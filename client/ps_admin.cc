@@ -109,6 +109,7 @@ absl::StatusOr<int64_t> PsAdmin::GlobalStep() {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, Stats());
   int64_t step = -1;
   for (const v1::StatsResponse& s : stats) {
+    if (s.global_step() < 0) continue;  // frozen tensors alone: no step of its own
     step = step < 0 ? s.global_step() : std::min(step, s.global_step());
   }
   return step;
@@ -133,6 +134,7 @@ absl::StatusOr<int64_t> PsAdmin::HoldPushes(absl::Duration lease) {
   }
   int64_t step = -1;
   for (const v1::HoldPushesResponse& r : resps) {
+    if (r.global_step() < 0) continue;  // frozen tensors alone: no step of its own
     step = step < 0 ? r.global_step() : std::min(step, r.global_step());
   }
   return step;

@@ -12,6 +12,10 @@ namespace pstrain {
 absl::StatusOr<InitializerSpec> ParseInitializerSpec(absl::string_view spec, bool allow_glorot) {
   InitializerSpec out;
   if (spec == "zeros") return out;
+  if (spec == "ones") {
+    out.kind = InitializerSpec::Kind::kOnes;
+    return out;
+  }
   if (allow_glorot && spec == "glorot_uniform") {
     out.kind = InitializerSpec::Kind::kGlorotUniform;
     return out;
@@ -26,7 +30,7 @@ absl::StatusOr<InitializerSpec> ParseInitializerSpec(absl::string_view spec, boo
   }
   return absl::InvalidArgumentError(
       absl::StrCat("\"", spec, "\" is not ", allow_glorot ? "glorot_uniform, " : "",
-                   "zeros or uniform:A (A >= 0)"));
+                   "zeros, ones or uniform:A (A >= 0)"));
 }
 
 }  // namespace pstrain

@@ -9,6 +9,28 @@
 
 namespace pstrain {
 
+const char* VariableUpdateName(VariableUpdate update) {
+  switch (update) {
+    case VariableUpdate::kOptimizer:
+      return "optimizer";
+    case VariableUpdate::kIncrement:
+      return "increment";
+    case VariableUpdate::kFrozen:
+      return "frozen";
+  }
+  return "?";
+}
+
+absl::StatusOr<VariableUpdate> ParseVariableUpdate(absl::string_view name) {
+  for (VariableUpdate u :
+       {VariableUpdate::kOptimizer, VariableUpdate::kIncrement, VariableUpdate::kFrozen}) {
+    if (name == VariableUpdateName(u)) return u;
+  }
+  if (name.empty()) return VariableUpdate::kOptimizer;
+  return absl::InvalidArgumentError(absl::StrCat("variable update \"", name,
+                                                 "\" is not optimizer, increment or frozen"));
+}
+
 int64_t VariableDef::row_elements() const {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];

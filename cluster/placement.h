@@ -25,9 +25,33 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cluster/consistency.h"
 
 namespace pstrain {
+
+// What changes a variable, Keras's trainable flag and what moves a
+// non-trainable one:
+enum class VariableUpdate {
+  // Trainable: its gradients, through the job's optimizer, which keeps its
+  // slots beside it.
+  kOptimizer,
+  // Non-trainable, moved by the increments replicas push in place of a
+  // gradient (batch normalization's moving mean and variance: Keras's
+  // `moving = moving * momentum + batch_stat * (1 - momentum)` sent as
+  // `(1 - momentum) * (batch_stat - moving)`), added as they are, once
+  // each (a sync round adds their mean): TensorFlow's assign_sub on the PS.
+  // No optimizer slots, no learning rate.
+  kIncrement,
+  // Non-trainable and never pushed (a layer with `trainable: false`, as in
+  // transfer learning): no slots; a push to it is refused.
+  kFrozen,
+};
+
+// "optimizer", "increment" or "frozen".
+const char* VariableUpdateName(VariableUpdate update);
+// The inverse, "" meaning "optimizer"; InvalidArgument quoting anything else.
+absl::StatusOr<VariableUpdate> ParseVariableUpdate(absl::string_view name);
 
 // A dense float32 variable. shape[0] is the row dimension; a rank-1 variable
 // has rows of one element.
@@ -43,7 +67,10 @@ struct VariableDef {
   // ("zeros", "uniform:A"); empty: the sender provides values (dense) or
   // "uniform:0.05" (tables).
   std::string initializer;
+  VariableUpdate update = VariableUpdate::kOptimizer;
 
+  // Keras's trainable: whether the optimizer moves it.
+  bool trainable() const { return update == VariableUpdate::kOptimizer; }
   int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
   // Elements per row (product of shape[1:]).
   int64_t row_elements() const;

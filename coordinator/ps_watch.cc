@@ -93,7 +93,7 @@ bool PsWatch::Round() {
     // A PS without variables was restarted: it lost its part of the model.
     if (!health->initialized()) {
       restarted.push_back(ps);
-    } else {
+    } else if (health->global_step() >= 0) {  // frozen tensors alone have no step
       round_step =
           round_step < 0 ? health->global_step() : std::min(round_step, health->global_step());
     }

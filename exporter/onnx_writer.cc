@@ -137,6 +137,13 @@ void SetInt(onnx::NodeProto* node, const std::string& name, int64_t value) {
   a->set_i(value);
 }
 
+void SetFloat(onnx::NodeProto* node, const std::string& name, float value) {
+  onnx::AttributeProto* a = node->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+}
+
 // A float tensor value [batch, dims...] named `name`.
 void DescribeValue(onnx::ValueInfoProto* v, const std::string& name, const Shape& dims) {
   v->set_name(name);
@@ -354,6 +361,38 @@ absl::StatusOr<Value> WindowLayer(GraphBuilder& g, const model::LayerSpec& layer
   return Value{y, true};
 }
 
+// A batch normalization in inference (its moving statistics) on `x` of
+// `shape`: ONNX's BatchNormalization takes the channels at axis 1, where
+// NCHW and a flat [N, C] have them; [N, H, W, C] goes to NCHW first and
+// [N, T, C] there and back.
+absl::StatusOr<Value> BatchNormGraph(GraphBuilder& g, const model::LayerSpec& layer,
+                                     const Shape& shape, const VariableValues& values,
+                                     const Value& x) {
+  const int64_t c = shape.back();
+  auto variable = [&](const char* suffix, bool present, float fill) -> absl::StatusOr<std::string> {
+    const std::string name = absl::StrCat(layer.name, "/", suffix);
+    if (!present) {
+      const std::vector<float> constant(c, fill);
+      return g.Floats(name, {c}, constant.data());
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(const float* v, values.Of(name, c));
+    return g.Floats(name, {c}, v);
+  };
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string gamma, variable("gamma", layer.scale, 1.0f));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string beta, variable("beta", layer.center, 0.0f));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string mean, variable("moving_mean", true, 0.0f));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string var, variable("moving_variance", true, 0.0f));
+  auto normalise = [&](const std::string& in) {
+    std::string y;
+    onnx::NodeProto* node = g.Node("BatchNormalization", {in, gamma, beta, mean, var}, &y);
+    SetFloat(node, "epsilon", layer.epsilon);
+    return y;
+  };
+  if (x.nchw || shape.size() == 1) return Value{normalise(x.name), x.nchw};
+  if (shape.size() == 3) return Value{normalise(g.Transpose(x.name, {0, 3, 1, 2})), true};
+  return Value{g.Transpose(normalise(g.Transpose(x.name, {0, 2, 1})), {0, 2, 1})};
+}
+
 // `layer` applied to `x` of `shape`: its output.
 absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
                                  const Shape& shape, const VariableValues& values,
@@ -368,6 +407,8 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
       return WindowLayer(g, layer, shape, values, x);
     case model::LayerKind::kDropout:
       return x;  // inference: the identity, in whichever layout
+    case model::LayerKind::kBatchNormalization:
+      return BatchNormGraph(g, layer, shape, values, x);
     case model::LayerKind::kActivation:
     case model::LayerKind::kReLU:
       return Value{ActivationGraph(g, layer.activation, x.name), x.nchw};

@@ -77,7 +77,7 @@ absl::Status CudaRunsModel(const Network& net) {
       default:
         return cpu_only(l, LayerKindName(l.kind));
     }
-    if (l.has_variables() && !l.use_bias) return cpu_only(l, "a layer without a bias");
+    if (l.has_kernel() && !l.use_bias) return cpu_only(l, "a layer without a bias");
     // The last layer's softmax (or sigmoid) is the loss's.
     const bool last = i + 1 == layers.size();
     if (l.activation != Activation::kLinear && !last) {
@@ -114,7 +114,7 @@ std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
     d.relu = spec.relu ? 1 : 0;
     d.kernel_at = -1;
     d.bias_at = -1;
-    if (spec.has_variables()) {
+    if (spec.has_kernel()) {
       d.kernel_at = kernel_at[with_variables];
       d.bias_at = bias_at[with_variables];
       ++with_variables;

@@ -3,12 +3,14 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/splitmix64.h"
+#include "model/batch_norm.h"
 #include "model/image_layers.h"
 
 namespace pstrain::model {
@@ -63,6 +65,8 @@ const char* LayerKindName(LayerKind kind) {
       return "relu";
     case LayerKind::kDepthwiseConv2D:
       return "depthwise_conv2d";
+    case LayerKind::kBatchNormalization:
+      return "batch_normalization";
   }
   return "?";
 }
@@ -222,6 +226,16 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
         return absl::InvalidArgumentError(absl::StrCat("activation ", kSoftmaxOnlyLast));
       }
       return in;
+    case LayerKind::kBatchNormalization:
+      if (!(spec.momentum >= 0 && spec.momentum <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch_normalization momentum ", spec.momentum, " is not in [0, 1]"));
+      }
+      if (!(spec.epsilon > 0) || !std::isfinite(spec.epsilon)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch_normalization epsilon ", spec.epsilon, " must be above 0"));
+      }
+      return in;
     default:
       break;
   }
@@ -330,6 +344,10 @@ std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in) {
       out = {{spec.window[0], spec.window[1], in[2], spec.depth_multiplier},
              {in[2] * spec.depth_multiplier}};
       break;
+    case LayerKind::kBatchNormalization:
+      // gamma, beta, moving_mean, moving_variance (model/batch_norm.h).
+      out.assign((spec.scale ? 1 : 0) + (spec.center ? 1 : 0) + 2, Shape{in.back()});
+      return out;
     default:
       return {};
   }
@@ -338,7 +356,8 @@ std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in) {
 }
 
 void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out) {
-  const std::vector<Shape> shapes = LayerVariableShapes(spec, in);
+  const std::vector<Shape> shapes = spec.has_kernel() ? LayerVariableShapes(spec, in)
+                                                      : std::vector<Shape>();
   if (shapes.empty()) {
     *fan_in = *fan_out = 0;
     return;
@@ -888,6 +907,8 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return CreateActivationLayer(spec, in, out);
     case LayerKind::kDepthwiseConv2D:
       return CreateDepthwiseConv2DLayer(spec, in, out, kernel_at, bias_at);
+    case LayerKind::kBatchNormalization:
+      return CreateBatchNormLayer(spec, in, kernel_at);
     case LayerKind::kAdd:
     case LayerKind::kConcatenate:
       break;  // above

@@ -16,6 +16,8 @@
 //                          c * depth_multiplier + j), bias [C * multiplier]
 //   global_average_pool2d, global_max_pool2d, average_pool2d,
 //   zero_padding2d, activation, relu   model/image_layers.h
+//   batch_normalization    same shape; each channel normalised, scaled and
+//                          shifted (model/batch_norm.h)
 //   add                    several inputs of one shape -> their sum
 //   concatenate            several inputs alike but in their last (channel)
 //                          axis -> side by side along it
@@ -68,6 +70,7 @@ enum class LayerKind {
   kActivation,  // Keras's Activation layer
   kReLU,        // Keras's ReLU layer (max_value 6: relu6)
   kDepthwiseConv2D,
+  kBatchNormalization,  // model/batch_norm.h
 };
 
 // "dense", "conv1d", ... as the model config names them.
@@ -88,6 +91,14 @@ struct LayerSpec {
   // and right.
   std::array<int, 4> padding = {0, 0, 0, 0};
   int depth_multiplier = 1;  // depthwise_conv2d
+  // batch_normalization (model/batch_norm.h), Keras's defaults.
+  float momentum = 0.99f;
+  float epsilon = 1e-3f;
+  bool center = true;  // a beta
+  bool scale = true;   // a gamma
+  // Keras's trainable: false freezes the layer's variables (no optimizer
+  // slots, never pushed) and runs a batch normalization in inference.
+  bool trainable = true;
   // Dense, conv, depthwise: whether the layer has a bias (Keras's
   // use_bias; a convolution before a batch normalization has none).
   bool use_bias = true;
@@ -108,10 +119,12 @@ struct LayerSpec {
 
   // Reads several inputs (add, concatenate): the rest read one.
   bool merges() const { return kind == LayerKind::kAdd || kind == LayerKind::kConcatenate; }
-  bool has_variables() const {
+  // Dense, conv, depthwise: a kernel (and a bias unless !use_bias).
+  bool has_kernel() const {
     return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D ||
            kind == LayerKind::kDepthwiseConv2D;
   }
+  bool has_variables() const { return has_kernel() || kind == LayerKind::kBatchNormalization; }
   // "kernel", or Keras's "depthwise_kernel": the kernel variable's name
   // after "<name>/".
   const char* kernel_name() const {
@@ -134,7 +147,8 @@ absl::StatusOr<Shape> LayerOutputShapeForInputs(const LayerSpec& spec,
                                                 const std::vector<Shape>& ins);
 
 // The shapes of the layer's variables for input `in` (kernel then bias,
-// unless !use_bias); empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
+// unless !use_bias; a batch normalization's [C] each, model/batch_norm.h);
+// empty for a layer without any. REQUIRES: LayerOutputShape(spec, in) ok.
 std::vector<Shape> LayerVariableShapes(const LayerSpec& spec, const Shape& in);
 
 // The window of a convolution or pool over input `in` (model/cuda_layer_math.h):
@@ -156,7 +170,8 @@ class Layer {
  public:
   // REQUIRES: LayerOutputShape(spec, in) ok; max_batch >= 1. `kernel_at` and
   // `bias_at` are where its variables lie in the flat parameter array (-1
-  // without any; bias_at -1 without a bias).
+  // without any; bias_at -1 without a bias); a batch normalization's lie
+  // one after another from kernel_at.
   static std::unique_ptr<Layer> Create(const LayerSpec& spec, const Shape& in, int max_batch,
                                        int64_t kernel_at, int64_t bias_at);
   // For a layer of several inputs (add, concatenate; no variables), or one.

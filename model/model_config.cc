@@ -171,7 +171,8 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
         "global_average_pool1d, global_average_pool2d, global_max_pool2d, average_pool2d, "
-        "zero_padding2d, depthwise_conv2d, flatten, dropout, activation, relu, add, "
+        "zero_padding2d, depthwise_conv2d, batch_normalization, flatten, dropout, activation, "
+        "relu, add, "
         "concatenate, embedding or embedding_bag)");
   }
   return absl::InvalidArgumentError(
@@ -544,6 +545,29 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
                                              "all"));
     }
     layer.activation = r.has_max_value() ? Activation::kRelu6 : Activation::kRelu;
+  } else if (e.kind == "batch_normalization") {
+    layer.kind = LayerKind::kBatchNormalization;
+    const v1::BatchNormalizationLayer& b = l.batch_normalization();
+    if (b.has_momentum()) {
+      if (!(b.momentum() >= 0 && b.momentum() <= 1)) {
+        return Bad(e.At("momentum"), absl::StrCat(b.momentum(), " is not in [0, 1]"));
+      }
+      layer.momentum = b.momentum();
+    }
+    if (b.has_epsilon()) {
+      if (!(b.epsilon() > 0) || !std::isfinite(b.epsilon())) {
+        return Bad(e.At("epsilon"), absl::StrCat(b.epsilon(), " must be above 0"));
+      }
+      layer.epsilon = b.epsilon();
+    }
+    layer.center = !b.has_center() || b.center();
+    layer.scale = !b.has_scale() || b.scale();
+    if (b.has_axis() && b.axis() != -1 && b.axis() != static_cast<int64_t>(shape.size())) {
+      return Bad(e.At("axis"),
+                 absl::StrCat(b.axis(), " is not the last axis (-1, or ", shape.size(),
+                              " for an input of ", ShapeString(shape),
+                              "): batch_normalization normalises the channel axis only"));
+    }
   } else if (e.kind == "add") {
     layer.kind = LayerKind::kAdd;
   } else if (e.kind == "concatenate") {
@@ -558,7 +582,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     }
   }
   layer.inputs.assign(l.inputs().begin(), l.inputs().end());
-  if (layer.has_variables()) {
+  layer.trainable = !l.has_trainable() || l.trainable();
+  if (layer.has_kernel()) {
     auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
     if (!kernel.ok()) {
       return Bad(e.At(layer.kind == LayerKind::kDepthwiseConv2D ? "depthwise_initializer"

@@ -630,6 +630,49 @@ TEST(ModelConfigTest, QuotedAndBareValuesOfAClosedSetReadTheSame) {
   EXPECT_FALSE(b.job.model.layers[3].relu);
 }
 
+// Keras's BatchNormalization arguments, `trainable: false` on any layer,
+// and what is out of range named at its field.
+TEST(ModelConfigTest, BatchNormalizationTakesKerassArgumentsAndLayersMayBeFrozen) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
+    input_dim: 48
+    input_shape: [4, 4, 3]
+    layer { name: "conv" conv2d { filters: 4 kernel_size: 3 use_bias: false } trainable: false }
+    layer { name: "bn" batch_normalization { momentum: 0.999 epsilon: 1e-5 center: false axis: 3 } }
+    layer { name: "bn_default" batch_normalization {} }
+    layer { global_average_pool2d {} }
+    layer { dense { units: 2 } }
+  )pb", "bn.pbtxt"));
+  const std::vector<LayerSpec>& layers = f.job.model.layers;
+  EXPECT_FALSE(layers[0].trainable);
+  EXPECT_EQ(layers[1].kind, LayerKind::kBatchNormalization);
+  EXPECT_FLOAT_EQ(layers[1].momentum, 0.999f);
+  EXPECT_FLOAT_EQ(layers[1].epsilon, 1e-5f);
+  EXPECT_FALSE(layers[1].center);
+  EXPECT_TRUE(layers[1].scale);
+  EXPECT_TRUE(layers[1].trainable);
+  EXPECT_FLOAT_EQ(layers[2].momentum, 0.99f);  // Keras's defaults
+  EXPECT_FLOAT_EQ(layers[2].epsilon, 1e-3f);
+  EXPECT_TRUE(layers[2].center);
+  auto message = [](const std::string& bn) {
+    return std::string(
+        ParseModelConfigFile("input_dim: 48\ninput_shape: [4, 4, 3]\nlayer { batch_normalization { " +
+                                 bn + " } }\nlayer { flatten {} }\nlayer { dense { units: 2 } }",
+                             "m.pbtxt")
+            .status()
+            .message());
+  };
+  EXPECT_EQ(message("momentum: 1.5"),
+            "m.pbtxt:3:31: layer 0 (batch_normalization_0): batch_normalization.momentum 1.5 is "
+            "not in [0, 1]");
+  EXPECT_EQ(message("epsilon: 0"),
+            "m.pbtxt:3:31: layer 0 (batch_normalization_0): batch_normalization.epsilon 0 must be "
+            "above 0");
+  EXPECT_EQ(message("axis: 1"),
+            "m.pbtxt:3:31: layer 0 (batch_normalization_0): batch_normalization.axis 1 is not the "
+            "last axis (-1, or 3 for an input of [4, 4, 3]): batch_normalization normalises the "
+            "channel axis only");
+}
+
 TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   auto message = [](const std::string& text) {
     return std::string(ParseModelConfigFile(text, "m.pbtxt").status().message());
@@ -640,8 +683,9 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
             "max_pool1d, max_pool2d, global_average_pool1d, global_average_pool2d, "
-            "global_max_pool2d, average_pool2d, zero_padding2d, depthwise_conv2d, flatten, "
-            "dropout, activation, relu, add, concatenate, embedding or embedding_bag)");
+            "global_max_pool2d, average_pool2d, zero_padding2d, depthwise_conv2d, "
+            "batch_normalization, flatten, dropout, activation, relu, add, concatenate, "
+            "embedding or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),
@@ -671,7 +715,7 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "last layer gives the logits of softmax cross-entropy");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 kernel_initializer: \"he\" } }"),
             "m.pbtxt:2:26: layer 0 (dense_0): dense.kernel_initializer \"he\" is not "
-            "glorot_uniform, zeros or uniform:A (A >= 0)");
+            "glorot_uniform, zeros, ones or uniform:A (A >= 0)");
   EXPECT_EQ(message("input_dim: 4\nlayer { dense { units: 2 } }\nloss: \"mse\""),
             "m.pbtxt:3:8: Unknown enumeration value of \"mse\" for field \"loss\". It is one of: "
             "softmax_cross_entropy, sigmoid_cross_entropy.");

@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
     if (l.activation == Activation::kSoftmax && i + 1 < spec.layers.size()) {
       return absl::InvalidArgumentError(absl::StrCat(where, "activation ", kSoftmaxOnlyLast));
     }
-    if (l.has_variables()) {
+    if (l.has_kernel()) {
       auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
       if (!kernel.ok()) {
         return absl::InvalidArgumentError(
@@ -246,6 +246,7 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
   auto initializer = [&draws](const InitializerSpec& init, float glorot_limit,
                               const Shape& shape) -> std::string {
     if (init.kind == InitializerSpec::Kind::kZeros) return "zeros";
+    if (init.kind == InitializerSpec::Kind::kOnes) return "ones";
     const float limit =
         init.kind == InitializerSpec::Kind::kGlorotUniform ? glorot_limit : init.limit;
     const std::string spec = StreamInitializer({limit, draws});
@@ -256,7 +257,27 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     const LayerSpec& l = spec.layers[i];
     int64_t kernel_at = -1, bias_at = -1;
     param_layer_.push_back(-1);
-    if (l.has_variables()) {
+    // A frozen layer's variables (trainable: false) are never pushed.
+    const VariableUpdate trained =
+        l.trainable ? VariableUpdate::kOptimizer : VariableUpdate::kFrozen;
+    if (l.kind == LayerKind::kBatchNormalization) {
+      const int number = layout_.num_layers();
+      const Shape channels{shapes_[inputs_[i][0]].back()};
+      kernel_at = layout_.num_parameters();
+      auto add = [&](const char* suffix, const char* init, ParamRole role, VariableUpdate update) {
+        VariableDef def{absl::StrCat(l.name, "/", suffix), channels};
+        def.initializer = init;
+        def.update = update;
+        layout_.AddFlat(std::move(def), number, role);
+      };
+      if (l.scale) add("gamma", "ones", ParamRole::kGamma, trained);
+      if (l.center) add("beta", "zeros", ParamRole::kBeta, trained);
+      const VariableUpdate moving =
+          l.trainable ? VariableUpdate::kIncrement : VariableUpdate::kFrozen;
+      add("moving_mean", "zeros", ParamRole::kMovingMean, moving);
+      add("moving_variance", "ones", ParamRole::kMovingVariance, moving);
+      param_layer_.back() = number;
+    } else if (l.has_kernel()) {
       const int number = layout_.num_layers();
       const Shape& in = shapes_[inputs_[i][0]];
       const std::vector<Shape> vars = LayerVariableShapes(l, in);
@@ -268,11 +289,13 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
       const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
       VariableDef kernel{absl::StrCat(l.name, "/", l.kernel_name()), vars[0]};
       kernel.initializer = initializer(kernel_init, glorot, vars[0]);
+      kernel.update = trained;
       kernel_at = layout_.num_parameters();
       layout_.AddFlat(std::move(kernel), number, ParamRole::kKernel);
       if (l.use_bias) {
         VariableDef bias{l.name + "/bias", vars[1]};
         bias.initializer = initializer(bias_init, 0.0f, vars[1]);
+        bias.update = trained;
         bias_at = layout_.num_parameters();
         layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
       }
@@ -331,7 +354,12 @@ std::vector<float> Network::InitialParameters(uint64_t seed) const {
   InitialStream stream(seed);
   for (size_t v = 0; v < variables().size(); ++v) {
     const VariableDef& def = variables()[v];
-    if (def.embedding || !IsStreamInitializer(def.initializer)) continue;  // zeros
+    if (def.embedding) continue;
+    if (def.initializer == "ones") {
+      std::fill_n(params.data() + offsets()[v], def.elements(), 1.0f);
+      continue;
+    }
+    if (!IsStreamInitializer(def.initializer)) continue;  // zeros
     const StreamPlace place = *ParseStreamInitializer(def.initializer);  // made above
     stream.Fill(place.first_draw, place.limit, def.elements(), params.data() + offsets()[v]);
   }

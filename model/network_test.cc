@@ -127,7 +127,7 @@ TEST(NetworkTest, RejectsBadLayersNamingThem) {
   spec.layers[0].kernel_initializer = "he_normal";
   EXPECT_EQ(message(spec),
             "model layer 0 (dense_0): kernel initializer \"he_normal\" is not glorot_uniform, "
-            "zeros or uniform:A (A >= 0)");
+            "zeros, ones or uniform:A (A >= 0)");
   EXPECT_EQ(message(NetworkSpec{3, {}}), "model has no layers");
   EXPECT_EQ(message(NetworkSpec::FromWidths(2, {0}, 3)),
             "model layer 0 (dense_0): dense has 0 units");
@@ -200,9 +200,14 @@ NetworkSpec FashionCnn(float dropout = 0) {
 }
 
 // The summed loss of a batch at `params` (forward only, no dropout).
+// The training loss (a batch normalization on the batch's statistics).
 double LossAt(Network* net, const std::vector<float>& params, const std::vector<float>& x,
               const std::vector<int32_t>& y) {
-  return net->Evaluate(params.data(), x.data(), y.data(), static_cast<int64_t>(y.size()))->loss_sum;
+  std::vector<float> grads(params.size());
+  return net
+      ->ComputeGradients(params.data(), x.data(), y.data(), static_cast<int>(y.size()),
+                         grads.data())
+      ->loss_sum;
 }
 
 // Each variable's gradient (and the input's) against central differences
@@ -254,7 +259,8 @@ void CheckStackGradients(const NetworkSpec& spec, int batch, uint64_t seed) {
     EXPECT_NEAR(expected, numeric, 1e-2 * std::max(std::abs(numeric), 1e-2)) << what;
   };
   for (size_t v = 0; v < net->variables().size(); ++v) {
-    if (!net->layout().in_flat(v)) continue;
+    // Moving statistics hold increments, not gradients (model/batch_norm.h).
+    if (!net->layout().in_flat(v) || !net->variables()[v].trainable()) continue;
     const int64_t begin = net->offsets()[v];
     const int64_t end = begin + ShapeSize(net->variables()[v].shape);
     check(&params, grads, begin, end, net->variables()[v].name);
@@ -687,6 +693,90 @@ TEST(NetworkTest, MobileNetPiecesGradientsMatchAndASoftmaxLastLayerIsTheLosss) {
   ASSERT_OK(logits->Evaluate(params.data(), x.data(), y.data(), 3, &pb).status());
   EXPECT_EQ(pa, pb);
   EXPECT_NEAR(pa[0] + pa[1] + pa[2], 1.0, 1e-6);  // probabilities, not softmax twice
+}
+
+// MobileNetV2's inverted residual block as Keras builds it: convolutions
+// without a bias, each followed by a batch normalization.
+NetworkSpec NormalisedBlock() {
+  NetworkSpec spec;
+  spec.input_dim = 5 * 5 * 2;
+  spec.input_shape = {5, 5, 2};
+  LayerSpec expand = Layer(LayerKind::kConv2D, "expand");
+  expand.units = 4;
+  expand.window = {1, 1};
+  expand.use_bias = false;
+  LayerSpec expand_bn = Layer(LayerKind::kBatchNormalization, "expand_BN");
+  // Smooth where MobileNetV2 has relu6: central differences across a kink
+  // are not the gradient.
+  LayerSpec relu = Layer(LayerKind::kActivation, "expand_relu");
+  relu.activation = Activation::kSwish;
+  LayerSpec dw = Layer(LayerKind::kDepthwiseConv2D, "depthwise");
+  dw.window = {3, 3};
+  dw.same_padding = true;
+  dw.use_bias = false;
+  LayerSpec dw_bn = Layer(LayerKind::kBatchNormalization, "depthwise_BN");
+  dw_bn.center = false;
+  LayerSpec project = Layer(LayerKind::kConv2D, "project");
+  project.units = 2;
+  project.window = {1, 1};
+  project.use_bias = false;
+  LayerSpec project_bn = Layer(LayerKind::kBatchNormalization, "project_BN");
+  project_bn.momentum = 0.9f;
+  LayerSpec add = Layer(LayerKind::kAdd, "add");
+  add.inputs = {"input", "project_BN"};
+  LayerSpec gap = Layer(LayerKind::kGlobalAveragePool2D, "gap");
+  LayerSpec out = Layer(LayerKind::kDense, "predictions");
+  out.units = 3;
+  out.activation = Activation::kSoftmax;
+  spec.layers = {expand, expand_bn, relu, dw, dw_bn, project, project_bn, add, gap, out};
+  return spec;
+}
+
+TEST(NetworkTest, BatchNormalizedBlocksVariablesAreKerassAndTheirGradientsMatch) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(NormalisedBlock(), 3));
+  std::vector<std::string> names;
+  std::vector<VariableUpdate> updates;
+  for (const VariableDef& v : net->variables()) {
+    names.push_back(v.name);
+    updates.push_back(v.update);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "expand/kernel", "expand_BN/gamma", "expand_BN/beta",
+                       "expand_BN/moving_mean", "expand_BN/moving_variance",
+                       "depthwise/depthwise_kernel", "depthwise_BN/gamma",
+                       "depthwise_BN/moving_mean", "depthwise_BN/moving_variance", "project/kernel",
+                       "project_BN/gamma", "project_BN/beta", "project_BN/moving_mean",
+                       "project_BN/moving_variance", "predictions/kernel", "predictions/bias"}));
+  constexpr VariableUpdate kOpt = VariableUpdate::kOptimizer, kInc = VariableUpdate::kIncrement;
+  EXPECT_EQ(updates, (std::vector<VariableUpdate>{kOpt, kOpt, kOpt, kInc, kInc, kOpt, kOpt, kInc,
+                                                  kInc, kOpt, kOpt, kOpt, kInc, kInc, kOpt,
+                                                  kOpt}));
+  // gamma and the moving variance start at one, beta and the moving mean
+  // at zero (Keras's initializers).
+  const std::vector<float> params = net->InitialParameters(3);
+  auto values = [&](int v) {
+    const float* p = params.data() + net->offsets()[v];
+    return std::vector<float>(p, p + net->variables()[v].elements());
+  };
+  EXPECT_EQ(values(1), std::vector<float>(4, 1.0f));
+  EXPECT_EQ(values(2), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(values(3), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(values(4), std::vector<float>(4, 1.0f));
+  CheckStackGradients(NormalisedBlock(), 3, 17);
+}
+
+// trainable: false freezes a layer's variables, a batch normalization's
+// statistics with them.
+TEST(NetworkTest, AFrozenLayersVariablesAreFrozen) {
+  NetworkSpec spec = NormalisedBlock();
+  spec.layers[0].trainable = false;
+  spec.layers[1].trainable = false;
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(spec, 3));
+  for (int v = 0; v < 5; ++v) {
+    EXPECT_EQ(net->variables()[v].update, VariableUpdate::kFrozen) << net->variables()[v].name;
+  }
+  EXPECT_EQ(net->variables()[5].update, VariableUpdate::kOptimizer);
+  EXPECT_EQ(net->variables()[7].update, VariableUpdate::kIncrement);
 }
 
 }  // namespace

@@ -15,6 +15,14 @@ const char* ParamRoleName(ParamRole role) {
       return "bias";
     case ParamRole::kTable:
       return "table";
+    case ParamRole::kGamma:
+      return "gamma";
+    case ParamRole::kBeta:
+      return "beta";
+    case ParamRole::kMovingMean:
+      return "moving_mean";
+    case ParamRole::kMovingVariance:
+      return "moving_variance";
   }
   return "?";
 }

@@ -21,7 +21,16 @@
 namespace pstrain::model {
 
 // What a variable is to its layer.
-enum class ParamRole { kKernel, kBias, kTable };
+enum class ParamRole {
+  kKernel,
+  kBias,
+  kTable,
+  // A batch normalization's (model/batch_norm.h).
+  kGamma,
+  kBeta,
+  kMovingMean,
+  kMovingVariance,
+};
 
 const char* ParamRoleName(ParamRole role);
 

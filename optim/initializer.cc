@@ -1,5 +1,6 @@
 #include "optim/initializer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -39,7 +40,8 @@ absl::StatusOr<Initializer> Initializer::Parse(absl::string_view spec) {
     return absl::InvalidArgumentError(absl::StrCat("initializer ", parsed.status().message()));
   }
   Initializer init;
-  init.scale_ = parsed->limit;  // zeros: 0
+  init.scale_ = parsed->limit;  // zeros, ones: 0
+  init.constant_ = parsed->kind == InitializerSpec::Kind::kOnes ? 1.0f : 0.0f;
   return init;
 }
 
@@ -55,7 +57,7 @@ void Initializer::Fill(uint64_t seed, absl::string_view variable, int64_t first,
     return;
   }
   if (scale_ == 0.0f) {
-    std::memset(out, 0, n * sizeof(float));
+    std::fill(out, out + n, constant_);
     return;
   }
   const uint64_t base = SplitMix64(seed ^ NameHash(variable));

@@ -3,7 +3,7 @@
 // models, benchmarks). Each element's value is a pure function of (seed,
 // variable name, element index in the whole variable), so it does not depend
 // on how the variable is sharded or when a row is first touched.
-// Specs: "zeros", "uniform:A" (uniform in [-A, A]), and "stream:A@K": the
+// Specs: "zeros", "ones", "uniform:A" (uniform in [-A, A]), and "stream:A@K": the
 // values of the job's initial stream (cluster/initial_stream.h) from draw K
 // on, what a model's dense variables are created with.
 #ifndef PSTRAIN_OPTIM_INITIALIZER_H_
@@ -40,7 +40,8 @@ class Initializer {
   void FillFrom(InitialStream& stream, int64_t first, int64_t n, float* out) const;
 
  private:
-  float scale_ = 0.0f;  // 0: zeros
+  float scale_ = 0.0f;  // 0: every value is `constant_`
+  float constant_ = 0.0f;  // zeros or ones
   std::optional<StreamPlace> stream_;
 };
 

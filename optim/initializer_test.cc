@@ -13,6 +13,9 @@ TEST(InitializerTest, ZerosAndUniformInRange) {
   std::vector<float> v(100, 7.0f);
   z.Fill(1, "w", 0, 100, v.data());
   for (float x : v) EXPECT_EQ(x, 0.0f);
+  ASSERT_OK_AND_ASSIGN(Initializer ones, Initializer::Parse("ones"));
+  ones.Fill(1, "w", 3, 100, v.data());
+  for (float x : v) EXPECT_EQ(x, 1.0f);
   ASSERT_OK_AND_ASSIGN(Initializer u, Initializer::Parse("uniform:0.5"));
   u.Fill(1, "w", 0, 100, v.data());
   double sum = 0;
@@ -38,11 +41,11 @@ TEST(InitializerTest, ValueDependsOnlyOnSeedVariableAndIndex) {
 }
 
 TEST(InitializerTest, RejectsUnknownSpecs) {
-  for (const char* bad : {"", "ones", "uniform:", "uniform:-1", "uniform:inf"}) {
+  for (const char* bad : {"", "twos", "uniform:", "uniform:-1", "uniform:inf"}) {
     auto i = Initializer::Parse(bad);
     ASSERT_FALSE(i.ok()) << bad;
     EXPECT_EQ(i.status().message(),
-              std::string("initializer \"") + bad + "\" is not zeros or uniform:A (A >= 0)");
+              std::string("initializer \"") + bad + "\" is not zeros, ones or uniform:A (A >= 0)");
   }
 }
 

@@ -225,6 +225,29 @@ class Sgd final : public Optimizer {
   }
 };
 
+// A non-trainable variable's rule (VariableUpdate::kIncrement): the
+// pushed values are added as they are, SGD's loops with a rate of -1
+// (exact: v - (-1 * g) is v + g).
+class Increment final : public Optimizer {
+ public:
+  Increment() : Optimizer(OptimizerSpec()) {}
+  int num_slots() const override { return 0; }
+  std::vector<std::string> slot_names() const override { return {}; }
+  void Apply(absl::Span<float> values, absl::Span<const float> grad,
+             absl::Span<const absl::Span<float>>, int64_t) const override {
+    SgdLoop(values.data(), grad.data(), values.size(), -1.0f);
+  }
+  void ApplyToRowNotInBatch(float*, int64_t, int64_t, int64_t) const override {}
+  void ApplyBytes(absl::Span<float> values, const char* grad, absl::Span<const absl::Span<float>>,
+                  int64_t) const override {
+    SgdBytesLoop(values.data(), grad, values.size(), -1.0f);
+  }
+  bool can_exchange() const override { return true; }
+  int64_t ApplyBytesExchanging(float* values, char* grad, int64_t n, int64_t) const override {
+    return static_cast<int64_t>(SgdExchangeLoop(values, grad, static_cast<size_t>(n), -1.0f));
+  }
+};
+
 class Momentum final : public Optimizer {
  public:
   explicit Momentum(const OptimizerSpec& s)
@@ -429,5 +452,7 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& 
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown optimizer \"", spec.name, "\" (known: sgd, momentum, adagrad, adam, nadam, ftrl)"));
 }
+
+std::unique_ptr<Optimizer> CreateIncrement() { return std::make_unique<Increment>(); }
 
 }  // namespace pstrain::optim

@@ -107,6 +107,12 @@ class Optimizer {
 // epsilon or initial_accumulator not positive; CheckSchedule's errors.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerSpec& spec);
 
+// What a non-trainable variable moved by increments (batch normalization's
+// moving statistics; cluster/placement.h's VariableUpdate::kIncrement)
+// takes in an optimizer's place: values += pushed, no slots, no learning
+// rate or schedule.
+std::unique_ptr<Optimizer> CreateIncrement();
+
 }  // namespace pstrain::optim
 
 #endif  // PSTRAIN_OPTIM_OPTIMIZER_H_

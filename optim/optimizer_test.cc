@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/testing/status_testing.h"
@@ -68,6 +69,23 @@ TEST(OptimizerTest, ARowOutsideTheBatchIsTakenAsKerasTakesIt) {
 TEST(OptimizerTest, SgdSubtractsLearningRateTimesGradient) {
   OptimizerSpec s{"sgd", 0.5f};
   EXPECT_EQ(ApplySequence(s, 1.0f, {2, 2, -4}), (std::vector<float>{0, -1, 1}));
+}
+
+// A non-trainable variable's rule adds what is pushed, exactly, through
+// every entry point the PS uses (the exchanging one too: the previous
+// values left where the increments were).
+TEST(OptimizerTest, TheIncrementRuleAddsThePushedValuesExactly) {
+  const std::unique_ptr<Optimizer> add = CreateIncrement();
+  EXPECT_EQ(add->num_slots(), 0);
+  std::vector<float> v = {1.5f, -2, 0.1f};
+  const std::vector<float> inc = {0.25f, 3, 0.2f};
+  add->ApplyStrided(v.data(), inc.data(), 3, 3, 7);
+  EXPECT_EQ(v, (std::vector<float>{1.75f, 1, 0.1f + 0.2f}));
+  std::vector<float> bytes = inc;
+  ASSERT_TRUE(add->can_exchange());
+  EXPECT_EQ(add->ApplyBytesExchanging(v.data(), reinterpret_cast<char*>(bytes.data()), 3, 8), 3);
+  EXPECT_EQ(v, (std::vector<float>{2, 4, 0.1f + 0.2f + 0.2f}));
+  EXPECT_EQ(bytes, (std::vector<float>{1.75f, 1, 0.1f + 0.2f}));
 }
 
 TEST(OptimizerTest, MomentumByHand) {

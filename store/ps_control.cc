@@ -91,6 +91,7 @@ absl::StatusOr<v1::CreateVariablesResponse> PsControl::CreateVariables(
     d.def = std::move(def);
     d.consistency = req.slices(i).consistency();
     d.initializer = req.slices(i).initializer();
+    PSTRAIN_ASSIGN_OR_RETURN(d.update, ParseVariableUpdate(req.slices(i).update()));
     if (req.initial_values_size() > 0) {
       d.has_value = true;
       d.value = req.initial_values(i);

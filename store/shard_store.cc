@@ -65,16 +65,19 @@ struct StreamFill {
 
 // A dense slice placed on ps:`ps_index`, its values given or drawn from its
 // initializer (a stream initializer's are added to *stream_fills instead),
-// with `slots` optimizer slots after them.
+// with the optimizer's slots after them when it is trainable.
 absl::StatusOr<std::unique_ptr<StoredTensor>> BuildDense(const DenseInit& d, const JobConfig& job,
                                                          int ps_index, const optim::Optimizer& opt,
                                                          std::vector<StreamFill>* stream_fills) {
   const SliceDef& def = d.def;
-  const int slots = opt.num_slots();
+  const bool trainable = d.update == VariableUpdate::kOptimizer;
+  const int slots = trainable ? opt.num_slots() : 0;
   auto t = std::make_unique<StoredTensor>();
   t->key = def.key();
   t->variable = def.variable;
   t->def = def;
+  t->update = d.update;
+  t->slots = slots;
   if (def.ps != ps_index) {
     return absl::InvalidArgumentError(absl::StrCat("slice ", t->key, " is placed on ps:", def.ps,
                                                    ", not on this ps:", ps_index));
@@ -119,7 +122,7 @@ absl::StatusOr<std::unique_ptr<StoredTensor>> BuildDense(const DenseInit& d, con
       init->Fill(job.seed, def.variable, def.element_offset(), n, t->data.data());
     }
   }
-  opt.InitSlots(t->data.data(), n, n);
+  if (trainable) opt.InitSlots(t->data.data(), n, n);
   return t;
 }
 
@@ -195,7 +198,7 @@ absl::StatusOr<bool> ShardStore::Initialize(const JobConfig& job,
           absl::StrCat("tensor ", t->key, " appears twice in CreateVariables"));
     }
     t->seed = job.seed;
-    t->slots = opt->num_slots();
+    if (t->embedding) t->slots = opt->num_slots();
     absl::MutexLock tl(&t->mu);
     InitRoundsLocked(*t, job.num_replicas);
     built.push_back(std::move(t));
@@ -296,6 +299,10 @@ absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& ba
   for (size_t i = 0; i < n; ++i) {
     const TensorRef& ref = batch.tensors[i];
     PSTRAIN_ASSIGN_OR_RETURN(plan.targets[i], Find(ref.key));
+    if (plan.targets[i]->update == VariableUpdate::kFrozen) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push names ", ref.key, ", which is frozen (its layer has trainable: false)"));
+    }
     for (size_t j = 0; j < i; ++j) {
       if (plan.targets[j] == plan.targets[i]) {
         return absl::InvalidArgumentError(absl::StrCat("push names ", ref.key, " twice"));
@@ -329,7 +336,10 @@ absl::StatusOr<ShardStore::PushPlan> ShardStore::ResolvePush(const PushBatch& ba
       }
     }
   }
-  plan.exchange = batch.read_back_in_payload != nullptr && optimizer_->can_exchange();
+  plan.exchange = batch.read_back_in_payload != nullptr;
+  for (const StoredTensor* t : plan.targets) {
+    plan.exchange = plan.exchange && rules_->RuleOf(*t).can_exchange();
+  }
   return plan;
 }
 
@@ -571,12 +581,18 @@ absl::StatusOr<bool> ShardStore::TryPull(const PullBatch& batch, char* out,
 int64_t ShardStore::global_step() const {
   if (!initialized()) return 0;
   // Dense tensors count; tables only when there is nothing else (an
-  // untouched table must not hold the step back).
-  bool any_dense = false;
-  for (const auto& t : tensors_) any_dense |= !t->embedding;
+  // untouched table must not hold the step back). Frozen tensors take no
+  // pushes and never count.
+  auto frozen = [](const StoredTensor& t) { return t.update == VariableUpdate::kFrozen; };
+  bool any_dense = false, all_frozen = !tensors_.empty();
+  for (const auto& t : tensors_) {
+    any_dense |= !t->embedding && !frozen(*t);
+    all_frozen = all_frozen && frozen(*t);
+  }
+  if (all_frozen) return kNoStep;
   int64_t sync_min = -1, ssp_min = -1, async_max = 0;
   for (const auto& t : tensors_) {
-    if (any_dense && t->embedding) continue;
+    if (frozen(*t) || (any_dense && t->embedding)) continue;
     switch (t->consistency.mode) {
       case Consistency::Mode::kSync: {
         const int64_t v = t->version.load(std::memory_order_acquire);

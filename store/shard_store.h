@@ -1,6 +1,8 @@
 // Holds this PS's part of the model and applies pushed gradients to it:
 //   - dense slices, each one contiguous block with its optimizer slots beside
-//     it (values at [0, n), slot k at [(k+1) n, (k+2) n));
+//     it (values at [0, n), slot k at [(k+1) n, (k+2) n)); a non-trainable
+//     slice has no slots and is moved by the increments pushed to it
+//     (added as they are) or, frozen, not at all (a push is refused);
 //   - embedding tables, whose rows owned by this PS (EmbeddingOwner) are
 //     created on first touch from the initializer and updated lazily: only
 //     the rows a push names move, each with its own update count (lazy Adam
@@ -118,6 +120,9 @@ class ShardStore {
     SliceDef def;
     std::string consistency;  // empty: the job's
     std::string initializer;  // used when !has_value
+    // Trainable (optimizer slots beside it), moved by increments or frozen
+    // (no slots; pushes refused; not counted in the global step).
+    VariableUpdate update = VariableUpdate::kOptimizer;
     bool has_value = false;
     absl::string_view value;  // raw float32 bytes of the slice
   };
@@ -273,9 +278,13 @@ class ShardStore {
   // batch was admitted by its caller.
   PushHold& push_hold() { return push_hold_; }
 
-  // Over dense tensors (tables only when there are no dense ones): with
-  // sync tensors, the lowest version among them; else with ssp, the slowest
-  // replica's clock; else the highest version. 0 before Initialize.
+  // Over dense tensors but frozen ones (tables only when there are no
+  // dense ones): with sync tensors, the lowest version among them; else
+  // with ssp, the slowest replica's clock; else the highest version. 0
+  // before Initialize. kNoStep when it holds frozen tensors alone, which
+  // no push reaches: it has no step of its own, and whoever takes the
+  // slowest PS's step passes it by.
+  static constexpr int64_t kNoStep = -1;
   int64_t global_step() const;
 
   std::vector<TensorStats> Stats() const;

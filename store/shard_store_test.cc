@@ -1036,5 +1036,87 @@ TEST(ShardCheckpointTest, RestoreRefusesAShardThatDoesNotFitAndKeepsTheValues) {
   EXPECT_EQ(empty.Snapshot(1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+ShardStore::DenseInit NonTrainable(const SliceDef& def, const std::string& value,
+                                   VariableUpdate update) {
+  ShardStore::DenseInit d = Dense(def, value);
+  d.update = update;
+  return d;
+}
+
+// Batch normalization's moving statistics beside an Adam kernel: no slots,
+// increments added as they are (async: each one; sync: the round's mean),
+// a frozen tensor refuses pushes and never holds the global step back.
+TEST(ShardStoreNonTrainableTest, IncrementsAreAddedAsTheyAreAndFrozenTensorsTakeNoPush) {
+  OptimizerSpec adam{"adam", 0.1f};
+  for (const std::string mode : {"async", "sync"}) {
+    SCOPED_TRACE(mode);
+    ShardStore store(0, 1);
+    ASSERT_OK(store
+                  .Initialize(Job(adam, mode, 2),
+                              {Dense(Slice("k", 1, 2), Bytes({1, 1})),
+                               NonTrainable(Slice("bn/moving_mean", 2, 1), Bytes({0.5f, -1}),
+                                            VariableUpdate::kIncrement),
+                               NonTrainable(Slice("frozen/kernel", 1, 1), Bytes({3}),
+                                            VariableUpdate::kFrozen)},
+                              {})
+                  .status());
+    ASSERT_OK(Push(store, {{"k/part_0", {1, 1}}, {"bn/moving_mean/part_0", {0.25f, 2}}}, 0)
+                  .status());
+    ASSERT_OK(Push(store, {{"k/part_0", {1, 1}}, {"bn/moving_mean/part_0", {0.75f, 4}}}, 1)
+                  .status());
+    ASSERT_OK_AND_ASSIGN(auto mean, Pull(store, "bn/moving_mean/part_0"));
+    if (mode == "async") {
+      EXPECT_EQ(mean, (std::vector<float>{1.5f, 5}));  // each replica's, once
+    } else {
+      EXPECT_EQ(mean, (std::vector<float>{1, 2}));  // their mean, once
+    }
+    EXPECT_EQ(store.global_step(), 2 - (mode == "sync"));
+    auto frozen = Push(store, {{"frozen/kernel/part_0", {1}}}, 0);
+    EXPECT_EQ(frozen.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(frozen.status().message(),
+              "push names frozen/kernel/part_0, which is frozen (its layer has trainable: false)");
+    ASSERT_OK_AND_ASSIGN(auto kept, Pull(store, "frozen/kernel/part_0"));
+    EXPECT_EQ(kept, (std::vector<float>{3}));
+    // Checkpointed without slots, the update named; Adam's kernel with its two.
+    ASSERT_OK_AND_ASSIGN(ckpt::ShardContents snap, store.Snapshot(2));
+    ASSERT_EQ(snap.tensors.size(), 3u);
+    EXPECT_EQ(snap.tensors[0].data().size(), 2u * 3 * 4);
+    EXPECT_EQ(snap.tensors[0].update(), "");
+    EXPECT_EQ(snap.tensors[1].data().size(), 2u * 4);
+    EXPECT_EQ(snap.tensors[1].update(), "increment");
+    EXPECT_EQ(snap.tensors[2].data().size(), 4u);
+    EXPECT_EQ(snap.tensors[2].update(), "frozen");
+    ShardStore restored(0, 1);
+    ASSERT_OK(restored
+                  .Initialize(Job(adam, mode, 2),
+                              {Dense(Slice("k", 1, 2), Bytes({0, 0})),
+                               NonTrainable(Slice("bn/moving_mean", 2, 1), Bytes({0, 0}),
+                                            VariableUpdate::kIncrement),
+                               NonTrainable(Slice("frozen/kernel", 1, 1), Bytes({0}),
+                                            VariableUpdate::kFrozen)},
+                              {}, /*await_restore=*/true)
+                  .status());
+    ASSERT_OK(restored.Restore(snap));
+    ASSERT_OK_AND_ASSIGN(auto back, Pull(restored, "bn/moving_mean/part_0"));
+    EXPECT_EQ(back, mean);
+    // The same checkpoint does not fit a job that trains the statistics
+    // (it holds no slots for them).
+    ShardStore trains(0, 1);
+    ASSERT_OK(trains
+                  .Initialize(Job(adam, mode, 2),
+                              {Dense(Slice("k", 1, 2), Bytes({0, 0})),
+                               Dense(Slice("bn/moving_mean", 2, 1), Bytes({0, 0})),
+                               NonTrainable(Slice("frozen/kernel", 1, 1), Bytes({0}),
+                                            VariableUpdate::kFrozen)},
+                              {}, /*await_restore=*/true)
+                  .status());
+    const absl::Status other = trains.Restore(snap);
+    EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_NE(other.message().find("bn/moving_mean/part_0: 8 bytes, expected 24"),
+              std::string::npos)
+        << other.message();
+  }
+}
+
 }  // namespace
 }  // namespace pstrain::ps

@@ -28,6 +28,7 @@ v1::TensorCheckpoint RecordWith(const StoredTensor& t, int64_t updates, const ch
     c.set_row_begin(t.def.row_begin);
     c.set_row_end(t.def.row_end);
     c.set_row_elements(t.def.row_elements);
+    if (t.update != VariableUpdate::kOptimizer) c.set_update(VariableUpdateName(t.update));
   }
   return c;
 }
@@ -115,6 +116,7 @@ ckpt::TargetTensor TargetOf(const StoredTensor& t) {
     target.row_begin = t.def.row_begin;
     target.row_end = t.def.row_end;
     target.row_elements = t.def.row_elements;
+    if (t.update != VariableUpdate::kOptimizer) target.update = VariableUpdateName(t.update);
   }
   return target;
 }

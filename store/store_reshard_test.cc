@@ -13,13 +13,16 @@
 namespace pstrain::ps {
 namespace {
 
-// Two dense variables, one sliced by rows, and an embedding table.
+// Two dense variables, one sliced by rows, a non-trainable one sliced too
+// (moving statistics: values alone, no slots), and an embedding table.
 std::vector<VariableDef> Variables() {
   VariableDef w{"w", {30, 4}};
   VariableDef b{"b", {4}};
+  VariableDef m{"m", {30, 2}};
+  m.update = VariableUpdate::kIncrement;
   VariableDef emb{"emb", {1000, 2}};
   emb.embedding = true;
-  return {w, b, emb};
+  return {w, b, m, emb};
 }
 
 Placement PlacementFor(int num_ps) {
@@ -58,6 +61,7 @@ std::vector<std::unique_ptr<ShardStore>> MakeStores(int num_ps, float fill,
       values.emplace_back(reinterpret_cast<const char*>(v.data()), v.size() * 4);
       ShardStore::DenseInit d;
       d.def = s;
+      d.update = s.variable == "m" ? VariableUpdate::kIncrement : VariableUpdate::kOptimizer;
       d.has_value = true;
       d.value = values.back();
       dense.push_back(d);
@@ -115,8 +119,8 @@ struct Whole {
 Whole Gather(const std::vector<ckpt::ShardContents>& shards) {
   Whole whole;
   for (const ckpt::ShardContents& shard : shards) {
-    const int planes = 1 + shard.header.num_slots();
     for (const v1::TensorCheckpoint& c : shard.tensors) {
+      const int planes = c.update().empty() ? 1 + shard.header.num_slots() : 1;
       const float* f = reinterpret_cast<const float*>(c.data().data());
       if (c.embedding()) {
         const int64_t stride = c.dim() * planes;
@@ -174,6 +178,9 @@ class ReshardTest : public ::testing::Test {
 TEST_F(ReshardTest, TwoPsRestoreOntoThreeAndOne) {
   const Whole want = Gather(original_);
   ASSERT_EQ(want.dense_rows.at("w").size(), 30u);
+  ASSERT_EQ(want.dense_rows.at("m").size(), 30u);
+  ASSERT_EQ(want.dense_rows.at("m").at(0).size(), 2u);  // its values alone
+  EXPECT_GT(original_[1].tensors.size(), 2u);  // m sliced onto both PS
   ASSERT_GT(want.table_rows.size(), 10u);
   EXPECT_EQ(want.updates.at("w"), 5);
   for (int m : {3, 1}) {

@@ -50,7 +50,10 @@ struct StoredTensor {
   int64_t dim = 0;          // tables: floats per row
   optim::Initializer init;  // tables: a row's values before its first update
   uint64_t seed = 1;        // the job's, for `init`
-  int slots = 0;            // optimizer slots per value
+  int slots = 0;            // optimizer slots per value (0 unless trainable)
+  // Dense: trainable (the optimizer's), moved by increments (added as
+  // pushed) or frozen (pushes refused). Tables are trainable.
+  VariableUpdate update = VariableUpdate::kOptimizer;
   int64_t bytes = 0;        // dense: the slice's bytes
 
   // Shared with answers sent from `data` itself (HoldValuesLocked).

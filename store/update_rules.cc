@@ -150,7 +150,7 @@ void UpdateRules::ApplyRoundLocked(StoredTensor& t) const {
   }
   const int64_t n = t.def.elements();
   for (int64_t j = 0; j < n; ++j) t.accum[j] *= scale;
-  opt_->ApplyStrided(t.data.data(), t.accum.data(), n, n, t.updates + 1);
+  RuleOf(t).ApplyStrided(t.data.data(), t.accum.data(), n, n, t.updates + 1);
 }
 
 bool UpdateRules::ApplyStreamedLocked(StoredTensor& t, int64_t version, int replica,
@@ -161,12 +161,13 @@ bool UpdateRules::ApplyStreamedLocked(StoredTensor& t, int64_t version, int repl
   const int64_t n = t.def.elements();
   const int64_t step = ++t.updates;
   float* data = t.data.data();
+  const optim::Optimizer& rule = RuleOf(t);
   // The gradient is read run by run (kRun), so the values written back are
   // still in L1 when copied out: to `read_back`, or over the gradient itself
   // when `rewrite` is set.
   auto apply_run = [&](int64_t first, int64_t at, const char* grad, int64_t count, char* out) {
     float* values = data + first + at;
-    opt_->ApplyBytesStrided(values, grad, count, n, step);
+    rule.ApplyBytesStrided(values, grad, count, n, step);
     if (out != nullptr) std::memcpy(out, values, count * 4);
   };
   // Shares of a large tensor run on several cores, on this thread's behalf
@@ -195,6 +196,7 @@ absl::Status UpdateRules::ExchangeLocked(const std::vector<StoredTensor*>& targe
     BeforeWriteLocked(t);
     const int64_t offset = offsets[i];
     float* data = t.data.data();
+    const optim::Optimizer& rule = RuleOf(t);
     const int64_t step = t.updates + 1;  // the update this push makes
     absl::Mutex mu;
     int64_t bad = -1;
@@ -208,7 +210,7 @@ absl::Status UpdateRules::ExchangeLocked(const std::vector<StoredTensor*>& targe
           payload.RewriteFloatRuns(
               offset + first * 4, last - first, kRun, [&](int64_t at, char* grad, int64_t count) {
                 if (share_bad >= 0) return;
-                const int64_t ok = opt_->ApplyBytesExchanging(data + first + at, grad, count, step);
+                const int64_t ok = rule.ApplyBytesExchanging(data + first + at, grad, count, step);
                 applied = at + ok;
                 if (ok == count) return;
                 const int64_t k = ok + FirstNonFinite(grad + 4 * ok, count - ok);

@@ -1,4 +1,5 @@
-// How a pushed gradient changes a stored tensor: the optimizer applied to a
+// How a pushed gradient changes a stored tensor: the optimizer (for a
+// non-trainable tensor, the increment rule: added as it is) applied to a
 // dense slice (streamed from where the gradient was received, in runs that
 // stay in L1, on several cores for large slices), to a table's rows (lazy:
 // only the rows pushed move, each with its own update count), or to a sync
@@ -9,6 +10,7 @@
 #define PSTRAIN_STORE_UPDATE_RULES_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,9 +49,17 @@ class UpdateRules {
   // in the push as Optimizer::ApplyToRowNotInBatch says), not only the
   // pushed rows with their own counts.
   UpdateRules(const optim::Optimizer* optimizer, int aggregate, bool dense_tables = false)
-      : opt_(optimizer), aggregate_(aggregate), dense_tables_(dense_tables) {}
+      : opt_(optimizer),
+        increment_(optim::CreateIncrement()),
+        aggregate_(aggregate),
+        dense_tables_(dense_tables) {}
 
   const optim::Optimizer& optimizer() const { return *opt_; }
+  // What moves `t`: the job's optimizer, or, for a non-trainable tensor
+  // (VariableUpdate::kIncrement), the pushed values added as they are.
+  const optim::Optimizer& RuleOf(const StoredTensor& t) const {
+    return t.update == VariableUpdate::kOptimizer ? *opt_ : *increment_;
+  }
 
   // Applies a taken gradient held in memory (already checked) to a table
   // (any mode; `ids` distinct, one row of grad each) or to a dense sync
@@ -88,6 +98,7 @@ class UpdateRules {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(t.mu);
 
   const optim::Optimizer* const opt_;
+  const std::unique_ptr<optim::Optimizer> increment_;
   const int aggregate_;
   const bool dense_tables_;
 };

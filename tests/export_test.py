@@ -167,6 +167,11 @@ def run_onnx(model, feeds):
             for start, end, axis in zip(ins[1], ins[2], ins[3]):
                 index[axis] = slice(start, end)
             out = ins[0][tuple(index)]
+        elif op == "BatchNormalization":
+            assert ins[0].shape[1] == ins[1].shape[0], (ins[0].shape, ins[1].shape)
+            per = [1, -1] + [1] * (ins[0].ndim - 2)  # the channels at axis 1
+            scale, bias, mean, var = (v.astype(np.float64).reshape(per) for v in ins[1:5])
+            out = (ins[0] - mean) / np.sqrt(var + attrs.get("epsilon", 1e-5)) * scale + bias
         elif op == "Concat":
             out = np.concatenate(ins, axis=attrs["axis"])
         else:
@@ -193,6 +198,16 @@ class ExportTest(unittest.TestCase):
         np.testing.assert_allclose(theirs[:, 3:], probabilities, atol=atol)
         np.testing.assert_array_equal(theirs[:, 2], logits.argmax(axis=1))
         return model
+
+    def trained_export(self, out, config, name):
+        """Trains the model of `config` (a model_config path) 40 steps locally
+        in out/<name>, exports it to out/<name>.onnx and checks 300 test
+        examples' scores (check_onnx). Returns the model."""
+        job = os.path.join(out, name)
+        run("train", "--local", "--model_config=" + config, "--max_steps=40",
+            "--output_dir=" + job)
+        run("export", job, "--format=onnx", "--out", os.path.join(out, name + ".onnx"))
+        return self.check_onnx(os.path.join(out, name + ".onnx"), job, [], 300)
 
     def test_numpy_scores_the_export_as_predict_does(self):
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
@@ -249,18 +264,47 @@ class ExportTest(unittest.TestCase):
         Concatenate of two branches) exports as the graph it is, in NCHW
         from the first convolution to the flatten."""
         out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        job = os.path.join(out, "job")
-        config = "--model_config=" + os.path.join(os.path.dirname(PSTRAIN), "configs",
-                                                  "fashion_mnist_resnet.pbtxt")
-        run("train", "--local", config, "--max_steps=40", "--output_dir=" + job)
-        run("export", job, "--format=onnx", "--out", os.path.join(out, "resnet.onnx"))
-        model = self.check_onnx(os.path.join(out, "resnet.onnx"), job, [], 300)
+        model = self.trained_export(
+            out, os.path.join(os.path.dirname(PSTRAIN), "configs", "fashion_mnist_resnet.pbtxt"),
+            "resnet")
         ops = [node.op_type for node in model.graph.node]
         self.assertEqual(ops.count("Concat"), 1, ops)
         self.assertEqual(ops.count("Conv"), 5, ops)
         self.assertEqual(ops.count("Transpose"), 2, ops)
         concat = next(n for n in model.graph.node if n.op_type == "Concat")
         self.assertEqual(onnx.helper.get_attribute_value(concat.attribute[0]), 1)
+
+    def test_batch_normalization_exports_with_its_moving_statistics(self):
+        """configs/fashion_mnist_mobile.pbtxt (convolutions each followed by a
+        BatchNormalization, a residual add) trained a little, then a flat
+        [N, C] and a [N, T, C] normalization: ONNX's BatchNormalization in
+        inference, from the moving statistics training left, scores as
+        predict does."""
+        out = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        model = self.trained_export(
+            out, os.path.join(os.path.dirname(PSTRAIN), "configs", "fashion_mnist_mobile.pbtxt"),
+            "mobile")
+        ops = [node.op_type for node in model.graph.node]
+        self.assertEqual(ops.count("BatchNormalization"), 5, ops)
+        stats = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        moved = stats["bn_Conv1/moving_variance"]
+        self.assertFalse(np.allclose(moved, 1.0), moved)  # training moved them
+        config = os.path.join(out, "flat.pbtxt")
+        with open(config, "w") as f:
+            f.write("""input_dim: 784
+input_shape: [28, 28]
+layer { name: "bn_rows" batch_normalization {} }
+layer { name: "rows" conv1d { filters: 4 kernel_size: 3 strides: 3 } }
+layer { name: "flat_rows" flatten {} }
+layer { name: "bn_flat" batch_normalization { center: false } }
+layer { name: "hidden" dense { units: 16 activation: relu } }
+layer { name: "bn_hidden" batch_normalization { scale: false momentum: 0.5 } }
+layer { name: "predictions" dense { units: 10 } }
+optimizer { name: "adam" learning_rate: 0.003 }
+batch_size: 32
+""")
+        model = self.trained_export(out, config, "flat")
+        self.assertEqual([n.op_type for n in model.graph.node].count("BatchNormalization"), 3)
 
     def test_image_layers_and_keras_activations_export_as_onnx(self):
         """ZeroPadding2D, a strided convolution with swish, ReLU(6.), a depthwise
@@ -290,11 +334,7 @@ layer { name: "predictions" dense { units: 10 activation: softmax } }
 optimizer { name: "adam" learning_rate: 0.003 }
 batch_size: 32
 """)
-        job = os.path.join(out, "job")
-        run("train", "--local", "--model_config=" + config, "--max_steps=40",
-            "--output_dir=" + job)
-        run("export", job, "--format=onnx", "--out", os.path.join(out, "image.onnx"))
-        model = self.check_onnx(os.path.join(out, "image.onnx"), job, [], 300)
+        model = self.trained_export(out, config, "image")
         ops = [node.op_type for node in model.graph.node]
         self.assertEqual(ops.count("Softmax"), 1, ops)
         for op in ("Pad", "Clip", "AveragePool", "Erf", "ReduceMean", "ReduceMax", "Elu",

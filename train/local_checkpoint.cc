@@ -51,11 +51,12 @@ absl::Status CheckFits(const ckpt::ShardContents& shard, const ps::ShardStore& s
           absl::StrCat(where, " holds no dense ", t.key, " of this model"));
     }
     const int64_t elements = (t.row_end - t.row_begin) * t.row_elements;
-    if (static_cast<int64_t>(it->second->data().size()) != elements * 4 * (1 + slots)) {
+    const int own = t.trainable() ? slots : 0;  // non-trainable: values alone
+    if (static_cast<int64_t>(it->second->data().size()) != elements * 4 * (1 + own)) {
       return absl::FailedPreconditionError(
           absl::StrCat(where, ": ", t.key, " holds ", it->second->data().size(),
-                       " bytes, this model's ", elements, " values and their ", slots,
-                       " optimizer slots take ", elements * 4 * (1 + slots)));
+                       " bytes, this model's ", elements, " values and their ", own,
+                       " optimizer slots take ", elements * 4 * (1 + own)));
     }
   }
   return absl::OkStatus();

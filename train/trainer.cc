@@ -132,6 +132,27 @@ class StepLoop {
       params_[b].resize(net_->num_parameters());
       grads_[b].resize(net_->num_parameters());
     }
+    // What each layer pushes: its variables but frozen ones (trainable:
+    // false), which no step changes.
+    pushed_of_layer_.resize(net_->layout().num_layers());
+    bool any_frozen = false;
+    for (int l = 0; l < net_->layout().num_layers(); ++l) {
+      for (int v : net_->layout().LayerVariables(l)) {
+        if (net_->variables()[v].update == VariableUpdate::kFrozen) {
+          any_frozen = true;
+        } else {
+          pushed_of_layer_[l].push_back(v);
+        }
+      }
+    }
+    pushed_.clear();
+    if (any_frozen) {
+      for (size_t v = 0; v < net_->variables().size(); ++v) {
+        if (net_->variables()[v].update != VariableUpdate::kFrozen) {
+          pushed_.push_back(static_cast<int>(v));
+        }
+      }
+    }
     x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
     // With embeddings, batches go through a pipeline of four: while step
@@ -349,7 +370,8 @@ class StepLoop {
     std::function<void(int)> on_layer_done;
     if (job_.push_per_layer) {
       on_layer_done = [this, b, g, p](int l) {
-        const std::vector<int> variables = net_->layout().LayerVariables(l);
+        const std::vector<int>& variables = pushed_of_layer_[l];
+        if (variables.empty()) return;  // a frozen layer
         ClipGradients(b, variables);
         written_by_[b] = store_->StartDense(variables, g, p);
       };
@@ -382,21 +404,24 @@ class StepLoop {
     last_row_push_ = store_->StartRows(RowGrads(embeddings_, *now), {}, RowQueue());
   }
 
-  // The whole model in one push-then-pull after the step.
+  // The whole model (but its frozen variables) in one push-then-pull
+  // after the step.
   void PushModel(int b) {
     if (clipping_) {
       std::vector<int> all(net_->variables().size());
       for (size_t v = 0; v < all.size(); ++v) all[v] = static_cast<int>(v);
       ClipGradients(b, all);
     }
-    written_by_[b] = store_->StartDense({}, grads_[b].data(), params_[b].data());
+    written_by_[b] = store_->StartDense(pushed_, grads_[b].data(), params_[b].data());
   }
 
   // Keras's clipnorm or clipvalue on each of `variables`' gradients in
-  // buffer b, before they leave the replica.
+  // buffer b, before they leave the replica (not on a non-trainable
+  // variable's increments).
   void ClipGradients(int b, const std::vector<int>& variables) {
     if (!clipping_) return;
     for (int v : variables) {
+      if (!net_->variables()[v].trainable()) continue;
       ClipGradient(job_.optimizer, grads_[b].data() + net_->offsets()[v],
                    net_->variables()[v].elements());
     }
@@ -493,6 +518,10 @@ class StepLoop {
   int64_t max_local_ = 0;
 
   std::vector<float> params_[2], grads_[2];
+  // Per layer of the layout, the variables it pushes; every variable but
+  // the frozen ones (empty: all of them, none being frozen).
+  std::vector<std::vector<int>> pushed_of_layer_;
+  std::vector<int> pushed_;
   std::vector<float> x_;
   std::vector<int32_t> y_;
   std::array<EmbeddedBatch, 4> pipeline_;

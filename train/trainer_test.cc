@@ -97,9 +97,13 @@ struct Cluster {
     return params;
   }
 
+  // The slowest PS's, past one holding frozen tensors alone (no step).
   int64_t GlobalStep() const {
-    int64_t step = stores[0]->global_step();
-    for (const auto& s : stores) step = std::min(step, s->global_step());
+    int64_t step = -1;
+    for (const auto& s : stores) {
+      const int64_t at = s->global_step();
+      if (at >= 0) step = step < 0 ? at : std::min(step, at);
+    }
     return step;
   }
 };
@@ -114,23 +118,32 @@ TrainerOptions Options(const model::JobSpec& job, int replica, int replicas) {
   return options;
 }
 
+// Two sync replicas of `job` on `cluster`, each on its shard of `examples`,
+// on threads of their own.
+std::vector<absl::StatusOr<TrainerResult>> RunTwoSyncReplicas(Cluster& cluster,
+                                                              const model::JobSpec& job,
+                                                              const data::Dataset& examples) {
+  std::vector<absl::StatusOr<TrainerResult>> results(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<client::InProcessStore> store = cluster.Store(r, "sync");
+      TrainerOptions options = Options(job, r, 2);
+      options.split_examples = examples.num_examples;
+      data::ShardIterator shard(&examples, r, 2, job.batch_size, job.seed);
+      results[r] = RunTrainer(options, &shard, store.get());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
 TEST(TrainerTest, TwoSyncReplicasEndWhereOneExactReplicaOfTheDoubleBatchEnds) {
   const data::Dataset examples = Examples();
   // Two sync replicas of batch 16 on 2 PS.
   const model::JobSpec sync = Job("sync", 16);
   Cluster two(sync, 2, 2);
-  absl::StatusOr<TrainerResult> results[2];
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      std::unique_ptr<client::InProcessStore> store = two.Store(r, "sync");
-      TrainerOptions options = Options(sync, r, 2);
-      options.split_examples = examples.num_examples;
-      data::ShardIterator shard(&examples, r, 2, sync.batch_size, sync.seed);
-      results[r] = RunTrainer(options, &shard, store.get());
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  std::vector<absl::StatusOr<TrainerResult>> results = RunTwoSyncReplicas(two, sync, examples);
   ASSERT_OK(results[0]);
   ASSERT_OK(results[1]);
   // 512 examples / (2 x 16) per step, 2 epochs.
@@ -161,6 +174,78 @@ TEST(TrainerTest, TwoSyncReplicasEndWhereOneExactReplicaOfTheDoubleBatchEnds) {
   }
   EXPECT_GT(moved, 0.05);
   EXPECT_LT(diff, 1e-5);
+}
+
+// A batch normalization between two dense layers, the first frozen
+// (trainable: false), on two sync replicas and 2 PS, pushing per layer and
+// per model: each step applies the mean of the replicas' gradients and of
+// their moving statistics' increments once, the frozen layer never moves
+// and holds no step back. The reference replays the two shards' batches
+// through the model by hand: each replica's gradients at the step's
+// values, averaged, SGD on the trainable variables, added as they are to
+// the statistics.
+TEST(TrainerTest, SyncReplicasApplyTheirBatchNormIncrementsOnceAndFrozenLayersStay) {
+  const data::Dataset examples = Examples();
+  model::JobSpec job = Job("sync", 16);
+  job.model.layers[0].trainable = false;
+  model::LayerSpec bn;
+  bn.kind = model::LayerKind::kBatchNormalization;
+  bn.name = "bn";
+  bn.momentum = 0.8f;
+  job.model.layers.insert(job.model.layers.begin() + 1, bn);
+  job.epochs = 1;
+  for (bool per_layer : {false, true}) {
+    SCOPED_TRACE(per_layer ? "per layer" : "whole model");
+    job.push_per_layer = per_layer;
+    Cluster cluster(job, 2, 2);
+    std::vector<absl::StatusOr<TrainerResult>> results =
+        RunTwoSyncReplicas(cluster, job, examples);
+    ASSERT_OK(results[0]);
+    ASSERT_OK(results[1]);
+    EXPECT_EQ(cluster.GlobalStep(), 16);  // 512 / (2 x 16): the frozen layer holds nothing back
+
+    model::Network& net = *cluster.net;
+    std::vector<float> params = net.InitialParameters(job.seed);
+    const std::vector<float> initial = params;
+    data::ShardIterator shards[2] = {{&examples, 0, 2, job.batch_size, job.seed},
+                                     {&examples, 1, 2, job.batch_size, job.seed}};
+    std::vector<float> x(job.batch_size * 16), grads[2];
+    std::vector<int32_t> y(job.batch_size);
+    for (int step = 0; step < 16; ++step) {
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_OK(shards[r].Next(x.data(), y.data()).status());
+        grads[r].assign(params.size(), 0.0f);
+        ASSERT_OK(net.ComputeGradients(params.data(), x.data(), y.data(), job.batch_size,
+                                       grads[r].data())
+                      .status());
+      }
+      for (size_t v = 0; v < net.variables().size(); ++v) {
+        const VariableUpdate update = net.variables()[v].update;
+        for (int64_t i = net.offsets()[v]; i < net.offsets()[v] + net.variables()[v].elements();
+             ++i) {
+          const float mean = (grads[0][i] + grads[1][i]) * 0.5f;
+          if (update == VariableUpdate::kOptimizer) params[i] -= 0.1f * mean;
+          if (update == VariableUpdate::kIncrement) params[i] += mean;
+        }
+      }
+    }
+    const std::vector<float> trained = cluster.Values();
+    double diff = 0, stats_moved = 0;
+    for (size_t v = 0; v < net.variables().size(); ++v) {
+      const VariableDef& def = net.variables()[v];
+      for (int64_t i = net.offsets()[v]; i < net.offsets()[v] + def.elements(); ++i) {
+        if (def.update == VariableUpdate::kFrozen) {
+          ASSERT_EQ(trained[i], initial[i]) << def.name;
+        }
+        if (def.update == VariableUpdate::kIncrement) {
+          stats_moved = std::max(stats_moved, std::fabs(double{trained[i]} - initial[i]));
+        }
+        diff = std::max(diff, std::fabs(double{trained[i]} - params[i]));
+      }
+    }
+    EXPECT_GT(stats_moved, 0.1);
+    EXPECT_LT(diff, 1e-5);
+  }
 }
 
 TEST(TrainerTest, AsyncReplicasRunTheirOwnShardsAndEveryPushCounts) {
