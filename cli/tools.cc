@@ -386,6 +386,7 @@ int SummaryMain(CliArgs& args) {
       sizes.classes = classes;
       sizes.replace_classes = true;
     }
+    PSTRAIN_RETURN_IF_ERROR(ReadModelOverrides(args, &sizes));
     model::JobSpec job;
     if (config.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(job, JobSpecFromFlags(args, nullptr, &sizes));

@@ -29,6 +29,14 @@ std::vector<FlagDef> MakeTable() {
       Flag("config", G::kJob, "FILE.pbtxt", "", "the same as --model_config"),
       Flag("hidden", G::kJob, "W1,W2,...", "128",
            "the widths of the default MLP's hidden layers (without --model_config)"),
+      Flag("input_shape", G::kJob, "H,W,C", "",
+           "the model's input shape in place of its config's (a Keras application's: "
+           "224,224,3 unless given)"),
+      Flag("alpha", G::kJob, "A", "",
+           "MobileNetV2's width multiplier, in place of its config's (application "
+           "mobilenet_v2), in (0, 4]"),
+      Flag("bn_momentum", G::kJob, "M", "",
+           "every batch normalization's momentum in place of its config's, in [0, 1]"),
       Flag("data_dir", G::kJob, "DIR", "/usr/share/datasets/fashion-mnist",
            "where the data set's files are"),
       Flag("train_files", G::kJob, "GLOB", "", "the training files (TFRecord or CSV inputs)"),

@@ -49,6 +49,28 @@ absl::Status CheckTableUpdates(const model::JobSpec& job, const ClusterSpec& clu
 
 std::string JobFlagsUsage() { return FlagUsage(FlagGroup::kJob); }
 
+absl::Status ReadModelOverrides(CliArgs& args, model::DataSizes* sizes) {
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string shape, StringFlag(args, "input_shape", ""));
+  if (!shape.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(sizes->input_shape, model::ParseShapeFlag("input_shape", shape));
+  }
+  if (args.Has("alpha")) {
+    PSTRAIN_ASSIGN_OR_RETURN(sizes->alpha, DoubleFlag(args, "alpha", 1.0));
+    if (!(sizes->alpha > 0 && sizes->alpha <= 4)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--alpha=", sizes->alpha, ": must be in (0, 4]"));
+    }
+  }
+  if (args.Has("bn_momentum")) {
+    PSTRAIN_ASSIGN_OR_RETURN(sizes->bn_momentum, DoubleFlag(args, "bn_momentum", 0.99));
+    if (!(sizes->bn_momentum >= 0 && sizes->bn_momentum <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--bn_momentum=", sizes->bn_momentum, ": must be in [0, 1]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The model config's job (--model_config or --config), or the defaults.
@@ -71,8 +93,8 @@ absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* record
   // What the data says of the sizes a config may leave out: read where
   // the job reads its data.
   PSTRAIN_ASSIGN_OR_RETURN(const std::string data_dir, StringFlag(args, "data_dir", job.data_dir));
-  const model::DataSizes sizes =
-      given_sizes != nullptr ? *given_sizes : model::DataSizesOf(data_dir);
+  model::DataSizes sizes = given_sizes != nullptr ? *given_sizes : model::DataSizesOf(data_dir);
+  PSTRAIN_RETURN_IF_ERROR(ReadModelOverrides(args, &sizes));
   PSTRAIN_ASSIGN_OR_RETURN(
       model::ModelConfigFile file,
       from_record ? model::ParseModelConfigFile(recorded->text, recorded->name, sizes)

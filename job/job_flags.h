@@ -22,6 +22,10 @@ namespace pstrain {
 // sync_wait_secs, config (= model_config), output_dir.
 const std::vector<std::string>& JobFlagNames();
 
+// --input_shape, --alpha and --bn_momentum, the model config's overrides
+// (model::DataSizes), into *sizes; InvalidArgument naming a bad value.
+absl::Status ReadModelOverrides(CliArgs& args, model::DataSizes* sizes);
+
 // Reads the job flags into a JobSpec (defaults from model/job_spec.h, or
 // from the file --model_config names: its layers and the settings it states,
 // which the other flags override). --hidden is a comma-separated list of

@@ -21,6 +21,7 @@
 #include "data/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "model/applications.h"
 #include "model/network.h"
 #include "proto/model_config.pb.h"
 
@@ -1079,6 +1080,20 @@ void ApplyDataSizes(const DataSizes& sizes, v1::ModelConfig* config) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<int64_t>> ParseShapeFlag(const std::string& flag,
+                                                    const std::string& text) {
+  std::vector<int64_t> shape;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(part, &d) || d < 1 || d > (1 << 24)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, "=", text, ": give positive sizes separated by commas (e.g. 32,32,3)"));
+    }
+    shape.push_back(d);
+  }
+  return shape;
+}
+
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                                                      const std::string& name,
                                                      const DataSizes& sizes) {
@@ -1092,9 +1107,39 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   if (!parser.ParseFromString(unquoted, &config)) {
     return absl::InvalidArgumentError(absl::StrCat(name, ":", errors.error()));
   }
-  ApplyDataSizes(sizes, &config);
   const Where where(name, &tree);
   const auto* type = v1::ModelConfig::descriptor();
+  if (!sizes.input_shape.empty() && config.has_application()) {
+    // A Keras application's own input shape; the data's stays the config's.
+    config.mutable_application()->clear_input_shape();
+    for (int64_t d : sizes.input_shape) config.mutable_application()->add_input_shape(d);
+  } else if (!sizes.input_shape.empty()) {
+    config.clear_input_shape();
+    config.clear_input_dim();
+    for (int64_t d : sizes.input_shape) config.add_input_shape(d);
+  }
+  if (sizes.alpha >= 0) {
+    if (!config.has_application()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": --alpha is MobileNetV2's width multiplier, but the config names no "
+                "application"));
+    }
+    config.mutable_application()->set_alpha(static_cast<float>(sizes.alpha));
+  }
+  if (sizes.bn_momentum >= 0) {
+    if (config.has_application()) {
+      config.mutable_application()->set_bn_momentum(static_cast<float>(sizes.bn_momentum));
+    }
+    for (v1::LayerConfig& l : *config.mutable_layer()) {
+      if (l.has_batch_normalization()) {
+        l.mutable_batch_normalization()->set_momentum(static_cast<float>(sizes.bn_momentum));
+      }
+    }
+  }
+  if (absl::Status s = ExpandApplication(&config); !s.ok()) {
+    return Bad(where.At(&tree, type, "application"), s.message());
+  }
+  ApplyDataSizes(sizes, &config);
   ModelConfigFile out;
   const v1::SecuritySettings& sec = config.security();
   out.security = {sec.tls_cert(), sec.tls_key(), sec.tls_ca(), sec.tls_server_name(),

@@ -40,7 +40,19 @@ struct DataSizes {
   // summary --vocabulary=N --classes=K`), not only where it leaves it out.
   bool replace_vocabulary = false;
   bool replace_classes = false;
+  // Given on the command line (--input_shape, --alpha, --bn_momentum): in
+  // place of the config's input_shape (and input_dim), its application's
+  // alpha, and every batch normalization's momentum. Empty or negative:
+  // the config's.
+  std::vector<int64_t> input_shape;
+  double alpha = -1;
+  double bn_momentum = -1;
 };
+
+// "32,32,3" -> [32, 32, 3]; InvalidArgument quoting `flag` and the text
+// when it is not positive integers separated by commas.
+absl::StatusOr<std::vector<int64_t>> ParseShapeFlag(const std::string& flag,
+                                                    const std::string& text);
 
 // The sizes `data_dir`'s vocab.txt and labels.txt give (each 0 when the
 // file is not there; non-empty lines counted).
