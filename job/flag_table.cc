@@ -35,6 +35,10 @@ std::vector<FlagDef> MakeTable() {
       Flag("alpha", G::kJob, "A", "",
            "MobileNetV2's width multiplier, in place of its config's (application "
            "mobilenet_v2), in (0, 4]"),
+      Flag("classes", G::kJob, "N", "",
+           "the last dense layer's units in place of its config's (a Keras application's "
+           "softmax)",
+           2, 65536),
       Flag("bn_momentum", G::kJob, "M", "",
            "every batch normalization's momentum in place of its config's, in [0, 1]"),
       Flag("data_dir", G::kJob, "DIR", "/usr/share/datasets/fashion-mnist",

@@ -61,6 +61,10 @@ absl::Status ReadModelOverrides(CliArgs& args, model::DataSizes* sizes) {
           absl::StrCat("--alpha=", sizes->alpha, ": must be in (0, 4]"));
     }
   }
+  if (args.Has("classes")) {
+    PSTRAIN_ASSIGN_OR_RETURN(sizes->classes, IntFlag(args, "classes"));
+    sizes->replace_classes = true;
+  }
   if (args.Has("bn_momentum")) {
     PSTRAIN_ASSIGN_OR_RETURN(sizes->bn_momentum, DoubleFlag(args, "bn_momentum", 0.99));
     if (!(sizes->bn_momentum >= 0 && sizes->bn_momentum <= 1)) {
@@ -94,6 +98,8 @@ absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* record
   // the job reads its data.
   PSTRAIN_ASSIGN_OR_RETURN(const std::string data_dir, StringFlag(args, "data_dir", job.data_dir));
   model::DataSizes sizes = given_sizes != nullptr ? *given_sizes : model::DataSizesOf(data_dir);
+  // A Keras application's input is fitted to the images the job reads.
+  if (given_sizes == nullptr) sizes.data_shape = model::IdxImageShapeOf(data_dir);
   PSTRAIN_RETURN_IF_ERROR(ReadModelOverrides(args, &sizes));
   PSTRAIN_ASSIGN_OR_RETURN(
       model::ModelConfigFile file,

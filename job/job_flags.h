@@ -22,7 +22,7 @@ namespace pstrain {
 // sync_wait_secs, config (= model_config), output_dir.
 const std::vector<std::string>& JobFlagNames();
 
-// --input_shape, --alpha and --bn_momentum, the model config's overrides
+// --input_shape, --alpha, --classes and --bn_momentum, the model config's overrides
 // (model::DataSizes), into *sizes; InvalidArgument naming a bad value.
 absl::Status ReadModelOverrides(CliArgs& args, model::DataSizes* sizes);
 

@@ -112,6 +112,32 @@ TEST(ApplicationsTest, TheDataIsFittedToTheApplicationsInputByLayersInFront) {
   EXPECT_EQ(c.total, 423018);
 }
 
+// The job's data says its own shape (the IDX images' header): a config
+// naming an application without an input_shape takes it, and the
+// application's input (--input_shape, else 224x224x3) is fitted to it.
+TEST(ApplicationsTest, AnApplicationTakesTheShapeOfTheImagesTheJobReads) {
+  EXPECT_EQ(IdxImageShapeOf("/usr/share/datasets/fashion-mnist"),
+            (std::vector<int64_t>{28, 28, 1}));
+  EXPECT_TRUE(IdxImageShapeOf(::testing::TempDir()).empty());
+  DataSizes sizes;
+  sizes.data_shape = {28, 28, 1};
+  sizes.input_shape = {32, 32, 3};
+  sizes.alpha = 0.35;
+  sizes.classes = 10;
+  sizes.replace_classes = true;
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(R"pb(
+    application { name: "mobilenet_v2" }
+  )pb", "m.pbtxt", sizes));
+  EXPECT_EQ(f.job.model.input_dim, 784);
+  EXPECT_EQ(f.job.model.layers[0].name, "input_pad");
+  EXPECT_EQ(CountsOf(R"pb(application { name: "mobilenet_v2" })pb", sizes).total, 423018);
+  sizes.input_shape.clear();  // Keras's 224x224x3
+  sizes.alpha = -1;
+  ASSERT_OK_AND_ASSIGN(f, ParseModelConfigFile(R"pb(application { name: "resnet50" })pb",
+                                               "r.pbtxt", sizes));
+  EXPECT_EQ(f.job.model.layers[0].padding, (std::array<int, 4>{98, 98, 98, 98}));
+}
+
 TEST(ApplicationsTest, BadApplicationsAreNamed) {
   auto message = [](const std::string& text) {
     return std::string(ParseModelConfigFile(text, "a.pbtxt").status().message());

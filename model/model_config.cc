@@ -18,6 +18,8 @@
 #include "base/file_util.h"
 #include "cluster/initializer_spec.h"
 #include "base/status_macros.h"
+#include "data/dataset.h"
+#include "data/idx_reader.h"
 #include "data/input.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -1032,6 +1034,14 @@ std::string UnquoteEnumValues(std::string text) {
 
 }  // namespace
 
+std::vector<int64_t> IdxImageShapeOf(const std::string& data_dir) {
+  absl::StatusOr<data::SplitFiles> files = data::FindSplitFiles(data_dir, data::Split::kTrain);
+  if (!files.ok() || files->images.empty()) return {};
+  absl::StatusOr<std::vector<int64_t>> dims = data::ReadIdxDims(files->images[0]);
+  if (!dims.ok() || dims->size() != 3) return {};
+  return {(*dims)[1], (*dims)[2], 1};
+}
+
 DataSizes DataSizesOf(const std::string& data_dir) {
   auto lines = [&data_dir](const char* file) -> int64_t {
     absl::StatusOr<std::string> text = ReadFile(data_dir + "/" + file);
@@ -1109,6 +1119,13 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   }
   const Where where(name, &tree);
   const auto* type = v1::ModelConfig::descriptor();
+  if (config.has_application() && config.input_shape_size() == 0 && !sizes.data_shape.empty() &&
+      (config.input().format() == v1::FORMAT_UNSET || config.input().format() == v1::idx)) {
+    for (int64_t d : sizes.data_shape) config.add_input_shape(d);  // the data's own
+    if (config.application().input_shape_size() == 0) {
+      for (int64_t d : {224, 224, 3}) config.mutable_application()->add_input_shape(d);
+    }
+  }
   if (!sizes.input_shape.empty() && config.has_application()) {
     // A Keras application's own input shape; the data's stays the config's.
     config.mutable_application()->clear_input_shape();

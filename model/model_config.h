@@ -47,7 +47,16 @@ struct DataSizes {
   std::vector<int64_t> input_shape;
   double alpha = -1;
   double bn_momentum = -1;
+  // The shape of the data's images ([28, 28, 1] for Fashion-MNIST's IDX
+  // files), when known: the input shape of a config that names an
+  // application without one (the application's own input then fitted to
+  // it by layers in front, model/applications.h).
+  std::vector<int64_t> data_shape;
 };
+
+// [rows, columns, 1] as the IDX training images in `data_dir` state them;
+// empty when there are none or their header does not read.
+std::vector<int64_t> IdxImageShapeOf(const std::string& data_dir);
 
 // "32,32,3" -> [32, 32, 3]; InvalidArgument quoting `flag` and the text
 // when it is not positive integers separated by commas.
