@@ -262,6 +262,8 @@ const char* KerasType(model::LayerKind kind) {
       return "DepthwiseConv2D";
     case model::LayerKind::kBatchNormalization:
       return "BatchNormalization";
+    case model::LayerKind::kRescaling:
+      return "Rescaling";
   }
   return "?";
 }

@@ -409,6 +409,10 @@ absl::StatusOr<Value> LayerGraph(GraphBuilder& g, const model::LayerSpec& layer,
       return x;  // inference: the identity, in whichever layout
     case model::LayerKind::kBatchNormalization:
       return BatchNormGraph(g, layer, shape, values, x);
+    case model::LayerKind::kRescaling:  // elementwise, in whichever layout
+      return Value{g.Add("Add", {g.Add("Mul", {x.name, g.Scalar(layer.rescale)}),
+                                 g.Scalar(layer.offset)}),
+                   x.nchw};
     case model::LayerKind::kActivation:
     case model::LayerKind::kReLU:
       return Value{ActivationGraph(g, layer.activation, x.name), x.nchw};

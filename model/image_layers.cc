@@ -286,7 +286,30 @@ class ActivationLayer final : public Layer {
   const Activation activation_;
 };
 
+class RescalingLayer final : public Layer {
+ public:
+  RescalingLayer(const LayerSpec& spec, const Shape& in) : Layer(spec, in, in) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    const float scale = spec_.rescale, offset = spec_.offset;
+    const int64_t n = batch * in_size_;
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * scale + offset;
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in == nullptr) return;
+    const float scale = spec_.rescale;
+    const int64_t n = batch * in_size_;
+    for (int64_t i = 0; i < n; ++i) d_in[i] = d_out[i] * scale;
+  }
+};
+
 }  // namespace
+
+std::unique_ptr<Layer> CreateRescalingLayer(const LayerSpec& spec, const Shape& in) {
+  return std::make_unique<RescalingLayer>(spec, in);
+}
 
 std::unique_ptr<Layer> CreateGlobalPool2DLayer(const LayerSpec& spec, const Shape& in,
                                                const Shape& out) {

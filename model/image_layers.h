@@ -13,6 +13,8 @@
 //   activation, relu       LayerSpec::activation (model/activations.h)
 //                          applied alone, as Keras's Activation and ReLU
 //                          (ReLU(6.0): relu6)
+//   rescaling              x * rescale + offset, as Keras's Rescaling (an
+//                          image model's input brought to [0, 1] or [-1, 1])
 // Shapes are checked by LayerOutputShape (model/layers.h), which these
 // factories require.
 #ifndef PSTRAIN_MODEL_IMAGE_LAYERS_H_
@@ -36,6 +38,7 @@ std::unique_ptr<Layer> CreateDepthwiseConv2DLayer(const LayerSpec& spec, const S
                                                   int64_t bias_at);
 std::unique_ptr<Layer> CreateActivationLayer(const LayerSpec& spec, const Shape& in,
                                              const Shape& out);
+std::unique_ptr<Layer> CreateRescalingLayer(const LayerSpec& spec, const Shape& in);
 
 }  // namespace pstrain::model
 

@@ -67,6 +67,8 @@ const char* LayerKindName(LayerKind kind) {
       return "depthwise_conv2d";
     case LayerKind::kBatchNormalization:
       return "batch_normalization";
+    case LayerKind::kRescaling:
+      return "rescaling";
   }
   return "?";
 }
@@ -224,6 +226,13 @@ absl::StatusOr<Shape> LayerOutputShape(const LayerSpec& spec, const Shape& in) {
     case LayerKind::kReLU:
       if (spec.activation == Activation::kSoftmax) {
         return absl::InvalidArgumentError(absl::StrCat("activation ", kSoftmaxOnlyLast));
+      }
+      return in;
+    case LayerKind::kRescaling:
+      if (!std::isfinite(spec.rescale) || !std::isfinite(spec.offset)) {
+        return absl::InvalidArgumentError(absl::StrCat("rescaling scale ", spec.rescale,
+                                                       " and offset ", spec.offset,
+                                                       " must be finite"));
       }
       return in;
     case LayerKind::kBatchNormalization:
@@ -909,6 +918,8 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return CreateDepthwiseConv2DLayer(spec, in, out, kernel_at, bias_at);
     case LayerKind::kBatchNormalization:
       return CreateBatchNormLayer(spec, in, kernel_at);
+    case LayerKind::kRescaling:
+      return CreateRescalingLayer(spec, in);
     case LayerKind::kAdd:
     case LayerKind::kConcatenate:
       break;  // above

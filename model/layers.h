@@ -15,7 +15,7 @@
 //                          [kh, kw, C, depth_multiplier] (output channel
 //                          c * depth_multiplier + j), bias [C * multiplier]
 //   global_average_pool2d, global_max_pool2d, average_pool2d,
-//   zero_padding2d, activation, relu   model/image_layers.h
+//   zero_padding2d, activation, relu, rescaling   model/image_layers.h
 //   batch_normalization    same shape; each channel normalised, scaled and
 //                          shifted (model/batch_norm.h)
 //   add                    several inputs of one shape -> their sum
@@ -71,6 +71,7 @@ enum class LayerKind {
   kReLU,        // Keras's ReLU layer (max_value 6: relu6)
   kDepthwiseConv2D,
   kBatchNormalization,  // model/batch_norm.h
+  kRescaling,           // Keras's Rescaling: x * scale + offset
 };
 
 // "dense", "conv1d", ... as the model config names them.
@@ -96,6 +97,9 @@ struct LayerSpec {
   float epsilon = 1e-3f;
   bool center = true;  // a beta
   bool scale = true;   // a gamma
+  // rescaling: out = in * rescale + offset (Keras's scale and offset).
+  float rescale = 1.0f;
+  float offset = 0.0f;
   // Keras's trainable: false freezes the layer's variables (no optimizer
   // slots, never pushed) and runs a batch normalization in inference.
   bool trainable = true;

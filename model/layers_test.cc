@@ -326,7 +326,11 @@ TEST(LayersTest, ImageLayersAndActivationsGradientsMatchCentralDifferences) {
   pad.padding = {1, 2, 0, 1};
   LayerSpec relu6 = Of(LayerKind::kReLU);
   relu6.activation = Activation::kRelu6;
+  LayerSpec rescaling = Of(LayerKind::kRescaling);
+  rescaling.rescale = 1.0f / 127.5f;
+  rescaling.offset = -1.0f;
   std::vector<Case> cases = {
+      {rescaling, {3, 2, 2}},
       {Of(LayerKind::kGlobalAveragePool2D), {3, 4, 2}},
       {Of(LayerKind::kGlobalMaxPool2D), {3, 4, 2}, 2, true},
       {Pool(LayerKind::kAveragePool2D, 2, 2), {5, 4, 2}},
@@ -406,6 +410,15 @@ TEST(LayersTest, ADepthwiseConvolutionConvolvesEachChannelAlone) {
 }
 
 TEST(LayersTest, ImageLayersComputeKerasValues) {
+  // Rescaling(1/127.5, offset=-1): pixels 0..255 to [-1, 1], MobileNetV2's.
+  LayerSpec rescaling = Of(LayerKind::kRescaling);
+  rescaling.rescale = 1.0f / 127.5f;
+  rescaling.offset = -1.0f;
+  const std::vector<float> pixels = {0, 127.5f, 255};
+  std::vector<float> scaled(3);
+  Layer::Create(rescaling, {3}, 1, -1, -1)->Forward(nullptr, pixels.data(), 1, true,
+                                                     scaled.data());
+  EXPECT_EQ(scaled, (std::vector<float>{-1, 0, 1}));
   EXPECT_EQ(*LayerOutputShape(Of(LayerKind::kGlobalAveragePool2D), {7, 7, 5}), (Shape{5}));
   EXPECT_EQ(*LayerOutputShape(Pool(LayerKind::kAveragePool2D, 2, 2), {7, 7, 5}),
             (Shape{3, 3, 5}));

@@ -174,8 +174,8 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
     return absl::InvalidArgumentError(
         "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
         "global_average_pool1d, global_average_pool2d, global_max_pool2d, average_pool2d, "
-        "zero_padding2d, depthwise_conv2d, batch_normalization, flatten, dropout, activation, "
-        "relu, add, "
+        "zero_padding2d, depthwise_conv2d, batch_normalization, rescaling, flatten, dropout, "
+        "activation, relu, add, "
         "concatenate, embedding or embedding_bag)");
   }
   return absl::InvalidArgumentError(
@@ -571,6 +571,16 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
                               " for an input of ", ShapeString(shape),
                               "): batch_normalization normalises the channel axis only"));
     }
+  } else if (e.kind == "rescaling") {
+    layer.kind = LayerKind::kRescaling;
+    const v1::RescalingLayer& r = l.rescaling();
+    if (!r.has_scale()) return e.Missing("scale");
+    if (!std::isfinite(r.scale())) return Bad(e.At("scale"), absl::StrCat(r.scale(), " is not finite"));
+    if (!std::isfinite(r.offset())) {
+      return Bad(e.At("offset"), absl::StrCat(r.offset(), " is not finite"));
+    }
+    layer.rescale = r.scale();
+    layer.offset = r.offset();
   } else if (e.kind == "add") {
     layer.kind = LayerKind::kAdd;
   } else if (e.kind == "concatenate") {

@@ -639,6 +639,7 @@ TEST(ModelConfigTest, BatchNormalizationTakesKerassArgumentsAndLayersMayBeFrozen
     layer { name: "conv" conv2d { filters: 4 kernel_size: 3 use_bias: false } trainable: false }
     layer { name: "bn" batch_normalization { momentum: 0.999 epsilon: 1e-5 center: false axis: 3 } }
     layer { name: "bn_default" batch_normalization {} }
+    layer { name: "scale" rescaling { scale: 0.5 offset: -1 } }
     layer { global_average_pool2d {} }
     layer { dense { units: 2 } }
   )pb", "bn.pbtxt"));
@@ -653,6 +654,15 @@ TEST(ModelConfigTest, BatchNormalizationTakesKerassArgumentsAndLayersMayBeFrozen
   EXPECT_FLOAT_EQ(layers[2].momentum, 0.99f);  // Keras's defaults
   EXPECT_FLOAT_EQ(layers[2].epsilon, 1e-3f);
   EXPECT_TRUE(layers[2].center);
+  EXPECT_EQ(layers[3].kind, LayerKind::kRescaling);
+  EXPECT_FLOAT_EQ(layers[3].rescale, 0.5f);
+  EXPECT_FLOAT_EQ(layers[3].offset, -1.0f);
+  EXPECT_EQ(std::string(ParseModelConfigFile("input_dim: 4\nlayer { rescaling { offset: 1 } }\n"
+                                             "layer { dense { units: 2 } }",
+                                             "m.pbtxt")
+                            .status()
+                            .message()),
+            "m.pbtxt:2:1: layer 0 (rescaling_0): rescaling.scale is missing");
   auto message = [](const std::string& bn) {
     return std::string(
         ParseModelConfigFile("input_dim: 48\ninput_shape: [4, 4, 3]\nlayer { batch_normalization { " +
@@ -684,8 +694,8 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
             "max_pool1d, max_pool2d, global_average_pool1d, global_average_pool2d, "
             "global_max_pool2d, average_pool2d, zero_padding2d, depthwise_conv2d, "
-            "batch_normalization, flatten, dropout, activation, relu, add, concatenate, "
-            "embedding or embedding_bag)");
+            "batch_normalization, rescaling, flatten, dropout, activation, relu, add, "
+            "concatenate, embedding or embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),

@@ -317,6 +317,7 @@ batch_size: 32
         with open(config, "w") as f:
             f.write("""input_dim: 784
 input_shape: [28, 28, 1]
+layer { name: "rescale" rescaling { scale: 2.0 offset: -1.0 } }
 layer { name: "pad" zero_padding2d { padding: [0, 1, 0, 1] } }
 layer { name: "stem" conv2d { filters: 8 kernel_size: 3 strides: 2 activation: swish } }
 layer { name: "stem_relu" relu { max_value: 6 } }
