@@ -34,13 +34,26 @@ double ImbalancePercent(const Placement& p) {
 
 }  // namespace
 
+// What moves each non-trainable variable, by name ("increment", "frozen").
+static std::map<std::string, std::string> NonTrainable(const Placement& p) {
+  std::map<std::string, std::string> out;
+  for (const VariableDef& v : p.variables) {
+    if (!v.trainable()) out[v.name] = VariableUpdateName(v.update);
+  }
+  return out;
+}
+
 std::string PlacementTable(const Placement& p) {
   std::string out =
       absl::StrFormat("%-28s %-8s %-16s %12s %4s\n", "variable", "slice", "rows", "bytes", "ps");
+  const std::map<std::string, std::string> non_trainable = NonTrainable(p);
   for (const SliceDef& s : p.slices) {
-    out += absl::StrFormat("%-28s %-8s %-16s %12d %4d\n", s.variable,
-                           absl::StrFormat("%d/%d", s.slice_index, s.num_slices),
-                           absl::StrFormat("[%d, %d)", s.row_begin, s.row_end), s.bytes(), s.ps);
+    auto it = non_trainable.find(s.variable);
+    out += absl::StrFormat(
+        "%-28s %-8s %-16s %12d %4d%s\n", s.variable,
+        absl::StrFormat("%d/%d", s.slice_index, s.num_slices),
+        absl::StrFormat("[%d, %d)", s.row_begin, s.row_end), s.bytes(), s.ps,
+        it == non_trainable.end() ? "" : absl::StrCat("  non-trainable (", it->second, ")"));
   }
   for (const VariableDef& e : p.embeddings) {
     out += absl::StrFormat("%-28s %-8s %-16s %12d %4s\n", e.name, "table",
@@ -59,6 +72,7 @@ std::string PlacementTable(const Placement& p) {
 }
 
 std::string PlacementJson(const Placement& p) {
+  const std::map<std::string, std::string> non_trainable = NonTrainable(p);
   Json slices = Json::array();
   for (const SliceDef& s : p.slices) {
     Json j = Json::object();
@@ -70,6 +84,9 @@ std::string PlacementJson(const Placement& p) {
     j["row_end"] = s.row_end;
     j["bytes"] = s.bytes();
     j["ps"] = s.ps;
+    auto it = non_trainable.find(s.variable);
+    j["trainable"] = it == non_trainable.end();
+    if (it != non_trainable.end()) j["update"] = it->second;
     slices.push_back(std::move(j));
   }
   Json tables = Json::array();

@@ -69,6 +69,15 @@ TEST(ToolsTest, SummaryCountsNonTrainableVariablesAsKerasDoes) {
        }) {
     EXPECT_NE(table.find(line), std::string::npos) << line << "\nnot in\n" << table;
   }
+  // placement says the same of each slice.
+  const std::string placed = PlacementTable(p);
+  EXPECT_NE(placed.find("bn_Conv1/moving_mean         0/1      [0, 16)                    64    0"
+                        "  non-trainable (increment)\n"),
+            std::string::npos)
+      << placed;
+  EXPECT_NE(placed.find("bn_Conv1/gamma               0/1      [0, 16)                    64    0\n"),
+            std::string::npos)
+      << placed;
   // Conv1 (144 weights) and bn_Conv1 (64) frozen.
   f.job.model.layers[0].trainable = false;
   f.job.model.layers[1].trainable = false;
