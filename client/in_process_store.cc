@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "cluster/global_step.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -184,8 +185,7 @@ absl::StatusOr<int64_t> InProcessStore::Dense(absl::Span<const int> variables, c
     }
     if (work.slices.empty()) continue;
     PSTRAIN_ASSIGN_OR_RETURN(const int64_t at, DenseOnPs(work, grads, params));
-    if (at < 0) continue;  // frozen tensors alone: no step (ShardStore::kNoStep)
-    step = step < 0 ? at : std::min(step, at);
+    step = SlowerStep(step, at);
   }
   return std::max<int64_t>(step, 0);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <thread>
 
+#include "cluster/global_step.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -107,11 +108,8 @@ absl::StatusOr<int64_t> PsAdmin::ReplicaPushes(const Placement& placement, int r
 
 absl::StatusOr<int64_t> PsAdmin::GlobalStep() {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<v1::StatsResponse> stats, Stats());
-  int64_t step = -1;
-  for (const v1::StatsResponse& s : stats) {
-    if (s.global_step() < 0) continue;  // frozen tensors alone: no step of its own
-    step = step < 0 ? s.global_step() : std::min(step, s.global_step());
-  }
+  int64_t step = kNoStep;
+  for (const v1::StatsResponse& s : stats) step = SlowerStep(step, s.global_step());
   return step;
 }
 
@@ -132,11 +130,8 @@ absl::StatusOr<int64_t> PsAdmin::HoldPushes(absl::Duration lease) {
     ReleasePushes().IgnoreError();  // best effort: the leases end them anyway
     return held;
   }
-  int64_t step = -1;
-  for (const v1::HoldPushesResponse& r : resps) {
-    if (r.global_step() < 0) continue;  // frozen tensors alone: no step of its own
-    step = step < 0 ? r.global_step() : std::min(step, r.global_step());
-  }
+  int64_t step = kNoStep;
+  for (const v1::HoldPushesResponse& r : resps) step = SlowerStep(step, r.global_step());
   return step;
 }
 

@@ -10,6 +10,7 @@
 #include <limits>
 #include <optional>
 
+#include "cluster/global_step.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -415,10 +416,8 @@ absl::StatusOr<int64_t> PsClient::DenseRound(const std::vector<Group>& groups, c
   for (size_t i = 0; i < groups.size(); ++i) {
     latest[groups[i].ps] = std::max(latest[groups[i].ps], steps[i]);
   }
-  int64_t step = -1;
-  for (int64_t s : latest) {
-    if (s >= 0) step = step < 0 ? s : std::min(step, s);
-  }
+  int64_t step = kNoStep;
+  for (int64_t s : latest) step = SlowerStep(step, s);
   return std::max<int64_t>(step, 0);
 }
 

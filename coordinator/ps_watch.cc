@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/global_step.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/exit_codes.h"
@@ -93,9 +94,8 @@ bool PsWatch::Round() {
     // A PS without variables was restarted: it lost its part of the model.
     if (!health->initialized()) {
       restarted.push_back(ps);
-    } else if (health->global_step() >= 0) {  // frozen tensors alone have no step
-      round_step =
-          round_step < 0 ? health->global_step() : std::min(round_step, health->global_step());
+    } else {
+      round_step = SlowerStep(round_step, health->global_step());
     }
   }
   if (restarted.empty()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -111,7 +112,7 @@ void MobileNetV2(Builder& b, int64_t h, int64_t w, double alpha, int64_t classes
     if (k.stride == 2) {
       // Keras's correct_pad for a 3x3 kernel: one after, and one before
       // too where the side is odd.
-      b.Pad(prefix + "pad", 1 - (1 - h % 2), 1, 1 - (1 - w % 2), 1);
+      b.Pad(prefix + "pad", h % 2, 1, w % 2, 1);
       h = (h + 2 - h % 2 - 3) / 2 + 1;
       w = (w + 2 - w % 2 - 3) / 2 + 1;
     }
@@ -213,7 +214,7 @@ absl::Status ExpandApplication(v1::ModelConfig* config) {
   };
   std::vector<int64_t> want(app.input_shape().begin(), app.input_shape().end());
   if (want.empty()) want.assign(config->input_shape().begin(), config->input_shape().end());
-  if (want.empty()) want = {224, 224, 3};
+  if (want.empty()) want.assign(std::begin(kApplicationInput), std::end(kApplicationInput));
   if (want.size() != 3 || want[0] < 32 || want[1] < 32) {
     return absl::InvalidArgumentError(
         absl::StrCat("application ", app.name(), " takes an input_shape [height, width, "

@@ -20,12 +20,16 @@
 #ifndef PSTRAIN_MODEL_APPLICATIONS_H_
 #define PSTRAIN_MODEL_APPLICATIONS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
 #include "proto/model_config.pb.h"
 
 namespace pstrain::model {
+
+// Keras's default input shape of its applications.
+inline constexpr int64_t kApplicationInput[3] = {224, 224, 3};
 
 // Replaces config->application with the layers it names (and the
 // input_shape it takes by default). InvalidArgument naming the field for

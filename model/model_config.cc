@@ -575,7 +575,9 @@ absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
     layer.kind = LayerKind::kRescaling;
     const v1::RescalingLayer& r = l.rescaling();
     if (!r.has_scale()) return e.Missing("scale");
-    if (!std::isfinite(r.scale())) return Bad(e.At("scale"), absl::StrCat(r.scale(), " is not finite"));
+    if (!std::isfinite(r.scale())) {
+      return Bad(e.At("scale"), absl::StrCat(r.scale(), " is not finite"));
+    }
     if (!std::isfinite(r.offset())) {
       return Bad(e.At("offset"), absl::StrCat(r.offset(), " is not finite"));
     }
@@ -1133,7 +1135,7 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
       (config.input().format() == v1::FORMAT_UNSET || config.input().format() == v1::idx)) {
     for (int64_t d : sizes.data_shape) config.add_input_shape(d);  // the data's own
     if (config.application().input_shape_size() == 0) {
-      for (int64_t d : {224, 224, 3}) config.mutable_application()->add_input_shape(d);
+      for (int64_t d : kApplicationInput) config.mutable_application()->add_input_shape(d);
     }
   }
   if (!sizes.input_shape.empty() && config.has_application()) {

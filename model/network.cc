@@ -260,25 +260,28 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
     // A frozen layer's variables (trainable: false) are never pushed.
     const VariableUpdate trained =
         l.trainable ? VariableUpdate::kOptimizer : VariableUpdate::kFrozen;
+    const int number = layout_.num_layers();
+    // Adds "<name>/<suffix>" to the flat array as this layer's; its offset.
+    auto add = [&](const char* suffix, const Shape& shape, std::string init, ParamRole role,
+                   VariableUpdate update) {
+      const int64_t at = layout_.num_parameters();
+      VariableDef def{absl::StrCat(l.name, "/", suffix), shape};
+      def.initializer = std::move(init);
+      def.update = update;
+      layout_.AddFlat(std::move(def), number, role);
+      return at;
+    };
     if (l.kind == LayerKind::kBatchNormalization) {
-      const int number = layout_.num_layers();
       const Shape channels{shapes_[inputs_[i][0]].back()};
       kernel_at = layout_.num_parameters();
-      auto add = [&](const char* suffix, const char* init, ParamRole role, VariableUpdate update) {
-        VariableDef def{absl::StrCat(l.name, "/", suffix), channels};
-        def.initializer = init;
-        def.update = update;
-        layout_.AddFlat(std::move(def), number, role);
-      };
-      if (l.scale) add("gamma", "ones", ParamRole::kGamma, trained);
-      if (l.center) add("beta", "zeros", ParamRole::kBeta, trained);
+      if (l.scale) add("gamma", channels, "ones", ParamRole::kGamma, trained);
+      if (l.center) add("beta", channels, "zeros", ParamRole::kBeta, trained);
       const VariableUpdate moving =
           l.trainable ? VariableUpdate::kIncrement : VariableUpdate::kFrozen;
-      add("moving_mean", "zeros", ParamRole::kMovingMean, moving);
-      add("moving_variance", "ones", ParamRole::kMovingVariance, moving);
+      add("moving_mean", channels, "zeros", ParamRole::kMovingMean, moving);
+      add("moving_variance", channels, "ones", ParamRole::kMovingVariance, moving);
       param_layer_.back() = number;
     } else if (l.has_kernel()) {
-      const int number = layout_.num_layers();
       const Shape& in = shapes_[inputs_[i][0]];
       const std::vector<Shape> vars = LayerVariableShapes(l, in);
       // Both were checked by Create.
@@ -287,17 +290,11 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
       int64_t fan_in = 0, fan_out = 0;
       KernelFans(l, in, &fan_in, &fan_out);
       const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-      VariableDef kernel{absl::StrCat(l.name, "/", l.kernel_name()), vars[0]};
-      kernel.initializer = initializer(kernel_init, glorot, vars[0]);
-      kernel.update = trained;
-      kernel_at = layout_.num_parameters();
-      layout_.AddFlat(std::move(kernel), number, ParamRole::kKernel);
+      kernel_at = add(l.kernel_name(), vars[0], initializer(kernel_init, glorot, vars[0]),
+                      ParamRole::kKernel, trained);
       if (l.use_bias) {
-        VariableDef bias{l.name + "/bias", vars[1]};
-        bias.initializer = initializer(bias_init, 0.0f, vars[1]);
-        bias.update = trained;
-        bias_at = layout_.num_parameters();
-        layout_.AddFlat(std::move(bias), number, ParamRole::kBias);
+        bias_at = add("bias", vars[1], initializer(bias_init, 0.0f, vars[1]), ParamRole::kBias,
+                      trained);
       }
       param_layer_.back() = number;
     }

@@ -57,6 +57,7 @@
 #include "checkpoint/reshard.h"
 #include "base/clock.h"
 #include "cluster/consistency.h"
+#include "cluster/global_step.h"
 #include "base/payload.h"
 #include "cluster/placement.h"
 #include "cluster/staleness.h"
@@ -283,8 +284,7 @@ class ShardStore {
   // with ssp, the slowest replica's clock; else the highest version. 0
   // before Initialize. kNoStep when it holds frozen tensors alone, which
   // no push reaches: it has no step of its own, and whoever takes the
-  // slowest PS's step passes it by.
-  static constexpr int64_t kNoStep = -1;
+  // slowest PS's step passes it by (cluster/global_step.h).
   int64_t global_step() const;
 
   std::vector<TensorStats> Stats() const;

@@ -136,23 +136,18 @@ class StepLoop {
     // false), which no step changes.
     pushed_of_layer_.resize(net_->layout().num_layers());
     bool any_frozen = false;
+    pushed_.clear();
     for (int l = 0; l < net_->layout().num_layers(); ++l) {
       for (int v : net_->layout().LayerVariables(l)) {
         if (net_->variables()[v].update == VariableUpdate::kFrozen) {
           any_frozen = true;
         } else {
           pushed_of_layer_[l].push_back(v);
+          pushed_.push_back(v);
         }
       }
     }
-    pushed_.clear();
-    if (any_frozen) {
-      for (size_t v = 0; v < net_->variables().size(); ++v) {
-        if (net_->variables()[v].update != VariableUpdate::kFrozen) {
-          pushed_.push_back(static_cast<int>(v));
-        }
-      }
-    }
+    if (!any_frozen) pushed_.clear();  // every one: StartDense's empty list
     x_.resize(static_cast<size_t>(job_.batch_size) * source_.example_dim());
     y_.resize(job_.batch_size);
     // With embeddings, batches go through a pipeline of four: while step
@@ -518,8 +513,8 @@ class StepLoop {
   int64_t max_local_ = 0;
 
   std::vector<float> params_[2], grads_[2];
-  // Per layer of the layout, the variables it pushes; every variable but
-  // the frozen ones (empty: all of them, none being frozen).
+  // Per layer of the layout, the variables it pushes; the flat array's
+  // variables but the frozen ones (empty: all of them, none being frozen).
   std::vector<std::vector<int>> pushed_of_layer_;
   std::vector<int> pushed_;
   std::vector<float> x_;
