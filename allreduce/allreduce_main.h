@@ -50,7 +50,8 @@ absl::Status CheckJobForAllReduce(const model::JobSpec& job, bool consistency_gi
                                   int num_replicas);
 
 // Makes `group` train over `ring` (which must outlive the training): each
-// replica's store wrapped in a collective store, its all-gather the ring's;
+// replica's store wrapped in a collective store, its all-gather, its
+// announcement of a failure for good and what it was told the ring's;
 // dense gradients cross the ring as bfloat16 with job.bfloat16_wire, in
 // packs of job.bytes_per_pack. Every member must call it (for `auto`, the
 // members settle the packs together, by whether any link of the ring is

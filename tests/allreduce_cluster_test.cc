@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fashion_mnist.h"
+#include "tests/testing/streamed_csv.h"
 #include "tests/testing/task_set.h"
 
 namespace pstrain {
@@ -67,6 +69,28 @@ SpawnOptions Task(const Cluster& cluster, const std::string& type, int index,
   o.env = {{"TF_CONFIG", cluster.TfConfig(type, index)}, {"OPENBLAS_NUM_THREADS", "1"}};
   o.log_path = log;
   return o;
+}
+
+// The logs of RunThree's tasks, by name, under `out`.
+std::map<std::string, std::string> ThreeLogs(const std::string& out) {
+  return {{"chief", out + "/chief.log"}, {"worker:0", out + "/w0.log"},
+          {"evaluator", out + "/eval.log"}};
+}
+
+// Starts the evaluator, the chief and worker:0 of `cluster` (MakeCluster(1,
+// 1, 1)), each with `args` and its log of `logs`, and waits up to 60 s for
+// them all to exit: each one's exit code by name, and how long that took.
+std::pair<std::map<std::string, int>, absl::Duration> RunThree(
+    const Cluster& cluster, const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& logs) {
+  testing::TaskSet tasks;
+  const absl::Time start = absl::Now();
+  for (const auto& [name, type] : std::vector<std::pair<std::string, std::string>>{
+           {"evaluator", "evaluator"}, {"chief", "chief"}, {"worker:0", "worker"}}) {
+    EXPECT_OK(tasks.Start(name, Task(cluster, type, 0, args, logs.at(name))));
+  }
+  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(60));
+  return {codes, absl::Now() - start};
 }
 
 Json ReadJson(const std::string& path) {
@@ -222,17 +246,10 @@ TEST(AllReduceClusterTest, UnreadableDataEndsEveryTaskWithExitTwoAndIsRecorded) 
   const Cluster cluster = MakeCluster(1, 1, 1);
   const std::vector<std::string> args = {"--max_steps=300", "--data_dir=" + data,
                                          "--output_dir=" + out};
-  const std::map<std::string, std::string> logs = {
-      {"chief", out + "/chief.log"}, {"worker:0", out + "/w0.log"}, {"evaluator", out + "/eval.log"}};
-  testing::TaskSet tasks;
-  const absl::Time start = absl::Now();
-  ASSERT_OK(tasks.Start("evaluator", Task(cluster, "evaluator", 0, args, logs.at("evaluator"))));
-  ASSERT_OK(tasks.Start("chief", Task(cluster, "chief", 0, args, logs.at("chief"))));
-  ASSERT_OK(tasks.Start("worker:0", Task(cluster, "worker", 0, args, logs.at("worker:0"))));
-  std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(60));
-  const absl::Duration took = absl::Now() - start;
+  const std::map<std::string, std::string> logs = ThreeLogs(out);
+  const auto [codes, took] = RunThree(cluster, args, logs);
   for (const auto& [name, log] : logs) {
-    EXPECT_EQ(codes[name], 2) << name << ": " << ReadFile(log).value_or("");
+    EXPECT_EQ(codes.at(name), 2) << name << ": " << ReadFile(log).value_or("");
   }
   EXPECT_LT(took, absl::Seconds(20));
   EXPECT_THAT(ReadFile(logs.at("chief")).value_or(""),
@@ -241,6 +258,40 @@ TEST(AllReduceClusterTest, UnreadableDataEndsEveryTaskWithExitTwoAndIsRecorded) 
   const Json run = ReadJson(out + "/run.json");
   EXPECT_EQ(FindMember(run, "exit_code")->get<int>(), 2) << run.dump();
   EXPECT_THAT(FindMember(run, "outcome")->get<std::string>(), HasSubstr(images));
+  EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
+}
+
+// A replica that fails for good in mid-training (a bad record in the file
+// it streams, past the checkpoint at step 10) ends the whole job with its
+// code: its failure goes around the ring, so the chief exits 1 with it
+// rather than 138 for a lost neighbour, records it in run.json, and the
+// evaluator reads it there and exits 1 too, all within seconds.
+TEST(AllReduceClusterTest, AFailureForGoodInMidTrainingEndsEveryTaskWithItsCode) {
+  const std::string out = TmpDir("bad_record");
+  const std::string data = TmpDir("bad_record_data");
+  // Record 1201: worker:0's (replica 1's) 601st, in its 31st batch.
+  ASSERT_OK_AND_ASSIGN(const std::string config,
+                       testing::WriteStreamedCsvWithBadRecord(data, 2000, 1201));
+  const Cluster cluster = MakeCluster(1, 1, 1);
+  const std::vector<std::string> args = {
+      "--model_config=" + config, "--data_dir=" + data,       "--epochs=1",
+      "--checkpoint_secs=0",      "--checkpoint_steps=10",    "--output_dir=" + out};
+  const std::map<std::string, std::string> logs = ThreeLogs(out);
+  const auto [codes, took] = RunThree(cluster, args, logs);
+  for (const auto& [name, log] : logs) {
+    EXPECT_EQ(codes.at(name), 1) << name << ": " << ReadFile(log).value_or("");
+  }
+  EXPECT_LT(took, absl::Seconds(30));
+  const std::string bad = data + "/train-0.csv line 1203: column \"x0\" is \"oops\"";
+  EXPECT_THAT(ReadFile(logs.at("worker:0")).value_or(""), HasSubstr("failed: " + bad));
+  EXPECT_THAT(ReadFile(logs.at("worker:0")).value_or(""),
+              HasSubstr("every replica was told of this failure"));
+  EXPECT_THAT(ReadFile(logs.at("chief")).value_or(""), HasSubstr("failed: worker:0 failed: " + bad));
+  EXPECT_THAT(ReadFile(logs.at("evaluator")).value_or(""), HasSubstr("(exit 1): "));
+  const Json run = ReadJson(out + "/run.json");
+  EXPECT_EQ(FindMember(run, "exit_code")->get<int>(), 1) << run.dump();
+  EXPECT_THAT(FindMember(run, "outcome")->get<std::string>(), HasSubstr(bad));
+  EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-20/MANIFEST"));
   EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
 }
 

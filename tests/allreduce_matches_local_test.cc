@@ -7,7 +7,8 @@
 // k-th batch of 64; the ring averages the two mean gradients; both apply the
 // same optimizer code). With an embedding table, the replicas all-gather
 // their row gradients and apply them as the local run's table does. And a
-// replica that cannot start ends every replica's launch with its code.
+// replica that cannot start, or that fails for good in mid-training, ends
+// every replica with its code.
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -36,6 +37,7 @@
 #include "model/network.h"
 #include "tests/testing/fashion_mnist.h"
 #include "tests/testing/keyword_texts.h"
+#include "tests/testing/streamed_csv.h"
 #include "train/local_trainer.h"
 #include "transport/ring.h"
 #include "transport/testing/loopback_ring.h"
@@ -286,16 +288,17 @@ TEST(AllReduceStopTest, ASignalToOneReplicaStopsEveryReplicaBeforeTheSameStep) {
 const Json kCluster = {{"worker", {"127.0.0.1:1", "127.0.0.1:2"}}};
 const std::vector<std::string> kFlags = {"--max_steps=20"};
 
-// Two replicas of the guide MLP for 20 steps over a loopback ring, replica
-// 0 writing the run's files into `out`, each replica's job as `tweak` (may
-// be null) leaves it; `after` (may be null) runs on each replica's thread
-// as its RunLocal returns. Each replica's outcome.
-std::vector<absl::Status> TwoReplicas(const std::string& out,
-                                      const std::function<void(int, model::JobSpec*)>& tweak,
-                                      const std::function<void(int)>& after = nullptr) {
+// Two replicas of the guide MLP (or `config_file`'s model) for 20 steps
+// over a loopback ring, replica 0 writing the run's files into `out`, each
+// replica's job as `tweak` (may be null) leaves it; `after` (may be null)
+// runs on each replica's thread as its RunLocal returns. Each replica's
+// outcome.
+std::vector<absl::Status> TwoReplicas(
+    const std::string& out, const std::function<void(int, model::JobSpec*)>& tweak,
+    const std::function<void(int)>& after = nullptr,
+    const std::string& config_file = "configs/fashion_mnist_mlp.pbtxt") {
   std::vector<absl::Status> status(2, absl::UnknownError("not run"));
-  absl::StatusOr<model::ModelConfigFile> config =
-      model::LoadModelConfigFile("configs/fashion_mnist_mlp.pbtxt");
+  absl::StatusOr<model::ModelConfigFile> config = model::LoadModelConfigFile(config_file);
   EXPECT_OK(config.status());
   if (!config.ok()) return status;
   testing::OnLoopbackRing(2, nullptr, [&](int r, Ring& ring) {
@@ -358,6 +361,54 @@ TEST(AllReduceLaunchTest, OneReplicasUnreadableDataFailsEveryReplicaWithItsCodeA
   for (const auto& entry : std::filesystem::directory_iterator(out)) {
     EXPECT_NE(entry.path().filename().string().rfind("ckpt-", 0), 0u) << entry.path();
   }
+}
+
+// A replica that fails for good in mid-training (a bad record in the file
+// it streams, met at its step 20 or so) tells the others around the ring:
+// every replica ends with that failure's code (1), not with a lost
+// neighbour's (138, which an orchestrator restarts for ever), within
+// seconds, and replica 0 records it in run.json as the run's end, where the
+// job's evaluator reads it (EndedBadly). The checkpoint written before
+// stays; no final metrics are written.
+TEST(AllReduceLaunchTest, AFailureForGoodInMidTrainingEndsEveryReplicaWithItsCodeAndIsRecorded) {
+  const std::string root = testing::TempDir() + "/bad_record";
+  const std::string out = root + "/out";
+  const std::string data = root + "/data";
+  // Record 1201 is replica 1's 601st, in its 31st batch of 20.
+  ASSERT_OK_AND_ASSIGN(const std::string config,
+                       testing::WriteStreamedCsvWithBadRecord(data, 2000, 1201));
+  const absl::Time started = absl::Now();
+  const std::vector<absl::Status> status = TwoReplicas(
+      out,
+      [&](int, model::JobSpec* job) {
+        job->data_dir = data;
+        job->max_steps = 0;
+        job->epochs = 1;
+        job->checkpoint_every_secs = 0;
+        job->checkpoint_every_steps = 10;
+      },
+      nullptr, config);
+  const absl::Duration took = absl::Now() - started;
+  EXPECT_EQ(status[1].code(), absl::StatusCode::kDataLoss) << status[1];
+  EXPECT_THAT(std::string(status[1].message()), ::testing::HasSubstr("train-0.csv line"));
+  EXPECT_EQ(std::string(status[0].message()),
+            "worker:1 failed: " + std::string(status[1].message()));
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kDataLoss) << status[0];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(RoleExitCode(status[r], FailureKind::kPermanent), kExitPermanent)
+        << r << ": " << status[r];
+  }
+  EXPECT_LT(took, absl::Seconds(20));
+  ASSERT_OK_AND_ASSIGN(const std::string text, ReadFile(out + "/run.json"));
+  ASSERT_OK_AND_ASSIGN(const Json run, ParseJson(text));
+  EXPECT_EQ(run["exit_code"], 1) << text;
+  EXPECT_EQ(run["outcome"], absl::StrCat("DATA_LOSS: worker:1 failed: ", status[1].message()))
+      << text;
+  std::optional<absl::Status> ended = EndedBadly(out, kFlags, kCluster, started);
+  ASSERT_TRUE(ended.has_value()) << text;
+  EXPECT_EQ(RoleExitCode(*ended, FailureKind::kPermanent), kExitPermanent) << *ended;
+  EXPECT_TRUE(std::filesystem::exists(out + "/ckpt-20/MANIFEST"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/final_metrics.json"));
 }
 
 // The replicas end together: none returns before replica 0 has written

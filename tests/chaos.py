@@ -20,9 +20,14 @@ run as root, else made read-only for every task), a training file cut short
 (every task reads a copy of the data with train-images truncated), a worker
 started under an index its cluster does not have (worker:1 as index 5);
 allreduce_truncated_input is the training file cut short in a job without
-PS.
-Such a trial survives when every task's last exit is that code (2), none
-runs 10 s after the trial began, and nothing is left running.
+PS; allreduce_bad_record is a record of the training file (the data as
+TFRecord files, streamed) whose label one replica meets in mid-training out
+of range: that replica fails for good and tells the others around the ring,
+so every task ends with its code (1), and run.json records it.
+allreduce_bad_checksum damages the record's bytes
+instead, which every replica reading the file meets at once.
+Such a trial survives when every task's last exit is that code (2, or 1),
+none runs 10 s after the trial began, and nothing is left running.
 
   tests/chaos.py --pstrain=bazel-bin/pstrain --trials=50 --seed=1   # a soak
   tests/chaos.py --pstrain=... --faults=ps_kill_5x,chief_kill_after_done
@@ -44,12 +49,81 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 
 RESTART_DELAY_S = 0.5
+
+
+def masked_crc32c(data):
+    """TFRecord's checksum of `data`: CRC-32C, masked."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xFFFFFFFF
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# The label feature of a tf.train.Example as `pstrain data to-tfrecord`
+# writes it, up to its one-byte value: the map entry's key, then its Feature
+# (an int64_list of one packed varint).
+LABEL = b"label\x12\x05\x1a\x03\x0a\x01"
+
+
+def bad_record_data(args, trial_out, rng, checksum):
+    """The data of allreduce_bad_record and allreduce_bad_checksum:
+    Fashion-MNIST as TFRecord files (raw bytes), written once per run, copied
+    into the trial with one record damaged, one among the second eighth of
+    the file, which replicas meet a hundred or so steps into their first
+    epoch. Its label is 99 (of 10 classes) with its checksum right: only the
+    replica whose record it is decodes it (by-record sharding); or, with
+    `checksum`, a byte of its data is flipped, which every replica reading
+    the file finds (the count at launch reads only the framing). A config
+    streams them (a shuffle buffer) through the job's MLP. The flags that
+    read them."""
+    cache = os.path.join(args.out, "fashion-tfrecord")
+    if not os.path.exists(os.path.join(cache, "written")):
+        subprocess.run([args.pstrain, "data", "to-tfrecord", "--data_dir=" + args.data_dir,
+                        "--out=" + cache, "--image_encoding=raw", "--compression=NONE"],
+                       check=True, stdout=subprocess.DEVNULL)
+        open(os.path.join(cache, "written"), "w").close()
+    data = os.path.join(trial_out, "data")
+    os.makedirs(data)
+    shutil.copy(os.path.join(cache, "test-00000-of-00001.tfrecord"), data)
+    with open(os.path.join(cache, "train-00000-of-00001.tfrecord"), "rb") as f:
+        blob = bytearray(f.read())
+    records = []  # (where its data starts, its length)
+    at = 0
+    while at < len(blob):
+        (length,) = struct.unpack_from("<Q", blob, at)
+        records.append((at + 12, length))  # the length, its checksum, the data
+        at += 12 + length + 4
+    start, length = records[rng.randrange(len(records) // 8, len(records) // 4)]
+    if checksum:
+        blob[start + length // 2] ^= 0xFF
+    else:
+        label = blob.find(LABEL, start, start + length) + len(LABEL)
+        assert label >= len(LABEL), "no label feature where pstrain data to-tfrecord writes it"
+        blob[label] = 99
+        struct.pack_into("<I", blob, start + length, masked_crc32c(blob[start:start + length]))
+    with open(os.path.join(data, "train-00000-of-00001.tfrecord"), "wb") as f:
+        f.write(blob)
+    layers = "".join('layer { dense { units: %s activation: relu } }\n' % u
+                     for u in args.hidden.split(","))
+    config = os.path.join(data, "model.pbtxt")
+    with open(config, "w") as f:
+        f.write('input {\n  format: tfrecord\n  train_files: "train-*.tfrecord"\n'
+                '  test_files: "test-*.tfrecord"\n  shuffle_buffer: 1000\n'
+                '  feature { name: "image_raw" decode: "raw_uint8" length: 784 '
+                'scale: 0.00392156862745098 }\n  label: "label"\n}\n' + layers +
+                'layer { dense { units: 10 } }\n'
+                'optimizer { name: "sgd" learning_rate: 0.05 }\n')
+    return ["--data_dir=" + data, "--model_config=" + config]
 
 
 def free_ports(n):
@@ -144,6 +218,9 @@ class Trial:
             with open(images, "r+b") as f:
                 f.truncate(os.path.getsize(images) // 2)
             data_flags = ["--data_dir=" + data]
+        elif fault in ("allreduce_bad_record", "allreduce_bad_checksum"):
+            data_flags = bad_record_data(args, self.out, self.rng,
+                                         checksum=fault == "allreduce_bad_checksum")
         elif fault == "readonly_output_dir":
             os.makedirs(self.job_dir)
             if os.geteuid() != 0:
@@ -154,7 +231,9 @@ class Trial:
                         "worker": [at(ports[3]), at(ports[4])], "evaluator": [at(ports[5])]}
         if self.allreduce:
             del self.cluster["ps"]
-        job_flags = ["--hidden=%s" % args.hidden, "--epochs=%d" % args.epochs,
+        # allreduce_bad_*: the layers are its config's.
+        job_flags = ([] if fault.startswith("allreduce_bad_") else ["--hidden=%s" % args.hidden]) + [
+                     "--epochs=%d" % args.epochs,
                      "--batch_size=%d" % args.batch_size,
                      # Steps that wait a little (not compute): a job long
                      # enough for faults to land in, at little CPU.
@@ -183,8 +262,12 @@ class Trial:
                 # A slow disk: checkpoints (the final one too) take long
                 # enough for faults to land in them; the PS's, and replica
                 # 0's when the fault is its loss in the final one.
-                slow = role == "ps" or (fault == "allreduce_chief_kill_final"
-                                        and name == "chief:0")
+                # allreduce_*_final and _after_done: replica 0's final
+                # checkpoint is slow too, so the others wait for its end
+                # long enough for the fault to land on them.
+                slow = role == "ps" or (name == "chief:0" and fault in (
+                    "allreduce_chief_kill_final", "allreduce_worker_kill_after_done",
+                    "allreduce_replica_freeze_final", "allreduce_evaluator_kill_final"))
                 if slow and args.pstrain_slow_disk:
                     argv = [args.pstrain_slow_disk]
                     env["PSTRAIN_TEST_SHARD_PAUSE_MS"] = str(args.checkpoint_delay_ms)
@@ -227,6 +310,19 @@ class Trial:
 
     def chief_log_count(self, text):
         return self.tasks["chief:0"].log().count(text)
+
+    def final_step(self):
+        """The job's last step in a job without PS (every replica's step)."""
+        return self.args.epochs * (60000 // 3 // self.args.batch_size)
+
+    def final_checkpoint_indexed(self):
+        """Whether the checkpoint index names the final checkpoint."""
+        try:
+            with open(os.path.join(self.job_dir, "checkpoint")) as f:
+                index = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return index.get("final") is True and index.get("step") == self.final_step()
 
     def checkpoint_tmp(self):
         try:
@@ -367,6 +463,31 @@ class Trial:
                 lambda: self.chief_log_count("every replica holds the same model") > 0)
             yield from self.sleep(rng.uniform(0, 0.3))
             self.kill("worker:1")
+        elif f == "allreduce_replica_freeze_final":
+            # A replica stopped in the final phase, past --sync_wait_secs,
+            # while replica 0 writes the job's end: replica 0 ends 0 once the
+            # end is on disk; the others end retryably and, restarted (the
+            # frozen one once woken), find the end in run.json and exit 0.
+            yield from self.wait_for(
+                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.sleep(rng.uniform(0, 0.2))
+            name = rng.choice(["worker:0", "worker:1"])
+            if self.kill(name, signal.SIGSTOP):
+                yield from self.sleep(self.args.allreduce_wait_s + 3)
+                self.kill(name, signal.SIGCONT)
+        elif f == "allreduce_evaluator_kill_final":
+            # The evaluator lost while it scores the final checkpoint:
+            # restarted, it scores it, and replica 0, which waits for that
+            # score, ends after it.
+            yield from self.wait_for(
+                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            # It polls the index every second and scores the MLP in tens
+            # of ms: a moment before its next poll lands before or inside
+            # the score (a kill after it would find it gone).
+            yield from self.wait_for(self.final_checkpoint_indexed, 60)
+            yield from self.sleep(rng.uniform(0, 0.8))
+            if "eval at step %d:" % self.final_step() not in self.tasks["evaluator:0"].log():
+                self.kill("evaluator:0")
         elif f == "two_chiefs":
             # One job per output directory: the second chief is refused
             # with exit 2, naming the first, and this job goes on.
@@ -520,7 +641,8 @@ class Trial:
         # retryably or have finished depends on when the fault lands.)
         if self.allreduce and self.fault_time is not None and self.fault not in (
                 "allreduce_evaluator_kill", "allreduce_chief_kill_final",
-                "allreduce_worker_kill_after_done"):
+                "allreduce_worker_kill_after_done", "allreduce_replica_freeze_final",
+                "allreduce_evaluator_kill_final"):
             # Every training replica ended retryably soon after the fault:
             # the ones not hit by it exited 128-255 themselves.
             latest = 0.0
@@ -579,6 +701,18 @@ class Trial:
         if last_exit > self.args.fail_bound_s:
             problems.append("the last task exited %.1fs into the trial (bound %ds)"
                             % (last_exit, self.args.fail_bound_s))
+        if self.fault.startswith("allreduce_bad_"):
+            # The failure is the run's end, where the job's other tasks read it.
+            try:
+                with open(os.path.join(self.job_dir, "run.json")) as f:
+                    run = json.load(f)
+            except (OSError, ValueError) as e:
+                run = {}
+                problems.append("run.json: %s" % e)
+            if run and (run.get("exit_code") != expected
+                        or BAD_RECORD_SAYS[self.fault] not in run.get("outcome", "")):
+                problems.append("run.json records exit %s (%s), not %d for the bad record"
+                                % (run.get("exit_code"), run.get("outcome"), expected))
         self.collapse_s = None
         self.resumed_from = None
         self.metrics = {}
@@ -690,11 +824,16 @@ ALL_FAULTS = ["none", "ps_kill", "ps_kill_5x", "ps_kill_both", "ps_kill_in_check
               "allreduce_replica_freeze", "allreduce_evaluator_kill", "ps_restarted_after_end",
               "two_chiefs", "readonly_output_dir", "truncated_input", "bad_task_index",
               "allreduce_truncated_input", "allreduce_chief_kill_final",
-              "allreduce_worker_kill_after_done"]
+              "allreduce_worker_kill_after_done", "allreduce_bad_record", "allreduce_bad_checksum",
+              "allreduce_replica_freeze_final", "allreduce_evaluator_kill_final"]
 
 # Faults that fail the job for good, and the code every task must end with.
 FAILS_FOR_GOOD = {"readonly_output_dir": 2, "truncated_input": 2, "bad_task_index": 2,
-                  "allreduce_truncated_input": 2}
+                  "allreduce_truncated_input": 2, "allreduce_bad_record": 1,
+                  "allreduce_bad_checksum": 1}
+# What run.json's outcome says of the damaged record.
+BAD_RECORD_SAYS = {"allreduce_bad_record": "outside the classes [0, 10)",
+                   "allreduce_bad_checksum": "the checksum of the record's"}
 
 if __name__ == "__main__":
     sys.exit(main())

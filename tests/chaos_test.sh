@@ -19,13 +19,19 @@
 # 10 and 11 are clusters without ps at their edges: a training file cut
 # short (every replica and the evaluator exit 2, the failure in run.json),
 # and replica 0 killed while it writes the job's end (the others wait for
-# it, end retryably, and the relaunch finishes the job). A long
+# it, end retryably, and the relaunch finishes the job). Trials 12-15 are
+# its other edges: a record one replica meets in mid-training with its
+# label out of range, and one every replica meets (a checksum that fails):
+# the failure goes around the ring, and every task, the evaluator included,
+# exits 1 with it recorded in run.json; a replica stopped in the final
+# phase past --sync_wait_secs, and the evaluator killed as it comes to
+# score the final checkpoint: the job still ends 0, scored. A long
 # soak is `tests/chaos.py --pstrain=bazel-bin/pstrain
 # --pstrain_slow_disk=bazel-bin/tests/pstrain_slow_disk --trials=50`.
 # Bazel runs the five as shards (tests/BUILD): this shard runs every
 # TEST_TOTAL_SHARDS-th of them from TEST_SHARD_INDEX.
 set -euo pipefail
-trials=(0 2 4 5 6 7 8 9 10 11)
+trials=(0 2 4 5 6 7 8 9 10 11 12 13 14 15)
 run=()
 total=${TEST_TOTAL_SHARDS:-1}
 index=${TEST_SHARD_INDEX:-0}
@@ -36,5 +42,5 @@ done
 (( ${#run[@]} > 0 )) || { echo "shard $index of $total: no trial"; exit 0; }
 exec /usr/bin/python3 tests/chaos.py --pstrain="$TEST_SRCDIR/pstrain/pstrain" \
   --pstrain_slow_disk="$TEST_SRCDIR/pstrain/tests/pstrain_slow_disk" --seed=29 \
-  --trials=12 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
-  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final,allreduce_replica_freeze,chief_kill,readonly_output_dir,truncated_input,bad_task_index,allreduce_truncated_input,allreduce_chief_kill_final
+  --trials=16 --run_trials="$(IFS=,; echo "${run[*]}")" --out="$TEST_TMPDIR/chaos" \
+  --faults=ps_kill_5x,ps_kill_final,ps_restored_then_chief_killed,chief_kill_after_done,chief_kill_final,allreduce_replica_freeze,chief_kill,readonly_output_dir,truncated_input,bad_task_index,allreduce_truncated_input,allreduce_chief_kill_final,allreduce_bad_record,allreduce_bad_checksum,allreduce_replica_freeze_final,allreduce_evaluator_kill_final

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "base/exit_codes.h"
 
 namespace pstrain::train {
@@ -39,6 +40,18 @@ absl::StatusOr<std::vector<std::string>> GatherOutcomes(const GatherFn& gather,
                                                         const std::vector<std::string>& names,
                                                         const absl::StatusOr<std::string>& mine,
                                                         FailureKind unmarked);
+
+// A failure as GatherOutcomes sends it: its exit code (RoleExitCode with
+// `unmarked`), status code and message, for a replica to tell the others
+// outside an exchange (a failure for good during training, announced
+// around the ring: transport/ring.h's Announce).
+std::string EncodeFailure(const absl::Status& failure, FailureKind unmarked);
+
+// What replica `name` told with EncodeFailure: "<name> failed: <its
+// message>" of its status code, marked with the kind its exit code stands
+// for, so that the replica told ends with that code. InternalError naming
+// `name` and the text when it does not parse.
+absl::Status DecodeFailure(const std::string& name, absl::string_view text);
 
 }  // namespace pstrain::train
 

@@ -108,5 +108,26 @@ TEST(GatherOutcomesTest, AGatherThatFailsIsReturnedAsItIs) {
   EXPECT_EQ(got.status().message(), "worker:2 sent \"failed\n2\nbad\" for its outcome");
 }
 
+// A failure told outside an exchange (announced around the ring) carries
+// what the replica told would end with: its code (its mark, or the kind
+// given for an unmarked status; a transient code stays retryable), its
+// status code and its message, multi-line messages whole.
+TEST(FailureTextTest, WhatIsToldEndsTheReplicaToldWithTheSameCode) {
+  const absl::Status data_loss = absl::DataLossError("train-0.csv line 12:\ncolumn \"x0\" is \"oops\"");
+  absl::Status told = DecodeFailure("worker:1", EncodeFailure(data_loss, FailureKind::kPermanent));
+  EXPECT_EQ(told.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(told.message(), "worker:1 failed: train-0.csv line 12:\ncolumn \"x0\" is \"oops\"");
+  EXPECT_EQ(RoleExitCode(told, FailureKind::kRetryable), kExitPermanent);
+  told = DecodeFailure("chief:0", EncodeFailure(WithFailureKind(absl::InternalError("bad flag"),
+                                                                FailureKind::kBadConfig),
+                                                FailureKind::kPermanent));
+  EXPECT_EQ(RoleExitCode(told, FailureKind::kPermanent), kExitBadConfig);
+  told = DecodeFailure("worker:0", EncodeFailure(absl::UnavailableError("lost"),
+                                                 FailureKind::kPermanent));
+  EXPECT_EQ(RoleExitCode(told, FailureKind::kPermanent), kExitRetryable);
+  EXPECT_EQ(DecodeFailure("worker:2", "1\nnine\nbad"),
+            absl::InternalError("worker:2 sent \"1\nnine\nbad\" for its failure"));
+}
+
 }  // namespace
 }  // namespace pstrain::train

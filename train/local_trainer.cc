@@ -68,8 +68,9 @@ class LocalRun final : public StepObserver {
     // A refused relaunch changes nothing there.
     if (!resumed.ok()) return accepted_ && !*recorded ? FailedStart(resumed) : resumed;
     PSTRAIN_RETURN_IF_ERROR(Started());
-    PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, Train());
-    PSTRAIN_RETURN_IF_ERROR(TakeResult(trained));
+    absl::StatusOr<TrainerResult> trained = Train();
+    if (!trained.ok()) return EndTogether(trained.status());
+    PSTRAIN_RETURN_IF_ERROR(TakeResult(*trained));
     if (result_.stopped_by != 0) {
       PSTRAIN_RETURN_IF_ERROR(Stopped());
     } else {
@@ -310,6 +311,31 @@ class LocalRun final : public StepObserver {
           recorded.status().message());
     }
     return why;
+  }
+
+  // The step loop's failure, `why`, in a replica group: a failure another
+  // replica announced becomes that replica's (its name, its code); one of
+  // this replica's own that is for good is announced once its exchanges
+  // under way have ended, so that every replica ends with its code rather
+  // than seeing a lost neighbour (a retryable end, which an orchestrator
+  // restarts for ever). A retryable one (a neighbour lost) stays as it is.
+  absl::Status EndTogether(const absl::Status& why) {
+    if (group_ == nullptr) return why;
+    if (group_->told) {
+      if (std::optional<std::pair<int, std::string>> told = group_->told()) {
+        return DecodeFailure(group_->names.at(told->first), told->second);
+      }
+    }
+    if (!group_->announce || RoleExitCode(why, FailureKind::kPermanent) >= kExitRetryable) {
+      return why;
+    }
+    training_->Drain().IgnoreError();  // the exchanges under way end with the others'
+    if (absl::Status s = group_->announce(EncodeFailure(why, FailureKind::kPermanent)); !s.ok()) {
+      Log("could not tell every replica of this failure: ", s.message());
+    } else {
+      Log("every replica was told of this failure");
+    }
+    return WithFailureKind(why, FailureKindOfExitCode(RoleExitCode(why, FailureKind::kPermanent)));
   }
 
   // Once every replica took over: the step loop's stores ready, and where

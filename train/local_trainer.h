@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,6 +75,14 @@ struct ReplicaGroup {
       wrap;
   // Every replica's `mine`, by replica.
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
+  // A failure for good in the step loop (a bad record in a streamed file, a
+  // bug) is not this replica's alone: `announce` tells every other replica
+  // (train/group_outcome.h's EncodeFailure text; returns once they all
+  // know, or with why not), and a step loop that failed because another
+  // replica announced its failure finds it in `told`: that replica's index
+  // and text. Either may be null (a group of one).
+  std::function<absl::Status(const std::string& failure)> announce;
+  std::function<std::optional<std::pair<int, std::string>>()> told;
   // Agrees on stopping: takes this replica's stop signal (0: none) for the
   // next exchange and returns the signal the replicas agreed on in the last
   // one (0: go on), the same answer on every replica before the same step.

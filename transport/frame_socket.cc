@@ -829,6 +829,12 @@ absl::Status FrameSocket::WriteBytes(const void* data, size_t n) {
   return Transfer(std::move(iov), /*write=*/true);
 }
 
+absl::Status FrameSocket::WriteMark(uint64_t mark) {
+  unsigned char length[kLengthBytes];
+  for (size_t i = 0; i < kLengthBytes; ++i) length[i] = static_cast<unsigned char>(mark >> (8 * i));
+  return Transfer({{length, kLengthBytes}}, /*write=*/true);
+}
+
 absl::Status FrameSocket::ReadExactly(char* dst, size_t n, bool started) {
   return Transfer({{dst, n}}, /*write=*/false, started);
 }

@@ -115,6 +115,10 @@ class FrameSocket {
   // Writes one frame of the `n` bytes at `data` (as Write of a buffer
   // holding them, without one).
   absl::Status WriteBytes(const void* data, size_t n);
+  // Writes a frame header holding `mark` and no bytes after it: a signal
+  // to a reader that knows the value (ReadLength returns it as it is, when
+  // within its limit), as transport/ring.h's pieces and notices are.
+  absl::Status WriteMark(uint64_t mark);
 
   // Reads one frame into a buffer from `pool`. OutOfRange when the peer
   // closed the connection between frames; DataLoss when it closed inside

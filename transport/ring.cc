@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -17,12 +18,21 @@
 #include "absl/time/clock.h"
 #include "base/bfloat16.h"
 #include "base/float_ops.h"
+#include "base/status_macros.h"
 
 namespace pstrain {
 namespace {
 
 // How long a link's TLS handshake may take.
 constexpr absl::Duration kHandshakeTimeout = absl::Seconds(5);
+
+// Frame headers that are not a length (ring.h): a piece in the next shared
+// slot (its length in the low bits), and a notice, whose frame follows.
+constexpr uint64_t kPieceMark = uint64_t{1} << 61;
+constexpr uint64_t kNoticeMark = uint64_t{1} << 62;
+// The largest frame a length header may announce, and a notice's.
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+constexpr int64_t kMaxNoticeBytes = 64 << 10;
 
 std::string Hello(const std::string& job_key, int rank, int size) {
   return absl::StrCat("pstrain-ring job=", job_key, " rank=", rank, " size=", size);
@@ -328,8 +338,7 @@ absl::Status Ring::WriteShared(const char* data, size_t bytes) {
   std::memcpy(slot, data, bytes);
   ++out_count_;
   // The socket orders the pieces and wakes the reader: it carries the length.
-  const uint64_t length = bytes;
-  return right_->WriteBytes(&length, sizeof(length));
+  return right_->WriteMark(kPieceMark | bytes);
 }
 
 void Ring::Post(const void* data, size_t bytes, bool on_socket) {
@@ -419,13 +428,163 @@ absl::Status Ring::ReceiveError(const absl::Status& s) const {
       absl::StrCat("ring: receiving from ", Describe(left), ": ", s.message()));
 }
 
-absl::Status Ring::ReceiveLength(size_t bytes) {
-  // Any length is read, so that a frame of the wrong size is named as such.
-  auto length = left_->ReadLength(int64_t{1} << 40);
+absl::StatusOr<uint64_t> Ring::NextHeader() {
+  auto header = left_->ReadLength(std::numeric_limits<int64_t>::max());
+  if (!header.ok()) return ReceiveError(header.status());
+  if (*header == kNoticeMark) {
+    absl::StatusOr<RingNotice> notice = ReadNotice();
+    if (!notice.ok()) return notice.status();
+    absl::MutexLock lock(&mu_);
+    if (!notice_.has_value()) notice_ = *notice;
+    return NoticeError(*notice_);
+  }
+  if ((*header & ~kPieceMark) > kMaxFrameBytes) {
+    return absl::InternalError(absl::StrCat("ring: ", left_name(), " sent a frame header of ",
+                                            *header, ", which no member writes"));
+  }
+  return *header;
+}
+
+absl::StatusOr<RingNotice> Ring::ReadNotice() {
+  auto length = left_->ReadLength(kMaxNoticeBytes);
   if (!length.ok()) return ReceiveError(length.status());
-  if (*length != bytes) {
+  std::string said(*length, '\0');
+  if (absl::Status s = left_->ReadBytes(said.data(), said.size()); !s.ok()) {
+    return ReceiveError(s);
+  }
+  const size_t newline = said.find('\n');
+  RingNotice notice;
+  if (newline == std::string::npos || !absl::SimpleAtoi(said.substr(0, newline), &notice.from) ||
+      notice.from < 0 || notice.from >= size()) {
+    return absl::InternalError(
+        absl::StrCat("ring: ", left_name(), " sent a notice that does not parse: \"", said, "\""));
+  }
+  notice.text = said.substr(newline + 1);
+  return notice;
+}
+
+absl::Status Ring::SendNotice(const RingNotice& notice) {
+  const std::string frame = absl::StrCat(notice.from, "\n", notice.text);
+  absl::Status s = right_->WriteMark(kNoticeMark);
+  if (s.ok()) s = right_->WriteBytes(frame.data(), frame.size());
+  if (!s.ok()) {
+    return absl::Status(s.code() == absl::StatusCode::kDeadlineExceeded
+                            ? absl::StatusCode::kDeadlineExceeded
+                            : absl::StatusCode::kUnavailable,
+                        absl::StrCat("ring: sending a notice to ",
+                                     Describe(members_[(rank_ + 1) % size()]), ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Ring::NoticeError(const RingNotice& notice) const {
+  return absl::AbortedError(absl::StrCat("ring: ", members_[notice.from].name,
+                                         " announced that it failed for good"));
+}
+
+absl::Status Ring::Told() const {
+  absl::MutexLock lock(&mu_);
+  return notice_.has_value() ? NoticeError(*notice_) : absl::OkStatus();
+}
+
+std::optional<RingNotice> Ring::notice() const {
+  absl::MutexLock lock(&mu_);
+  return notice_;
+}
+
+absl::Status Ring::Skip(uint64_t bytes) {
+  char* buffer = reinterpret_cast<char*>(scratch_.data());
+  const uint64_t room = scratch_.size() * sizeof(float);
+  while (bytes > 0) {
+    const uint64_t n = std::min(bytes, room);
+    if (absl::Status s = left_->ReadBytes(buffer, n); !s.ok()) return ReceiveError(s);
+    bytes -= n;
+  }
+  return absl::OkStatus();
+}
+
+void Ring::StopSending() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+  if (send_error_.ok()) send_error_ = absl::CancelledError("ring: shut down");
+  mu_.Await(absl::Condition(
+      +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->sending_; }, this));
+  queue_.clear();
+}
+
+void Ring::Fail() {
+  std::optional<RingNotice> relay;
+  if (!relayed_) {
+    absl::MutexLock lock(&mu_);
+    relay = notice_;
+  }
+  if (!relay.has_value()) {
+    Abort();
+    return;
+  }
+  relayed_ = true;
+  // The right neighbour waits for this member's next frame (or, having
+  // announced, drops it): the notice goes there instead. Whether it
+  // arrives changes nothing here; the member that announced learns it.
+  StopSending();
+  SendNotice(*relay).IgnoreError();
+  Shutdown();
+}
+
+absl::Status Ring::Announce(absl::string_view text) {
+  if (size() == 1) return absl::OkStatus();
+  StopSending();
+  const RingNotice mine{rank_, std::string(text)};
+  absl::Status s = SendNotice(mine);
+  // Until the notice is back: what the left neighbour sends is dropped,
+  // each shared piece's slot handed back, and another member's notice
+  // (two failing at once) passed on.
+  const absl::Time deadline = absl::Now() + timeout_;
+  while (s.ok()) {
+    if (absl::Now() > deadline) {
+      s = absl::DeadlineExceededError(absl::StrCat(
+          "ring: the notice of ", members_[rank_].name, "'s failure did not come back around in ",
+          absl::FormatDuration(timeout_)));
+      break;
+    }
+    auto header = left_->ReadLength(std::numeric_limits<int64_t>::max());
+    if (!header.ok()) {
+      s = ReceiveError(header.status());
+      break;
+    }
+    if (*header == kNoticeMark) {
+      absl::StatusOr<RingNotice> notice = ReadNotice();
+      if (!notice.ok()) {
+        s = notice.status();
+      } else if (notice->from == rank_) {
+        break;  // around the ring: every member has it
+      } else {
+        // Passed on for the member that sent it; a member after that has
+        // gone already (it had another notice) changes nothing here.
+        SendNotice(*notice).IgnoreError();
+      }
+    } else if ((*header & kPieceMark) != 0) {
+      if (in_region_ != nullptr) ReleasePiece();
+    } else if (*header > kMaxFrameBytes) {
+      s = absl::InternalError(absl::StrCat("ring: ", left_name(), " sent a frame header of ",
+                                           *header, ", which no member writes"));
+    } else {
+      s = Skip(*header);
+    }
+  }
+  relayed_ = true;
+  Shutdown();
+  return s;
+}
+
+absl::Status Ring::ReceiveLength(uint64_t header) {
+  // Any length is read, so that a frame of the wrong size is named as such.
+  absl::StatusOr<uint64_t> length = NextHeader();
+  if (!length.ok()) return length.status();
+  if (*length != header) {
     return absl::InternalError(absl::StrCat(
-        "ring: ", left_name(), " sent ", *length, " bytes where ", bytes,
+        "ring: ", left_name(), " sent ", *length & ~kPieceMark, " bytes",
+        (*length & kPieceMark) != 0 ? " in a shared slot" : "", " where ", header & ~kPieceMark,
         " were due: the members disagree on the collective"));
   }
   return absl::OkStatus();
@@ -439,17 +598,7 @@ absl::StatusOr<const char*> Ring::ReceivePiece(size_t bytes) {
     bytes_received_ += static_cast<int64_t>(bytes);
     return dst;
   }
-  uint64_t length = 0;
-  if (absl::Status s = ReceiveLength(sizeof(length)); !s.ok()) return s;
-  if (absl::Status s = left_->ReadBytes(reinterpret_cast<char*>(&length), sizeof(length));
-      !s.ok()) {
-    return ReceiveError(s);
-  }
-  if (length != bytes) {
-    return absl::InternalError(absl::StrCat(
-        "ring: ", left_name(), " sent ", length, " bytes where ", bytes,
-        " were due: the members disagree on the collective"));
-  }
+  if (absl::Status s = ReceiveLength(kPieceMark | bytes); !s.ok()) return s;
   bytes_received_ += static_cast<int64_t>(bytes);
   return in_region_->data() + SharedRegion::kDataStart +
          static_cast<int64_t>(in_count_ % shared_slots_) * slot_bytes_;
@@ -478,6 +627,7 @@ absl::Status Ring::ReceiveInto(char* dst, size_t bytes) {
 absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
   const int n = size();
   if (n == 1) return absl::OkStatus();
+  PSTRAIN_RETURN_IF_ERROR(Told());
   const int64_t count = static_cast<int64_t>(data.size());
   const int64_t piece = piece_bytes_ / static_cast<int64_t>(sizeof(float));
   float* base = data.data();
@@ -549,7 +699,7 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
     if (reduce && s + 1 < n - 1) sent_by[s + 1] = Posted();
   }
   if (status.ok()) status = WaitSent();
-  if (!status.ok()) Abort();
+  if (!status.ok()) Fail();
   return status;
 }
 
@@ -558,24 +708,29 @@ absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine)
   std::vector<std::string> all(n);
   all[rank_] = std::string(mine);
   if (n == 1) return all;
+  PSTRAIN_RETURN_IF_ERROR(Told());
   Post(all[rank_].data(), all[rank_].size(), /*on_socket=*/true);
   for (int s = 0; s < n - 1; ++s) {
     const int from = (rank_ - s - 1 + 2 * n) % n;
-    auto length = left_->ReadLength(int64_t{1} << 34);
+    absl::StatusOr<uint64_t> length = NextHeader();
+    if (length.ok() && *length > (uint64_t{1} << 34)) {
+      length = absl::InternalError(absl::StrCat("ring: ", left_name(), " sent a frame header of ",
+                                                *length, " where an all-gather's blob was due"));
+    }
     if (!length.ok()) {
-      Abort();
-      return ReceiveError(length.status());
+      Fail();
+      return length.status();
     }
     all[from].resize(*length);
     if (absl::Status st = left_->ReadBytes(all[from].data(), *length); !st.ok()) {
-      Abort();
+      Fail();
       return ReceiveError(st);
     }
     bytes_received_ += static_cast<int64_t>(*length);
     if (s < n - 2) Post(all[from].data(), all[from].size(), /*on_socket=*/true);
   }
   if (absl::Status st = WaitSent(); !st.ok()) {
-    Abort();
+    Fail();
     return st;
   }
   return all;

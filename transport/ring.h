@@ -42,13 +42,32 @@
 // the neighbour. A neighbour silent for longer than `timeout` fails the
 // collective with DeadlineExceeded naming it; one that went away fails it
 // with Unavailable. After an error the ring is unusable: the job's tasks
-// exit and start again. Thread-compatible: one thread calls the collectives.
+// exit and start again.
+//
+// A member that fails for good between collectives (its data, a bug) says
+// so with Announce before it goes, so that the others end with its failure
+// rather than a lost neighbour's (which an orchestrator would restart for
+// ever). The notice goes around the ring on the sockets, behind what each
+// member had sent: each member meets it where its collective expects the
+// left neighbour's next frame, keeps it (notice()), stops sending and
+// passes it on, and fails that collective (or the next) with Aborted; the
+// member that announced drops what reaches it meanwhile, handing shared
+// slots back so that no writer waits on it, until its notice has come
+// back around.
+//
+// On the socket a frame header is a length followed by that many bytes (a
+// piece over TCP, an all-gather's blob), kPieceMark | length with nothing
+// after it (a piece in the next shared slot), or kNoticeMark followed by
+// one frame: "<rank>\n<text>".
+// Thread-compatible: one thread calls the collectives and Announce;
+// notice() may be read from any thread.
 #ifndef PSTRAIN_TRANSPORT_RING_H_
 #define PSTRAIN_TRANSPORT_RING_H_
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +88,12 @@ struct RingMember {
   std::string name;  // "worker:1", for messages
   std::string host;  // where it listens
   int port = 0;
+};
+
+// A member's failure for good, as it announced it (Ring::Announce).
+struct RingNotice {
+  int from = 0;      // the member's rank
+  std::string text;  // what it said, as it said it
 };
 
 struct RingOptions {
@@ -121,6 +146,17 @@ class Ring {
   // Each member's `mine`, in rank order (this member's included).
   absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine);
 
+  // Tells every other member that this one failed for good, with `text`
+  // (which the ring carries as it is), then shuts the ring down. Returns
+  // once the notice came back around (OK: every member has it), or with
+  // DeadlineExceeded or Unavailable when it did not within `timeout` (a
+  // member lost meanwhile). Between collectives only.
+  absl::Status Announce(absl::string_view text);
+  // The first notice another member announced that reached this one (none
+  // yet). A collective that meets one fails with Aborted naming the member,
+  // and so does every later one.
+  std::optional<RingNotice> notice() const;
+
   // Wakes a collective under way (it fails) and fails every later one.
   void Shutdown();
 
@@ -160,6 +196,27 @@ class Ring {
   // After an error: Shutdown, then waits until the sender has stopped
   // reading the caller's memory.
   void Abort();
+  // After a collective's error: Abort, or, when the error was a notice
+  // not passed on yet, StopSending, the notice to the right, Shutdown.
+  void Fail();
+  // Stops the sender after the write under way (a frame ends whole; a
+  // shared piece not yet written is dropped) and drops what is queued:
+  // the caller may then write on right_.
+  void StopSending();
+  // The next frame header from the left that is not a notice (a length,
+  // or kPieceMark | length). A notice is read, kept and returned as
+  // NoticeError; socket errors as ReceiveError.
+  absl::StatusOr<uint64_t> NextHeader();
+  // The notice frame after a kNoticeMark header.
+  absl::StatusOr<RingNotice> ReadNotice();
+  // Writes `notice` to the right neighbour (the sender must be stopped).
+  absl::Status SendNotice(const RingNotice& notice);
+  // Aborted naming the member that announced `notice`.
+  absl::Status NoticeError(const RingNotice& notice) const;
+  // NoticeError of the notice received, if any; else OK.
+  absl::Status Told() const;
+  // Reads and drops `bytes` bytes from the left.
+  absl::Status Skip(uint64_t bytes);
   void SendLoop();
   // The next piece of an all-reduce, exactly `bytes` long: its shared
   // slot, or scratch_ after reading it from the socket. The bytes stay put
@@ -168,8 +225,9 @@ class Ring {
   void ReleasePiece();
   // The next piece, exactly `bytes` long, copied to `dst`.
   absl::Status ReceiveInto(char* dst, size_t bytes);
-  // Reads one frame's length and checks it is `bytes`.
-  absl::Status ReceiveLength(size_t bytes);
+  // Reads one frame's header and checks it is `header` (a length, or
+  // kPieceMark | length).
+  absl::Status ReceiveLength(uint64_t header);
   bool Stopping();
   // An error of the receiving side, naming the left neighbour.
   absl::Status ReceiveError(const absl::Status& s) const;
@@ -200,6 +258,8 @@ class Ring {
   absl::Status send_error_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool sending_ ABSL_GUARDED_BY(mu_) = false;  // a write is under way
+  std::optional<RingNotice> notice_ ABSL_GUARDED_BY(mu_);
+  bool relayed_ = false;  // notice_ was passed on (the caller's)
   std::thread sender_;
 };
 

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/subprocess.h"
 #include "base/testing/certs.h"
 #include "base/testing/status_testing.h"
@@ -263,6 +265,93 @@ TEST(RingTest, AMemberThatStopsFailsTheCollectiveNamingIt) {
   EXPECT_THAT(result[2].message(), HasSubstr("worker:1"));
   EXPECT_FALSE(result[0].ok());
   EXPECT_THAT(result[0].message(), HasSubstr("worker:2"));
+}
+
+// A member that fails for good between collectives announces it: every
+// other member, in an all-reduce of many pieces (more than a shared link's
+// slots) or an all-gather, or arriving at one later, fails it with Aborted
+// naming that member and holds the notice's text as it was sent; the
+// announcer's notice comes back around (OK), and later collectives fail
+// the same way. Over shared and socket links, and from each rank.
+TEST(RingTest, AnAnnouncedFailureReachesEveryMemberWhateverItIsDoing) {
+  for (bool shared : {true, false}) {
+    for (bool gather : {false, true}) {
+      for (int from : {0, 1, 3}) {
+        SCOPED_TRACE(absl::StrCat(shared ? "shared" : "socket", gather ? ", all-gather" : "",
+                                  ", from ", from));
+        constexpr int kMembers = 4;
+        std::vector<absl::Status> first(kMembers), later(kMembers);
+        std::vector<std::optional<RingNotice>> notices(kMembers);
+        absl::Status announced = absl::UnknownError("not announced");
+        OnRing(
+            kMembers,
+            [&](int r, Ring& ring) {
+              std::vector<float> data(100000, 1.0f);
+              // Two rounds that every member finishes, then the announcer
+              // fails while the others are in the third (member 2 comes
+              // to it late).
+              for (int round = 0; round < 2; ++round) {
+                ASSERT_OK(ring.AllReduceSum(absl::MakeSpan(data)));
+              }
+              if (r == from) {
+                announced = ring.Announce("1\n15\nthe data at byte 42 is bad");
+                later[r] = ring.AllReduceSum(absl::MakeSpan(data));
+                return;
+              }
+              if (r == 2) absl::SleepFor(absl::Milliseconds(300));
+              first[r] = gather ? ring.AllGather(std::string(50000, 'x')).status()
+                                : ring.AllReduceSum(absl::MakeSpan(data));
+              notices[r] = ring.notice();
+              later[r] = ring.AllGather("again").status();
+            },
+            /*piece_bytes=*/4096, shared, /*slots=*/2);
+        EXPECT_OK(announced);
+        for (int r = 0; r < kMembers; ++r) {
+          if (r == from) {
+            EXPECT_FALSE(later[r].ok()) << "the announcer's ring is shut down";
+            continue;
+          }
+          SCOPED_TRACE(absl::StrCat("member ", r));
+          EXPECT_EQ(first[r].code(), absl::StatusCode::kAborted) << first[r];
+          EXPECT_EQ(std::string(first[r].message()),
+                    absl::StrCat("ring: worker:", from, " announced that it failed for good"));
+          ASSERT_TRUE(notices[r].has_value());
+          EXPECT_EQ(notices[r]->from, from);
+          EXPECT_EQ(notices[r]->text, "1\n15\nthe data at byte 42 is bad");
+          EXPECT_EQ(later[r], first[r]);
+        }
+      }
+    }
+  }
+}
+
+// Two members announcing at once: the one after them learns the first
+// notice to reach it, and both announcers end at once (one sees its
+// notice come back, the other its left neighbour gone), never waiting for
+// the ring's timeout.
+TEST(RingTest, TwoMembersAnnouncingAtOnceEndAtOnce) {
+  std::vector<absl::Status> status(3);
+  std::vector<std::optional<RingNotice>> notices(3);
+  const absl::Time start = absl::Now();
+  testing::OnLoopbackRing(
+      3, [](RingOptions& o) { o.timeout = absl::Seconds(20); },
+      [&](int r, Ring& ring) {
+        std::vector<float> data(1000, 1.0f);
+        if (r == 2) {
+          status[r] = ring.AllReduceSum(absl::MakeSpan(data));
+        } else {
+          status[r] = ring.Announce(absl::StrCat("member ", r));
+        }
+        notices[r] = ring.notice();
+      });
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(status[2].code(), absl::StatusCode::kAborted) << status[2];
+  ASSERT_TRUE(notices[2].has_value());
+  // Member 1 sends its own notice before it passes member 0's on.
+  EXPECT_EQ(notices[2]->text, "member 1");
+  EXPECT_EQ(notices[2]->from, 1);
+  EXPECT_OK(status[1]);
+  EXPECT_EQ(status[0].code(), absl::StatusCode::kUnavailable) << status[0];
 }
 
 TEST(RingTest, MembersThatDisagreeOnTheSizeAreTold) {
