@@ -128,6 +128,22 @@ int64_t Constant(const RecordSurvey& s, absl::string_view name) {
 
 }  // namespace
 
+std::vector<int64_t> FirstImageShape(const std::vector<std::string>& files,
+                                     const std::string& name) {
+  absl::StatusOr<RecordSurvey> survey = SurveyRecords(files, 1);
+  if (!survey.ok() || survey->records != 1) return {};
+  const FeatureSurvey* image = Find(*survey, name);
+  if (image == nullptr || image->kind != ListKind::kBytes || image->values != 1) return {};
+  if (image->all_png) return {image->png.height, image->png.width, image->png.channels};
+  const int64_t height = Constant(*survey, "height"), width = Constant(*survey, "width");
+  const int64_t depth =
+      std::max<int64_t>({Constant(*survey, "depth"), Constant(*survey, "channels"), 1});
+  if (height > 0 && width > 0 && height * width * depth == image->max_bytes) {
+    return {height, width, depth};
+  }
+  return {};
+}
+
 absl::StatusOr<RecordSurvey> SurveyRecords(const std::vector<std::string>& files,
                                            int64_t max_records) {
   RecordSurvey out;

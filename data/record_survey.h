@@ -51,6 +51,16 @@ struct RecordSurvey {
 absl::StatusOr<RecordSurvey> SurveyRecords(const std::vector<std::string>& files,
                                            int64_t max_records);
 
+// The shape [height, width, channels] of the image that bytes feature
+// `name` holds in the first record of `files`: a PNG's own, or raw bytes'
+// from the record's int64 `height`, `width` and `depth` (or `channels`; 1
+// when neither) when their product is the bytes' length, as `pstrain data
+// to-tfrecord` and TensorFlow's MNIST convert_to_records write them. Empty
+// when the record holds no such image or the files do not read: the shape
+// must then be given.
+std::vector<int64_t> FirstImageShape(const std::vector<std::string>& files,
+                                     const std::string& name);
+
 // A model config's `input` block that reads such files with
 // `train_files` and `test_files` as given: "label" (or the one int64
 // feature of one value named like a label: label, labels, class, target, y)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/file_util.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "data/png_image.h"
@@ -103,6 +104,36 @@ TEST(RecordSurveyTest, ReadsRawImagesByTheirShapeFeatures) {
   EXPECT_THAT(block, HasSubstr("  # \"height\" is 4 in every example: left out\n"));
   EXPECT_THAT(block, HasSubstr("  test_files: \"test-*\"\n"));
   EXPECT_FALSE(absl::StrContains(block, "name: \"width\"")) << block;
+}
+
+// The shape a model reads from the first record: a PNG's own, raw bytes'
+// from height, width and depth; none for a feature that is no image, a
+// name not there, shape features that do not multiply to the bytes, or
+// files that do not read.
+TEST(RecordSurveyTest, TheFirstImagesShapeIsItsPngsOrItsShapeFeatures) {
+  ASSERT_OK_AND_ASSIGN(std::string tfds, testing::WriteExampleFiles("shape-png", 1, 3, true, TfdsStyle));
+  const std::vector<std::string> png = {tfds + "/part-00000.tfrecord.gz"};
+  EXPECT_EQ(FirstImageShape(png, "image"), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_TRUE(FirstImageShape(png, "score").empty());
+  EXPECT_TRUE(FirstImageShape(png, "word").empty());
+  EXPECT_TRUE(FirstImageShape(png, "pixels").empty());
+  ASSERT_OK_AND_ASSIGN(std::string raw,
+                       testing::WriteExampleFiles("shape-raw", 1, 2, false, ConvertToRecordsStyle));
+  EXPECT_EQ(FirstImageShape({raw + "/part-00000.tfrecord"}, "image_raw"),
+            (std::vector<int64_t>{4, 5, 1}));
+  ASSERT_OK_AND_ASSIGN(std::string off, testing::WriteExampleFiles("shape-off", 1, 1, false, [](int) {
+    v1::Example e;
+    auto& m = *e.mutable_features()->mutable_feature();
+    m["image_raw"].mutable_bytes_list()->add_value(std::string(60, 'x'));
+    m["height"].mutable_int64_list()->add_value(4);
+    m["width"].mutable_int64_list()->add_value(5);
+    m["channels"].mutable_int64_list()->add_value(3);
+    return e.SerializeAsString();
+  }));
+  EXPECT_EQ(FirstImageShape({off + "/part-00000.tfrecord"}, "image_raw"),
+            (std::vector<int64_t>{4, 5, 3}));
+  ASSERT_OK(WriteFileAtomically(off + "/part-00000.tfrecord", "not a record"));
+  EXPECT_TRUE(FirstImageShape({off + "/part-00000.tfrecord"}, "image_raw").empty());
 }
 
 TEST(RecordSurveyTest, NamesTheFileAndRecordThatIsNotAnExample) {

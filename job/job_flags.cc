@@ -99,7 +99,10 @@ absl::StatusOr<model::JobSpec> ConfigJob(CliArgs& args, const ConfigText* record
   PSTRAIN_ASSIGN_OR_RETURN(const std::string data_dir, StringFlag(args, "data_dir", job.data_dir));
   model::DataSizes sizes = given_sizes != nullptr ? *given_sizes : model::DataSizesOf(data_dir);
   // A Keras application's input is fitted to the images the job reads.
-  if (given_sizes == nullptr) sizes.data_shape = model::IdxImageShapeOf(data_dir);
+  if (given_sizes == nullptr) {
+    sizes.data_shape = model::IdxImageShapeOf(data_dir);
+    sizes.data_dir = data_dir;
+  }
   PSTRAIN_RETURN_IF_ERROR(ReadModelOverrides(args, &sizes));
   PSTRAIN_ASSIGN_OR_RETURN(
       model::ModelConfigFile file,

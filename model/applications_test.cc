@@ -1,11 +1,15 @@
 #include "model/applications.h"
 
 #include <string>
+#include <vector>
 
 #include "base/testing/status_testing.h"
+#include "data/png_image.h"
+#include "data/testing/tfrecord_files.h"
 #include "gtest/gtest.h"
 #include "model/model_config.h"
 #include "model/network.h"
+#include "proto/example.pb.h"
 
 namespace pstrain::model {
 namespace {
@@ -136,6 +140,71 @@ TEST(ApplicationsTest, AnApplicationTakesTheShapeOfTheImagesTheJobReads) {
   ASSERT_OK_AND_ASSIGN(f, ParseModelConfigFile(R"pb(application { name: "resnet50" })pb",
                                                "r.pbtxt", sizes));
   EXPECT_EQ(f.job.model.layers[0].padding, (std::array<int, 4>{98, 98, 98, 98}));
+}
+
+// TFRecord images say their shape too: the first training record's PNG
+// (TensorFlow Datasets' way), or raw bytes with height, width and depth
+// (`pstrain data to-tfrecord --image_encoding=raw`). Read under the job's
+// data directory; without it the config must give input_shape.
+TEST(ApplicationsTest, AnApplicationTakesTheShapeOfTheTfRecordImagesTheJobReads) {
+  ASSERT_OK_AND_ASSIGN(const std::string png, testing::WriteExampleFiles("png", 1, 2, false, [](int i) {
+    v1::Example e;
+    auto& m = *e.mutable_features()->mutable_feature();
+    const std::vector<uint8_t> pixels(28 * 28, static_cast<uint8_t>(i));
+    m["image"].mutable_bytes_list()->add_value(*data::EncodePng(pixels.data(), 28, 28, 1));
+    m["label"].mutable_int64_list()->add_value(i);
+    return e.SerializeAsString();
+  }));
+  ASSERT_OK_AND_ASSIGN(const std::string raw, testing::WriteExampleFiles("raw", 1, 2, false, [](int i) {
+    v1::Example e;
+    auto& m = *e.mutable_features()->mutable_feature();
+    m["image_raw"].mutable_bytes_list()->add_value(std::string(20 * 24 * 3, static_cast<char>(i)));
+    m["height"].mutable_int64_list()->add_value(20);
+    m["width"].mutable_int64_list()->add_value(24);
+    m["depth"].mutable_int64_list()->add_value(3);
+    m["label"].mutable_int64_list()->add_value(i);
+    return e.SerializeAsString();
+  }));
+  DataSizes sizes;
+  sizes.input_shape = {32, 32, 3};
+  sizes.alpha = 0.35;
+  sizes.classes = 10;
+  sizes.replace_classes = true;
+  const std::string png_config = R"pb(
+    input {
+      format: tfrecord
+      train_files: "part-*"
+      test_files: "part-*"
+      feature { name: "image" decode: "png" length: 784 scale: 0.00392156862745098 }
+    }
+    application { name: "mobilenet_v2" }
+  )pb";
+  sizes.data_dir = png;
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, ParseModelConfigFile(png_config, "m.pbtxt", sizes));
+  EXPECT_EQ(f.job.model.input_dim, 784);
+  EXPECT_EQ(f.job.model.layers[0].name, "input_pad");
+  EXPECT_EQ(f.job.model.layers[1].name, "input_channels");
+  EXPECT_EQ(CountsOf(png_config, sizes).total, 423018);
+  sizes.data_dir = raw;
+  ASSERT_OK_AND_ASSIGN(f, ParseModelConfigFile(R"pb(
+    input {
+      format: tfrecord
+      train_files: "part-*"
+      test_files: "part-*"
+      feature { name: "image_raw" decode: "raw_uint8" length: 1440 }
+    }
+    application { name: "mobilenet_v2" }
+  )pb", "r.pbtxt", sizes));
+  EXPECT_EQ(f.job.model.input_dim, 1440);
+  EXPECT_EQ(f.job.model.layers[0].name, "input_pad");
+  EXPECT_EQ(f.job.model.layers[0].padding, (std::array<int, 4>{6, 6, 4, 4}));
+  sizes.data_dir.clear();
+  EXPECT_EQ(std::string(ParseModelConfigFile(png_config, "m.pbtxt", sizes).status().message()),
+            "m.pbtxt:8:5: application mobilenet_v2 takes [32, 32, 3] (3072 values) but the "
+            "input's features hold 784 and the config gives no input_shape: give the shape of "
+            "the data's images, input_shape: [height, width, channels] (a TFRecord image says "
+            "its own when it is the one feature, decoded as png or raw_uint8, and its training "
+            "files are found under --data_dir)");
 }
 
 TEST(ApplicationsTest, BadApplicationsAreNamed) {

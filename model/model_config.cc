@@ -21,6 +21,7 @@
 #include "data/dataset.h"
 #include "data/idx_reader.h"
 #include "data/input.h"
+#include "data/record_survey.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "model/applications.h"
@@ -1116,6 +1117,62 @@ absl::StatusOr<std::vector<int64_t>> ParseShapeFlag(const std::string& flag,
   return shape;
 }
 
+namespace {
+
+// For a config that names an application without an input shape, the
+// data's shape unknown: the application's input (--input_shape, else the
+// config's, else Keras's) is then the data's. OK when a TFRecord or CSV
+// input's values fill it (or the config's input errors are left to
+// ParseInput's turn); else InvalidArgument at `at` saying to give the
+// shape, rather than only the mismatch later.
+absl::Status CheckInputFillsApplication(const v1::ModelConfig& config, const std::string& at,
+                                        const Where& where, const DataSizes& sizes) {
+  const v1::InputFormat format = config.input().format();
+  data::InputSpec input;
+  if ((format != v1::tfrecord && format != v1::csv) || !ParseInput(config, where, &input).ok()) {
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> shape = sizes.input_shape;
+  if (shape.empty()) {
+    shape.assign(config.application().input_shape().begin(),
+                 config.application().input_shape().end());
+  }
+  if (shape.empty()) shape.assign(std::begin(kApplicationInput), std::end(kApplicationInput));
+  int64_t values = 1;
+  for (int64_t d : shape) values *= d;
+  const int64_t width = data::DenseWidth(input.features);
+  if (width == values) return absl::OkStatus();
+  return Bad(at, absl::StrCat("application ", config.application().name(), " takes ",
+                              ShapeString(shape), " (", values, " values) but the input's "
+                              "features hold ", width, " and the config gives no input_shape: "
+                              "give the shape of the data's images, input_shape: [height, width, "
+                              "channels]",
+                              format == v1::tfrecord
+                                  ? " (a TFRecord image says its own when it is the one feature, "
+                                    "decoded as png or raw_uint8, and its training files are "
+                                    "found under --data_dir)"
+                                  : ""));
+}
+
+// The shape of the images `config`'s TFRecord input reads (one bytes
+// feature decoded as png or raw_uint8) in the first record of its training
+// files under `data_dir`; empty when it reads none or they do not read
+// (the config's own errors are left to ParseInput's turn).
+std::vector<int64_t> TfRecordImageShape(const v1::ModelConfig& config, const Where& where,
+                                        const std::string& data_dir) {
+  data::InputSpec input;
+  if (!ParseInput(config, where, &input).ok() || input.features.features.size() != 1) return {};
+  const data::FeatureDef& image = input.features.features[0];
+  if (image.decode != data::FeatureDecode::kPng && image.decode != data::FeatureDecode::kRawUint8) {
+    return {};
+  }
+  absl::StatusOr<std::vector<std::string>> files = data::ExpandFiles(input.train_files, data_dir);
+  if (!files.ok()) return {};
+  return data::FirstImageShape(*files, image.name);
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                                                      const std::string& name,
                                                      const DataSizes& sizes) {
@@ -1131,9 +1188,22 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   }
   const Where where(name, &tree);
   const auto* type = v1::ModelConfig::descriptor();
-  if (config.has_application() && config.input_shape_size() == 0 && !sizes.data_shape.empty() &&
-      (config.input().format() == v1::FORMAT_UNSET || config.input().format() == v1::idx)) {
-    for (int64_t d : sizes.data_shape) config.add_input_shape(d);  // the data's own
+  // The data's own shape, for an application without an input shape: the
+  // IDX header's (read by the caller), or the first TFRecord image's.
+  std::vector<int64_t> data_shape;
+  if (config.has_application() && config.input_shape_size() == 0) {
+    const v1::InputFormat format = config.input().format();
+    if (format == v1::FORMAT_UNSET || format == v1::idx) data_shape = sizes.data_shape;
+    if (format == v1::tfrecord && !sizes.data_dir.empty()) {
+      data_shape = TfRecordImageShape(config, where, sizes.data_dir);
+    }
+  }
+  if (config.has_application() && config.input_shape_size() == 0 && data_shape.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(CheckInputFillsApplication(config, where.At(&tree, type, "application"),
+                                                       where, sizes));
+  }
+  if (!data_shape.empty()) {
+    for (int64_t d : data_shape) config.add_input_shape(d);
     if (config.application().input_shape_size() == 0) {
       for (int64_t d : kApplicationInput) config.mutable_application()->add_input_shape(d);
     }

@@ -52,6 +52,11 @@ struct DataSizes {
   // application without one (the application's own input then fitted to
   // it by layers in front, model/applications.h).
   std::vector<int64_t> data_shape;
+  // Where the job reads its data: for such a config whose input is
+  // TFRecord files of images (one bytes feature, decode png or raw_uint8),
+  // the shape is read there from the first training record
+  // (data::FirstImageShape). Empty: not read.
+  std::string data_dir;
 };
 
 // [rows, columns, 1] as the IDX training images in `data_dir` state them;
