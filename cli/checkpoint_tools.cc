@@ -59,7 +59,7 @@ absl::Status CheckModel(const CheckpointAt& at, const model::Network& net,
   if (diff.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "the checkpoint is of another model (", at.output_dir, "/run.json): ",
-      absl::StrJoin(diff, "; "),
+      JoinDifferences(diff),
       ". Leave out the flags that change the model: the run's own are taken from its run.json"));
 }
 

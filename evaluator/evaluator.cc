@@ -154,7 +154,7 @@ absl::Status CheckRunModel(const std::string& dir, const model::Network& net,
   return WithFailureKind(
       absl::FailedPreconditionError(absl::StrCat(
           "the evaluator was started with another model than the run it scores (", dir,
-          "/run.json): ", absl::StrJoin(diff, "; "),
+          "/run.json): ", JoinDifferences(diff),
           ". Give every task of the job the same job flags")),
       FailureKind::kBadConfig);
 }

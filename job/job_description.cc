@@ -179,6 +179,14 @@ absl::StatusOr<Json> DescribeJobAndModel(const model::JobSpec& job) {
               {"model", DescribeModel(network->variables(), job.optimizer.name)}};
 }
 
+std::string JoinDifferences(const std::vector<std::string>& differences) {
+  const int n = static_cast<int>(differences.size());
+  if (n <= kMostDifferences) return absl::StrJoin(differences, "; ");
+  return absl::StrCat(absl::StrJoin(differences.begin(), differences.begin() + kMostDifferences,
+                                    "; "),
+                      "; and ", n - kMostDifferences, " more");
+}
+
 std::vector<std::string> ModelDifferences(const Json& a, const Json& b, absl::string_view a_is,
                                           absl::string_view b_is) {
   std::vector<std::string> out;

@@ -57,6 +57,12 @@ absl::StatusOr<Json> DescribeJobAndModel(const model::JobSpec& job);
 std::vector<std::string> ModelDifferences(const Json& a, const Json& b, absl::string_view a_is,
                                           absl::string_view b_is);
 
+// `differences` joined with "; " for a message, the first kMostDifferences
+// of them and then "and N more" (two models of hundreds of variables
+// differ in all of them: ResNet-50 against an MLP).
+inline constexpr int kMostDifferences = 8;
+std::string JoinDifferences(const std::vector<std::string>& differences);
+
 // Each setting (DescribeJob) on which `mine` differs from `chief`'s, as
 // "--batch_size=128 here, 32 on the chief". Settings that are each task's
 // own (--device, --num_gpus, transport and checkpoint flags, which only

@@ -1,5 +1,9 @@
 #include "job/job_description.h"
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,6 +48,19 @@ TEST(JobDescriptionTest, EveryModelDifferenceIsNamed) {
                           "dense_1/kernel: shape [128, 10] on disk, shape [64, 10] in this job",
                           "dense_1/bias: shape [10] on disk, not in this job",
                           "ids: not on disk, table [1000, 8] in this job"));
+}
+
+// Two unrelated models differ in every variable: a message names the first
+// eight and counts the rest.
+TEST(JobDescriptionTest, AMessageNamesTheFirstDifferencesAndCountsTheRest) {
+  std::vector<std::string> diff;
+  for (int i = 0; i < 3; ++i) diff.push_back(absl::StrCat("v", i, ": not on disk"));
+  EXPECT_EQ(JoinDifferences(diff), "v0: not on disk; v1: not on disk; v2: not on disk");
+  for (int i = 3; i < 300; ++i) diff.push_back(absl::StrCat("v", i, ": not on disk"));
+  EXPECT_EQ(JoinDifferences(diff),
+            "v0: not on disk; v1: not on disk; v2: not on disk; v3: not on disk; v4: not on "
+            "disk; v5: not on disk; v6: not on disk; v7: not on disk; and 292 more");
+  EXPECT_EQ(JoinDifferences({}), "");
 }
 
 TEST(JobDescriptionTest, TheJobIsDescribedByFlagNameWithItsOptimizersSettings) {

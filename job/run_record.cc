@@ -233,7 +233,7 @@ absl::Status CheckRelaunch(const std::string& dir, const Json& model) {
       dir, " holds a run of another model (", path,
       "), and its checkpoints cannot be restored "
       "into this one: ",
-      absl::StrJoin(diff, "; "),
+      JoinDifferences(diff),
       ". Nothing was changed. Relaunch with that run's flags and --model_config to resume it, "
       "or give a new --output_dir to start afresh"));
 }

@@ -231,8 +231,11 @@ class Trial:
                         "worker": [at(ports[3]), at(ports[4])], "evaluator": [at(ports[5])]}
         if self.allreduce:
             del self.cluster["ps"]
-        # allreduce_bad_*: the layers are its config's.
-        job_flags = ([] if fault.startswith("allreduce_bad_") else ["--hidden=%s" % args.hidden]) + [
+        # allreduce_bad_*: the layers are its config's; --model_config: that file's.
+        layers = ([] if fault.startswith("allreduce_bad_")
+                  else ["--model_config=" + args.model_config] if args.model_config
+                  else ["--hidden=%s" % args.hidden])
+        job_flags = layers + [
                      "--epochs=%d" % args.epochs,
                      "--batch_size=%d" % args.batch_size,
                      # Steps that wait a little (not compute): a job long
@@ -739,6 +742,9 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--hidden", default="128,64")
+    p.add_argument("--model_config", default="",
+                   help="the model to train instead of --hidden's MLP (a config on the IDX data: "
+                        "configs/fashion_mnist_mobile.pbtxt, with batch normalization, say)")
     p.add_argument("--step_delay_ms", type=int, default=4,
                    help="every replica sleeps this long before each step")
     p.add_argument("--checkpoint_delay_ms", type=int, default=200,
