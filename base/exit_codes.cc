@@ -61,6 +61,11 @@ absl::Status AsSetupFailure(absl::Status s) {
   return WithFailureKind(std::move(s), FailureKind::kBadConfig);
 }
 
+absl::Status WithRoleKind(absl::Status s, FailureKind unmarked) {
+  const int code = RoleExitCode(s, unmarked);
+  return WithFailureKind(std::move(s), FailureKindOfExitCode(code));
+}
+
 int RoleExitCode(const absl::Status& s, FailureKind unmarked) {
   if (s.ok()) return kExitOk;
   if (std::optional<FailureKind> kind = FailureKindOf(s)) return ExitCodeOf(*kind);

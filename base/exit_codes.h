@@ -58,6 +58,11 @@ absl::Status AsSetupFailure(absl::Status s);
 // (what the role makes of a failure in the phase it was in).
 int RoleExitCode(const absl::Status& s, FailureKind unmarked);
 
+// `s` marked with the kind of its RoleExitCode with `unmarked`, so that
+// it keeps that code wherever it is passed on (a replica's own failure,
+// once it has told the others what it ends with). OK stays OK.
+absl::Status WithRoleKind(absl::Status s, FailureKind unmarked);
+
 // A command's exit code: 0 for OK; the kind `s` carries; 2 for
 // InvalidArgument, NotFound and FailedPrecondition (the command line or
 // the files it names); 138 for the transient codes; 1 otherwise.

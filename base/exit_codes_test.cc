@@ -44,5 +44,23 @@ TEST(ExitCodesTest, UnmarkedFailuresTakeThePhasesKindButTransientCodesAreRetryab
   EXPECT_EQ(CommandExitCode(absl::DataLossError("torn")), 1);
 }
 
+// A status marked with the kind its phase gives it keeps that code in any
+// later phase: a data error while training stays 1 where a setup phase
+// would call it 2; a transient one stays retryable; OK stays OK.
+TEST(ExitCodesTest, WithRoleKindKeepsTheCodeThePhaseGave) {
+  const absl::Status data = WithRoleKind(absl::DataLossError("torn"), FailureKind::kPermanent);
+  EXPECT_EQ(data.message(), "torn");
+  EXPECT_EQ(RoleExitCode(data, FailureKind::kBadConfig), 1);
+  EXPECT_EQ(RoleExitCode(WithRoleKind(absl::UnavailableError("lost"), FailureKind::kBadConfig),
+                         FailureKind::kPermanent),
+            138);
+  EXPECT_EQ(RoleExitCode(WithRoleKind(WithFailureKind(absl::InternalError("flag"),
+                                                      FailureKind::kBadConfig),
+                                      FailureKind::kPermanent),
+                         FailureKind::kPermanent),
+            2);
+  EXPECT_TRUE(WithRoleKind(absl::OkStatus(), FailureKind::kPermanent).ok());
+}
+
 }  // namespace
 }  // namespace pstrain

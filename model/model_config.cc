@@ -1121,17 +1121,12 @@ namespace {
 
 // For a config that names an application without an input shape, the
 // data's shape unknown: the application's input (--input_shape, else the
-// config's, else Keras's) is then the data's. OK when a TFRecord or CSV
-// input's values fill it (or the config's input errors are left to
-// ParseInput's turn); else InvalidArgument at `at` saying to give the
-// shape, rather than only the mismatch later.
-absl::Status CheckInputFillsApplication(const v1::ModelConfig& config, const std::string& at,
-                                        const Where& where, const DataSizes& sizes) {
-  const v1::InputFormat format = config.input().format();
-  data::InputSpec input;
-  if ((format != v1::tfrecord && format != v1::csv) || !ParseInput(config, where, &input).ok()) {
-    return absl::OkStatus();
-  }
+// config's, else Keras's) is then the data's. OK when the TFRecord or CSV
+// `input`'s values fill it; else InvalidArgument at `at` saying to give
+// the shape, rather than only the mismatch later.
+absl::Status CheckInputFillsApplication(const v1::ModelConfig& config,
+                                        const data::InputSpec& input, const std::string& at,
+                                        const DataSizes& sizes) {
   std::vector<int64_t> shape = sizes.input_shape;
   if (shape.empty()) {
     shape.assign(config.application().input_shape().begin(),
@@ -1147,21 +1142,19 @@ absl::Status CheckInputFillsApplication(const v1::ModelConfig& config, const std
                               "features hold ", width, " and the config gives no input_shape: "
                               "give the shape of the data's images, input_shape: [height, width, "
                               "channels]",
-                              format == v1::tfrecord
+                              input.format == data::InputFormat::kTfRecord
                                   ? " (a TFRecord image says its own when it is the one feature, "
                                     "decoded as png or raw_uint8, and its training files are "
                                     "found under --data_dir)"
                                   : ""));
 }
 
-// The shape of the images `config`'s TFRecord input reads (one bytes
-// feature decoded as png or raw_uint8) in the first record of its training
-// files under `data_dir`; empty when it reads none or they do not read
-// (the config's own errors are left to ParseInput's turn).
-std::vector<int64_t> TfRecordImageShape(const v1::ModelConfig& config, const Where& where,
+// The shape of the images the TFRecord `input` reads (one bytes feature
+// decoded as png or raw_uint8) in the first record of its training files
+// under `data_dir`; empty when it reads none or they do not read.
+std::vector<int64_t> TfRecordImageShape(const data::InputSpec& input,
                                         const std::string& data_dir) {
-  data::InputSpec input;
-  if (!ParseInput(config, where, &input).ok() || input.features.features.size() != 1) return {};
+  if (input.features.features.size() != 1) return {};
   const data::FeatureDef& image = input.features.features[0];
   if (image.decode != data::FeatureDecode::kPng && image.decode != data::FeatureDecode::kRawUint8) {
     return {};
@@ -1190,17 +1183,24 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   const auto* type = v1::ModelConfig::descriptor();
   // The data's own shape, for an application without an input shape: the
   // IDX header's (read by the caller), or the first TFRecord image's.
+  // Without it, a TFRecord or CSV input must fill the application's input.
+  // (The input's own errors are left to ParseInput's turn below.)
   std::vector<int64_t> data_shape;
   if (config.has_application() && config.input_shape_size() == 0) {
     const v1::InputFormat format = config.input().format();
-    if (format == v1::FORMAT_UNSET || format == v1::idx) data_shape = sizes.data_shape;
-    if (format == v1::tfrecord && !sizes.data_dir.empty()) {
-      data_shape = TfRecordImageShape(config, where, sizes.data_dir);
+    data::InputSpec input;
+    if (format == v1::FORMAT_UNSET || format == v1::idx) {
+      data_shape = sizes.data_shape;
+    } else if ((format == v1::tfrecord || format == v1::csv) &&
+               ParseInput(config, where, &input).ok()) {
+      if (format == v1::tfrecord && !sizes.data_dir.empty()) {
+        data_shape = TfRecordImageShape(input, sizes.data_dir);
+      }
+      if (data_shape.empty()) {
+        PSTRAIN_RETURN_IF_ERROR(CheckInputFillsApplication(
+            config, input, where.At(&tree, type, "application"), sizes));
+      }
     }
-  }
-  if (config.has_application() && config.input_shape_size() == 0 && data_shape.empty()) {
-    PSTRAIN_RETURN_IF_ERROR(CheckInputFillsApplication(config, where.At(&tree, type, "application"),
-                                                       where, sizes));
   }
   if (!data_shape.empty()) {
     for (int64_t d : data_shape) config.add_input_shape(d);

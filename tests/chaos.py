@@ -315,8 +315,13 @@ class Trial:
         return self.tasks["chief:0"].log().count(text)
 
     def final_step(self):
-        """The job's last step in a job without PS (every replica's step)."""
+        """One replica's steps in the job (a job without PS, or sync: its last step)."""
         return self.args.epochs * (60000 // 3 // self.args.batch_size)
+
+    def replicas_agreed(self):
+        """Whether a job without PS is in its final phase: the replicas have
+        agreed on the final model, and replica 0 writes the job's end."""
+        return self.chief_log_count("every replica holds the same model") > 0
 
     def final_checkpoint_indexed(self):
         """Whether the checkpoint index names the final checkpoint."""
@@ -454,16 +459,14 @@ class Trial:
             # Replica 0 lost while it writes the job's end (the final
             # checkpoint, the score, final_metrics.json): the others, which
             # wait for it, end retryably and the relaunch finishes the job.
-            yield from self.wait_for(
-                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.wait_for(self.replicas_agreed)
             yield from self.sleep(rng.uniform(0, 0.05))
             self.kill("chief:0")
         elif f == "allreduce_worker_kill_after_done":
             # A replica lost as the job ends, or after: restarted, it finds
             # the end in run.json and exits 0 (or the job ends retryably
             # and the relaunch finishes it).
-            yield from self.wait_for(
-                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.wait_for(self.replicas_agreed)
             yield from self.sleep(rng.uniform(0, 0.3))
             self.kill("worker:1")
         elif f == "allreduce_replica_freeze_final":
@@ -471,8 +474,7 @@ class Trial:
             # while replica 0 writes the job's end: replica 0 ends 0 once the
             # end is on disk; the others end retryably and, restarted (the
             # frozen one once woken), find the end in run.json and exit 0.
-            yield from self.wait_for(
-                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.wait_for(self.replicas_agreed)
             yield from self.sleep(rng.uniform(0, 0.2))
             name = rng.choice(["worker:0", "worker:1"])
             if self.kill(name, signal.SIGSTOP):
@@ -482,8 +484,7 @@ class Trial:
             # The evaluator lost while it scores the final checkpoint:
             # restarted, it scores it, and replica 0, which waits for that
             # score, ends after it.
-            yield from self.wait_for(
-                lambda: self.chief_log_count("every replica holds the same model") > 0)
+            yield from self.wait_for(self.replicas_agreed)
             # It polls the index every second and scores the MLP in tens
             # of ms: a moment before its next poll lands before or inside
             # the score (a kill after it would find it gone).
@@ -675,7 +676,7 @@ class Trial:
             # lost and none taken twice. Sync and all-reduce steps are the
             # job's (each replica's shard in step); async steps are every
             # replica's pushes, the three shards' steps together.
-            per_replica = self.args.epochs * (60000 // 3 // self.args.batch_size)
+            per_replica = self.final_step()
             synchronous = self.allreduce or self.fault.endswith("_sync")
             schedule = per_replica if synchronous else 3 * per_replica
             if metrics.get("global_step") != schedule:

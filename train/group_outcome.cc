@@ -69,8 +69,7 @@ absl::StatusOr<std::vector<std::string>> GatherOutcomes(const GatherFn& gather,
                                             " answers for ", names.size(), " replicas"));
   }
   if (!mine.ok()) {
-    return WithFailureKind(mine.status(),
-                           FailureKindOfExitCode(RoleExitCode(mine.status(), unmarked)));
+    return WithRoleKind(mine.status(), unmarked);
   }
   std::vector<std::string> values;
   values.reserve(all->size());

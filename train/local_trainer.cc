@@ -335,7 +335,7 @@ class LocalRun final : public StepObserver {
     } else {
       Log("every replica was told of this failure");
     }
-    return WithFailureKind(why, FailureKindOfExitCode(RoleExitCode(why, FailureKind::kPermanent)));
+    return WithRoleKind(why, FailureKind::kPermanent);
   }
 
   // Once every replica took over: the step loop's stores ready, and where

@@ -405,14 +405,24 @@ void Ring::SendLoop() {
   }
 }
 
-void Ring::Abort() {
-  Shutdown();
-  // The write under way (woken by the shutdown) is the last that reads the
-  // caller's memory: the loop takes nothing more once stopped.
+void Ring::MarkStopped() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+  if (send_error_.ok()) send_error_ = absl::CancelledError("ring: shut down");
+}
+
+void Ring::AwaitSenderIdle() {
+  // The write under way is the last that reads the caller's memory: the
+  // loop takes nothing more once stopped.
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->sending_; }, this));
   queue_.clear();
+}
+
+void Ring::Abort() {
+  Shutdown();  // wakes the write under way
+  AwaitSenderIdle();
 }
 
 absl::Status Ring::ReceiveError(const absl::Status& s) const {
@@ -428,21 +438,24 @@ absl::Status Ring::ReceiveError(const absl::Status& s) const {
       absl::StrCat("ring: receiving from ", Describe(left), ": ", s.message()));
 }
 
-absl::StatusOr<uint64_t> Ring::NextHeader() {
+absl::StatusOr<uint64_t> Ring::ReadHeader() {
   auto header = left_->ReadLength(std::numeric_limits<int64_t>::max());
   if (!header.ok()) return ReceiveError(header.status());
-  if (*header == kNoticeMark) {
-    absl::StatusOr<RingNotice> notice = ReadNotice();
-    if (!notice.ok()) return notice.status();
-    absl::MutexLock lock(&mu_);
-    if (!notice_.has_value()) notice_ = *notice;
-    return NoticeError(*notice_);
-  }
-  if ((*header & ~kPieceMark) > kMaxFrameBytes) {
+  if (*header != kNoticeMark && (*header & ~kPieceMark) > kMaxFrameBytes) {
     return absl::InternalError(absl::StrCat("ring: ", left_name(), " sent a frame header of ",
                                             *header, ", which no member writes"));
   }
   return *header;
+}
+
+absl::StatusOr<uint64_t> Ring::NextHeader() {
+  absl::StatusOr<uint64_t> header = ReadHeader();
+  if (!header.ok() || *header != kNoticeMark) return header;
+  absl::StatusOr<RingNotice> notice = ReadNotice();
+  if (!notice.ok()) return notice.status();
+  absl::MutexLock lock(&mu_);
+  if (!notice_.has_value()) notice_ = *notice;
+  return NoticeError(*notice_);
 }
 
 absl::StatusOr<RingNotice> Ring::ReadNotice() {
@@ -504,12 +517,8 @@ absl::Status Ring::Skip(uint64_t bytes) {
 }
 
 void Ring::StopSending() {
-  absl::MutexLock lock(&mu_);
-  stop_ = true;
-  if (send_error_.ok()) send_error_ = absl::CancelledError("ring: shut down");
-  mu_.Await(absl::Condition(
-      +[](Ring* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) { return !r->sending_; }, this));
-  queue_.clear();
+  MarkStopped();
+  AwaitSenderIdle();
 }
 
 void Ring::Fail() {
@@ -547,9 +556,9 @@ absl::Status Ring::Announce(absl::string_view text) {
           absl::FormatDuration(timeout_)));
       break;
     }
-    auto header = left_->ReadLength(std::numeric_limits<int64_t>::max());
+    absl::StatusOr<uint64_t> header = ReadHeader();
     if (!header.ok()) {
-      s = ReceiveError(header.status());
+      s = header.status();
       break;
     }
     if (*header == kNoticeMark) {
@@ -565,9 +574,6 @@ absl::Status Ring::Announce(absl::string_view text) {
       }
     } else if ((*header & kPieceMark) != 0) {
       if (in_region_ != nullptr) ReleasePiece();
-    } else if (*header > kMaxFrameBytes) {
-      s = absl::InternalError(absl::StrCat("ring: ", left_name(), " sent a frame header of ",
-                                           *header, ", which no member writes"));
     } else {
       s = Skip(*header);
     }
@@ -737,11 +743,7 @@ absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine)
 }
 
 void Ring::Shutdown() {
-  {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
-    if (send_error_.ok()) send_error_ = absl::CancelledError("ring: shut down");
-  }
+  MarkStopped();
   if (right_ != nullptr) right_->Shutdown();
   if (left_ != nullptr) left_->Shutdown();
 }

@@ -199,13 +199,21 @@ class Ring {
   // After a collective's error: Abort, or, when the error was a notice
   // not passed on yet, StopSending, the notice to the right, Shutdown.
   void Fail();
+  // Marks the ring stopped: the sender takes nothing more, a shared
+  // write waiting for a slot gives up, and later collectives fail.
+  void MarkStopped();
+  // Waits until the sender has no write under way, then drops what is queued.
+  void AwaitSenderIdle();
   // Stops the sender after the write under way (a frame ends whole; a
   // shared piece not yet written is dropped) and drops what is queued:
   // the caller may then write on right_.
   void StopSending();
-  // The next frame header from the left that is not a notice (a length,
-  // or kPieceMark | length). A notice is read, kept and returned as
-  // NoticeError; socket errors as ReceiveError.
+  // The next frame header from the left (a length, kPieceMark | length,
+  // or kNoticeMark); socket errors as ReceiveError, a header no member
+  // writes as Internal.
+  absl::StatusOr<uint64_t> ReadHeader();
+  // ReadHeader's that is not a notice: a notice is read, kept and returned
+  // as NoticeError.
   absl::StatusOr<uint64_t> NextHeader();
   // The notice frame after a kNoticeMark header.
   absl::StatusOr<RingNotice> ReadNotice();
