@@ -1,7 +1,5 @@
 #include "allreduce/allreduce_main.h"
 
-#include <cblas.h>
-
 #include <atomic>
 #include <optional>
 #include <utility>
@@ -23,6 +21,7 @@
 #include "job/run_info.h"
 #include "job/run_record.h"
 #include "job/task_flags.h"
+#include "model/compute_threads.h"
 #include "train/local_trainer.h"
 #include "transport/frame_tls.h"
 
@@ -148,7 +147,7 @@ absl::StatusOr<Setup> Configure(const TfConfig& cfg, CliArgs& args, const Securi
                                                   : absl::Seconds(eval_wait_s);
   PSTRAIN_RETURN_IF_ERROR(CheckTaskFlags(args, cfg.task.role));
   if (std::string plan = DevicePlan(setup.job); !plan.empty()) Log(plan);
-  openblas_set_num_threads(static_cast<int>(blas_threads));
+  model::SetComputeThreads(static_cast<int>(blas_threads));
 
   const int replica = ReplicaOf(cfg.task, cfg.cluster);
   RingOptions& ring = setup.ring;

@@ -28,6 +28,7 @@ for b in runs:
 run bfloat16_bench 'BM_FloatsToBfloat16/262144'
 run copy_bench 'StreamCopy'
 run embedding_bag_bench 'BM_MakeBags'
+run image_model_bench 'mobilenet_v2_a035_32x32_b64_onednn'
 run input_bench 'BM_Decode$'
 run network_bench 'BM_Step/fashion_mnist_mlp'
 run optimizer_bench 'BM_Apply/adam'

@@ -1,6 +1,6 @@
 // Google Benchmark of one CPU training step (Network::ComputeGradients:
-// forward, loss, backward) of the configs' models on one OpenBLAS thread,
-// on real Fashion-MNIST training images (/usr/share/datasets/fashion-mnist,
+// forward, loss, backward) of the configs' models on one thread (OpenBLAS
+// and oneDNN), on real Fashion-MNIST training images (/usr/share/datasets/fashion-mnist,
 // or $PSTRAIN_DATA_DIR) at each config's batch size: the tutorial CNN
 // (configs/fashion_mnist_cnn.pbtxt), the guide MLP, the residual graph
 // (configs/fashion_mnist_resnet.pbtxt) and MobileNetV2's pieces with batch
@@ -8,14 +8,13 @@
 // the counter says how many layers read more than the layer before them.
 //   bazel build -c opt //bench:network_bench
 //   bazel-bin/bench/network_bench --benchmark_repetitions=5
-#include <cblas.h>
-
 #include <string>
 #include <vector>
 
 #include "bench/fashion_mnist_images.h"
 #include "benchmark/benchmark.h"
 #include "data/dataset.h"
+#include "model/compute_threads.h"
 #include "model/model_config.h"
 #include "model/network.h"
 
@@ -27,7 +26,8 @@ constexpr int kBatches = 50;
 const data::Dataset& Images() { return bench::FashionMnistTrainImages("network_bench"); }
 
 void BM_Step(benchmark::State& state, const char* config) {
-  openblas_set_num_threads(1);
+  SetComputeThreads(1);
+  ApplyComputeThreads();
   auto file = LoadModelConfigFile(config);
   if (!file.ok()) {
     state.SkipWithError(std::string(file.status().message()).c_str());

@@ -1,7 +1,5 @@
 #include "chief/chief_main.h"
 
-#include <cblas.h>
-
 #include <optional>
 
 #include "absl/strings/str_format.h"
@@ -14,6 +12,7 @@
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "job/task_flags.h"
+#include "model/compute_threads.h"
 #include "train/replica.h"
 
 namespace pstrain::chief {
@@ -41,7 +40,7 @@ absl::StatusOr<coordinator::ChiefOptions> Configure(
   options.ps_wait = absl::Seconds(ps_wait_s);
   options.job_timeout = absl::Seconds(job_timeout_s);
   options.security = security;
-  openblas_set_num_threads(static_cast<int>(blas_threads));
+  model::SetComputeThreads(static_cast<int>(blas_threads));
   return options;
 }
 

@@ -6,8 +6,6 @@
 //   pstrain help
 #include "cli/pstrain_main.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -46,6 +44,7 @@
 #include "launcher/supervise.h"
 #include "job/run_info.h"
 #include "model/blas_kernels.h"
+#include "model/compute_threads.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
 #include "transport/frame_socket.h"
@@ -280,7 +279,7 @@ int TrainLocal(pstrain::CliArgs& args, const char* tf_config) {
     std::fprintf(stderr, "pstrain train: %s\n", std::string(s.message()).c_str());
     return pstrain::CommandExitCode(s);
   }
-  if (blas_given) openblas_set_num_threads(static_cast<int>(*blas_threads));
+  if (blas_given) pstrain::model::SetComputeThreads(static_cast<int>(*blas_threads));
   // SIGTERM or SIGINT: the run checkpoints the step it reached and stops.
   static std::atomic<int> stop{0};
   pstrain::WatchStopSignals([](int signo) { stop.store(signo); });

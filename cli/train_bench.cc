@@ -21,6 +21,7 @@
 #include "base/status_macros.h"
 #include "job/job_flags.h"
 #include "model/backend.h"
+#include "model/compute_threads.h"
 #include "model/cuda_device.h"
 #include "train/local_trainer.h"
 
@@ -236,7 +237,7 @@ int TrainBenchMain(const std::string& self_path, CliArgs& args) {
   job->consistency = Consistency::Async();
 
   // One BLAS thread for this process and every task it starts.
-  openblas_set_num_threads(1);
+  model::SetComputeThreads(1);
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
 
   auto step_gemms = StepGemms(job->model, job->batch_size);

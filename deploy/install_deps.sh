@@ -19,6 +19,7 @@ PACKAGES=(
   libgmock-dev             # GoogleMock
   libbenchmark-dev         # Google Benchmark
   libopenblas-dev          # CPU BLAS
+  libdnnl-dev              # oneDNN: the CPU's convolutions
   zlib1g-dev               # gzip'd IDX files
   libpng-dev               # PNG images in TFRecord inputs (decode: "png")
   libssl-dev               # checking TLS certificates and keys at start

@@ -139,8 +139,9 @@ std::vector<FlagDef> MakeTable() {
       Flag("job_timeout_s", G::kTrainer, "S", "86400",
            "the longest the chief waits for the training replicas", 1, 86400 * 365),
       Flag("blas_threads", G::kTrainer, "N", "1",
-           "OpenBLAS threads of a training task (train --local: one per core unless given)", 1,
-           256),
+           "compute threads of a training task, oneDNN's and OpenBLAS's (train --local: one per "
+           "core unless given)",
+           1, 256),
       Flag("eval_wait_secs", G::kTrainer, "S", "600",
            "with an evaluator, how long the chief waits for its score of the final checkpoint; "
            "0: not at all",

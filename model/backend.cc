@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "model/compute_threads.h"
 #include "model/cuda_device.h"
 #include "model/cuda_mlp_kernels.h"
 #include "model/cuda_net_kernels.h"
@@ -22,23 +23,34 @@ class CpuBackend final : public Backend {
   // `not_cuda`: why --device=auto did not pick CUDA ("" when the CPU was
   // asked for), said where the task says what it computes on.
   CpuBackend(std::unique_ptr<Network> net, std::string not_cuda)
-      : net_(std::move(net)), not_cuda_(std::move(not_cuda)) {}
+      : net_(std::move(net)), not_cuda_(std::move(not_cuda)) {
+    SetBlasThreadsFor(net_->onednn_layers() > 0);
+  }
   std::string name() const override { return "cpu"; }
   std::string Describe() const override {
     const int threads = openblas_get_num_threads();
-    return absl::StrCat("cpu: OpenBLAS sgemm, ", threads, threads == 1 ? " thread, " : " threads, ",
-                        openblas_get_corename(), " kernels",
-                        not_cuda_.empty() ? "" : absl::StrCat(" (device auto: ", not_cuda_, ")"));
+    const int onednn = net_->onednn_layers();
+    const int compute = ComputeThreads();
+    return absl::StrCat(
+        "cpu: ",
+        onednn == 0 ? ""
+                    : absl::StrCat("oneDNN (", onednn, onednn == 1 ? " layer" : " layers", ") on ",
+                                   compute, compute == 1 ? " thread, " : " threads, "),
+        "OpenBLAS sgemm, ", threads, threads == 1 ? " thread, " : " threads, ",
+        openblas_get_corename(), " kernels",
+        not_cuda_.empty() ? "" : absl::StrCat(" (device auto: ", not_cuda_, ")"));
   }
   const Network& network() const override { return *net_; }
   absl::StatusOr<BatchResult> ComputeGradients(const float* params, const float* x,
                                                const int32_t* labels, int batch, float* grads,
                                                const std::function<void(int layer)>& on_layer_done,
                                                float* input_grad) override {
+    ApplyComputeThreads();
     return net_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
   }
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
                                        int64_t n) override {
+    ApplyComputeThreads();
     return net_->Evaluate(params, x, labels, n);
   }
   void SetStepSeed(uint64_t seed) override { net_->SetStepSeed(seed); }

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "base/testing/status_testing.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/compute_threads.h"
 #include "model/cuda_device.h"
 
 namespace pstrain::model {
@@ -294,6 +296,28 @@ TEST(CreateBackendTest, AutoFallsBackToTheCpuAndCudaSaysWhy) {
     EXPECT_EQ(cuda.status().message(), devices.status().message());
   }
   EXPECT_EQ(CreateBackend(NetworkSpec{4, {}}, 8, Device::Cpu()).status().message(), "model has no layers");
+}
+
+// A convolution model says what computes it: oneDNN for its convolution
+// on the compute threads, OpenBLAS on one thread for its dense layers; an
+// MLP, OpenBLAS on the compute threads.
+TEST(CreateBackendTest, TheCpuBackendNamesOneDnnAndTheThreadsItUses) {
+  using ::testing::HasSubstr;
+  SetComputeThreads(2);
+  NetworkSpec cnn;
+  cnn.input_dim = 8 * 8;
+  cnn.input_shape = {8, 8, 1};
+  cnn.layers = {Layer1(LayerKind::kConv2D, "conv2d_0", 4, 3, 1, true),
+                Layer1(LayerKind::kFlatten, "flatten_0"), Layer1(LayerKind::kDense, "dense_0", 3)};
+  ASSERT_OK_AND_ASSIGN(auto conv, CreateBackend(cnn, 4, Device::Cpu()));
+  EXPECT_THAT(conv->Describe(),
+              HasSubstr("cpu: oneDNN (1 layer) on 2 threads, OpenBLAS sgemm, 1 thread, "));
+  const NetworkSpec mlp_spec = NetworkSpec::FromWidths(4, {3}, 2);
+  ASSERT_OK_AND_ASSIGN(auto mlp, CreateBackend(mlp_spec, 4, Device::Cpu()));
+  EXPECT_THAT(mlp->Describe(), HasSubstr("cpu: OpenBLAS sgemm, 2 threads, "));
+  SetComputeThreads(1);
+  ASSERT_OK_AND_ASSIGN(auto one, CreateBackend(mlp_spec, 4, Device::Cpu()));
+  EXPECT_THAT(one->Describe(), HasSubstr("cpu: OpenBLAS sgemm, 1 thread, "));
 }
 
 // Graphs and the image layers run on the CPU: --device=cuda says so (with

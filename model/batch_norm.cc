@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <vector>
+
+#include "model/onednn_batch_norm.h"
 
 namespace pstrain::model {
 
@@ -25,7 +29,7 @@ namespace {
 
 class BatchNormLayer final : public Layer {
  public:
-  BatchNormLayer(const LayerSpec& spec, const Shape& in, int64_t at)
+  BatchNormLayer(const LayerSpec& spec, const Shape& in, int max_batch, int64_t at)
       : Layer(spec, in, in),
         c_(in.back()),
         at_(BatchNormVariableOffsets(spec, c_, at)),
@@ -38,12 +42,37 @@ class BatchNormLayer final : public Layer {
         sum_dy_(c_),
         sum_dy_xhat_(c_),
         acc_(c_),
-        acc_dy_(c_) {}
+        acc_dy_(c_) {
+    if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+      auto made = OneDnnBatchNorm::Create(c_, in_size_ / c_, spec.epsilon, spec.scale,
+                                          spec.center, max_batch);
+      if (made.ok()) onednn_ = *std::move(made);
+    }
+  }
+
+  bool on_onednn() const override { return onednn_ != nullptr; }
 
   void Forward(const float* params, const float* in, int batch, bool training,
                float* out) override {
     const int64_t rows = batch * (in_size_ / c_);
     batch_stats_ = training && spec_.trainable;
+    const float* gamma = at_.gamma >= 0 ? params + at_.gamma : nullptr;
+    const float* beta = at_.beta >= 0 ? params + at_.beta : nullptr;
+    if (onednn_ != nullptr) {
+      if (batch_stats_) {
+        rows_ = rows;
+        onednn_->ForwardTraining(in, gamma, beta, batch, out, mean_.data(), variance_.data());
+        return;
+      }
+      onednn_->ForwardInference(in, gamma, beta, params + at_.moving_mean,
+                                params + at_.moving_variance, batch, out);
+      // What a frozen layer's Backward scales by.
+      for (int64_t ch = 0; ch < c_; ++ch) {
+        const float inv_std = 1.0f / std::sqrt(params[at_.moving_variance + ch] + spec_.epsilon);
+        a_[ch] = (gamma != nullptr ? gamma[ch] : 1.0f) * inv_std;
+      }
+      return;
+    }
     if (batch_stats_) {
       rows_ = rows;
       // Two passes in double: the mean, then the mean squared deviation.
@@ -104,6 +133,10 @@ class BatchNormLayer final : public Layer {
       }
       return;
     }
+    if (onednn_ != nullptr) {
+      BackwardOnOneDnn(params, in, d_out, batch, grads, d_in);
+      return;
+    }
     // xhat = (x - mean) * inv_std; dgamma = sum(dy * xhat), dbeta = sum(dy);
     // dx = gamma * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)).
     std::fill(acc_.begin(), acc_.end(), 0.0);
@@ -123,15 +156,7 @@ class BatchNormLayer final : public Layer {
     }
     if (at_.gamma >= 0) std::copy(sum_dy_xhat_.begin(), sum_dy_xhat_.end(), grads + at_.gamma);
     if (at_.beta >= 0) std::copy(sum_dy_.begin(), sum_dy_.end(), grads + at_.beta);
-    // The moving statistics' increments (model/batch_norm.h).
-    const float keep = 1.0f - spec_.momentum;
-    const float bessel =
-        fused_ && rows_ > 1 ? static_cast<float>(static_cast<double>(rows_) / (rows_ - 1)) : 1.0f;
-    for (int64_t ch = 0; ch < c_; ++ch) {
-      grads[at_.moving_mean + ch] = keep * (mean_[ch] - params[at_.moving_mean + ch]);
-      grads[at_.moving_variance + ch] =
-          keep * (variance_[ch] * bessel - params[at_.moving_variance + ch]);
-    }
+    MovingIncrements(params, grads);
     if (d_in == nullptr) return;
     const float inv_rows = 1.0f / static_cast<float>(rows);
     for (int64_t ch = 0; ch < c_; ++ch) {
@@ -157,6 +182,33 @@ class BatchNormLayer final : public Layer {
   }
 
  private:
+  // The moving statistics' increments (model/batch_norm.h), from the last
+  // Forward's batch statistics.
+  void MovingIncrements(const float* params, float* grads) const {
+    const float keep = 1.0f - spec_.momentum;
+    const float bessel =
+        fused_ && rows_ > 1 ? static_cast<float>(static_cast<double>(rows_) / (rows_ - 1)) : 1.0f;
+    for (int64_t ch = 0; ch < c_; ++ch) {
+      grads[at_.moving_mean + ch] = keep * (mean_[ch] - params[at_.moving_mean + ch]);
+      grads[at_.moving_variance + ch] =
+          keep * (variance_[ch] * bessel - params[at_.moving_variance + ch]);
+    }
+  }
+
+  // Backward with the batch's statistics on oneDNN.
+  void BackwardOnOneDnn(const float* params, const float* in, const float* d_out, int batch,
+                        float* grads, float* d_in) {
+    if (d_in == nullptr) {  // the gradients of gamma and beta alone: dx into scratch
+      scratch_.resize(static_cast<size_t>(batch) * in_size_);
+      d_in = scratch_.data();
+    }
+    onednn_->Backward(in, d_out, at_.gamma >= 0 ? params + at_.gamma : nullptr,
+                      at_.beta >= 0 ? params + at_.beta : nullptr, mean_.data(),
+                      variance_.data(), batch, d_in, at_.gamma >= 0 ? grads + at_.gamma : nullptr,
+                      at_.beta >= 0 ? grads + at_.beta : nullptr);
+    MovingIncrements(params, grads);
+  }
+
   void ZeroVariables(float* grads) const {
     for (int64_t at : {at_.gamma, at_.beta, at_.moving_mean, at_.moving_variance}) {
       if (at >= 0) std::fill(grads + at, grads + at + c_, 0.0f);
@@ -174,13 +226,15 @@ class BatchNormLayer final : public Layer {
   std::vector<float> mean_, inv_std_, variance_, a_, b_;
   std::vector<float> sum_dy_, sum_dy_xhat_;
   std::vector<double> acc_, acc_dy_;
+  std::unique_ptr<OneDnnBatchNorm> onednn_;  // null: the loops above
+  std::vector<float> scratch_;
 };
 
 }  // namespace
 
-std::unique_ptr<Layer> CreateBatchNormLayer(const LayerSpec& spec, const Shape& in,
+std::unique_ptr<Layer> CreateBatchNormLayer(const LayerSpec& spec, const Shape& in, int max_batch,
                                             int64_t variables_at) {
-  return std::make_unique<BatchNormLayer>(spec, in, variables_at);
+  return std::make_unique<BatchNormLayer>(spec, in, max_batch, variables_at);
 }
 
 }  // namespace pstrain::model

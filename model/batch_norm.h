@@ -38,8 +38,11 @@ struct BatchNormOffsets {
 };
 BatchNormOffsets BatchNormVariableOffsets(const LayerSpec& spec, int64_t channels, int64_t at);
 
-// REQUIRES: LayerOutputShape(spec, in) ok; spec.kind is kBatchNormalization.
-std::unique_ptr<Layer> CreateBatchNormLayer(const LayerSpec& spec, const Shape& in,
+// On oneDNN (model/onednn_batch_norm.h) unless CpuKernelsInUse() says the
+// reference or oneDNN refuses the shape: then the direct loops, in double.
+// REQUIRES: LayerOutputShape(spec, in) ok; spec.kind is kBatchNormalization;
+// max_batch >= 1.
+std::unique_ptr<Layer> CreateBatchNormLayer(const LayerSpec& spec, const Shape& in, int max_batch,
                                             int64_t variables_at);
 
 }  // namespace pstrain::model

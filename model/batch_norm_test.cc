@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/onednn_batch_norm.h"
 
 namespace pstrain::model {
 namespace {
@@ -38,7 +40,7 @@ struct Fixture {
     }
     w.resize(x.size());
     for (float& v : w) v = u(rng);
-    layer = CreateBatchNormLayer(spec, in, 0);
+    layer = CreateBatchNormLayer(spec, in, batch, 0);
   }
 
   std::vector<float> Forward(bool training) {
@@ -83,7 +85,14 @@ struct Fixture {
   std::unique_ptr<Layer> layer;
 };
 
-TEST(BatchNormTest, TrainingNormalisesEachChannelWithTheBatchsStatistics) {
+// Each test on oneDNN and on the reference loops.
+class BatchNormTest : public ::testing::TestWithParam<CpuKernels> {
+ protected:
+  void SetUp() override { SetCpuKernels(GetParam()); }
+  void TearDown() override { SetCpuKernels(CpuKernels::kOneDnn); }
+};
+
+TEST_P(BatchNormTest, TrainingNormalisesEachChannelWithTheBatchsStatistics) {
   for (const Shape& in : {Shape{3}, Shape{4, 3}, Shape{2, 3, 3}}) {
     SCOPED_TRACE(ShapeString(in));
     Fixture f(BatchNorm(), in, 5);
@@ -100,7 +109,7 @@ TEST(BatchNormTest, TrainingNormalisesEachChannelWithTheBatchsStatistics) {
   }
 }
 
-TEST(BatchNormTest, InferenceUsesTheMovingStatistics) {
+TEST_P(BatchNormTest, InferenceUsesTheMovingStatistics) {
   Fixture f(BatchNorm(), {2, 2, 3}, 3);
   const std::vector<float> out = f.Forward(false);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -112,7 +121,7 @@ TEST(BatchNormTest, InferenceUsesTheMovingStatistics) {
   }
 }
 
-TEST(BatchNormTest, GradientsMatchCentralDifferences) {
+TEST_P(BatchNormTest, GradientsMatchCentralDifferences) {
   struct Case {
     Shape in;
     bool center, scale;
@@ -150,7 +159,7 @@ TEST(BatchNormTest, GradientsMatchCentralDifferences) {
 // increment = moving * momentum + batch_statistic * (1 - momentum), the
 // variance unbiased for [H, W, C] inputs (Keras's fused kernel) and biased
 // for the others.
-TEST(BatchNormTest, BackwardWritesKerasMovingAverageUpdatesAsIncrements) {
+TEST_P(BatchNormTest, BackwardWritesKerasMovingAverageUpdatesAsIncrements) {
   for (const Shape& in : {Shape{3}, Shape{2, 2, 3}}) {
     SCOPED_TRACE(ShapeString(in));
     LayerSpec spec = BatchNorm();
@@ -174,7 +183,7 @@ TEST(BatchNormTest, BackwardWritesKerasMovingAverageUpdatesAsIncrements) {
 // trainable: false, as Keras freezes a BatchNormalization: inference even
 // in training, nothing of the layer moves, the input gradient through the
 // moving statistics.
-TEST(BatchNormTest, AFrozenLayerNormalisesWithTheMovingStatisticsAndMovesNothing) {
+TEST_P(BatchNormTest, AFrozenLayerNormalisesWithTheMovingStatisticsAndMovesNothing) {
   LayerSpec spec = BatchNorm();
   spec.trainable = false;
   Fixture f(spec, {2, 3}, 3);
@@ -189,6 +198,22 @@ TEST(BatchNormTest, AFrozenLayerNormalisesWithTheMovingStatisticsAndMovesNothing
                 f.w[i] * f.Gamma(ch) / std::sqrt(f.params[f.at.moving_variance + ch] + 1e-3),
                 1e-6);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, BatchNormTest,
+                         ::testing::Values(CpuKernels::kOneDnn, CpuKernels::kReference),
+                         [](const ::testing::TestParamInfo<CpuKernels>& info) {
+                           return std::string(CpuKernelsName(info.param));
+                         });
+
+TEST(OneDnnBatchNormTest, RunsOnAJitImplementation) {
+  auto bn = OneDnnBatchNorm::Create(32, 36, 1e-3f, true, true, 8);
+  ASSERT_TRUE(bn.ok()) << bn.status();
+  // oneDNN's own loops are named "ref:..."; a jit one is what was built.
+  EXPECT_EQ((*bn)->Implementations(8).find("ref"), std::string::npos)
+      << (*bn)->Implementations(8);
+  EXPECT_EQ(OneDnnBatchNorm::Create(0, 36, 1e-3f, true, true, 8).status().message(),
+            "a batch normalization of 0 channels, 36 positions and 8 examples");
 }
 
 }  // namespace

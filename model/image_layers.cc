@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/activations.h"
+#include "model/onednn_eltwise.h"
 
 namespace pstrain::model {
 namespace {
@@ -267,10 +270,20 @@ class DepthwiseConv2DLayer final : public Layer {
 class ActivationLayer final : public Layer {
  public:
   ActivationLayer(const LayerSpec& spec, const Shape& in, const Shape& out)
-      : Layer(spec, in, out),
-        activation_(spec.activation) {}
+      : Layer(spec, in, out), activation_(spec.activation) {
+    if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+      auto made = OneDnnEltwise::Create(activation_);
+      if (made.ok()) onednn_ = *std::move(made);
+    }
+  }
+
+  bool on_onednn() const override { return onednn_ != nullptr; }
 
   void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    if (onednn_ != nullptr) {
+      onednn_->Forward(in, out, batch * in_size_);
+      return;
+    }
     Activate(activation_, in, out, batch * in_size_);
   }
 
@@ -278,12 +291,17 @@ class ActivationLayer final : public Layer {
                 float* d_in) override {
     if (d_in == nullptr) return;
     const int64_t n = batch * in_size_;
+    if (onednn_ != nullptr) {
+      onednn_->Backward(in, out, d_out, d_in, n);
+      return;
+    }
     ActivationBackward(activation_, in, out, d_out, n);
     std::memcpy(d_in, d_out, n * sizeof(float));
   }
 
  private:
   const Activation activation_;
+  std::unique_ptr<OneDnnEltwise> onednn_;  // null: the reference loops
 };
 
 class RescalingLayer final : public Layer {

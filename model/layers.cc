@@ -3,15 +3,20 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/splitmix64.h"
 #include "model/batch_norm.h"
 #include "model/image_layers.h"
+#include "model/onednn_conv_layer.h"
 
 namespace pstrain::model {
 
@@ -378,6 +383,31 @@ void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t
   *fan_out = field * k.back();
 }
 
+namespace {
+
+std::atomic<int>& CpuKernelsSetting() {
+  static std::atomic<int> setting{[] {
+    const char* env = std::getenv("PSTRAIN_CPU_KERNELS");
+    const std::string_view given = env == nullptr ? "onednn" : env;
+    if (given == "reference") return static_cast<int>(CpuKernels::kReference);
+    if (given != "onednn") {
+      std::fprintf(stderr,
+                   "PSTRAIN_CPU_KERNELS=%s is neither onednn nor reference: oneDNN computes\n",
+                   env);
+    }
+    return static_cast<int>(CpuKernels::kOneDnn);
+  }()};
+  return setting;
+}
+
+}  // namespace
+
+CpuKernels CpuKernelsInUse() { return static_cast<CpuKernels>(CpuKernelsSetting().load()); }
+void SetCpuKernels(CpuKernels kernels) { CpuKernelsSetting().store(static_cast<int>(kernels)); }
+const char* CpuKernelsName(CpuKernels kernels) {
+  return kernels == CpuKernels::kOneDnn ? "onednn" : "reference";
+}
+
 Layer::Layer(const LayerSpec& spec, const Shape& in, const Shape& out)
     : spec_(spec), in_(in), out_(out), in_size_(ShapeSize(in)), out_size_(ShapeSize(out)) {}
 
@@ -403,10 +433,10 @@ void BiasActivation(const float* __restrict bias, int64_t rows, int64_t n, bool 
   }
 }
 
-// With `relu`, d_out zeroed where the ReLU's output was 0; and the bias
-// gradient gb[j] = sum over rows of d_out[r][j], in the same pass.
-void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n, bool relu,
-                            float* __restrict d_out, float* __restrict gb) {
+}  // namespace
+
+void ReluAndBiasGradient(const float* __restrict out, int64_t rows, int64_t n, bool relu,
+                         float* __restrict d_out, float* __restrict gb) {
   if (gb == nullptr) {  // no bias: the ReLU's mask alone
     if (relu) {
       for (int64_t i = 0; i < rows * n; ++i) d_out[i] = out[i] > 0.0f ? d_out[i] : 0.0f;
@@ -423,6 +453,8 @@ void BiasActivationBackward(const float* __restrict out, int64_t rows, int64_t n
     for (int64_t j = 0; j < n; ++j) gb[j] += d[j];
   }
 }
+
+namespace {
 
 class DenseLayer final : public Layer {
  public:
@@ -445,8 +477,8 @@ class DenseLayer final : public Layer {
                 float* grads, float* d_in) override {
     const int64_t k = in_size_, n = out_size_;
     activation_.Backward(batch * n, out, d_out);
-    BiasActivationBackward(out, batch, n, spec_.relu, d_out,
-                           bias_at_ < 0 ? nullptr : grads + bias_at_);
+    ReluAndBiasGradient(out, batch, n, spec_.relu, d_out,
+                        bias_at_ < 0 ? nullptr : grads + bias_at_);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, batch, 1.0f, in, k, d_out, n, 0.0f,
                 grads + kernel_at_, n);
     if (d_in != nullptr) {
@@ -506,8 +538,8 @@ class ConvLayer final : public Layer {
                 float* grads, float* d_in) override {
     const int64_t f = spec_.units;
     activation_.Backward(batch * out_size_, out, d_out);
-    BiasActivationBackward(out, batch * positions_, f, spec_.relu, d_out,
-                           bias_at_ < 0 ? nullptr : grads + bias_at_);
+    ReluAndBiasGradient(out, batch * positions_, f, spec_.relu, d_out,
+                        bias_at_ < 0 ? nullptr : grads + bias_at_);
     EnsurePatches(d_in != nullptr);
     const bool cached = cols_of_ == in && cols_batch_ == batch && batch <= chunk_;
     for (int start = 0; start < batch; start += chunk_) {
@@ -894,6 +926,11 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return std::make_unique<DenseLayer>(spec, in, out, kernel_at, bias_at);
     case LayerKind::kConv1D:
     case LayerKind::kConv2D:
+      if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+        if (auto layer = CreateOneDnnConvLayer(spec, in, out, max_batch, kernel_at, bias_at)) {
+          return layer;
+        }
+      }
       return std::make_unique<ConvLayer>(spec, in, out, max_batch, kernel_at, bias_at);
     case LayerKind::kMaxPool1D:
     case LayerKind::kMaxPool2D:
@@ -915,9 +952,14 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
     case LayerKind::kReLU:
       return CreateActivationLayer(spec, in, out);
     case LayerKind::kDepthwiseConv2D:
+      if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+        if (auto layer = CreateOneDnnConvLayer(spec, in, out, max_batch, kernel_at, bias_at)) {
+          return layer;
+        }
+      }
       return CreateDepthwiseConv2DLayer(spec, in, out, kernel_at, bias_at);
     case LayerKind::kBatchNormalization:
-      return CreateBatchNormLayer(spec, in, kernel_at);
+      return CreateBatchNormLayer(spec, in, max_batch, kernel_at);
     case LayerKind::kRescaling:
       return CreateRescalingLayer(spec, in);
     case LayerKind::kAdd:

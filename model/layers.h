@@ -23,8 +23,9 @@
 //                          axis -> side by side along it
 // A layer reads the layer before it, or the layers it names (`inputs`, as
 // Keras's functional API): then the model is a graph (model/network.h).
-// Convolutions run as im2col + OpenBLAS sgemm, the patch matrix built for as
-// many examples at a time as fit a 16 MiB buffer; pooling keeps the argmax of
+// Convolutions run on oneDNN (CpuKernels below) or as im2col + OpenBLAS
+// sgemm, the patch matrix built for as many examples at a time as fit a
+// 16 MiB buffer; pooling keeps the argmax of
 // each window for its backward pass. Padding "valid" or "same" as Keras
 // computes it (same: ceil(in / stride) outputs, the odd padding after).
 //
@@ -164,6 +165,26 @@ PstrainWindow LayerWindow(const LayerSpec& spec, const Shape& in);
 // (a convolution's receptive field times its channels).
 void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out);
 
+// With `relu`, d_out[r][j] zeroed where out[r][j] (the ReLU's output) is
+// 0; and, unless `gb` is null, the bias gradient gb[j] = the sum over the
+// `rows` rows of d_out[r][j], in the same pass. Rows of n floats.
+void ReluAndBiasGradient(const float* out, int64_t rows, int64_t n, bool relu, float* d_out,
+                         float* gb);
+
+// Which code computes the CPU's convolutions (conv1d, conv2d,
+// depthwise_conv2d), batch normalizations and activation layers: oneDNN's
+// primitives (model/onednn_conv_layer.h, model/batch_norm.h,
+// model/onednn_eltwise.h; the default), or the
+// project's own reference (im2col + OpenBLAS sgemm, direct loops), which
+// oneDNN's results are tested against. PSTRAIN_CPU_KERNELS=reference in
+// the environment picks the reference for a process (a benchmark's other
+// side, say); a layer oneDNN cannot build falls back to it.
+enum class CpuKernels { kOneDnn, kReference };
+CpuKernels CpuKernelsInUse();
+// For tests and benchmarks: layers created after it use `kernels`.
+void SetCpuKernels(CpuKernels kernels);
+const char* CpuKernelsName(CpuKernels kernels);  // "onednn", "reference"
+
 // One sgemm call: C[m x n] = op(A)[m x k] * op(B)[k x n].
 struct GemmShape {
   bool trans_a = false, trans_b = false;
@@ -222,6 +243,9 @@ class Layer {
   // Dropout draws its masks from this seed (the trainer's per replica and
   // step); other layers ignore it.
   virtual void SetSeed(uint64_t seed) {}
+
+  // Whether oneDNN computes the layer (CpuKernels above).
+  virtual bool on_onednn() const { return false; }
 
  protected:
   Layer(const LayerSpec& spec, const Shape& in, const Shape& out);

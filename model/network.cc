@@ -321,6 +321,7 @@ Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
   deltas_.resize(shapes_.size());
   act_.resize(shapes_.size());
   delta_.resize(shapes_.size());
+  needs_grad_.resize(shapes_.size());
   written_.resize(shapes_.size());
   size_t most_inputs = 0;
   for (const std::vector<int>& in : inputs_) most_inputs = std::max(most_inputs, in.size());
@@ -336,6 +337,12 @@ void Network::EnsureScratch(int batch, bool gradients) {
     if (activations_[i].size() < n) activations_[i].resize(n);
     if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
   }
+}
+
+int Network::onednn_layers() const {
+  int n = 0;
+  for (const auto& layer : layers_) n += layer->on_onednn() ? 1 : 0;
+  return n;
 }
 
 std::vector<GemmShape> Network::StepGemms(int batch) const {
@@ -466,14 +473,29 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
   }
   // Where the loss gradient at each position goes: a flatten's output
   // gradient is its input's, in the same memory.
+  // A position whose gradient reaches no variable (nor the input, unless
+  // input_grad is asked for) gets none: the layers reading it skip their
+  // input gradient (a first convolution's pass over the data, say), and
+  // the layers writing it, variable-free, are skipped.
+  needs_grad_[0] = input_grad != nullptr;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    bool needs = param_layer_[l] >= 0;
+    for (int r : inputs_[l]) needs = needs || needs_grad_[r];
+    needs_grad_[l + 1] = needs;
+  }
   delta_[0] = input_grad;
   for (size_t i = 1; i < shapes_.size(); ++i) {
-    delta_[i] = storage_[i] == 0 ? input_grad : deltas_[storage_[i]].data();
+    if (!needs_grad_[i]) {
+      delta_[i] = nullptr;
+    } else {
+      delta_[i] = storage_[i] == 0 ? input_grad : deltas_[storage_[i]].data();
+    }
   }
   std::fill(written_.begin(), written_.end(), 0);
   written_.back() = 1;  // the logits' gradient, above
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
     if (storage_[l + 1] != l + 1) continue;  // a flatten: its readers wrote its input's
+    if (delta_[l + 1] == nullptr) continue;  // nothing before it needs a gradient
     const std::vector<int>& reads = inputs_[l];
     // Each input's gradient: straight into the position's when nothing
     // has written it yet this pass, else into scratch added to it after.

@@ -164,6 +164,8 @@ class Network {
   bool sequential() const { return sequential_; }
   // The sgemm calls of one training step of `batch` examples.
   std::vector<GemmShape> StepGemms(int batch) const;
+  // How many layers oneDNN computes (model/layers.h's CpuKernels).
+  int onednn_layers() const;
 
   // Each layer's initializers, reproducible from `seed` (one generator
   // drawn layer by layer, kernel then bias).
@@ -236,6 +238,9 @@ class Network {
   // (by storage); a layer whose input's has is given scratch_ instead and
   // the scratch is added to it (a tensor read by several layers).
   std::vector<char> written_;
+  // Backward: whether a position's gradient reaches a variable (or the
+  // input's gradient, when asked for).
+  std::vector<char> needs_grad_;
   std::vector<std::vector<float>> scratch_;
   std::vector<const float*> ins_;
   std::vector<float*> d_ins_;

@@ -695,6 +695,25 @@ TEST(NetworkTest, MobileNetPiecesGradientsMatchAndASoftmaxLastLayerIsTheLosss) {
   EXPECT_NEAR(pa[0] + pa[1] + pa[2], 1.0, 1e-6);  // probabilities, not softmax twice
 }
 
+// Without the input's gradient asked for, nothing in front of the first
+// variables is differentiated (the padding, the first convolution's pass
+// over its input): the variables' gradients are the same bits.
+TEST(NetworkTest, WithoutTheInputGradientTheLayersInFrontAreNotDifferentiated) {
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(MobileBlocks(), 3));
+  const std::vector<float> params = net->InitialParameters(4);
+  std::vector<float> x(3 * 72);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 29) % 13) / 13.0f;
+  const std::vector<int32_t> y = {1, 0, 2};
+  std::vector<float> without(params.size()), with(params.size()), d_x(x.size(), 0.0f);
+  ASSERT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), 3, without.data()));
+  ASSERT_OK(net->ComputeGradients(params.data(), x.data(), y.data(), 3, with.data(), nullptr,
+                                  d_x.data()));
+  EXPECT_EQ(without, with);
+  double norm = 0;
+  for (float v : d_x) norm += std::abs(v);
+  EXPECT_GT(norm, 0.0);  // asked for, the input's gradient is written
+}
+
 // MobileNetV2's inverted residual block as Keras builds it: convolutions
 // without a bias, each followed by a batch normalization.
 NetworkSpec NormalisedBlock() {

@@ -1,6 +1,5 @@
+#include "model/compute_threads.h"
 #include "worker/worker_main.h"
-
-#include <cblas.h>
 
 #include <functional>
 
@@ -77,7 +76,7 @@ absl::StatusOr<WorkerSetup> Configure(const TfConfig& cfg, CliArgs& args,
   PSTRAIN_RETURN_IF_ERROR(CheckStragglers(replica.job, cfg.cluster));
   PSTRAIN_RETURN_IF_ERROR(CheckTableUpdates(replica.job, cfg.cluster));
   if (std::string plan = DevicePlan(replica.job); !plan.empty()) Log(plan);
-  openblas_set_num_threads(static_cast<int>(blas_threads));
+  model::SetComputeThreads(static_cast<int>(blas_threads));
   PSTRAIN_ASSIGN_OR_RETURN(setup.job, DescribeJobAndModel(replica.job));
   setup.ended_since = [dir = replica.output_dir, flags = args.raw_flags(),
                        cluster = ClusterOf(cfg)] { return EndedWell(dir, flags, cluster); };

@@ -1,0 +1,75 @@
+#include "model/onednn_conv_layer.h"
+
+#include <utility>
+
+#include "model/activations.h"
+#include "model/onednn_conv.h"
+
+namespace pstrain::model {
+
+namespace {
+
+class OneDnnConvLayer final : public Layer {
+ public:
+  OneDnnConvLayer(const LayerSpec& spec, const Shape& in, const Shape& out,
+                  std::unique_ptr<OneDnnConv> conv, int64_t kernel_at, int64_t bias_at)
+      : Layer(spec, in, out),
+        conv_(std::move(conv)),
+        window_(LayerWindow(spec, in)),
+        kernel_at_(kernel_at),
+        bias_at_(bias_at),
+        activation_(spec.activation) {}
+
+  void Forward(const float* params, const float* in, int batch, bool, float* out) override {
+    conv_->Forward(in, params + kernel_at_, bias_at_ < 0 ? nullptr : params + bias_at_, batch, out);
+    activation_.Forward(batch * out_size_, out);
+  }
+
+  void Backward(const float* params, const float* in, const float* out, float* d_out, int batch,
+                float* grads, float* d_in) override {
+    activation_.Backward(batch * out_size_, out, d_out);
+    // The ReLU's mask; oneDNN sums the bias gradient with the kernel's.
+    ReluAndBiasGradient(out, batch * window_.oh * window_.ow, out_channels(), spec_.relu, d_out,
+                        nullptr);
+    conv_->BackwardWeights(in, d_out, batch, grads + kernel_at_,
+                           bias_at_ < 0 ? nullptr : grads + bias_at_);
+    if (d_in != nullptr) conv_->BackwardData(d_out, params + kernel_at_, batch, d_in);
+  }
+
+  bool on_onednn() const override { return true; }
+
+  void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const override {
+    if (spec_.kind == LayerKind::kDepthwiseConv2D) return;  // no sgemm in the reference either
+    const int64_t rows = batch * window_.oh * window_.ow;
+    const int64_t patch = int64_t{window_.kh} * window_.kw * window_.c;
+    out->push_back({false, false, rows, spec_.units, patch});
+    out->push_back({true, false, patch, spec_.units, rows});
+    if (input_grad) out->push_back({false, true, rows, patch, spec_.units});
+  }
+
+ private:
+  int64_t out_channels() const { return out_.back(); }
+
+  const std::unique_ptr<OneDnnConv> conv_;
+  const PstrainWindow window_;
+  const int64_t kernel_at_, bias_at_;
+  ActivationPass activation_;  // one other than ReLU (that is the primitive's)
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> CreateOneDnnConvLayer(const LayerSpec& spec, const Shape& in,
+                                             const Shape& out, int max_batch, int64_t kernel_at,
+                                             int64_t bias_at) {
+  OneDnnConvSpec conv;
+  conv.window = LayerWindow(spec, in);
+  conv.out_channels = out.back();
+  conv.groups = spec.kind == LayerKind::kDepthwiseConv2D ? conv.window.c : 1;
+  conv.bias = bias_at >= 0;
+  conv.relu = spec.relu;
+  auto made = OneDnnConv::Create(conv, max_batch);
+  if (!made.ok()) return nullptr;
+  return std::make_unique<OneDnnConvLayer>(spec, in, out, *std::move(made), kernel_at, bias_at);
+}
+
+}  // namespace pstrain::model
