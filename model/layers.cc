@@ -16,7 +16,7 @@
 #include "base/splitmix64.h"
 #include "model/batch_norm.h"
 #include "model/image_layers.h"
-#include "model/onednn_conv_layer.h"
+#include "model/onednn_layers.h"
 
 namespace pstrain::model {
 
@@ -934,6 +934,9 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return std::make_unique<ConvLayer>(spec, in, out, max_batch, kernel_at, bias_at);
     case LayerKind::kMaxPool1D:
     case LayerKind::kMaxPool2D:
+      if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+        if (auto layer = CreateOneDnnPoolLayer(spec, in, out, max_batch)) return layer;
+      }
       return std::make_unique<MaxPoolLayer>(spec, in, out);
     case LayerKind::kGlobalAveragePool1D:
       return std::make_unique<GlobalAveragePool1DLayer>(spec, in, out);
@@ -943,8 +946,14 @@ std::unique_ptr<Layer> Layer::Create(const LayerSpec& spec, const Shape& in, int
       return std::make_unique<DropoutLayer>(spec, in, out);
     case LayerKind::kGlobalAveragePool2D:
     case LayerKind::kGlobalMaxPool2D:
+      if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+        if (auto layer = CreateOneDnnPoolLayer(spec, in, out, max_batch)) return layer;
+      }
       return CreateGlobalPool2DLayer(spec, in, out);
     case LayerKind::kAveragePool2D:
+      if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
+        if (auto layer = CreateOneDnnPoolLayer(spec, in, out, max_batch)) return layer;
+      }
       return CreateAveragePool2DLayer(spec, in, out);
     case LayerKind::kZeroPadding2D:
       return CreateZeroPadding2DLayer(spec, in, out);

@@ -23,11 +23,12 @@
 //                          axis -> side by side along it
 // A layer reads the layer before it, or the layers it names (`inputs`, as
 // Keras's functional API): then the model is a graph (model/network.h).
-// Convolutions run on oneDNN (CpuKernels below) or as im2col + OpenBLAS
-// sgemm, the patch matrix built for as many examples at a time as fit a
-// 16 MiB buffer; pooling keeps the argmax of
-// each window for its backward pass. Padding "valid" or "same" as Keras
-// computes it (same: ceil(in / stride) outputs, the odd padding after).
+// Convolutions and pools run on oneDNN (CpuKernels below) or on the
+// reference: convolutions as im2col + OpenBLAS sgemm, the patch matrix
+// built for as many examples at a time as fit a 16 MiB buffer, pools
+// keeping the argmax of each window for their backward pass. Padding
+// "valid" or "same" as Keras computes it (same: ceil(in / stride)
+// outputs, the odd padding after).
 //
 // Thread-compatible: a layer owns scratch for its batch, use one per thread.
 #ifndef PSTRAIN_MODEL_LAYERS_H_
@@ -172,13 +173,13 @@ void ReluAndBiasGradient(const float* out, int64_t rows, int64_t n, bool relu, f
                          float* gb);
 
 // Which code computes the CPU's convolutions (conv1d, conv2d,
-// depthwise_conv2d), batch normalizations and activation layers: oneDNN's
-// primitives (model/onednn_conv_layer.h, model/batch_norm.h,
-// model/onednn_eltwise.h; the default), or the
-// project's own reference (im2col + OpenBLAS sgemm, direct loops), which
-// oneDNN's results are tested against. PSTRAIN_CPU_KERNELS=reference in
-// the environment picks the reference for a process (a benchmark's other
-// side, say); a layer oneDNN cannot build falls back to it.
+// depthwise_conv2d), pools, batch normalizations and activation layers:
+// oneDNN's primitives (model/onednn_layers.h, model/batch_norm.h,
+// model/onednn_eltwise.h; the default), or the project's own reference
+// (im2col + OpenBLAS sgemm, direct loops), which oneDNN's results are
+// tested against. PSTRAIN_CPU_KERNELS=reference in the environment picks
+// the reference for a process (a benchmark's other side, say); a layer
+// oneDNN cannot build falls back to it.
 enum class CpuKernels { kOneDnn, kReference };
 CpuKernels CpuKernelsInUse();
 // For tests and benchmarks: layers created after it use `kernels`.

@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -7,8 +9,8 @@
 #include "gtest/gtest.h"
 #include "model/layers.h"
 #include "model/onednn_conv.h"
-#include "model/onednn_conv_layer.h"
 #include "model/onednn_eltwise.h"
+#include "model/onednn_layers.h"
 
 namespace pstrain::model {
 namespace {
@@ -171,6 +173,65 @@ TEST(OneDnnConvTest, GroupsThatDoNotDivideTheChannelsAreRefused) {
   auto conv = OneDnnConv::Create(spec, 2);
   EXPECT_EQ(conv.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(conv.status().message(), "groups 4 do not divide 6 input and 6 output channels");
+}
+
+// Pools against the reference, forward and backward, on inputs without
+// ties (distinct values: the maximum's position is one).
+TEST(OneDnnPoolTest, PoolsMatchTheReference) {
+  struct PoolCase {
+    LayerKind kind;
+    Shape in;
+    std::array<int, 2> window, stride;
+    bool same;
+  };
+  for (const PoolCase& c : std::vector<PoolCase>{
+           {LayerKind::kMaxPool2D, {8, 8, 4}, {2, 2}, {2, 2}, false},
+           {LayerKind::kMaxPool2D, {9, 7, 3}, {3, 3}, {2, 2}, true},  // ResNet's, odd input
+           {LayerKind::kMaxPool2D, {7, 7, 2}, {3, 2}, {1, 2}, false},
+           {LayerKind::kMaxPool1D, {9, 3}, {1, 2}, {1, 2}, false},
+           {LayerKind::kMaxPool1D, {7, 2}, {1, 3}, {1, 3}, true},
+           {LayerKind::kAveragePool2D, {6, 6, 3}, {2, 2}, {1, 1}, true},  // edges: fewer cells
+           {LayerKind::kAveragePool2D, {8, 8, 2}, {3, 3}, {2, 2}, false},
+           {LayerKind::kGlobalAveragePool2D, {5, 4, 6}, {1, 1}, {1, 1}, false},
+           {LayerKind::kGlobalMaxPool2D, {5, 4, 6}, {1, 1}, {1, 1}, false},
+       }) {
+    LayerSpec spec;
+    spec.kind = c.kind;
+    spec.name = "pool";
+    spec.window = c.window;
+    spec.stride = c.stride;
+    spec.same_padding = c.same;
+    SCOPED_TRACE(std::string(LayerKindName(c.kind)) + " on " + ShapeString(c.in));
+    const Shape out = *LayerOutputShape(spec, c.in);
+    const int batch = 3;
+    std::unique_ptr<Layer> onednn = CreateOneDnnPoolLayer(spec, c.in, out, batch);
+    ASSERT_NE(onednn, nullptr);
+    EXPECT_TRUE(onednn->on_onednn());
+    SetCpuKernels(CpuKernels::kReference);
+    std::unique_ptr<Layer> reference = Layer::Create(spec, c.in, batch, -1, -1);
+    SetCpuKernels(CpuKernels::kOneDnn);
+    EXPECT_FALSE(reference->on_onednn());
+    std::vector<float> x(batch * ShapeSize(c.in)), d(batch * ShapeSize(out));
+    std::vector<int> order(x.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::mt19937 rng(9);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * order[i] - 1.0f;
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& v : d) v = u(rng);
+    auto run = [&](Layer& layer, std::vector<float>* y, std::vector<float>* d_in) {
+      y->assign(d.size(), 0.0f);
+      d_in->assign(x.size(), 7.0f);  // overwritten, not added to
+      layer.Forward(nullptr, x.data(), batch, true, y->data());
+      std::vector<float> d_out = d;
+      layer.Backward(nullptr, x.data(), y->data(), d_out.data(), batch, nullptr, d_in->data());
+    };
+    std::vector<float> want_y, want_d, got_y, got_d;
+    run(*reference, &want_y, &want_d);
+    run(*onednn, &got_y, &got_d);
+    ExpectClose(got_y, want_y, "output");
+    ExpectClose(got_d, want_d, "input gradient");
+  }
 }
 
 // Every activation oneDNN computes, against the reference loops, over

@@ -1,9 +1,10 @@
-#include "model/onednn_conv_layer.h"
+#include "model/onednn_layers.h"
 
 #include <utility>
 
 #include "model/activations.h"
 #include "model/onednn_conv.h"
+#include "model/onednn_pool.h"
 
 namespace pstrain::model {
 
@@ -56,7 +57,52 @@ class OneDnnConvLayer final : public Layer {
   ActivationPass activation_;  // one other than ReLU (that is the primitive's)
 };
 
+class OneDnnPoolLayer final : public Layer {
+ public:
+  OneDnnPoolLayer(const LayerSpec& spec, const Shape& in, const Shape& out,
+                  std::unique_ptr<OneDnnPool> pool)
+      : Layer(spec, in, out), pool_(std::move(pool)) {}
+
+  void Forward(const float*, const float* in, int batch, bool, float* out) override {
+    pool_->Forward(in, batch, out);
+  }
+
+  void Backward(const float*, const float*, const float*, float* d_out, int batch, float*,
+                float* d_in) override {
+    if (d_in != nullptr) pool_->Backward(d_out, batch, d_in);
+  }
+
+  bool on_onednn() const override { return true; }
+
+ private:
+  const std::unique_ptr<OneDnnPool> pool_;
+};
+
 }  // namespace
+
+std::unique_ptr<Layer> CreateOneDnnPoolLayer(const LayerSpec& spec, const Shape& in,
+                                             const Shape& out, int max_batch) {
+  const bool global =
+      spec.kind == LayerKind::kGlobalAveragePool2D || spec.kind == LayerKind::kGlobalMaxPool2D;
+  // A global pool: one window over the whole input.
+  const PstrainWindow window = global ? PstrainWindow{in[0],
+                                                      in[1],
+                                                      in[2],
+                                                      1,
+                                                      1,
+                                                      static_cast<int32_t>(in[0]),
+                                                      static_cast<int32_t>(in[1]),
+                                                      1,
+                                                      1,
+                                                      0,
+                                                      0}
+                                      : LayerWindow(spec, in);
+  const bool max = spec.kind == LayerKind::kMaxPool1D || spec.kind == LayerKind::kMaxPool2D ||
+                   spec.kind == LayerKind::kGlobalMaxPool2D;
+  auto made = OneDnnPool::Create(window, max, max_batch);
+  if (!made.ok()) return nullptr;
+  return std::make_unique<OneDnnPoolLayer>(spec, in, out, *std::move(made));
+}
 
 std::unique_ptr<Layer> CreateOneDnnConvLayer(const LayerSpec& spec, const Shape& in,
                                              const Shape& out, int max_batch, int64_t kernel_at,
