@@ -133,6 +133,15 @@ PstrainWindow LayerWindow(const LayerSpec& spec, const Shape& in) {
   return PstrainWindow{g.h, g.w, g.c, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pad_top, g.pad_left};
 }
 
+void AppendConvGemms(const PstrainWindow& g, int64_t filters, int batch, bool input_grad,
+                     std::vector<GemmShape>* out) {
+  const int64_t rows = batch * g.oh * g.ow;
+  const int64_t patch = int64_t{g.kh} * g.kw * g.c;
+  out->push_back({false, false, rows, filters, patch});
+  out->push_back({true, false, patch, filters, rows});
+  if (input_grad) out->push_back({false, true, rows, patch, filters});
+}
+
 namespace {
 
 std::string WindowString(const LayerSpec& spec) {
@@ -561,10 +570,7 @@ class ConvLayer final : public Layer {
   }
 
   void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const override {
-    const int64_t rows = batch * positions_;
-    out->push_back({false, false, rows, spec_.units, patch_});
-    out->push_back({true, false, patch_, spec_.units, rows});
-    if (input_grad) out->push_back({false, true, rows, patch_, spec_.units});
+    AppendConvGemms(LayerWindow(spec_, in_), spec_.units, batch, input_grad, out);
   }
 
  private:

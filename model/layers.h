@@ -192,6 +192,13 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
+// The sgemm calls im2col makes for one forward and backward pass of a
+// convolution over window `g` with `filters` outputs (the input's gradient
+// when `input_grad`), for `batch` examples: what the reference computes
+// and what oneDNN's convolution is measured against.
+void AppendConvGemms(const PstrainWindow& g, int64_t filters, int batch, bool input_grad,
+                     std::vector<GemmShape>* out);
+
 class Layer {
  public:
   // REQUIRES: LayerOutputShape(spec, in) ok; max_batch >= 1. `kernel_at` and

@@ -85,10 +85,7 @@ absl::StatusOr<OneDnnConv::Primitives*> OneDnnConv::For(int batch) {
   const Tag kernel_tag = groups == 1 ? Tag::hwio : Tag::hwigo;
   const Dims strides = {g.sh, g.sw};
   const Dims pad_l = {g.pad_top, g.pad_left};
-  // What the output positions leave over after the last window (Keras's
-  // "same" puts the odd padding after; "valid" may leave input unread).
-  const Dims pad_r = {std::max<int64_t>(0, (g.oh - 1) * g.sh + g.kh - g.h - g.pad_top),
-                      std::max<int64_t>(0, (g.ow - 1) * g.sw + g.kw - g.w - g.pad_left)};
+  const Dims pad_r = PaddingAfter(g);
   const auto f32 = memory::data_type::f32;
   const memory::desc src_md(src_dims, f32, Tag::nhwc), dst_md(dst_dims, f32, Tag::nhwc);
   const memory::desc user_kernel_md(kernel_dims, f32, kernel_tag);

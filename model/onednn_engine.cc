@@ -1,5 +1,7 @@
 #include "model/onednn_engine.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 
@@ -8,6 +10,11 @@ namespace pstrain::model {
 const dnnl::engine& OneDnnCpuEngine() {
   static const auto* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *engine;
+}
+
+dnnl::memory::dims PaddingAfter(const PstrainWindow& g) {
+  return {std::max<int64_t>(0, (g.oh - 1) * g.sh + g.kh - g.h - g.pad_top),
+          std::max<int64_t>(0, (g.ow - 1) * g.sw + g.kw - g.w - g.pad_left)};
 }
 
 dnnl::primitive_attr UserScratchpadAttr() {

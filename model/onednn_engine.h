@@ -8,12 +8,18 @@
 #include <memory>
 #include <vector>
 
+#include "model/cuda_layer_math.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace pstrain::model {
 
 // Throws dnnl::error where oneDNN has no CPU engine.
 const dnnl::engine& OneDnnCpuEngine();
+
+// The padding after a window's last position, rows then columns: what the
+// output positions leave over (Keras's "same" puts the odd padding after;
+// "valid" may leave input unread, which oneDNN takes as 0).
+dnnl::memory::dims PaddingAfter(const PstrainWindow& g);
 
 // Attributes with the scratchpad left to the caller (ScratchpadArena): a
 // layer's primitives (forward, backward, each batch size) then share one

@@ -41,11 +41,7 @@ class OneDnnConvLayer final : public Layer {
 
   void AppendGemms(int batch, bool input_grad, std::vector<GemmShape>* out) const override {
     if (spec_.kind == LayerKind::kDepthwiseConv2D) return;  // no sgemm in the reference either
-    const int64_t rows = batch * window_.oh * window_.ow;
-    const int64_t patch = int64_t{window_.kh} * window_.kw * window_.c;
-    out->push_back({false, false, rows, spec_.units, patch});
-    out->push_back({true, false, patch, spec_.units, rows});
-    if (input_grad) out->push_back({false, true, rows, patch, spec_.units});
+    AppendConvGemms(window_, spec_.units, batch, input_grad, out);
   }
 
  private:
@@ -84,19 +80,14 @@ std::unique_ptr<Layer> CreateOneDnnPoolLayer(const LayerSpec& spec, const Shape&
                                              const Shape& out, int max_batch) {
   const bool global =
       spec.kind == LayerKind::kGlobalAveragePool2D || spec.kind == LayerKind::kGlobalMaxPool2D;
-  // A global pool: one window over the whole input.
-  const PstrainWindow window = global ? PstrainWindow{in[0],
-                                                      in[1],
-                                                      in[2],
-                                                      1,
-                                                      1,
-                                                      static_cast<int32_t>(in[0]),
-                                                      static_cast<int32_t>(in[1]),
-                                                      1,
-                                                      1,
-                                                      0,
-                                                      0}
-                                      : LayerWindow(spec, in);
+  PstrainWindow window;
+  if (global) {  // one window over the whole input
+    window = PstrainWindow{in[0], in[1], in[2], 1, 1, 0, 0, 1, 1, 0, 0};
+    window.kh = static_cast<int32_t>(in[0]);
+    window.kw = static_cast<int32_t>(in[1]);
+  } else {
+    window = LayerWindow(spec, in);
+  }
   const bool max = spec.kind == LayerKind::kMaxPool1D || spec.kind == LayerKind::kMaxPool2D ||
                    spec.kind == LayerKind::kGlobalMaxPool2D;
   auto made = OneDnnPool::Create(window, max, max_batch);

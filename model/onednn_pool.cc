@@ -50,8 +50,7 @@ absl::StatusOr<OneDnnPool::Primitives*> OneDnnPool::For(int batch) {
   const memory::desc dst_md({batch, g.c, g.oh, g.ow}, f32, memory::format_tag::nhwc);
   const memory::dims strides = {g.sh, g.sw}, kernel = {g.kh, g.kw};
   const memory::dims pad_l = {g.pad_top, g.pad_left};
-  const memory::dims pad_r = {std::max<int64_t>(0, (g.oh - 1) * g.sh + g.kh - g.h - g.pad_top),
-                              std::max<int64_t>(0, (g.ow - 1) * g.sw + g.kw - g.w - g.pad_left)};
+  const memory::dims pad_r = PaddingAfter(g);
   // Keras's: a max over the cells inside the input; a mean of them alone.
   const dnnl::algorithm alg =
       max_ ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
