@@ -354,7 +354,7 @@ int ExportMain(CliArgs& args) {
           whole_tables[arrays[v].name] = std::move(arrays[v].values);
       }
       PSTRAIN_ASSIGN_OR_RETURN(std::string bytes,
-                               OnnxModelBytes(*net, params, whole_tables, kPstrainVersion));
+                               OnnxModelBytes(net->graph(), params, whole_tables, kPstrainVersion));
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, bytes));
       return absl::StrFormat(
           "wrote the model of the checkpoint at step %d to %s (ONNX, opset 13: input \"input\" "

@@ -14,6 +14,7 @@
 #include "job/run_settings.h"
 #include "job/security_flags.h"
 #include "launcher/local_cluster.h"
+#include "model/model_graph.h"
 #include "model/network.h"
 
 namespace pstrain {
@@ -66,10 +67,10 @@ int LaunchMain(const std::string& self_path, CliArgs& args) {
   // A relaunch onto a run of another model is refused here, before
   // anything in the output directory changes, its tasks' logs included
   // (the chief would refuse it too, after the logs were set aside).
-  auto net = model::Network::Create(job->model, 1);
-  if (!net.ok()) return fail(net.status());
-  if (absl::Status s = CheckRelaunch(
-          *output_dir, DescribeModel((*net)->variables(), job->optimizer.name));
+  auto graph = model::ModelGraph::Create(job->model);
+  if (!graph.ok()) return fail(graph.status());
+  if (absl::Status s =
+          CheckRelaunch(*output_dir, DescribeModel(graph->variables(), job->optimizer.name));
       !s.ok()) {
     return fail(s);
   }

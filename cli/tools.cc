@@ -16,6 +16,7 @@
 #include "cluster/tf_config.h"
 #include "job/job_flags.h"
 #include "job/security_flags.h"
+#include "model/layer_kind.h"
 #include "model/model_config.h"
 #include "model/network.h"
 
@@ -228,9 +229,8 @@ int PlacementMain(CliArgs& args) {
     if (!config.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(variables, model::LoadModelConfig(config));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
-                               model::Network::Create(job.model, 1));
-      variables = net->variables();
+      PSTRAIN_ASSIGN_OR_RETURN(model::ModelGraph graph, model::ModelGraph::Create(job.model));
+      variables = graph.variables();
     }
     PSTRAIN_ASSIGN_OR_RETURN(Placement p, ComputePlacement(variables, num_ps, options));
     return json ? PlacementJson(p) : PlacementTable(p);
@@ -239,51 +239,6 @@ int PlacementMain(CliArgs& args) {
 }
 
 namespace {
-
-// Keras's class name of a layer, as model.summary() prints it.
-const char* KerasType(model::LayerKind kind) {
-  switch (kind) {
-    case model::LayerKind::kDense:
-      return "Dense";
-    case model::LayerKind::kConv1D:
-      return "Conv1D";
-    case model::LayerKind::kConv2D:
-      return "Conv2D";
-    case model::LayerKind::kMaxPool1D:
-      return "MaxPooling1D";
-    case model::LayerKind::kMaxPool2D:
-      return "MaxPooling2D";
-    case model::LayerKind::kGlobalAveragePool1D:
-      return "GlobalAveragePooling1D";
-    case model::LayerKind::kFlatten:
-      return "Flatten";
-    case model::LayerKind::kDropout:
-      return "Dropout";
-    case model::LayerKind::kAdd:
-      return "Add";
-    case model::LayerKind::kConcatenate:
-      return "Concatenate";
-    case model::LayerKind::kGlobalAveragePool2D:
-      return "GlobalAveragePooling2D";
-    case model::LayerKind::kGlobalMaxPool2D:
-      return "GlobalMaxPooling2D";
-    case model::LayerKind::kAveragePool2D:
-      return "AveragePooling2D";
-    case model::LayerKind::kZeroPadding2D:
-      return "ZeroPadding2D";
-    case model::LayerKind::kActivation:
-      return "Activation";
-    case model::LayerKind::kReLU:
-      return "ReLU";
-    case model::LayerKind::kDepthwiseConv2D:
-      return "DepthwiseConv2D";
-    case model::LayerKind::kBatchNormalization:
-      return "BatchNormalization";
-    case model::LayerKind::kRescaling:
-      return "Rescaling";
-  }
-  return "?";
-}
 
 // 332856 -> "332,856".
 std::string WithCommas(int64_t n) {
@@ -297,7 +252,7 @@ std::string WithCommas(int64_t n) {
 
 }  // namespace
 
-std::string SummaryTable(const std::string& title, const model::Network& net,
+std::string SummaryTable(const std::string& title, const model::ModelGraph& net,
                          const Placement& placement) {
   // A graph adds Keras's functional columns: its input's row and, per
   // layer, the tensors it reads.
@@ -338,7 +293,8 @@ std::string SummaryTable(const std::string& title, const model::Network& net,
     for (int p : net.layer_inputs(static_cast<int>(l))) {
       reads.push_back(absl::StrCat("'", p == 0 ? "input" : spec.layers[p - 1].name, "[0][0]'"));
     }
-    row(absl::StrCat(spec.layers[l].name, " (", KerasType(spec.layers[l].kind), ")"),
+    const char* keras_class = model::KindDef(spec.layers[l].kind).keras_class();
+    row(absl::StrCat(spec.layers[l].name, " (", keras_class, ")"),
         model::KerasShape(net.shapes()[l + 1]), params,
         absl::StrCat("[", absl::StrJoin(reads, ", "), "]"));
   }
@@ -424,11 +380,10 @@ int SummaryMain(CliArgs& args) {
     if (num_ps < 1 || num_ps > 1024) {
       return absl::InvalidArgumentError(absl::StrCat("--ps=", num_ps, ": must be in 1..1024"));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> net,
-                             model::Network::Create(job.model, 1));
+    PSTRAIN_ASSIGN_OR_RETURN(model::ModelGraph graph, model::ModelGraph::Create(job.model));
     PSTRAIN_ASSIGN_OR_RETURN(Placement p,
-                             ComputePlacement(net->variables(), static_cast<int>(num_ps)));
-    return SummaryTable(config.empty() ? "job flags" : config, *net, p);
+                             ComputePlacement(graph.variables(), static_cast<int>(num_ps)));
+    return SummaryTable(config.empty() ? "job flags" : config, graph, p);
   };
   return FinishCommand("summary", run());
 }

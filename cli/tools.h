@@ -12,6 +12,7 @@
 #include "base/cli_args.h"
 #include "cluster/placement.h"
 #include "cluster/tf_config.h"
+#include "model/model_graph.h"
 #include "model/network.h"
 #include "proto/ps_service.pb.h"
 
@@ -31,7 +32,7 @@ int PlacementMain(CliArgs& args);
 // Keras type, output shape, parameter count), the totals, then where each
 // variable lives on `placement`'s PS (its slices and their PS, or an
 // embedding table's rows spread by id).
-std::string SummaryTable(const std::string& title, const model::Network& net,
+std::string SummaryTable(const std::string& title, const model::ModelGraph& net,
                          const Placement& placement);
 
 // `pstrain summary`: the model of --config (or of the job flags), placed on

@@ -32,7 +32,7 @@ TEST(ToolsTest, SummaryIsKerasTableWithTotalsAndWhereVariablesLive) {
                        model::LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
-  const std::string table = SummaryTable("cnn", *net, p);
+  const std::string table = SummaryTable("cnn", net->graph(), p);
   for (const char* line : {
            " conv2d_0 (Conv2D)                    (None, 26, 26, 32)                  320\n",
            " max_pool2d_0 (MaxPooling2D)          (None, 13, 13, 32)                    0\n",
@@ -58,7 +58,7 @@ TEST(ToolsTest, SummaryCountsNonTrainableVariablesAsKerasDoes) {
                        model::LoadModelConfigFile("configs/fashion_mnist_mobile.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 1));
-  std::string table = SummaryTable("mobile", *net, p);
+  std::string table = SummaryTable("mobile", net->graph(), p);
   for (const char* line : {
            " bn_Conv1 (BatchNormalization)        (None, 14, 14, 16)                   64   "
            "['Conv1[0][0]']\n",
@@ -83,7 +83,7 @@ TEST(ToolsTest, SummaryCountsNonTrainableVariablesAsKerasDoes) {
   f.job.model.layers[1].trainable = false;
   ASSERT_OK_AND_ASSIGN(net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(p, ComputePlacement(net->variables(), 1));
-  table = SummaryTable("mobile", *net, p);
+  table = SummaryTable("mobile", net->graph(), p);
   const char* frozen = "Total params: 4,554\nTrainable params: 3,994\nNon-trainable params: 560\n";
   EXPECT_NE(table.find(frozen), std::string::npos) << table;
   EXPECT_NE(table.find(" Conv1/kernel                 [3, 3, 1, 16]               576 bytes  ps 0; "
@@ -99,7 +99,7 @@ TEST(ToolsTest, SummaryOfAGraphSaysWhatEachLayerIsConnectedTo) {
                        model::LoadModelConfigFile("configs/fashion_mnist_resnet.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 1));
-  const std::string table = SummaryTable("resnet", *net, p);
+  const std::string table = SummaryTable("resnet", net->graph(), p);
   for (const char* line : {
            " Layer (type)                         Output Shape                    Param #   "
            "Connected to\n",
@@ -122,7 +122,7 @@ TEST(ToolsTest, SummaryOfAGraphSaysWhatEachLayerIsConnectedTo) {
   ASSERT_OK_AND_ASSIGN(model::ModelConfigFile cnn,
                        model::LoadModelConfigFile("configs/fashion_mnist_cnn.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto stack, model::Network::Create(cnn.job.model, 1));
-  EXPECT_EQ(SummaryTable("cnn", *stack, p).find("Connected to"), std::string::npos);
+  EXPECT_EQ(SummaryTable("cnn", stack->graph(), p).find("Connected to"), std::string::npos);
 }
 
 TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
@@ -149,7 +149,7 @@ TEST(ToolsTest, SummaryOfTheSeedsTextCnnHasItsParameterCounts) {
           "seed.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
-  const std::string table = SummaryTable("seed", *net, p);
+  const std::string table = SummaryTable("seed", net->graph(), p);
   for (const char* line : {
            " embedding (Embedding)                (None, 300, 7)                   216874\n",
            " conv1d_0 (Conv1D)                    (None, 296, 64)                    2304\n",
@@ -203,7 +203,7 @@ TEST(ToolsTest, SummaryOfTheClickModelShowsEachEmbeddingAndTheirConcatenation) {
                        model::LoadModelConfigFile("configs/click_model.pbtxt"));
   ASSERT_OK_AND_ASSIGN(auto net, model::Network::Create(f.job.model, 1));
   ASSERT_OK_AND_ASSIGN(Placement p, ComputePlacement(net->variables(), 2));
-  const std::string table = SummaryTable("click", *net, p);
+  const std::string table = SummaryTable("click", net->graph(), p);
   for (const char* line : {
            " user (EmbeddingBag)                  (None, 8)                         40008\n"
            " item (EmbeddingBag)                  (None, 8)                         16008\n",

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "cluster/placement.h"
+#include "model/model_graph.h"
 #include "model/network.h"
 
 namespace pstrain {
@@ -31,7 +32,7 @@ namespace pstrain {
 // [batch, ids_width] (int64, the input's id layout, data/feature_spec.h);
 // each table is a Gather, a bag its kept rows' sum or mean. InvalidArgument
 // for variables or tables that disagree with the layers.
-absl::StatusOr<std::string> OnnxModelBytes(const model::Network& net,
+absl::StatusOr<std::string> OnnxModelBytes(const model::ModelGraph& net,
                                            const std::vector<float>& params,
                                            const std::map<std::string, std::vector<float>>& tables,
                                            const std::string& producer_version);

@@ -75,7 +75,7 @@ TEST(OnnxWriterTest, AnMlpIsMatMulAddReluAndSoftmaxWithItsTrainedValues) {
       "layer { dense { units: 2 } }\n");
   ASSERT_OK_AND_ASSIGN(
       const std::string bytes,
-      OnnxModelBytes(*b.net, b.params, {}, "9.9.9"));
+      OnnxModelBytes(b.net->graph(), b.params, {}, "9.9.9"));
   const onnx::ModelProto m = Parse(bytes);
   EXPECT_EQ(m.producer_name(), "pstrain");
   EXPECT_EQ(m.producer_version(), "9.9.9");
@@ -115,7 +115,7 @@ TEST(OnnxWriterTest, ASigmoidModelEndsInSigmoid) {
       "layer { dense { units: 1 } }\n");
   ASSERT_OK_AND_ASSIGN(
       const std::string bytes,
-      OnnxModelBytes(*b.net, b.params, {}, "v"));
+      OnnxModelBytes(b.net->graph(), b.params, {}, "v"));
   EXPECT_THAT(Ops(Parse(bytes).graph()), ElementsAre("MatMul", "Add", "Sigmoid"));
 }
 
@@ -129,7 +129,7 @@ TEST(OnnxWriterTest, ConvolutionsAndPoolsRunInNchwBetweenOneTransposeInAndOneOut
       "layer { dense { units: 2 } }\n");
   ASSERT_OK_AND_ASSIGN(
       const std::string bytes,
-      OnnxModelBytes(*b.net, b.params, {}, "v"));
+      OnnxModelBytes(b.net->graph(), b.params, {}, "v"));
   const onnx::GraphProto g = Parse(bytes).graph();
   // Conv, Relu and MaxPool in NCHW between one Transpose in and one out
   // (not a cancelling pair between the convolution and the pool).
@@ -164,7 +164,7 @@ TEST(OnnxWriterTest, AnEmbeddingBagReadsItsFeatureIdsAndMeansTheKeptRows) {
   tables[table.name] = std::vector<float>(table.elements(), 0.25f);
   ASSERT_OK_AND_ASSIGN(
       const std::string bytes,
-      OnnxModelBytes(*b.net, b.params, tables, "v"));
+      OnnxModelBytes(b.net->graph(), b.params, tables, "v"));
   const onnx::GraphProto g = Parse(bytes).graph();
   const std::vector<std::string> ops = Ops(g);
   EXPECT_THAT(ops, ::testing::Contains("Gather"));
@@ -172,7 +172,7 @@ TEST(OnnxWriterTest, AnEmbeddingBagReadsItsFeatureIdsAndMeansTheKeptRows) {
   EXPECT_EQ(g.input_size(), 1);                  // pixel buckets read "input" alone
   ASSERT_NE(Initializer(g, table.name), nullptr);
   // Without the table's values the model cannot be written.
-  EXPECT_THAT(OnnxModelBytes(*b.net, b.params, {}, "v")
+  EXPECT_THAT(OnnxModelBytes(b.net->graph(), b.params, {}, "v")
                   .status()
                   .message(),
               HasSubstr("the model has no table " + table.name));
@@ -185,7 +185,7 @@ TEST(OnnxWriterTest, ValuesThatDoNotFitTheLayersAreRefusedByName) {
       "layer { dense { units: 2 } }\n");
   std::vector<float> short_params(b.params.begin(), b.params.end() - 1);
   absl::StatusOr<std::string> bytes =
-      OnnxModelBytes(*b.net, short_params, {}, "v");
+      OnnxModelBytes(b.net->graph(), short_params, {}, "v");
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bytes.status().message(),
               HasSubstr("the model has no variable dense_1/bias of 2 values"));

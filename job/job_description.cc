@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "data/input.h"
+#include "model/model_graph.h"
 #include "model/network.h"
 
 namespace pstrain {
@@ -172,11 +173,9 @@ absl::StatusOr<Json> ReadRunModel(const std::string& dir) {
 }
 
 absl::StatusOr<Json> DescribeJobAndModel(const model::JobSpec& job) {
-  // Batch 1: only the variables are wanted.
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<model::Network> network,
-                           model::Network::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(model::ModelGraph graph, model::ModelGraph::Create(job.model));
   return Json{{"job", DescribeJob(job)},
-              {"model", DescribeModel(network->variables(), job.optimizer.name)}};
+              {"model", DescribeModel(graph.variables(), job.optimizer.name)}};
 }
 
 std::string JoinDifferences(const std::vector<std::string>& differences) {

@@ -14,6 +14,7 @@
 #include "model/cuda_device.h"
 #include "model/cuda_mlp_kernels.h"
 #include "model/cuda_net_kernels.h"
+#include "model/layer_kind.h"
 
 namespace pstrain::model {
 namespace {
@@ -76,24 +77,13 @@ absl::Status CudaRunsModel(const Network& net) {
       return cpu_only(l, absl::StrCat("a graph (this layer reads ", absl::StrJoin(l.inputs, ", "),
                                       ")"));
     }
-    switch (l.kind) {
-      case LayerKind::kDense:
-      case LayerKind::kConv1D:
-      case LayerKind::kConv2D:
-      case LayerKind::kMaxPool1D:
-      case LayerKind::kMaxPool2D:
-      case LayerKind::kGlobalAveragePool1D:
-      case LayerKind::kFlatten:
-      case LayerKind::kDropout:
-        break;
-      default:
-        return cpu_only(l, LayerKindName(l.kind));
-    }
-    if (l.has_kernel() && !l.use_bias) return cpu_only(l, "a layer without a bias");
     // The last layer's softmax (or sigmoid) is the loss's.
-    const bool last = i + 1 == layers.size();
-    if (l.activation != Activation::kLinear && !last) {
-      return cpu_only(l, absl::StrCat("activation ", ActivationName(l.activation)));
+    LayerSpec computed = l;
+    if (i + 1 == layers.size()) computed.activation = Activation::kLinear;
+    PstrainCudaLayer d{};
+    const Shape& in = net.input_shape(static_cast<int>(i));
+    if (absl::Status s = KindDef(l.kind).DescribeCuda(computed, in, &d); !s.ok()) {
+      return cpu_only(l, std::string(s.message()));
     }
   }
   return absl::OkStatus();
@@ -131,37 +121,10 @@ std::vector<PstrainCudaLayer> CudaLayers(const Network& net) {
       d.bias_at = bias_at[with_variables];
       ++with_variables;
     }
-    switch (spec.kind) {
-      case LayerKind::kDense:
-        d.kind = kPstrainCudaDense;
-        break;
-      case LayerKind::kConv1D:
-      case LayerKind::kConv2D:
-        d.kind = kPstrainCudaConv;
-        d.window = LayerWindow(spec, in);
-        break;
-      case LayerKind::kMaxPool1D:
-      case LayerKind::kMaxPool2D:
-        d.kind = kPstrainCudaMaxPool;
-        d.window = LayerWindow(spec, in);
-        break;
-      case LayerKind::kGlobalAveragePool1D:
-        d.kind = kPstrainCudaAveragePool;
-        d.steps = in[0];
-        d.channels = in[1];
-        break;
-      case LayerKind::kFlatten:
-        d.kind = kPstrainCudaFlatten;
-        break;
-      case LayerKind::kDropout:
-        d.kind = kPstrainCudaDropout;
-        // As the CPU's dropout: drop when a draw's 32 bits are below this.
-        d.drop_below = static_cast<uint64_t>(static_cast<double>(spec.rate) * 4294967296.0);
-        d.keep_scale = 1.0f / (1.0f - spec.rate);
-        break;
-      default:
-        break;  // the CPU's only (CudaRunsModel)
-    }
+    LayerSpec computed = spec;
+    if (l + 1 == net.spec().layers.size()) computed.activation = Activation::kLinear;
+    // CudaRunsModel checked that every layer has one.
+    KindDef(spec.kind).DescribeCuda(computed, in, &d).IgnoreError();
     out.push_back(d);
   }
   return out;

@@ -1,34 +1,21 @@
-// The layers of a sequential network (model/network.h) on the CPU, each a
-// forward and a backward pass over a batch of row-major tensors, the shapes
-// of Keras's channels-last layers:
-//   dense                  [N] -> [units]              kernel [N, units], bias [units]
-//   conv1d                 [T, C] -> [T', filters]     kernel [k, C, filters], bias
-//   conv2d                 [H, W, C] -> [H', W', F]    kernel [kh, kw, C, F], bias
-//   max_pool1d / 2d        [T, C] / [H, W, C], the window's maximum per channel
-//   global_average_pool1d  [T, C] -> [C]
-//   flatten                [...] -> [product]
-//   dropout                same shape; in training each value is zeroed with
-//                          probability `rate` and the rest scaled by
-//                          1 / (1 - rate) (inverted dropout); else identity
-//   depthwise_conv2d       [H, W, C] -> [H', W', C * depth_multiplier]: each
-//                          channel its own kernels, depthwise_kernel
-//                          [kh, kw, C, depth_multiplier] (output channel
-//                          c * depth_multiplier + j), bias [C * multiplier]
-//   global_average_pool2d, global_max_pool2d, average_pool2d,
-//   zero_padding2d, activation, relu, rescaling   model/image_layers.h
-//   batch_normalization    same shape; each channel normalised, scaled and
-//                          shifted (model/batch_norm.h)
-//   add                    several inputs of one shape -> their sum
-//   concatenate            several inputs alike but in their last (channel)
-//                          axis -> side by side along it
+// A model's layers on the CPU: what a layer is (LayerSpec, the model
+// config's form of it), and the Layer each computes with, a forward and a
+// backward pass over a batch of row-major tensors in Keras's channels-last
+// shapes. Each kind (dense, conv1d, conv2d, depthwise_conv2d, max_pool1d,
+// max_pool2d, average_pool2d, global_average_pool1d, global_average_pool2d,
+// global_max_pool2d, flatten, dropout, zero_padding2d, activation, relu,
+// rescaling, batch_normalization, add, concatenate) is defined once, in a
+// file of its own under model/kinds/ (model/layer_kind.h): its shapes,
+// variables, CPU and CUDA computation and ONNX form. The functions here
+// ask those definitions.
+//
 // A layer reads the layer before it, or the layers it names (`inputs`, as
 // Keras's functional API): then the model is a graph (model/network.h).
-// Convolutions and pools run on oneDNN (CpuKernels below) or on the
-// reference: convolutions as im2col + OpenBLAS sgemm, the patch matrix
-// built for as many examples at a time as fit a 16 MiB buffer, pools
-// keeping the argmax of each window for their backward pass. Padding
-// "valid" or "same" as Keras computes it (same: ceil(in / stride)
-// outputs, the odd padding after).
+// Convolutions, pools, batch normalizations and activation layers run on
+// oneDNN (CpuKernels below) or on the reference: convolutions as im2col +
+// OpenBLAS sgemm, pools keeping the argmax of each window for their
+// backward pass. Padding "valid" or "same" as Keras computes it (same:
+// ceil(in / stride) outputs, the odd padding after).
 //
 // Thread-compatible: a layer owns scratch for its batch, use one per thread.
 #ifndef PSTRAIN_MODEL_LAYERS_H_
@@ -75,6 +62,8 @@ enum class LayerKind {
   kBatchNormalization,  // model/batch_norm.h
   kRescaling,           // Keras's Rescaling: x * scale + offset
 };
+// One more than the last LayerKind's value.
+inline constexpr int kNumLayerKinds = static_cast<int>(LayerKind::kRescaling) + 1;
 
 // "dense", "conv1d", ... as the model config names them.
 const char* LayerKindName(LayerKind kind);
@@ -123,19 +112,14 @@ struct LayerSpec {
   // layer before it (the model's input for the first).
   std::vector<std::string> inputs;
 
-  // Reads several inputs (add, concatenate): the rest read one.
-  bool merges() const { return kind == LayerKind::kAdd || kind == LayerKind::kConcatenate; }
+  // Reads several inputs (add, concatenate): the rest read one
+  // (model/layer_kind.h says which of these each kind is).
+  bool merges() const;
   // Dense, conv, depthwise: a kernel (and a bias unless !use_bias).
-  bool has_kernel() const {
-    return kind == LayerKind::kDense || kind == LayerKind::kConv1D || kind == LayerKind::kConv2D ||
-           kind == LayerKind::kDepthwiseConv2D;
-  }
-  bool has_variables() const { return has_kernel() || kind == LayerKind::kBatchNormalization; }
+  bool has_kernel() const;
   // "kernel", or Keras's "depthwise_kernel": the kernel variable's name
   // after "<name>/".
-  const char* kernel_name() const {
-    return kind == LayerKind::kDepthwiseConv2D ? "depthwise_kernel" : "kernel";
-  }
+  const char* kernel_name() const;
 };
 
 // The layer's output shape for input `in`, or InvalidArgument saying what
@@ -165,6 +149,10 @@ PstrainWindow LayerWindow(const LayerSpec& spec, const Shape& in);
 // Glorot's fan-in and fan-out of a layer's kernel, as Keras counts them
 // (a convolution's receptive field times its channels).
 void KernelFans(const LayerSpec& spec, const Shape& in, int64_t* fan_in, int64_t* fan_out);
+
+// out[r][j] += bias[j] (none when `bias` is null), then the ReLU when
+// `relu`, for `rows` rows of n floats: one pass over what sgemm wrote.
+void BiasActivation(const float* bias, int64_t rows, int64_t n, bool relu, float* out);
 
 // With `relu`, d_out[r][j] zeroed where out[r][j] (the ReLU's output) is
 // 0; and, unless `gb` is null, the bias gradient gb[j] = the sum over the

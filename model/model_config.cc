@@ -25,6 +25,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "model/applications.h"
+#include "model/layer_kind.h"
 #include "model/network.h"
 #include "proto/model_config.pb.h"
 
@@ -172,37 +173,15 @@ absl::StatusOr<std::string> LayerType(const v1::LayerConfig& l) {
   }
   if (given.size() == 1) return given[0];
   if (given.empty()) {
-    return absl::InvalidArgumentError(
-        "no layer type is given (dense, conv1d, conv2d, max_pool1d, max_pool2d, "
-        "global_average_pool1d, global_average_pool2d, global_max_pool2d, average_pool2d, "
-        "zero_padding2d, depthwise_conv2d, batch_normalization, rescaling, flatten, dropout, "
-        "activation, relu, add, "
-        "concatenate, embedding or embedding_bag)");
+    std::vector<std::string> kinds;
+    for (const LayerKindDef* def : AllKindDefs()) kinds.push_back(def->name());
+    return absl::InvalidArgumentError(absl::StrCat("no layer type is given (",
+                                                   absl::StrJoin(kinds, ", "),
+                                                   ", embedding or embedding_bag)"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("gives both ", given[0], " and ", given[1], ": one type per layer"));
 }
-
-// A repeated size field (kernel_size, strides, pool_size) as [height,
-// width]: 1D layers take one value ([1, v]); 2D one (a square) or two.
-absl::StatusOr<std::array<int, 2>> Window(const google::protobuf::RepeatedField<int64_t>& values,
-                                          bool one_d, int fallback_h, int fallback_w) {
-  if (values.empty()) return std::array<int, 2>{fallback_h, fallback_w};
-  if (values.size() > (one_d ? 1 : 2)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("has ", values.size(),
-                     " values: ", one_d ? "one" : "one or two ([height, width])", " expected"));
-  }
-  for (int64_t v : values) {
-    if (v < 1 || v > 65536) {
-      return absl::InvalidArgumentError(absl::StrCat(v, " must be in 1..65536"));
-    }
-  }
-  if (one_d) return std::array<int, 2>{1, static_cast<int>(values[0])};
-  const int h = static_cast<int>(values[0]);
-  return std::array<int, 2>{h, values.size() == 2 ? static_cast<int>(values[1]) : h};
-}
-
 
 // For ids_from "feature:NAME": where the feature's ids lie in the id layout
 // and how many there are; the errors say what does not fit.
@@ -393,222 +372,40 @@ absl::Status ParseEmbeddingLayer(const LayerEntry& e, const data::InputSpec& inp
   return absl::OkStatus();
 }
 
-// A dense or convolution layer's activation: ReLU its fast flag, any
-// other by Keras's name (model/activations.h).
-void SetActivation(v1::Activation a, LayerSpec* layer) {
-  layer->relu = a == v1::relu;
-  if (a == v1::ACTIVATION_UNSET || a == v1::relu) return;
-  layer->activation = *ParseActivation(v1::Activation_Name(a));  // every name is one
-}
-
-// What a convolution's config (ConvLayer, DepthwiseConvLayer) says of its
-// window, bias and activation, checked at their fields.
-template <typename Config>
-absl::Status ParseConvWindow(const LayerEntry& e, const Config& c, bool one_d, LayerSpec* layer) {
-  if (c.kernel_size().empty()) return e.Missing("kernel_size");
-  auto kernel = Window(c.kernel_size(), one_d, 1, 1);
-  if (!kernel.ok()) return Bad(e.At("kernel_size"), kernel.status().message());
-  auto strides = Window(c.strides(), one_d, 1, 1);
-  if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
-  layer->window = *kernel;
-  layer->stride = *strides;
-  layer->same_padding = c.padding() == v1::same;
-  layer->use_bias = !c.has_use_bias() || c.use_bias();
-  SetActivation(c.activation(), layer);
-  if (layer->activation == Activation::kSoftmax) {
-    return Bad(e.At("activation"), kSoftmaxOnlyLast);
+// A layer's entry as its kind reads it (model/layer_kind.h).
+class KindEntry final : public LayerConfigEntry {
+ public:
+  explicit KindEntry(const LayerEntry& e) : e_(e) {}
+  const google::protobuf::Message& message() const override {
+    return e_.config->GetReflection()->GetMessage(*e_.config, e_.field);
   }
-  if (!c.bias_initializer().empty()) layer->bias_initializer = c.bias_initializer();
-  return absl::OkStatus();
-}
+  int index() const override { return e_.index; }
+  bool last() const override { return e_.last; }
+  absl::Status Missing(const std::string& field, const std::string& hint) const override {
+    return e_.Missing(field, hint);
+  }
+  absl::Status Bad(const std::string& field, absl::string_view what) const override {
+    return pstrain::model::Bad(e_.At(field), what);
+  }
 
-// A layer other than an embedding, its fields checked one by one; the
-// shape it is given is checked by the caller. *shape_field: the field a
-// shape that does not fit is reported at ("" for the layer).
-absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape,
-                                     std::string* shape_field) {
+ private:
+  const LayerEntry& e_;
+};
+
+// A layer other than an embedding, its fields checked one by one (by its
+// kind, model/kinds/); the shape it is given is checked by the caller.
+absl::StatusOr<LayerSpec> ParseLayer(const LayerEntry& e, const Shape& shape) {
   const v1::LayerConfig& l = *e.config;
+  const LayerKindDef* def = FindKindDef(e.kind);
+  if (def == nullptr) {
+    return Bad(e.at_layer, absl::StrCat(e.what, e.kind, " has no definition in model/kinds/"));
+  }
   LayerSpec layer;
   layer.name = e.name;
-  if (e.kind == "dense") {
-    const v1::DenseLayer& d = l.dense();
-    layer.kind = LayerKind::kDense;
-    if (!d.has_units()) {
-      return e.Missing("units", e.last ? " (the last layer's may be left to the data: a "
-                                         "labels.txt in --data_dir gives the classes)"
-                                       : "");
-    }
-    if (d.units() < 1 || d.units() > 65536) {
-      return Bad(e.At("units"),
-                 absl::StrCat(d.units(), " must be positive, at most 65536 (units per example)"));
-    }
-    if (d.input_dim() != 0 && (shape.size() != 1 || d.input_dim() != shape[0])) {
-      return Bad(e.At("input_dim"),
-                 absl::StrCat(d.input_dim(), " does not chain: ",
-                              e.index == 0 ? "the input is " : "the layer before gives ",
-                              ShapeString(shape)));
-    }
-    layer.units = static_cast<int>(d.units());
-    layer.use_bias = !d.has_use_bias() || d.use_bias();
-    SetActivation(d.activation(), &layer);
-    if (layer.activation == Activation::kSoftmax && !e.last) {
-      return Bad(e.At("activation"), kSoftmaxOnlyLast);
-    }
-    if (!d.kernel_initializer().empty()) layer.kernel_initializer = d.kernel_initializer();
-    if (!d.bias_initializer().empty()) layer.bias_initializer = d.bias_initializer();
-  } else if (e.kind == "conv1d" || e.kind == "conv2d") {
-    const bool one_d = e.kind == "conv1d";
-    const v1::ConvLayer& c = one_d ? l.conv1d() : l.conv2d();
-    layer.kind = one_d ? LayerKind::kConv1D : LayerKind::kConv2D;
-    if (c.filters() == 0) return e.Missing("filters");
-    if (c.filters() < 1 || c.filters() > 65536) {
-      return Bad(e.At("filters"), absl::StrCat(c.filters(), " must be in 1..65536"));
-    }
-    layer.units = static_cast<int>(c.filters());
-    PSTRAIN_RETURN_IF_ERROR(ParseConvWindow(e, c, one_d, &layer));
-    if (!c.kernel_initializer().empty()) layer.kernel_initializer = c.kernel_initializer();
-    *shape_field = "kernel_size";
-  } else if (e.kind == "max_pool1d" || e.kind == "max_pool2d" || e.kind == "average_pool2d") {
-    const bool one_d = e.kind == "max_pool1d";
-    const v1::PoolLayer& p = one_d                       ? l.max_pool1d()
-                             : e.kind == "average_pool2d" ? l.average_pool2d()
-                                                          : l.max_pool2d();
-    layer.kind = one_d                       ? LayerKind::kMaxPool1D
-                 : e.kind == "average_pool2d" ? LayerKind::kAveragePool2D
-                                              : LayerKind::kMaxPool2D;
-    auto pool = Window(p.pool_size(), one_d, one_d ? 1 : 2, 2);
-    if (!pool.ok()) return Bad(e.At("pool_size"), pool.status().message());
-    auto strides = Window(p.strides(), one_d, (*pool)[0], (*pool)[1]);
-    if (!strides.ok()) return Bad(e.At("strides"), strides.status().message());
-    layer.window = *pool;
-    layer.stride = *strides;
-    layer.same_padding = p.padding() == v1::same;
-    *shape_field = "pool_size";
-  } else if (e.kind == "global_average_pool1d") {
-    layer.kind = LayerKind::kGlobalAveragePool1D;
-  } else if (e.kind == "flatten") {
-    layer.kind = LayerKind::kFlatten;
-  } else if (e.kind == "dropout") {
-    layer.kind = LayerKind::kDropout;
-    layer.rate = l.dropout().rate();
-    *shape_field = "rate";
-  } else if (e.kind == "depthwise_conv2d") {
-    const v1::DepthwiseConvLayer& c = l.depthwise_conv2d();
-    layer.kind = LayerKind::kDepthwiseConv2D;
-    PSTRAIN_RETURN_IF_ERROR(ParseConvWindow(e, c, /*one_d=*/false, &layer));
-    if (c.has_depth_multiplier() && (c.depth_multiplier() < 1 || c.depth_multiplier() > 256)) {
-      return Bad(e.At("depth_multiplier"),
-                 absl::StrCat(c.depth_multiplier(), " must be in 1..256"));
-    }
-    layer.depth_multiplier = c.has_depth_multiplier() ? static_cast<int>(c.depth_multiplier()) : 1;
-    if (!c.depthwise_initializer().empty()) layer.kernel_initializer = c.depthwise_initializer();
-    *shape_field = "kernel_size";
-  } else if (e.kind == "global_average_pool2d") {
-    layer.kind = LayerKind::kGlobalAveragePool2D;
-  } else if (e.kind == "global_max_pool2d") {
-    layer.kind = LayerKind::kGlobalMaxPool2D;
-  } else if (e.kind == "zero_padding2d") {
-    layer.kind = LayerKind::kZeroPadding2D;
-    const auto& p = l.zero_padding2d().padding();
-    for (int64_t v : p) {
-      if (v < 0 || v > 65536) {
-        return Bad(e.At("padding"), absl::StrCat(v, " must be in 0..65536"));
-      }
-    }
-    if (p.size() == 1) {
-      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[0]), static_cast<int>(p[0]),
-                       static_cast<int>(p[0])};
-    } else if (p.size() == 2) {
-      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[0]), static_cast<int>(p[1]),
-                       static_cast<int>(p[1])};
-    } else if (p.size() == 4) {
-      layer.padding = {static_cast<int>(p[0]), static_cast<int>(p[1]), static_cast<int>(p[2]),
-                       static_cast<int>(p[3])};
-    } else if (p.empty()) {
-      layer.padding = {1, 1, 1, 1};  // Keras's default, (1, 1)
-    } else {
-      return Bad(e.At("padding"),
-                 absl::StrCat("has ", p.size(),
-                              " values: one (every side), two ([rows, columns]) or four ([top, "
-                              "bottom, left, right])"));
-    }
-  } else if (e.kind == "activation") {
-    layer.kind = LayerKind::kActivation;
-    const v1::Activation a = l.activation().activation();
-    if (a == v1::softmax) {
-      return Bad(e.At("activation"), kSoftmaxOnlyLast);
-    }
-    layer.activation = a == v1::ACTIVATION_UNSET ? Activation::kLinear
-                                                 : *ParseActivation(v1::Activation_Name(a));
-  } else if (e.kind == "relu") {
-    layer.kind = LayerKind::kReLU;
-    const v1::ReLULayer& r = l.relu();
-    if (r.has_max_value() && r.max_value() != 6.0f) {
-      return Bad(e.At("max_value"),
-                 absl::StrCat(r.max_value(), " is not 6: ReLU layers cap at 6 (relu6) or not at "
-                                             "all"));
-    }
-    layer.activation = r.has_max_value() ? Activation::kRelu6 : Activation::kRelu;
-  } else if (e.kind == "batch_normalization") {
-    layer.kind = LayerKind::kBatchNormalization;
-    const v1::BatchNormalizationLayer& b = l.batch_normalization();
-    if (b.has_momentum()) {
-      if (!(b.momentum() >= 0 && b.momentum() <= 1)) {
-        return Bad(e.At("momentum"), absl::StrCat(b.momentum(), " is not in [0, 1]"));
-      }
-      layer.momentum = b.momentum();
-    }
-    if (b.has_epsilon()) {
-      if (!(b.epsilon() > 0) || !std::isfinite(b.epsilon())) {
-        return Bad(e.At("epsilon"), absl::StrCat(b.epsilon(), " must be above 0"));
-      }
-      layer.epsilon = b.epsilon();
-    }
-    layer.center = !b.has_center() || b.center();
-    layer.scale = !b.has_scale() || b.scale();
-    if (b.has_axis() && b.axis() != -1 && b.axis() != static_cast<int64_t>(shape.size())) {
-      return Bad(e.At("axis"),
-                 absl::StrCat(b.axis(), " is not the last axis (-1, or ", shape.size(),
-                              " for an input of ", ShapeString(shape),
-                              "): batch_normalization normalises the channel axis only"));
-    }
-  } else if (e.kind == "rescaling") {
-    layer.kind = LayerKind::kRescaling;
-    const v1::RescalingLayer& r = l.rescaling();
-    if (!r.has_scale()) return e.Missing("scale");
-    if (!std::isfinite(r.scale())) {
-      return Bad(e.At("scale"), absl::StrCat(r.scale(), " is not finite"));
-    }
-    if (!std::isfinite(r.offset())) {
-      return Bad(e.At("offset"), absl::StrCat(r.offset(), " is not finite"));
-    }
-    layer.rescale = r.scale();
-    layer.offset = r.offset();
-  } else if (e.kind == "add") {
-    layer.kind = LayerKind::kAdd;
-  } else if (e.kind == "concatenate") {
-    layer.kind = LayerKind::kConcatenate;
-    const v1::ConcatenateLayer& c = l.concatenate();
-    // Keras counts the batch axis: the channel axis of a rank-r example is r.
-    if (c.has_axis() && c.axis() != -1 && c.axis() != static_cast<int64_t>(shape.size())) {
-      return Bad(e.At("axis"),
-                 absl::StrCat(c.axis(), " is not the last axis (-1, or ", shape.size(),
-                              " for an input of ", ShapeString(shape),
-                              "): concatenate joins along the channel axis only"));
-    }
-  }
+  layer.kind = def->kind();
+  PSTRAIN_RETURN_IF_ERROR(def->ParseConfig(KindEntry(e), shape, &layer));
   layer.inputs.assign(l.inputs().begin(), l.inputs().end());
   layer.trainable = !l.has_trainable() || l.trainable();
-  if (layer.has_kernel()) {
-    auto kernel = ParseInitializerSpec(layer.kernel_initializer, /*allow_glorot=*/true);
-    if (!kernel.ok()) {
-      return Bad(e.At(layer.kind == LayerKind::kDepthwiseConv2D ? "depthwise_initializer"
-                                                                 : "kernel_initializer"),
-                 kernel.status().message());
-    }
-    auto bias = ParseInitializerSpec(layer.bias_initializer);
-    if (!bias.ok()) return Bad(e.At("bias_initializer"), bias.status().message());
-  }
   return layer;
 }
 
@@ -713,8 +510,8 @@ absl::StatusOr<NetworkSpec> ParseLayers(const v1::ModelConfig& config, const Whe
       ins.push_back(it->second);
     }
     if (ins.empty()) ins.push_back(shape);
-    std::string shape_field;
-    PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(e, ins[0], &shape_field));
+    PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(e, ins[0]));
+    const std::string shape_field = KindDef(layer.kind).shape_field();
     absl::StatusOr<Shape> out = LayerOutputShapeForInputs(layer, ins);
     if (!out.ok()) {
       const bool rank = absl::StrContains(out.status().message(), " needs a ");
@@ -1302,9 +1099,9 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
                "with embedding tables cannot take them yet (their row gradients are not "
                "clipped)");
   }
-  auto net = Network::Create(out.job.model, 1);
-  if (!net.ok()) return Bad(name + ": ", net.status().message());
-  out.variables = (*net)->variables();
+  auto graph = ModelGraph::Create(out.job.model);
+  if (!graph.ok()) return Bad(name + ": ", graph.status().message());
+  out.variables = graph->variables();
   out.trainable = true;
   return out;
 }

@@ -692,10 +692,10 @@ TEST(ModelConfigTest, BadModelSpecsNameTheLineAndTheField) {
             "m.pbtxt:2:14: Message type \"pstrain.v1.LayerConfig\" has no field named \"conv\".");
   EXPECT_EQ(message("input_dim: 4\nlayer { name: \"x\" }"),
             "m.pbtxt:2:1: layer 0 (x): no layer type is given (dense, conv1d, conv2d, "
-            "max_pool1d, max_pool2d, global_average_pool1d, global_average_pool2d, "
-            "global_max_pool2d, average_pool2d, zero_padding2d, depthwise_conv2d, "
-            "batch_normalization, rescaling, flatten, dropout, activation, relu, add, "
-            "concatenate, embedding or embedding_bag)");
+            "max_pool1d, max_pool2d, global_average_pool1d, flatten, dropout, add, concatenate, "
+            "global_average_pool2d, global_max_pool2d, average_pool2d, zero_padding2d, "
+            "activation, relu, depthwise_conv2d, batch_normalization, rescaling, embedding or "
+            "embedding_bag)");
   EXPECT_EQ(
       message(
           "input_dim: 4\nlayer { dense { units: 3 } }\nlayer { dense { activation: \"relu\" } }"),

@@ -13,6 +13,7 @@
 #include "cluster/initial_stream.h"
 #include "cluster/initializer_spec.h"
 #include "model/cuda_layer_math.h"
+#include "model/layer_kind.h"
 
 namespace pstrain::model {
 
@@ -96,244 +97,51 @@ constexpr int64_t kEvalFloats = int64_t{1} << 23;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec, int max_batch) {
-  // A model whose first layer reads id features may have no float input.
-  bool ids_only = !spec.embeddings.empty();
-  for (const EmbeddingBagSpec& e : spec.embeddings) ids_only = ids_only && e.from_feature();
-  if (spec.input_dim < (ids_only ? 0 : 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model input_dim is ", spec.input_dim, ": must be at least 1"));
-  }
-  if (spec.layers.empty()) return absl::InvalidArgumentError("model has no layers");
   if (max_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch size ", max_batch, " must be at least 1"));
   }
-  absl::StatusOr<Embeddings> embeddings = Embeddings::Create(spec.embeddings, spec.input_dim);
-  if (!embeddings.ok()) return embeddings.status();
-  Shape shape = {spec.input_dim};
-  if (!embeddings->empty()) {
-    shape = embeddings->output_shape();
-  } else if (!spec.input_shape.empty()) {
-    for (int64_t d : spec.input_shape) {
-      if (d < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model input_shape ", ShapeString(spec.input_shape), " has a dimension below 1"));
-      }
-    }
-    if (ShapeSize(spec.input_shape) != spec.input_dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model input_shape ", ShapeString(spec.input_shape), " holds ",
-                       ShapeSize(spec.input_shape), " values but input_dim is ", spec.input_dim));
-    }
-    shape = spec.input_shape;
-  }
-  std::vector<Shape> shapes = {shape};
-  std::vector<std::vector<int>> inputs;
-  // The position each name's output holds (0: the input).
-  std::map<std::string, int> position;
-  bool graph = false;
-  for (const LayerSpec& l : spec.layers) graph = graph || !l.inputs.empty();
-  if (graph) position["input"] = 0;
-  std::set<std::string> embedding_names;
-  for (const EmbeddingBagSpec& e : spec.embeddings) embedding_names.insert(e.name);
-  std::vector<int> readers(spec.layers.size() + 1, 0);
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& l = spec.layers[i];
-    const std::string where =
-        absl::StrCat("model layer ", i, " (", l.name.empty() ? "no name" : l.name, "): ");
-    if (l.name.empty()) return absl::InvalidArgumentError(where + "name is missing");
-    if (embedding_names.count(l.name) > 0) {
-      return absl::InvalidArgumentError(where + "the name is an embedding's too");
-    }
-    if (graph && l.name == "input") {
-      return absl::InvalidArgumentError(
-          where + "\"input\" names the model's input in a model whose layers name their inputs");
-    }
-    if (position.count(l.name) > 0) {
-      return absl::InvalidArgumentError(where + "the name is used twice");
-    }
-    std::vector<int> reads;
-    for (const std::string& name : l.inputs) {
-      auto it = position.find(name);
-      if (it == position.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "input \"", name, "\" is not a layer before this one",
-            embedding_names.count(name) > 0
-                ? " (the embeddings' output is the layers' input: name it \"input\")"
-                : " (nor \"input\", the model's input)"));
-      }
-      reads.push_back(it->second);
-    }
-    if (reads.empty()) reads.push_back(static_cast<int>(i));
-    std::vector<Shape> in;
-    for (int p : reads) {
-      in.push_back(shapes[p]);
-      ++readers[p];
-    }
-    absl::StatusOr<Shape> out = LayerOutputShapeForInputs(l, in);
-    if (!out.ok()) return absl::InvalidArgumentError(where + std::string(out.status().message()));
-    if (l.activation == Activation::kSoftmax && i + 1 < spec.layers.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "activation ", kSoftmaxOnlyLast));
-    }
-    if (l.has_kernel()) {
-      auto kernel = ParseInitializerSpec(l.kernel_initializer, /*allow_glorot=*/true);
-      if (!kernel.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "kernel initializer ", kernel.status().message()));
-      }
-      auto bias = ParseInitializerSpec(l.bias_initializer);
-      if (!bias.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "bias initializer ", bias.status().message()));
-      }
-    }
-    if (i + 1 == spec.layers.size()) {
-      if (l.kind != LayerKind::kDense) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "the last layer gives the logits of ", LossName(spec.loss),
-                         ": it must be dense, not ", LayerKindName(l.kind)));
-      }
-      // Keras's classifiers end in the loss's own function (softmax, or
-      // sigmoid for one logit): the loss applies it here, on the logits.
-      const Activation own = spec.binary() ? Activation::kSigmoid : Activation::kSoftmax;
-      if (l.relu || (l.activation != Activation::kLinear && l.activation != own)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "the last layer gives the logits of ", LossName(spec.loss),
-            ": no activation (or ", ActivationName(own), ", which the loss applies)"));
-      }
-      if (spec.binary() && l.units != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "a sigmoid loss takes one logit, but the last layer has ", l.units, " units"));
-      }
-      if (!spec.binary() && l.units < 2) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "the last layer needs one unit per class, at least 2"));
-      }
-    }
-    shapes.push_back(*std::move(out));
-    inputs.push_back(std::move(reads));
-    position[l.name] = static_cast<int>(i) + 1;
-  }
-  for (size_t i = 0; i + 1 < spec.layers.size(); ++i) {
-    if (readers[i + 1] == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model layer ", i, " (", spec.layers[i].name,
-          "): no later layer reads its output (only the last layer's is the model's)"));
-    }
-  }
-  return std::unique_ptr<Network>(new Network(spec, max_batch, *std::move(embeddings),
-                                              std::move(shapes), std::move(inputs)));
+  PSTRAIN_ASSIGN_OR_RETURN(ModelGraph graph, ModelGraph::Create(spec));
+  return std::unique_ptr<Network>(new Network(std::move(graph), max_batch));
 }
 
-Network::Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings,
-                 std::vector<Shape> shapes, std::vector<std::vector<int>> inputs)
-    : spec_(spec),
-      max_batch_(max_batch),
-      embeddings_(std::move(embeddings)),
-      shapes_(std::move(shapes)),
-      inputs_(std::move(inputs)) {
-  storage_.push_back(0);
-  for (size_t l = 0; l < inputs_.size(); ++l) {
-    sequential_ = sequential_ && inputs_[l] == std::vector<int>{static_cast<int>(l)};
-    storage_.push_back(spec.layers[l].kind == LayerKind::kFlatten ? storage_[inputs_[l][0]]
-                                                                  : static_cast<int>(l) + 1);
-  }
-  int64_t widest = 0;
-  // Each variable's place in the job's initial stream (cluster/
-  // initial_stream.h): uniform ones draw one value per element, in layer
-  // order, kernel then bias; zeros draw nothing.
-  int64_t draws = 0;
-  auto initializer = [&draws](const InitializerSpec& init, float glorot_limit,
-                              const Shape& shape) -> std::string {
-    if (init.kind == InitializerSpec::Kind::kZeros) return "zeros";
-    if (init.kind == InitializerSpec::Kind::kOnes) return "ones";
-    const float limit =
-        init.kind == InitializerSpec::Kind::kGlorotUniform ? glorot_limit : init.limit;
-    const std::string spec = StreamInitializer({limit, draws});
-    draws += ShapeSize(shape);
-    return spec;
-  };
+Network::Network(ModelGraph graph, int max_batch)
+    : graph_(std::move(graph)), max_batch_(max_batch) {
+  const NetworkSpec& spec = graph_.spec();
+  const std::vector<Shape>& shapes = graph_.shapes();
   for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& l = spec.layers[i];
-    int64_t kernel_at = -1, bias_at = -1;
-    param_layer_.push_back(-1);
-    // A frozen layer's variables (trainable: false) are never pushed.
-    const VariableUpdate trained =
-        l.trainable ? VariableUpdate::kOptimizer : VariableUpdate::kFrozen;
-    const int number = layout_.num_layers();
-    // Adds "<name>/<suffix>" to the flat array as this layer's; its offset.
-    auto add = [&](const char* suffix, const Shape& shape, std::string init, ParamRole role,
-                   VariableUpdate update) {
-      const int64_t at = layout_.num_parameters();
-      VariableDef def{absl::StrCat(l.name, "/", suffix), shape};
-      def.initializer = std::move(init);
-      def.update = update;
-      layout_.AddFlat(std::move(def), number, role);
-      return at;
-    };
-    if (l.kind == LayerKind::kBatchNormalization) {
-      const Shape channels{shapes_[inputs_[i][0]].back()};
-      kernel_at = layout_.num_parameters();
-      if (l.scale) add("gamma", channels, "ones", ParamRole::kGamma, trained);
-      if (l.center) add("beta", channels, "zeros", ParamRole::kBeta, trained);
-      const VariableUpdate moving =
-          l.trainable ? VariableUpdate::kIncrement : VariableUpdate::kFrozen;
-      add("moving_mean", channels, "zeros", ParamRole::kMovingMean, moving);
-      add("moving_variance", channels, "ones", ParamRole::kMovingVariance, moving);
-      param_layer_.back() = number;
-    } else if (l.has_kernel()) {
-      const Shape& in = shapes_[inputs_[i][0]];
-      const std::vector<Shape> vars = LayerVariableShapes(l, in);
-      // Both were checked by Create.
-      const InitializerSpec kernel_init = *ParseInitializerSpec(l.kernel_initializer, true);
-      const InitializerSpec bias_init = *ParseInitializerSpec(l.bias_initializer);
-      int64_t fan_in = 0, fan_out = 0;
-      KernelFans(l, in, &fan_in, &fan_out);
-      const float glorot = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
-      kernel_at = add(l.kernel_name(), vars[0], initializer(kernel_init, glorot, vars[0]),
-                      ParamRole::kKernel, trained);
-      if (l.use_bias) {
-        bias_at = add("bias", vars[1], initializer(bias_init, 0.0f, vars[1]), ParamRole::kBias,
-                      trained);
-      }
-      param_layer_.back() = number;
-    }
     std::vector<Shape> ins;
-    for (int p : inputs_[i]) ins.push_back(shapes_[p]);
+    for (int p : graph_.layer_inputs(static_cast<int>(i))) ins.push_back(shapes[p]);
     // The last layer gives the logits: its softmax (or sigmoid) is the
     // loss's.
-    LayerSpec computed = l;
+    LayerSpec computed = spec.layers[i];
     if (i + 1 == spec.layers.size()) computed.activation = Activation::kLinear;
-    layers_.push_back(Layer::CreateForInputs(computed, ins, max_batch, kernel_at, bias_at));
+    layers_.push_back(Layer::CreateForInputs(computed, ins, max_batch, graph_.kernel_at(i),
+                                             graph_.bias_at(i)));
   }
-  for (const Shape& s : shapes_) widest += ShapeSize(s);
+  int64_t widest = 0;
+  for (const Shape& s : graph_.shapes()) widest += ShapeSize(s);
   eval_chunk_ = static_cast<int>(
       std::clamp<int64_t>(kEvalFloats / std::max<int64_t>(widest, 1), 1, max_batch));
-  for (int i = 0; i < embeddings_.size(); ++i) {
-    const EmbeddingBagSpec& e = embeddings_[i].spec();
-    VariableDef table{e.table(), {e.vocabulary, e.dim}};
-    table.embedding = true;
-    table.consistency = spec_.sync_tables ? Consistency::Sync() : Consistency::Async();
-    table.initializer = e.initializer;
-    layout_.AddTable(std::move(table));
-  }
-  activations_.resize(shapes_.size());
-  deltas_.resize(shapes_.size());
-  act_.resize(shapes_.size());
-  delta_.resize(shapes_.size());
-  needs_grad_.resize(shapes_.size());
-  written_.resize(shapes_.size());
+  activations_.resize(graph_.shapes().size());
+  deltas_.resize(graph_.shapes().size());
+  act_.resize(graph_.shapes().size());
+  delta_.resize(graph_.shapes().size());
+  needs_grad_.resize(graph_.shapes().size());
+  written_.resize(graph_.shapes().size());
   size_t most_inputs = 0;
-  for (const std::vector<int>& in : inputs_) most_inputs = std::max(most_inputs, in.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    most_inputs = std::max(most_inputs, graph_.layer_inputs(static_cast<int>(l)).size());
+  }
   scratch_.resize(most_inputs);
   ins_.resize(most_inputs);
   d_ins_.resize(most_inputs);
 }
 
 void Network::EnsureScratch(int batch, bool gradients) {
-  for (size_t i = 1; i < shapes_.size(); ++i) {
-    if (storage_[i] != static_cast<int>(i)) continue;  // a flatten's: its input's memory
-    const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[i]);
+  for (size_t i = 1; i < graph_.shapes().size(); ++i) {
+    if (graph_.storage(i) != static_cast<int>(i)) continue;  // a flatten's: its input's memory
+    const size_t n = static_cast<size_t>(batch) * ShapeSize(graph_.shapes()[i]);
     if (activations_[i].size() < n) activations_[i].resize(n);
     if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
   }
@@ -348,26 +156,10 @@ int Network::onednn_layers() const {
 std::vector<GemmShape> Network::StepGemms(int batch) const {
   std::vector<GemmShape> out;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    layers_[l]->AppendGemms(batch, inputs_[l][0] > 0 || !embeddings_.empty(), &out);
+    const bool input_grad = graph_.layer_inputs(l)[0] > 0 || !graph_.embeddings().empty();
+    layers_[l]->AppendGemms(batch, input_grad, &out);
   }
   return out;
-}
-
-std::vector<float> Network::InitialParameters(uint64_t seed) const {
-  std::vector<float> params(num_parameters(), 0.0f);
-  InitialStream stream(seed);
-  for (size_t v = 0; v < variables().size(); ++v) {
-    const VariableDef& def = variables()[v];
-    if (def.embedding) continue;
-    if (def.initializer == "ones") {
-      std::fill_n(params.data() + offsets()[v], def.elements(), 1.0f);
-      continue;
-    }
-    if (!IsStreamInitializer(def.initializer)) continue;  // zeros
-    const StreamPlace place = *ParseStreamInitializer(def.initializer);  // made above
-    stream.Fill(place.first_draw, place.limit, def.elements(), params.data() + offsets()[v]);
-  }
-  return params;
 }
 
 void Network::SetStepSeed(uint64_t seed) {
@@ -378,23 +170,13 @@ void Network::SetStepSeed(uint64_t seed) {
   }
 }
 
-absl::Status Network::CheckLabels(const int32_t* labels, int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) {
-    if (labels[i] < 0 || labels[i] >= spec_.num_classes()) {
-      return absl::InvalidArgumentError(absl::StrCat("label ", labels[i], " of example ", i,
-                                                     " is outside [0, ", spec_.num_classes(), ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 void Network::Forward(const float* params, const float* x, const int32_t* labels, int batch,
                       bool training, BatchResult* result) {
   act_[0] = x;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    const std::vector<int>& reads = inputs_[l];
+    const std::vector<int>& reads = graph_.layer_inputs(l);
     // A flatten's output is its input's memory, read in the same order.
-    if (storage_[l + 1] != static_cast<int>(l) + 1) {
+    if (graph_.storage(l + 1) != static_cast<int>(l) + 1) {
       act_[l + 1] = act_[reads[0]];
       continue;
     }
@@ -407,7 +189,7 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
     }
     act_[l + 1] = out;
   }
-  if (spec_.binary()) {
+  if (graph_.spec().binary()) {
     // The sigmoid in place, with loss, accuracy and the AUC's histograms:
     // loss = max(z, 0) - z y + log(1 + exp(-|z|)), stable for any z.
     float* p = activations_.back().data();
@@ -424,7 +206,7 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
     return;
   }
   // Softmax in place, with loss and accuracy.
-  const int c = spec_.num_classes();
+  const int c = graph_.spec().num_classes();
   float* probs = activations_.back().data();  // the last layer is dense: its own buffer
   for (int r = 0; r < batch; ++r) {
     float* row = probs + r * c;
@@ -458,12 +240,12 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
 
   // dLoss/dlogits for the mean loss: (p - onehot) / batch (sigmoid: one
   // logit, (p - y) / batch).
-  const int c = spec_.binary() ? 1 : spec_.num_classes();
+  const int c = graph_.spec().binary() ? 1 : graph_.spec().num_classes();
   float* delta = deltas_.back().data();
   const float* probs = activations_.back().data();
   const float inv_batch = 1.0f / batch;
   for (int r = 0; r < batch; ++r) {
-    if (spec_.binary()) {
+    if (graph_.spec().binary()) {
       delta[r] = (probs[r] - static_cast<float>(labels[r])) * inv_batch;
       continue;
     }
@@ -479,28 +261,28 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
   // the layers writing it, variable-free, are skipped.
   needs_grad_[0] = input_grad != nullptr;
   for (size_t l = 0; l < layers_.size(); ++l) {
-    bool needs = param_layer_[l] >= 0;
-    for (int r : inputs_[l]) needs = needs || needs_grad_[r];
+    bool needs = graph_.param_layer(l) >= 0;
+    for (int r : graph_.layer_inputs(l)) needs = needs || needs_grad_[r];
     needs_grad_[l + 1] = needs;
   }
   delta_[0] = input_grad;
-  for (size_t i = 1; i < shapes_.size(); ++i) {
+  for (size_t i = 1; i < graph_.shapes().size(); ++i) {
     if (!needs_grad_[i]) {
       delta_[i] = nullptr;
     } else {
-      delta_[i] = storage_[i] == 0 ? input_grad : deltas_[storage_[i]].data();
+      delta_[i] = graph_.storage(i) == 0 ? input_grad : deltas_[graph_.storage(i)].data();
     }
   }
   std::fill(written_.begin(), written_.end(), 0);
   written_.back() = 1;  // the logits' gradient, above
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
-    if (storage_[l + 1] != l + 1) continue;  // a flatten: its readers wrote its input's
+    if (graph_.storage(l + 1) != l + 1) continue;  // a flatten: its readers wrote its input's
     if (delta_[l + 1] == nullptr) continue;  // nothing before it needs a gradient
-    const std::vector<int>& reads = inputs_[l];
+    const std::vector<int>& reads = graph_.layer_inputs(l);
     // Each input's gradient: straight into the position's when nothing
     // has written it yet this pass, else into scratch added to it after.
     for (size_t j = 0; j < reads.size(); ++j) {
-      const int at = storage_[reads[j]];
+      const int at = graph_.storage(reads[j]);
       ins_[j] = act_[reads[j]];
       if (delta_[at] == nullptr) {
         d_ins_[j] = nullptr;
@@ -508,7 +290,7 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
         d_ins_[j] = delta_[at];
         written_[at] = 1;
       } else {
-        const size_t n = static_cast<size_t>(batch) * ShapeSize(shapes_[at]);
+        const size_t n = static_cast<size_t>(batch) * ShapeSize(graph_.shapes()[at]);
         if (scratch_[j].size() < n) scratch_[j].resize(n);
         d_ins_[j] = scratch_[j].data();
       }
@@ -520,13 +302,13 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
                                  d_ins_.data());
     }
     for (size_t j = 0; j < reads.size(); ++j) {
-      float* d = delta_[storage_[reads[j]]];
+      float* d = delta_[graph_.storage(reads[j])];
       if (d_ins_[j] == nullptr || d_ins_[j] == d) continue;
-      const int64_t n = batch * ShapeSize(shapes_[storage_[reads[j]]]);
+      const int64_t n = batch * ShapeSize(graph_.shapes()[graph_.storage(reads[j])]);
       const float* __restrict add = d_ins_[j];
       for (int64_t k = 0; k < n; ++k) d[k] += add[k];
     }
-    if (on_layer_done && param_layer_[l] >= 0) on_layer_done(param_layer_[l]);
+    if (on_layer_done && graph_.param_layer(l) >= 0) on_layer_done(graph_.param_layer(l));
   }
   return result;
 }
@@ -544,7 +326,7 @@ absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* 
     Forward(params, x + start * width, labels + start, b, /*training=*/false, &result);
     if (outputs != nullptr) {
       const float* out = activations_.back().data();  // probabilities, in place
-      outputs->insert(outputs->end(), out, out + b * ShapeSize(shapes_.back()));
+      outputs->insert(outputs->end(), out, out + b * ShapeSize(graph_.shapes().back()));
     }
   }
   return result;

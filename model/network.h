@@ -1,11 +1,10 @@
-// A classifier on the CPU: a stack of layers (model/layers.h: dense,
-// convolutions, pooling, flatten, dropout), or a graph of them when layers
-// name their inputs (add and concatenate join branches; a layer's output
-// may feed several layers, its gradient the sum of theirs), whose shapes
-// follow from the input's, softmax cross-entropy over the last layer's
-// logits. Matrix
-// products go through OpenBLAS's cblas_sgemm; the rest are plain loops the
-// compiler vectorises.
+// A classifier computed on the CPU: the executor of a model's description
+// (model/model_graph.h: a stack of layers, or a graph of them when layers
+// name their inputs; add and concatenate join branches, and a layer's
+// output may feed several layers, its gradient the sum of theirs), holding
+// each layer's computation (model/layers.h) and the activations and
+// gradients of a batch; the loss (softmax or sigmoid cross-entropy) over
+// the last layer's logits.
 //
 // Parameters live in one flat float array, variable after variable as
 // layout() describes them ("dense_0/kernel" [in, out], "dense_0/bias" [out],
@@ -29,49 +28,11 @@
 #include "data/dataset.h"
 #include "model/embeddings.h"
 #include "model/layers.h"
+#include "model/model_graph.h"
+#include "model/network_spec.h"
 #include "model/param_layout.h"
 
 namespace pstrain::model {
-
-// The loss over the last layer's outputs.
-enum class Loss {
-  kSoftmaxCrossEntropy,  // one logit per class
-  kSigmoidCrossEntropy,  // one logit, labels 0 and 1 (a click)
-};
-
-// "softmax cross-entropy" or "sigmoid cross-entropy".
-const char* LossName(Loss loss);
-
-struct NetworkSpec {
-  int input_dim = 784;  // Fashion-MNIST: 28 x 28 pixels
-  // The shape of each example's input_dim floats as the first layer sees
-  // them (e.g. [28, 28, 1] for conv2d); empty: flat, [input_dim].
-  Shape input_shape;
-  // Applied in order (model/layers.h), each to the layer before it or to
-  // the earlier layers it names (LayerSpec::inputs); the last is a dense
-  // layer whose outputs are the logits of the loss (so it has no ReLU): one
-  // per class for softmax cross-entropy, one for sigmoid cross-entropy.
-  std::vector<LayerSpec> layers;
-  Loss loss = Loss::kSoftmaxCrossEntropy;
-  // Optional: embeddings between the input and the first layer
-  // (model/embeddings.h: several bags side by side, or one sequence),
-  // which then reads their output.
-  std::vector<EmbeddingBagSpec> embeddings;
-  // The embedding tables' consistency on the PS: a sync job's rounds (each
-  // replica's row gradients summed per step and applied once, as one
-  // process with their batches together would), or async (whatever the
-  // job's mode, as hybrid sparse models train them).
-  bool sync_tables = false;
-
-  // Dense layers "dense_0", "dense_1", ... with ReLU on the hidden ones.
-  static NetworkSpec FromWidths(int input_dim, const std::vector<int>& hidden, int num_classes);
-  // Labels lie in [0, num_classes): the softmax's units, or 2 for sigmoid.
-  int num_classes() const {
-    if (layers.empty()) return 0;
-    return loss == Loss::kSigmoidCrossEntropy ? 2 : layers.back().units;
-  }
-  bool binary() const { return loss == Loss::kSigmoidCrossEntropy; }
-};
 
 struct BatchResult {
   double loss_sum = 0;  // summed over the examples (divide by count)
@@ -127,49 +88,34 @@ uint64_t StepSeed(uint64_t job_seed, int replica, int64_t step);
 
 class Network {
  public:
-  // InvalidArgument naming the layer for no layers, a missing or repeated
-  // name, an input that names no earlier layer (nor "input"), a layer
-  // whose output no later layer reads (the last's aside), a layer whose
-  // inputs do not fit it (LayerOutputShape's errors),
-  // a last layer that is not dense, has a ReLU or fewer than 2 units, or an
-  // initializer that does not parse; or for input_dim < 1, an input_shape
-  // whose size is not input_dim, or max_batch < 1.
+  // ModelGraph::Create's errors, or InvalidArgument for max_batch < 1.
   static absl::StatusOr<std::unique_ptr<Network>> Create(const NetworkSpec& spec, int max_batch);
 
-  const NetworkSpec& spec() const { return spec_; }
-  // Where each variable lives: the layers' kernels and biases in the flat
-  // array (layer numbers there count the layers with variables only), then
-  // each embedding's table (embedding: true, sync or async as
-  // spec().sync_tables says; their rows are not in the flat array, they
-  // move by id).
-  const ParamLayout& layout() const { return layout_; }
-  const std::vector<VariableDef>& variables() const { return layout_.variables(); }
-  const std::vector<int64_t>& offsets() const { return layout_.offsets(); }
-  int64_t num_parameters() const { return layout_.num_parameters(); }
-  // The embeddings before the first layer (empty when the model has none).
-  const Embeddings& embeddings() const { return embeddings_; }
+  // The model's description (model/model_graph.h), and its parts.
+  const ModelGraph& graph() const { return graph_; }
+  const NetworkSpec& spec() const { return graph_.spec(); }
+  const ParamLayout& layout() const { return graph_.layout(); }
+  const std::vector<VariableDef>& variables() const { return graph_.variables(); }
+  const std::vector<int64_t>& offsets() const { return graph_.offsets(); }
+  int64_t num_parameters() const { return graph_.num_parameters(); }
+  const Embeddings& embeddings() const { return graph_.embeddings(); }
   // Floats per example that ComputeGradients and Evaluate read: input_dim,
   // or the embeddings' output (the caller gathers the rows:
   // Embeddings::Forward).
-  int input_width() const { return static_cast<int>(ShapeSize(shapes_[0])); }
-  // The input's shape and each layer's output shape, in order: position 0
-  // is the input, position l + 1 layer l's output.
-  const std::vector<Shape>& shapes() const { return shapes_; }
-  // The positions (in shapes()) layer l reads, in order; {l} in a stack.
-  const std::vector<int>& layer_inputs(int l) const { return inputs_[l]; }
-  // The shape of layer l's first (for most layers its only) input.
-  const Shape& input_shape(int l) const { return shapes_[inputs_[l][0]]; }
-  // Whether every layer reads the one before it (a Keras Sequential model);
-  // else the layers form a graph.
-  bool sequential() const { return sequential_; }
+  int input_width() const { return graph_.input_width(); }
+  const std::vector<Shape>& shapes() const { return graph_.shapes(); }
+  const std::vector<int>& layer_inputs(int l) const { return graph_.layer_inputs(l); }
+  const Shape& input_shape(int l) const { return graph_.input_shape(l); }
+  bool sequential() const { return graph_.sequential(); }
   // The sgemm calls of one training step of `batch` examples.
   std::vector<GemmShape> StepGemms(int batch) const;
   // How many layers oneDNN computes (model/layers.h's CpuKernels).
   int onednn_layers() const;
 
-  // Each layer's initializers, reproducible from `seed` (one generator
-  // drawn layer by layer, kernel then bias).
-  std::vector<float> InitialParameters(uint64_t seed) const;
+  // ModelGraph::InitialParameters.
+  std::vector<float> InitialParameters(uint64_t seed) const {
+    return graph_.InitialParameters(seed);
+  }
 
   // Dropout masks of the following ComputeGradients calls derive from this
   // seed (the trainer's, per replica and step), so runs repeat.
@@ -193,7 +139,9 @@ class Network {
       const std::function<void(int layer)>& on_layer_done = nullptr, float* input_grad = nullptr);
 
   // InvalidArgument naming the first label outside [0, num_classes).
-  absl::Status CheckLabels(const int32_t* labels, int64_t n) const;
+  absl::Status CheckLabels(const int32_t* labels, int64_t n) const {
+    return graph_.CheckLabels(labels, n);
+  }
 
   // Forward only (dropout off) over `n` examples of input_width() floats
   // (any n >= 0, in chunks that keep the scratch under 32 MiB). Same errors
@@ -203,8 +151,7 @@ class Network {
                                        int64_t n, std::vector<float>* outputs = nullptr);
 
  private:
-  Network(const NetworkSpec& spec, int max_batch, Embeddings embeddings, std::vector<Shape> shapes,
-          std::vector<std::vector<int>> inputs);
+  Network(ModelGraph graph, int max_batch);
   // Grows the activations (and, with `gradients`, the deltas) to `batch`
   // rows.
   void EnsureScratch(int batch, bool gradients);
@@ -213,18 +160,9 @@ class Network {
   void Forward(const float* params, const float* x, const int32_t* labels, int batch, bool training,
                BatchResult* result);
 
-  const NetworkSpec spec_;
+  const ModelGraph graph_;
   const int max_batch_;
-  Embeddings embeddings_;
-  std::vector<Shape> shapes_;  // input, then each layer's output
-  std::vector<std::vector<int>> inputs_;  // per layer: the positions it reads
-  bool sequential_ = true;
-  // Per position, the position whose memory holds it: its own, or for a
-  // flatten's output its input's (read in the same order).
-  std::vector<int> storage_;
-  ParamLayout layout_;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<int> param_layer_;  // per layer: its number in layout_, or -1
   int eval_chunk_ = 1;            // examples per forward pass in Evaluate
   // Scratch: activations_[i] is layer i-1's output (i >= 1; after its ReLU
   // if it has one, softmax probabilities for the last); deltas_[i] the loss

@@ -798,5 +798,46 @@ TEST(NetworkTest, AFrozenLayersVariablesAreFrozen) {
   EXPECT_EQ(net->variables()[7].update, VariableUpdate::kIncrement);
 }
 
+// The graph alone describes the model: positions, shapes, where each
+// layer's variables lie, with no executor built; a Network over the same
+// spec lays its variables out the same way.
+TEST(NetworkTest, TheModelGraphDescribesTheModelWithoutComputingIt) {
+  ASSERT_OK_AND_ASSIGN(ModelGraph graph, ModelGraph::Create(NormalisedBlock()));
+  EXPECT_FALSE(graph.sequential());
+  ASSERT_EQ(graph.shapes().size(), 11u);
+  EXPECT_EQ(graph.shapes()[1], (Shape{5, 5, 4}));  // expand
+  EXPECT_EQ(graph.shapes()[9], (Shape{2}));        // gap
+  EXPECT_EQ(graph.layer_inputs(7), (std::vector<int>{0, 7}));  // add: input, project_BN
+  EXPECT_EQ(graph.input_shape(8), (Shape{5, 5, 2}));
+  // expand (kernel only), expand_BN, relu (none), depthwise, ...
+  EXPECT_EQ(graph.param_layer(0), 0);
+  EXPECT_EQ(graph.param_layer(1), 1);
+  EXPECT_EQ(graph.param_layer(2), -1);
+  EXPECT_EQ(graph.kernel_at(0), 0);
+  EXPECT_EQ(graph.bias_at(0), -1);
+  EXPECT_EQ(graph.kernel_at(1), 2 * 4);  // after expand's [1, 1, 2, 4] kernel
+  EXPECT_EQ(graph.kernel_at(2), -1);
+  const int last = 9;
+  EXPECT_EQ(graph.bias_at(last), graph.kernel_at(last) + 2 * 3);
+  for (int p = 0; p < 11; ++p) EXPECT_EQ(graph.storage(p), p);
+
+  ASSERT_OK_AND_ASSIGN(ModelGraph cnn, ModelGraph::Create(FashionCnn()));
+  // flatten's output is its input's memory.
+  for (size_t l = 0; l < cnn.spec().layers.size(); ++l) {
+    const bool flatten = cnn.spec().layers[l].kind == LayerKind::kFlatten;
+    EXPECT_EQ(cnn.storage(l + 1), flatten ? static_cast<int>(l) : static_cast<int>(l) + 1);
+  }
+
+  ASSERT_OK_AND_ASSIGN(auto net, Network::Create(NormalisedBlock(), 2));
+  ASSERT_EQ(net->variables().size(), graph.variables().size());
+  for (size_t v = 0; v < graph.variables().size(); ++v) {
+    EXPECT_EQ(net->variables()[v].name, graph.variables()[v].name);
+    EXPECT_EQ(net->offsets()[v], graph.offsets()[v]);
+    EXPECT_EQ(net->variables()[v].initializer, graph.variables()[v].initializer);
+  }
+  EXPECT_EQ(net->InitialParameters(5), graph.InitialParameters(5));
+  EXPECT_EQ(ModelGraph::Create(NetworkSpec{}).status().message(), "model has no layers");
+}
+
 }  // namespace
 }  // namespace pstrain::model

@@ -1,5 +1,7 @@
 #include "train/replica.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/ps_client.h"
@@ -9,6 +11,7 @@
 #include "base/status_macros.h"
 #include "data/dataset.h"
 #include "data/input.h"
+#include "model/model_graph.h"
 #include "train/trainer.h"
 
 namespace pstrain::train {
@@ -18,7 +21,7 @@ namespace {
 // What a replica needs before its first step: the model's layout, a
 // client of the PS, its share of the training data.
 struct ReplicaSetup {
-  std::unique_ptr<model::Network> net;
+  std::optional<model::ModelGraph> graph;
   std::unique_ptr<client::PsClient> client;
   data::TrainingInput data;
   int replica = 0;
@@ -35,9 +38,9 @@ absl::StatusOr<ReplicaSetup> SetUp(const TfConfig& cfg, const ReplicaOptions& op
         absl::StrCat(cfg.task.ToString(), " is not a training replica of this job"));
   }
   setup.num_replicas = static_cast<int>(TrainingReplicas(cfg.cluster, job.chief_trains).size());
-  PSTRAIN_ASSIGN_OR_RETURN(setup.net, model::Network::Create(job.model, 1));
+  PSTRAIN_ASSIGN_OR_RETURN(setup.graph, model::ModelGraph::Create(job.model));
   PSTRAIN_ASSIGN_OR_RETURN(Placement placement,
-                           ComputePlacement(setup.net->variables(), cfg.cluster.ps.size()));
+                           ComputePlacement(setup.graph->variables(), cfg.cluster.ps.size()));
   client::PsClientOptions client_options;
   client_options.ps_addresses = cfg.cluster.ps;
   client_options.replica = replica;
@@ -67,7 +70,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   if (!set_up.ok()) return AsSetupFailure(set_up.status());
   const int replica = set_up->replica;
   const int num_replicas = set_up->num_replicas;
-  std::unique_ptr<model::Network>& net = set_up->net;
+  const model::ModelGraph& graph = *set_up->graph;
   std::unique_ptr<client::PsClient>& client = set_up->client;
   data::TrainingInput& data = set_up->data;
   if (data.skipped_records > 0) {
@@ -99,7 +102,7 @@ absl::StatusOr<v1::ReportDoneRequest> TrainAsReplica(const TfConfig& cfg,
   }
   // Replica 0 reports the training scalars for the job.
   if (replica == 0) trainer.summary_dir = options.output_dir + "/train";
-  client::RemoteStore store(client.get(), net->offsets());
+  client::RemoteStore store(client.get(), graph.offsets());
   PSTRAIN_ASSIGN_OR_RETURN(TrainerResult trained, RunTrainer(trainer, data.source.get(), &store));
   Log(absl::StrFormat("done: %d steps in %.1fs, %.0f examples/s", trained.steps, trained.seconds,
                       trained.examples_per_sec));
