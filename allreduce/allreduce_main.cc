@@ -96,6 +96,9 @@ absl::Status TrainOverRing(Ring* ring, train::ReplicaGroup* group, const model::
     return vote->agreed.load(std::memory_order_relaxed);
   };
   group->all_gather = [ring](const std::string& mine) { return ring->AllGather(mine); };
+  group->end_gather = [ring](const std::string& mine) {
+    return ring->AllGather(mine, train::ReplicaGroup::kEndWait);
+  };
   group->announce = [ring](const std::string& failure) { return ring->Announce(failure); };
   group->told = [ring]() -> std::optional<std::pair<int, std::string>> {
     std::optional<RingNotice> notice = ring->notice();

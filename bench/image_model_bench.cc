@@ -106,6 +106,7 @@ void BM_TrainingStep(benchmark::State& state, Case c, CpuKernels kernels) {
   state.counters["threads"] = ComputeThreads();
   state.counters["batch"] = c.batch;
   state.counters["onednn_layers"] = n.onednn_layers();
+  state.counters["folded_pads"] = n.folded_paddings();
   SetCpuKernels(CpuKernels::kOneDnn);
 }
 

@@ -18,6 +18,7 @@
 #ifndef PSTRAIN_MODEL_LAYER_KIND_H_
 #define PSTRAIN_MODEL_LAYER_KIND_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -89,6 +90,11 @@ struct CpuLayerArgs {
   int max_batch;
   int64_t kernel_at;
   int64_t bias_at;
+  // The zeros a zero_padding2d in front adds (top, bottom, left, right),
+  // folded into this layer by the executor (model/network.h): ins[0] is
+  // then the pad's input. Given only to a kind that folds_padding(), whose
+  // CreateCpu returns null when it cannot compute the fold.
+  std::array<int, 4> padding = {0, 0, 0, 0};
 };
 
 class LayerKindDef {
@@ -105,6 +111,9 @@ class LayerKindDef {
   virtual bool merges() const { return false; }
   // Its output is its input's memory read in the same order (flatten).
   virtual bool aliases_input() const { return false; }
+  // Takes a zero_padding2d in front into its own padding
+  // (CpuLayerArgs::padding): the pad's output is then never written.
+  virtual bool folds_padding() const { return false; }
   // Its kernel variable's suffix ("kernel", Keras's "depthwise_kernel"), or
   // null when the kind has no kernel (and so no kernel or bias initializer).
   virtual const char* kernel_name() const { return nullptr; }

@@ -109,15 +109,40 @@ Network::Network(ModelGraph graph, int max_batch)
     : graph_(std::move(graph)), max_batch_(max_batch) {
   const NetworkSpec& spec = graph_.spec();
   const std::vector<Shape>& shapes = graph_.shapes();
+  std::vector<int> readers(shapes.size(), 0);
   for (size_t i = 0; i < spec.layers.size(); ++i) {
+    for (int p : graph_.layer_inputs(static_cast<int>(i))) ++readers[p];
+  }
+  for (size_t p = 0; p < shapes.size(); ++p) storage_.push_back(graph_.storage(p));
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const std::vector<int>& reads = graph_.layer_inputs(static_cast<int>(i));
     std::vector<Shape> ins;
-    for (int p : graph_.layer_inputs(static_cast<int>(i))) ins.push_back(shapes[p]);
+    for (int p : reads) ins.push_back(shapes[p]);
     // The last layer gives the logits: its softmax (or sigmoid) is the
     // loss's.
     LayerSpec computed = spec.layers[i];
     if (i + 1 == spec.layers.size()) computed.activation = Activation::kLinear;
-    layers_.push_back(Layer::CreateForInputs(computed, ins, max_batch, graph_.kernel_at(i),
-                                             graph_.bias_at(i)));
+    CpuLayerArgs args{computed, ins, shapes[i + 1], max_batch, graph_.kernel_at(i),
+                      graph_.bias_at(i)};
+    // A zero_padding2d read by this layer alone, which takes the zeros
+    // into its own padding (oneDNN's convolutions do): the pad is never
+    // computed, its output is its input's memory, read padded.
+    const int p = reads[0];
+    if (reads.size() == 1 && p > 0 && readers[p] == 1 && storage_[p] == p &&
+        spec.layers[p - 1].kind == LayerKind::kZeroPadding2D &&
+        KindDef(computed.kind).folds_padding() && CpuKernelsInUse() == CpuKernels::kOneDnn) {
+      const std::vector<Shape> unpadded = {shapes[graph_.layer_inputs(p - 1)[0]]};
+      CpuLayerArgs folded{computed,           unpadded,           shapes[i + 1], max_batch,
+                          graph_.kernel_at(i), graph_.bias_at(i)};
+      folded.padding = spec.layers[p - 1].padding;
+      if (std::unique_ptr<Layer> layer = KindDef(computed.kind).CreateCpu(folded)) {
+        storage_[p] = storage_[graph_.layer_inputs(p - 1)[0]];
+        layers_.push_back(std::move(layer));
+        ++folded_paddings_;
+        continue;
+      }
+    }
+    layers_.push_back(KindDef(computed.kind).CreateCpu(args));
   }
   int64_t widest = 0;
   for (const Shape& s : graph_.shapes()) widest += ShapeSize(s);
@@ -140,7 +165,7 @@ Network::Network(ModelGraph graph, int max_batch)
 
 void Network::EnsureScratch(int batch, bool gradients) {
   for (size_t i = 1; i < graph_.shapes().size(); ++i) {
-    if (graph_.storage(i) != static_cast<int>(i)) continue;  // a flatten's: its input's memory
+    if (storage_[i] != static_cast<int>(i)) continue;  // a flatten or folded pad: its input
     const size_t n = static_cast<size_t>(batch) * ShapeSize(graph_.shapes()[i]);
     if (activations_[i].size() < n) activations_[i].resize(n);
     if (gradients && deltas_[i].size() < n) deltas_[i].resize(n);
@@ -175,8 +200,9 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
   act_[0] = x;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const std::vector<int>& reads = graph_.layer_inputs(l);
-    // A flatten's output is its input's memory, read in the same order.
-    if (graph_.storage(l + 1) != static_cast<int>(l) + 1) {
+    // A flatten's output is its input's memory, read in the same order (a
+    // folded pad's, read padded by the convolution after it).
+    if (storage_[l + 1] != static_cast<int>(l) + 1) {
       act_[l + 1] = act_[reads[0]];
       continue;
     }
@@ -270,19 +296,19 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
     if (!needs_grad_[i]) {
       delta_[i] = nullptr;
     } else {
-      delta_[i] = graph_.storage(i) == 0 ? input_grad : deltas_[graph_.storage(i)].data();
+      delta_[i] = storage_[i] == 0 ? input_grad : deltas_[storage_[i]].data();
     }
   }
   std::fill(written_.begin(), written_.end(), 0);
   written_.back() = 1;  // the logits' gradient, above
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
-    if (graph_.storage(l + 1) != l + 1) continue;  // a flatten: its readers wrote its input's
+    if (storage_[l + 1] != l + 1) continue;  // flatten, folded pad: readers wrote its input's
     if (delta_[l + 1] == nullptr) continue;  // nothing before it needs a gradient
     const std::vector<int>& reads = graph_.layer_inputs(l);
     // Each input's gradient: straight into the position's when nothing
     // has written it yet this pass, else into scratch added to it after.
     for (size_t j = 0; j < reads.size(); ++j) {
-      const int at = graph_.storage(reads[j]);
+      const int at = storage_[reads[j]];
       ins_[j] = act_[reads[j]];
       if (delta_[at] == nullptr) {
         d_ins_[j] = nullptr;
@@ -302,9 +328,9 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
                                  d_ins_.data());
     }
     for (size_t j = 0; j < reads.size(); ++j) {
-      float* d = delta_[graph_.storage(reads[j])];
+      float* d = delta_[storage_[reads[j]]];
       if (d_ins_[j] == nullptr || d_ins_[j] == d) continue;
-      const int64_t n = batch * ShapeSize(graph_.shapes()[graph_.storage(reads[j])]);
+      const int64_t n = batch * ShapeSize(graph_.shapes()[storage_[reads[j]]]);
       const float* __restrict add = d_ins_[j];
       for (int64_t k = 0; k < n; ++k) d[k] += add[k];
     }

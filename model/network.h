@@ -111,6 +111,10 @@ class Network {
   std::vector<GemmShape> StepGemms(int batch) const;
   // How many layers oneDNN computes (model/layers.h's CpuKernels).
   int onednn_layers() const;
+  // How many zero_padding2d layers are folded into the convolution that
+  // reads them (LayerKindDef::folds_padding): never computed, their zeros
+  // the convolution's padding.
+  int folded_paddings() const { return folded_paddings_; }
 
   // ModelGraph::InitialParameters.
   std::vector<float> InitialParameters(uint64_t seed) const {
@@ -163,6 +167,10 @@ class Network {
   const ModelGraph graph_;
   const int max_batch_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  // Per position, the position whose memory holds it: the graph's
+  // storage, and for a folded pad's output its input's.
+  std::vector<int> storage_;
+  int folded_paddings_ = 0;
   int eval_chunk_ = 1;            // examples per forward pass in Evaluate
   // Scratch: activations_[i] is layer i-1's output (i >= 1; after its ReLU
   // if it has one, softmax probabilities for the last); deltas_[i] the loss

@@ -695,6 +695,42 @@ TEST(NetworkTest, MobileNetPiecesGradientsMatchAndASoftmaxLastLayerIsTheLosss) {
   EXPECT_NEAR(pa[0] + pa[1] + pa[2], 1.0, 1e-6);  // probabilities, not softmax twice
 }
 
+// A zero_padding2d before a convolution (MobileNetV2's before each strided
+// depthwise one) is the convolution's own padding on oneDNN: the same loss
+// and gradients as the reference, which pads.
+TEST(NetworkTest, APaddingBeforeAConvolutionIsFoldedIntoIt) {
+  NetworkSpec spec = MobileBlocks();
+  // A depthwise convolution after a pad that reads a hidden layer, with
+  // padding of every side.
+  LayerSpec pad2 = Layer(LayerKind::kZeroPadding2D, "block_pad");
+  pad2.padding = {1, 2, 1, 1};
+  LayerSpec dw = Layer(LayerKind::kDepthwiseConv2D, "block_depthwise");
+  dw.window = {3, 3};
+  dw.stride = {2, 2};
+  dw.use_bias = false;
+  spec.layers.insert(spec.layers.begin() + 5, {pad2, dw});
+  ASSERT_OK_AND_ASSIGN(auto folded, Network::Create(spec, 3));
+  EXPECT_EQ(folded->folded_paddings(), 2);
+  EXPECT_EQ(folded->shapes()[7], (Shape{2, 2, 3}));  // 6x5 padded, 3x3 by 2
+  SetCpuKernels(CpuKernels::kReference);
+  ASSERT_OK_AND_ASSIGN(auto padded, Network::Create(spec, 3));
+  SetCpuKernels(CpuKernels::kOneDnn);
+  EXPECT_EQ(padded->folded_paddings(), 0);
+  const std::vector<float> params = folded->InitialParameters(6);
+  std::vector<float> x(3 * 72);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 31) % 17) / 17.0f - 0.3f;
+  const std::vector<int32_t> y = {2, 0, 1};
+  std::vector<float> a(params.size()), b(params.size()), da(x.size()), db(x.size());
+  ASSERT_OK_AND_ASSIGN(BatchResult ra, folded->ComputeGradients(params.data(), x.data(), y.data(),
+                                                                3, a.data(), nullptr, da.data()));
+  ASSERT_OK_AND_ASSIGN(BatchResult rb, padded->ComputeGradients(params.data(), x.data(), y.data(),
+                                                                3, b.data(), nullptr, db.data()));
+  EXPECT_NEAR(ra.loss_sum, rb.loss_sum, 1e-5);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  for (size_t i = 0; i < da.size(); ++i) EXPECT_NEAR(da[i], db[i], 1e-5) << i;
+  CheckStackGradients(spec, 3, 19);
+}
+
 // Without the input's gradient asked for, nothing in front of the first
 // variables is differentiated (the padding, the first convolution's pass
 // over its input): the variables' gradients are the same bits.

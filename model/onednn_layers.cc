@@ -13,10 +13,11 @@ namespace {
 class OneDnnConvLayer final : public Layer {
  public:
   OneDnnConvLayer(const LayerSpec& spec, const Shape& in, const Shape& out,
-                  std::unique_ptr<OneDnnConv> conv, int64_t kernel_at, int64_t bias_at)
+                  const PstrainWindow& window, std::unique_ptr<OneDnnConv> conv, int64_t kernel_at,
+                  int64_t bias_at)
       : Layer(spec, in, out),
         conv_(std::move(conv)),
-        window_(LayerWindow(spec, in)),
+        window_(window),
         kernel_at_(kernel_at),
         bias_at_(bias_at),
         activation_(spec.activation) {}
@@ -97,16 +98,29 @@ std::unique_ptr<Layer> CreateOneDnnPoolLayer(const LayerSpec& spec, const Shape&
 
 std::unique_ptr<Layer> CreateOneDnnConvLayer(const LayerSpec& spec, const Shape& in,
                                              const Shape& out, int max_batch, int64_t kernel_at,
-                                             int64_t bias_at) {
+                                             int64_t bias_at, const std::array<int, 4>& padding) {
   OneDnnConvSpec conv;
-  conv.window = LayerWindow(spec, in);
+  const int top = padding[0], bottom = padding[1], left = padding[2], right = padding[3];
+  // The window over the padded input, then over the input itself with the
+  // pad's zeros as the convolution's (those after follow from the output
+  // positions: onednn_engine.h's PaddingAfter).
+  const bool padded = top != 0 || bottom != 0 || left != 0 || right != 0;
+  conv.window = LayerWindow(
+      spec, padded ? Shape{in[0] + top + bottom, in[1] + left + right, in[2]} : in);
+  if (padded) {
+    conv.window.h = in[0];
+    conv.window.w = in[1];
+    conv.window.pad_top += top;
+    conv.window.pad_left += left;
+  }
   conv.out_channels = out.back();
   conv.groups = spec.kind == LayerKind::kDepthwiseConv2D ? conv.window.c : 1;
   conv.bias = bias_at >= 0;
   conv.relu = spec.relu;
   auto made = OneDnnConv::Create(conv, max_batch);
   if (!made.ok()) return nullptr;
-  return std::make_unique<OneDnnConvLayer>(spec, in, out, *std::move(made), kernel_at, bias_at);
+  return std::make_unique<OneDnnConvLayer>(spec, in, out, conv.window, *std::move(made), kernel_at,
+                                           bias_at);
 }
 
 }  // namespace pstrain::model

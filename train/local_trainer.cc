@@ -145,8 +145,9 @@ class LocalRun final : public StepObserver {
   // A step the replica group takes together (train/group_outcome.h): this
   // replica's outcome, `value` when `mine` is OK, against every replica's.
   absl::StatusOr<std::vector<std::string>> Share(const absl::Status& mine, std::string value,
-                                                 FailureKind unmarked) const {
-    return GatherOutcomes(group_->all_gather, group_->names,
+                                                 FailureKind unmarked, bool at_end = false) const {
+    return GatherOutcomes(at_end && group_->end_gather ? group_->end_gather : group_->all_gather,
+                          group_->names,
                           mine.ok() ? absl::StatusOr<std::string>(std::move(value))
                                     : absl::StatusOr<std::string>(mine),
                           unmarked);
@@ -431,7 +432,8 @@ class LocalRun final : public StepObserver {
     if (group_ != nullptr) PSTRAIN_RETURN_IF_ERROR(CheckReplicasAgree());
     absl::Status ended = chief_ ? WriteTheEnd() : absl::OkStatus();
     if (group_ != nullptr) {
-      const absl::Status agreed = Share(ended, "ended", FailureKind::kPermanent).status();
+      const absl::Status agreed =
+          Share(ended, "ended", FailureKind::kPermanent, /*at_end=*/true).status();
       if (chief_ && ended.ok() && !agreed.ok()) {
         // The job's end is on disk: a replica lost after it undoes
         // nothing (restarted, it finds the end in run.json).

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "base/json.h"
 #include "client/parameter_store.h"
 #include "cluster/placement.h"
@@ -75,6 +76,11 @@ struct ReplicaGroup {
       wrap;
   // Every replica's `mine`, by replica.
   std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> all_gather;
+  // The same for the exchange at the job's end, which waits while replica
+  // 0 checkpoints and scores the test split (minutes for an image model on
+  // a CPU): a neighbour may be silent for kEndWait. Unset: all_gather.
+  static constexpr absl::Duration kEndWait = absl::Hours(2);
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::string& mine)> end_gather;
   // A failure for good in the step loop (a bad record in a streamed file, a
   // bug) is not this replica's alone: `announce` tells every other replica
   // (train/group_outcome.h's EncodeFailure text; returns once they all

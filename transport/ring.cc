@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -71,6 +72,7 @@ Ring::Ring(const RingOptions& options)
     : members_(options.members),
       rank_(options.rank),
       timeout_(options.timeout),
+      silence_(options.timeout),
       piece_bytes_(std::max<int64_t>(options.piece_bytes / sizeof(float) * sizeof(float),
                                      sizeof(float))) {}
 
@@ -430,7 +432,7 @@ absl::Status Ring::ReceiveError(const absl::Status& s) const {
   if (absl::IsDeadlineExceeded(s)) {
     return absl::DeadlineExceededError(
         absl::StrCat("ring: nothing from ", Describe(left), " for ",
-                     absl::FormatDuration(timeout_), ": it stalled or died"));
+                     absl::FormatDuration(silence_), ": it stalled or died"));
   }
   // Whatever ended the connection, the neighbour is gone: a job started
   // again forms its ring anew.
@@ -709,12 +711,25 @@ absl::Status Ring::AllReduceSum(absl::Span<float> data, bool bfloat16_wire) {
   return status;
 }
 
-absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine) {
+absl::StatusOr<std::vector<std::string>> Ring::AllGather(absl::string_view mine,
+                                                         absl::Duration wait) {
   const int n = size();
   std::vector<std::string> all(n);
   all[rank_] = std::string(mine);
   if (n == 1) return all;
   PSTRAIN_RETURN_IF_ERROR(Told());
+  if (wait > absl::ZeroDuration()) {
+    silence_ = wait;
+    left_->SetTimeout(wait);
+    right_->SetTimeout(wait);
+  }
+  // The ring's timeout again for what follows.
+  absl::Cleanup restore = [this, wait] {
+    if (wait <= absl::ZeroDuration()) return;
+    silence_ = timeout_;
+    left_->SetTimeout(timeout_);
+    right_->SetTimeout(timeout_);
+  };
   Post(all[rank_].data(), all[rank_].size(), /*on_socket=*/true);
   for (int s = 0; s < n - 1; ++s) {
     const int from = (rank_ - s - 1 + 2 * n) % n;

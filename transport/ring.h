@@ -143,8 +143,12 @@ class Ring {
   // the same bits (each sum rounded once per hop, n - 1 times at most).
   absl::Status AllReduceSum(absl::Span<float> data, bool bfloat16_wire = false);
 
-  // Each member's `mine`, in rank order (this member's included).
-  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine);
+  // Each member's `mine`, in rank order (this member's included). `wait`
+  // above zero: how long a neighbour may stay silent in this collective
+  // instead of the ring's timeout (a member with long work before it joins:
+  // the chief checkpointing and scoring the test split at the job's end).
+  absl::StatusOr<std::vector<std::string>> AllGather(absl::string_view mine,
+                                                     absl::Duration wait = absl::ZeroDuration());
 
   // Tells every other member that this one failed for good, with `text`
   // (which the ring carries as it is), then shuts the ring down. Returns
@@ -243,6 +247,9 @@ class Ring {
   const std::vector<RingMember> members_;
   const int rank_;
   const absl::Duration timeout_;
+  // How long the collective under way lets a neighbour be silent: timeout_,
+  // or an all-gather's longer wait. The collective's caller's alone.
+  absl::Duration silence_;
   const int64_t piece_bytes_;
   std::unique_ptr<FrameSocket> right_;  // written by the sender thread only
   std::unique_ptr<FrameSocket> left_;   // read by the caller only

@@ -224,6 +224,39 @@ TEST(RingTest, AllGatherReturnsEachMembersBytesInRankOrder) {
   }
 }
 
+// An all-gather given a longer wait than the ring's timeout waits for a
+// member that is late by more than the timeout (the chief scoring at a
+// job's end); one without fails, naming how long it waited. After it the
+// ring's timeout holds again.
+TEST(RingTest, AnAllGatherWithAWaitOutlastsTheRingsTimeout) {
+  const std::vector<RingMember> members = LoopbackMembers(3);
+  std::vector<absl::Status> patient(3), hasty(3), after(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      RingOptions o = Options(members, r);
+      o.timeout = absl::Milliseconds(300);
+      auto ring = Ring::Form(o);
+      ASSERT_OK(ring.status());
+      if (r == 0) absl::SleepFor(absl::Milliseconds(900));
+      patient[r] = (*ring)->AllGather("end", absl::Seconds(10)).status();
+      std::vector<float> data(100, 1.0f);
+      after[r] = (*ring)->AllReduceSum(absl::MakeSpan(data));
+      if (r == 0) absl::SleepFor(absl::Milliseconds(900));
+      hasty[r] = (*ring)->AllGather("late").status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_OK(patient[r]) << r;
+    EXPECT_OK(after[r]) << r;
+  }
+  // worker:1 reads from worker:0, late by 900 ms against the ring's 300.
+  EXPECT_TRUE(absl::IsDeadlineExceeded(hasty[1])) << hasty[1];
+  EXPECT_THAT(hasty[1].message(), HasSubstr("nothing from worker:0"));
+  EXPECT_THAT(hasty[1].message(), HasSubstr("for 300ms"));
+}
+
 TEST(RingTest, AMemberThatNeverComesIsNamed) {
   const std::vector<RingMember> members = LoopbackMembers(3);
   std::vector<absl::Status> formed(2);

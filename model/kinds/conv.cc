@@ -234,13 +234,17 @@ class ConvKind final : public LayerKindDef {
     return kinds::KernelAndBias(spec, "kernel", std::move(kernel), spec.units);
   }
 
+  bool folds_padding() const override { return !one_d_; }
+
   std::unique_ptr<Layer> CreateCpu(const CpuLayerArgs& a) const override {
-    if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
-      if (auto layer =
-              CreateOneDnnConvLayer(a.spec, a.ins[0], a.out, a.max_batch, a.kernel_at, a.bias_at)) {
+    const bool folded = a.padding != std::array<int, 4>{0, 0, 0, 0};
+    if (CpuKernelsInUse() == CpuKernels::kOneDnn || folded) {
+      if (auto layer = CreateOneDnnConvLayer(a.spec, a.ins[0], a.out, a.max_batch, a.kernel_at,
+                                             a.bias_at, a.padding)) {
         return layer;
       }
     }
+    if (folded) return nullptr;  // the reference takes its input padded
     return std::make_unique<ConvLayer>(a.spec, a.ins[0], a.out, a.max_batch, a.kernel_at,
                                        a.bias_at);
   }

@@ -53,13 +53,17 @@ class DepthwiseConv2DKind final : public LayerKindDef {
                                 in[2] * spec.depth_multiplier);
   }
 
+  bool folds_padding() const override { return true; }
+
   std::unique_ptr<Layer> CreateCpu(const CpuLayerArgs& a) const override {
-    if (CpuKernelsInUse() == CpuKernels::kOneDnn) {
-      if (auto layer =
-              CreateOneDnnConvLayer(a.spec, a.ins[0], a.out, a.max_batch, a.kernel_at, a.bias_at)) {
+    const bool folded = a.padding != std::array<int, 4>{0, 0, 0, 0};
+    if (CpuKernelsInUse() == CpuKernels::kOneDnn || folded) {
+      if (auto layer = CreateOneDnnConvLayer(a.spec, a.ins[0], a.out, a.max_batch, a.kernel_at,
+                                             a.bias_at, a.padding)) {
         return layer;
       }
     }
+    if (folded) return nullptr;  // the reference takes its input padded
     return CreateDepthwiseConv2DLayer(a.spec, a.ins[0], a.out, a.kernel_at, a.bias_at);
   }
 
