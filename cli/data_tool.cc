@@ -15,6 +15,7 @@
 #include "data/input.h"
 #include "data/record_survey.h"
 #include "data/text_corpus.h"
+#include "data/tfds_writer.h"
 #include "data/tfrecord.h"
 #include "model/model_config.h"
 
@@ -24,8 +25,10 @@ namespace {
 constexpr char kUsage[] =
     "usage: pstrain data shard --data_dir=DIR --out=DIR --files=N\n"
     "       pstrain data to-tfrecord --data_dir=DIR --out=DIR [--files=N] "
-    "[--compression=GZIP|NONE] [--image_encoding=floats|raw|png]\n"
+    "[--compression=GZIP|NONE] [--image_encoding=floats|raw|png|jpeg]\n"
     "       pstrain data to-csv --data_dir=DIR --out=DIR\n"
+    "       pstrain data to-tfds --out=DIR [--data_dir=DIR] [--size=N] [--spread=N] "
+    "[--shards=N] [--seed=N]\n"
     "       pstrain data csv-to-tfrecord --model_config=FILE --out=DIR [--data_dir=DIR] "
     "[--compression=GZIP|NONE] [--skip_bad_records]\n"
     "       pstrain data text-to-tfrecord --train=FILE [--test=FILE] --out=DIR "
@@ -111,6 +114,12 @@ int IdxToTfRecord(CliArgs& args) {
           "configs/fashion_mnist_png.pbtxt reads them with --data_dir=%s\n",
           out->c_str());
       break;
+    case data::ImageEncoding::kJpeg:
+      std::printf(
+          "features: image (a 28x28 grayscale JPEG), label (int64); "
+          "configs/fashion_mnist_jpeg.pbtxt reads them with --data_dir=%s\n",
+          out->c_str());
+      break;
   }
   return kExitOk;
 }
@@ -128,6 +137,44 @@ int IdxToCsv(CliArgs& args) {
       "columns: label, pixel1..pixel784 (0..255); configs/fashion_mnist_csv.pbtxt reads "
       "them with --data_dir=%s\n",
       out->c_str());
+  return kExitOk;
+}
+
+// A TensorFlow Datasets directory of JPEG photos from the IDX files
+// (data/tfds_writer.h): the stand-in for cats_vs_dogs.
+int IdxToTfds(CliArgs& args) {
+  data::TfdsWriteOptions options;
+  auto data_dir = args.GetString("data_dir", "/usr/share/datasets/fashion-mnist");
+  auto size = args.GetIntInRange("size", options.size, 8, 4096);
+  auto spread = args.GetIntInRange("spread", options.spread, 0, 4092);
+  auto shards = args.GetIntInRange("shards", options.shards, 1, 99999);
+  auto seed = args.GetIntInRange("seed", 1, 0, int64_t{1} << 62);
+  for (const absl::Status& s :
+       {data_dir.status(), size.status(), spread.status(), shards.status(), seed.status()}) {
+    if (!s.ok()) return Fail(s, kExitBadConfig);
+  }
+  auto out = OutFlag(args);
+  if (!out.ok()) return Fail(out.status(), kExitBadConfig);
+  if (absl::Status s = args.CheckAllUsed(); !s.ok()) return Fail(s, kExitBadConfig);
+  options.size = *size;
+  options.spread = *spread;
+  options.shards = static_cast<int>(*shards);
+  options.seed = static_cast<uint64_t>(*seed);
+  auto written = data::WriteIdxAsTfds(*data_dir, *out, options);
+  if (!written.ok()) return FailWith(written.status());
+  int64_t total = 0;
+  for (size_t i = 0; i < written->files.size(); ++i) {
+    std::printf("%s: %lld examples\n", written->files[i].c_str(),
+                static_cast<long long>(written->shard_lengths[i]));
+    total += written->shard_lengths[i];
+  }
+  std::printf(
+      "%s: a TensorFlow Datasets directory, split train (%lld RGB JPEG images, %lld to %lld "
+      "pixels a side; the training images, then the test images from example 60000); "
+      "configs/fashion_mnist_tfds.pbtxt reads it with --data_dir=%s\n",
+      written->dir.c_str(), static_cast<long long>(total),
+      static_cast<long long>(written->min_side), static_cast<long long>(written->max_side),
+      written->dir.c_str());
   return kExitOk;
 }
 
@@ -352,6 +399,7 @@ int DataMain(CliArgs& args) {
   if (what == "shard") return Shard(args);
   if (what == "to-tfrecord") return IdxToTfRecord(args);
   if (what == "to-csv") return IdxToCsv(args);
+  if (what == "to-tfds") return IdxToTfds(args);
   if (what == "csv-to-tfrecord") return CsvToTfRecord(args);
   if (what == "text-to-tfrecord") return TextToTfRecord(args);
   if (what == "debian-descriptions") return DebianDescriptionsMain(args);

@@ -12,6 +12,7 @@
 #include "base/float_ops.h"
 #include "base/status_macros.h"
 #include "data/idx_reader.h"
+#include "data/jpeg_image.h"
 #include "data/png_image.h"
 #include "proto/example.pb.h"
 
@@ -122,8 +123,9 @@ absl::StatusOr<ImageEncoding> ParseImageEncoding(absl::string_view name) {
   if (name == "floats") return ImageEncoding::kFloats;
   if (name == "raw") return ImageEncoding::kRaw;
   if (name == "png") return ImageEncoding::kPng;
+  if (name == "jpeg") return ImageEncoding::kJpeg;
   return absl::InvalidArgumentError(
-      absl::StrCat("image encoding \"", name, "\" is not one of floats, raw, png"));
+      absl::StrCat("image encoding \"", name, "\" is not one of floats, raw, png, jpeg"));
 }
 
 absl::StatusOr<std::string> IdxExample(const uint8_t* pixels, int64_t height, int64_t width,
@@ -148,6 +150,11 @@ absl::StatusOr<std::string> IdxExample(const uint8_t* pixels, int64_t height, in
     case ImageEncoding::kPng: {
       PSTRAIN_ASSIGN_OR_RETURN(std::string png, EncodePng(pixels, height, width, 1));
       features["image"].mutable_bytes_list()->add_value(std::move(png));
+      break;
+    }
+    case ImageEncoding::kJpeg: {
+      PSTRAIN_ASSIGN_OR_RETURN(std::string jpeg, EncodeJpeg(pixels, height, width, 1));
+      features["image"].mutable_bytes_list()->add_value(std::move(jpeg));
       break;
     }
   }

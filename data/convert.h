@@ -25,12 +25,15 @@ namespace pstrain::data {
 //            convert_to_records layout (decode: "raw_uint8")
 //   kPng     "image": one bytes_list value, a height x width x 1 PNG image:
 //            TensorFlow Datasets' layout (decode: "png")
-enum class ImageEncoding { kFloats, kRaw, kPng };
+//   kJpeg    the same as a grayscale JPEG image (quality 95; decode: "jpeg"),
+//            as TensorFlow Datasets stores photos
+enum class ImageEncoding { kFloats, kRaw, kPng, kJpeg };
 
-// "floats", "raw", "png"; InvalidArgument naming anything else.
+// "floats", "raw", "png", "jpeg"; InvalidArgument naming anything else.
 absl::StatusOr<ImageEncoding> ParseImageEncoding(absl::string_view name);
 
-// The Example of one IDX image of height x width bytes. Errors of EncodePng.
+// The Example of one IDX image of height x width bytes. Errors of
+// EncodePng and EncodeJpeg.
 absl::StatusOr<std::string> IdxExample(const uint8_t* pixels, int64_t height, int64_t width,
                                        int32_t label, ImageEncoding encoding);
 

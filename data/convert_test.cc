@@ -118,8 +118,8 @@ TEST(ConvertTest, RawAndPngImagesDecodeToTheIdxFloats) {
   EXPECT_EQ(shape.height, 2);
   EXPECT_EQ(shape.width, 3);
   EXPECT_EQ(shape.channels, 1);
-  EXPECT_EQ(ParseImageEncoding("jpeg").status().message(),
-            "image encoding \"jpeg\" is not one of floats, raw, png");
+  EXPECT_EQ(ParseImageEncoding("gif").status().message(),
+            "image encoding \"gif\" is not one of floats, raw, png, jpeg");
 }
 
 // A CSV input of every kind of feature: "px" two float columns, "color" a

@@ -32,6 +32,13 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Open(
   return s;
 }
 
+absl::StatusOr<std::unique_ptr<RecordReader>> ExampleStream::OpenFile(int i) const {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                           format_->OpenFile(spec_.files[i], spec_.compressions[i]));
+  if (spec_.ranges.empty()) return reader;
+  return LimitToRange(std::move(reader), spec_.ranges[i]);
+}
+
 absl::Status ExampleStream::Count() {
   const int files = static_cast<int>(spec_.files.size());
   std::vector<int64_t> counts(files);
@@ -39,8 +46,7 @@ absl::Status ExampleStream::Count() {
   std::vector<int64_t> ids(ids_dim());
   int32_t label;
   for (int i = 0; i < files; ++i) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
-                             format_->OpenFile(spec_.files[i], spec_.compressions[i]));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader, OpenFile(i));
     while (true) {
       const int64_t at = reader->offset();
       // Strict: the framing is enough (a bad record stops the job when it
@@ -99,7 +105,7 @@ absl::StatusOr<bool> ExampleStream::ReadInto(int64_t slot) {
     if (reader_ == nullptr) {
       if (next_file_ == file_order_.size()) return false;
       const int f = file_order_[next_file_++];
-      PSTRAIN_ASSIGN_OR_RETURN(reader_, format_->OpenFile(spec_.files[f], spec_.compressions[f]));
+      PSTRAIN_ASSIGN_OR_RETURN(reader_, OpenFile(f));
     }
     const int64_t at = reader_->offset();
     absl::StatusOr<bool> more = reader_->Next(&record_);

@@ -36,12 +36,16 @@
 #include "absl/status/statusor.h"
 #include "data/batch_source.h"
 #include "data/record_format.h"
+#include "data/record_range.h"
 
 namespace pstrain::data {
 
 struct StreamSpec {
   std::vector<std::string> files;         // the whole split, sorted
   std::vector<Compression> compressions;  // one per file
+  // The records read of each file (a TFDS split slice's); empty: every
+  // file whole.
+  std::vector<RecordRange> ranges;
   int replica = 0;
   int num_replicas = 1;
   bool by_file = false;  // REQUIRES: files.size() >= num_replicas when set
@@ -77,6 +81,8 @@ class ExampleStream : public BatchSource {
   ExampleStream(const StreamSpec& spec, std::shared_ptr<const RecordFormat> format);
 
   absl::Status Count();
+  // File i of the spec, limited to its range.
+  absl::StatusOr<std::unique_ptr<RecordReader>> OpenFile(int i) const;
   void StartEpoch(int64_t epoch);
   // Decodes this replica's next record of the epoch into buffer slot
   // `slot`: true, or false when the epoch's files are used up.

@@ -8,16 +8,21 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/float_ops.h"
-#include "data/png_image.h"
+#include "data/image_decode.h"
 
 namespace pstrain::data {
 namespace {
 
 constexpr int64_t kMaxWidth = int64_t{1} << 24;
 constexpr int64_t kMaxBuckets = int64_t{1} << 40;
+constexpr int64_t kMaxSide = 65500;  // libjpeg's bound on a side
+// The values an image brought to an image_shape may decode to (a 4,000 x
+// 5,000 RGB photo is 60 million).
+constexpr int64_t kMaxDecodedImage = int64_t{1} << 26;
 
 absl::Status BadFeature(const FeatureDef& f, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("feature \"", f.name, "\": ", what));
@@ -52,6 +57,27 @@ absl::StatusOr<absl::flat_hash_map<std::string, int64_t>> ReadVocabulary(const F
   return ids;
 }
 
+// An image feature's image_shape: [height, width, channels], channels 1
+// or 3, its size the feature's length.
+absl::Status CheckImageShape(const FeatureDef& f) {
+  if (!f.is_image()) {
+    return BadFeature(f, "image_shape is for an image feature (decode png, jpeg or image)");
+  }
+  const std::vector<int64_t>& s = f.image_shape;
+  if (s.size() != 3 || s[0] < 1 || s[0] > kMaxSide || s[1] < 1 || s[1] > kMaxSide ||
+      (s[2] != 1 && s[2] != 3)) {
+    return BadFeature(f, absl::StrCat("image_shape [", absl::StrJoin(s, ", "),
+                                      "] is not [height, width, channels] with sides in 1..",
+                                      kMaxSide, " and 1 or 3 channels"));
+  }
+  if (f.max_len != 0 || f.length != s[0] * s[1] * s[2]) {
+    return BadFeature(f, absl::StrCat("image_shape [", absl::StrJoin(s, ", "), "] holds ",
+                                      s[0] * s[1] * s[2], " values; the feature's length is ",
+                                      f.max_len != 0 ? f.max_len : f.length));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FeatureType> ParseFeatureType(absl::string_view name) {
@@ -79,8 +105,10 @@ absl::StatusOr<FeatureDecode> ParseFeatureDecode(absl::string_view name) {
   if (name == "raw_uint8") return FeatureDecode::kRawUint8;
   if (name == "raw_float32") return FeatureDecode::kRawFloat32;
   if (name == "png") return FeatureDecode::kPng;
-  return absl::InvalidArgumentError(
-      absl::StrCat("decode \"", name, "\" is not one of raw_uint8, raw_float32, png"));
+  if (name == "jpeg") return FeatureDecode::kJpeg;
+  if (name == "image") return FeatureDecode::kImage;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "decode \"", name, "\" is not one of raw_uint8, raw_float32, png, jpeg, image"));
 }
 
 const char* FeatureDecodeName(FeatureDecode decode) {
@@ -93,6 +121,10 @@ const char* FeatureDecodeName(FeatureDecode decode) {
       return "raw_float32";
     case FeatureDecode::kPng:
       return "png";
+    case FeatureDecode::kJpeg:
+      return "jpeg";
+    case FeatureDecode::kImage:
+      return "image";
   }
   return "?";
 }
@@ -132,6 +164,15 @@ absl::Status CheckFeatureSpec(const FeatureSpec& spec) {
     }
     if (f.scale != 1 && f.type != FeatureType::kFloat) {
       return BadFeature(f, "scale is for float features");
+    }
+    if (!std::isfinite(f.offset)) {
+      return BadFeature(f, absl::StrCat("offset ", f.offset, " must be a finite number"));
+    }
+    if (f.offset != 0 && f.type != FeatureType::kFloat) {
+      return BadFeature(f, "offset is for float features");
+    }
+    if (!f.image_shape.empty()) {
+      if (absl::Status s = CheckImageShape(f); !s.ok()) return s;
     }
     if (f.decode != FeatureDecode::kValues && f.type != FeatureType::kFloat) {
       return BadFeature(f, absl::StrCat("decode ", FeatureDecodeName(f.decode),
@@ -265,6 +306,40 @@ void FinishSequence(const FeatureDef& f, int64_t n, int64_t* ids) {
 
 namespace {
 
+// An image feature's one encoded value: decoded, brought to its
+// image_shape when it has one, into `dense` (unscaled) and its count into
+// *n.
+absl::Status DecodeImageFeature(const FeatureDef& f, absl::string_view value, float* dense,
+                                int64_t* n) {
+  const ImageCodec codec = f.decode == FeatureDecode::kPng    ? ImageCodec::kPng
+                           : f.decode == FeatureDecode::kJpeg ? ImageCodec::kJpeg
+                                                              : ImageCodec::kEither;
+  const std::vector<int64_t>& want = f.image_shape;
+  const int channels = want.empty() ? 0 : static_cast<int>(want[2]);
+  // Each thread's pixels, kept between records: no allocation per image.
+  thread_local std::vector<uint8_t> pixels;
+  absl::StatusOr<ImageSize> got = DecodeImagePixels(
+      value, codec, channels, want.empty() ? kMaxWidth : kMaxDecodedImage, &pixels);
+  if (!got.ok()) return BadFeature(f, got.status().message());
+  if (want.empty()) {
+    *n = got->height * got->width * got->channels;
+    if (f.max_len == 0 && *n != f.length) {
+      return BadFeature(f, absl::StrCat("is a ", got->height, "x", got->width, "x", got->channels,
+                                        " image, ", *n, " values; the spec says length ", f.length,
+                                        " (give image_shape to resize it)"));
+    }
+    BytesToFloats(pixels.data(), std::min(*n, f.width()), 1.0f, dense);
+    return absl::OkStatus();
+  }
+  *n = f.length;
+  if (got->height == want[0] && got->width == want[1]) {
+    BytesToFloats(pixels.data(), *n, 1.0f, dense);
+  } else {
+    ResizeImage(pixels.data(), *got, want[0], want[1], f.resize, dense);
+  }
+  return absl::OkStatus();
+}
+
 // A float feature stored as one encoded bytes_list value (f.decode): its
 // first min(count, width) values into `dense`, unscaled, and their count
 // into *n.
@@ -306,19 +381,10 @@ absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, fl
       std::memcpy(dense, value.data(), std::min(*n, width) * sizeof(float));
       break;
     }
-    case FeatureDecode::kPng: {
-      std::vector<uint8_t> pixels;
-      absl::StatusOr<PngShape> shape = DecodePng(value, kMaxWidth, &pixels);
-      if (!shape.ok()) return BadFeature(f, shape.status().message());
-      *n = shape->values();
-      if (f.max_len == 0 && *n != f.length) {
-        return BadFeature(
-            f, absl::StrCat("is a ", shape->height, "x", shape->width, "x", shape->channels,
-                            " PNG image, ", *n, " values; the spec says length ", f.length));
-      }
-      BytesToFloats(pixels.data(), std::min(*n, width), 1.0f, dense);
-      break;
-    }
+    case FeatureDecode::kPng:
+    case FeatureDecode::kJpeg:
+    case FeatureDecode::kImage:
+      return DecodeImageFeature(f, value, dense, n);
   }
   return absl::OkStatus();
 }
@@ -345,7 +411,7 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
       return absl::OkStatus();
     }
     if (f.has_default && f.is_dense()) {
-      std::fill(dense, dense + width, f.default_value * f.scale);
+      std::fill(dense, dense + width, f.default_value * f.scale + f.offset);
       return absl::OkStatus();
     }
     if (f.has_default) {
@@ -376,8 +442,8 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
         return kind_error("a float_list or an int64_list");
       }
       if (f.max_len == 0 && n != f.length) return count_error(n);
-      if (f.scale != 1) {
-        for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] *= f.scale;
+      if (f.scale != 1 || f.offset != 0) {
+        for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] = dense[k] * f.scale + f.offset;
       }
       if (n < width) std::fill(dense + n, dense + width, 0.0f);
       return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "data/example_parser.h"
+#include "data/image_resize.h"
 
 namespace pstrain::data {
 
@@ -37,10 +38,18 @@ enum class FeatureType { kFloat, kInt64, kString };
 //                bytes, row-major, channels as stored (a palette expanded to
 //                RGB, or RGBA with transparency; 16-bit samples scaled to
 //                8), as TensorFlow Datasets stores images
-enum class FeatureDecode { kValues, kRawUint8, kRawFloat32, kPng };
+//   kJpeg        a JPEG image (tf.io.decode_jpeg(x), data/jpeg_image.h): 1
+//                channel for a grayscale image, else 3 (RGB)
+//   kImage       either, told apart by their first bytes (tf.io.decode_image)
+// An image feature (kPng, kJpeg, kImage) with an image_shape is brought to
+// it (data/image_resize.h): channels first (gray repeated into RGB, an
+// alpha channel dropped; a JPEG converted by libjpeg as decode_jpeg's
+// `channels` does), then the size, as tf.image.resize with `resize`'s
+// method. Without one, each image must hold `length` values as decoded.
+enum class FeatureDecode { kValues, kRawUint8, kRawFloat32, kPng, kJpeg, kImage };
 
-// "raw_uint8", "raw_float32", "png" (and "" for kValues); InvalidArgument
-// naming anything else.
+// "raw_uint8", "raw_float32", "png", "jpeg", "image" (and "" for kValues);
+// InvalidArgument naming anything else.
 absl::StatusOr<FeatureDecode> ParseFeatureDecode(absl::string_view name);
 const char* FeatureDecodeName(FeatureDecode decode);
 
@@ -61,11 +70,18 @@ struct FeatureDef {
   // feature is an error (a variable-length one is all padding).
   bool has_default = false;
   float default_value = 0;
-  // Float features: every value (a default too) is multiplied by this, as
-  // a Keras Rescaling layer does: 1/255 takes pixels 0..255 to [0, 1].
+  // Float features: every value (a default too) is multiplied by this, and
+  // `offset` added, as a Keras Rescaling layer does: scale 1/255 takes
+  // pixels 0..255 to [0, 1]; scale 1/127.5 with offset -1 to [-1, 1], as
+  // Keras's MobileNetV2 preprocess_input does.
   float scale = 1;
+  float offset = 0;
   // Float features of TFRecord input: how the Example stores the values.
   FeatureDecode decode = FeatureDecode::kValues;
+  // An image feature's shape after decoding, [height, width, channels]
+  // (channels 1 or 3), or empty: as decoded. `length` is then its size.
+  std::vector<int64_t> image_shape;
+  ResizeMethod resize = ResizeMethod::kBilinear;
   // CSV input: the column the feature reads (default: its name); a
   // feature of length N reads N columns from there on.
   std::string column;
@@ -89,6 +105,10 @@ struct FeatureDef {
   bool truncate_front = false;
 
   bool is_dense() const { return type == FeatureType::kFloat; }
+  bool is_image() const {
+    return decode == FeatureDecode::kPng || decode == FeatureDecode::kJpeg ||
+           decode == FeatureDecode::kImage;
+  }
   int64_t width() const { return max_len > 0 ? max_len : length; }
 };
 

@@ -3,9 +3,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "base/file_util.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
+#include "data/jpeg_image.h"
 #include "data/png_image.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
@@ -301,7 +303,8 @@ TEST(FeatureSpecTest, DecodesRawAndPngBytesAsTensorFlowDoes) {
   ASSERT_OK_AND_ASSIGN(std::string square, EncodePng(pixels, 2, 2, 1));
   Add(&e, "image").mutable_bytes_list()->set_value(0, square);
   EXPECT_EQ(DecodeWith(*d, e).status().message(),
-            "feature \"image\": is a 2x2x1 PNG image, 4 values; the spec says length 6");
+            "feature \"image\": is a 2x2x1 image, 4 values; the spec says length 6 (give "
+            "image_shape to resize it)");
   Add(&e, "image").mutable_bytes_list()->set_value(0, wide);
   EXPECT_OK(DecodeWith(*d, e).status());
 
@@ -310,10 +313,74 @@ TEST(FeatureSpecTest, DecodesRawAndPngBytesAsTensorFlowDoes) {
   spec.features.back().decode = FeatureDecode::kRawUint8;
   EXPECT_EQ(ExampleDecoder::Create(spec).status().message(),
             "feature \"tokens\": decode raw_uint8 gives floats: it is for a float feature");
-  EXPECT_EQ(ParseFeatureDecode("jpeg").status().message(),
-            "decode \"jpeg\" is not one of raw_uint8, raw_float32, png");
-  ASSERT_OK_AND_ASSIGN(FeatureDecode png_decode, ParseFeatureDecode("png"));
-  EXPECT_EQ(png_decode, FeatureDecode::kPng);
+  EXPECT_EQ(ParseFeatureDecode("gif").status().message(),
+            "decode \"gif\" is not one of raw_uint8, raw_float32, png, jpeg, image");
+  for (FeatureDecode decode : {FeatureDecode::kRawUint8, FeatureDecode::kRawFloat32,
+                               FeatureDecode::kPng, FeatureDecode::kJpeg, FeatureDecode::kImage}) {
+    ASSERT_OK_AND_ASSIGN(FeatureDecode back, ParseFeatureDecode(FeatureDecodeName(decode)));
+    EXPECT_EQ(back, decode);
+  }
+}
+
+// The seed's pipeline: images of any size decoded, widened to RGB, resized
+// as tf.image.resize does, then scaled (here to [-1, 1], MobileNetV2's
+// preprocess_input).
+TEST(FeatureSpecTest, ImagesAreBroughtToTheirImageShapeThenScaled) {
+  FeatureSpec spec;
+  spec.features.push_back(Def("image", FeatureType::kFloat, 4 * 4 * 3));
+  FeatureDef& image = spec.features.back();
+  image.decode = FeatureDecode::kImage;
+  image.image_shape = {4, 4, 3};
+  image.scale = 1 / 127.5f;
+  image.offset = -1;
+  ASSERT_OK_AND_ASSIGN(auto d, ExampleDecoder::Create(spec));
+  auto with = [](const std::string& bytes) {
+    v1::Example e;
+    Add(&e, "image").mutable_bytes_list()->add_value(bytes);
+    Add(&e, "label").mutable_int64_list()->add_value(1);
+    return e;
+  };
+  // A 2x2 gray PNG: tf.image.resize's 4x4 of [[0, 1], [2, 3]], each value
+  // three times.
+  const uint8_t gray[4] = {0, 1, 2, 3};
+  ASSERT_OK_AND_ASSIGN(std::string png, EncodePng(gray, 2, 2, 1));
+  ASSERT_OK_AND_ASSIGN(Decoded out, DecodeWith(*d, with(png)));
+  const float resized[16] = {0,   0.25, 0.75, 1,   0.5, 0.75, 1.25, 1.5,
+                             1.5, 1.75, 2.25, 2.5, 2,   2.25, 2.75, 3};
+  ASSERT_EQ(out.dense.size(), 48u);
+  for (int p = 0; p < 16; ++p) {
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_FLOAT_EQ(out.dense[3 * p + k], resized[p] * (1 / 127.5f) - 1) << p;
+    }
+  }
+  // A flat 8x8 JPEG, halved: 128 everywhere, 128 / 127.5 - 1.
+  const std::vector<uint8_t> flat(8 * 8 * 3, 128);
+  ASSERT_OK_AND_ASSIGN(std::string jpeg, EncodeJpeg(flat.data(), 8, 8, 3));
+  ASSERT_OK_AND_ASSIGN(out, DecodeWith(*d, with(jpeg)));
+  for (float v : out.dense) EXPECT_FLOAT_EQ(v, 128 / 127.5f - 1);
+  // A truncated JPEG is a bad record naming the feature.
+  EXPECT_TRUE(absl::StartsWith(DecodeWith(*d, with(jpeg.substr(0, jpeg.size() / 2))).status().message(),
+                               "feature \"image\": JPEG image: "));
+
+  // image_shape is checked against the feature.
+  auto error = [](FeatureSpec s) {
+    auto made = ExampleDecoder::Create(s);
+    return made.ok() ? std::string("ok") : std::string(made.status().message());
+  };
+  FeatureSpec bad = spec;
+  bad.features[0].length = 47;
+  EXPECT_EQ(error(bad),
+            "feature \"image\": image_shape [4, 4, 3] holds 48 values; the feature's length is 47");
+  bad = spec;
+  bad.features[0].image_shape = {4, 4, 2};
+  bad.features[0].length = 32;
+  EXPECT_EQ(error(bad),
+            "feature \"image\": image_shape [4, 4, 2] is not [height, width, channels] with sides "
+            "in 1..65500 and 1 or 3 channels");
+  bad = spec;
+  bad.features[0].decode = FeatureDecode::kRawUint8;
+  EXPECT_EQ(error(bad),
+            "feature \"image\": image_shape is for an image feature (decode png, jpeg or image)");
 }
 
 TEST(FeatureSpecTest, RefusesSpecsThatCannotWork) {

@@ -10,9 +10,11 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "data/example_stream.h"
 #include "data/input_error.h"
+#include "data/tfds.h"
 
 namespace pstrain::data {
 namespace {
@@ -43,10 +45,11 @@ std::string UnderDataDir(const std::string& path, const std::string& data_dir) {
 
 // The records a file frames (AppendRecordFile's `framed`), reading no more
 // than it must.
-absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compression,
+absl::StatusOr<int64_t> CountFramed(const RecordRange& file, Compression compression,
                                     const RecordFormat& format, bool skip_bad) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
-                           format.OpenFile(path, compression));
+                           format.OpenFile(file.path, compression));
+  reader = LimitToRange(std::move(reader), file);
   int64_t n = 0;
   while (true) {
     absl::StatusOr<bool> more = reader->Skip();
@@ -57,32 +60,26 @@ absl::StatusOr<int64_t> CountFramed(const std::string& path, Compression compres
   }
 }
 
-// A split's files.
-absl::StatusOr<std::vector<std::string>> FilesOfSplit(const std::string& data_dir,
-                                                      const InputSpec& input, Split split) {
-  const std::string& pattern = split == Split::kTrain ? input.train_files : input.test_files;
-  if (pattern.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the input is ", InputFormatName(input), " but names no ",
-                     split == Split::kTrain ? "train" : "test", "_files"));
-  }
-  return ExpandFiles(pattern, data_dir);
+std::vector<std::string> PathsOf(const std::vector<RecordRange>& files) {
+  std::vector<std::string> paths;
+  for (const RecordRange& f : files) paths.push_back(f.path);
+  return paths;
 }
 
 absl::StatusOr<ReplicaData> LoadRecordInput(const std::string& data_dir, const InputSpec& input,
                                             Split split, int replica, int num_replicas,
                                             int64_t num_classes, bool pixels_as_bytes) {
   const float byte_scale = pixels_as_bytes ? ByteImageScale(input) : 0;
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, FilesOfSplit(data_dir, input, split));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<RecordRange> files, FilesOfSplit(data_dir, input, split));
   PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
-                           OpenFormat(data_dir, input, files));
+                           OpenFormat(data_dir, input, PathsOf(files)));
   std::unique_ptr<RecordDecoder> decoder = format->NewDecoder(num_classes);
   ReplicaData out;
   out.files_total = static_cast<int>(files.size());
   out.by_file = ShardsByFile(out.files_total, num_replicas);
   ReadCounts counts;
   for (int i = 0; i < out.files_total; ++i) {
-    PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files[i]));
+    PSTRAIN_ASSIGN_OR_RETURN(Compression compression, CompressionOf(input, files[i].path));
     int64_t framed = 0;
     if (!out.by_file || i % num_replicas == replica) {
       PSTRAIN_RETURN_IF_ERROR(AppendRecordFile(files[i], compression, *format, decoder.get(),
@@ -122,15 +119,16 @@ bool AppendAsBytes(const std::vector<float>& row, float scale, std::vector<uint8
 }  // namespace
 
 float ByteImageScale(const InputSpec& input) {
-  if (input.format != InputFormat::kTfRecord) return 0;
+  if (input.format != InputFormat::kTfRecord && input.format != InputFormat::kTfds) return 0;
   const FeatureDef* dense = nullptr;
   for (const FeatureDef& f : input.features.features) {
     if (!f.is_dense()) continue;
     if (dense != nullptr) return 0;
     dense = &f;
   }
-  if (dense == nullptr ||
-      (dense->decode != FeatureDecode::kRawUint8 && dense->decode != FeatureDecode::kPng)) {
+  // Images resized or offset are floats (kept so after their first).
+  if (dense == nullptr || (dense->decode != FeatureDecode::kRawUint8 && !dense->is_image()) ||
+      dense->offset != 0) {
     return 0;
   }
   return dense->scale;
@@ -140,18 +138,50 @@ absl::StatusOr<Compression> CompressionOf(const InputSpec& input, const std::str
   return input.compression.value_or(CompressionForPath(path));
 }
 
+absl::StatusOr<std::vector<RecordRange>> FilesOfSplit(const std::string& data_dir,
+                                                      const InputSpec& input, Split split) {
+  std::vector<RecordRange> out;
+  if (input.format == InputFormat::kTfds) {
+    const std::string& spec = split == Split::kTrain ? input.train_split : input.test_split;
+    PSTRAIN_ASSIGN_OR_RETURN(TfdsDataset dataset, ReadTfdsDirectory(data_dir));
+    std::vector<std::string> wanted;
+    for (const FeatureDef& f : input.features.features) wanted.push_back(f.name);
+    wanted.push_back(input.features.label);
+    for (const std::string& name : wanted) {
+      if (dataset.FindFeature(name) != nullptr) continue;
+      std::vector<std::string> names;
+      for (const TfdsFeature& f : dataset.features) names.push_back(f.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the input reads feature \"", name, "\", which ", dataset.name,
+          " does not have (its features: ", absl::StrJoin(names, ", "), ")"));
+    }
+    return ResolveSplit(dataset, spec);
+  }
+  const std::string& pattern = split == Split::kTrain ? input.train_files : input.test_files;
+  if (pattern.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the input is ", InputFormatName(input), " but names no ",
+                     split == Split::kTrain ? "train" : "test", "_files"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files, ExpandFiles(pattern, data_dir));
+  for (std::string& f : files) out.push_back(RecordRange{std::move(f)});
+  return out;
+}
+
 absl::Status SetInputFormat(absl::string_view name, InputSpec* input) {
   if (name.empty() || name == "idx") {
     input->format = InputFormat::kIdx;
   } else if (name == "tfrecord") {
     input->format = InputFormat::kTfRecord;
+  } else if (name == "tfds") {
+    input->format = InputFormat::kTfds;
   } else if (name == "csv" || name == "tsv") {
     input->format = InputFormat::kCsv;
     input->csv.dialect.delimiter = name == "csv" ? ',' : '\t';
     input->csv.dialect.quoting = name == "csv";
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("format \"", name, "\" is not one of idx, tfrecord, csv, tsv"));
+        absl::StrCat("format \"", name, "\" is not one of idx, tfrecord, csv, tsv, tfds"));
   }
   return absl::OkStatus();
 }
@@ -164,6 +194,8 @@ const char* InputFormatName(const InputSpec& input) {
       return "TFRecord";
     case InputFormat::kCsv:
       return input.csv.dialect.quoting ? "CSV" : "TSV";
+    case InputFormat::kTfds:
+      return "TFDS";
   }
   return "?";
 }
@@ -212,11 +244,13 @@ absl::StatusOr<std::vector<std::string>> ExpandFiles(const std::string& pattern,
   return files;
 }
 
-absl::Status AppendRecordFile(const std::string& path, Compression compression,
+absl::Status AppendRecordFile(const RecordRange& file, Compression compression,
                               const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
                               Dataset* ds, ReadCounts* counts, int64_t* framed, float byte_scale) {
+  const std::string& path = file.path;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
                            format.OpenFile(path, compression));
+  reader = LimitToRange(std::move(reader), file);
   const int64_t dense = format.dense_width(), ids = format.ids_width();
   ds->example_dim = dense;
   ds->ids_dim = ids;
@@ -297,6 +331,7 @@ absl::StatusOr<ReplicaData> LoadInput(const std::string& data_dir, const InputSp
       return LoadReplicaData(data_dir, split, replica, num_replicas, pixels_as_bytes);
     case InputFormat::kTfRecord:
     case InputFormat::kCsv:
+    case InputFormat::kTfds:
       return LoadRecordInput(data_dir, input, split, replica, num_replicas, num_classes,
                              pixels_as_bytes);
   }
@@ -347,10 +382,13 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
     return out;
   }
   StreamSpec spec;
-  PSTRAIN_ASSIGN_OR_RETURN(spec.files, FilesOfSplit(data_dir, input, Split::kTrain));
-  for (const std::string& f : spec.files) {
-    PSTRAIN_ASSIGN_OR_RETURN(Compression c, CompressionOf(input, f));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<RecordRange> files,
+                           FilesOfSplit(data_dir, input, Split::kTrain));
+  for (RecordRange& f : files) {
+    PSTRAIN_ASSIGN_OR_RETURN(Compression c, CompressionOf(input, f.path));
     spec.compressions.push_back(c);
+    spec.files.push_back(f.path);
+    spec.ranges.push_back(std::move(f));
   }
   spec.replica = replica;
   spec.num_replicas = num_replicas;

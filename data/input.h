@@ -20,12 +20,16 @@
 #include "data/dataset.h"
 #include "data/feature_spec.h"
 #include "data/record_format.h"
+#include "data/record_range.h"
 #include "data/tfrecord.h"
 
 namespace pstrain::data {
 
-// kCsv is CSV or TSV, as InputSpec::csv's dialect says.
-enum class InputFormat { kIdx, kTfRecord, kCsv };
+// kCsv is CSV or TSV, as InputSpec::csv's dialect says. kTfds is a
+// TensorFlow Datasets version directory (data/tfds.h): the data directory
+// itself, its TFRecord shards read as kTfRecord's are, the split slices
+// by InputSpec::train_split and test_split.
+enum class InputFormat { kIdx, kTfRecord, kCsv, kTfds };
 
 struct InputSpec {
   InputFormat format = InputFormat::kIdx;
@@ -34,6 +38,9 @@ struct InputSpec {
   // finds "/data/data/train-*" from data_dir /data/data.
   std::string train_files;
   std::string test_files;
+  // kTfds: TFDS's split syntax ("train", "train[:80%]", "train[80%:]+test").
+  std::string train_split = "train";
+  std::string test_split = "test";
   // CSV/TSV: the dialect and the columns.
   CsvOptions csv;
   // The files' compression; none: by each file's name (".gz" is GZIP).
@@ -49,8 +56,8 @@ struct InputSpec {
   int64_t shuffle_buffer = 0;
 };
 
-// Sets the format named "idx", "tfrecord", "csv" (comma, RFC 4180 quotes)
-// or "tsv" (tab, no quoting); InvalidArgument naming anything else.
+// Sets the format named "idx", "tfrecord", "csv" (comma, RFC 4180 quotes),
+// "tsv" (tab, no quoting) or "tfds"; InvalidArgument naming anything else.
 absl::Status SetInputFormat(absl::string_view name, InputSpec* input);
 const char* InputFormatName(const InputSpec& input);
 
@@ -76,7 +83,13 @@ struct ReadCounts {
 absl::StatusOr<std::shared_ptr<const RecordFormat>> OpenFormat(
     const std::string& data_dir, const InputSpec& input, const std::vector<std::string>& files);
 
-// Appends every record of one file to `ds`, decoded by `decoder` (of
+// The files (or, from a TFDS split slice, the parts of files) of one split,
+// in order: the split's pattern expanded (ExpandFiles), or the TFDS split
+// resolved over the data directory (ReadTfdsDirectory, ResolveSplit).
+absl::StatusOr<std::vector<RecordRange>> FilesOfSplit(const std::string& data_dir,
+                                                      const InputSpec& input, Split split);
+
+// Appends every record of one file (its range's) to `ds`, decoded by `decoder` (of
 // `format`; REQUIRES: ds empty, or of the format's widths). A bad record
 // is DataLoss "WHERE: what" (the reader's message, or the decoder's with
 // where the record begins) unless `skip_bad`: then it is logged to stderr
@@ -87,14 +100,15 @@ absl::StatusOr<std::shared_ptr<const RecordFormat>> OpenFormat(
 // (Dataset::pixels, pixel_scale = byte_scale) while each one is a byte
 // times byte_scale; the first that is not (a default_value) turns `ds` to
 // floats (HoldAsFloats), the same values.
-absl::Status AppendRecordFile(const std::string& path, Compression compression,
+absl::Status AppendRecordFile(const RecordRange& file, Compression compression,
                               const RecordFormat& format, RecordDecoder* decoder, bool skip_bad,
                               Dataset* ds, ReadCounts* counts, int64_t* framed = nullptr,
                               float byte_scale = 0);
 
 // When `input`'s examples have one dense feature and it is an image stored
-// as bytes (TFRecord, decode raw_uint8 or png), whose values are bytes
-// times its scale: that scale. 0 otherwise.
+// as bytes (TFRecord, decode raw_uint8, png, jpeg or image, no offset),
+// whose values are bytes times its scale (until one is resized): that
+// scale. 0 otherwise.
 float ByteImageScale(const InputSpec& input);
 
 // Replica `replica` of `num_replicas`'s share of a split (LoadReplicaData's

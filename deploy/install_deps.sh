@@ -22,6 +22,7 @@ PACKAGES=(
   libdnnl-dev              # oneDNN: the CPU's convolutions
   zlib1g-dev               # gzip'd IDX files
   libpng-dev               # PNG images in TFRecord inputs (decode: "png")
+  libturbojpeg0-dev        # JPEG images in TFRecord inputs (decode: "jpeg"), libjpeg-turbo
   libssl-dev               # checking TLS certificates and keys at start
   openssl                  # deploy/make_certs.sh (certificates, tokens)
   dataset-fashion-mnist    # the training data, in /usr/share/datasets

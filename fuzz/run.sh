@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 seconds=${1:-10}
-targets=(tf_config model_config idx_reader tfrecord example csv checkpoint ps_request png)
+targets=(tf_config model_config idx_reader tfrecord example csv checkpoint ps_request png jpeg)
 # The output base of the test command's ASan build, whose objects the fuzz
 # configuration shares (.bazelrc).
 base="${HOME:-/tmp}/.cache/pstrain-asan-$(pwd | md5sum | cut -c1-8)"

@@ -45,6 +45,11 @@ std::vector<FlagDef> MakeTable() {
            "where the data set's files are"),
       Flag("train_files", G::kJob, "GLOB", "", "the training files (TFRecord or CSV inputs)"),
       Flag("test_files", G::kJob, "GLOB", "", "the test files (TFRecord or CSV inputs)"),
+      Flag("train_split", G::kJob, "SPLIT", "train",
+           "a TensorFlow Datasets input's training split, sliced as TFDS slices (train[:80%])"),
+      Flag("test_split", G::kJob, "SPLIT", "test",
+           "a TensorFlow Datasets input's test split (train[80%:], say, for a set with only "
+           "train)"),
       Flag("skip_bad_records", G::kJob, "", "false",
            "skip (count and log) records that cannot be read instead of failing"),
       Flag("batch_size", G::kJob, "N", "32", "examples per step of each replica", 1, 65536),

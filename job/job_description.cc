@@ -102,6 +102,10 @@ Json DescribeJob(const model::JobSpec& job) {
             {"shared_memory", job.shared_memory},
             {"tcp_frames", job.tcp_frames},
             {"wire_dtype", job.bfloat16_wire ? "bfloat16" : "float32"}};
+  if (job.input.format == data::InputFormat::kTfds) {
+    j["train_split"] = job.input.train_split;
+    j["test_split"] = job.input.test_split;
+  }
   // Only the hyper-parameters the optimizer reads.
   if (opt.name == "momentum") {
     j["momentum"] = Num(opt.momentum);

@@ -128,6 +128,8 @@ absl::Status ReadInputFlags(CliArgs& args, model::JobSpec& job) {
   data::InputSpec& input = job.input;
   PSTRAIN_ASSIGN_OR_RETURN(input.train_files, StringFlag(args, "train_files", input.train_files));
   PSTRAIN_ASSIGN_OR_RETURN(input.test_files, StringFlag(args, "test_files", input.test_files));
+  PSTRAIN_ASSIGN_OR_RETURN(input.train_split, StringFlag(args, "train_split", input.train_split));
+  PSTRAIN_ASSIGN_OR_RETURN(input.test_split, StringFlag(args, "test_split", input.test_split));
   PSTRAIN_ASSIGN_OR_RETURN(input.skip_bad_records,
                            BoolFlag(args, "skip_bad_records", input.skip_bad_records));
   if (input.format == data::InputFormat::kIdx &&
@@ -136,6 +138,18 @@ absl::Status ReadInputFlags(CliArgs& args, model::JobSpec& job) {
         "--train_files and --test_files name TFRecord or CSV files, whose features the "
         "model config's input block gives (format: tfrecord, csv or tsv); this job "
         "reads IDX files");
+  }
+  if (input.format != data::InputFormat::kTfds &&
+      (args.Has("train_split") || args.Has("test_split"))) {
+    return absl::InvalidArgumentError(
+        "--train_split and --test_split slice a TensorFlow Datasets directory's splits "
+        "(the model config's input block says format: tfds); this job reads files");
+  }
+  if (input.format == data::InputFormat::kTfds &&
+      (args.Has("train_files") || args.Has("test_files"))) {
+    return absl::InvalidArgumentError(
+        "--train_files and --test_files name files; this job reads a TensorFlow Datasets "
+        "directory (format: tfds), whose splits --train_split and --test_split choose");
   }
   return absl::OkStatus();
 }

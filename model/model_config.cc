@@ -600,8 +600,24 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
                  "header: false but no column names are given: list them with column: \"NAME\"");
     }
   }
-  if (c.train_files().empty()) return Bad(fallback, "input.train_files is missing (a glob)");
-  if (c.test_files().empty()) {
+  const bool tfds = in->format == data::InputFormat::kTfds;
+  if (!tfds && (!c.train_split().empty() || !c.test_split().empty())) {
+    return Bad(fallback,
+               "input: train_split and test_split slice a TensorFlow Datasets directory (format "
+               "\"tfds\"); files are named by train_files and test_files");
+  }
+  if (tfds) {
+    if (!c.train_files().empty() || !c.test_files().empty()) {
+      return Bad(fallback,
+                 "input: format \"tfds\" reads the shards its dataset_info.json lists (the data "
+                 "directory is the dataset's version directory): name splits with train_split "
+                 "and test_split, not train_files and test_files");
+    }
+    if (!c.train_split().empty()) in->train_split = c.train_split();
+    if (!c.test_split().empty()) in->test_split = c.test_split();
+  } else if (c.train_files().empty()) {
+    return Bad(fallback, "input.train_files is missing (a glob)");
+  } else if (c.test_files().empty()) {
     return Bad(fallback,
                "input.test_files is missing (the examples the chief and evaluator score)");
   }
@@ -642,6 +658,26 @@ absl::Status ParseInput(const v1::ModelConfig& config, const Where& where, data:
     }
     def.column = f.column();
     if (f.has_scale()) def.scale = f.scale();
+    if (f.has_offset()) def.offset = f.offset();
+    if (f.image_shape_size() > 0) {
+      def.image_shape.assign(f.image_shape().begin(), f.image_shape().end());
+      // Its length unless the config says one (checked against it).
+      if (!f.has_length() && def.image_shape.size() == 3) {
+        def.length = def.image_shape[0] * def.image_shape[1] * def.image_shape[2];
+      }
+    }
+    if (!f.resize().empty() || f.image_shape_size() > 0) {
+      if (!f.resize().empty() && f.image_shape_size() == 0) {
+        return Bad(iat("feature", i),
+                   absl::StrCat("feature \"", f.name(), "\": resize needs an image_shape"));
+      }
+      auto resize = data::ParseResizeMethod(f.resize());
+      if (!resize.ok()) {
+        return Bad(iat("feature", i),
+                   absl::StrCat("feature \"", f.name(), "\": ", resize.status().message()));
+      }
+      def.resize = *resize;
+    }
     if (!f.decode().empty()) {
       if (csv) {
         return Bad(iat("feature", i),
@@ -946,14 +982,17 @@ absl::Status CheckInputFillsApplication(const v1::ModelConfig& config,
                                   : ""));
 }
 
-// The shape of the images the TFRecord `input` reads (one bytes feature
-// decoded as png or raw_uint8) in the first record of its training files
-// under `data_dir`; empty when it reads none or they do not read.
+// The shape of the images the TFRecord `input` reads: its one feature's
+// image_shape, or (one bytes feature decoded as png or raw_uint8) the
+// first record's of its training files under `data_dir`; empty when it
+// reads none or they do not read.
 std::vector<int64_t> TfRecordImageShape(const data::InputSpec& input,
                                         const std::string& data_dir) {
   if (input.features.features.size() != 1) return {};
   const data::FeatureDef& image = input.features.features[0];
-  if (image.decode != data::FeatureDecode::kPng && image.decode != data::FeatureDecode::kRawUint8) {
+  if (!image.image_shape.empty()) return image.image_shape;
+  if (data_dir.empty() ||
+      (image.decode != data::FeatureDecode::kPng && image.decode != data::FeatureDecode::kRawUint8)) {
     return {};
   }
   absl::StatusOr<std::vector<std::string>> files = data::ExpandFiles(input.train_files, data_dir);
@@ -983,16 +1022,30 @@ absl::StatusOr<ModelConfigFile> ParseModelConfigFile(const std::string& text,
   // Without it, a TFRecord or CSV input must fill the application's input.
   // (The input's own errors are left to ParseInput's turn below.)
   std::vector<int64_t> data_shape;
+  // An image resized by the input pipeline (image_shape) is resized to the
+  // model's input: --input_shape sets both, and an application without its
+  // own input shape takes the image's.
+  const bool resized_image = config.has_application() && config.input().feature_size() == 1 &&
+                             config.input().feature(0).image_shape_size() > 0;
+  if (resized_image && !sizes.input_shape.empty()) {
+    v1::FeatureConfig* image = config.mutable_input()->mutable_feature(0);
+    image->clear_image_shape();
+    image->clear_length();
+    for (int64_t d : sizes.input_shape) image->add_image_shape(d);
+  }
+  if (resized_image && config.application().input_shape_size() == 0) {
+    for (int64_t d : config.input().feature(0).image_shape()) {
+      config.mutable_application()->add_input_shape(d);
+    }
+  }
   if (config.has_application() && config.input_shape_size() == 0) {
     const v1::InputFormat format = config.input().format();
     data::InputSpec input;
     if (format == v1::FORMAT_UNSET || format == v1::idx) {
       data_shape = sizes.data_shape;
-    } else if ((format == v1::tfrecord || format == v1::csv) &&
+    } else if ((format == v1::tfrecord || format == v1::csv || format == v1::tfds) &&
                ParseInput(config, where, &input).ok()) {
-      if (format == v1::tfrecord && !sizes.data_dir.empty()) {
-        data_shape = TfRecordImageShape(input, sizes.data_dir);
-      }
+      if (format != v1::csv) data_shape = TfRecordImageShape(input, sizes.data_dir);
       if (data_shape.empty()) {
         PSTRAIN_RETURN_IF_ERROR(CheckInputFillsApplication(
             config, input, where.At(&tree, type, "application"), sizes));

@@ -865,7 +865,7 @@ TEST(ModelConfigTest, AnInputBlockReadsTfRecordsThroughAFeatureSpec) {
             "m.pbtxt:1:1: input.train_files is missing (a glob)");
   EXPECT_EQ(error("input { format: \"parquet\" }\n", "input_dim: 1\n"),
             "m.pbtxt:2:18: Unknown enumeration value of \"parquet\" for field \"format\". It is "
-            "one of: idx, tfrecord, csv, tsv.");
+            "one of: idx, tfrecord, csv, tsv, tfds.");
   const std::string idx_only =
       "m.pbtxt:2:1: input: train_files, test_files, feature and shuffle_buffer are for format "
       "\"tfrecord\", \"csv\" or \"tsv\" (the IDX files of the data directory need none)";
@@ -941,6 +941,59 @@ TEST(ModelConfigTest, OptimizerTakesKerasLearningRateSchedules) {
             "inverse_time_decay, cosine_decay or piecewise_constant)");
 }
 
+// A TensorFlow Datasets input with images resized to the model's input
+// (configs/fashion_mnist_tfds.pbtxt): the application takes the image's
+// shape, --input_shape sets both; and what does not go together is named.
+TEST(ModelConfigTest, ATfdsInputOfResizedImagesFeedsItsApplication) {
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile f, LoadModelConfigFile("configs/fashion_mnist_tfds.pbtxt"));
+  const data::InputSpec& in = f.job.input;
+  EXPECT_EQ(in.format, data::InputFormat::kTfds);
+  EXPECT_EQ(in.train_split, "train[:80%]");
+  EXPECT_EQ(in.test_split, "train[80%:]");
+  ASSERT_EQ(in.features.features.size(), 1u);
+  const data::FeatureDef& image = in.features.features[0];
+  EXPECT_EQ(image.decode, data::FeatureDecode::kJpeg);
+  EXPECT_EQ(image.image_shape, (std::vector<int64_t>{32, 32, 3}));
+  EXPECT_EQ(image.length, 32 * 32 * 3);
+  EXPECT_EQ(image.resize, data::ResizeMethod::kBilinear);
+  EXPECT_EQ(f.job.model.input_shape, (Shape{32, 32, 3}));
+  // No layers in front: the image is the application's input already.
+  EXPECT_EQ(f.job.model.layers[0].name, "Conv1");
+
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile("configs/fashion_mnist_tfds.pbtxt"));
+  DataSizes sizes;
+  sizes.input_shape = {48, 48, 3};
+  ASSERT_OK_AND_ASSIGN(ModelConfigFile big, ParseModelConfigFile(text, "t.pbtxt", sizes));
+  EXPECT_EQ(big.job.input.features.features[0].image_shape, (std::vector<int64_t>{48, 48, 3}));
+  EXPECT_EQ(big.job.input.features.features[0].length, 48 * 48 * 3);
+  EXPECT_EQ(big.job.model.input_shape, (Shape{48, 48, 3}));
+
+  auto error = [](const std::string& input) {
+    auto got = ParseModelConfigFile(input + "input_dim: 12\nlayer { dense { units: 2 } }\n",
+                                    "m.pbtxt");
+    return got.ok() ? std::string("ok") : std::string(got.status().message());
+  };
+  EXPECT_EQ(error("input { format: tfds feature { name: \"x\" length: 12 } }\n"), "ok");
+  EXPECT_EQ(error("input { format: tfds train_files: \"a\" feature { name: \"x\" } }\n"),
+            "m.pbtxt:1:1: input: format \"tfds\" reads the shards its dataset_info.json lists "
+            "(the data directory is the dataset's version directory): name splits with "
+            "train_split and test_split, not train_files and test_files");
+  EXPECT_EQ(error("input { format: tfrecord train_files: \"a\" test_files: \"b\" "
+                  "train_split: \"train\" feature { name: \"x\" } }\n"),
+            "m.pbtxt:1:1: input: train_split and test_split slice a TensorFlow Datasets "
+            "directory (format \"tfds\"); files are named by train_files and test_files");
+  EXPECT_EQ(error("input { format: tfds feature { name: \"x\" length: 12 resize: \"area\" } }\n"),
+            "m.pbtxt:1:22: input: feature \"x\": resize needs an image_shape");
+  EXPECT_EQ(error("input { format: tfds feature { name: \"x\" decode: \"raw_uint8\" "
+                  "image_shape: [2, 2, 3] } }\n"),
+            "m.pbtxt:1:22: input: feature \"x\": image_shape is for an image feature (decode "
+            "png, jpeg or image)");
+  EXPECT_EQ(error("input { format: tfds feature { name: \"x\" decode: \"jpeg\" "
+                  "image_shape: [2, 2, 3] resize: \"cubic\" } }\n"),
+            "m.pbtxt:1:22: input: feature \"x\": resize \"cubic\" is not one of bilinear, "
+            "nearest, area");
+}
+
 TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
   ASSERT_OK_AND_ASSIGN(
       ModelConfigFile csv,
@@ -982,9 +1035,9 @@ TEST(ModelConfigTest, AnInputBlockReadsCsvOrTsvColumns) {
   EXPECT_EQ(png.job.input.features.features[0].decode, data::FeatureDecode::kPng);
   EXPECT_EQ(png.job.model.input_dim, 784);
   EXPECT_EQ(ErrorOf("input { format: \"tfrecord\" train_files: \"a\" test_files: \"b\" "
-                    "feature { name: \"x\" decode: \"jpeg\" } }\n"),
-            "m.pbtxt:1:61: input: feature \"x\": decode \"jpeg\" is not one of raw_uint8, "
-            "raw_float32, png");
+                    "feature { name: \"x\" decode: \"gif\" } }\n"),
+            "m.pbtxt:1:61: input: feature \"x\": decode \"gif\" is not one of raw_uint8, "
+            "raw_float32, png, jpeg, image");
   EXPECT_EQ(ErrorOf("input { format: \"csv\" " +
                     std::string("train_files: \"a\" test_files: "
                                 "\"b\" feature { name: \"x\" decode: \"png\" } }\n")),

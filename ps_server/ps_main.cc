@@ -161,8 +161,15 @@ int PsMain(const TfConfig& cfg, CliArgs& args, std::shared_ptr<const Security> s
     if (std::optional<absl::Status> failed =
             EndedBadly(*output_dir, args.raw_flags(), cluster, started)) {
       reason = std::string(failed->message());
-      absl::MutexLock lock(&server_mu);
-      exit_code = RoleExitCode(*failed, FailureKind::kPermanent);
+      {
+        absl::MutexLock lock(&server_mu);
+        exit_code = RoleExitCode(*failed, FailureKind::kPermanent);
+      }
+      // The chief records the failure and then tells every PS: one that
+      // read the record first still answers the chief's Shutdown for a
+      // moment, which would otherwise find it gone and wait its ps_wait
+      // for it to come back.
+      server->WaitForStopRequest(absl::Seconds(2));
       break;
     }
     reason = server->WaitForStopRequest(absl::Seconds(1));

@@ -30,7 +30,7 @@ fingerprint() {
   dpkg-query -W -f='${Package} ${Version}\n' bazel-bootstrap g++ gcc clang libclang-rt-14-dev \
     libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libabsl-dev \
     libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev zlib1g-dev libpng-dev \
-    libssl-dev libonnx-dev nlohmann-json3-dev libc6-dev 2>/dev/null | sort
+    libturbojpeg0-dev libssl-dev libonnx-dev nlohmann-json3-dev libc6-dev 2>/dev/null | sort
   local nvcc=${CUDA_PATH:-/usr/local/cuda}/bin/nvcc
   if [[ -x $nvcc ]]; then "$nvcc" --version | tail -2; else echo "no nvcc"; fi
 }
