@@ -18,7 +18,8 @@
 //   StreamGzip, Stream   opening the stream (its counting pass) and one epoch
 //   StreamEpochGzip      each further epoch of an open stream
 // and, apart, decoding Examples already in memory (Decode: parse and lay out,
-// no file; DecodePng: the same with each image a PNG), and cutting one epoch
+// no file; DecodePng: the same with each image a PNG; DecodeJpegResized: an
+// RGB JPEG photo decoded and resized to a model's input), and cutting one epoch
 // of batches from the IDX training split already in memory, held as floats
 // (EpochFloats, as LoadMnistFormat holds a split) or as its bytes
 // (EpochBytes, as a trainer and evaluation hold it: data/dataset.h), with the
@@ -27,6 +28,8 @@
 //   bazel build -c opt //bench:input_bench &&
 //   bazel-bin/bench/input_bench --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,6 +41,8 @@
 #include "data/convert.h"
 #include "data/dataset.h"
 #include "data/input.h"
+#include "data/jpeg_image.h"
+#include "proto/example.pb.h"
 
 namespace pstrain::data {
 namespace {
@@ -244,6 +249,63 @@ void BM_DecodePng(benchmark::State& state) {
          in);
 }
 
+// The seed's per-image work in the input pipeline: one Example holding an
+// RGB JPEG photo (quality 90) decoded, resized to the model's input as
+// tf.image.resize does (bilinear) and scaled by 1/255, one per iteration,
+// over 64 different photos: args {photo height, width, model side}. The
+// stand-in's photos (32 +- 8 a side, to 32x32) and cats_vs_dogs' typical
+// 500x375 (to 224x224).
+void BM_DecodeJpegResized(benchmark::State& state) {
+  const int64_t h = state.range(0), w = state.range(1), side = state.range(2);
+  std::vector<std::string> records;
+  uint32_t seed = 17;
+  for (int k = 0; k < 64; ++k) {
+    // Smooth shapes with some grain, as photos have.
+    std::vector<uint8_t> rgb(static_cast<size_t>(h * w * 3));
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        seed = seed * 1664525u + 1013904223u;
+        for (int64_t c = 0; c < 3; ++c) {
+          const double v = 128 + 60 * std::sin(0.05 * (x + 3 * k) * (c + 1)) +
+                           50 * std::cos(0.07 * y * (3 - c)) + ((seed >> (8 * c)) & 15);
+          rgb[(y * w + x) * 3 + c] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+        }
+      }
+    }
+    JpegOptions options;
+    options.quality = 90;
+    auto jpeg = EncodeJpeg(rgb.data(), h, w, 3, options);
+    if (!jpeg.ok()) Die(jpeg.status());
+    v1::Example e;
+    auto& f = *e.mutable_features()->mutable_feature();
+    f["image"].mutable_bytes_list()->add_value(*jpeg);
+    f["label"].mutable_int64_list()->add_value(k % 10);
+    records.push_back(e.SerializeAsString());
+  }
+  FeatureSpec spec;
+  FeatureDef image;
+  image.name = "image";
+  image.decode = FeatureDecode::kJpeg;
+  image.image_shape = {side, side, 3};
+  image.length = side * side * 3;
+  image.scale = 1.0f / 255.0f;
+  spec.features.push_back(image);
+  auto decoder = ExampleDecoder::Create(spec);
+  if (!decoder.ok()) Die(decoder.status());
+  std::vector<float> x(static_cast<size_t>(image.length));
+  int32_t label;
+  ParsedExample parsed;
+  size_t i = 0;
+  for (auto _ : state) {
+    absl::Status s = (*decoder)->Decode(records[i], &parsed, x.data(), nullptr, &label, 10);
+    if (!s.ok()) Die(s);
+    benchmark::DoNotOptimize(x.data());
+    if (++i == records.size()) i = 0;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["threads"] = 1;
+}
+
 BENCHMARK(BM_Idx)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecordGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_TfRecord)->Unit(benchmark::kMillisecond)->MinTime(3);
@@ -255,6 +317,10 @@ BENCHMARK(BM_Stream)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_StreamEpochGzip)->Unit(benchmark::kMillisecond)->MinTime(3);
 BENCHMARK(BM_Decode);
 BENCHMARK(BM_DecodePng);
+BENCHMARK(BM_DecodeJpegResized)
+    ->Args({40, 28, 32})
+    ->Args({375, 500, 224})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EpochFloats)->Unit(benchmark::kMillisecond)->MinTime(2);
 BENCHMARK(BM_EpochBytes)->Unit(benchmark::kMillisecond)->MinTime(2);
 

@@ -26,9 +26,14 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Open(
   std::unique_ptr<ExampleStream> s(new ExampleStream(spec, std::move(format)));
   PSTRAIN_RETURN_IF_ERROR(s->Count());
   const int64_t slots = std::max<int64_t>(1, std::min(spec.shuffle_buffer, s->shard_size_));
-  s->dense_.resize(slots * s->example_dim());
-  s->ids_.resize(slots * s->ids_dim());
-  s->labels_.resize(slots);
+  if (s->encoded()) {
+    s->records_.resize(slots);
+    s->wheres_.resize(slots);
+  } else {
+    s->dense_.resize(slots * s->example_dim());
+    s->ids_.resize(slots * s->ids_dim());
+    s->labels_.resize(slots);
+  }
   return s;
 }
 
@@ -122,6 +127,11 @@ absl::StatusOr<bool> ExampleStream::ReadInto(int64_t slot) {
     // Strict, the epoch's sequence is every record; skipping, every record
     // that decodes, so only then must each replica decode all of them.
     if (!spec_.skip_bad && !spec_.by_file && sequence_++ % n != r) continue;
+    if (encoded()) {
+      records_[slot].swap(record_);
+      wheres_[slot] = reader_->Where(at);
+      return true;
+    }
     absl::Status s = decoder_->Decode(record_, dense_.data() + slot * example_dim(),
                                       ids_.data() + slot * ids_dim(), &labels_[slot]);
     if (!s.ok()) {
@@ -136,7 +146,7 @@ absl::StatusOr<bool> ExampleStream::ReadInto(int64_t slot) {
 }
 
 absl::Status ExampleStream::Emit(float* dense, int64_t* ids, int32_t* label) {
-  const int64_t slots = static_cast<int64_t>(labels_.size());
+  const int64_t slots = this->slots();
   while (!drained_ && held_ < slots) {
     PSTRAIN_ASSIGN_OR_RETURN(bool got, ReadInto(held_));
     if (!got) {
@@ -153,7 +163,15 @@ absl::Status ExampleStream::Emit(float* dense, int64_t* ids, int32_t* label) {
   }
   const int64_t i = std::uniform_int_distribution<int64_t>(0, held_ - 1)(rng_);
   const int64_t dim = example_dim(), ids_dim = this->ids_dim();
-  if (dense != nullptr) {
+  if (encoded()) {
+    // Decoded now (not at all when Seek passes over it).
+    if (dense != nullptr) {
+      scratch_ids_.resize(ids_dim);
+      absl::Status s = decoder_->Decode(records_[i], dense,
+                                        ids != nullptr ? ids : scratch_ids_.data(), label);
+      if (!s.ok()) return absl::DataLossError(absl::StrCat(wheres_[i], ": ", s.message()));
+    }
+  } else if (dense != nullptr) {
     std::memcpy(dense, dense_.data() + i * dim, dim * sizeof(float));
     if (ids != nullptr && ids_dim > 0) {
       std::memcpy(ids, ids_.data() + i * ids_dim, ids_dim * sizeof(int64_t));
@@ -168,7 +186,10 @@ absl::Status ExampleStream::Emit(float* dense, int64_t* ids, int32_t* label) {
     drained_ = true;
   }
   --held_;
-  if (i != held_) {
+  if (i != held_ && encoded()) {
+    records_[i].swap(records_[held_]);
+    wheres_[i].swap(wheres_[held_]);
+  } else if (i != held_) {
     std::memcpy(dense_.data() + i * dim, dense_.data() + held_ * dim, dim * sizeof(float));
     if (ids_dim > 0) {
       std::memcpy(ids_.data() + i * ids_dim, ids_.data() + held_ * ids_dim,

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "base/file_util.h"
 #include "base/testing/status_testing.h"
@@ -176,6 +177,48 @@ TEST(ExampleStreamTest, SeekLandsWhereNextWouldHave) {
     Take(fresh.source.get(), 2);
     EXPECT_EQ(Take(walked.source.get(), 12), Take(fresh.source.get(), 12)) << batches;
   }
+}
+
+// Held as the records they were read as and decoded as they leave the
+// buffer (hold_encoded, for images), the stream hands out the same examples
+// in the same order, Seek lands in the same place, and a record that does
+// not decode is named where it was read.
+TEST(ExampleStreamTest, RecordsHeldEncodedComeOutAsDecodedOnesDo) {
+  const std::string dir = WriteFiles("encoded", 3, 20);
+  const InputSpec input = Streamed(dir, 16);
+  ASSERT_OK_AND_ASSIGN(std::vector<RecordRange> files, FilesOfSplit("", input, Split::kTrain));
+  StreamSpec spec;
+  for (const RecordRange& f : files) {
+    spec.files.push_back(f.path);
+    spec.compressions.push_back(Compression::kNone);
+  }
+  spec.batch_size = 4;
+  spec.seed = 9;
+  spec.shuffle_buffer = 16;
+  spec.num_classes = 4;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const RecordFormat> format,
+                       OpenFormat("", input, spec.files));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExampleStream> decoded, ExampleStream::Open(spec, format));
+  spec.hold_encoded = true;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExampleStream> encoded, ExampleStream::Open(spec, format));
+  const std::vector<int> want = Take(decoded.get(), 30);  // two epochs
+  EXPECT_EQ(Take(encoded.get(), 30), want);
+  ASSERT_OK(decoded->Seek(17));
+  ASSERT_OK(encoded->Seek(17));
+  const std::vector<int> after_seek = Take(decoded.get(), 5);
+  EXPECT_EQ(Take(encoded.get(), 5), after_seek);
+
+  // Labels 3 are outside 3 classes: the first one out is the error.
+  spec.num_classes = 3;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExampleStream> bad, ExampleStream::Open(spec, format));
+  std::vector<float> x(8);
+  std::vector<int64_t> ids(8);
+  std::vector<int32_t> y(4);
+  absl::Status failed = absl::OkStatus();
+  for (int k = 0; k < 15 && failed.ok(); ++k) failed = bad->Next(x.data(), y.data(), ids.data()).status();
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  EXPECT_TRUE(absl::StrContains(failed.message(), "/part-")) << failed;
+  EXPECT_TRUE(absl::StrContains(failed.message(), " at byte ")) << failed;
 }
 
 TEST(ExampleStreamTest, ABadRecordStopsTheStreamOrIsSkipped) {

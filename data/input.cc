@@ -399,6 +399,8 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
   spec.shuffle_buffer = input.shuffle_buffer;
   spec.skip_bad = input.skip_bad_records;
   spec.num_classes = num_classes;
+  // Images wait in the buffer encoded and are decoded as they leave it.
+  for (const FeatureDef& f : input.features.features) spec.hold_encoded |= f.is_image();
   PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
                            OpenFormat(data_dir, input, spec.files));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
