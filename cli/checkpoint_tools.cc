@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "checkpoint/checkpoint_shard.h"
 #include "cli/build_info.h"
 #include "cli/command_output.h"
@@ -22,7 +23,9 @@
 #include "base/file_util.h"
 #include "base/json.h"
 #include "base/status_macros.h"
+#include "data/image_files.h"
 #include "data/input.h"
+#include "data/tfds.h"
 #include "evaluator/evaluator.h"
 #include "job/job_description.h"
 #include "job/job_flags.h"
@@ -233,12 +236,69 @@ int InspectMain(CliArgs& args) {
   return FinishCommand("inspect", run());
 }
 
+namespace {
+
+// The class names of a TensorFlow Datasets input's label (its
+// NAME.labels.txt), else none.
+std::vector<std::string> ClassNamesOf(const model::JobSpec& job) {
+  if (job.input.format != data::InputFormat::kTfds) return {};
+  absl::StatusOr<data::TfdsDataset> ds = data::ReadTfdsDirectory(job.data_dir);
+  if (!ds.ok()) return {};
+  const data::TfdsFeature* label = ds->FindFeature(job.input.features.label);
+  return label != nullptr ? label->class_names : std::vector<std::string>{};
+}
+
+// One line per image file: its name, the class predicted (by name when
+// `names` has it) and the probabilities; CSV with a header, or JSON lines.
+std::string ImagePredictions(const std::vector<std::string>& files, const std::vector<float>& probs,
+                             int64_t width, const std::vector<std::string>& names, bool csv) {
+  std::string text;
+  if (csv) {
+    text = "file,predicted,class";
+    for (int64_t j = 0; j < width; ++j) absl::StrAppend(&text, ",p", j);
+    text += "\n";
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    const float* p = probs.data() + i * width;
+    const int64_t predicted =
+        width == 1 ? (p[0] > 0.5f ? 1 : 0) : std::max_element(p, p + width) - p;
+    const std::string name =
+        predicted < static_cast<int64_t>(names.size()) ? names[predicted] : "";
+    if (csv) {
+      // A name with a comma or quote is quoted, as RFC 4180 quotes.
+      auto field = [](const std::string& v) {
+        if (v.find_first_of(",\"\n") == std::string::npos) return v;
+        return absl::StrCat("\"", absl::StrReplaceAll(v, {{"\"", "\"\""}}), "\"");
+      };
+      absl::StrAppend(&text, field(files[i]), ",", predicted, ",", field(name));
+      for (int64_t j = 0; j < width; ++j) absl::StrAppendFormat(&text, ",%.6g", p[j]);
+      text += "\n";
+    } else {
+      std::vector<std::string> each;
+      for (int64_t j = 0; j < width; ++j) each.push_back(absl::StrFormat("%.6g", p[j]));
+      Json line = {{"file", files[i]}, {"predicted", predicted}};
+      if (!name.empty()) line["class"] = name;
+      std::string dumped = line.dump();
+      dumped.pop_back();  // the probabilities as the other lines print them
+      absl::StrAppend(&text, dumped, ", \"probabilities\": [", absl::StrJoin(each, ", "), "]}\n");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
 int PredictMain(CliArgs& args) {
   auto run = [&]() -> absl::StatusOr<std::string> {
     PSTRAIN_ASSIGN_OR_RETURN(std::string path, CheckpointPath(args, "predict"));
     PSTRAIN_ASSIGN_OR_RETURN(std::string out_path, args.GetString("out", ""));
     PSTRAIN_ASSIGN_OR_RETURN(std::string input, args.GetString("input", ""));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string images, args.GetString("images", ""));
     PSTRAIN_RETURN_IF_ERROR(CheckFlagsKnown(args));
+    if (!input.empty() && !images.empty()) {
+      return absl::InvalidArgumentError(
+          "--input names record files and --images image files: give one");
+    }
     if (out_path.empty()) {
       return absl::InvalidArgumentError("--out=FILE is needed (.csv for CSV, else JSON lines)");
     }
@@ -253,14 +313,21 @@ int PredictMain(CliArgs& args) {
       }
       job.input.test_files = input;
     }
+    // Image files: read as the run's input reads its images.
+    std::vector<std::string> image_files;
+    if (!images.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(image_files, data::ExpandImagePatterns(images));
+    }
     PSTRAIN_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(at, job, 1024));
     model::Network* net = loaded.net.get();
     const std::vector<float>& params = loaded.params;
     train::LocalTables& tables = loaded.tables;
     PSTRAIN_ASSIGN_OR_RETURN(
         data::Dataset examples,
-        data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest, job.model.num_classes(),
-                             /*pixels_as_bytes=*/true));
+        image_files.empty()
+            ? data::LoadInputSplit(job.data_dir, job.input, data::Split::kTest,
+                                   job.model.num_classes(), /*pixels_as_bytes=*/true)
+            : data::LoadImageFiles(job.input, image_files));
     std::vector<float> probs;
     PSTRAIN_ASSIGN_OR_RETURN(model::BatchResult r,
                              model::EvaluateExamples(
@@ -275,6 +342,12 @@ int PredictMain(CliArgs& args) {
     const int64_t width = n > 0 ? static_cast<int64_t>(probs.size()) / n : 0;
     const bool binary = width == 1;
     const bool csv = out_path.size() > 4 && out_path.substr(out_path.size() - 4) == ".csv";
+    if (!image_files.empty()) {
+      PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
+          out_path, ImagePredictions(image_files, probs, width, ClassNamesOf(job), csv)));
+      return absl::StrFormat("wrote %d predictions of the checkpoint at step %d to %s\n",
+                             n, at.step, out_path);
+    }
     std::string text;
     if (csv) {
       text = "example,label,predicted";

@@ -19,6 +19,9 @@
 #include "cluster/tf_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "data/tfds_writer.h"
+#include "data/tfrecord.h"
+#include "proto/example.pb.h"
 #include "job/job_flags.h"
 #include "job/run_info.h"
 #include "train/local_trainer.h"
@@ -85,6 +88,85 @@ OwnRun TrainOwnConfig(const std::string& dir, int64_t steps) {
     run.result = *std::move(trained);
   }
   return run;
+}
+
+// A run on a TensorFlow Datasets directory of JPEG photos, then `predict
+// --images` on photo files: each file is read as the run's input reads its
+// images, so a photo scores exactly as the same photo in the test split
+// does, and the prediction is named by the dataset's class names.
+TEST(CheckpointToolsTest, PredictScoresImageFilesAsTheRunsInputReadsThem) {
+  const std::string dir = testing::FreshTempDir("predict_images");
+  data::TfdsWriteOptions tfds;
+  tfds.max_examples = 300;
+  tfds.shards = 2;
+  tfds.size = 20;
+  tfds.spread = 6;
+  ASSERT_OK_AND_ASSIGN(data::TfdsWritten written,
+                       data::WriteIdxAsTfds("/usr/share/datasets/fashion-mnist", dir, tfds));
+  const std::string config = dir + "/photos.pbtxt";
+  ASSERT_OK(WriteFileAtomically(config, R"(
+input {
+  format: tfds
+  train_split: "train[:250]"
+  test_split: "train[250:]"
+  feature { name: "image" decode: "jpeg" image_shape: [12, 12, 3] scale: 0.00392156862745098 }
+}
+input_shape: [12, 12, 3]
+layer { flatten {} }
+layer { name: "logits" dense { units: 10 } }
+optimizer { name: "adam" learning_rate: 0.003 }
+batch_size: 25
+epochs: 1
+)"));
+  const std::string out = dir + "/out";
+  CliArgs train = Args({"--model_config=" + config, "--data_dir=" + written.dir,
+                        "--output_dir=" + out});
+  ASSERT_OK_AND_ASSIGN(model::JobSpec job, JobSpecFromFlags(train));
+  train::LocalOptions options;
+  options.output_dir = out;
+  options.run = RunInfo(train, TfConfig{});
+  ASSERT_OK(train::RunLocal(job, options).status());
+
+  // The first three photos of the test split, as files.
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> records,
+                       data::ReadAllRecords(written.files[1], data::Compression::kNone));
+  std::vector<std::string> files;
+  for (int k = 0; k < 3; ++k) {
+    v1::Example e;
+    ASSERT_TRUE(e.ParseFromString(records[100 + k]));  // shard 1 starts at record 150
+    files.push_back(absl::StrCat(dir, "/photo", k, ".jpg"));
+    ASSERT_OK(WriteFileAtomically(files.back(),
+                                  e.features().feature().at("image").bytes_list().value(0)));
+  }
+  Said split = RunCommand(PredictMain, {"predict", out, "--out=" + dir + "/split.jsonl"});
+  ASSERT_EQ(split.code, 0) << split.err;
+  Said photos = RunCommand(PredictMain, {"predict", out, "--out=" + dir + "/photos.csv",
+                                         "--images=" + dir + "/photo*.jpg"});
+  ASSERT_EQ(photos.code, 0) << photos.err;
+  EXPECT_THAT(photos.out, HasSubstr("wrote 3 predictions of the checkpoint at step 10 to "));
+  ASSERT_OK_AND_ASSIGN(std::string split_text, ReadFile(dir + "/split.jsonl"));
+  ASSERT_OK_AND_ASSIGN(std::string photo_text, ReadFile(dir + "/photos.csv"));
+  const std::vector<std::string> split_lines = absl::StrSplit(split_text, '\n');
+  const std::vector<std::string> photo_lines = absl::StrSplit(photo_text, '\n');
+  ASSERT_GE(photo_lines.size(), 4u);
+  EXPECT_EQ(photo_lines[0], "file,predicted,class,p0,p1,p2,p3,p4,p5,p6,p7,p8,p9");
+  const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                          "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_OK_AND_ASSIGN(Json want, ParseJson(split_lines[k]));
+    std::vector<std::string> cells = absl::StrSplit(photo_lines[k + 1], ',');
+    ASSERT_EQ(cells.size(), 13u) << photo_lines[k + 1];
+    EXPECT_EQ(cells[0], files[k]);
+    EXPECT_EQ(cells[1], absl::StrCat(want["predicted"].get<int64_t>()));
+    EXPECT_EQ(cells[2], names[want["predicted"].get<int64_t>()]);
+    for (int j = 0; j < 10; ++j) {
+      EXPECT_EQ(cells[3 + j], absl::StrFormat("%.6g", want["probabilities"][j].get<double>()));
+    }
+  }
+  Said bad = RunCommand(PredictMain, {"predict", out, "--out=" + dir + "/x.csv",
+                                      "--images=" + config});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr(config + ": feature \"image\": not a JPEG image"));
 }
 
 // A run trained with --model_config, whose config file is then gone:

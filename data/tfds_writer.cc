@@ -25,21 +25,22 @@ constexpr const char* kClassNames[10] = {"T-shirt/top", "Trouser",   "Pullover",
                                          "Coat",        "Sandal",    "Shirt",    "Sneaker",
                                          "Bag",         "Ankle boot"};
 
-// A class's colour: each channel's share of the grey.
+// An image's colour: each channel's share of the grey, drawn per image
+// (never from its class, which the colour would then give away).
 struct Tint {
   float r, g, b;
 };
-Tint TintOf(int32_t label) {
-  const int k = ((label % 10) + 10) % 10;
-  return {0.55f + 0.045f * k, 1.0f - 0.04f * k, 0.7f + 0.03f * ((k * 3) % 10)};
+Tint DrawTint(std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> share(0.6f, 1.0f);
+  const float r = share(rng), g = share(rng);
+  return {r, g, share(rng)};
 }
 
 // One 28x28 grey image as an RGB JPEG of `h` x `w`.
 absl::StatusOr<std::string> PhotoOf(const uint8_t* grey, int64_t side_h, int64_t side_w, int64_t h,
-                                    int64_t w, int32_t label) {
+                                    int64_t w, const Tint& t) {
   std::vector<float> resized(static_cast<size_t>(h * w));
   ResizeImage(grey, ImageSize{side_h, side_w, 1}, h, w, ResizeMethod::kBilinear, resized.data());
-  const Tint t = TintOf(label);
   std::vector<uint8_t> rgb(static_cast<size_t>(h * w * 3));
   auto byte = [](float v) { return static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L)); };
   for (int64_t p = 0; p < h * w; ++p) {
@@ -143,10 +144,11 @@ absl::StatusOr<TfdsWritten> WriteIdxAsTfds(const std::string& idx_dir, const std
       const Dataset& ds = from_train ? train.dataset : test.dataset;
       const int64_t i = from_train ? e : e - train.dataset.num_examples;
       const int64_t h = options.size + jitter(rng), w = options.size + jitter(rng);
+      const Tint tint = DrawTint(rng);
       written.min_side = std::min({written.min_side, h, w});
       written.max_side = std::max({written.max_side, h, w});
       PSTRAIN_ASSIGN_OR_RETURN(std::string jpeg,
-                               PhotoOf(ds.pixels.data() + i * dim, side, side, h, w, ds.labels[i]));
+                               PhotoOf(ds.pixels.data() + i * dim, side, side, h, w, tint));
       v1::Example example;
       auto& features = *example.mutable_features()->mutable_feature();
       features["image"].mutable_bytes_list()->add_value(std::move(jpeg));

@@ -2,9 +2,10 @@
 // as `tfds.load` leaves cats_vs_dogs (data/tfds.h reads it): no photo set
 // can be downloaded on a machine without network, so this one is made from
 // the MNIST-format IDX files of a data directory (Fashion-MNIST). Each
-// image is made RGB (the grey in every channel, tinted by its class so
-// that colour means something), resized (bilinear) to a random size around
-// `size` so that every image needs resizing, and stored as a JPEG
+// image is made RGB (the grey in every channel, tinted by a colour drawn
+// for the image, which says nothing of its class), resized (bilinear) to a
+// random size around `size` so that every image needs resizing, and
+// stored as a JPEG
 // (quality 90) beside "image/filename" and its int64 "label"; the training
 // images then the test images, in one split "train", as cats_vs_dogs has
 // only a train split ("train[:60000]" is Fashion-MNIST's own training set,

@@ -33,7 +33,7 @@ class TfdsJpegTrainTest : public ::testing::Test {
 
 TEST_F(TfdsJpegTrainTest, MobileNetV2TrainsOnASlicedTfdsSplitOfJpegPhotos) {
   data::TfdsWriteOptions options;
-  options.max_examples = 8000;
+  options.max_examples = 13000;
   const std::string root = testing::TempDir() + "/tfds";
   ASSERT_OK_AND_ASSIGN(data::TfdsWritten written,
                        data::WriteIdxAsTfds(kFashionMnist, root, options));
@@ -42,18 +42,18 @@ TEST_F(TfdsJpegTrainTest, MobileNetV2TrainsOnASlicedTfdsSplitOfJpegPhotos) {
   model::JobSpec job = config.job;
   EXPECT_EQ(job.input.train_split, "train[:80%]");
   job.data_dir = written.dir;
-  job.input.train_split = "train[:6000]";
+  job.input.train_split = "train[:12000]";
   job.input.test_split = "train[-1000:]";
   job.device = model::Device::Cpu();
   ASSERT_OK_AND_ASSIGN(train::LocalResult got, train::RunLocal(job, 100000));
-  EXPECT_EQ(got.steps, 6000 / 64);
+  EXPECT_EQ(got.steps, 12000 / 64);
   // Ten classes: chance is 0.1.
   EXPECT_GT(got.test_accuracy, 0.45) << got.test_accuracy;
 
   // Streamed: each record decoded as it enters the shuffle buffer.
   job.input.shuffle_buffer = 1024;
   ASSERT_OK_AND_ASSIGN(train::LocalResult streamed, train::RunLocal(job, 100000));
-  EXPECT_EQ(streamed.steps, 6000 / 64);
+  EXPECT_EQ(streamed.steps, 12000 / 64);
   EXPECT_GT(streamed.test_accuracy, 0.45) << streamed.test_accuracy;
 }
 
