@@ -4,17 +4,28 @@
 // split sliced as the seed's users slice it, decoded, resized to 32x32x3
 // and scaled, trains Keras's MobileNetV2 (alpha 0.35) through
 // configs/fashion_mnist_tfds.pbtxt, in memory and streamed through a
-// shuffle buffer; and the 28x28 grey JPEGs of
-// `to-tfrecord --image_encoding=jpeg` through configs/fashion_mnist_jpeg.pbtxt.
+// shuffle buffer; the 28x28 grey JPEGs of `to-tfrecord
+// --image_encoding=jpeg` through configs/fashion_mnist_jpeg.pbtxt; and the
+// photos in a sync PS job and a ring all-reduce job, as `pstrain launch`
+// starts them.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+#include "base/json.h"
+#include "base/subprocess.h"
 #include "base/testing/status_testing.h"
 #include "base/testing/temp_dir.h"
 #include "data/convert.h"
 #include "data/tfds_writer.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/compute_threads.h"
 #include "model/model_config.h"
+#include "tests/testing/task_set.h"
 #include "train/local_trainer.h"
 
 namespace pstrain {
@@ -71,6 +82,56 @@ TEST_F(TfdsJpegTrainTest, GreyJpegsResizedToMobileNetsInputTrain) {
   ASSERT_OK_AND_ASSIGN(train::LocalResult got, train::RunLocal(job, 2000));
   EXPECT_EQ(got.steps, 200);
   EXPECT_GT(got.test_accuracy, 0.45) << got.test_accuracy;
+}
+
+// The seed's other strategies on the same photos, as `pstrain launch` runs
+// them on one host, each with an evaluator: a sync PS job (a ps, the chief
+// and a worker training) and a ring without ps (MultiWorkerMirroredStrategy's
+// cluster). Every task ends 0, the global step is the schedule's, and the
+// evaluator scores the final checkpoint.
+TEST_F(TfdsJpegTrainTest, ThePsAndRingJobsTrainOnItAsLaunchRunsThem) {
+  // Four shards of 4,000 photos; the training split two whole ones, one
+  // for each replica (sharded by file, as tf.data's auto-sharding does).
+  data::TfdsWriteOptions options;
+  options.max_examples = 16000;
+  const std::string root = testing::TempDir() + "/tfds-launch";
+  ASSERT_OK_AND_ASSIGN(data::TfdsWritten written,
+                       data::WriteIdxAsTfds(kFashionMnist, root, options));
+  for (const bool ring : {false, true}) {
+    const std::string out = testing::TempDir() + (ring ? "/launch-ring" : "/launch-ps");
+    SpawnOptions o;
+    o.argv = {absl::StrCat(std::getenv("TEST_SRCDIR"), "/pstrain/pstrain"),
+              "launch",
+              "--ps",
+              ring ? "0" : "1",
+              "--workers",
+              "1",
+              "--evaluator",
+              "--config=configs/fashion_mnist_tfds.pbtxt",
+              "--data_dir=" + written.dir,
+              "--train_split=train[:50%]",
+              "--test_split=train[12000:13000]",
+              "--output_dir=" + out};
+    if (!ring) o.argv.push_back("--consistency=sync");
+    o.log_path = out + ".log";
+    testing::TaskSet tasks;
+    ASSERT_OK(tasks.Start("launch", o));
+    const std::map<std::string, int> codes = tasks.WaitAll(absl::Seconds(240));
+    const std::string log = ReadFile(o.log_path).value_or("");
+    ASSERT_EQ(codes.at("launch"), 0) << log;
+    EXPECT_THAT(log, ::testing::HasSubstr("evaluator: eval at step 62: "));
+    ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(out + "/final_metrics.json"));
+    ASSERT_OK_AND_ASSIGN(Json metrics, ParseJson(text));
+    // Two replicas of 4,000 photos: 62 steps of 64 each, one global step
+    // per step taken together.
+    EXPECT_EQ(FindMember(metrics, "global_step")->get<double>(), 62) << text;
+    EXPECT_EQ(FindMember(metrics, "test_examples")->get<double>(), 1000) << text;
+    // Ten classes: chance is 0.1, give or take 0.01 on 1,000 photos; 62
+    // steps of MobileNetV2 from scratch reach about 0.25 here.
+    const double accuracy = FindMember(metrics, "test_accuracy")->get<double>();
+    std::printf("%s: test accuracy %.4f\n", ring ? "ring" : "sync ps", accuracy);
+    EXPECT_GT(accuracy, 0.15) << text;
+  }
 }
 
 }  // namespace
