@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cluster/initial_stream.h"
 #include "cluster/initializer_spec.h"
+#include "model/compute_threads.h"
 #include "model/cuda_layer_math.h"
 #include "model/layer_kind.h"
 
@@ -107,6 +108,10 @@ absl::StatusOr<std::unique_ptr<Network>> Network::Create(const NetworkSpec& spec
 
 Network::Network(ModelGraph graph, int max_batch)
     : graph_(std::move(graph)), max_batch_(max_batch) {
+  // oneDNN fixes a primitive's thread count when it builds it (its layers
+  // build theirs for max_batch here): the setting, not the calling
+  // thread's OpenMP default of one per core.
+  ApplyComputeThreads();
   const NetworkSpec& spec = graph_.spec();
   const std::vector<Shape>& shapes = graph_.shapes();
   std::vector<int> readers(shapes.size(), 0);
@@ -254,6 +259,7 @@ void Network::Forward(const float* params, const float* x, const int32_t* labels
 absl::StatusOr<BatchResult> Network::ComputeGradients(
     const float* params, const float* x, const int32_t* labels, int batch, float* grads,
     const std::function<void(int layer)>& on_layer_done, float* input_grad) {
+  ApplyComputeThreads();  // primitives built for a new batch size too
   if (batch < 1 || batch > max_batch_) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch of ", batch, " is outside 1..", max_batch_));
@@ -342,6 +348,7 @@ absl::StatusOr<BatchResult> Network::ComputeGradients(
 absl::StatusOr<BatchResult> Network::Evaluate(const float* params, const float* x,
                                               const int32_t* labels, int64_t n,
                                               std::vector<float>* outputs) {
+  ApplyComputeThreads();
   absl::Status s = CheckLabels(labels, n);
   if (!s.ok()) return s;
   BatchResult result;
