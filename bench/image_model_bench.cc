@@ -79,7 +79,6 @@ void BM_TrainingStep(benchmark::State& state, Case c, CpuKernels kernels) {
   for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 10);
   int64_t t = 0;
   auto step = [&] {
-    ApplyComputeThreads();
     auto r = n.ComputeGradients(params.data(), x.data(), labels.data(), c.batch, grads.data());
     benchmark::DoNotOptimize(r);
     ++t;

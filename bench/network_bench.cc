@@ -27,7 +27,6 @@ const data::Dataset& Images() { return bench::FashionMnistTrainImages("network_b
 
 void BM_Step(benchmark::State& state, const char* config) {
   SetComputeThreads(1);
-  ApplyComputeThreads();
   auto file = LoadModelConfigFile(config);
   if (!file.ok()) {
     state.SkipWithError(std::string(file.status().message()).c_str());

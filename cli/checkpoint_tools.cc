@@ -248,6 +248,19 @@ std::vector<std::string> ClassNamesOf(const model::JobSpec& job) {
   return label != nullptr ? label->class_names : std::vector<std::string>{};
 }
 
+// The class an example's probabilities predict: one sigmoid output above
+// 0.5, else the most probable of the softmax's.
+int64_t PredictedClass(const float* p, int64_t width) {
+  return width == 1 ? (p[0] > 0.5f ? 1 : 0) : std::max_element(p, p + width) - p;
+}
+
+// The probabilities of a line of JSON output, as %.6g.
+std::string ProbabilitiesJson(const float* p, int64_t width) {
+  std::vector<std::string> each;
+  for (int64_t j = 0; j < width; ++j) each.push_back(absl::StrFormat("%.6g", p[j]));
+  return absl::StrCat("[", absl::StrJoin(each, ", "), "]");
+}
+
 // One line per image file: its name, the class predicted (by name when
 // `names` has it) and the probabilities; CSV with a header, or JSON lines.
 std::string ImagePredictions(const std::vector<std::string>& files, const std::vector<float>& probs,
@@ -260,8 +273,7 @@ std::string ImagePredictions(const std::vector<std::string>& files, const std::v
   }
   for (size_t i = 0; i < files.size(); ++i) {
     const float* p = probs.data() + i * width;
-    const int64_t predicted =
-        width == 1 ? (p[0] > 0.5f ? 1 : 0) : std::max_element(p, p + width) - p;
+    const int64_t predicted = PredictedClass(p, width);
     const std::string name =
         predicted < static_cast<int64_t>(names.size()) ? names[predicted] : "";
     if (csv) {
@@ -274,13 +286,9 @@ std::string ImagePredictions(const std::vector<std::string>& files, const std::v
       for (int64_t j = 0; j < width; ++j) absl::StrAppendFormat(&text, ",%.6g", p[j]);
       text += "\n";
     } else {
-      std::vector<std::string> each;
-      for (int64_t j = 0; j < width; ++j) each.push_back(absl::StrFormat("%.6g", p[j]));
-      Json line = {{"file", files[i]}, {"predicted", predicted}};
-      if (!name.empty()) line["class"] = name;
-      std::string dumped = line.dump();
-      dumped.pop_back();  // the probabilities as the other lines print them
-      absl::StrAppend(&text, dumped, ", \"probabilities\": [", absl::StrJoin(each, ", "), "]}\n");
+      absl::StrAppend(&text, "{\"file\": ", Json(files[i]).dump(), ", \"predicted\": ", predicted,
+                      name.empty() ? "" : absl::StrCat(", \"class\": ", Json(name).dump()),
+                      ", \"probabilities\": ", ProbabilitiesJson(p, width), "}\n");
     }
   }
   return text;
@@ -340,7 +348,6 @@ int PredictMain(CliArgs& args) {
                                  }));
     const int64_t n = examples.num_examples;
     const int64_t width = n > 0 ? static_cast<int64_t>(probs.size()) / n : 0;
-    const bool binary = width == 1;
     const bool csv = out_path.size() > 4 && out_path.substr(out_path.size() - 4) == ".csv";
     if (!image_files.empty()) {
       PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(
@@ -356,17 +363,15 @@ int PredictMain(CliArgs& args) {
     }
     for (int64_t i = 0; i < n; ++i) {
       const float* p = probs.data() + i * width;
-      const int64_t predicted = binary ? (p[0] > 0.5f ? 1 : 0) : std::max_element(p, p + width) - p;
+      const int64_t predicted = PredictedClass(p, width);
       if (csv) {
         absl::StrAppend(&text, i, ",", examples.labels[i], ",", predicted);
         for (int64_t j = 0; j < width; ++j) absl::StrAppendFormat(&text, ",%.6g", p[j]);
         text += "\n";
       } else {
-        std::vector<std::string> each;
-        for (int64_t j = 0; j < width; ++j) each.push_back(absl::StrFormat("%.6g", p[j]));
         absl::StrAppend(&text, "{\"example\": ", i, ", \"label\": ", examples.labels[i],
-                        ", \"predicted\": ", predicted, ", \"probabilities\": [",
-                        absl::StrJoin(each, ", "), "]}\n");
+                        ", \"predicted\": ", predicted, ", \"probabilities\": ",
+                        ProbabilitiesJson(p, width), "}\n");
       }
     }
     PSTRAIN_RETURN_IF_ERROR(WriteFileAtomically(out_path, text));

@@ -39,9 +39,8 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Open(
 
 absl::StatusOr<std::unique_ptr<RecordReader>> ExampleStream::OpenFile(int i) const {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
-                           format_->OpenFile(spec_.files[i], spec_.compressions[i]));
-  if (spec_.ranges.empty()) return reader;
-  return LimitToRange(std::move(reader), spec_.ranges[i]);
+                           format_->OpenFile(spec_.files[i].path, spec_.compressions[i]));
+  return LimitToRange(std::move(reader), spec_.files[i]);
 }
 
 absl::Status ExampleStream::Count() {

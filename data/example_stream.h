@@ -41,11 +41,10 @@
 namespace pstrain::data {
 
 struct StreamSpec {
-  std::vector<std::string> files;         // the whole split, sorted
+  // The whole split, sorted: each file, or the records of it a TFDS
+  // split slice reads.
+  std::vector<RecordRange> files;
   std::vector<Compression> compressions;  // one per file
-  // The records read of each file (a TFDS split slice's); empty: every
-  // file whole.
-  std::vector<RecordRange> ranges;
   int replica = 0;
   int num_replicas = 1;
   bool by_file = false;  // REQUIRES: files.size() >= num_replicas when set
@@ -86,7 +85,7 @@ class ExampleStream : public BatchSource {
   ExampleStream(const StreamSpec& spec, std::shared_ptr<const RecordFormat> format);
 
   absl::Status Count();
-  // File i of the spec, limited to its range.
+  // File i of the spec, limited to its records.
   absl::StatusOr<std::unique_ptr<RecordReader>> OpenFile(int i) const;
   void StartEpoch(int64_t epoch);
   // Decodes this replica's next record of the epoch into buffer slot

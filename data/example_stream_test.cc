@@ -186,18 +186,15 @@ TEST(ExampleStreamTest, SeekLandsWhereNextWouldHave) {
 TEST(ExampleStreamTest, RecordsHeldEncodedComeOutAsDecodedOnesDo) {
   const std::string dir = WriteFiles("encoded", 3, 20);
   const InputSpec input = Streamed(dir, 16);
-  ASSERT_OK_AND_ASSIGN(std::vector<RecordRange> files, FilesOfSplit("", input, Split::kTrain));
   StreamSpec spec;
-  for (const RecordRange& f : files) {
-    spec.files.push_back(f.path);
-    spec.compressions.push_back(Compression::kNone);
-  }
+  ASSERT_OK_AND_ASSIGN(spec.files, FilesOfSplit("", input, Split::kTrain));
+  spec.compressions.assign(spec.files.size(), Compression::kNone);
   spec.batch_size = 4;
   spec.seed = 9;
   spec.shuffle_buffer = 16;
   spec.num_classes = 4;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<const RecordFormat> format,
-                       OpenFormat("", input, spec.files));
+                       OpenFormat("", input, {spec.files[0].path}));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExampleStream> decoded, ExampleStream::Open(spec, format));
   spec.hold_encoded = true;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<ExampleStream> encoded, ExampleStream::Open(spec, format));

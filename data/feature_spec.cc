@@ -340,26 +340,9 @@ absl::Status DecodeImageFeature(const FeatureDef& f, absl::string_view value, fl
   return absl::OkStatus();
 }
 
-// A float feature stored as one encoded bytes_list value (f.decode): its
-// first min(count, width) values into `dense`, unscaled, and their count
-// into *n.
-absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, float* dense,
-                                int64_t* n) {
-  const char* decode = FeatureDecodeName(f.decode);
-  if (view.kind != ListKind::kBytes) {
-    return BadFeature(f, absl::StrCat("is a ", ListKindName(view.kind), "; decode ", decode,
-                                      " needs a bytes_list of one value"));
-  }
-  absl::string_view value;
-  int64_t values = 0;
-  auto got = ReadBytes(view, [&](absl::string_view v) {
-    if (values++ == 0) value = v;
-  });
-  if (!got.ok()) return BadFeature(f, got.status().message());
-  if (values != 1) {
-    return BadFeature(f, absl::StrCat("has ", values, " bytes_list values; decode ", decode,
-                                      " needs one (the encoded values)"));
-  }
+// A float feature's one encoded value (f.decode): its first min(count,
+// width) values into `dense`, unscaled, and their count into *n.
+absl::Status DecodeValue(const FeatureDef& f, absl::string_view value, float* dense, int64_t* n) {
   const int64_t width = f.width();
   switch (f.decode) {
     case FeatureDecode::kValues:
@@ -389,16 +372,57 @@ absl::Status DecodeBytesFeature(const FeatureDef& f, const FeatureView& view, fl
   return absl::OkStatus();
 }
 
+// A float feature stored as one encoded bytes_list value: that value.
+absl::StatusOr<absl::string_view> EncodedValue(const FeatureDef& f, const FeatureView& view) {
+  const char* decode = FeatureDecodeName(f.decode);
+  if (view.kind != ListKind::kBytes) {
+    return BadFeature(f, absl::StrCat("is a ", ListKindName(view.kind), "; decode ", decode,
+                                      " needs a bytes_list of one value"));
+  }
+  absl::string_view value;
+  int64_t values = 0;
+  auto got = ReadBytes(view, [&](absl::string_view v) {
+    if (values++ == 0) value = v;
+  });
+  if (!got.ok()) return BadFeature(f, got.status().message());
+  if (values != 1) {
+    return BadFeature(f, absl::StrCat("has ", values, " bytes_list values; decode ", decode,
+                                      " needs one (the encoded values)"));
+  }
+  return value;
+}
+
+absl::Status CountError(const FeatureDef& f, int64_t n) {
+  return BadFeature(f, absl::StrCat("has ", n, " values; the spec says length ", f.length,
+                                    " (give max_len for a variable length)"));
+}
+
+// A float feature's `n` values read into `dense`: checked against its
+// length, scaled and offset, the rest of its width padded with 0.
+absl::Status FinishFloats(const FeatureDef& f, int64_t n, float* dense) {
+  const int64_t width = f.width();
+  if (f.max_len == 0 && n != f.length) return CountError(f, n);
+  if (f.scale != 1 || f.offset != 0) {
+    for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] = dense[k] * f.scale + f.offset;
+  }
+  if (n < width) std::fill(dense + n, dense + width, 0.0f);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ExampleDecoder::DecodeEncoded(size_t i, absl::string_view value, float* dense) const {
+  const FeatureDef& f = spec_.features[i];
+  int64_t n = 0;
+  if (absl::Status s = DecodeValue(f, value, dense, &n); !s.ok()) return s;
+  return FinishFloats(f, n, dense);
+}
 
 absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, float* dense,
                                            int64_t* ids) const {
   const FeatureDef& f = spec_.features[i];
   const int64_t width = f.width();
-  auto count_error = [&](int64_t n) {
-    return BadFeature(f, absl::StrCat("has ", n, " values; the spec says length ", f.length,
-                                      " (give max_len for a variable length)"));
-  };
+  auto count_error = [&](int64_t n) { return CountError(f, n); };
   auto kind_error = [&](absl::string_view wanted) {
     return BadFeature(f, absl::StrCat("is a ", ListKindName(view->kind),
                                       f.type == FeatureType::kInt64 ? "; an " : "; a ",
@@ -426,7 +450,9 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
   switch (f.type) {
     case FeatureType::kFloat: {
       if (f.decode != FeatureDecode::kValues) {
-        if (absl::Status s = DecodeBytesFeature(f, *view, dense, &n); !s.ok()) return s;
+        absl::StatusOr<absl::string_view> value = EncodedValue(f, *view);
+        if (!value.ok()) return value.status();
+        if (absl::Status s = DecodeValue(f, *value, dense, &n); !s.ok()) return s;
       } else if (view->kind == ListKind::kFloat) {
         auto got = ReadFloats(*view, dense, width);
         if (!got.ok()) return BadFeature(f, got.status().message());
@@ -441,12 +467,7 @@ absl::Status ExampleDecoder::DecodeFeature(size_t i, const FeatureView* view, fl
       } else {
         return kind_error("a float_list or an int64_list");
       }
-      if (f.max_len == 0 && n != f.length) return count_error(n);
-      if (f.scale != 1 || f.offset != 0) {
-        for (int64_t k = 0; k < std::min(n, width); ++k) dense[k] = dense[k] * f.scale + f.offset;
-      }
-      if (n < width) std::fill(dense + n, dense + width, 0.0f);
-      return absl::OkStatus();
+      return FinishFloats(f, n, dense);
     }
     case FeatureType::kInt64: {
       if (view->kind != ListKind::kInt64) return kind_error("an int64_list");

@@ -159,6 +159,13 @@ class ExampleDecoder {
   absl::Status Decode(absl::string_view example, ParsedExample* parsed, float* dense, int64_t* ids,
                       int32_t* label, int64_t num_classes) const;
 
+  // Float feature `i`'s one encoded value (its decode's: an image file's
+  // bytes, say) into dense[i's width], decoded, brought to its
+  // image_shape, checked, scaled and offset as Decode does it in an
+  // Example. REQUIRES: feature i decodes (decode is not kValues). Decode's
+  // errors for the value.
+  absl::Status DecodeEncoded(size_t i, absl::string_view value, float* dense) const;
+
   // The id of a token of feature `i` (a string or an int64's decimal text).
   int64_t IdOf(size_t i, absl::string_view token) const;
   // The id of int64 feature `i`'s value: hashed, or the value itself when

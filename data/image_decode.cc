@@ -38,7 +38,7 @@ absl::StatusOr<ImageSize> DecodeImagePixels(absl::string_view bytes, ImageCodec 
   if (codec == ImageCodec::kEither) {
     if (LooksLikeJpeg(bytes)) {
       codec = ImageCodec::kJpeg;
-    } else if (bytes.size() >= 8 && bytes.substr(0, 8) == "\x89PNG\r\n\x1a\n") {
+    } else if (LooksLikePng(bytes)) {
       codec = ImageCodec::kPng;
     } else {
       return absl::InvalidArgumentError("neither a PNG nor a JPEG image");

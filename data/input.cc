@@ -382,13 +382,10 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
     return out;
   }
   StreamSpec spec;
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<RecordRange> files,
-                           FilesOfSplit(data_dir, input, Split::kTrain));
-  for (RecordRange& f : files) {
+  PSTRAIN_ASSIGN_OR_RETURN(spec.files, FilesOfSplit(data_dir, input, Split::kTrain));
+  for (const RecordRange& f : spec.files) {
     PSTRAIN_ASSIGN_OR_RETURN(Compression c, CompressionOf(input, f.path));
     spec.compressions.push_back(c);
-    spec.files.push_back(f.path);
-    spec.ranges.push_back(std::move(f));
   }
   spec.replica = replica;
   spec.num_replicas = num_replicas;
@@ -402,7 +399,7 @@ absl::StatusOr<TrainingInput> OpenTrainingInput(const std::string& data_dir, con
   // Images wait in the buffer encoded and are decoded as they leave it.
   for (const FeatureDef& f : input.features.features) spec.hold_encoded |= f.is_image();
   PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<const RecordFormat> format,
-                           OpenFormat(data_dir, input, spec.files));
+                           OpenFormat(data_dir, input, PathsOf(spec.files)));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
                            ExampleStream::Open(spec, std::move(format)));
   out.streamed = true;

@@ -144,10 +144,15 @@ bool EncodeWithLibpng(const std::vector<png_bytep>& rows, png_uint_32 width, png
 
 }  // namespace
 
+bool LooksLikePng(absl::string_view bytes) {
+  return bytes.size() >= kSignatureBytes &&
+         png_sig_cmp(reinterpret_cast<const unsigned char*>(bytes.data()), 0, kSignatureBytes) == 0;
+}
+
 absl::StatusOr<PngShape> DecodePng(absl::string_view png, int64_t max_values,
                                    std::vector<uint8_t>* pixels) {
   const auto* data = reinterpret_cast<const unsigned char*>(png.data());
-  if (png.size() < kSignatureBytes || png_sig_cmp(data, 0, kSignatureBytes) != 0) {
+  if (!LooksLikePng(png)) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a PNG image (", png.size(), " bytes without PNG's signature)"));
   }

@@ -21,6 +21,9 @@ struct PngShape {
   int64_t values() const { return height * width * channels; }
 };
 
+// Whether `bytes` begin with PNG's 8-byte signature.
+bool LooksLikePng(absl::string_view bytes);
+
 // Decodes the PNG image `png` into `pixels` (resized to its values():
 // rows top to bottom, each pixel's channels together). Channels are as
 // stored: a palette is expanded to RGB (RGBA where it has transparency),

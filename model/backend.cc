@@ -46,12 +46,10 @@ class CpuBackend final : public Backend {
                                                const int32_t* labels, int batch, float* grads,
                                                const std::function<void(int layer)>& on_layer_done,
                                                float* input_grad) override {
-    ApplyComputeThreads();
     return net_->ComputeGradients(params, x, labels, batch, grads, on_layer_done, input_grad);
   }
   absl::StatusOr<BatchResult> Evaluate(const float* params, const float* x, const int32_t* labels,
                                        int64_t n) override {
-    ApplyComputeThreads();
     return net_->Evaluate(params, x, labels, n);
   }
   void SetStepSeed(uint64_t seed) override { net_->SetStepSeed(seed); }

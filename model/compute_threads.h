@@ -4,8 +4,10 @@
 // reference kernels). One setting for the process, from --blas_threads
 // (one per core unless a task's flags say).
 //
-// OpenMP keeps the count per thread, so the backend applies it on the
-// thread that computes (ApplyComputeThreads before each step). OpenBLAS
+// OpenMP keeps the count per thread and oneDNN fixes a primitive's when it
+// builds it, so the network applies it on the thread that builds its
+// layers and on the one that computes (ApplyComputeThreads in model::Network's
+// constructor and before each pass). OpenBLAS
 // keeps one count per process: a network whose heavy layers run on oneDNN
 // leaves OpenBLAS one thread (it then multiplies only a small dense head,
 // and its idle threads spin-wait beside oneDNN's: measured 10-20% slower
